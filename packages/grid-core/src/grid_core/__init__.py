@@ -1,0 +1,1 @@
+"""grid-core: GRID's engine."""

@@ -1,0 +1,96 @@
+"""The error hierarchy of GRID.
+
+One root, :class:`GridError`, with a subclass per phase. Errors carry structure
+(the rule, the word, the role, the step), not just a message, so that callers can
+act on them and tests can assert on fields rather than on wording.
+
+Policy: user input that is wrong raises one of these with a message that names
+the offending thing; a broken internal invariant is an ``assert``.
+"""
+
+from __future__ import annotations
+
+
+class GridError(Exception):
+    """Root of every error GRID raises on purpose."""
+
+
+class GrammarError(GridError):
+    """A grammar (L1) or a projection of it (L2) cannot be built."""
+
+
+class UndefinedSymbolError(GrammarError):
+    """A rule refers to a symbol that no rule or terminal defines."""
+
+    def __init__(self, symbol: str, rule: str) -> None:
+        self.symbol = symbol
+        self.rule = rule
+        super().__init__(f"undefined symbol {symbol!r} used in rule {rule}")
+
+
+class EmptyLanguageError(GrammarError):
+    """A projection leaves no sentence at all: the role can say nothing."""
+
+    def __init__(self, role: str, detail: str = "") -> None:
+        self.role = role
+        suffix = f": {detail}" if detail else ""
+        super().__init__(f"the projected language of role {role!r} is empty{suffix}")
+
+
+class LALRConflictError(GrammarError):
+    """The grammar is not LALR(1): two items clash on one lookahead in one state."""
+
+    def __init__(self, kind: str, state: int, lookahead: str, item1: str, item2: str) -> None:
+        self.kind = kind  # "shift/reduce" or "reduce/reduce"
+        self.state = state
+        self.lookahead = lookahead
+        self.item1 = item1
+        self.item2 = item2
+        super().__init__(
+            f"{kind} conflict in LALR(1) state {state} on lookahead {lookahead}:\n"
+            f"  {item1}\n  {item2}"
+        )
+
+
+class PatternError(GrammarError):
+    """A terminal's pattern uses a construct that has no byte-automaton meaning."""
+
+    def __init__(self, terminal: str, pattern: str, reason: str) -> None:
+        self.terminal = terminal
+        self.pattern = pattern
+        self.reason = reason
+        super().__init__(f"terminal {terminal}: pattern {pattern!r}: {reason}")
+
+
+class LexiconError(GridError):
+    """A schema word cannot be admitted by its identifier category."""
+
+    def __init__(self, word: bytes, category: str, reason: str) -> None:
+        self.word = word
+        self.category = category
+        self.reason = reason
+        super().__init__(f"lexicon word {word!r} in category {category}: {reason}")
+
+
+class TokenizerError(GridError):
+    """A vocabulary file cannot be read into token spellings."""
+
+
+class MaskError(GridError):
+    """An internal inconsistency surfaced while computing a mask (never a wrong mask)."""
+
+
+class GuideError(GridError):
+    """A guide was driven against its contract (a token outside the mask, after EOS)."""
+
+
+class AuditError(GridError):
+    """An audit log is malformed or fails verification."""
+
+
+class PolicyError(GridError):
+    """A policy bundle is malformed or names something that does not exist."""
+
+
+class ServingError(GridError):
+    """A serving-layer request failed; sticky on the request, never thrown into a batch."""

@@ -1,0 +1,59 @@
+"""Deterministic content fingerprints for every immutable artifact.
+
+``fingerprint(obj)`` is the BLAKE2b-128 hex digest of a canonical, injective
+encoding of ``obj``: the same value gives the same fingerprint in any process on
+any machine (no ``hash()``, no dict order, no ``repr`` of floats). Supported
+values are ``None``, ``bool``, ``int``, ``str``, ``bytes``, and tuples, lists,
+frozensets, sets and dicts of them (sets and dict keys are sorted by their
+encoding).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+
+def canonical(obj: Any) -> bytes:
+    """Injective, type-tagged, length-prefixed encoding of ``obj``."""
+    out = bytearray()
+    _encode(obj, out)
+    return bytes(out)
+
+
+def _encode(obj: Any, out: bytearray) -> None:
+    if obj is None:
+        out += b"N"
+    elif obj is True or obj is False:
+        out += b"T" if obj else b"F"
+    elif isinstance(obj, int):
+        body = str(obj).encode()
+        out += b"i" + len(body).to_bytes(4, "big") + body
+    elif isinstance(obj, str):
+        body = obj.encode("utf-8")
+        out += b"s" + len(body).to_bytes(8, "big") + body
+    elif isinstance(obj, bytes | bytearray | memoryview):
+        body = bytes(obj)
+        out += b"b" + len(body).to_bytes(8, "big") + body
+    elif isinstance(obj, tuple | list):
+        out += b"l" + len(obj).to_bytes(8, "big")
+        for item in obj:
+            _encode(item, out)
+    elif isinstance(obj, set | frozenset):
+        items = sorted(canonical(x) for x in obj)
+        out += b"S" + len(items).to_bytes(8, "big")
+        for item in items:
+            out += item
+    elif isinstance(obj, Mapping):
+        pairs = sorted((canonical(k), canonical(v)) for k, v in obj.items())
+        out += b"D" + len(pairs).to_bytes(8, "big")
+        for k, v in pairs:
+            out += k + v
+    else:
+        raise TypeError(f"cannot fingerprint a value of type {type(obj).__name__}")
+
+
+def fingerprint(obj: Any) -> str:
+    """BLAKE2b-128 hex digest of ``canonical(obj)``."""
+    return hashlib.blake2b(canonical(obj), digest_size=16).hexdigest()

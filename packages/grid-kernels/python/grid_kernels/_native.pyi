@@ -1,0 +1,4 @@
+"""Type stub for the private native module (checked with mypy.stubtest)."""
+
+ABI_VERSION: int
+"""Version of the table and buffer layout shared with grid_core."""

@@ -1,0 +1,1 @@
+"""grid-serve: logits processors, the vLLM backend and the serving contract."""

@@ -1,0 +1,1 @@
+"""grid-spec: the executable specification of GRID (see ``spec`` and ``properties``)."""

@@ -1,0 +1,1 @@
+"""grid-sql: dialects, role projection, schema lexicons and the SemanticChecker."""
