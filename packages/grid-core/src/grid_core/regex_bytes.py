@@ -1,0 +1,386 @@
+"""Terminal patterns compiled to Thompson NFAs over bytes.
+
+Purpose: give every terminal t of a dialect its regular language R_t as an
+automaton over **bytes** (DESIGN.md section 3), the input of the union DFA in
+:mod:`grid_core.dfa`.
+
+Semantics (normative):
+
+- A pattern is Python ``re`` syntax, as lark's ``PatternStr.to_regexp()`` and
+  ``PatternRE.to_regexp()`` write it (flags as scoped groups, ``(?i:select)``).
+  It is parsed by the standard library's own parser (``re._parser``, formerly
+  ``sre_parse``), never by hand, so the syntax is exactly Python's.
+- The pattern is read over the latin-1 view of bytes: one character is one byte
+  0..255, so R_t is a set of byte strings. A character above U+00FF anywhere in
+  the pattern (literally or through an escape) is a :class:`PatternError`.
+- ASCII semantics, exactly as ``re.ASCII``: ``(?i)`` folds only ``A-Z``/``a-z``
+  (``[^a]`` under ``(?i)`` excludes both ``a`` and ``A``); ``\\d`` = ``[0-9]``,
+  ``\\w`` = ``[A-Za-z0-9_]``, ``\\s`` = ``[ \\t\\n\\r\\f\\v]``, their negations
+  and their uses inside classes likewise; ``.`` is any byte but ``\\n`` unless
+  the ``s`` flag is on. Inline flags: global ``(?i)``, ``(?s)``, ``(?x)`` and
+  scoped ``(?i:...)``, ``(?-i:...)``. The ``m`` flag is harmless (anchors are
+  rejected); ``a`` and ``u`` are ignored: the semantics are always ASCII.
+- Supported: literals, escapes, classes (negated, ranges, categories), ``.``,
+  capturing and non-capturing groups (for their language only), alternation,
+  greedy and lazy quantifiers ``* + ? {m} {m,} {m,n}`` (a lazy quantifier has
+  the same language as the greedy one).
+- Rejected with a :class:`PatternError` naming the construct: anchors
+  (``^ $ \\A \\Z \\b \\B``), lookarounds, backreferences, conditionals, atomic
+  groups and possessive quantifiers (each changes or depends on more than the
+  language of its parts); a pattern whose language contains the empty string
+  (maximal-munch lexing would not progress); a pattern whose language over bytes
+  is empty (``[^\\x00-\\xff]``: a terminal that can never match is a grammar
+  bug); a pattern whose NFA exceeds :data:`MAX_NFA_STATES` (huge counted
+  repetitions). The whole pattern is checked, also parts that a ``{0}`` removes.
+
+Construction (reference: K. Thompson, "Regular expression search algorithm",
+CACM 11(6), 1968; the fragment form of Aho, Lam, Sethi, Ullman, *Compilers*,
+section 3.7.4): each node of the parse tree becomes a fragment with one entry
+and one exit state; a state has ε-edges and at most one byte edge, labelled by a
+*byte set*. Counted repetition ``x{m,n}`` is expanded to ``m`` copies of ``x``
+followed by ``n-m`` optional copies. The result is then *trimmed*: every state
+is reachable from the start and reaches the final state, so a non-empty set of
+NFA states always means "live" (some extension is in the language).
+
+A **byte set** is a Python int used as a 256-bit set: bit ``b`` is set iff byte
+``b`` is in the set.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from grid_core.errors import PatternError
+
+if TYPE_CHECKING:  # typeshed describes the parser under its pre-3.11 names
+    import sre_constants as _c
+    import sre_parse as _parser
+else:  # the same modules; importing sre_parse itself warns since 3.11
+    from re import _constants as _c
+    from re import _parser
+
+__all__ = [
+    "ALL_BYTES",
+    "MAX_NFA_STATES",
+    "ByteNFA",
+    "byteset",
+    "compile_pattern",
+]
+
+#: Upper bound on the states of one pattern's NFA (before trimming).
+MAX_NFA_STATES = 100_000
+
+#: The byte set of all 256 bytes.
+ALL_BYTES = (1 << 256) - 1
+
+
+def byteset(data: Iterable[int]) -> int:
+    """The byte set holding exactly the given byte values (each in 0..255)."""
+    mask = 0
+    for b in data:
+        assert 0 <= b <= 0xFF, b
+        mask |= 1 << b
+    return mask
+
+
+def _span(lo: int, hi: int) -> int:
+    """The byte set of ``lo..hi`` inclusive (empty if ``hi < lo``)."""
+    return ((1 << (hi - lo + 1)) - 1) << lo if hi >= lo else 0
+
+
+_NEWLINE = 1 << 0x0A
+_DIGIT = _span(0x30, 0x39)
+_WORD = _span(0x41, 0x5A) | _span(0x61, 0x7A) | _DIGIT | 1 << 0x5F
+_SPACE = _span(0x09, 0x0D) | 1 << 0x20  # \t \n \v \f \r and space, as re.ASCII
+_LETTERS_26 = (1 << 26) - 1
+
+_CATEGORIES: dict[int, int] = {
+    _c.CATEGORY_DIGIT: _DIGIT,
+    _c.CATEGORY_NOT_DIGIT: ALL_BYTES & ~_DIGIT,
+    _c.CATEGORY_WORD: _WORD,
+    _c.CATEGORY_NOT_WORD: ALL_BYTES & ~_WORD,
+    _c.CATEGORY_SPACE: _SPACE,
+    _c.CATEGORY_NOT_SPACE: ALL_BYTES & ~_SPACE,
+}
+
+
+def _ascii_fold(mask: int) -> int:
+    """Close a byte set under ASCII case: add ``A`` for ``a`` and ``a`` for ``A``."""
+    letters = ((mask >> 0x41) | (mask >> 0x61)) & _LETTERS_26
+    return mask | letters << 0x41 | letters << 0x61
+
+
+_ANCHORS: dict[int, str] = {
+    _c.AT_BEGINNING: "the anchor ^",
+    _c.AT_BEGINNING_LINE: "the anchor ^",
+    _c.AT_BEGINNING_STRING: "the anchor \\A",
+    _c.AT_END: "the anchor $",
+    _c.AT_END_LINE: "the anchor $",
+    _c.AT_END_STRING: "the anchor \\Z",
+    _c.AT_BOUNDARY: "the anchor \\b",
+    _c.AT_NON_BOUNDARY: "the anchor \\B",
+}
+
+
+@dataclass(frozen=True, eq=False)
+class ByteNFA:
+    """A trimmed Thompson NFA over bytes: one start state, one final state.
+
+    Invariants: every state is reachable from ``start`` and reaches ``final``;
+    ``final`` has no outgoing edge; the language is non-empty and does not
+    contain the empty string (``final`` is not in the ε-closure of ``start``).
+    """
+
+    n_states: int
+    start: int
+    final: int
+    eps: tuple[tuple[int, ...], ...]
+    """``eps[q]``: the ε-successors of state ``q``."""
+    edge: tuple[tuple[int, int] | None, ...]
+    """``edge[q]``: ``(byte set, target)`` of the one byte edge of ``q``, or None."""
+
+    def closure(self, states: Iterable[int]) -> frozenset[int]:
+        """The ε-closure of ``states``."""
+        seen = set(states)
+        stack = list(seen)
+        while stack:
+            for r in self.eps[stack.pop()]:
+                if r not in seen:
+                    seen.add(r)
+                    stack.append(r)
+        return frozenset(seen)
+
+    def _run(self, data: bytes) -> frozenset[int]:
+        current = self.closure((self.start,))
+        for b in data:
+            bit = 1 << b
+            moved = []
+            for q in current:
+                e = self.edge[q]
+                if e is not None and e[0] & bit:
+                    moved.append(e[1])
+            if not moved:
+                return frozenset()
+            current = self.closure(moved)
+        return current
+
+    def fullmatch(self, data: bytes) -> bool:
+        """Whether ``data`` is in the language (reference simulation, not fast)."""
+        return self.final in self._run(data)
+
+    def is_live(self, data: bytes) -> bool:
+        """Whether some extension of ``data`` (possibly empty) is in the language."""
+        return bool(self._run(data))
+
+
+def compile_pattern(terminal: str, pattern: str) -> ByteNFA:
+    """Compile one terminal's pattern to a trimmed :class:`ByteNFA`.
+
+    ``terminal`` only names the pattern in errors. Raises :class:`PatternError`
+    for every rejection listed in the module header.
+    """
+    for pos, ch in enumerate(pattern):
+        if ord(ch) > 0xFF:
+            raise PatternError(
+                terminal,
+                pattern,
+                f"character U+{ord(ch):04X} at position {pos} is above U+00FF; "
+                "patterns are read over bytes (latin-1), spell it as UTF-8 bytes",
+            )
+    try:
+        tree = _parser.parse(pattern)
+    except re.error as exc:
+        raise PatternError(terminal, pattern, f"not a Python regular expression: {exc}") from None
+    builder = _Thompson(terminal, pattern)
+    builder.validate(tree)
+    start, final = builder.sequence(tree, tree.state.flags)
+    return builder.finish(start, final)
+
+
+class _Thompson:
+    """Builds the NFA of one pattern, fragment by fragment (Thompson)."""
+
+    def __init__(self, terminal: str, pattern: str) -> None:
+        self.terminal = terminal
+        self.pattern = pattern
+        self.eps: list[list[int]] = []
+        self.edge: list[tuple[int, int] | None] = []
+
+    def error(self, reason: str) -> PatternError:
+        return PatternError(self.terminal, self.pattern, reason)
+
+    # -- validation: the constructs without a byte-automaton meaning ------------
+
+    def validate(self, sub: Any) -> None:
+        """Reject every unsupported construct in the parse tree ``sub``."""
+        for op, av in sub:
+            if op is _c.AT:
+                raise self.error(f"{_ANCHORS.get(av, 'an anchor')} is not supported")
+            if op is _c.ASSERT or op is _c.ASSERT_NOT:
+                kind = "lookahead" if av[0] == 1 else "lookbehind"
+                sign = "negative " if op is _c.ASSERT_NOT else ""
+                raise self.error(f"a {sign}{kind} assertion is not supported")
+            if op is _c.GROUPREF:
+                raise self.error("a backreference is not supported")
+            if op is _c.GROUPREF_EXISTS:
+                raise self.error("a conditional group (?(id)yes|no) is not supported")
+            if op is _c.ATOMIC_GROUP:
+                raise self.error("an atomic group (?>...) is not supported")
+            if op is _c.POSSESSIVE_REPEAT:
+                raise self.error("a possessive quantifier (*+, ++, ?+, {m,n}+) is not supported")
+            if op is _c.LITERAL or op is _c.NOT_LITERAL:
+                self._check_char(av)
+            elif op is _c.IN:
+                for item_op, item_av in av:
+                    if item_op is _c.LITERAL:
+                        self._check_char(item_av)
+                    elif item_op is _c.RANGE:
+                        self._check_char(item_av[1])
+            elif op is _c.BRANCH:
+                for alternative in av[1]:
+                    self.validate(alternative)
+            elif op is _c.SUBPATTERN:
+                self.validate(av[3])
+            elif op is _c.MAX_REPEAT or op is _c.MIN_REPEAT:
+                self.validate(av[2])
+            elif op is not _c.ANY:
+                raise self.error(f"the construct {op} is not supported")
+
+    def _check_char(self, code: int) -> None:
+        if code > 0xFF:
+            raise self.error(
+                f"character U+{code:04X} is above U+00FF; patterns are read over bytes (latin-1)"
+            )
+
+    # -- construction ----------------------------------------------------------
+
+    def state(self) -> int:
+        if len(self.eps) >= MAX_NFA_STATES:
+            raise self.error(f"the pattern needs more than {MAX_NFA_STATES} NFA states")
+        self.eps.append([])
+        self.edge.append(None)
+        return len(self.eps) - 1
+
+    def sequence(self, sub: Any, flags: int) -> tuple[int, int]:
+        """Fragment ``(entry, exit)`` for a parsed sequence ``sub`` under ``flags``."""
+        entry = exit_ = self.state()
+        for op, av in sub:
+            first, last = self.node(op, av, flags)
+            self.eps[exit_].append(first)
+            exit_ = last
+        return entry, exit_
+
+    def node(self, op: Any, av: Any, flags: int) -> tuple[int, int]:
+        """Fragment for one parse-tree node (validated beforehand)."""
+        fold = bool(flags & _c.SRE_FLAG_IGNORECASE)
+        if op is _c.LITERAL:
+            return self.byte_edge(_ascii_fold(1 << av) if fold else 1 << av)
+        if op is _c.NOT_LITERAL:
+            return self.byte_edge(ALL_BYTES & ~(_ascii_fold(1 << av) if fold else 1 << av))
+        if op is _c.ANY:
+            return self.byte_edge(ALL_BYTES if flags & _c.SRE_FLAG_DOTALL else ALL_BYTES & ~_NEWLINE)
+        if op is _c.IN:
+            return self.byte_edge(self.charset(av, fold))
+        if op is _c.BRANCH:
+            entry, exit_ = self.state(), self.state()
+            for alternative in av[1]:
+                first, last = self.sequence(alternative, flags)
+                self.eps[entry].append(first)
+                self.eps[last].append(exit_)
+            return entry, exit_
+        if op is _c.SUBPATTERN:
+            _group, add_flags, del_flags, sub = av
+            return self.sequence(sub, (flags | add_flags) & ~del_flags)
+        assert op is _c.MAX_REPEAT or op is _c.MIN_REPEAT, op
+        low, high, sub = av
+        return self.repeat(sub, flags, low, None if high == _c.MAXREPEAT else high)
+
+    def byte_edge(self, mask: int) -> tuple[int, int]:
+        entry, exit_ = self.state(), self.state()
+        self.edge[entry] = (mask, exit_)
+        return entry, exit_
+
+    def charset(self, items: Any, fold: bool) -> int:
+        """The byte set of a class ``[...]`` (sre's rule: fold, then negate)."""
+        negate = False
+        mask = 0
+        for op, av in items:
+            if op is _c.NEGATE:
+                negate = True
+            elif op is _c.LITERAL:
+                mask |= 1 << av
+            elif op is _c.RANGE:
+                mask |= _span(av[0], av[1])
+            elif op is _c.CATEGORY:
+                if av not in _CATEGORIES:
+                    raise self.error(f"the class category {av} is not supported")
+                mask |= _CATEGORIES[av]
+            else:
+                raise self.error(f"the class item {op} is not supported")
+        if fold:
+            mask = _ascii_fold(mask)
+        return ALL_BYTES & ~mask if negate else mask
+
+    def repeat(self, sub: Any, flags: int, low: int, high: int | None) -> tuple[int, int]:
+        """``sub{low,high}`` (``high`` None: unbounded) as copies of ``sub``'s fragment."""
+        entry = exit_ = self.state()
+        for _ in range(low):
+            first, last = self.sequence(sub, flags)
+            self.eps[exit_].append(first)
+            exit_ = last
+        if high is None:  # x*: hub --ε--> x --ε--> hub, leave from the hub
+            hub = self.state()
+            first, last = self.sequence(sub, flags)
+            self.eps[exit_].append(hub)
+            self.eps[hub].append(first)
+            self.eps[last].append(hub)
+            return entry, hub
+        done = self.state()  # (x(x(x)?)?)? flattened: each optional copy may skip to done
+        for _ in range(high - low):
+            first, last = self.sequence(sub, flags)
+            self.eps[exit_] += (first,)
+            exit_ = last
+        self.eps[exit_].append(done)
+        return entry, done
+
+    def finish(self, start: int, final: int) -> ByteNFA:
+        """Check emptiness, trim to the useful states and renumber them in order."""
+        n = len(self.eps)
+        succ: list[list[int]] = [list(self.eps[q]) for q in range(n)]
+        for q, e in enumerate(self.edge):
+            if e is not None and e[0]:
+                succ[q].append(e[1])
+        pred: list[list[int]] = [[] for _ in range(n)]
+        for q in range(n):
+            for r in succ[q]:
+                pred[r].append(q)
+        reachable = _reach(start, succ)
+        useful = _reach(final, pred) & reachable
+        raw = ByteNFA(n, start, final, tuple(map(tuple, self.eps)), tuple(self.edge))
+        if final in raw.closure((start,)):
+            raise self.error("the pattern matches the empty string")
+        if final not in reachable:
+            raise self.error("the pattern matches no byte string (its language is empty)")
+        order = sorted(useful)
+        new = {q: i for i, q in enumerate(order)}
+        eps = tuple(tuple(new[r] for r in self.eps[q] if r in new) for q in order)
+        edge: list[tuple[int, int] | None] = []
+        for q in order:
+            e = self.edge[q]
+            keep = e is not None and e[0] != 0 and e[1] in new
+            edge.append((e[0], new[e[1]]) if e is not None and keep else None)
+        return ByteNFA(len(order), new[start], new[final], eps, tuple(edge))
+
+
+def _reach(origin: int, succ: list[list[int]]) -> set[int]:
+    seen = {origin}
+    stack = [origin]
+    while stack:
+        for r in succ[stack.pop()]:
+            if r not in seen:
+                seen.add(r)
+                stack.append(r)
+    return seen

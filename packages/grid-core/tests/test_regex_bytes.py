@@ -1,0 +1,229 @@
+"""Tests of grid_core.regex_bytes: patterns to Thompson NFAs over bytes.
+
+The oracle is Python itself: ``re.fullmatch(p, s, re.ASCII)`` for membership and
+``regex.fullmatch(p, s, flags=regex.ASCII, partial=True)`` for liveness, with
+byte strings read as latin-1 text (one character per byte).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import pytest
+import regex
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from lark.lexer import PatternRE, PatternStr
+
+from grid_core.errors import GrammarError, PatternError
+from grid_core.regex_bytes import (
+    ALL_BYTES,
+    MAX_NFA_STATES,
+    ByteNFA,
+    byteset,
+    compile_pattern,
+)
+
+DERANDOMIZED = settings(derandomize=True, deadline=None, max_examples=100)
+
+# name -> pattern; every language is non-empty and excludes the empty string.
+PATTERNS: dict[str, str] = {
+    "keyword": r"(?i:select)",
+    "ident": r'[A-Za-z_][A-Za-z0-9_]*|"(?:[^"]|"")+"',
+    "number": r"\d+(?:\.\d*)?(?:[eE][+-]?\d+)?",
+    "string": r"'(?:[^']|'')*'",
+    "block_comment": r"/\*(?:[^*]|\*+[^*/])*\*+/",
+    "nested_groups": r"(a(b(c|d)*)+e)?f",
+    "negated_class_fold": r"(?i:[^a-c])z",
+    "global_fold_class": r"(?i)[a-c]+x",
+    "scoped_unfold": r"(?i)a(?-i:b)c",
+    "no_latin1_fold": r"(?i)\xe9+",
+    "dot": r"a.c",
+    "dot_all": r"(?s)a.c",
+    "scoped_dot_all": r"a(?s:.)c",
+    "high_bytes": r"\xc3[\x80-\xbf]|[\x80-\xff]{3}",
+    "counted": r"(?:ab){1,3}c{2}d{2,}",
+    "lazy": r"a+?b{1,2}?",
+    "categories": r"[^\W\d]\s\S\w\W\D",
+    "verbose": "(?x) a b  # a comment\n c",
+}
+
+
+LATIN1 = st.characters(max_codepoint=0xFF)
+
+
+def strings_near(pattern: str) -> st.SearchStrategy[str]:
+    """Latin-1 text in, just inside and just outside the language of ``pattern``.
+
+    Members (from hypothesis' own regex generator), their prefixes, two members
+    joined, and members with one character replaced, inserted or appended.
+    """
+    member = st.from_regex(re.compile(pattern, re.ASCII), fullmatch=True, alphabet=LATIN1)
+    cut = st.tuples(member, st.integers(0, 30)).map(lambda m: m[0][: m[1]])
+    twice = st.tuples(member, member).map("".join)
+    edited = st.tuples(member, st.integers(0, 30), LATIN1, st.integers(0, 1)).map(
+        lambda m: m[0][: m[1]] + m[2] + m[0][m[1] + m[3] :]
+    )
+    noise = st.text(LATIN1, max_size=4)
+    return st.one_of(member, cut, twice, edited, noise)
+
+
+def _assert_agrees(nfa: ByteNFA, pattern: str, text: str) -> None:
+    data = text.encode("latin-1")
+    expected_match = re.fullmatch(pattern, text, re.ASCII) is not None
+    expected_live = regex.fullmatch(pattern, text, flags=regex.ASCII, partial=True) is not None
+    assert nfa.fullmatch(data) == expected_match, (pattern, text)
+    assert nfa.is_live(data) == expected_live, (pattern, text)
+
+
+@pytest.fixture(scope="module")
+def nfas() -> dict[str, ByteNFA]:
+    return {name: compile_pattern(name, pattern) for name, pattern in PATTERNS.items()}
+
+
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+@DERANDOMIZED
+@given(data=st.data())
+def test_nfa_agrees_with_python_re(nfas: dict[str, ByteNFA], name: str, data: st.DataObject) -> None:
+    text = data.draw(strings_near(PATTERNS[name]))
+    _assert_agrees(nfas[name], PATTERNS[name], text)
+
+
+def test_nfa_agrees_with_python_re_seeded(nfas: dict[str, ByteNFA]) -> None:
+    rng = random.Random(20240611)
+    pieces = ["select", "SeLeCT", "'", "''", '"', "/*", "*/", "**", "1.5e+3", "ab", "c", "d", "\n"]
+    for _ in range(400):
+        parts = [
+            rng.choice(pieces) if rng.random() < 0.7 else chr(rng.randrange(256))
+            for _ in range(rng.randrange(5))
+        ]
+        text = "".join(parts)
+        for name, pattern in PATTERNS.items():
+            _assert_agrees(nfas[name], pattern, text)
+
+
+# -- single characters, exhaustively over the 256 bytes ------------------------------
+
+SINGLE_CHARACTER = [
+    r"\d",
+    r"\D",
+    r"\w",
+    r"\W",
+    r"\s",
+    r"\S",
+    r".",
+    r"(?s).",
+    r"[^\n]",
+    r"(?i)k",
+    r"(?i)[^k]",
+    r"(?i)[a-z]",
+    r"(?i)[^\x41-\x5a]",
+    r"(?i)\xe0",
+    r"(?i)\xb5",
+    r"(?i)\xff",
+    r"(?i)[\xc0-\xde]",
+    r"[\w.-]",
+    r"[^\s\d]",
+    r"[\x00-\x1f\x7f]",
+    r"\101",  # octal escape: 'A'
+    r"\N{LATIN SMALL LETTER E WITH ACUTE}",
+]
+
+
+@pytest.mark.parametrize("pattern", SINGLE_CHARACTER)
+def test_single_byte_sets_match_re_ascii(pattern: str) -> None:
+    nfa = compile_pattern("T", pattern)
+    for b in range(256):
+        expected = re.fullmatch(pattern, chr(b), re.ASCII) is not None
+        assert nfa.fullmatch(bytes([b])) == expected, (pattern, b)
+
+
+def test_ascii_semantics_by_hand() -> None:
+    """Hand-checkable cases where Unicode semantics would differ."""
+    assert not compile_pattern("T", r"(?i)\xe9").fullmatch(b"\xc9")  # é does not fold to É
+    assert not compile_pattern("T", r"\w").fullmatch(b"\xe9")
+    assert not compile_pattern("T", r"\s").fullmatch(b"\x85")  # NEL
+    assert not compile_pattern("T", r"\s").fullmatch(b"\xa0")  # NBSP
+    assert not compile_pattern("T", r"\d").fullmatch(b"\xb2")  # superscript two
+    assert compile_pattern("T", r"(?i:select)").fullmatch(b"sElEcT")
+    assert not compile_pattern("T", r".").fullmatch(b"\n")
+    assert compile_pattern("T", r"(?s:.)").fullmatch(b"\n")
+
+
+def test_lark_patterns_compile() -> None:
+    """The spellings lark produces for string and regex terminals with flags."""
+    keyword = PatternStr("select", ("i",)).to_regexp()
+    assert compile_pattern("SELECT", keyword).fullmatch(b"SeLect")
+    dotted = PatternRE("a.b", ("s", "i")).to_regexp()
+    nfa = compile_pattern("DOT", dotted)
+    assert nfa.fullmatch(b"A\nB") and not nfa.fullmatch(b"A\n")
+    literal = PatternStr("a.b*").to_regexp()
+    assert compile_pattern("LIT", literal).fullmatch(b"a.b*")
+    assert not compile_pattern("LIT", literal).fullmatch(b"axbb")
+
+
+def test_byteset() -> None:
+    assert byteset(b"ab") == 1 << 0x61 | 1 << 0x62
+    assert byteset(range(256)) == ALL_BYTES
+
+
+def test_nfa_is_trimmed() -> None:
+    """A dead alternative leaves no state behind; a non-empty set means live."""
+    nfa = compile_pattern("T", r"a[^\x00-\xff]b|ac")
+    assert nfa.is_live(b"a") and not nfa.is_live(b"ab")
+    # states: the shared 'a' is needed, the dead branch after it is gone
+    useful = compile_pattern("T", r"ac")
+    assert nfa.n_states <= useful.n_states + 8
+    for e in nfa.edge:
+        assert e is None or (e[0] != 0 and 0 <= e[1] < nfa.n_states)
+
+
+# -- rejections: one per construct -------------------------------------------------
+
+REJECTIONS: list[tuple[str, str, str]] = [
+    # (test id, pattern, a word the reason must contain)
+    ("caret", r"^select", "^"),
+    ("dollar", r"select$", "$"),
+    ("begin_string", r"\Aselect", "\\A"),
+    ("end_string", r"select\Z", "\\Z"),
+    ("word_boundary", r"\bselect", "\\b"),
+    ("non_boundary", r"se\Blect", "\\B"),
+    ("lookahead", r"(?=s)select", "lookahead"),
+    ("negative_lookahead", r"(?!x)select", "negative lookahead"),
+    ("lookbehind", r"a(?<=a)b", "lookbehind"),
+    ("negative_lookbehind", r"a(?<!b)b", "negative lookbehind"),
+    ("backreference", r"(a)\1", "backreference"),
+    ("named_backreference", r"(?P<q>['\"])x(?P=q)", "backreference"),
+    ("conditional", r"(a)?(?(1)b|c)", "conditional"),
+    ("atomic_group", r"(?>ab|a)c", "atomic group"),
+    ("possessive_star", r"xa*+", "possessive"),
+    ("possessive_plus", r"a++", "possessive"),
+    ("possessive_optional", r"xa?+", "possessive"),
+    ("possessive_counted", r"a{1,3}+", "possessive"),
+    ("empty_pattern", r"", "empty string"),
+    ("nullable_star", r"[a-z]*", "empty string"),
+    ("nullable_alternative", r"select|", "empty string"),
+    ("nullable_optionals", r"a?(?:b|c?)", "empty string"),
+    ("empty_language", r"[^\x00-\xff]", "no byte string"),
+    ("char_above_ff_literal", "caf\u0100", "U+0100"),
+    ("char_above_ff_escape", r"caf\u0100", "U+0100"),
+    ("char_above_ff_in_range", r"[a-\u20ac]", "U+20AC"),
+    ("char_above_ff_negated", r"[^\u0101]", "U+0101"),
+    ("anchor_hidden_by_zero_repeat", r"a(?:\b){0}", "\\b"),
+    ("syntax_error", r"(unclosed", "not a Python regular expression"),
+    ("too_large", r"[a-z]{%d}" % MAX_NFA_STATES, "NFA states"),
+]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "reason"),
+    [pytest.param(p, r, id=i) for i, p, r in REJECTIONS],
+)
+def test_rejected_construct(pattern: str, reason: str) -> None:
+    with pytest.raises(PatternError) as info:
+        compile_pattern("MY_TERMINAL", pattern)
+    error = info.value
+    assert isinstance(error, GrammarError)
+    assert error.terminal == "MY_TERMINAL" and error.pattern == pattern
+    assert "MY_TERMINAL" in str(error)
+    assert reason in error.reason

@@ -1,0 +1,189 @@
+"""The executable specification of GRID's language, prefixes and mask.
+
+This module *is* the definition that every fast path is checked against
+(DESIGN.md sections 3 and 4). It is written to be obviously right, not fast:
+brute force over the vocabulary, lark's interactive LALR parser as the parser
+oracle, the ``regex`` package as the oracle for terminal languages. It shares no
+code or tables with grid-core.
+
+Definitions, in the order the code follows them:
+
+* **Bytes as text.** A byte string is viewed as latin-1 text, one character per
+  byte, so a terminal's pattern denotes a set of byte strings exactly. Patterns
+  are compiled with ASCII semantics (case folding, ``\\d``, ``\\w``, ``\\s``).
+* **Terminals.** Every terminal the grammar defines takes part in lexing, used
+  by a rule or not (terminal numbering is frozen at L1; a projection only cuts
+  rules). ``%ignore``d terminals are skipped.
+* **Lexing** is maximal munch over the union of all terminal languages R_t. The
+  automaton reads the pending text; while the text is a prefix of some string of
+  some R_t it stays pending. When it dies (or input is finalized) the lexeme is
+  the longest prefix in some R_t; the bytes after it are requeued. Lexeme
+  boundaries therefore do not depend on the parser.
+* **Picking.** A lexeme's candidates are the terminals whose language contains
+  it (for a lexicon terminal, only if the lexeme is one of its words). The pick
+  is the first candidate, by priority (higher first) then name, that is
+  ``%ignore``d (skipped) or that the parser can shift after reductions. No such
+  candidate is an error.
+* **Prefix(L)**: the scan-and-pick of ``w`` succeeds and the pending remainder
+  ``r`` is empty or is a prefix of some string of R_t (of W_t for a lexicon
+  terminal) for some terminal t that the parser can shift or that is ignored.
+* **L**: the scan succeeds, the remainder finalizes (is lexed to the end with
+  successful picks) and the parser then accepts ``$END``.
+* **Mask** M(w) = {t not special, bytes(t) non-empty : w.bytes(t) in Prefix(L)}
+  plus EOS iff w is in L.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+import regex
+from lark import Lark, Token
+from lark.exceptions import UnexpectedInput
+
+END = "$END"
+
+Parser = Any  # lark's InteractiveParser (untyped)
+State = tuple[Parser, frozenset[str]]  # a parser and the terminals it can shift
+
+
+def text(b: bytes) -> str:
+    """The latin-1 view of a byte string: one character per byte."""
+    return b.decode("latin-1")
+
+
+class Language:
+    """The language L of a (projected) lark grammar with lexicons, and its prefixes.
+
+    ``lexicons`` maps a terminal name to its finite word set W_t; terminals not
+    named there are unrestricted. The grammar must be LALR(1) for lark.
+    """
+
+    def __init__(
+        self,
+        grammar: str,
+        lexicons: Mapping[str, Collection[bytes]] | None = None,
+        start: str = "start",
+    ) -> None:
+        every = Lark(grammar, parser=None, lexer="basic")  # lexer-only mode keeps all terminals
+        self.lark = Lark(grammar, parser="lalr", lexer="basic", start=start)
+        self.ignored = frozenset(every.ignore_tokens)
+        self.regex = {t.name: regex.compile(t.pattern.to_regexp(), regex.A) for t in every.terminals}
+        self.order = [t.name for t in sorted(every.terminals, key=lambda t: (-t.priority, t.name))]
+        self.lexicons = {n: frozenset(map(text, ws)) for n, ws in (lexicons or {}).items()}
+        unknown = set(self.lexicons) - set(self.regex)
+        assert not unknown, f"lexicons name terminals the grammar lacks: {sorted(unknown)}"
+        union = "|".join(f"(?:{t.pattern.to_regexp()})" for t in every.terminals)
+        self.union = regex.compile(union, regex.A)
+        self.longest = regex.compile(union, regex.A | regex.POSIX)  # leftmost-longest
+
+    # -- lexing (independent of the parser) ---------------------------------
+
+    def lex(self, r: str, final: bool = False) -> tuple[list[str], str] | None:
+        """Split pending text into emitted lexemes and the new pending remainder.
+
+        With ``final`` the input has ended and everything is emitted. None when
+        the automaton dies with no accepted prefix.
+        """
+        lexemes = []
+        while r and (final or not self.union.fullmatch(r, partial=True)):
+            m = self.longest.match(r)
+            if m is None or m.end() == 0:
+                return None
+            lexemes.append(r[: m.end()])
+            r = r[m.end() :]
+        return lexemes, r
+
+    # -- parsing --------------------------------------------------------------
+
+    def start_state(self) -> State:
+        p = self.lark.parse_interactive("")
+        return p, frozenset(p.accepts())
+
+    def feed(self, state: State, lexeme: str) -> State | None:
+        """Pick a terminal for ``lexeme`` and shift it; None if no candidate is viable."""
+        p, shiftable = state
+        for t in self.order:
+            if not self.regex[t].fullmatch(lexeme):
+                continue
+            if t in self.lexicons and lexeme not in self.lexicons[t]:
+                continue
+            if t in self.ignored:
+                return state
+            if t in shiftable:
+                p = p.copy()
+                try:
+                    p.feed_token(Token(t, lexeme))
+                except UnexpectedInput:  # pragma: no cover - accepts() said it shifts
+                    raise AssertionError(f"lark refused {t} after accepts() admitted it") from None
+                return p, frozenset(p.accepts())
+        return None
+
+    def live(self, state: State, r: str) -> bool:
+        """The pending remainder can still become a lexeme the parser takes (or skips)."""
+        if not r:
+            return True
+        for t in state[1] | self.ignored:
+            if t == END:
+                continue
+            if t in self.lexicons:
+                if any(w.startswith(r) for w in self.lexicons[t]):
+                    return True
+            elif self.regex[t].fullmatch(r, partial=True) is not None:
+                return True
+        return False
+
+    def scan(self, w: bytes, final: bool = False) -> tuple[State, str] | None:
+        """Incremental scan-and-shift of ``w``: the parser state and remainder, or None."""
+        lexed = self.lex(text(w), final)
+        if lexed is None:
+            return None
+        state: State | None = self.start_state()
+        for lexeme in lexed[0]:
+            state = self.feed(state, lexeme) if state else None
+        return (state, lexed[1]) if state else None
+
+    # -- the three definitions ---------------------------------------------------
+
+    def is_viable_prefix(self, w: bytes) -> bool:
+        """w is in Prefix(L) (DESIGN.md section 3, operational definition)."""
+        scanned = self.scan(w)
+        return scanned is not None and self.live(*scanned)
+
+    def in_language(self, w: bytes) -> bool:
+        """w is in L: it scans, its remainder finalizes, and the parser accepts $END."""
+        scanned = self.scan(w, final=True)
+        return scanned is not None and END in scanned[0][1]
+
+    def mask(
+        self, vocab: Sequence[bytes], specials: Collection[int], eos_id: int, w: bytes
+    ) -> set[int]:
+        """M(w) by trial parse of every token (DESIGN.md section 4).
+
+        Lexing is left to right, so lex(w.t) = lexemes of w, then lex(r.t) for
+        the remainder r of w; parser states are memoized on the lexeme sequence.
+        """
+        out: set[int] = {eos_id} if self.in_language(w) else set()
+        scanned = self.scan(w)
+        if scanned is None:
+            return out
+        base, r0 = scanned
+        memo: dict[tuple[str, ...], State | None] = {(): base}
+
+        def state_after(lexemes: tuple[str, ...]) -> State | None:
+            if lexemes not in memo:
+                prev = state_after(lexemes[:-1])
+                memo[lexemes] = self.feed(prev, lexemes[-1]) if prev else None
+            return memo[lexemes]
+
+        for i, t in enumerate(vocab):
+            if i in specials or not t:
+                continue
+            lexed = self.lex(r0 + text(t))
+            if lexed is None:
+                continue
+            state = state_after(tuple(lexed[0]))
+            if state is not None and self.live(state, lexed[1]):
+                out.add(i)
+        return out
