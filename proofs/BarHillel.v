@@ -33,6 +33,38 @@ Inductive derives {N T : Type} (rules : list (N * list (N + T)))
     In (A, rhs) rules -> derives rules (rhs ++ rest) w ->
     derives rules (inl A :: rest) w.
 
+Section Inversion.
+  Context {N T : Type}.
+  Variable rules : list (N * list (N + T)).
+
+  Lemma derives_nil_inv : forall w, derives rules [] w -> w = [].
+  Proof. intros w H. inversion H. reflexivity. Qed.
+
+  Lemma derives_t_inv : forall a rest w, derives rules (inr a :: rest) w ->
+    exists w', w = a :: w' /\ derives rules rest w'.
+  Proof. intros a rest w H. inversion H; subst. eauto. Qed.
+
+  Lemma derives_n_inv : forall A rest w, derives rules (inl A :: rest) w ->
+    exists rhs, In (A, rhs) rules /\ derives rules (rhs ++ rest) w.
+  Proof. intros A rest w H. inversion H; subst. eauto. Qed.
+End Inversion.
+
+(** Unfold a derivation from a concrete grammar into its cases. *)
+Ltac derives_inv :=
+  repeat match goal with
+  | H : derives _ [] _ |- _ => apply derives_nil_inv in H; subst
+  | H : derives _ (inr _ :: _) _ |- _ =>
+      let w := fresh "w" in
+      apply derives_t_inv in H as [w [? H]]; subst
+  | H : derives _ (inl _ :: _) _ |- _ =>
+      let rhs := fresh "rhs" in let Hin := fresh "Hin" in
+      apply derives_n_inv in H as [rhs [Hin H]]; simpl in Hin, H
+  | H : _ \/ _ |- _ => destruct H as [H | H]
+  | H : False |- _ => destruct H
+  | E : (_, _) = (_, _) |- _ =>
+      first [discriminate E | injection E; intros; subst; simpl in *]
+  end.
+
 (** A language is context-free when some finite grammar derives exactly it. *)
 Definition context_free {T : Type} (P : list T -> Prop) : Prop :=
   exists (N : Type) (rules : list (N * list (N + T))) (S : N),
@@ -79,24 +111,33 @@ Section Product.
           map (fun qr => (fst qr, inl (Tri p B r) :: snd qr)) (annots r rest)) qs
     end.
 
+  Lemma annots_sound : forall rhs p q rhs',
+    In (q, rhs') (annots p rhs) -> annot p rhs q rhs'.
+  Proof.
+    induction rhs as [| [B | a] rest IH]; intros p q rhs'; simpl.
+    - intros [E | []]. injection E; intros; subst. constructor.
+    - rewrite in_flat_map. intros [r [_ Hin]].
+      apply in_map_iff in Hin as [[q' g] [E Hin]].
+      simpl in E. injection E; intros; subst. constructor. apply IH. exact Hin.
+    - intros Hin. apply in_map_iff in Hin as [[q' g] [E Hin]].
+      simpl in E. injection E; intros; subst. constructor. apply IH. exact Hin.
+  Qed.
+
+  Lemma annots_complete : forall p rhs q rhs',
+    annot p rhs q rhs' -> In (q, rhs') (annots p rhs).
+  Proof.
+    intros p rhs q rhs' Ha.
+    induction Ha as [p | p a rest q rest' Ha IHa | p B r rest q rest' Ha IHa]; simpl.
+    - left. reflexivity.
+    - apply in_map_iff. exists (q, rest'). auto.
+    - apply in_flat_map. exists r. split; [apply qs_full |].
+      apply in_map_iff. exists (q, rest'). auto.
+  Qed.
+
   Lemma annots_spec : forall rhs p q rhs',
     In (q, rhs') (annots p rhs) <-> annot p rhs q rhs'.
   Proof.
-    induction rhs as [| [B | a] rest IH]; intros p q rhs'; simpl.
-    - split.
-      + intros [E | []]. injection E; intros; subst. constructor.
-      + intros Ha. inversion Ha; subst. auto.
-    - rewrite in_flat_map. split.
-      + intros [r [_ Hin]]. apply in_map_iff in Hin as [[q' g] [E Hin]].
-        simpl in E. injection E as -> <-. constructor. apply IH. exact Hin.
-      + intros Ha. inversion Ha; subst. exists r. split; [apply qs_full |].
-        apply in_map_iff. exists (q, rest'0). split; [reflexivity |].
-        apply IH. assumption.
-    - split.
-      + intros Hin. apply in_map_iff in Hin as [[q' g] [E Hin]].
-        simpl in E. injection E as -> <-. constructor. apply IH. exact Hin.
-      + intros Ha. inversion Ha; subst. apply in_map_iff.
-        exists (q, rest'0). split; [reflexivity |]. apply IH. assumption.
+    intros. split; [apply annots_sound | apply annots_complete].
   Qed.
 
   Definition prules : list (pn * list (pn + T)) :=
@@ -141,16 +182,39 @@ Section Product.
     intros x p r g1 H. induction H; intros y q' g2 H2; simpl; try constructor; auto.
   Qed.
 
+  (** Inversion of [annot] by the shape of either list. *)
+  Lemma annot_inv_lnil : forall p q g, annot p [] q g -> p = q /\ g = [].
+  Proof. intros p q g H. inversion H; auto. Qed.
+
+  Lemma annot_inv_lt : forall p a rest q g, annot p (inr a :: rest) q g ->
+    exists g', g = inr a :: g' /\ annot (delta p a) rest q g'.
+  Proof. intros p a rest q g H. inversion H; subst. eauto. Qed.
+
+  Lemma annot_inv_ln : forall p B rest q g, annot p (inl B :: rest) q g ->
+    exists r g', g = inl (Tri p B r) :: g' /\ annot r rest q g'.
+  Proof. intros p B rest q g H. inversion H; subst. eauto. Qed.
+
+  Lemma annot_inv_rnil : forall p alpha q, annot p alpha q [] -> p = q /\ alpha = [].
+  Proof. intros p alpha q H. inversion H; auto. Qed.
+
+  Lemma annot_inv_rt : forall p alpha q a g, annot p alpha q (inr a :: g) ->
+    exists alpha', alpha = inr a :: alpha' /\ annot (delta p a) alpha' q g.
+  Proof. intros p alpha q a g H. inversion H; subst. eauto. Qed.
+
+  Lemma annot_inv_rn : forall p alpha q X g, annot p alpha q (inl X :: g) ->
+    exists B r alpha', X = Tri p B r /\ alpha = inl B :: alpha' /\ annot r alpha' q g.
+  Proof. intros p alpha q X g H. inversion H; subst. eauto 6. Qed.
+
   Lemma annot_app_inv : forall x y p q g, annot p (x ++ y) q g ->
     exists r g1 g2, g = g1 ++ g2 /\ annot p x r g1 /\ annot r y q g2.
   Proof.
     induction x as [| [B | a] x IH]; intros y p q g H; simpl in H.
     - exists p, [], g. repeat split; auto. constructor.
-    - inversion H; subst.
-      destruct (IH _ _ _ _ H6) as [r' [g1 [g2 [-> [H1 H2]]]]].
+    - apply annot_inv_ln in H as [r [g' [-> H]]].
+      destruct (IH _ _ _ _ H) as [r' [g1 [g2 [-> [H1 H2]]]]].
       exists r', (inl (Tri p B r) :: g1), g2. repeat split; auto. constructor. exact H1.
-    - inversion H; subst.
-      destruct (IH _ _ _ _ H6) as [r' [g1 [g2 [-> [H1 H2]]]]].
+    - apply annot_inv_lt in H as [g' [-> H]].
+      destruct (IH _ _ _ _ H) as [r' [g1 [g2 [-> [H1 H2]]]]].
       exists r', (inr a :: g1), g2. repeat split; auto. constructor. exact H1.
   Qed.
 
@@ -160,12 +224,13 @@ Section Product.
   Proof.
     intros g w H. induction H as [| a rest w Hd IH | X rhs' rest w Hin Hd IH];
       intros p alpha q Ha.
-    - inversion Ha; subst. split; [constructor | reflexivity].
-    - inversion Ha; subst. destruct (IH _ _ _ H5) as [H1 H2].
+    - apply annot_inv_rnil in Ha as [-> ->]. split; [constructor | reflexivity].
+    - apply annot_inv_rt in Ha as [alpha' [-> Ha]].
+      destruct (IH _ _ _ Ha) as [H1 H2].
       split; [constructor; exact H1 | exact H2].
-    - inversion Ha; subst.
+    - apply annot_inv_rn in Ha as [B [r [alpha' [-> [-> Ha]]]]].
       apply prules_tri in Hin as [rhs [Hr Har]].
-      destruct (IH _ _ _ (annot_app _ _ _ _ Har _ _ _ H5)) as [H1 H2].
+      destruct (IH _ _ _ (annot_app _ _ _ _ Har _ _ _ Ha)) as [H1 H2].
       split; [econstructor; eauto | exact H2].
   Qed.
 
@@ -198,7 +263,8 @@ Section Product.
       destruct (product_sound _ _ Hd _ _ _ Ha) as [H1 H2].
       split; [exact H1 | rewrite H2; exact Hf].
     - intros [Hd Hacc]. destruct (product_complete _ _ Hd q0) as [g [Ha Hg]].
-      inversion Ha; subst. inversion H5; subst.
+      apply annot_inv_ln in Ha as [r [g' [-> Ha]]].
+      apply annot_inv_lnil in Ha as [-> ->].
       apply der_n with (rhs := [inl (Tri q0 S (fold_left delta w q0))]);
         [| exact Hg].
       apply prules_start. eauto.

@@ -16,6 +16,9 @@
       head give a collision of [H] (two different inputs, one digest), or a
       record encoding that [H] maps to [genesis] (a preimage of the
       constant).
+    - [chain_length_mismatch_collision]: with the step number inside the
+      hash, two non-empty sequences of different lengths and the same head
+      give a collision at their last step.
     - [chain_tamper_collision]: if [genesis] is itself [H g0] for an input
       [g0] that is no record encoding, the same situation gives a collision.
     - [truncation_valid]: a prefix of a valid log is a valid log: dropping
@@ -83,6 +86,21 @@ Section HashChain.
           intros ->. contradiction Hne. reflexivity.
         * left. exists (enc (length rs1) r1 (head rs1)),
                        (enc (length rs2) r2 (head rs2)). auto.
+  Qed.
+
+  (** What the step number buys: two non-empty sequences of different
+      lengths with the same head collide at their last step already. *)
+  Theorem chain_length_mismatch_collision : forall rs1 rs2,
+    rs1 <> [] -> rs2 <> [] -> length rs1 <> length rs2 ->
+    head rs1 = head rs2 -> collision.
+  Proof.
+    intros rs1 rs2 Hn1 Hn2 Hlen Hh.
+    destruct (exists_last Hn1) as [rs1' [r1 ->]].
+    destruct (exists_last Hn2) as [rs2' [r2 ->]].
+    rewrite !head_snoc in Hh. rewrite !app_length in Hlen. simpl in Hlen.
+    exists (enc (length rs1') r1 (head rs1')), (enc (length rs2') r2 (head rs2')).
+    split; [| exact Hh].
+    intros E. apply enc_injective in E as [E _]. apply Hlen. rewrite E. reflexivity.
   Qed.
 
   (** With a genesis that is the hash of a non-record input, tampering that

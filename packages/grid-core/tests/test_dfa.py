@@ -27,11 +27,10 @@ import sys
 
 import pytest
 import regex
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from grid_core.dfa import DEAD, ByteDFA, build_union_dfa
 from grid_core.errors import GrammarError, PatternError
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 DERANDOMIZED = settings(derandomize=True, deadline=None, max_examples=80)
 LATIN1 = st.characters(max_codepoint=0xFF)
@@ -63,6 +62,7 @@ UNION: list[tuple[str, str]] = [
     ("COUNTED", r"(?:ab){1,3}c{2}d{2,}"),
     ("LAZY", r"x+?y{1,2}?"),
     ("CATEGORIES", r"\w\W\s\S\d\D"),
+    ("LOOPS", r"(?:a|b?)+c|(?:x{0,2}){2,3}y|(?:(?:ab)?)*d"),
 ]
 
 
@@ -77,9 +77,7 @@ def strings_near(pattern: str) -> st.SearchStrategy[str]:
     return st.one_of(member, cut, twice, edited, st.text(LATIN1, max_size=4))
 
 
-_COMPILED = [
-    (re.compile(p, re.ASCII), regex.compile(p, flags=regex.ASCII)) for _, p in UNION
-]
+_COMPILED = [(re.compile(p, re.ASCII), regex.compile(p, flags=regex.ASCII)) for _, p in UNION]
 
 
 def assert_agrees_with_python(dfa: ByteDFA, text: str) -> None:
@@ -222,7 +220,7 @@ def test_sql_union_fingerprint_is_stable_across_processes(sql_dfa: ByteDFA) -> N
 
 # -- the SQL-like lexicon at full size ---------------------------------------------------
 
-KEYWORDS = """
+_KEYWORD_TEXT = """
 select from where group by having order limit offset insert into values update set delete
 create table drop alter add column primary key foreign references unique not null default
 check index view trigger begin commit rollback transaction savepoint release as distinct all
@@ -236,7 +234,8 @@ following current row exclude others ties generated always stored virtual withou
 strict true false current_date current_time current_timestamp integer text real blob numeric
 boolean varchar char date time timestamp interval lateral fetch next only percent some any
 grant revoke privileges user role function procedure returns language
-""".split()
+"""
+KEYWORDS = _KEYWORD_TEXT.split()
 
 PUNCTUATION = [
     "(", ")", ",", ";", ".", "*", "+", "-", "/", "%", "=", "==", "!=", "<>", "<", "<=", ">",

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import random
 import re
+
 import pytest
 import regex
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from lark.lexer import PatternRE, PatternStr
-
 from grid_core.errors import GrammarError, PatternError
 from grid_core.regex_bytes import (
     ALL_BYTES,
@@ -23,6 +20,9 @@ from grid_core.regex_bytes import (
     byteset,
     compile_pattern,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from lark.lexer import PatternRE, PatternStr
 
 DERANDOMIZED = settings(derandomize=True, deadline=None, max_examples=100)
 
@@ -46,6 +46,7 @@ PATTERNS: dict[str, str] = {
     "lazy": r"a+?b{1,2}?",
     "categories": r"[^\W\d]\s\S\w\W\D",
     "verbose": "(?x) a b  # a comment\n c",
+    "epsilon_loops": r"(?:a|b?)+c|(?:x{0,2}){2,3}y|((a)|b)+?z|(?:(?:ab)?)*d",
 }
 
 
@@ -84,7 +85,9 @@ def nfas() -> dict[str, ByteNFA]:
 @pytest.mark.parametrize("name", sorted(PATTERNS))
 @DERANDOMIZED
 @given(data=st.data())
-def test_nfa_agrees_with_python_re(nfas: dict[str, ByteNFA], name: str, data: st.DataObject) -> None:
+def test_nfa_agrees_with_python_re(
+    nfas: dict[str, ByteNFA], name: str, data: st.DataObject
+) -> None:
     text = data.draw(strings_near(PATTERNS[name]))
     _assert_agrees(nfas[name], PATTERNS[name], text)
 
@@ -167,15 +170,39 @@ def test_byteset() -> None:
     assert byteset(range(256)) == ALL_BYTES
 
 
-def test_nfa_is_trimmed() -> None:
-    """A dead alternative leaves no state behind; a non-empty set means live."""
+def _assert_trimmed(nfa: ByteNFA) -> None:
+    """Every state is reachable from ``start`` and reaches ``final``; edges are sane."""
+    succ: list[list[int]] = [list(nfa.eps[q]) for q in range(nfa.n_states)]
+    for q, e in enumerate(nfa.edge):
+        if e is not None:
+            assert e[0] != 0 and 0 <= e[1] < nfa.n_states
+            succ[q].append(e[1])
+    assert nfa.edge[nfa.final] is None and not nfa.eps[nfa.final]
+    pred: list[list[int]] = [[] for _ in range(nfa.n_states)]
+    for q, targets in enumerate(succ):
+        for r in targets:
+            pred[r].append(q)
+    for origin, graph in ((nfa.start, succ), (nfa.final, pred)):
+        seen, stack = {origin}, [origin]
+        while stack:
+            for r in graph[stack.pop()]:
+                if r not in seen:
+                    seen.add(r)
+                    stack.append(r)
+        assert seen == set(range(nfa.n_states))
+
+
+def test_nfas_are_trimmed(nfas: dict[str, ByteNFA]) -> None:
+    for nfa in nfas.values():
+        _assert_trimmed(nfa)
+
+
+def test_dead_alternative_is_trimmed() -> None:
+    """A branch through an empty byte set leaves no state behind."""
     nfa = compile_pattern("T", r"a[^\x00-\xff]b|ac")
-    assert nfa.is_live(b"a") and not nfa.is_live(b"ab")
-    # states: the shared 'a' is needed, the dead branch after it is gone
-    useful = compile_pattern("T", r"ac")
-    assert nfa.n_states <= useful.n_states + 8
-    for e in nfa.edge:
-        assert e is None or (e[0] != 0 and 0 <= e[1] < nfa.n_states)
+    _assert_trimmed(nfa)
+    assert nfa.is_live(b"a") and not nfa.is_live(b"ab") and nfa.fullmatch(b"ac")
+    assert all(e is None or e[0] != 1 << ord("b") for e in nfa.edge)
 
 
 # -- rejections: one per construct -------------------------------------------------
@@ -211,7 +238,7 @@ REJECTIONS: list[tuple[str, str, str]] = [
     ("char_above_ff_negated", r"[^\u0101]", "U+0101"),
     ("anchor_hidden_by_zero_repeat", r"a(?:\b){0}", "\\b"),
     ("syntax_error", r"(unclosed", "not a Python regular expression"),
-    ("too_large", r"[a-z]{%d}" % MAX_NFA_STATES, "NFA states"),
+    ("too_large", rf"[a-z]{{{MAX_NFA_STATES}}}", "NFA states"),
 ]
 
 

@@ -125,7 +125,8 @@ class ByteDFA:
             _require(live == below, f"state {s}: live is not accept | live of successors")
         _require(_bfs_order(self.trans, n) == list(range(n)), "numbering is not canonical BFS")
         _require(
-            self.fingerprint == _fingerprint(self.terminal_names, self.trans, self.accept, self.live),
+            self.fingerprint
+            == _fingerprint(self.terminal_names, self.trans, self.accept, self.live),
             "fingerprint does not match the tables",
         )
 
@@ -288,7 +289,7 @@ def _minimise(
     """
     n = len(rows)
     sink = n
-    delta = [row + [] for row in rows] + [[sink] * n_classes]
+    delta = [list(row) for row in rows] + [[sink] * n_classes]
     for row in delta:
         for c, t in enumerate(row):
             if t == DEAD:
@@ -318,15 +319,15 @@ def _minimise(
             for t in targets:
                 for s in inv.get(t, ()):
                     hit.setdefault(block_of[s], []).append(s)
-            for b, members in hit.items():
-                if len(members) == len(blocks[b]):
+            for b, inside in hit.items():
+                if len(inside) == len(blocks[b]):
                     continue
                 fresh = len(blocks)
-                blocks.append(set(members))
-                blocks[b].difference_update(members)
-                for s in members:
+                blocks.append(set(inside))
+                blocks[b].difference_update(inside)
+                for s in inside:
                     block_of[s] = fresh
-                if b in in_pending or len(members) <= len(blocks[b]):
+                if b in in_pending or len(inside) <= len(blocks[b]):
                     pending.append(fresh)
                     in_pending.add(fresh)
                 else:
@@ -378,6 +379,7 @@ def _tables(
         trans.extend([row[c] for c in class_of])
     accept = tuple(accepts[s] for s in order)
     live = _live(trans, accept)
+    assert all(live), "a reachable state is dead: a terminal NFA was not trimmed"
     return ByteDFA(
         terminal_names=names,
         n_states=len(order),

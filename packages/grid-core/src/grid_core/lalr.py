@@ -24,6 +24,9 @@ Reference.
   Both unions are solved by the digraph algorithm (Tarjan's SCC search, where
   every member of a strongly connected component gets the same set). Terminal
   sets are Python ints used as bitsets (bit t = terminal t, bit T = $END).
+  Rule 0 carries no $END of its own: a virtual transition (0, $start) with
+  DR = {$END} gives rule 0 its lookahead and, through *includes*, every symbol
+  that can end a sentence.
 
 Vocabulary. Symbols are ints: terminals 0..T-1, $END is T, nonterminal i is
 T+1+i. Rule 0 is the augmented start rule ``$start -> S``; its left-hand side is
@@ -46,8 +49,12 @@ Table encoding (all ``array('i')``, row-major, W = T + 1 columns in ACTION):
 
 Policy.
 - No default reductions: a reduce appears in a row only on its exact LALR(1)
-  lookaheads, so a non-zero cell always means "this terminal is viable here
-  after the reductions it triggers" is decided by the row alone.
+  lookaheads (the union of the lookaheads of the canonical LR(1) states merged
+  into that state), never on "any other terminal". A non-zero cell is still only
+  necessary for a terminal to be viable on a given stack, not sufficient: after
+  a merge, LALR(1) may reduce before it finds the error (it never shifts an
+  erroneous terminal). Allowed sets therefore simulate the reduce chain
+  (DESIGN section 5); the rows bound that simulation, they do not replace it.
 - No precedence or associativity: any conflict raises
   :class:`~grid_core.errors.LALRConflictError`. Rows are filled in state order,
   shifts before reduces, reduces in rule order, lookaheads in id order; the first
@@ -77,7 +84,11 @@ _FINGERPRINT_TAG = "grid-core/lalr-tables/1"
 
 @dataclass(frozen=True, eq=False)
 class LalrTables:
-    """LALR(1) tables for one grammar; see the module header for the encoding."""
+    """LALR(1) tables for one grammar; see the module header for the encoding.
+
+    The arrays are shared, not copied: treat them as read-only (the fingerprint and
+    ``check_invariants`` would no longer agree with a mutated table).
+    """
 
     n_terminals: int
     n_nonterminals: int
@@ -155,7 +166,7 @@ class LalrTables:
         for r in range(n_rules):
             assert 0 <= self.rule_lhs[r] < n
             body = tuple(self.rhs(r))
-            assert len(body) == self.rule_len[r]
+            assert len(body) == self.rule_len[r], f"rule {r}: length"
             assert all(0 <= x < t or t < x <= t + n for x in body), f"rule {r}"
             rhs.append(body)
         start_nt = self.rule_lhs[0]
@@ -197,7 +208,7 @@ class LalrTables:
                     target = self.goto[s * n + x - t - 1]
                 assert 0 <= target < s_count, f"state {s}: transition out of range"
                 assert kernels[target] == tuple(sorted(targets)), f"state {s} -> {target}"
-                assert self.state_symbol[target] == x
+                assert self.state_symbol[target] == x, f"state {target}: accessing symbol"
                 if target > s:
                     discovered[target] = True
             for col in range(w):
@@ -557,6 +568,7 @@ def _tables(g: _Grammar, lr0: _Lr0, lookaheads: dict[tuple[int, int], int]) -> L
     for s, closure in enumerate(lr0.closures):
         complete = sorted(item_rule[i] for i in closure if item_next[i] < 0)
         for r in complete:
+            assert (s, r) in lookaheads, f"state {s}: rule {r} completes with no lookback"
             mask = lookaheads[(s, r)]
             assert mask or r != 0, "rule 0 without $END"
             while mask:

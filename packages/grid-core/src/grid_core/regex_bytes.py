@@ -196,7 +196,9 @@ def compile_pattern(terminal: str, pattern: str) -> ByteNFA:
         raise PatternError(terminal, pattern, f"not a Python regular expression: {exc}") from None
     builder = _Thompson(terminal, pattern)
     builder.validate(tree)
-    start, final = builder.sequence(tree, tree.state.flags)
+    start, exit_ = builder.sequence(tree, tree.state.flags)
+    final = builder.state()  # a fresh final state, so that it has no outgoing edge
+    builder.eps[exit_].append(final)
     return builder.finish(start, final)
 
 
@@ -281,7 +283,9 @@ class _Thompson:
         if op is _c.NOT_LITERAL:
             return self.byte_edge(ALL_BYTES & ~(_ascii_fold(1 << av) if fold else 1 << av))
         if op is _c.ANY:
-            return self.byte_edge(ALL_BYTES if flags & _c.SRE_FLAG_DOTALL else ALL_BYTES & ~_NEWLINE)
+            return self.byte_edge(
+                ALL_BYTES if flags & _c.SRE_FLAG_DOTALL else ALL_BYTES & ~_NEWLINE
+            )
         if op is _c.IN:
             return self.byte_edge(self.charset(av, fold))
         if op is _c.BRANCH:
@@ -341,7 +345,7 @@ class _Thompson:
         done = self.state()  # (x(x(x)?)?)? flattened: each optional copy may skip to done
         for _ in range(high - low):
             first, last = self.sequence(sub, flags)
-            self.eps[exit_] += (first,)
+            self.eps[exit_] += (done, first)
             exit_ = last
         self.eps[exit_].append(done)
         return entry, done

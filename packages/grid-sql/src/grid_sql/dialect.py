@@ -39,7 +39,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Literal
+from typing import Any, Literal
 
 from grid_core.errors import GrammarError
 
@@ -50,6 +50,9 @@ WORD_CLASS_PRIORITY = 3
 _BLANK = r"[ \t\n\r\f]+"
 # Terminals every dialect grammar defines: the lexicon categories and the free names.
 REQUIRED_TERMINALS = ("TABLE_NAME", "COLUMN_NAME", "CTE_NAME", "ALIAS_NAME", "QUALIFIER")
+
+KeywordCase = Literal["insensitive", "sensitive"]
+IdentifierCase = Literal["insensitive", "fold-lower", "sensitive"]
 
 
 class UnknownDialectError(GrammarError):
@@ -98,7 +101,7 @@ class Dialect:
     grammar_file: str
     grammar_package: str = "grid_sql.dialects"
     keywords: tuple[str, ...]
-    keyword_case: Literal["insensitive", "sensitive"] = "insensitive"
+    keyword_case: KeywordCase = "insensitive"
     functions: tuple[str, ...]
     keyword_functions: frozenset[str] = frozenset()
     type_names: tuple[str, ...]
@@ -106,7 +109,7 @@ class Dialect:
     bare_identifier: str = r"[A-Za-z_][A-Za-z0-9_$]*"
     identifier_quotes: tuple[QuoteForm, ...]
     # How the database compares unquoted identifiers; data for the lexicon builder.
-    identifier_case: Literal["insensitive", "fold-lower", "sensitive"] = "insensitive"
+    identifier_case: IdentifierCase = "insensitive"
     table_category: str = "TABLE_NAME"
     column_category: str = "COLUMN_NAME"
     cte_category: str = "CTE_NAME"
@@ -202,7 +205,7 @@ class Dialect:
         import lark  # deferred: only the checks need the parser generator
 
         try:
-            parser = lark.Lark(self.grammar_text, parser="lalr", lexer="basic", strict=True)
+            parser = build_lalr(self.grammar_text)
         except lark.exceptions.GrammarError as err:
             raise DialectDefinitionError(self.name, f"grammar does not build: {err}") from err
         names = {t.name for t in parser.terminals}
@@ -229,6 +232,28 @@ class Dialect:
                 raise DialectDefinitionError(
                     self.name, f"quote form {form.open}...{form.close} is not in the grammar"
                 )
+
+
+def build_lalr(grammar_text: str) -> Any:
+    """Build `grammar_text` with lark's LALR(1) analysis in strict mode.
+
+    Lark resolves a shift/reduce conflict as a shift unless `strict=True`, and its
+    strict basic lexer wants the optional `interegular` package to look for regex
+    collisions (which GRID's lexing resolves by design). A stand-in lexer keeps
+    the strict LALR analysis and skips the collision check. Raises lark's
+    `GrammarError` on any conflict.
+    """
+    import lark
+    from lark.lexer import Lexer
+
+    class _NoLexer(Lexer):
+        def __init__(self, lexer_conf: Any) -> None:
+            pass
+
+        def lex(self, lexer_state: Any, parser_state: Any) -> Any:
+            raise NotImplementedError("GRID lexes; this parser is for its tables only")
+
+    return lark.Lark(grammar_text, parser="lalr", lexer=_NoLexer, strict=True)
 
 
 def _word_pattern(word: str) -> str:

@@ -1,0 +1,278 @@
+"""The grammar pipeline: lark grammar -> IR (L1) -> projection (L2).
+
+A :class:`Grammar` is immutable and fingerprinted. Its terminals are numbered
+once, when L1 is loaded, in lark's order; a projection keeps every terminal with
+its number (projections subset productions, never renumber), so the byte lexer
+is one union automaton shared by L1 and all its projections (DESIGN.md
+section 3).
+
+Symbols are integers: terminal ``t`` is ``t`` (``0 <= t < T``), ``$END`` is ``T``
+and nonterminal ``i`` is ``T + 1 + i``. Rule 0 of the LALR input is the
+augmented rule ``$start -> start``.
+
+Names: lark gives generated symbols names that its own grammar syntax cannot
+spell (``__ANON_0``, ``__start_star_0``); the IR renames them to ``X__ANON_0``
+and ``x__start_star_0`` so that :meth:`Grammar.to_lark` round-trips and the
+specification sees the very names (and so the very tie-break order) that the
+engine uses.
+
+Projection (``project``) keeps a subset of rules, then eliminates useless
+symbols: first non-generating, then unreachable (the order matters; Hopcroft &
+Ullman, *Introduction to Automata Theory*, Lemma 4.1/4.2). Reducedness is
+load-bearing: it is what makes "the parser can shift t" imply "t extends to a
+sentence", so masks never lead to dead ends.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from lark import Lark
+from lark.exceptions import GrammarError as LarkGrammarError
+from lark.exceptions import LarkError
+
+from grid_core.errors import EmptyLanguageError, GrammarError, UndefinedSymbolError
+from grid_core.fingerprint import fingerprint
+
+if TYPE_CHECKING:
+    from grid_core.lalr import LalrTables
+
+
+@dataclass(frozen=True)
+class Terminal:
+    """A terminal: its name, its pattern over bytes (lark's regexp, flags inline)."""
+
+    name: str
+    pattern: str
+    priority: int
+    ignored: bool
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A BNF production ``origin -> expansion`` (symbol names)."""
+
+    origin: str
+    expansion: tuple[str, ...]
+    alias: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.origin}: {' '.join(self.expansion) or '<empty>'}"
+
+
+def _spellable(name: str) -> str:
+    if not name.startswith("__"):
+        return name
+    return ("X" if name.lstrip("_")[:1].isupper() else "x") + name
+
+
+_UNDEFINED = re.compile(r"(?:Rule|Terminal) '?([^' ]+)'? used but not defined \(in rule ([^)]+)\)")
+
+
+@dataclass(frozen=True, eq=False)
+class Grammar:
+    """An L1 grammar or a projection of it. Immutable; compare by ``fingerprint``.
+
+    Invariants (``check_invariants``): terminal names are unique; every symbol of
+    every rule is a terminal or has a rule; for a projection, the grammar is
+    reduced (every nonterminal is reachable from ``start`` and generating).
+    """
+
+    name: str
+    terminals: tuple[Terminal, ...]
+    rules: tuple[Rule, ...]
+    start: str
+    _ids: dict[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_ids", {t.name: i for i, t in enumerate(self.terminals)})
+
+    # -- symbols -------------------------------------------------------------
+
+    @property
+    def n_terminals(self) -> int:
+        return len(self.terminals)
+
+    @property
+    def end(self) -> int:
+        """The symbol id of ``$END``."""
+        return len(self.terminals)
+
+    def terminal_id(self, name: str) -> int:
+        try:
+            return self._ids[name]
+        except KeyError:
+            raise GrammarError(f"grammar {self.name!r} has no terminal {name!r}") from None
+
+    @cached_property
+    def nonterminals(self) -> tuple[str, ...]:
+        """Nonterminal names, ``start`` first, then in order of first definition."""
+        names = dict.fromkeys([self.start, *(r.origin for r in self.rules)])
+        return tuple(names)
+
+    @cached_property
+    def ignored(self) -> frozenset[int]:
+        return frozenset(i for i, t in enumerate(self.terminals) if t.ignored)
+
+    @cached_property
+    def pick_order(self) -> tuple[int, ...]:
+        """Terminal ids in the order the contextual pick tries them: priority, then name."""
+        return tuple(sorted(range(self.n_terminals), key=lambda i: (-self.terminals[i].priority,
+                                                                       self.terminals[i].name)))
+
+    @cached_property
+    def fingerprint(self) -> str:
+        return fingerprint((
+            "grid.grammar.v1",
+            self.start,
+            [(t.name, t.pattern, t.priority, t.ignored) for t in self.terminals],
+            [(r.origin, r.expansion) for r in self.rules],
+        ))
+
+    # -- pipeline ------------------------------------------------------------
+
+    def project(self, keep: Callable[[Rule], bool], role: str) -> Grammar:
+        """L2: keep the rules ``keep`` selects, then make the grammar reduced.
+
+        Raises :class:`EmptyLanguageError` naming ``role`` when nothing is left.
+        """
+        rules = [r for r in self.rules if keep(r)]
+        terminals = set(self._ids)
+        generating: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for r in rules:
+                if r.origin not in generating and all(
+                    s in terminals or s in generating for s in r.expansion
+                ):
+                    generating.add(r.origin)
+                    changed = True
+        if self.start not in generating:
+            raise EmptyLanguageError(role, f"start symbol {self.start!r} derives no sentence")
+        rules = [r for r in rules if r.origin in generating and
+                 all(s in terminals or s in generating for s in r.expansion)]
+        reachable, todo = {self.start}, [self.start]
+        while todo:
+            sym = todo.pop()
+            for r in rules:
+                if r.origin == sym:
+                    for s in r.expansion:
+                        if s not in terminals and s not in reachable:
+                            reachable.add(s)
+                            todo.append(s)
+        rules = [r for r in rules if r.origin in reachable]
+        return Grammar(role, self.terminals, tuple(rules), self.start)
+
+    def drop_terminals(self, names: Iterable[str], role: str) -> Grammar:
+        """Project away every rule that uses one of the terminals ``names``."""
+        banned = set(names)
+        for n in banned:
+            self.terminal_id(n)
+        return self.project(lambda r: banned.isdisjoint(r.expansion), role)
+
+    def lalr(self) -> LalrTables:
+        """LALR(1) tables of this grammar (grid-core's own construction)."""
+        from grid_core.lalr import build_lalr
+
+        nts = {n: i for i, n in enumerate(self.nonterminals)}
+        t = self.n_terminals
+        start = len(nts)
+
+        def sym(name: str) -> int:
+            return self._ids[name] if name in self._ids else t + 1 + nts[name]
+
+        rules = [(start, (t + 1 + nts[self.start],))]
+        rules += [(nts[r.origin], tuple(sym(s) for s in r.expansion)) for r in self.rules]
+        names = [*self.nonterminals, "$start"]
+        return build_lalr(
+            [x.name for x in self.terminals], names, rules,
+            ["$start", *(r.alias or r.origin for r in self.rules)],
+        )
+
+    def check_invariants(self) -> None:
+        assert len(self._ids) == len(self.terminals), "terminal names are not unique"
+        defined = set(self.nonterminals)
+        for r in self.rules:
+            for s in r.expansion:
+                assert s in self._ids or s in defined, f"{s} in {r} is undefined"
+
+    def to_lark(self) -> str:
+        """This grammar in lark syntax, every terminal kept (for the specification)."""
+        lines = [f"// {self.name}: generated by grid_core.grammar (fingerprint {self.fingerprint})"]
+        for nt in self.nonterminals:
+            alts = [" ".join(r.expansion) for r in self.rules if r.origin == nt]
+            lines.append(f"{nt}: " + "\n    | ".join(alts))
+        for t in self.terminals:
+            lines.append(f"{t.name}.{t.priority}: /{_lark_regex_body(t.pattern)}/")
+        lines += [f"%ignore {t.name}" for t in self.terminals if t.ignored]
+        return "\n".join(lines) + "\n"
+
+
+def _lark_regex_body(pattern: str) -> str:
+    """Spell ``pattern`` inside lark's ``/.../`` so that lark reads back the same language.
+
+    lark evaluates ``\\n \\t \\x.. \\u..`` in a regexp literal as Python escapes and
+    keeps other backslash pairs. Raw characters that are not printable ASCII are
+    written as ``\\xNN`` (lark turns them back into the raw character); a
+    backslash escape whose meaning lark would evaluate is replaced by the raw
+    character it denotes, re-escaped when it is a regex metacharacter; ``/`` is
+    escaped as ``\\/``.
+    """
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            n = pattern[i + 1]
+            if n in "xuUnftr":
+                m = re.match(r"x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[nftr]", pattern[i + 1:])
+                assert m, f"bad escape in {pattern!r}"
+                raw = {"n": "\n", "f": "\f", "t": "\t", "r": "\r"}.get(m.group(), "")
+                raw = raw or chr(int(m.group()[1:], 16))
+                out.append("\\" + raw if raw in ".^$*+?{}[]()|\\-/" else _raw(raw))
+                i += 1 + len(m.group())
+                continue
+            out.append("\\" + n)
+            i += 2
+            continue
+        out.append("\\/" if c == "/" else _raw(c))
+        i += 1
+    return "".join(out)
+
+
+def _raw(c: str) -> str:
+    return c if " " <= c <= "~" and c != "/" else f"\\x{ord(c):02x}" if ord(c) < 256 else c
+
+
+def load_grammar(text: str, name: str = "L1", start: str = "start") -> Grammar:
+    """Read a lark grammar into the IR (L1). Terminal numbering is frozen here.
+
+    Raises :class:`UndefinedSymbolError` for a rule or terminal used but not
+    defined, :class:`GrammarError` for any other problem lark reports.
+    """
+    try:
+        lark = Lark(text, parser=None, lexer="basic", start=start)
+    except LarkGrammarError as e:
+        m = _UNDEFINED.search(str(e))
+        if m:
+            raise UndefinedSymbolError(m.group(1), m.group(2)) from None
+        raise GrammarError(f"grammar {name!r}: {e}") from None
+    except LarkError as e:
+        raise GrammarError(f"grammar {name!r}: {e}") from None
+    ignored = set(lark.ignore_tokens)
+    terminals = tuple(
+        Terminal(_spellable(str(t.name)), t.pattern.to_regexp(), t.priority, t.name in ignored)
+        for t in lark.terminals
+    )
+    rules = tuple(
+        Rule(_spellable(str(r.origin.name)), tuple(_spellable(str(s.name)) for s in r.expansion),
+             None if r.alias is None else str(r.alias))
+        for r in lark.rules
+    )
+    grammar = Grammar(name, terminals, rules, start)
+    grammar.check_invariants()
+    return grammar

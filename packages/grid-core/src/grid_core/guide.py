@@ -1,0 +1,224 @@
+"""GridGuide: the per-request object, and the Engine of shared artifacts behind it.
+
+An :class:`Engine` holds everything a guide reads and nobody writes: the
+projected grammar, its LALR(1) tables, the union DFA, the lexicon, the
+vocabulary and its token trie. It is built once per artifact set and shared by
+every guide; a guide owns only its configuration history.
+
+The mask of a configuration (DESIGN.md sections 4, 6 and 8):
+
+1. A <- allowed terminals of the stack (memoized per interned node);
+2. walk the trie from the remainder under A: CI nodes and CD entries;
+3. group the CD entries by their emitted terminal (one verdict class each):
+   shift it on the live stack, take A', walk each entry's subtree from its
+   tail; repeat for CD entries found one shift deeper;
+4. admit EOS iff the remainder finalizes and ``$END`` reaches ACCEPT.
+
+An empty mask at a viable prefix is a bug: :class:`MaskError`, never a mask.
+
+Guides are persistent: each step is a cell (configuration, previous cell), so
+``fork()`` is O(1) and ``rollback(n)`` is n pointer hops.
+"""
+
+from __future__ import annotations
+
+import array
+import sys
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+
+from grid_core.dfa import ByteDFA, build_union_dfa
+from grid_core.errors import GuideError, MaskError
+from grid_core.grammar import Grammar
+from grid_core.lexer import Config, Lexer, Scanner
+from grid_core.lexicon import Lexicon, build_lexicon
+from grid_core.parser import Node, Parser
+from grid_core.trie import TokenTrie, build_trie
+from grid_core.vocab import Vocabulary
+from grid_core.walk import CDEntry, walk_from
+
+
+@dataclass(frozen=True)
+class MaskResult:
+    """One step's mask, as trie nodes plus the EOS verdict, with what it cost."""
+
+    ci_nodes: tuple[int, ...]
+    cd_nodes: tuple[int, ...]
+    eos: bool
+    cd_entries: int
+    cd_classes: int
+
+
+class Engine:
+    """Shared, immutable artifacts for one (grammar, lexicon, vocabulary)."""
+
+    def __init__(
+        self,
+        grammar: Grammar,
+        vocab: Vocabulary,
+        lexicon: Mapping[str, Collection[bytes]] | Lexicon | None = None,
+        *,
+        dfa: ByteDFA | None = None,
+        trie: TokenTrie | None = None,
+    ) -> None:
+        self.grammar = grammar
+        self.vocab = vocab
+        self.tables = grammar.lalr()
+        self.dfa = dfa or build_union_dfa([(t.name, t.pattern) for t in grammar.terminals])
+        if not isinstance(lexicon, Lexicon):
+            lexicon = build_lexicon(grammar, self.dfa, lexicon or {})
+        self.lexicon = lexicon
+        self.trie = trie or build_trie(vocab)
+        assert self.trie.vocab_fingerprint == vocab.fingerprint
+        self.scanner = Scanner(grammar, self.dfa, lexicon)
+        self.parser = Parser(self.tables)
+        self.lexer = Lexer(self.scanner, self.parser)
+        self.n_words = (vocab.n_vocab + 31) // 32
+
+    def fingerprints(self) -> dict[str, str]:
+        return {
+            "grammar": self.grammar.fingerprint,
+            "tables": self.tables.fingerprint,
+            "dfa": self.dfa.fingerprint,
+            "lexicon": self.lexicon.fingerprint,
+            "tokenizer": self.vocab.fingerprint,
+            "trie": self.trie.fingerprint,
+        }
+
+    def guide(self) -> GridGuide:
+        return GridGuide(self)
+
+    def compute_mask(self, config: Config) -> MaskResult:
+        """The exact mask of a configuration (see the module header)."""
+        scanner, trie, parser = self.scanner, self.trie, self.parser
+        ci, cd = walk_from(scanner, trie, 0, config.remainder, parser.allowed(config.node), False)
+        cd_nodes: list[int] = []
+        entries, classes = len(cd), 0
+        todo: list[tuple[Node, list[CDEntry]]] = [(config.node, cd)]
+        while todo:
+            node, level = todo.pop()
+            by_terminal: dict[int, list[CDEntry]] = {}
+            for entry in level:
+                by_terminal.setdefault(entry[1], []).append(entry)
+            classes += len(by_terminal)
+            for t, group in by_terminal.items():
+                shifted = parser.shift(node, t)
+                allowed = parser.allowed(shifted)
+                for trie_node, _, tail in group:
+                    more_ci, more_cd = walk_from(scanner, trie, trie_node, tail, allowed, True)
+                    cd_nodes += more_ci
+                    if more_cd:
+                        entries += len(more_cd)
+                        todo.append((shifted, more_cd))
+        eos = self.lexer.eos_allowed(config)
+        return MaskResult(tuple(ci), tuple(cd_nodes), eos, entries, classes)
+
+    def ids(self, nodes: Iterable[int]) -> list[int]:
+        """Every token id spelled at the given trie nodes (alias classes expanded)."""
+        off, ids = self.trie.alias_offset, self.trie.alias_ids
+        out: list[int] = []
+        for n in nodes:
+            out.extend(ids[off[n] : off[n + 1]])
+        return out
+
+    def pack(self, token_ids: Iterable[int]) -> array.array[int]:
+        """Packed int32 bitmask: bit ``i % 32`` of word ``i // 32`` is token ``i``."""
+        raw = bytearray(self.n_words * 4)
+        for i in token_ids:
+            raw[i >> 3] |= 1 << (i & 7)
+        words = array.array("i")
+        words.frombytes(bytes(raw))
+        if sys.byteorder != "little":
+            words.byteswap()
+        return words
+
+
+@dataclass(frozen=True, eq=False)
+class _Step:
+    """One cell of a guide's persistent history."""
+
+    config: Config
+    previous: _Step | None
+    count: int
+    terminated: bool = False
+
+
+class GridGuide:
+    """Per-request guide: masks, advance, EOS, rollback, fork (DESIGN.md section 8)."""
+
+    def __init__(self, engine: Engine, _step: _Step | None = None) -> None:
+        self.engine = engine
+        self._step = _step or _Step(engine.lexer.initial, None, 0)
+
+    @property
+    def config(self) -> Config:
+        return self._step.config
+
+    @property
+    def steps(self) -> int:
+        """Tokens accepted so far (EOS included)."""
+        return self._step.count
+
+    def is_terminated(self) -> bool:
+        """EOS has been accepted."""
+        return self._step.terminated
+
+    def eos_allowed(self) -> bool:
+        return not self.is_terminated() and self.engine.lexer.eos_allowed(self.config)
+
+    def is_complete(self) -> bool:
+        """The output so far is a sentence of L."""
+        return self.engine.lexer.eos_allowed(self.config)
+
+    def compute(self) -> MaskResult:
+        if self.is_terminated():
+            raise GuideError("the guide has accepted EOS; it has no next mask")
+        result = self.engine.compute_mask(self.config)
+        if not (result.ci_nodes or result.cd_nodes or result.eos):
+            raise MaskError(f"empty mask at a viable prefix after {self.steps} tokens")
+        return result
+
+    def mask_ids(self) -> list[int]:
+        """The admitted token ids, ascending, EOS ids included when EOS is legal."""
+        result = self.compute()
+        ids = self.engine.ids(result.ci_nodes) + self.engine.ids(result.cd_nodes)
+        if result.eos:
+            ids += self.engine.vocab.eos_ids
+        return sorted(ids)
+
+    def mask(self) -> array.array[int]:
+        """The mask as a packed int32 bitmask over the vocabulary."""
+        return self.engine.pack(self.mask_ids())
+
+    def advance(self, token_id: int) -> None:
+        """Accept one token. A token outside the mask raises :class:`GuideError`."""
+        vocab = self.engine.vocab
+        if self.is_terminated():
+            raise GuideError(f"token {token_id} after EOS")
+        if not 0 <= token_id < vocab.n_vocab:
+            raise GuideError(f"token id {token_id} is outside the vocabulary")
+        if token_id in vocab.eos_ids:
+            if not self.engine.lexer.eos_allowed(self.config):
+                raise GuideError("EOS before the output is a complete sentence")
+            self._step = _Step(self.config, self._step, self.steps + 1, True)
+            return
+        if token_id in vocab.special_ids:
+            raise GuideError(f"special token {token_id} is never admitted")
+        nxt = self.engine.lexer.advance(self.config, vocab.token_bytes[token_id])
+        if nxt is None or not self.engine.lexer.is_viable(nxt):
+            raise GuideError(f"token {token_id} ({vocab.token_bytes[token_id]!r}) is not in the mask")
+        self._step = _Step(nxt, self._step, self.steps + 1)
+
+    def rollback(self, n: int = 1) -> None:
+        """Undo the last ``n`` accepted tokens."""
+        if not 0 <= n <= self.steps:
+            raise GuideError(f"cannot roll back {n} of {self.steps} tokens")
+        step = self._step
+        for _ in range(n):
+            assert step.previous is not None
+            step = step.previous
+        self._step = step
+
+    def fork(self) -> GridGuide:
+        """An independent guide at the same point, sharing all history (O(1))."""
+        return GridGuide(self.engine, self._step)

@@ -1,0 +1,181 @@
+"""The byte lexer: maximal munch over the union DFA, contextual pick, configurations.
+
+Vocabulary (each noun is used in this sense throughout grid-core):
+
+- **remainder** ``r``: the bytes of the one lexeme in progress, read since the
+  last emission. The union automaton has not died on it.
+- **scan state**: ``(q, ln, la_len, la_cands)`` for a remainder: the DFA state
+  after ``r``, the lexicon node after ``r`` (``-1`` once no word continues), the
+  length of the longest prefix of ``r`` accepted by some terminal (0 if none),
+  and the candidate set of that prefix. Updated in O(1) per byte.
+- **candidates** of a lexeme: the terminals whose language contains it, a
+  lexicon category only if the lexeme is one of its words.
+- **pick**: the first candidate in ``Grammar.pick_order`` (priority, then name)
+  that is ignored or in the allowed set A; ``-1`` if none.
+- **emission**: when a byte kills the automaton, the longest accepted prefix is
+  emitted with its pick (an ignored pick is skipped, another is shifted) and the
+  bytes after it are scanned again from the start state.
+- **configuration**: (stack node, remainder, scan state), DESIGN.md section 5.
+
+A remainder is **live** under A when it is empty, or it is a prefix of some
+string of R_t (of W_t for a lexicon category) for a terminal t in A or ignored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from grid_core.dfa import ByteDFA
+from grid_core.grammar import Grammar
+from grid_core.lexicon import NO_NODE, Lexicon
+from grid_core.parser import Node, Parser
+
+ScanState = tuple[int, int, int, int]
+"""(DFA state, lexicon node, last-accept length, last-accept candidates)."""
+
+START: ScanState = (0, 0, 0, 0)
+
+
+@dataclass(frozen=True, eq=False)
+class Config:
+    """A configuration: the stack, the remainder and the remainder's scan state."""
+
+    node: Node
+    remainder: bytes
+    scan: ScanState
+
+
+class Scanner:
+    """Maximal-munch scanning over one grammar's union DFA and lexicon."""
+
+    def __init__(self, grammar: Grammar, dfa: ByteDFA, lexicon: Lexicon) -> None:
+        assert dfa.terminal_names == tuple(t.name for t in grammar.terminals)
+        self.grammar = grammar
+        self.dfa = dfa
+        self.lexicon = lexicon
+        self.ignored = 0
+        for t in grammar.ignored:
+            self.ignored |= 1 << t
+        self.order = grammar.pick_order
+        self._picks: dict[tuple[int, int], int] = {}
+
+    def candidates(self, accept: int, ln: int) -> int:
+        """The candidate set of a lexeme whose DFA accept set is ``accept``."""
+        cats = self.lexicon.categories
+        if not accept & cats:
+            return accept
+        words = self.lexicon.word_cats[ln] if ln != NO_NODE else 0
+        return (accept & ~cats) | (accept & cats & words)
+
+    def pick(self, cands: int, allowed: int) -> int:
+        """The terminal picked among ``cands`` under allowed set ``allowed``, or -1."""
+        key = (cands, allowed)
+        t = self._picks.get(key)
+        if t is None:
+            ok = cands & (allowed | self.ignored)
+            t = next((x for x in self.order if ok >> x & 1), -1)
+            self._picks[key] = t
+        return t
+
+    def live(self, q: int, ln: int, allowed: int) -> bool:
+        """The remainder with DFA state ``q`` and lexicon node ``ln`` is live under A.
+
+        Precondition: the remainder is not empty (the empty remainder is live).
+        """
+        ok = allowed | self.ignored
+        cats = self.lexicon.categories
+        if self.dfa.live[q] & ok & ~cats:
+            return True
+        return ln != NO_NODE and bool(self.lexicon.prefix_cats[ln] & ok & cats)
+
+    def step(self, scan: ScanState, length: int, byte: int) -> ScanState | None:
+        """Scan one more byte of a remainder now ``length`` bytes long (byte included).
+
+        None when the byte kills the automaton (an emission is due).
+        """
+        q, ln, la_len, la_cands = scan
+        q = self.dfa.trans[q * 256 + byte]
+        if q < 0:
+            return None
+        if ln != NO_NODE:
+            ln = self.lexicon.children[ln].get(byte, NO_NODE)
+        accept = self.dfa.accept[q]
+        if accept:
+            return q, ln, length, self.candidates(accept, ln)
+        return q, ln, la_len, la_cands
+
+    def scan(self, data: bytes) -> ScanState | None:
+        """The scan state of ``data`` as one remainder, or None if it dies inside."""
+        scan: ScanState | None = START
+        for i, b in enumerate(data):
+            assert scan is not None
+            scan = self.step(scan, i + 1, b)
+            if scan is None:
+                return None
+        return scan
+
+
+class Lexer:
+    """Advances configurations: the scanner driving the parser (DESIGN.md section 8, step 7)."""
+
+    def __init__(self, scanner: Scanner, parser: Parser) -> None:
+        self.scanner = scanner
+        self.parser = parser
+        self.initial = Config(parser.root, b"", START)
+
+    def _emit(self, node: Node, scan: ScanState) -> Node | None:
+        """Emit the last accepted lexeme of a remainder: the new stack, or None on error."""
+        _, _, la_len, la_cands = scan
+        if la_len == 0:
+            return None
+        t = self.scanner.pick(la_cands, self.parser.allowed(node))
+        if t < 0:
+            return None
+        if self.scanner.ignored >> t & 1:
+            return node
+        return self.parser.shift(node, t)
+
+    def advance(self, config: Config, data: bytes) -> Config | None:
+        """The configuration after reading ``data``, or None if it leaves the language."""
+        node, buf, scan = config.node, config.remainder + data, config.scan
+        start, i = 0, len(config.remainder)
+        step = self.scanner.step
+        while i < len(buf):
+            nxt = step(scan, i + 1 - start, buf[i])
+            if nxt is not None:
+                scan = nxt
+                i += 1
+                continue
+            emitted = self._emit(node, scan)
+            if emitted is None:
+                return None
+            node = emitted
+            start += scan[2]
+            i, scan = start, START
+        return Config(node, buf[start:], scan)
+
+    def finalize(self, config: Config) -> Node | None:
+        """The stack once the remainder is lexed to the end of input, or None on error."""
+        node, rest, scan = config.node, config.remainder, config.scan
+        while rest:
+            emitted = self._emit(node, scan)
+            if emitted is None:
+                return None
+            tail = rest[scan[2]:]
+            after = self.advance(Config(emitted, b"", START), tail)
+            if after is None:
+                return None
+            node, rest, scan = after.node, after.remainder, after.scan
+        return node
+
+    def eos_allowed(self, config: Config) -> bool:
+        """EOS gate: the remainder finalizes and ``$END`` then reaches ACCEPT."""
+        node = self.finalize(config)
+        return node is not None and self.parser.accepts(node)
+
+    def is_viable(self, config: Config) -> bool:
+        """The configuration's remainder is live under its stack's allowed set."""
+        if not config.remainder:
+            return True
+        q, ln, _, _ = config.scan
+        return self.scanner.live(q, ln, self.parser.allowed(config.node))

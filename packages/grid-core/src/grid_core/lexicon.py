@@ -1,0 +1,116 @@
+"""Schema lexicons (L3): finite word lists W_c for identifier categories.
+
+A lexicon maps some terminals (the *categories*, e.g. ``TABLE_NAME``) to finite
+sets of words. All words of all categories live in one byte trie whose nodes
+carry two bitsets over terminal ids:
+
+- ``prefix_cats[n]``: the categories c for which the path to n is a prefix of
+  some word of W_c (the remainder is *live* for c), and
+- ``word_cats[n]``: the categories c for which the path is a whole word of W_c
+  (c is a *candidate* for the lexeme).
+
+The scanner runs this trie beside the union DFA: the pair (DFA state, lexicon
+node) is the O(1)-updatable scan state. The DFA decides where lexemes end
+(maximal munch over the regular languages R_t); the lexicon decides which
+categories are candidates and which remainders are live (DESIGN.md section 3).
+
+Precondition checked at build, never assumed: every word of W_c is in R_c. A
+violation raises :class:`~grid_core.errors.LexiconError` naming the word and the
+category.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+from grid_core.dfa import DEAD, ByteDFA
+from grid_core.errors import LexiconError
+from grid_core.fingerprint import fingerprint
+from grid_core.grammar import Grammar
+
+NO_NODE = -1
+
+
+@dataclass(frozen=True, eq=False)
+class Lexicon:
+    """Word lists per category terminal, as one trie. Node 0 is the root (empty word)."""
+
+    words: Mapping[int, frozenset[bytes]]
+    """Terminal id -> W_c."""
+    categories: int
+    """Bitset of the terminals that have a lexicon (restricted categories)."""
+    children: tuple[Mapping[int, int], ...]
+    """Per node: byte -> child node."""
+    prefix_cats: tuple[int, ...]
+    word_cats: tuple[int, ...]
+    fingerprint: str
+
+    def step(self, node: int, byte: int) -> int:
+        """The node after ``byte``, or NO_NODE once no word continues."""
+        if node == NO_NODE:
+            return NO_NODE
+        return self.children[node].get(byte, NO_NODE)
+
+    def node_of(self, data: bytes) -> int:
+        node = 0
+        for b in data:
+            node = self.step(node, b)
+        return node
+
+    def check_invariants(self) -> None:
+        assert len(self.children) == len(self.prefix_cats) == len(self.word_cats)
+        for n, kids in enumerate(self.children):
+            assert self.word_cats[n] & ~self.prefix_cats[n] == 0
+            below = self.word_cats[n]
+            for child in kids.values():
+                assert child > n
+                below |= self.prefix_cats[child]
+            assert below == self.prefix_cats[n]
+
+
+def build_lexicon(
+    grammar: Grammar, dfa: ByteDFA, words: Mapping[str, Collection[bytes]]
+) -> Lexicon:
+    """Build and validate a lexicon; ``words`` maps terminal names to W_c.
+
+    Raises :class:`LexiconError` for an empty word, or a word that the
+    category's own pattern does not match (the error names both).
+    """
+    by_id: dict[int, frozenset[bytes]] = {}
+    for name, ws in words.items():
+        t = grammar.terminal_id(name)
+        for w in ws:
+            if not w:
+                raise LexiconError(w, name, "the empty word is not a lexeme")
+            state = dfa.run(0, w)
+            if state == DEAD or not dfa.accept[state] >> t & 1:
+                raise LexiconError(w, name, f"not matched by the pattern of {name}")
+        by_id[t] = frozenset(ws)
+    children: list[dict[int, int]] = [{}]
+    prefix: list[int] = [0]
+    whole: list[int] = [0]
+    for t, ws in sorted(by_id.items()):
+        bit = 1 << t
+        for w in sorted(ws):
+            node = 0
+            prefix[0] |= bit
+            for b in w:
+                nxt = children[node].get(b)
+                if nxt is None:
+                    nxt = len(children)
+                    children[node][b] = nxt
+                    children.append({})
+                    prefix.append(0)
+                    whole.append(0)
+                node = nxt
+                prefix[node] |= bit
+            whole[node] |= bit
+    categories = 0
+    for t in by_id:
+        categories |= 1 << t
+    # Keyed on the terminal set, not the grammar: one lexicon serves L1 and every projection.
+    fp = fingerprint(("grid.lexicon.v1", [(t.name, t.pattern) for t in grammar.terminals],
+                      {grammar.terminals[t].name: sorted(ws) for t, ws in by_id.items()}))
+    return Lexicon(by_id, categories, tuple(children), tuple(prefix), tuple(whole), fp)
+

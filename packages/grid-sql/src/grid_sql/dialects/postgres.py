@@ -1,0 +1,101 @@
+"""The PostgreSQL dialect (15): knobs for `postgres.lark`.
+
+Checked against a real PostgreSQL 15 parser: every accept line of
+`corpus/postgres.txt` is prepared by the server (tests/test_dialect_postgres.py).
+Decisions a reader should know:
+
+- The function list is closed and conservative on purpose: a function is an
+  exit from the mask's table-level policy when it can read data by name
+  (`query_to_xml('select * from t', ...)`, `dblink`, `pg_read_file`, `lo_import`,
+  `current_setting`, ...) or has side effects (`nextval`, `set_config`,
+  `pg_sleep`). None of those is here; add a function only after asking that.
+- Scalar functions open with the lexeme `name(` (no blank before "("); the five
+  standard aggregates are keywords.
+- `date '...'`, `interval '...'` are single TYPED_STRING lexemes (see the grammar).
+- Unquoted identifiers fold to lower case in PostgreSQL (`identifier_case`): a
+  lexicon builder must admit the spelling the model is to write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from grid_sql.dialect import Dialect, IdentifierCase, QuoteForm
+
+KEYWORDS = (
+    "all", "and", "any", "as", "asc", "avg", "between", "by", "case", "cast",
+    "conflict", "count", "cross", "current", "current_date", "current_time",
+    "current_timestamp", "default", "delete", "desc", "distinct", "do", "else", "end",
+    "escape", "except", "exists", "extract", "false", "fetch", "filter", "first",
+    "following", "from", "full", "group", "groups", "having", "ilike", "in", "inner",
+    "insert", "intersect", "into", "is", "isnull", "join", "last", "lateral", "left",
+    "like", "limit", "localtime", "localtimestamp", "materialized", "max", "min",
+    "natural", "next", "not", "nothing", "notnull", "null", "nulls", "offset", "on",
+    "only", "or", "order", "outer", "over", "partition", "preceding", "range",
+    "recursive", "returning", "right", "row", "rows", "select", "set", "similar",
+    "some", "sum", "then", "ties", "to", "true", "unbounded", "union", "unknown",
+    "update", "using", "values", "when", "where", "window", "with",
+)  # fmt: skip
+
+FUNCTIONS = (
+    # conditional
+    "coalesce", "nullif", "greatest", "least",
+    # math
+    "abs", "cbrt", "ceil", "ceiling", "degrees", "div", "exp", "floor", "ln", "log",
+    "log10", "mod", "pi", "power", "radians", "random", "round", "sign", "sqrt",
+    "trunc", "width_bucket",
+    # strings
+    "ascii", "btrim", "char_length", "character_length", "chr", "concat", "concat_ws",
+    "format", "initcap", "left", "length", "lower", "lpad", "ltrim", "md5",
+    "octet_length", "regexp_replace", "repeat", "replace", "reverse", "right", "rpad",
+    "rtrim", "split_part", "starts_with", "strpos", "substr", "substring", "translate",
+    "trim", "upper",
+    # formatting and date/time
+    "to_char", "to_date", "to_number", "to_timestamp", "age", "clock_timestamp",
+    "date_part", "date_trunc", "make_date", "make_interval", "make_timestamp", "now",
+    "justify_days", "justify_hours", "justify_interval",
+    # aggregates other than the five keywords
+    "array_agg", "bit_and", "bit_or", "bool_and", "bool_or", "every", "json_agg",
+    "jsonb_agg", "string_agg", "stddev", "stddev_pop", "stddev_samp", "variance",
+    "var_pop", "var_samp", "corr", "covar_pop", "covar_samp", "regr_slope",
+    # window functions
+    "row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag",
+    "lead", "first_value", "last_value", "nth_value",
+    # JSON construction
+    "json_build_object", "jsonb_build_object", "json_build_array", "to_json", "to_jsonb",
+)  # fmt: skip
+
+TYPE_NAMES = (
+    "smallint", "integer", "int", "bigint", "int2", "int4", "int8", "decimal",
+    "numeric", "real", "double precision", "float", "float4", "float8", "money",
+    "text", "varchar", "character varying", "char", "character", "boolean", "bool",
+    "date", "time", "time with time zone", "time without time zone", "timestamp",
+    "timestamp with time zone", "timestamp without time zone", "timestamptz",
+    "interval", "uuid", "json", "jsonb", "bytea",
+)  # fmt: skip
+
+DATETIME_FIELDS = (
+    "century", "day", "decade", "dow", "doy", "epoch", "hour", "isodow", "isoyear",
+    "julian", "microseconds", "millennium", "milliseconds", "minute", "month",
+    "quarter", "second", "timezone", "timezone_hour", "timezone_minute", "week", "year",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class PostgresDialect(Dialect):
+    name: str = "postgres"
+    grammar_file: str = "postgres.lark"
+    keywords: tuple[str, ...] = KEYWORDS
+    functions: tuple[str, ...] = FUNCTIONS
+    # LEFT and RIGHT name joins and never precede "(" there; left( and right( are calls.
+    keyword_functions: frozenset[str] = frozenset({"left", "right"})
+    type_names: tuple[str, ...] = TYPE_NAMES
+    word_classes: tuple[tuple[str, tuple[str, ...]], ...] = (
+        ("DATETIME_FIELD", DATETIME_FIELDS),
+    )
+    identifier_quotes: tuple[QuoteForm, ...] = (QuoteForm(open='"', close='"'),)
+    identifier_case: IdentifierCase = "fold-lower"
+    description: str = "PostgreSQL 15: SELECT/INSERT/UPDATE/DELETE, RETURNING, ON CONFLICT"
+
+
+POSTGRES = PostgresDialect()
