@@ -236,7 +236,7 @@ def _lark_regex_body(pattern: str) -> str:
                 out.append("\\" + raw if raw in ".^$*+?{}[]()|\\-/" else _raw(raw))
                 i += 1 + len(m.group())
                 continue
-            out.append("\\" + n)
+            out.append("\\" + n if " " <= n <= "~" else _raw(n))  # "\\<tab>" is a tab
             i += 2
             continue
         out.append("\\/" if c == "/" else _raw(c))
