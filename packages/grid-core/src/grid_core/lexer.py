@@ -23,6 +23,7 @@ string of R_t (of W_t for a lexicon category) for a terminal t in A or ignored.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from grid_core.dfa import ByteDFA
@@ -43,6 +44,12 @@ class Config:
     node: Node
     remainder: bytes
     scan: ScanState
+
+    @property
+    def hash(self) -> int:
+        """The configuration hash: the stack's rolling hash joined with the remainder."""
+        data = self.node.hash.to_bytes(8, "little") + self.remainder
+        return int.from_bytes(hashlib.blake2b(data, digest_size=16).digest()[:8], "little")
 
 
 class Scanner:

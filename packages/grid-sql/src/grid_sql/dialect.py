@@ -31,7 +31,12 @@ Policy decisions:
   parenthesis follow (SQLite's REPLACE, PostgreSQL's LEFT/RIGHT), so the
   keyword lexeme `left` and the function lexeme `left(` never collide.
 - Identifiers are spelled with `spell_identifier`: bare when the word is a bare
-  identifier and not a keyword, else in the first quote form that can hold it.
+  identifier and neither a keyword of the grammar nor a reserved word of the
+  database, else in the first quote form that can hold it. A lexicon builder
+  must not admit a reserved word bare: GRID lets a keyword act as an identifier
+  where the keyword is not viable, the database may not (PostgreSQL reads
+  `SELECT FROM t` as an empty target list over t; with a column lexicon word
+  `from`, GRID would read a column `from` aliased `t`).
 """
 
 from __future__ import annotations
@@ -73,6 +78,33 @@ class DialectDefinitionError(GrammarError):
         super().__init__(f"dialect {dialect!r}: {problem}")
 
 
+CorpusKind = Literal["accept", "reject", "prefix"]
+_CORPUS_MARKERS: dict[str, CorpusKind] = {"! ": "reject", "~ ": "prefix"}
+
+
+@dataclass(frozen=True)
+class CorpusEntry:
+    """One corpus line: `accept` (in L), `reject` (not a viable prefix) or `prefix`
+    (a viable prefix that is not in L); `line` is its 1-based line number."""
+
+    kind: CorpusKind
+    text: bytes
+    line: int
+
+
+def parse_corpus(source: str) -> list[CorpusEntry]:
+    """Read a corpus: one statement per line; "! " marks a reject, "~ " a viable
+    prefix, "#" a comment; blank lines are skipped; anything else is an accept."""
+    entries = []
+    for number, raw in enumerate(source.split("\n"), start=1):
+        if not raw.strip() or raw.startswith("#"):
+            continue
+        kind: CorpusKind = _CORPUS_MARKERS.get(raw[:2], "accept")
+        body = raw if kind == "accept" else raw[2:]
+        entries.append(CorpusEntry(kind, body.encode("utf-8"), number))
+    return entries
+
+
 @dataclass(frozen=True, kw_only=True)
 class QuoteForm:
     """One way to quote an identifier: `open` word `close`, where a `close` inside
@@ -100,8 +132,12 @@ class Dialect:
     name: str
     grammar_file: str
     grammar_package: str = "grid_sql.dialects"
+    # Accept/reject/prefix corpus inside grammar_package (see `parse_corpus`); "" for none.
+    corpus_file: str = ""
     keywords: tuple[str, ...]
     keyword_case: KeywordCase = "insensitive"
+    # The database's own keywords: a schema word spelled like one is quoted.
+    reserved_words: frozenset[str] = frozenset()
     functions: tuple[str, ...]
     keyword_functions: frozenset[str] = frozenset()
     type_names: tuple[str, ...]
@@ -125,9 +161,10 @@ class Dialect:
         return (self.table_category, self.column_category, self.cte_category)
 
     @property
-    def reserved_words(self) -> frozenset[str]:
-        """Words a schema name should not be spelled bare as (see `spell_identifier`)."""
-        return frozenset(self.keywords)
+    def quoted_words(self) -> frozenset[str]:
+        """Words a schema name is never spelled bare as: the database's reserved
+        words and this grammar's keywords, lower case (see `spell_identifier`)."""
+        return frozenset(w.lower() for w in (*self.reserved_words, *self.keywords))
 
     @property
     def grammar_text(self) -> str:
@@ -136,6 +173,13 @@ class Dialect:
             encoding="utf-8"
         )
         return base.rstrip("\n") + "\n\n" + self.generated_terminals()
+
+    def corpus(self) -> tuple[CorpusEntry, ...]:
+        """The dialect's accept/reject/viable-prefix corpus (empty when it has none)."""
+        if not self.corpus_file:
+            return ()
+        source = resources.files(self.grammar_package).joinpath(self.corpus_file)
+        return parse_corpus(source.read_text(encoding="utf-8"))
 
     def generated_terminals(self) -> str:
         """Keyword and word-class terminal definitions, in lark syntax."""
@@ -167,7 +211,8 @@ class Dialect:
         """True when `word` may be written without quotes in every identifier position."""
         return (
             re.fullmatch(self.bare_identifier, word, re.ASCII) is not None
-            and word.lower() not in self.reserved_words
+            and word.lower() not in self.quoted_words
+            and (self.identifier_case != "fold-lower" or word == word.lower())
         )
 
     def quote_identifier(self, word: str) -> str:
@@ -212,7 +257,13 @@ class Dialect:
         for required in REQUIRED_TERMINALS:
             if required not in names:
                 raise DialectDefinitionError(self.name, f"grammar lacks terminal {required}")
-        for terminal in parser.terminals:
+        unused = sorted(w for w in lowered if w.upper() not in names)
+        if unused:
+            raise DialectDefinitionError(self.name, f"keywords no rule uses: {unused}")
+        # Every terminal takes part in GRID's lexing, used by a rule or not; lark's
+        # lexer-only mode is the one that keeps them all.
+        every = lark.Lark(self.grammar_text, parser=None, lexer="basic")
+        for terminal in every.terminals:
             regexp = terminal.pattern.to_regexp()
             if any(ord(ch) > 0xFF for ch in regexp):
                 raise DialectDefinitionError(

@@ -37,6 +37,20 @@ KEYWORDS = (
     "update", "using", "values", "when", "where", "window", "with",
 )  # fmt: skip
 
+# PostgreSQL's reserved key words (SQL Key Words appendix, PostgreSQL 15: "reserved"
+# and "reserved (can be function or type)").
+RESERVED_WORDS = frozenset("""
+all analyse analyze and any array as asc asymmetric authorization binary both case cast
+check collate collation column concurrently constraint create cross current_catalog
+current_date current_role current_schema current_time current_timestamp current_user default
+deferrable desc distinct do else end except false fetch for foreign freeze from full grant
+group having ilike in initially inner intersect into is isnull join lateral leading left like
+limit localtime localtimestamp natural not notnull null offset on only or order outer
+overlaps placing primary references returning right select session_user similar some
+symmetric system_user table tablesample then to trailing true union unique user using
+variadic verbose when where window with
+""".split())
+
 FUNCTIONS = (
     # conditional
     "coalesce", "nullif", "greatest", "least",
@@ -85,7 +99,9 @@ DATETIME_FIELDS = (
 class PostgresDialect(Dialect):
     name: str = "postgres"
     grammar_file: str = "postgres.lark"
+    corpus_file: str = "corpus/postgres.txt"
     keywords: tuple[str, ...] = KEYWORDS
+    reserved_words: frozenset[str] = RESERVED_WORDS
     functions: tuple[str, ...] = FUNCTIONS
     # LEFT and RIGHT name joins and never precede "(" there; left( and right( are calls.
     keyword_functions: frozenset[str] = frozenset({"left", "right"})

@@ -1,0 +1,83 @@
+"""GRID's sessions. Every session runs through uv, in the workspace's own locked
+environment (``uv run --frozen``), so what a session tests is what uv.lock says.
+
+    nox -s tests         every package's default suite, and the Rust crate's tests
+    nox -s differential  the long bit-identity suites (fast path vs spec, ...) (-m slow)
+    nox -s lint          ruff + mypy --strict on the Python packages; cargo fmt + clippy
+    nox -s docs          mkdocs build --strict
+    nox -s bench         benchmarks under bench/ (results written to bench/results/)
+    nox -s proofs        the Coq proofs (proofs/check.sh)
+    nox -s ci            what CI runs: tests, lint, docs, proofs
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.default_venv_backend = "none"
+nox.options.sessions = ["ci"]
+
+PACKAGES = ["grid-spec", "grid-core", "grid-kernels", "grid-sql", "grid-serve"]
+PYTHON_SOURCES = [f"packages/{p}/src" for p in PACKAGES if p != "grid-kernels"]
+CRATE = "packages/grid-kernels/Cargo.toml"
+
+
+def uv_run(session: nox.Session, *args: str) -> None:
+    session.run("uv", "run", "--frozen", *args, external=True)
+
+
+def pytest(session: nox.Session, *extra: str) -> None:
+    for package in PACKAGES:
+        uv_run(session, "pytest", f"packages/{package}/tests", *extra, *session.posargs)
+    uv_run(session, "pytest", "tests", *extra, *session.posargs)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Every package's default test suite, then the crate's Rust tests."""
+    pytest(session)
+    session.run("cargo", "test", "--quiet", "--manifest-path", CRATE, external=True)
+
+
+@nox.session
+def differential(session: nox.Session) -> None:
+    """The long cross-implementation suites (marked slow)."""
+    pytest(session, "-m", "slow")
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    uv_run(session, "ruff", "check", "packages", "tests", "bench", "noxfile.py")
+    uv_run(session, "ruff", "format", "--check", "packages", "tests", "bench", "noxfile.py")
+    for src in PYTHON_SOURCES:
+        uv_run(session, "mypy", "--strict", src)
+    uv_run(session, "mypy", "--strict", "packages/grid-kernels/python")
+    uv_run(session, "python", "-m", "mypy.stubtest", "grid_kernels._native")
+    session.run("cargo", "fmt", "--check", "--manifest-path", CRATE, external=True)
+    session.run(
+        "cargo", "clippy", "--quiet", "--manifest-path", CRATE, "--all-targets", "--",
+        "-D", "warnings", external=True,
+    )
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    uv_run(session, "mkdocs", "build", "--strict", "--site-dir", session.create_tmp() + "/site")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks; they print medians and ratios and write JSON under bench/results/."""
+    uv_run(session, "python", "bench/mask_latency.py", *session.posargs)
+
+
+@nox.session
+def proofs(session: nox.Session) -> None:
+    session.run("bash", "proofs/check.sh", external=True)
+
+
+@nox.session
+def ci(session: nox.Session) -> None:
+    """What .ci/run runs: the default tests, lint, docs and the proofs."""
+    for name in ("tests", "lint", "docs", "proofs"):
+        session.notify(name)
