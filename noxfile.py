@@ -35,6 +35,7 @@ def pytest(session: nox.Session, *extra: str) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Every package's default test suite, then the crate's Rust tests."""
+    session.run("bash", "scripts/system-deps.sh", external=True)
     pytest(session)
     session.run("cargo", "test", "--quiet", "--manifest-path", CRATE, external=True)
 

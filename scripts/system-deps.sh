@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Installs the system packages the test suite needs, when they are missing:
+# PostgreSQL (the postgres dialect is checked against a real server's parser).
+# Coq is installed by proofs/check.sh itself. Idempotent; needs root (as CI is).
+set -euo pipefail
+if ! compgen -G "/usr/lib/postgresql/*/bin/pg_ctl" > /dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql > /dev/null
+fi
