@@ -56,8 +56,16 @@ def lint(session: nox.Session) -> None:
     uv_run(session, "python", "-m", "mypy.stubtest", "grid_kernels._native")
     session.run("cargo", "fmt", "--check", "--manifest-path", CRATE, external=True)
     session.run(
-        "cargo", "clippy", "--quiet", "--manifest-path", CRATE, "--all-targets", "--",
-        "-D", "warnings", external=True,
+        "cargo",
+        "clippy",
+        "--quiet",
+        "--manifest-path",
+        CRATE,
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+        external=True,
     )
 
 

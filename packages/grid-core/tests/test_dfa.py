@@ -77,7 +77,16 @@ def strings_near(pattern: str) -> st.SearchStrategy[str]:
     return st.one_of(member, cut, twice, edited, st.text(LATIN1, max_size=4))
 
 
-_COMPILED = [(re.compile(p, re.ASCII), regex.compile(p, flags=regex.ASCII)) for _, p in UNION]
+def _greedy(p: str) -> str:
+    """The same language with greedy quantifiers: ``regex``'s partial matching
+    misreports lazy ones (``x+?y{1,2}?`` "partially matches" ``xX``; pinned in
+    grid-spec's tests), so the liveness oracle reads the greedy spelling."""
+    return p.replace("+?", "+").replace("}?", "}")
+
+
+_COMPILED = [
+    (re.compile(p, re.ASCII), regex.compile(_greedy(p), flags=regex.ASCII)) for _, p in UNION
+]
 
 
 def assert_agrees_with_python(dfa: ByteDFA, text: str) -> None:

@@ -17,7 +17,6 @@ import random
 from collections.abc import Callable
 
 import pytest
-
 from grid_core import vocab as vocabularies
 from grid_core.guide import Engine
 from grid_core.vocab import Vocabulary
@@ -47,8 +46,14 @@ SPEC = Language(ANALYST.to_lark(), LEXICON)
 
 def prefixes(n: int, seed: int) -> list[bytes]:
     """``n`` distinct viable prefixes, the boundary cases first, then seeded random cuts."""
-    fixed = [b"", b"sel", b"select * from emplo", b"select * from employees",
-             b"select * from employees;", b"select name from employees where name = 'ab"]
+    fixed = [
+        b"",
+        b"sel",
+        b"select * from emplo",
+        b"select * from employees",
+        b"select * from employees;",
+        b"select name from employees where name = 'ab",
+    ]
     rng = random.Random(seed)
     out = list(dict.fromkeys(fixed))
     while len(out) < n:

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from grid_core.dfa import ByteDFA, build_union_dfa
 from grid_core.errors import EmptyLanguageError, LALRConflictError, UndefinedSymbolError
 from grid_core.grammar import Grammar, load_grammar
@@ -95,10 +94,11 @@ def _dfa(g: Grammar) -> ByteDFA:
     return build_union_dfa([(t.name, t.pattern) for t in g.terminals])
 
 
+CRUD_PATH = str(Path(__file__).parent / "grammars" / "crud.lark")
 _PRINT_FINGERPRINTS = f"""
 from pathlib import Path
 from grid_core.grammar import load_grammar
-g = load_grammar(Path({str(Path(__file__).parent / "grammars" / "crud.lark")!r}).read_text(), "crud")
+g = load_grammar(Path({CRUD_PATH!r}).read_text(), "crud")
 a = g.drop_terminals(["INSERT"], "analyst")
 print(g.fingerprint, a.fingerprint, g.lalr().fingerprint, a.lalr().fingerprint)
 """
@@ -111,6 +111,9 @@ def test_fingerprints_are_stable_across_processes(crud: Grammar) -> None:
     for seed in ("0", "12345"):
         out = subprocess.run(
             [sys.executable, "-c", _PRINT_FINGERPRINTS],
-            capture_output=True, text=True, check=True, env={"PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"PYTHONHASHSEED": seed},
         )
         assert out.stdout.strip() == here

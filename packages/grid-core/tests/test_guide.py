@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from grid_core.errors import GuideError
 from grid_core.guide import Engine, GridGuide
 from toy import EOS, TOY, analyst_engine, token

@@ -22,8 +22,22 @@ CRUD = load_grammar((Path(__file__).parent / "grammars" / "crud.lark").read_text
 ANALYST: Grammar = CRUD.drop_terminals(["INSERT", "UPDATE", "DELETE"], "analyst")
 LEXICON = {"TABLE_NAME": [b"employees", b"employees_public", b"orders"]}
 
-MULTI = [b"select", b" *", b" from", b" emplo", b"yees", b"yees where", b"yer", b"sal",
-         b"insert", b"1;", b"')", b" where", b"employees", b" from"]
+MULTI = [
+    b"select",
+    b" *",
+    b" from",
+    b" emplo",
+    b"yees",
+    b"yees where",
+    b"yer",
+    b"sal",
+    b"insert",
+    b"1;",
+    b"')",
+    b" where",
+    b"employees",
+    b" from",
+]
 SPELLINGS = [bytes([i]) for i in range(256)] + MULTI + [b"", b""]
 PAD, EOS = len(SPELLINGS) - 2, len(SPELLINGS) - 1
 TOY = Vocabulary.from_spellings("toy", SPELLINGS, frozenset({PAD, EOS}), (EOS,))

@@ -15,6 +15,7 @@ one that this grammar exhibits.
 from __future__ import annotations
 
 import functools
+import itertools
 
 from lark import Lark, Token
 from lark.exceptions import LarkError
@@ -103,7 +104,7 @@ class LarkOracle:
                 tokens.append(tok)
         except LarkError:
             pass
-        for a, b in zip(tokens, tokens[1:], strict=False):
+        for a, b in itertools.pairwise(tokens):
             word = a.value + b.value
             if (
                 a.end_pos == b.start_pos

@@ -14,9 +14,26 @@ from pathlib import Path
 GRAMMARS = Path(__file__).parent / "grammars"
 
 IDENTS = [
-    "employees", "employees_public", "orders", "salaries", "a", "b_1", "_x", "id",
-    "name", "selection", "fromage", "wherever", "and_then", "set_id", "values_", "into2",
-    "deleted", "update_at", "order_total", "o",
+    "employees",
+    "employees_public",
+    "orders",
+    "salaries",
+    "a",
+    "b_1",
+    "_x",
+    "id",
+    "name",
+    "selection",
+    "fromage",
+    "wherever",
+    "and_then",
+    "set_id",
+    "values_",
+    "into2",
+    "deleted",
+    "update_at",
+    "order_total",
+    "o",
 ]
 HANDWRITTEN = [
     "select * from employees;",

@@ -7,9 +7,8 @@ import io
 import tokenize
 from pathlib import Path
 
-import pytest
-
 import grid_spec.spec
+import pytest
 from grid_spec import Language
 from grid_spec.properties import (
     completeness,
@@ -84,8 +83,14 @@ def _code_lines(path: Path) -> int:
                 doc_lines.update(range(body[0].lineno, (body[0].end_lineno or 0) + 1))
     code: set[int] = set()
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-        if tok.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
-                            tokenize.DEDENT, tokenize.ENDMARKER):
+        if tok.type not in (
+            tokenize.COMMENT,
+            tokenize.NL,
+            tokenize.NEWLINE,
+            tokenize.INDENT,
+            tokenize.DEDENT,
+            tokenize.ENDMARKER,
+        ):
             code.update(range(tok.start[0], tok.end[0] + 1))
     return len(code - doc_lines)
 
@@ -93,3 +98,14 @@ def _code_lines(path: Path) -> int:
 def test_specification_stays_small() -> None:
     n = _code_lines(Path(grid_spec.spec.__file__))
     assert 60 < n <= 200, n
+
+
+def test_lazy_quantifiers_are_refused_because_the_oracle_misreports_them() -> None:
+    import regex
+
+    # The bug this guards against, pinned: 'xX' cannot start a match of x+?y{1,2}?.
+    assert regex.fullmatch(r"x+?y{1,2}?", "xX", partial=True) is not None
+    assert regex.fullmatch(r"x+y{1,2}", "xX", partial=True) is None
+    with pytest.raises(AssertionError, match="lazy"):
+        Language("start: A\nA: /x+?y/\n")
+    Language('start: A B\nA: /\\*?x/\nB: "y"\n')  # an escaped "*" made optional is greedy

@@ -10,10 +10,9 @@ and in that direction.
 from __future__ import annotations
 
 import pytest
+from grid_spec import Language
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from grid_spec import Language
 from lark_oracle import LarkOracle
 from sql_corpus import GRAMMARS, corpus, mutations
 

@@ -8,7 +8,6 @@ in the lexicon.
 from __future__ import annotations
 
 import pytest
-
 from grid_spec import Language
 from sql_corpus import GRAMMARS
 

@@ -53,8 +53,16 @@ class Record:
     prev_hash: str
 
     def fields(self) -> tuple[object, ...]:
-        return (SCHEMA, self.step, self.config_hash, self.mask_entry_id, self.token,
-                self.blocked_count, self.kind, self.prev_hash)
+        return (
+            SCHEMA,
+            self.step,
+            self.config_hash,
+            self.mask_entry_id,
+            self.token,
+            self.blocked_count,
+            self.kind,
+            self.prev_hash,
+        )
 
     def digest(self) -> str:
         return _chain(self.prev_hash, canonical(self.fields()))
@@ -70,8 +78,14 @@ def mask_entry_id(packed: bytes) -> str:
 
 
 def seal_fields(seal: Mapping[str, Any]) -> tuple[object, ...]:
-    return (seal["schema"], seal["stop_reason"], dict(seal["fingerprints"]), dict(seal["mode"]),
-            seal["record_count"], seal["head_hash"])
+    return (
+        seal["schema"],
+        seal["stop_reason"],
+        dict(seal["fingerprints"]),
+        dict(seal["mode"]),
+        seal["record_count"],
+        seal["head_hash"],
+    )
 
 
 class AuditLog:
@@ -87,13 +101,15 @@ class AuditLog:
     def head(self) -> str:
         return self.hashes[-1] if self.hashes else GENESIS
 
-    def append(self, config_hash: int, entry_id: str, token: int, blocked: int,
-               kind: Kind) -> Record:
+    def append(
+        self, config_hash: int, entry_id: str, token: int, blocked: int, kind: Kind
+    ) -> Record:
         if self.seal is not None:
             raise AuditError("the log is sealed; nothing can be appended")
         assert kind in KINDS
-        record = Record(len(self.records), f"{config_hash:016x}", entry_id, token, blocked,
-                        kind, self.head)
+        record = Record(
+            len(self.records), f"{config_hash:016x}", entry_id, token, blocked, kind, self.head
+        )
         self.records.append(record)
         self.hashes.append(record.digest())
         return record
@@ -105,19 +121,26 @@ class AuditLog:
         del self.records[n:]
         del self.hashes[n:]
 
-    def close(self, stop_reason: str, fingerprints: Mapping[str, str],
-              mode: Mapping[str, object]) -> None:
+    def close(
+        self, stop_reason: str, fingerprints: Mapping[str, str], mode: Mapping[str, object]
+    ) -> None:
         if self.seal is not None:
             raise AuditError("the log is already sealed")
         self.seal = {
-            "schema": SCHEMA, "stop_reason": stop_reason, "fingerprints": dict(fingerprints),
-            "mode": dict(mode), "record_count": len(self.records), "head_hash": self.head,
+            "schema": SCHEMA,
+            "stop_reason": stop_reason,
+            "fingerprints": dict(fingerprints),
+            "mode": dict(mode),
+            "record_count": len(self.records),
+            "head_hash": self.head,
         }
         self.seal_hash = _chain(self.head, canonical(seal_fields(self.seal)))
 
     def lines(self) -> list[str]:
-        out = [json.dumps({**asdict(r), "hash": h}, sort_keys=True)
-               for r, h in zip(self.records, self.hashes, strict=True)]
+        out = [
+            json.dumps({**asdict(r), "hash": h}, sort_keys=True)
+            for r, h in zip(self.records, self.hashes, strict=True)
+        ]
         if self.seal is not None:
             out.append(json.dumps({"seal": self.seal, "hash": self.seal_hash}, sort_keys=True))
         return out
@@ -142,8 +165,16 @@ class Verdict:
         return f"INVALID at {where}: {self.reason}"
 
 
-_RECORD_KEYS = {"step", "config_hash", "mask_entry_id", "token", "blocked_count", "kind",
-                "prev_hash", "hash"}
+_RECORD_KEYS = {
+    "step",
+    "config_hash",
+    "mask_entry_id",
+    "token",
+    "blocked_count",
+    "kind",
+    "prev_hash",
+    "hash",
+}
 
 
 def verify(lines: Iterable[str]) -> Verdict:
@@ -178,15 +209,21 @@ def verify(lines: Iterable[str]) -> Verdict:
     if seal is None:
         return Verdict(False, count, None, f"unsealed log ({count} records): it may be cut short")
     body = seal.get("seal")
+    if not isinstance(body, dict):
+        return Verdict(False, count, None, "malformed seal")
     try:
-        expected = _chain(head, canonical(seal_fields(body))) if isinstance(body, dict) else None
+        expected = _chain(head, canonical(seal_fields(body)))
     except (KeyError, TypeError):
-        expected = None
-    if expected is None or body["schema"] != SCHEMA:
+        return Verdict(False, count, None, "malformed seal")
+    if body["schema"] != SCHEMA:
         return Verdict(False, count, None, "malformed seal")
     if body["record_count"] != count:
-        return Verdict(False, count, None,
-                       f"the seal counts {body['record_count']} records, the log has {count}")
+        return Verdict(
+            False,
+            count,
+            None,
+            f"the seal counts {body['record_count']} records, the log has {count}",
+        )
     if body["head_hash"] != head:
         return Verdict(False, count, None, "the seal's head hash is not the last record's")
     if seal.get("hash") != expected:

@@ -91,8 +91,11 @@ def shortest_completion(
         steps: list[bytes] = [separator] if c.remainder else []
         if c.remainder:
             q, ln, _, _ = c.scan
-            steps += [s for t in range(n_terminals)
-                      if (allowed | scanner.ignored) >> t & 1 and (s := suffix(q, ln, t))]
+            steps += [
+                s
+                for t in range(n_terminals)
+                if (allowed | scanner.ignored) >> t & 1 and (s := suffix(q, ln, t))
+            ]
         steps += [s for t in range(n_terminals) if allowed >> t & 1 and (s := suffix(0, 0, t))]
         for s in steps:
             nxt = lexer.advance(c, s)

@@ -43,8 +43,9 @@ def _step(guide: GridGuide, audit: AuditLog, choose: Callable[[list[int]], int],
     config_hash = guide.config.hash
     guide.advance(token)
     blocked = guide.engine.vocab.n_vocab - len(ids)
-    audit.append(config_hash, mask_entry_id(packed), token, blocked,
-                 "eos" if guide.is_terminated() else kind)
+    audit.append(
+        config_hash, mask_entry_id(packed), token, blocked, "eos" if guide.is_terminated() else kind
+    )
     return token
 
 
@@ -54,7 +55,7 @@ def generate(
     """Sample until EOS or until ``reserve`` tokens of budget are left, then complete."""
     vocab = guide.engine.vocab
     eos = set(vocab.eos_ids)
-    audit, tokens = AuditLog(), []
+    audit, tokens = AuditLog(), list[int]()
     while not guide.is_terminated() and budget - len(tokens) > reserve:
         tokens.append(_step(guide, audit, lambda ids: sampler(ids, rng), "sampled"))
     stop, rollbacks = "eos", 0
@@ -73,17 +74,22 @@ def generate(
         else:
             stop = "reserve"
             while completion and len(tokens) < budget:
+
                 def longest(ids: list[int], rest: bytes = completion) -> int:
-                    fits = [i for i in ids if i not in eos and rest.startswith(vocab.token_bytes[i])]
+                    fits = [
+                        i for i in ids if i not in eos and rest.startswith(vocab.token_bytes[i])
+                    ]
                     return max(fits, key=lambda i: (len(vocab.token_bytes[i]), -i))
+
                 t = _step(guide, audit, longest, "reserve")
                 tokens.append(t)
-                completion = completion[len(vocab.token_bytes[t]):]
+                completion = completion[len(vocab.token_bytes[t]) :]
             if len(tokens) < budget:
                 tokens.append(_step(guide, audit, lambda ids: min(set(ids) & eos), "reserve"))
             else:
                 stop = "budget"
     text = b"".join(vocab.token_bytes[t] for t in tokens if t not in eos)
-    audit.close(stop, guide.engine.fingerprints(),
-                {"mode": 1, "budget": budget, "rollbacks": rollbacks})
+    audit.close(
+        stop, guide.engine.fingerprints(), {"mode": 1, "budget": budget, "rollbacks": rollbacks}
+    )
     return Generation(text, tuple(tokens), stop, audit)

@@ -121,17 +121,23 @@ class Grammar:
     @cached_property
     def pick_order(self) -> tuple[int, ...]:
         """Terminal ids in the order the contextual pick tries them: priority, then name."""
-        return tuple(sorted(range(self.n_terminals), key=lambda i: (-self.terminals[i].priority,
-                                                                       self.terminals[i].name)))
+        return tuple(
+            sorted(
+                range(self.n_terminals),
+                key=lambda i: (-self.terminals[i].priority, self.terminals[i].name),
+            )
+        )
 
     @cached_property
     def fingerprint(self) -> str:
-        return fingerprint((
-            "grid.grammar.v1",
-            self.start,
-            [(t.name, t.pattern, t.priority, t.ignored) for t in self.terminals],
-            [(r.origin, r.expansion) for r in self.rules],
-        ))
+        return fingerprint(
+            (
+                "grid.grammar.v1",
+                self.start,
+                [(t.name, t.pattern, t.priority, t.ignored) for t in self.terminals],
+                [(r.origin, r.expansion) for r in self.rules],
+            )
+        )
 
     # -- pipeline ------------------------------------------------------------
 
@@ -154,8 +160,12 @@ class Grammar:
                     changed = True
         if self.start not in generating:
             raise EmptyLanguageError(role, f"start symbol {self.start!r} derives no sentence")
-        rules = [r for r in rules if r.origin in generating and
-                 all(s in terminals or s in generating for s in r.expansion)]
+        rules = [
+            r
+            for r in rules
+            if r.origin in generating
+            and all(s in terminals or s in generating for s in r.expansion)
+        ]
         reachable, todo = {self.start}, [self.start]
         while todo:
             sym = todo.pop()
@@ -186,11 +196,13 @@ class Grammar:
         def sym(name: str) -> int:
             return self._ids[name] if name in self._ids else t + 1 + nts[name]
 
-        rules = [(start, (t + 1 + nts[self.start],))]
+        rules: list[tuple[int, tuple[int, ...]]] = [(start, (t + 1 + nts[self.start],))]
         rules += [(nts[r.origin], tuple(sym(s) for s in r.expansion)) for r in self.rules]
         names = [*self.nonterminals, "$start"]
         return build_lalr(
-            [x.name for x in self.terminals], names, rules,
+            [x.name for x in self.terminals],
+            names,
+            rules,
             ["$start", *(r.alias or r.origin for r in self.rules)],
         )
 
@@ -229,7 +241,9 @@ def _lark_regex_body(pattern: str) -> str:
         if c == "\\" and i + 1 < len(pattern):
             n = pattern[i + 1]
             if n in "xuUnftr":
-                m = re.match(r"x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[nftr]", pattern[i + 1:])
+                m = re.match(
+                    r"x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[nftr]", pattern[i + 1 :]
+                )
                 assert m, f"bad escape in {pattern!r}"
                 raw = {"n": "\n", "f": "\f", "t": "\t", "r": "\r"}.get(m.group(), "")
                 raw = raw or chr(int(m.group()[1:], 16))
@@ -269,8 +283,11 @@ def load_grammar(text: str, name: str = "L1", start: str = "start") -> Grammar:
         for t in lark.terminals
     )
     rules = tuple(
-        Rule(_spellable(str(r.origin.name)), tuple(_spellable(str(s.name)) for s in r.expansion),
-             None if r.alias is None else str(r.alias))
+        Rule(
+            _spellable(str(r.origin.name)),
+            tuple(_spellable(str(s.name)) for s in r.expansion),
+            None if r.alias is None else str(r.alias),
+        )
         for r in lark.rules
     )
     grammar = Grammar(name, terminals, rules, start)

@@ -206,7 +206,9 @@ class GridGuide:
             raise GuideError(f"special token {token_id} is never admitted")
         nxt = self.engine.lexer.advance(self.config, vocab.token_bytes[token_id])
         if nxt is None or not self.engine.lexer.is_viable(nxt):
-            raise GuideError(f"token {token_id} ({vocab.token_bytes[token_id]!r}) is not in the mask")
+            raise GuideError(
+                f"token {token_id} ({vocab.token_bytes[token_id]!r}) is not in the mask"
+            )
         self._step = _Step(nxt, self._step, self.steps + 1)
 
     def rollback(self, n: int = 1) -> None:

@@ -168,7 +168,7 @@ class Lexer:
             emitted = self._emit(node, scan)
             if emitted is None:
                 return None
-            tail = rest[scan[2]:]
+            tail = rest[scan[2] :]
             after = self.advance(Config(emitted, b"", START), tail)
             if after is None:
                 return None

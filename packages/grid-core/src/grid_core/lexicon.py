@@ -110,7 +110,11 @@ def build_lexicon(
     for t in by_id:
         categories |= 1 << t
     # Keyed on the terminal set, not the grammar: one lexicon serves L1 and every projection.
-    fp = fingerprint(("grid.lexicon.v1", [(t.name, t.pattern) for t in grammar.terminals],
-                      {grammar.terminals[t].name: sorted(ws) for t, ws in by_id.items()}))
+    fp = fingerprint(
+        (
+            "grid.lexicon.v1",
+            [(t.name, t.pattern) for t in grammar.terminals],
+            {grammar.terminals[t].name: sorted(ws) for t, ws in by_id.items()},
+        )
+    )
     return Lexicon(by_id, categories, tuple(children), tuple(prefix), tuple(whole), fp)
-

@@ -23,7 +23,9 @@ that is exactly viability.
 from __future__ import annotations
 
 import hashlib
+import threading
 import weakref
+
 from grid_core.lalr import LalrTables
 
 
@@ -40,15 +42,19 @@ class Node:
         if parent is None:
             self.hash = 0
         else:
-            data = (parent.hash.to_bytes(8, "little") + state.to_bytes(4, "little")
-                    + (symbol & 0xFFFFFFFF).to_bytes(4, "little"))
+            data = (
+                parent.hash.to_bytes(8, "little")
+                + state.to_bytes(4, "little")
+                + (symbol & 0xFFFFFFFF).to_bytes(4, "little")
+            )
             digest = hashlib.blake2b(data, digest_size=16).digest()
             self.hash = int.from_bytes(digest[:8], "little")
         self._allowed: int | None = None
 
     def states(self) -> list[int]:
         """The LALR states from the bottom of the stack to this node (for tests)."""
-        out, node = [], self
+        out: list[int] = []
+        node: Node | None = self
         while node is not None:
             out.append(node.state)
             node = node.parent
@@ -58,8 +64,8 @@ class Node:
 class Parser:
     """LALR(1) driver over interned stacks for one set of tables.
 
-    Thread-safety: interning uses a dict guarded by the GIL's atomic
-    ``setdefault``; two threads interning the same cell get the same node.
+    Thread-safety: interning is guarded by a lock, so two threads interning the
+    same cell get the same node; allowed sets are idempotent to memoize.
     """
 
     def __init__(self, tables: LalrTables) -> None:
@@ -69,6 +75,7 @@ class Parser:
         self._interned: weakref.WeakValueDictionary[tuple[Node, int, int], Node] = (
             weakref.WeakValueDictionary()
         )
+        self._lock = threading.Lock()
         self.root = Node(None, -1, 0)
         action = tables.action
         w = self.width
@@ -80,7 +87,11 @@ class Parser:
         key = (parent, symbol, state)
         node = self._interned.get(key)
         if node is None:
-            node = self._interned.setdefault(key, Node(parent, symbol, state))
+            with self._lock:
+                node = self._interned.get(key)
+                if node is None:
+                    node = Node(parent, symbol, state)
+                    self._interned[key] = node
         return node
 
     def _run(self, node: Node, t: int, materialize: bool) -> Node | bool:
@@ -109,7 +120,7 @@ class Parser:
                 return not materialize and t == self.end
             n = length[rule]
             if n <= len(overlay):
-                del overlay[len(overlay) - n:]
+                del overlay[len(overlay) - n :]
             else:
                 for _ in range(n - len(overlay)):
                     assert node.parent is not None, "reduce popped past the root"

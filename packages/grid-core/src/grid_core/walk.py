@@ -35,6 +35,7 @@ from grid_core.trie import TokenTrie
 CDEntry = tuple[int, int, bytes]
 """(trie node, emitted terminal, requeued tail bytes)."""
 
+
 def rescan(
     scanner: Scanner, data: bytes, allowed: int
 ) -> tuple[ScanState, bytes] | tuple[int, bytes] | None:
@@ -59,7 +60,7 @@ def rescan(
         if t < 0:
             return None
         if not scanner.ignored >> t & 1:
-            return t, data[start + la_len:]
+            return t, data[start + la_len :]
         start += la_len
         i, scan = start, START
     return scan, data[start:]

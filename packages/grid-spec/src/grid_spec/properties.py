@@ -71,7 +71,11 @@ def mask_properties(
     """All per-step properties at once, against a freshly computed specification mask."""
     spec_mask = lang.mask(vocab, specials, eos_id, w)
     return (
-        [f"mask differs from the specification on {sorted(set(admitted) ^ spec_mask)[:10]}"]
-        if set(admitted) != spec_mask
-        else []
-    ) + eos_iff_complete(lang, eos_id, w, admitted) + non_empty(lang, w, admitted)
+        (
+            [f"mask differs from the specification on {sorted(set(admitted) ^ spec_mask)[:10]}"]
+            if set(admitted) != spec_mask
+            else []
+        )
+        + eos_iff_complete(lang, eos_id, w, admitted)
+        + non_empty(lang, w, admitted)
+    )

@@ -29,6 +29,9 @@ Definitions, in the order the code follows them:
   terminal) for some terminal t that the parser can shift or that is ignored.
 * **L**: the scan succeeds, the remainder finalizes (is lexed to the end with
   successful picks) and the parser then accepts ``$END``.
+* **Oracle limit.** ``regex``'s partial matching misreports lazy quantifiers
+  (``x+?y{1,2}?`` "partially matches" ``xX``), so grammars given to the
+  specification spell quantifiers greedily (same language); this is checked.
 * **Mask** M(w) = {t not special, bytes(t) non-empty : w.bytes(t) in Prefix(L)}
   plus EOS iff w is in L.
 """
@@ -43,6 +46,7 @@ from lark import Lark, Token
 from lark.exceptions import UnexpectedInput
 
 END = "$END"
+LAZY = regex.compile(r"(?<!\\)[*+?}]\?")  # a quantifier followed by "?"
 
 Parser = Any  # lark's InteractiveParser (untyped)
 State = tuple[Parser, frozenset[str]]  # a parser and the terminals it can shift
@@ -69,9 +73,13 @@ class Language:
         every = Lark(grammar, parser=None, lexer="basic")  # lexer-only mode keeps all terminals
         self.lark = Lark(grammar, parser="lalr", lexer="basic", start=start)
         self.ignored = frozenset(every.ignore_tokens)
-        self.regex = {t.name: regex.compile(t.pattern.to_regexp(), regex.A) for t in every.terminals}
+        self.regex = {
+            t.name: regex.compile(t.pattern.to_regexp(), regex.A) for t in every.terminals
+        }
         self.order = [t.name for t in sorted(every.terminals, key=lambda t: (-t.priority, t.name))]
         self.lexicons = {n: frozenset(map(text, ws)) for n, ws in (lexicons or {}).items()}
+        lazy = [t.name for t in every.terminals if LAZY.search(t.pattern.to_regexp())]
+        assert not lazy, f"lazy quantifiers (see the module header) in {lazy}"
         unknown = set(self.lexicons) - set(self.regex)
         assert not unknown, f"lexicons name terminals the grammar lacks: {sorted(unknown)}"
         union = "|".join(f"(?:{t.pattern.to_regexp()})" for t in every.terminals)
@@ -99,7 +107,7 @@ class Language:
 
     def start_state(self) -> State:
         p = self.lark.parse_interactive("")
-        return p, frozenset(p.accepts())
+        return p, frozenset(p.accepts())  # type: ignore[no-untyped-call]
 
     def feed(self, state: State, lexeme: str) -> State | None:
         """Pick a terminal for ``lexeme`` and shift it; None if no candidate is viable."""

@@ -24,6 +24,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from importlib import resources
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from grid_core.decode import generate
 from grid_core.grammar import Grammar, load_grammar
 from grid_core.guide import Engine
 from grid_core.vocab import Vocabulary, cl100k
+
 from grid_sql.dialects import get_dialect
 
 
@@ -45,12 +47,19 @@ class Role:
 ROLES = (
     Role("analyst", frozenset({"SELECT"}), frozenset({"departments", "employees"})),
     Role("clerk", frozenset({"SELECT", "INSERT", "UPDATE"}), frozenset({"orders", "employees"})),
-    Role("admin", frozenset({"SELECT", "INSERT", "UPDATE", "DELETE"}),
-         frozenset({"departments", "employees", "salaries", "orders"})),
+    Role(
+        "admin",
+        frozenset({"SELECT", "INSERT", "UPDATE", "DELETE"}),
+        frozenset({"departments", "employees", "salaries", "orders"}),
+    ),
 )
 # Each verb is a statement form of the dialect (``REPLACE INTO`` is an insert form).
-STATEMENT_FORMS = {"SELECT": "select_stmt", "INSERT": "insert_stmt", "UPDATE": "update_stmt",
-                   "DELETE": "delete_stmt"}
+STATEMENT_FORMS = {
+    "SELECT": "select_stmt",
+    "INSERT": "insert_stmt",
+    "UPDATE": "update_stmt",
+    "DELETE": "delete_stmt",
+}
 PUNCTUATION = (b"*", b",", b"(", b")", b"=", b"<", b">", b";", b"0", b"1", b"10", b".")
 READABLE = re.compile(rb" ?[A-Za-z0-9_,*()=<>.';]+")
 
@@ -86,11 +95,17 @@ def sampler(ids: Sequence[int], rng: random.Random, vocab: Vocabulary, words: se
     eos = [i for i in ids if i in vocab.eos_ids]
     if eos and rng.random() < 0.5:
         return eos[0]
-    plausible = [i for i in ids if READABLE.fullmatch(vocab.token_bytes[i])
-                 and vocab.token_bytes[i].strip().lower() in words]
+    plausible = [
+        i
+        for i in ids
+        if READABLE.fullmatch(vocab.token_bytes[i])
+        and vocab.token_bytes[i].strip().lower() in words
+    ]
     if plausible and rng.random() < 0.97:
         return rng.choice(plausible)
-    readable = [i for i in ids if i not in vocab.eos_ids and READABLE.fullmatch(vocab.token_bytes[i])]
+    readable = [
+        i for i in ids if i not in vocab.eos_ids and READABLE.fullmatch(vocab.token_bytes[i])
+    ]
     return rng.choice(readable or list(ids))
 
 
@@ -100,8 +115,10 @@ def run(count: int, seed: int, budget: int, out: Path) -> int:
     dialect = load_grammar(sqlite.grammar_text, "sqlite")
     vocab = cl100k()
     schema = example_schema()
-    print(f"dialect sqlite ({dialect.n_terminals} terminals, {len(dialect.rules)} rules), "
-          f"vocabulary {vocab.name} ({vocab.n_vocab} ids), loaded in {time.perf_counter() - t0:.1f}s")
+    print(
+        f"dialect sqlite ({dialect.n_terminals} terminals, {len(dialect.rules)} rules), "
+        f"vocabulary {vocab.name} ({vocab.n_vocab} ids), loaded in {time.perf_counter() - t0:.1f}s"
+    )
     rng = random.Random(seed)
     failures = 0
     for role in ROLES:
@@ -114,11 +131,14 @@ def run(count: int, seed: int, budget: int, out: Path) -> int:
         engine = Engine(role_grammar(dialect, role), vocab, words)
         plausible = {w.lower() for ws in words.values() for w in ws}
         plausible |= {k.lower().encode() for k in sqlite.keywords} | set(PUNCTUATION)
-        print(f"\nrole {role.name}: verbs {', '.join(sorted(role.verbs))}; "
-              f"tables {', '.join(sorted(role.tables))} (built in {time.perf_counter() - t1:.1f}s)")
+        print(
+            f"\nrole {role.name}: verbs {', '.join(sorted(role.verbs))}; "
+            f"tables {', '.join(sorted(role.tables))} (built in {time.perf_counter() - t1:.1f}s)"
+        )
         for n in range(count):
-            gen = generate(engine.guide(), lambda ids, r: sampler(ids, r, vocab, plausible),
-                           budget, rng)
+            gen = generate(
+                engine.guide(), partial(sampler, vocab=vocab, words=plausible), budget, rng
+            )
             log = out / f"{role.name}-{n}.jsonl"
             gen.audit.write(log)
             verdict = verify_file(log)

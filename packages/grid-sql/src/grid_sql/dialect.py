@@ -115,8 +115,9 @@ class QuoteForm:
     doubling: bool = True
 
     def quote(self, word: str) -> str | None:
-        """The quoted spelling of `word`, or None when this form cannot hold it."""
-        if not word:
+        """The quoted spelling of `word`, or None when this form cannot hold it
+        (the empty word and NUL are never held)."""
+        if not word or "\x00" in word:
             return None
         if self.close in word:
             if not self.doubling:
@@ -169,8 +170,10 @@ class Dialect:
     @property
     def grammar_text(self) -> str:
         """The complete grammar: the `.lark` file plus the generated terminals."""
-        base = resources.files(self.grammar_package).joinpath(self.grammar_file).read_text(
-            encoding="utf-8"
+        base = (
+            resources.files(self.grammar_package)
+            .joinpath(self.grammar_file)
+            .read_text(encoding="utf-8")
         )
         return base.rstrip("\n") + "\n\n" + self.generated_terminals()
 
@@ -179,13 +182,13 @@ class Dialect:
         if not self.corpus_file:
             return ()
         source = resources.files(self.grammar_package).joinpath(self.corpus_file)
-        return parse_corpus(source.read_text(encoding="utf-8"))
+        return tuple(parse_corpus(source.read_text(encoding="utf-8")))
 
     def generated_terminals(self) -> str:
         """Keyword and word-class terminal definitions, in lark syntax."""
         flag = "i" if self.keyword_case == "insensitive" else ""
         lines = [
-            f"// ---------------------------------------------------------------- generated from {type(self).__name__}",
+            f"// {'-' * 64} generated from {type(self).__name__}",
             f"// keywords (priority {KEYWORD_PRIORITY})",
         ]
         for word in sorted(set(self.keywords)):
@@ -197,9 +200,7 @@ class Dialect:
             *((name, words, "") for name, words in self.word_classes),
         ]
         for terminal, words, suffix in classes:
-            alternatives = sorted(
-                {_word_pattern(w) for w in words}, key=lambda p: (-len(p), p)
-            )
+            alternatives = sorted({_word_pattern(w) for w in words}, key=lambda p: (-len(p), p))
             lines.append(
                 f"{terminal}.{WORD_CLASS_PRIORITY}: /(?:{'|'.join(alternatives)}){suffix}/{flag}"
             )

@@ -11,6 +11,7 @@ a built-in or another plug-in with a different value (`DialectDefinitionError`).
 from __future__ import annotations
 
 from importlib.metadata import entry_points
+from typing import Any
 
 from grid_sql.dialect import Dialect, DialectDefinitionError, UnknownDialectError
 from grid_sql.dialects.postgres import POSTGRES
@@ -29,8 +30,10 @@ def load_plugins() -> None:
     if _plugins_loaded:
         return
     for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        obj = ep.load()
-        dialect = obj() if isinstance(obj, type) and issubclass(obj, Dialect) else obj
+        dialect: Any = ep.load()
+        if isinstance(dialect, type) and issubclass(dialect, Dialect):
+            factory: Any = dialect  # a subclass whose fields all have defaults
+            dialect = factory()
         if not isinstance(dialect, Dialect):
             raise DialectDefinitionError(ep.name, f"entry point {ep.value} is not a Dialect")
         if dialect.name != ep.name:

@@ -34,22 +34,26 @@ KEYWORDS = (
     "only", "or", "order", "outer", "over", "partition", "preceding", "range",
     "recursive", "returning", "right", "row", "rows", "select", "set", "similar",
     "some", "sum", "then", "ties", "to", "true", "unbounded", "union", "unknown",
-    "update", "using", "values", "when", "where", "window", "with",
+    "update", "using", "values", "when", "where", "window", "with", "within",
 )  # fmt: skip
 
 # PostgreSQL's reserved key words (SQL Key Words appendix, PostgreSQL 15: "reserved"
 # and "reserved (can be function or type)").
-RESERVED_WORDS = frozenset("""
-all analyse analyze and any array as asc asymmetric authorization binary both case cast
-check collate collation column concurrently constraint create cross current_catalog
-current_date current_role current_schema current_time current_timestamp current_user default
-deferrable desc distinct do else end except false fetch for foreign freeze from full grant
-group having ilike in initially inner intersect into is isnull join lateral leading left like
-limit localtime localtimestamp natural not notnull null offset on only or order outer
-overlaps placing primary references returning right select session_user similar some
-symmetric system_user table tablesample then to trailing true union unique user using
-variadic verbose when where window with
-""".split())
+RESERVED_WORDS = frozenset((
+    "all", "analyse", "analyze", "and", "any", "array", "as", "asc", "asymmetric",
+    "authorization", "binary", "both", "case", "cast", "check", "collate", "collation",
+    "column", "concurrently", "constraint", "create", "cross", "current_catalog",
+    "current_date", "current_role", "current_schema", "current_time", "current_timestamp",
+    "current_user", "default", "deferrable", "desc", "distinct", "do", "else", "end",
+    "except", "false", "fetch", "for", "foreign", "freeze", "from", "full", "grant",
+    "group", "having", "ilike", "in", "initially", "inner", "intersect", "into", "is",
+    "isnull", "join", "lateral", "leading", "left", "like", "limit", "localtime",
+    "localtimestamp", "natural", "not", "notnull", "null", "offset", "on", "only", "or",
+    "order", "outer", "overlaps", "placing", "primary", "references", "returning", "right",
+    "select", "session_user", "similar", "some", "symmetric", "system_user", "table",
+    "tablesample", "then", "to", "trailing", "true", "union", "unique", "user", "using",
+    "variadic", "verbose", "when", "where", "window", "with",
+))  # fmt: skip
 
 FUNCTIONS = (
     # conditional
@@ -72,6 +76,8 @@ FUNCTIONS = (
     "array_agg", "bit_and", "bit_or", "bool_and", "bool_or", "every", "json_agg",
     "jsonb_agg", "string_agg", "stddev", "stddev_pop", "stddev_samp", "variance",
     "var_pop", "var_samp", "corr", "covar_pop", "covar_samp", "regr_slope",
+    # ordered-set aggregates (with WITHIN GROUP)
+    "percentile_cont", "percentile_disc", "mode",
     # window functions
     "row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag",
     "lead", "first_value", "last_value", "nth_value",
@@ -106,9 +112,7 @@ class PostgresDialect(Dialect):
     # LEFT and RIGHT name joins and never precede "(" there; left( and right( are calls.
     keyword_functions: frozenset[str] = frozenset({"left", "right"})
     type_names: tuple[str, ...] = TYPE_NAMES
-    word_classes: tuple[tuple[str, tuple[str, ...]], ...] = (
-        ("DATETIME_FIELD", DATETIME_FIELDS),
-    )
+    word_classes: tuple[tuple[str, tuple[str, ...]], ...] = (("DATETIME_FIELD", DATETIME_FIELDS),)
     identifier_quotes: tuple[QuoteForm, ...] = (QuoteForm(open='"', close='"'),)
     identifier_case: IdentifierCase = "fold-lower"
     description: str = "PostgreSQL 15: SELECT/INSERT/UPDATE/DELETE, RETURNING, ON CONFLICT"
