@@ -384,7 +384,7 @@ EXPLANATIONS = {
 }
 LEXICON_EXPLANATIONS = {
     **EXPLANATIONS,
-    ("train", 1604): "the gold query joins Ref_Company_Types, a table that assets_maintenance "
+    ("train", 4398): "the gold query joins Ref_Company_Types, a table that assets_maintenance "
     "does not have (SQLite: 'no such table'); the table lexicon rightly refuses it",
 }
 
