@@ -611,8 +611,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     host["loadavg_end"] = os.getloadavg()
     report = {
         "benchmark": "mask_latency (cold, pure-Python grid-core)",
-        "command": "uv run python bench/mask_latency.py "
-        + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": " ".join(
+            ["uv run python bench/mask_latency.py", *(sys.argv[1:] if argv is None else argv)]
+        ),
         "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "host": host,
         "grammar": {
