@@ -282,7 +282,7 @@ def timed_mask(guide: GridGuide) -> tuple[list[int], MaskResult, float, float, f
     t0 = time.perf_counter()
     result = guide.compute()
     t1 = time.perf_counter()
-    ids = engine.ids(result.ci_nodes) + engine.ids(result.cd_nodes)
+    ids = [*result.ci_ids, *result.cd_ids]
     if result.eos:
         ids += engine.vocab.eos_ids
     ids.sort()
@@ -367,7 +367,7 @@ def build_vocab(
     words = {grammar.terminals[t].name: ws for t, ws in lexicon.words.items()}
     vocab, builds["vocab_load"] = timed(load, repeats)
     _trie, builds["trie"] = timed(lambda: build_trie(vocab), repeats)
-    engine, builds["engine"] = timed(lambda: Engine(grammar, vocab, words), repeats)
+    engine, builds["engine"] = timed(lambda: Engine(grammar, vocab, words, cache=False), repeats)
     print(
         f"  {name}: n_vocab={vocab.n_vocab} trie_nodes={engine.trie.n_nodes} "
         f"byte_complete={vocab.is_byte_complete()}  builds: "

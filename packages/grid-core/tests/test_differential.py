@@ -68,7 +68,7 @@ def fast_mask(engine: Engine, w: bytes) -> set[int]:
     config = engine.lexer.advance(engine.lexer.initial, w)
     assert config is not None and engine.lexer.is_viable(config), w
     result = engine.compute_mask(config)
-    ids = set(engine.ids(result.ci_nodes)) | set(engine.ids(result.cd_nodes))
+    ids = set(result.ci_ids) | set(result.cd_ids)
     return ids | ({engine.vocab.eos_id} if result.eos else set())
 
 

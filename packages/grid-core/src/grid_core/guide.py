@@ -8,10 +8,12 @@ every guide; a guide owns only its configuration history.
 The mask of a configuration (DESIGN.md sections 4, 6 and 8):
 
 1. A <- allowed terminals of the stack (memoized per interned node);
-2. walk the trie from the remainder under A: CI nodes and CD entries;
-3. group the CD entries by their emitted terminal (one verdict class each):
-   shift it on the live stack, take A', walk each entry's subtree from its
-   tail; repeat for CD entries found one shift deeper;
+2. walk the trie from the remainder under A: CI ids and CD entries, through
+   the cache (T1, then T2, then a fresh walk that is published:
+   :mod:`grid_core.cache`);
+3. group the CD entries by (stack, emitted terminal), one verdict class each:
+   shift the terminal on the live stack, take A', walk each entry's subtree
+   from its tail (cached too); repeat for CD entries found one shift deeper;
 4. admit EOS iff the remainder finalizes and ``$END`` reaches ACCEPT.
 
 An empty mask at a viable prefix is a bug: :class:`MaskError`, never a mask.
@@ -27,6 +29,7 @@ import sys
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
+from grid_core.cache import GenericKey, IdentKey, Key, MaskTable, SharedCache, make_entry
 from grid_core.dfa import ByteDFA, build_union_dfa
 from grid_core.errors import GuideError, MaskError
 from grid_core.grammar import Grammar
@@ -40,17 +43,27 @@ from grid_core.walk import CDEntry, walk_from
 
 @dataclass(frozen=True)
 class MaskResult:
-    """One step's mask, as trie nodes plus the EOS verdict, with what it cost."""
+    """One step's mask as token ids (CI part, CD part) plus the EOS verdict, with its cost.
 
-    ci_nodes: tuple[int, ...]
-    cd_nodes: tuple[int, ...]
+    ``cd_classes`` counts the verdict classes evaluated: distinct (stack, emitted
+    terminal) pairs, each decided by one shift on the live stack.
+    """
+
+    ci_ids: tuple[int, ...]
+    cd_ids: tuple[int, ...]
     eos: bool
     cd_entries: int
     cd_classes: int
 
 
 class Engine:
-    """Shared, immutable artifacts for one (grammar, lexicon, vocabulary)."""
+    """Shared, immutable artifacts for one (grammar, lexicon, vocabulary), and their caches.
+
+    ``cache``: True (default) gives the engine its own T1 table; a
+    :class:`SharedCache` adds T2, shared with the other engines of the dialect
+    family (same terminals, same vocabulary); False computes every walk afresh
+    (the reference the cache is tested against).
+    """
 
     def __init__(
         self,
@@ -60,6 +73,7 @@ class Engine:
         *,
         dfa: ByteDFA | None = None,
         trie: TokenTrie | None = None,
+        cache: bool | SharedCache = True,
     ) -> None:
         self.grammar = grammar
         self.vocab = vocab
@@ -74,6 +88,15 @@ class Engine:
         self.parser = Parser(self.tables)
         self.lexer = Lexer(self.scanner, self.parser)
         self.n_words = (vocab.n_vocab + 31) // 32
+        self.t1 = MaskTable() if cache is not False else None
+        self.shared = cache if isinstance(cache, SharedCache) else None
+        if self.shared is not None:
+            assert self.shared.family == self.family, "a shared cache serves one dialect family"
+
+    @property
+    def family(self) -> str:
+        """The dialect family: engines with the same terminals, DFA and trie share T2."""
+        return f"{self.dfa.fingerprint}:{self.trie.fingerprint}"
 
     def fingerprints(self) -> dict[str, str]:
         return {
@@ -88,30 +111,70 @@ class Engine:
     def guide(self) -> GridGuide:
         return GridGuide(self)
 
+    def walk(
+        self, root: int, pending: bytes, allowed: int
+    ) -> tuple[tuple[int, ...], tuple[CDEntry, ...]]:
+        """CI ids and CD entries of one walk, through T1 and T2 (see ``grid_core.cache``)."""
+        if self.t1 is None:
+            nodes, cd = walk_from(self.scanner, self.trie, root, pending, allowed, root != 0)
+            return tuple(sorted(self.ids(nodes))), tuple(cd)
+        namespace = self.shared.namespace if self.shared is not None else 0
+        key1: Key
+        key2: Key
+        if (allowed | self.scanner.ignored) & self.lexicon.categories:
+            key1 = key2 = IdentKey(namespace, root, pending, allowed, self.lexicon.fingerprint)
+        else:
+            key1 = GenericKey(namespace, root, pending, allowed)
+            key2 = GenericKey(namespace, root, self._normal_form(root, pending), allowed)
+        entry = self.t1.get(key1)
+        if entry is None and self.shared is not None:
+            entry = self.shared.table.get(key2)
+            if entry is not None:
+                self.t1.publish(key1, entry)
+        if entry is None:
+            nodes, cd = walk_from(self.scanner, self.trie, root, pending, allowed, root != 0)
+            entry = make_entry(key2, self.ids(nodes), cd, self.vocab.n_vocab)
+            if self.shared is not None:
+                entry = self.shared.table.publish(key2, entry)
+            entry = self.t1.publish(key1, entry)
+        return entry.ids, entry.cd
+
+    def _normal_form(self, root: int, pending: bytes) -> object:
+        """The scanner normal form (q, last-accept candidates, v = r[la:]) of a root walk's
+        remainder; sub-walks (which may emit inside their tail) keep the raw bytes."""
+        if root != 0:
+            return pending
+        scan = self.scanner.scan(pending)
+        assert scan is not None, "a configuration's remainder never dies"
+        q, _, la_len, la_cands = scan
+        return (q, la_len > 0, la_cands, pending[la_len:])
+
     def compute_mask(self, config: Config) -> MaskResult:
         """The exact mask of a configuration (see the module header)."""
-        scanner, trie, parser = self.scanner, self.trie, self.parser
-        ci, cd = walk_from(scanner, trie, 0, config.remainder, parser.allowed(config.node), False)
-        cd_nodes: list[int] = []
+        parser = self.parser
+        ci, cd = self.walk(0, config.remainder, parser.allowed(config.node))
+        cd_ids: list[int] = []
         entries, classes = len(cd), 0
-        todo: list[tuple[Node, list[CDEntry]]] = [(config.node, cd)]
-        while todo:
-            node, level = todo.pop()
-            by_terminal: dict[int, list[CDEntry]] = {}
-            for entry in level:
-                by_terminal.setdefault(entry[1], []).append(entry)
-            classes += len(by_terminal)
-            for t, group in by_terminal.items():
-                shifted = parser.shift(node, t)
-                allowed = parser.allowed(shifted)
-                for trie_node, _, tail in group:
-                    more_ci, more_cd = walk_from(scanner, trie, trie_node, tail, allowed, True)
-                    cd_nodes += more_ci
-                    if more_cd:
-                        entries += len(more_cd)
-                        todo.append((shifted, more_cd))
+        level: dict[Node, list[CDEntry]] = {config.node: list(cd)} if cd else {}
+        while level:
+            deeper: dict[Node, list[CDEntry]] = {}
+            for node, pending in level.items():
+                by_terminal: dict[int, list[CDEntry]] = {}
+                for entry in pending:
+                    by_terminal.setdefault(entry[1], []).append(entry)
+                classes += len(by_terminal)
+                for t, group in by_terminal.items():
+                    shifted = parser.shift(node, t)
+                    allowed = parser.allowed(shifted)
+                    for trie_node, _, tail in group:
+                        more_ci, more_cd = self.walk(trie_node, tail, allowed)
+                        cd_ids += more_ci
+                        if more_cd:
+                            entries += len(more_cd)
+                            deeper.setdefault(shifted, []).extend(more_cd)
+            level = deeper
         eos = self.lexer.eos_allowed(config)
-        return MaskResult(tuple(ci), tuple(cd_nodes), eos, entries, classes)
+        return MaskResult(ci, tuple(cd_ids), eos, entries, classes)
 
     def ids(self, nodes: Iterable[int]) -> list[int]:
         """Every token id spelled at the given trie nodes (alias classes expanded)."""
@@ -174,14 +237,14 @@ class GridGuide:
         if self.is_terminated():
             raise GuideError("the guide has accepted EOS; it has no next mask")
         result = self.engine.compute_mask(self.config)
-        if not (result.ci_nodes or result.cd_nodes or result.eos):
+        if not (result.ci_ids or result.cd_ids or result.eos):
             raise MaskError(f"empty mask at a viable prefix after {self.steps} tokens")
         return result
 
     def mask_ids(self) -> list[int]:
         """The admitted token ids, ascending, EOS ids included when EOS is legal."""
         result = self.compute()
-        ids = self.engine.ids(result.ci_nodes) + self.engine.ids(result.cd_nodes)
+        ids = [*result.ci_ids, *result.cd_ids]
         if result.eos:
             ids += self.engine.vocab.eos_ids
         return sorted(ids)

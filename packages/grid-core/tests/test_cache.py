@@ -1,0 +1,168 @@
+"""The mask cache: cache-on equals cache-off, mask for mask (OBL-KEY1), and its guards.
+
+Differential replays: seeded random walks over the masks, each step's mask
+computed by an engine without cache and by engines with T1 and a shared T2.
+Two roles of one dialect share T2 (cross-role hits); a namespace rollover
+happens mid-run; several threads publish concurrently.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+from grid_core.cache import (
+    CacheConsistencyError,
+    GenericKey,
+    IdentifierRuleError,
+    IdentKey,
+    SharedCache,
+    make_entry,
+)
+from grid_core.guide import Engine, GridGuide
+from toy import ANALYST, CRUD, EOS, LEXICON, TOY
+
+OFF_ANALYST = Engine(ANALYST, TOY, LEXICON, cache=False)
+OFF_FULL = Engine(CRUD, TOY, LEXICON, cache=False)
+
+
+def replay(engines: list[Engine], seed: int, steps: int = 40) -> int:
+    """Drive one guide per engine with the same random tokens; return masks compared."""
+    rng = random.Random(seed)
+    guides = [e.guide() for e in engines]
+    compared = 0
+    for _ in range(steps):
+        masks = [g.mask_ids() for g in guides]
+        assert all(m == masks[0] for m in masks), "cache-on differs from cache-off"
+        compared += 1
+        choice = rng.choice(masks[0])
+        if choice == EOS:
+            break
+        for g in guides:
+            g.advance(choice)
+    return compared
+
+
+def test_cache_on_equals_cache_off() -> None:
+    shared = SharedCache(OFF_ANALYST.family)
+    on = Engine(ANALYST, TOY, LEXICON, cache=shared, dfa=OFF_ANALYST.dfa, trie=OFF_ANALYST.trie)
+    compared = sum(replay([OFF_ANALYST, on], seed) for seed in range(60))
+    assert compared > 600
+    assert on.t1 is not None and on.t1.hits > 0  # the cache was exercised, not bypassed
+
+
+def test_two_roles_share_t2() -> None:
+    shared = SharedCache(OFF_ANALYST.family)
+    analyst = Engine(
+        ANALYST, TOY, LEXICON, cache=shared, dfa=OFF_ANALYST.dfa, trie=OFF_ANALYST.trie
+    )
+    full = Engine(CRUD, TOY, LEXICON, cache=shared, dfa=OFF_ANALYST.dfa, trie=OFF_ANALYST.trie)
+    for seed in range(20):
+        replay([OFF_ANALYST, analyst], seed)
+    before = shared.table.hits
+    for seed in range(20):
+        replay([OFF_FULL, full], 1000 + seed)
+    assert shared.table.hits > before  # the full role hit entries the analyst published
+
+
+def test_namespace_rollover_mid_run() -> None:
+    shared = SharedCache(OFF_ANALYST.family)
+    on = Engine(ANALYST, TOY, LEXICON, cache=shared, dfa=OFF_ANALYST.dfa, trie=OFF_ANALYST.trie)
+    for seed in range(10):
+        replay([OFF_ANALYST, on], seed)
+    published = len(shared.table)
+    assert shared.rollover() == 1
+    assert len(shared.table) == 0 < published
+    for seed in range(10):
+        replay([OFF_ANALYST, on], seed)
+    assert len(shared.table) > 0
+
+
+def test_concurrent_publishers_agree() -> None:
+    shared = SharedCache(OFF_ANALYST.family)
+    engines = [
+        Engine(ANALYST, TOY, LEXICON, cache=shared, dfa=OFF_ANALYST.dfa, trie=OFF_ANALYST.trie)
+        for _ in range(4)
+    ]
+    errors: list[BaseException] = []
+
+    def run(engine: Engine) -> None:
+        try:
+            for seed in range(15):
+                replay([OFF_ANALYST, engine], seed)
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(e,)) for e in engines]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_racing_publish_with_a_different_payload_raises() -> None:
+    shared = SharedCache("family")
+    key = GenericKey(0, 0, b"", 0b1)
+    shared.table.publish(key, make_entry(key, [1, 2], [], TOY.n_vocab))
+    shared.table.publish(key, make_entry(key, [1, 2], [], TOY.n_vocab))  # idempotent
+    with pytest.raises(CacheConsistencyError):
+        shared.table.publish(key, make_entry(key, [1, 3], [], TOY.n_vocab))
+
+
+def test_generic_entry_at_an_identifier_position_raises() -> None:
+    engine = Engine(ANALYST, TOY, LEXICON, dfa=OFF_ANALYST.dfa, trie=OFF_ANALYST.trie)
+    guide = engine.guide()
+    for b in b"select * from ":
+        guide.advance(b)
+    config = guide.config
+    allowed = engine.parser.allowed(config.node)
+    assert allowed & engine.lexicon.categories  # TABLE_NAME: an identifier position
+    key = IdentKey(0, 0, config.remainder, allowed, engine.lexicon.fingerprint)
+    forged = make_entry(GenericKey(0, 0, config.remainder, allowed), [ord("s")], [], TOY.n_vocab)
+    assert engine.t1 is not None
+    engine.t1.inject(key, forged)
+    with pytest.raises(IdentifierRuleError):
+        guide.mask_ids()
+
+
+def test_adaptive_encodings_round_trip() -> None:
+    key = GenericKey(0, 0, b"", 1)
+    few = make_entry(key, [5, 3, 260], [], TOY.n_vocab)
+    many = make_entry(key, list(range(0, 250, 2)), [], TOY.n_vocab)
+    assert (few.encoding, many.encoding) == (b"S", b"D")
+    assert few.ids == (3, 5, 260) and many.ids == tuple(range(0, 250, 2))
+    assert few.entry_id != make_entry(key, [3, 5], [], TOY.n_vocab).entry_id
+
+
+def test_guides_with_and_without_cache_share_nothing_mutable() -> None:
+    a: GridGuide = Engine(ANALYST, TOY, LEXICON).guide()
+    b: GridGuide = OFF_ANALYST.guide()
+    assert a.mask_ids() == b.mask_ids()
+
+
+def test_cache_on_equals_cache_off_on_a_real_vocabulary() -> None:
+    from grid_core.vocab import cl100k
+
+    vocab = cl100k()
+    off = Engine(ANALYST, vocab, LEXICON, cache=False)
+    shared = SharedCache(off.family)
+    on = Engine(ANALYST, vocab, LEXICON, cache=shared, dfa=off.dfa, trie=off.trie)
+    rng = random.Random(7)
+    for _ in range(3):
+        g_off, g_on = off.guide(), on.guide()
+        text = b"select name from employees where id = 'x';"
+        while text:  # follow a SQL statement, token by token, as a model would
+            m_off, m_on = g_off.mask_ids(), g_on.mask_ids()
+            assert m_off == m_on
+            fits = [i for i in m_on if i != vocab.eos_id and text.startswith(vocab.token_bytes[i])]
+            t = (
+                max(fits, key=lambda i: len(vocab.token_bytes[i]))
+                if rng.random() < 0.7
+                else min(fits)
+            )
+            g_off.advance(t)
+            g_on.advance(t)
+            text = text[len(vocab.token_bytes[t]) :]
+    assert on.t1 is not None and on.t1.hits > 0
