@@ -12,6 +12,8 @@ import random
 import threading
 
 import pytest
+from toy import ANALYST, CRUD, EOS, LEXICON, TOY
+
 from grid_core.cache import (
     CacheConsistencyError,
     GenericKey,
@@ -21,7 +23,6 @@ from grid_core.cache import (
     make_entry,
 )
 from grid_core.guide import Engine, GridGuide
-from toy import ANALYST, CRUD, EOS, LEXICON, TOY
 
 OFF_ANALYST = Engine(ANALYST, TOY, LEXICON, cache=False)
 OFF_FULL = Engine(CRUD, TOY, LEXICON, cache=False)

@@ -27,10 +27,11 @@ import sys
 
 import pytest
 import regex
-from grid_core.dfa import DEAD, ByteDFA, build_union_dfa
-from grid_core.errors import GrammarError, PatternError
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from grid_core.dfa import DEAD, ByteDFA, build_union_dfa
+from grid_core.errors import GrammarError, PatternError
 
 DERANDOMIZED = settings(derandomize=True, deadline=None, max_examples=80)
 LATIN1 = st.characters(max_codepoint=0xFF)

@@ -17,11 +17,12 @@ import random
 from collections.abc import Callable
 
 import pytest
+from toy import ANALYST
+
 from grid_core import vocab as vocabularies
 from grid_core.guide import Engine
 from grid_core.vocab import Vocabulary
 from grid_spec import Language
-from toy import ANALYST
 
 LEXICON = {
     "TABLE_NAME": [b"employees", b"employees_public", b"orders"],

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from grid_core.dfa import ByteDFA, build_union_dfa
 from grid_core.errors import EmptyLanguageError, LALRConflictError, UndefinedSymbolError
 from grid_core.grammar import Grammar, load_grammar

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from toy import EOS, TOY, analyst_engine, token
+
 from grid_core.errors import GuideError
 from grid_core.guide import Engine, GridGuide
-from toy import EOS, TOY, analyst_engine, token
 
 ENGINE = analyst_engine()
 

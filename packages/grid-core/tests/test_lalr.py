@@ -34,12 +34,13 @@ from typing import Any, NamedTuple
 
 import lark
 import pytest
-from grid_core.errors import GrammarError, LALRConflictError
-from grid_core.lalr import END_NAME, LalrTables, _digraph, build_lalr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lark.exceptions import UnexpectedToken
 from lark.lexer import Lexer
+
+from grid_core.errors import GrammarError, LALRConflictError
+from grid_core.lalr import END_NAME, LalrTables, _digraph, build_lalr
 
 # --------------------------------------------------------------------------- fixtures
 

@@ -12,6 +12,10 @@ import re
 
 import pytest
 import regex
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from lark.lexer import PatternRE, PatternStr
+
 from grid_core.errors import GrammarError, PatternError
 from grid_core.regex_bytes import (
     ALL_BYTES,
@@ -20,9 +24,6 @@ from grid_core.regex_bytes import (
     byteset,
     compile_pattern,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from lark.lexer import PatternRE, PatternStr
 
 DERANDOMIZED = settings(derandomize=True, deadline=None, max_examples=100)
 

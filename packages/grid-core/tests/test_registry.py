@@ -6,6 +6,7 @@ import threading
 import time
 
 import pytest
+
 from grid_core.errors import GrammarError
 from grid_core.grammar import load_grammar
 from grid_core.registry import GrammarRegistry

@@ -9,11 +9,12 @@ taking EOS with high probability when it is offered so that replays finish.
 
 from __future__ import annotations
 
-from grid_spec import Language
-from grid_spec.properties import stop_in_language
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from toy import ANALYST, EOS, LEXICON, TOY, analyst_engine
+
+from grid_spec import Language
+from grid_spec.properties import stop_in_language
 
 ENGINE = analyst_engine()
 SPEC = Language(ANALYST.to_lark(), LEXICON)

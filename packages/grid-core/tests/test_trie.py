@@ -45,10 +45,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from grid_core.trie import TokenTrie, build_trie
-from grid_core.vocab import Vocabulary, cl100k, llama3, qwen, smollm2
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from grid_core.trie import TokenTrie, build_trie
+from grid_core.vocab import Vocabulary, cl100k, llama3, qwen, smollm2
 
 TOY_SPELLINGS = [b"a", b"ab", b"abc", b"b", b"ab", b"", b"bcd", b"c", b"ba", b"ac"]
 

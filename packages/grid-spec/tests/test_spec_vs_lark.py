@@ -10,11 +10,12 @@ and in that direction.
 from __future__ import annotations
 
 import pytest
-from grid_spec import Language
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lark_oracle import LarkOracle
 from sql_corpus import GRAMMARS, corpus, mutations
+
+from grid_spec import Language
 
 GRAMMAR = (GRAMMARS / "crud.lark").read_text()
 SPEC = Language(GRAMMAR)

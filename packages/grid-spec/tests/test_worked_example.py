@@ -8,8 +8,9 @@ in the lexicon.
 from __future__ import annotations
 
 import pytest
-from grid_spec import Language
 from sql_corpus import GRAMMARS
+
+from grid_spec import Language
 
 LEXICON = {"TABLE_NAME": [b"employees", b"employees_public", b"orders"]}
 

@@ -1,5 +1,8 @@
 """The audit chain: every decode step as a hash-chained record, sealed at the end.
 
+Reference: DESIGN.md section 9; theorem 6 (``proofs/HashChain.v``); the format
+is specified in ``docs/audit.md``.
+
 Format (JSON Lines, schema ``grid.audit/1``): one JSON object per line.
 
 - Record lines: ``{"step", "config_hash", "mask_entry_id", "token",
@@ -10,21 +13,37 @@ Format (JSON Lines, schema ``grid.audit/1``): one JSON object per line.
 - The last line is the seal: ``{"seal": {"schema", "stop_reason",
   "fingerprints", "mode", "record_count", "head_hash"}, "hash"}``.
 
-Chaining: ``hash_i = BLAKE2b-256(prev_hash_i || canonical(record_i))`` where
-``canonical`` is grid-core's injective encoding of the record's fields in a
-fixed order, the step number included, and ``prev_hash_0`` is the genesis
-constant ``BLAKE2b-256("grid.audit.genesis/1")``. The seal hash chains the
-head the same way. Because the seal carries the record count and the head
-hash, a log cut short (its seal lost, or records dropped before the seal) is
-reported as such, never as valid: a prefix of a valid chain is itself a valid
-chain (proofs/HashChain.v, ``truncation_valid``), so only the seal anchors the
-tail.
+Chaining. The **record encoding** of step ``i`` is ``enc_i = bytes(prev_hash_i)
+|| canonical(record_i)``, where ``canonical`` is grid-core's injective, typed,
+length-prefixed encoding (``grid_core.fingerprint``) of the list ``[schema,
+step, config_hash, mask_entry_id, token, blocked_count, kind, prev_hash]``, the
+step number included; ``hash_i = BLAKE2b-256(enc_i)`` and ``prev_hash_0`` is the
+genesis constant ``BLAKE2b-256(b"grid.audit.genesis/1")``. The seal hash chains
+the head the same way over the six-element list of seal fields. Theorem 6's
+hypotheses are met as follows:
+
+- ``enc`` is injective: :func:`parse_record_encoding` is its left inverse
+  (tests/test_audit.py checks ``parse(enc(r)) == r`` by hypothesis);
+- the genesis constant is the hash of ``b"grid.audit.genesis/1"``, which is no
+  record encoding (it is 20 bytes; every record encoding is longer than 32 and
+  parses back), so tampering that keeps the head is a BLAKE2b collision;
+- truncation: a prefix of a valid chain is a valid chain (``truncation_valid``),
+  so only the seal, which carries the record count and the head, detects a tail
+  cut; and only an **anchored** seal (its hash kept where the log's writer
+  cannot rewrite it: ``verify(..., anchor=...)``) detects a forger who rewrites
+  the chain and reseals it.
+
+Verification is strict: exact key sets, JSON types (an integer is never a bool
+or a float), lowercase hex digests of the documented lengths, no duplicate JSON
+keys, nothing after the seal. Whatever the input, :func:`verify` returns a
+:class:`Verdict`; it never raises on content.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,10 +53,26 @@ from grid_core.errors import AuditError
 from grid_core.fingerprint import canonical
 
 SCHEMA = "grid.audit/1"
-GENESIS = hashlib.blake2b(b"grid.audit.genesis/1", digest_size=32).hexdigest()
+GENESIS_PREIMAGE = b"grid.audit.genesis/1"
+GENESIS = hashlib.blake2b(GENESIS_PREIMAGE, digest_size=32).hexdigest()
 KINDS = ("sampled", "forced", "reserve", "eos")
 
 Kind = Literal["sampled", "forced", "reserve", "eos"]
+
+RECORD_FIELDS = (
+    "step",
+    "config_hash",
+    "mask_entry_id",
+    "token",
+    "blocked_count",
+    "kind",
+    "prev_hash",
+)
+SEAL_FIELDS = ("schema", "stop_reason", "fingerprints", "mode", "record_count", "head_hash")
+
+_HEX16 = re.compile(r"[0-9a-f]{16}")
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -64,8 +99,12 @@ class Record:
             self.prev_hash,
         )
 
+    def encoding(self) -> bytes:
+        """The hash input ``bytes(prev_hash) || canonical(fields)`` (``enc`` of theorem 6)."""
+        return bytes.fromhex(self.prev_hash) + canonical(self.fields())
+
     def digest(self) -> str:
-        return _chain(self.prev_hash, canonical(self.fields()))
+        return hashlib.blake2b(self.encoding(), digest_size=32).hexdigest()
 
 
 def _chain(prev: str, payload: bytes) -> str:
@@ -88,8 +127,114 @@ def seal_fields(seal: Mapping[str, Any]) -> tuple[object, ...]:
     )
 
 
+def seal_digest(seal: Mapping[str, Any]) -> str:
+    """The seal's hash: ``BLAKE2b-256(bytes(head_hash) || canonical(seal fields))``."""
+    return _chain(seal["head_hash"], canonical(seal_fields(seal)))
+
+
+# --------------------------------------------------------------------------
+# The left inverse of the record encoding (injectivity, theorem 6).
+
+
+def _parse_canonical(data: bytes, pos: int) -> tuple[object, int]:
+    """One value of ``canonical``'s atom and list forms, strictly; ``ValueError`` otherwise."""
+    tag = data[pos : pos + 1]
+    pos += 1
+    if tag == b"N":
+        return None, pos
+    if tag in (b"T", b"F"):
+        return tag == b"T", pos
+    if tag == b"i":
+        if pos + 4 > len(data):
+            raise ValueError("truncated length")
+        n = int.from_bytes(data[pos : pos + 4], "big")
+        body = data[pos + 4 : pos + 4 + n]
+        if len(body) != n:
+            raise ValueError("truncated integer")
+        value = int(body)
+        if str(value).encode() != body:
+            raise ValueError("non-canonical integer")
+        return value, pos + 4 + n
+    if tag in (b"s", b"b", b"l"):
+        if pos + 8 > len(data):
+            raise ValueError("truncated length")
+        n = int.from_bytes(data[pos : pos + 8], "big")
+        pos += 8
+        if tag == b"l":
+            items: list[object] = []
+            for _ in range(n):
+                item, pos = _parse_canonical(data, pos)
+                items.append(item)
+            return items, pos
+        body = data[pos : pos + n]
+        if len(body) != n:
+            raise ValueError("truncated string")
+        return (body.decode("utf-8") if tag == b"s" else body), pos + n
+    raise ValueError(f"tag {tag!r} is no record field form")
+
+
+def parse_record_encoding(data: bytes) -> Record:
+    """The record whose :meth:`Record.encoding` is ``data``; :class:`AuditError` if none is.
+
+    A left inverse of the encoding: ``parse_record_encoding(r.encoding()) == r``
+    for every record ``r`` whose ``prev_hash`` is a 32-byte digest in lowercase
+    hex (every record a valid chain can hold), so the encoding is injective.
+    """
+    prefix, rest = data[:32], data[32:]
+    try:
+        fields, end = _parse_canonical(rest, 0)
+    except (ValueError, RecursionError) as e:
+        raise AuditError(f"not a record encoding: {e}") from None
+    if end != len(rest) or not isinstance(fields, list) or len(fields) != 8:
+        raise AuditError("not a record encoding: expected exactly one 8-field list")
+    if fields[0] != SCHEMA:
+        raise AuditError(f"not a record encoding: schema {fields[0]!r}")
+    record = Record(**dict(zip(RECORD_FIELDS, fields[1:], strict=True)))
+    if _record_problem(record) is not None or prefix != bytes.fromhex(record.prev_hash):
+        raise AuditError("not a record encoding: its fields are not a record's")
+    return record
+
+
+# --------------------------------------------------------------------------
+# Writing.
+
+
+def _is_text(x: object) -> bool:
+    if not isinstance(x, str):
+        return False
+    try:
+        x.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _is_count(x: object) -> bool:
+    return type(x) is int and x >= 0
+
+
+def _mode_problem(mode: object) -> str | None:
+    if not isinstance(mode, dict) or not all(_is_text(k) for k in mode):
+        return "mode must be an object"
+    for k, v in mode.items():
+        if not (v is None or type(v) in (bool, int) or _is_text(v)):
+            return f"mode flag {k!r} must be an integer, a string, a boolean or null"
+    return None
+
+
+def _fingerprints_problem(fps: object) -> str | None:
+    if not isinstance(fps, dict) or not all(_is_text(k) and _is_text(v) for k, v in fps.items()):
+        return "fingerprints must map artifact names to strings"
+    return None
+
+
 class AuditLog:
-    """An append-only chain of records, sealed once at the end."""
+    """An append-only chain of records, sealed once at the end.
+
+    ``seal_hash`` is the log's **anchor**: store it apart from the log (a
+    database row, a receipt) and pass it to :func:`verify` to detect a forger
+    who rewrites the whole chain and reseals it.
+    """
 
     def __init__(self) -> None:
         self.records: list[Record] = []
@@ -107,9 +252,11 @@ class AuditLog:
         if self.seal is not None:
             raise AuditError("the log is sealed; nothing can be appended")
         assert kind in KINDS
+        assert 0 <= config_hash < 1 << 64, "a configuration hash is a low64 digest"
         record = Record(
             len(self.records), f"{config_hash:016x}", entry_id, token, blocked, kind, self.head
         )
+        assert _record_problem(record) is None, _record_problem(record)
         self.records.append(record)
         self.hashes.append(record.digest())
         return record
@@ -126,7 +273,7 @@ class AuditLog:
     ) -> None:
         if self.seal is not None:
             raise AuditError("the log is already sealed")
-        self.seal = {
+        seal = {
             "schema": SCHEMA,
             "stop_reason": stop_reason,
             "fingerprints": dict(fingerprints),
@@ -134,7 +281,11 @@ class AuditLog:
             "record_count": len(self.records),
             "head_hash": self.head,
         }
-        self.seal_hash = _chain(self.head, canonical(seal_fields(self.seal)))
+        problem = _seal_body_problem(seal)
+        if problem is not None:
+            raise AuditError(f"cannot seal the log: {problem}")
+        self.seal = seal
+        self.seal_hash = seal_digest(seal)
 
     def lines(self) -> list[str]:
         out = [
@@ -149,91 +300,175 @@ class AuditLog:
         path.write_text("\n".join(self.lines()) + "\n")
 
 
+# --------------------------------------------------------------------------
+# Reading and verifying.
+
+
 @dataclass(frozen=True)
 class Verdict:
-    """The outcome of verifying a log: ``ok``, or the first bad step and why."""
+    """The outcome of verifying a log: ``ok``, or the first bad step and why.
+
+    ``records`` counts the records that chained correctly before the first
+    problem (all of them when ``ok``); ``first_bad_step`` is ``None`` when the
+    problem is the seal (missing, malformed, wrong, or followed by a line).
+    ``anchored`` says whether the seal was checked against an anchor.
+    """
 
     ok: bool
     records: int
     first_bad_step: int | None = None
     reason: str = ""
+    anchored: bool = False
 
     def __str__(self) -> str:
         if self.ok:
-            return f"VALID: {self.records} records, sealed"
+            anchor = ", anchor matches" if self.anchored else ""
+            return f"VALID: {self.records} records, sealed{anchor}"
         where = "the seal" if self.first_bad_step is None else f"step {self.first_bad_step}"
         return f"INVALID at {where}: {self.reason}"
 
 
-_RECORD_KEYS = {
-    "step",
-    "config_hash",
-    "mask_entry_id",
-    "token",
-    "blocked_count",
-    "kind",
-    "prev_hash",
-    "hash",
-}
+_RECORD_KEYS = frozenset({*RECORD_FIELDS, "hash"})
 
 
-def verify(lines: Iterable[str]) -> Verdict:
-    """Check a JSON Lines audit log: every record's hash and link, then the seal."""
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(k)
+        out[k] = v
+    return out
+
+
+def _record_problem(r: Record) -> str | None:
+    """Why a record's fields are not of the documented types, or ``None``."""
+    if not _is_count(r.step):
+        return "step must be a non-negative integer"
+    if not (isinstance(r.config_hash, str) and _HEX16.fullmatch(r.config_hash)):
+        return "config_hash must be 16 lowercase hex digits"
+    if not (isinstance(r.mask_entry_id, str) and _HEX32.fullmatch(r.mask_entry_id)):
+        return "mask_entry_id must be 32 lowercase hex digits"
+    if not _is_count(r.token):
+        return "token must be a non-negative integer"
+    if not _is_count(r.blocked_count):
+        return "blocked_count must be a non-negative integer"
+    if r.kind not in KINDS:
+        return f"unknown kind {r.kind!r}"
+    if not (isinstance(r.prev_hash, str) and _HEX64.fullmatch(r.prev_hash)):
+        return "prev_hash must be 64 lowercase hex digits"
+    return None
+
+
+def _seal_body_problem(body: Mapping[str, Any]) -> str | None:
+    if set(body) != set(SEAL_FIELDS):
+        return f"the seal has fields {sorted(body)}, expected {sorted(SEAL_FIELDS)}"
+    if body["schema"] != SCHEMA:
+        return f"unknown schema {body['schema']!r} (expected {SCHEMA!r})"
+    if not _is_text(body["stop_reason"]):
+        return "stop_reason must be a string"
+    problem = _fingerprints_problem(body["fingerprints"]) or _mode_problem(body["mode"])
+    if problem is not None:
+        return problem
+    if not _is_count(body["record_count"]):
+        return "record_count must be a non-negative integer"
+    if not (isinstance(body["head_hash"], str) and _HEX64.fullmatch(body["head_hash"])):
+        return "head_hash must be 64 lowercase hex digits"
+    return None
+
+
+def read(lines: Iterable[str], anchor: str | None = None) -> tuple[Verdict, AuditLog]:
+    """Verify a JSON Lines log and return it parsed as far as it verified.
+
+    The :class:`AuditLog` holds the records that chained correctly, and the
+    seal only when the whole log is valid.
+    """
+    log = AuditLog()
     head, count = GENESIS, 0
-    seal: dict[str, Any] | None = None
-    for n, line in enumerate(lines):
+    seal_line: dict[str, Any] | None = None
+
+    def bad(step: int | None, reason: str) -> tuple[Verdict, AuditLog]:
+        return Verdict(False, count, step, reason), log
+
+    for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
+        if seal_line is not None:
+            return bad(None, f"line {n} follows the seal")
+        if not _is_text(line):
+            return bad(count, f"line {n} is not UTF-8")
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            return Verdict(False, count, count, f"line {n + 1} is not JSON ({e.msg})")
-        if seal is not None:
-            return Verdict(False, count, None, f"line {n + 1} follows the seal")
+            obj = json.loads(line, object_pairs_hook=_no_duplicates)
+        except _DuplicateKey as e:
+            return bad(count, f"line {n} repeats the key {e}")
+        except (ValueError, RecursionError) as e:
+            return bad(count, f"line {n} is not JSON ({e})")
+        if not isinstance(obj, dict):
+            return bad(count, f"line {n} is not a JSON object")
         if "seal" in obj:
-            seal = obj
+            seal_line = obj
             continue
         if set(obj) != _RECORD_KEYS:
-            return Verdict(False, count, count, f"line {n + 1} has fields {sorted(obj)}")
-        if obj["step"] != count:
-            return Verdict(False, count, count, f"expected step {count}, found {obj['step']}")
-        if obj["prev_hash"] != head:
-            return Verdict(False, count, count, "prev_hash does not link to the previous record")
-        if obj["kind"] not in KINDS:
-            return Verdict(False, count, count, f"unknown kind {obj['kind']!r}")
-        record = Record(**{k: v for k, v in obj.items() if k != "hash"})
+            return bad(count, f"line {n} has fields {sorted(obj)}")
+        record = Record(**{k: obj[k] for k in RECORD_FIELDS})
+        problem = _record_problem(record)
+        if problem is not None:
+            return bad(count, problem)
+        if record.step != count:
+            return bad(count, f"expected step {count}, found {record.step}")
+        if record.prev_hash != head:
+            return bad(count, "prev_hash does not link to the previous record")
         if record.digest() != obj["hash"]:
-            return Verdict(False, count, count, "the record's hash does not match its fields")
+            return bad(count, "the record's hash does not match its fields")
+        log.records.append(record)
+        log.hashes.append(obj["hash"])
         head = obj["hash"]
         count += 1
-    if seal is None:
-        return Verdict(False, count, None, f"unsealed log ({count} records): it may be cut short")
-    body = seal.get("seal")
-    if not isinstance(body, dict):
-        return Verdict(False, count, None, "malformed seal")
-    try:
-        expected = _chain(head, canonical(seal_fields(body)))
-    except (KeyError, TypeError):
-        return Verdict(False, count, None, "malformed seal")
-    if body["schema"] != SCHEMA:
-        return Verdict(False, count, None, "malformed seal")
+    if seal_line is None:
+        return bad(None, f"unsealed log ({count} records): it may be cut short")
+    if set(seal_line) != {"seal", "hash"} or not isinstance(seal_line["seal"], dict):
+        return bad(None, f"malformed seal line (fields {sorted(seal_line)})")
+    body: dict[str, Any] = seal_line["seal"]
+    problem = _seal_body_problem(body)
+    if problem is not None:
+        return bad(None, f"malformed seal: {problem}")
     if body["record_count"] != count:
-        return Verdict(
-            False,
-            count,
-            None,
-            f"the seal counts {body['record_count']} records, the log has {count}",
-        )
+        return bad(None, f"the seal counts {body['record_count']} records, the log has {count}")
     if body["head_hash"] != head:
-        return Verdict(False, count, None, "the seal's head hash is not the last record's")
-    if seal.get("hash") != expected:
-        return Verdict(False, count, None, "the seal's hash does not match its fields")
-    return Verdict(True, count)
+        return bad(None, "the seal's head hash is not the last record's")
+    expected = seal_digest(body)
+    if seal_line["hash"] != expected:
+        return bad(None, "the seal's hash does not match its fields")
+    if anchor is not None and expected != anchor:
+        return bad(None, "the seal's hash is not the anchored one (the log was rewritten)")
+    log.seal, log.seal_hash = body, expected
+    return Verdict(True, count, anchored=anchor is not None), log
 
 
-def verify_file(path: Path) -> Verdict:
+def verify(lines: Iterable[str], anchor: str | None = None) -> Verdict:
+    """Check a JSON Lines audit log: every record's hash and link, then the seal.
+
+    With ``anchor`` (the seal hash kept apart from the log), the seal must also
+    be that one: this is what detects a chain rewritten and resealed.
+    """
+    return read(lines, anchor)[0]
+
+
+def read_lines(path: Path) -> list[str]:
+    """The lines of a log file; :class:`AuditError` when it cannot be read.
+
+    Bytes that are not UTF-8 are kept (as surrogate escapes) so that
+    :func:`verify` reports them as an invalid line rather than an unreadable file.
+    """
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError as e:
         raise AuditError(f"cannot read audit log {path}: {e.strerror}") from None
-    return verify(text.splitlines())
+    return data.decode("utf-8", "surrogateescape").split("\n")
+
+
+def verify_file(path: Path, anchor: str | None = None) -> Verdict:
+    return verify(read_lines(path), anchor)
