@@ -36,6 +36,7 @@ def pytest(session: nox.Session, *extra: str) -> None:
 def tests(session: nox.Session) -> None:
     """Every package's default test suite, then the crate's Rust tests."""
     session.run("bash", "scripts/system-deps.sh", external=True)
+    session.env["GRID_REQUIRE_POSTGRES"] = "1"  # installed above: a missing server fails
     pytest(session)
     session.run("cargo", "test", "--quiet", "--manifest-path", CRATE, external=True)
 

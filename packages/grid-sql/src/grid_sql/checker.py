@@ -1,0 +1,1218 @@
+"""The SemanticChecker: column-level policy, verified after the parse.
+
+Purpose. The mask enforces verb- and table-level policy; per-table column policy
+is not enforceable by any left-to-right CFG mask, because the SELECT list comes
+before FROM (docs/guarantees/index.md, theorem 5, `column_policy_not_maskable`).
+It is checked here, on the parse of a completed statement, and the verdict feeds
+the repair loop (`grid_sql.repair`).
+
+Stages, each in its own section below:
+
+1. **Parse** (`parse_statement`). The statement is lexed with GRID's own
+   semantics (DESIGN.md section 3): grid-core's union DFA and maximal munch, the
+   contextual pick by priority among the terminals the LALR(1) parser can shift,
+   in free mode (no lexicon: every identifier category unrestricted). The picked
+   tokens, with byte offsets, are fed to lark's interactive LALR parser over the
+   same grammar text to build the tree. No lark lexer is involved, so the tree
+   is the parse of exactly the token sequence GRID's guide would have produced.
+   A missing closing ``;`` is supplied (zero width, at the end).
+2. **Analysis** (`SemanticChecker.analyze`): an alias-aware walk that resolves
+   every name as SQLite does and records what the statement touches: table uses
+   (`TableUse`), base-table column accesses (`ColumnAccess`) and name-resolution
+   violations (unknown table, unknown column, unknown qualifier, ambiguous
+   column). It does not look at any role.
+3. **Policy** (`SemanticChecker.check`): the accesses and table uses are held
+   against one role's grants: `table_not_granted`, `column_not_granted`.
+
+Name resolution follows SQLite 3.40 (resolve.c `lookupName`, select.c):
+
+- Identifiers compare by ASCII case folding after unquoting (``"..."``,
+  backquotes, ``[...]``). A CTE name shadows a schema table of the same name.
+- A *scope* is one SELECT core: its FROM sources, the result aliases and its
+  parent scope. An unqualified name is looked up in the innermost scope, then
+  outward (correlated references). At one level: the FROM sources (two matches
+  are ambiguous; the right-hand columns of USING and NATURAL joins are skipped),
+  then the result aliases where SQLite allows them (WHERE, GROUP BY, HAVING, ON,
+  ORDER BY), then the next scope out. A bare identifier as a whole ORDER BY term
+  matches a result alias first.
+- A qualified name ``q.c`` matches the source whose alias (or, unaliased, table
+  or CTE name) is ``q``; ``q.*`` only in the current scope.
+- A double-quoted name that resolves nowhere is a string literal (SQLite's
+  fallback, which Spider's gold relies on); one that resolves is a column read
+  and is checked. In free mode GRID lexes ``"x"`` in an expression as a column.
+- Subqueries in FROM see the scopes outside the current SELECT, not its FROM.
+  CTE bodies see the scopes outside the statement that owns the WITH clause.
+- ORDER BY of a compound SELECT: a bare name that is an output name of one of
+  its SELECTs is an output reference; any other term is resolved in the scope of
+  the first SELECT in which it resolves cleanly.
+- ``rowid``, ``oid`` and ``_rowid_`` resolve to a base table's row id when no
+  column takes the name; a row id is not a column and needs no column grant.
+
+What counts as a column access (checked against the grants): a resolved
+reference to a base-table column anywhere in the statement; every column that
+``*`` or ``q.*`` expands to; the columns a USING list or a NATURAL join compares,
+on both sides; every column of the table in ``x IN table``; the columns an
+INSERT or UPDATE writes (an INSERT without a column list writes all of them).
+Columns of CTEs and FROM-subqueries are not base columns: what their bodies read
+is checked where it is read. One grant set serves reads and writes.
+
+Rules of the dialect grammar the walk relies on (the contract with
+``dialects/*.lark``; anything else is walked generically, so a new expression
+rule needs no change here): ``start``, ``statement``, ``select_stmt``,
+``with_clause``, ``common_table``, ``alias_list``, ``compound_select``,
+``select_core``, ``values_clause``, ``row_value``, ``result_columns``,
+``result_column``, ``from_clause``, ``where_clause``, ``group_by_clause``,
+``having_clause``, ``window_clause``, ``order_by_clause``, ``ordering_term``,
+``limit_clause``, ``join_source``, ``table_or_subquery``, ``table_alias``,
+``join_operator``, ``join_constraint``, ``column_list``, ``insert_stmt``,
+``update_stmt``, ``assignment``, ``delete_stmt``, ``column_ref``, ``literal``,
+``in_target``; terminals ``TABLE_NAME``, ``CTE_NAME``, ``COLUMN_NAME``,
+``ALIAS_NAME``, ``QUALIFIER``, ``STAR``, ``DQ_STRING``, ``NATURAL``, ``USING``,
+``ON`` and ``SEMICOLON``.
+
+Spans are byte offsets ``(start, end)`` into the UTF-8 encoding of the statement.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal
+
+from grid_core.dfa import build_union_dfa
+from grid_core.errors import GridError, PolicyError
+from grid_core.grammar import load_grammar
+from grid_core.lexer import START, Scanner
+from grid_core.lexicon import build_lexicon
+from grid_core.parser import Parser
+
+from grid_sql.dialect import Dialect
+from grid_sql.dialects import get_dialect
+
+Tree = Any  # lark.Tree (lark is untyped)
+Token = Any  # lark.Token
+Span = tuple[int, int]
+
+Schema = Mapping[str, Sequence[str]]
+"""Table name -> column names."""
+Grants = Mapping[str, Mapping[str, Sequence[str] | None]]
+"""Role -> table -> granted column names, or None for every column. A table the
+role's mapping does not name is not granted."""
+
+ROWID_NAMES = frozenset({"rowid", "oid", "_rowid_"})
+
+
+# ================================================================ errors
+
+
+class CheckerError(GridError):
+    """The checker was given a malformed schema or statement."""
+
+
+class StatementParseError(CheckerError):
+    """The statement is not in the dialect's language L (free mode).
+
+    ``offset`` is the byte offset of the lexeme that failed (or the end of the
+    statement), ``lexeme`` its bytes and ``expected`` the terminals the parser
+    could take there.
+    """
+
+    def __init__(self, offset: int, lexeme: bytes, expected: tuple[str, ...]) -> None:
+        self.offset = offset
+        self.lexeme = lexeme
+        self.expected = expected
+        shown = ", ".join(expected[:12]) + (", ..." if len(expected) > 12 else "")
+        what = f"lexeme {lexeme.decode('utf-8', 'replace')!r}" if lexeme else "end of input"
+        super().__init__(f"statement does not parse at byte {offset} ({what}); expected: {shown}")
+
+
+class SchemaError(CheckerError):
+    """Two tables, or two columns of one table, have the same name up to case."""
+
+    def __init__(self, table: str, column: str | None = None) -> None:
+        self.table = table
+        self.column = column
+        what = f"column {column!r} of table {table!r}" if column else f"table {table!r}"
+        super().__init__(f"schema names {what} twice (names compare case-insensitively)")
+
+
+class GrantError(PolicyError):
+    """Grants name a role, table or column that does not exist."""
+
+    def __init__(self, role: str, table: str | None = None, column: str | None = None) -> None:
+        self.role = role
+        self.table = table
+        self.column = column
+        if table is None:
+            message = f"no grants for role {role!r}"
+        elif column is None:
+            message = f"grants of role {role!r} name table {table!r}, which the schema lacks"
+        else:
+            message = (
+                f"grants of role {role!r} name column {column!r} of table {table!r}, "
+                "which the schema lacks"
+            )
+        super().__init__(message)
+
+
+# ================================================================ results
+
+
+class ViolationKind(StrEnum):
+    UNKNOWN_TABLE = "unknown_table"
+    """A table position names neither a schema table nor a CTE in scope."""
+    UNKNOWN_COLUMN = "unknown_column"
+    """A column reference resolves nowhere (also: a USING column missing on one side)."""
+    UNKNOWN_QUALIFIER = "unknown_qualifier"
+    """``q.c`` or ``q.*`` where no source in scope is named ``q``."""
+    AMBIGUOUS_COLUMN = "ambiguous_column"
+    """An unqualified column (or USING column) that two sources of one scope have."""
+    TABLE_NOT_GRANTED = "table_not_granted"
+    """The role has no grant on a table the statement uses."""
+    COLUMN_NOT_GRANTED = "column_not_granted"
+    """The statement reads or writes a column the role is not granted."""
+
+
+AccessKind = Literal["reference", "star", "using", "natural", "in_table", "insert", "update"]
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One problem, with the byte span it is about and a one-line message.
+
+    ``table`` and ``column`` are spelled as the schema spells them when they
+    exist, as the statement spells them otherwise; None when not applicable.
+    ``candidates`` lists the sources an ambiguous column could come from.
+    """
+
+    kind: ViolationKind
+    table: str | None
+    column: str | None
+    span: Span
+    message: str
+    via: AccessKind | None = None
+    candidates: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TableUse:
+    """A base table named in a table position (FROM, JOIN, IN, INSERT/UPDATE/DELETE)."""
+
+    table: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class ColumnAccess:
+    """A base-table column the statement reads or writes, how, and where."""
+
+    table: str
+    column: str
+    span: Span
+    via: AccessKind
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What a statement touches, independent of any role."""
+
+    tables: tuple[TableUse, ...]
+    accesses: tuple[ColumnAccess, ...]
+    violations: tuple[Violation, ...]
+    """Name-resolution violations only (unknown/ambiguous); no policy verdict."""
+
+
+# ================================================================ names
+
+_ASCII_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_QUOTES = {'"': '"', "`": "`", "[": "]"}
+
+
+def fold(name: str) -> str:
+    """ASCII case folding, as SQLite compares identifiers."""
+    return name.translate(_ASCII_FOLD)
+
+
+def unquote(spelling: str) -> str:
+    """An identifier lexeme without its quotes (``"a""b"`` -> ``a"b``)."""
+    if len(spelling) >= 2 and spelling[0] in _QUOTES and spelling[-1] == _QUOTES[spelling[0]]:
+        close = _QUOTES[spelling[0]]
+        inner = spelling[1:-1]
+        return inner if close == "]" else inner.replace(close * 2, close)
+    return spelling
+
+
+def _text(token: Token) -> str:
+    """A token's text: lark holds the latin-1 view of its bytes."""
+    return str(token.value).encode("latin-1").decode("utf-8", "replace")
+
+
+def _key(token: Token) -> str:
+    return fold(unquote(_text(token)))
+
+
+def _name(token: Token) -> str:
+    return unquote(_text(token))
+
+
+# ================================================================ stage 1: parse
+
+
+@dataclass(frozen=True, eq=False)
+class _FrontEnd:
+    scanner: Scanner
+    parser: Parser
+    lark: Any
+    names: tuple[str, ...]  # grid-core terminal id -> lark terminal name
+    semicolon: int  # terminal id of ";" or -1
+
+
+@functools.lru_cache(maxsize=8)
+def _front_end(dialect: Dialect) -> _FrontEnd:
+    import lark
+    from lark.lexer import Lexer
+
+    class _Fed(Lexer):  # tokens are fed to the interactive parser; lark never lexes
+        def __init__(self, lexer_conf: Any) -> None:
+            pass
+
+        def lex(self, *args: Any) -> Any:
+            raise NotImplementedError("the SemanticChecker feeds GRID-lexed tokens")
+
+    text = dialect.grammar_text
+    grammar = load_grammar(text, dialect.name)
+    dfa = build_union_dfa([(t.name, t.pattern) for t in grammar.terminals])
+    scanner = Scanner(grammar, dfa, build_lexicon(grammar, dfa, {}))
+    parser = Parser(grammar.lalr())
+    every = lark.Lark(text, parser=None, lexer="basic")
+    names = tuple(str(t.name) for t in every.terminals)
+    assert len(names) == grammar.n_terminals
+    tree_parser = lark.Lark(text, parser="lalr", lexer=_Fed, propagate_positions=True)
+    semicolon = names.index("SEMICOLON") if "SEMICOLON" in names else -1
+    return _FrontEnd(scanner, parser, tree_parser, names, semicolon)
+
+
+def _token(name: str, data: bytes, start: int, end: int) -> Token:
+    from lark import Token as LarkToken
+
+    return LarkToken(name, data[start:end].decode("latin-1"), start, 1, start + 1, 1, end + 1, end)
+
+
+def _expected(front: _FrontEnd, allowed: int) -> tuple[str, ...]:
+    names = [front.names[t] for t in range(len(front.names)) if allowed >> t & 1]
+    if allowed >> len(front.names) & 1:
+        names.append("$END")
+    return tuple(sorted(names))
+
+
+def parse_statement(sql: str | bytes, dialect: str | Dialect = "sqlite") -> Tree:
+    """The lark parse tree of one statement, lexed with GRID's semantics (free mode).
+
+    Token positions (``start_pos``/``end_pos``, and ``meta`` of every subtree) are
+    byte offsets. Raises `StatementParseError` when the statement is not in L.
+    """
+    front = _front_end(get_dialect(dialect) if isinstance(dialect, str) else dialect)
+    data = sql.encode("utf-8") if isinstance(sql, str) else sql
+    scanner, parser = front.scanner, front.parser
+    node = parser.root
+    tokens: list[Token] = []
+    start = i = 0
+    scan = START
+    while True:
+        if i < len(data):
+            nxt = scanner.step(scan, i + 1 - start, data[i])
+            if nxt is not None:
+                scan, i = nxt, i + 1
+                continue
+        elif i == start:
+            break
+        # emission: the longest accepted prefix of the remainder, requeue the rest
+        length, cands = scan[2], scan[3]
+        allowed = parser.allowed(node)
+        picked = scanner.pick(cands, allowed) if length else -1
+        if picked < 0:
+            end = start + max(length, 1)
+            raise StatementParseError(start, data[start:end], _expected(front, allowed))
+        if not scanner.ignored >> picked & 1:
+            node = parser.shift(node, picked)
+            tokens.append(_token(front.names[picked], data, start, start + length))
+        start += length
+        i, scan = start, START
+    if not parser.accepts(node) and front.semicolon >= 0:
+        if parser.allowed(node) >> front.semicolon & 1:
+            node = parser.shift(node, front.semicolon)
+            tokens.append(_token("SEMICOLON", data, len(data), len(data)))
+    if not parser.accepts(node):
+        raise StatementParseError(len(data), b"", _expected(front, parser.allowed(node)))
+    interactive = front.lark.parse_interactive("")
+    for token in tokens:
+        interactive.feed_token(token)
+    return interactive.feed_eof(tokens[-1])
+
+
+# ================================================================ catalog
+
+
+@dataclass(frozen=True)
+class _Table:
+    key: str
+    name: str
+    columns: Mapping[str, str]  # key -> schema spelling, in schema order
+
+
+def _catalog(schema: Schema) -> dict[str, _Table]:
+    tables: dict[str, _Table] = {}
+    for name, columns in schema.items():
+        key = fold(name)
+        if key in tables:
+            raise SchemaError(name)
+        cols: dict[str, str] = {}
+        for column in columns:
+            if fold(column) in cols:
+                raise SchemaError(name, column)
+            cols[fold(column)] = column
+        tables[key] = _Table(key, name, cols)
+    return tables
+
+
+_RoleGrants = dict[str, frozenset[str] | None]  # table key -> column keys (None: all)
+
+
+def _role_grants(tables: Mapping[str, _Table], role: str, grants: Grants) -> _RoleGrants:
+    if role not in grants:
+        raise GrantError(role)
+    out: _RoleGrants = {}
+    for table, columns in grants[role].items():
+        entry = tables.get(fold(table))
+        if entry is None:
+            raise GrantError(role, table)
+        if columns is None:
+            out[entry.key] = None
+            continue
+        for column in columns:
+            if fold(column) not in entry.columns:
+                raise GrantError(role, table, column)
+        out[entry.key] = frozenset(fold(c) for c in columns)
+    return out
+
+
+def full_grants(schema: Schema) -> dict[str, Sequence[str] | None]:
+    """One role's grants of every column of every table: ``{table: None, ...}``."""
+    return dict.fromkeys(schema)
+
+
+# ================================================================ stage 2: analysis
+
+
+@dataclass(eq=False)
+class _Source:
+    """One FROM item of a scope: a base table, a CTE or a subquery."""
+
+    name: str  # the key it is referred to by: alias, else table or CTE name
+    label: str  # for messages: "employees AS e"
+    columns: dict[str, str]  # key -> spelling
+    table: _Table | None = None  # a base table
+    hidden: set[str] = field(default_factory=set)  # USING/NATURAL right-hand columns
+    opaque: bool = False  # columns unknown (unknown table, CTE cycle): takes any name
+
+    def has(self, key: str, qualified: bool) -> bool:
+        return self.opaque or (key in self.columns and (qualified or key not in self.hidden))
+
+
+@dataclass(eq=False)
+class _Scope:
+    parent: _Scope | None
+    sources: list[_Source] = field(default_factory=list)
+    aliases: set[str] = field(default_factory=set)
+    aliases_visible: bool = False
+
+
+@dataclass
+class _Outputs:
+    names: list[tuple[str, str]]  # (key, spelling) per result column
+    opaque: bool = False
+
+    def columns(self) -> dict[str, str]:
+        """Distinct column names as SQLite derives them (duplicates get ``:N``)."""
+        out: dict[str, str] = {}
+        for key, spelling in self.names:
+            k, s, n = key, spelling, 0
+            while k in out:
+                n += 1
+                k, s = f"{key}:{n}", f"{spelling}:{n}"
+            out[k] = s
+        return out
+
+
+@dataclass(eq=False)
+class _Cte:
+    name: str
+    body: Tree
+    env: _Env
+    columns: dict[str, str] | None
+    state: Literal["new", "walking", "done"] = "new"
+    opaque: bool = False
+
+
+@dataclass(eq=False)
+class _Env:
+    parent: _Env | None
+    ctes: dict[str, _Cte] = field(default_factory=dict)
+
+    def find(self, key: str) -> _Cte | None:
+        env: _Env | None = self
+        while env is not None:
+            if key in env.ctes:
+                return env.ctes[key]
+            env = env.parent
+        return None
+
+
+def _trees(node: Tree) -> list[Tree]:
+    return [c for c in node.children if not _is_token(c)]
+
+
+def _tokens(node: Tree) -> list[Token]:
+    return [c for c in node.children if _is_token(c)]
+
+
+def _is_token(node: Any) -> bool:
+    return not hasattr(node, "data")
+
+
+def _child(node: Tree, data: str) -> Tree | None:
+    return next((c for c in _trees(node) if c.data == data), None)
+
+
+def _span(node: Tree | Token) -> Span:
+    if _is_token(node):
+        return int(node.start_pos), int(node.end_pos)
+    return int(node.meta.start_pos), int(node.meta.end_pos)
+
+
+def _label(source: _Source) -> str:
+    return source.label
+
+
+class _Walker:
+    """One statement's name resolution: fills table uses, accesses, violations."""
+
+    def __init__(self, tables: Mapping[str, _Table], data: bytes) -> None:
+        self.tables = tables
+        self.data = data
+        self.uses: list[TableUse] = []
+        self.accesses: list[ColumnAccess] = []
+        self.violations: list[Violation] = []
+
+    # -- recording ------------------------------------------------------------
+
+    def _violation(
+        self,
+        kind: ViolationKind,
+        span: Span,
+        message: str,
+        table: str | None = None,
+        column: str | None = None,
+        candidates: tuple[str, ...] = (),
+    ) -> None:
+        self.violations.append(Violation(kind, table, column, span, message, None, candidates))
+
+    def _access(self, table: _Table, key: str, span: Span, via: AccessKind) -> None:
+        self.accesses.append(ColumnAccess(table.name, table.columns[key], span, via))
+
+    def _mark(self) -> tuple[int, int, int]:
+        return len(self.uses), len(self.accesses), len(self.violations)
+
+    def _rollback(self, mark: tuple[int, int, int]) -> None:
+        del self.uses[mark[0] :], self.accesses[mark[1] :], self.violations[mark[2] :]
+
+    # -- statements -------------------------------------------------------------
+
+    def statement(self, tree: Tree) -> None:
+        env = _Env(None)
+        todo = list(_trees(tree))
+        while todo:
+            node = todo.pop(0)
+            if node.data == "statement":
+                todo[:0] = _trees(node)
+            elif node.data == "with_clause":
+                env = self.with_clause(node, None, env)
+            elif node.data == "select_stmt":
+                self.select_stmt(node, None, env)
+            elif node.data == "insert_stmt":
+                self.insert_stmt(node, env)
+            elif node.data == "update_stmt":
+                self.update_stmt(node, env)
+            elif node.data == "delete_stmt":
+                self.delete_stmt(node, env)
+            else:  # a statement form this walk does not know: resolve what it can
+                self.expr(node, _Scope(None), env)
+
+    def _target(self, token: Token, alias: Token | None) -> _Source | None:
+        """The base table an INSERT/UPDATE/DELETE writes, as a source."""
+        table = self.tables.get(_key(token))
+        span = _span(token)
+        if table is None:
+            self._unknown_table(token)
+            return None
+        self.uses.append(TableUse(table.name, span))
+        name = _key(alias) if alias is not None else table.key
+        label = table.name + (f" AS {_name(alias)}" if alias is not None else "")
+        return _Source(name, label, dict(table.columns), table)
+
+    def insert_stmt(self, tree: Tree, env: _Env) -> None:
+        token = next(t for t in _tokens(tree) if t.type == "TABLE_NAME")
+        target = self._target(token, None)
+        columns = _child(tree, "column_list")
+        if target is not None and target.table is not None:
+            if columns is None:
+                for key in target.table.columns:
+                    self._access(target.table, key, _span(token), "insert")
+            else:
+                self._column_list(columns, target, "insert")
+        source = _child(tree, "insert_source")
+        if source is not None:
+            for node in _trees(source):
+                self.select_stmt(node, None, env)
+
+    def update_stmt(self, tree: Tree, env: _Env) -> None:
+        token = next(t for t in _tokens(tree) if t.type == "TABLE_NAME")
+        alias = next((t for t in _tokens(tree) if t.type == "ALIAS_NAME"), None)
+        scope = _Scope(None)
+        target = self._target(token, alias)
+        if target is not None:
+            scope.sources.append(target)
+        deferred: list[Tree] = []
+        from_clause = _child(tree, "from_clause")
+        if from_clause is not None:
+            self.join_source(_trees(from_clause)[0], scope, env, deferred)
+        for node in _trees(tree):
+            if node.data == "assignment":
+                column = next(t for t in _tokens(node) if t.type == "COLUMN_NAME")
+                if target is not None:
+                    self._write(target, column, "update")
+                for expr in _trees(node):
+                    self.expr(expr, scope, env)
+        for expr in deferred:
+            self.expr(expr, scope, env)
+        where = _child(tree, "where_clause")
+        if where is not None:
+            self.clause(where, scope, env)
+
+    def delete_stmt(self, tree: Tree, env: _Env) -> None:
+        token = next(t for t in _tokens(tree) if t.type == "TABLE_NAME")
+        alias = next((t for t in _tokens(tree) if t.type == "ALIAS_NAME"), None)
+        scope = _Scope(None)
+        target = self._target(token, alias)
+        if target is not None:
+            scope.sources.append(target)
+        where = _child(tree, "where_clause")
+        if where is not None:
+            self.clause(where, scope, env)
+
+    def _column_list(self, tree: Tree, target: _Source, via: AccessKind) -> None:
+        for token in _tokens(tree):
+            if token.type == "COLUMN_NAME":
+                self._write(target, token, via)
+
+    def _write(self, target: _Source, token: Token, via: AccessKind) -> None:
+        key = _key(token)
+        assert target.table is not None
+        if key in target.table.columns:
+            self._access(target.table, key, _span(token), via)
+        else:
+            self._violation(
+                ViolationKind.UNKNOWN_COLUMN,
+                _span(token),
+                f"no column named {_name(token)} in {target.table.name}; "
+                f"columns: {', '.join(target.table.columns.values())}",
+                target.table.name,
+                _name(token),
+            )
+
+    # -- WITH ---------------------------------------------------------------------
+
+    def with_clause(self, tree: Tree, outer: _Scope | None, env: _Env) -> _Env:
+        frame = _Env(env)
+        for table in _trees(tree):
+            if table.data != "common_table":
+                continue
+            name = next(t for t in _tokens(table) if t.type == "CTE_NAME")
+            alias_list = _child(table, "alias_list")
+            columns = None
+            if alias_list is not None:
+                columns = {_key(t): _name(t) for t in _tokens(alias_list)}
+            body = _child(table, "select_stmt")
+            frame.ctes.setdefault(_key(name), _Cte(_name(name), body, frame, columns))
+        for cte in frame.ctes.values():
+            self._walk_cte(cte, outer)
+        return frame
+
+    def _walk_cte(self, cte: _Cte, outer: _Scope | None) -> None:
+        if cte.state != "new":
+            return
+        cte.state = "walking"
+        outputs = self.select_stmt(cte.body, outer, cte.env, cte)
+        if cte.columns is None:
+            cte.columns = outputs.columns()
+        cte.opaque = cte.opaque or outputs.opaque
+        cte.state = "done"
+
+    # -- SELECT -------------------------------------------------------------------
+
+    def select_stmt(
+        self, tree: Tree, outer: _Scope | None, env: _Env, cte: _Cte | None = None
+    ) -> _Outputs:
+        with_clause = _child(tree, "with_clause")
+        if with_clause is not None:
+            env = self.with_clause(with_clause, outer, env)
+        body = next(c for c in _trees(tree) if c.data in ("select_core", "compound_select"))
+        cores: list[tuple[_Scope, _Outputs]] = []
+        for index, core in enumerate(_flatten_compound(body)):
+            cores.append(self.select_core(core, outer, env))
+            if index == 0 and cte is not None and cte.columns is None:
+                cte.columns = cores[0][1].columns()  # a recursive CTE's anchor names it
+                cte.opaque = cores[0][1].opaque
+        order_by = _child(tree, "order_by_clause")
+        if order_by is not None:
+            if len(cores) == 1:
+                self.order_by(order_by, cores[0][0], env)
+            else:
+                self.compound_order_by(order_by, cores, env)
+        limit = _child(tree, "limit_clause")
+        if limit is not None:
+            self.clause(limit, _Scope(outer), env)
+        return cores[0][1]
+
+    def select_core(self, tree: Tree, outer: _Scope | None, env: _Env) -> tuple[_Scope, _Outputs]:
+        scope = _Scope(outer)
+        values = _child(tree, "values_clause")
+        if values is not None:
+            rows = [r for r in _trees(values) if r.data == "row_value"]
+            self.expr(values, scope, env)
+            width = len(_trees(_trees(rows[0])[0])) if rows and _trees(rows[0]) else 0
+            return scope, _Outputs([(f"column{i}", f"column{i}") for i in range(1, width + 1)])
+        deferred: list[Tree] = []
+        from_clause = _child(tree, "from_clause")
+        if from_clause is not None:
+            self.join_source(_trees(from_clause)[0], scope, env, deferred)
+        result = _child(tree, "result_columns")
+        columns = _trees(result) if result is not None else []
+        for column in columns:
+            alias = next((t for t in _tokens(column) if t.type == "ALIAS_NAME"), None)
+            if alias is not None:
+                scope.aliases.add(_key(alias))
+        outputs = _Outputs([])
+        for column in columns:
+            self.result_column(column, scope, env, outputs)
+        scope.aliases_visible = True
+        for expr in deferred:
+            self.expr(expr, scope, env)
+        for node in _trees(tree):
+            if node.data in ("where_clause", "group_by_clause", "having_clause", "window_clause"):
+                self.clause(node, scope, env)
+        return scope, outputs
+
+    def result_column(self, tree: Tree, scope: _Scope, env: _Env, outputs: _Outputs) -> None:
+        tokens = {t.type: t for t in _tokens(tree)}
+        exprs = [c for c in tree.children if not _is_token(c) or c.type not in _RESULT_TOKENS]
+        if "STAR" in tokens and not exprs:
+            qualifier = tokens.get("QUALIFIER")
+            self.star(tokens["STAR"] if qualifier is None else qualifier, qualifier, scope, outputs)
+            return
+        for expr in exprs:
+            self.expr(expr, scope, env)
+        alias = tokens.get("ALIAS_NAME")
+        if alias is not None:
+            outputs.names.append((_key(alias), _name(alias)))
+            return
+        expr = exprs[0]
+        if not _is_token(expr) and expr.data == "column_ref":
+            column = _tokens(expr)[-1]
+            outputs.names.append((_key(column), _name(column)))
+        else:
+            start, end = _span(expr)
+            text = self.data[start:end].decode("utf-8", "replace")
+            outputs.names.append((fold(text), text))
+
+    def star(self, first: Token, qualifier: Token | None, scope: _Scope, outputs: _Outputs) -> None:
+        span = (_span(first)[0], _span(first)[1] + (1 if qualifier is not None else 0))
+        if qualifier is None:
+            sources = scope.sources
+        else:
+            key = fold(unquote(_text(qualifier)[:-1]))
+            sources = [s for s in scope.sources if s.name == key]
+            if not sources:
+                self._unknown_qualifier(qualifier, span, scope)
+                outputs.opaque = True
+                return
+            sources = sources[:1]
+        for source in sources:
+            outputs.opaque = outputs.opaque or source.opaque
+            for key, spelling in source.columns.items():
+                if qualifier is None and key in source.hidden:
+                    continue
+                outputs.names.append((key, spelling))
+                if source.table is not None:
+                    self._access(source.table, key, span, "star")
+
+    def order_by(self, tree: Tree, scope: _Scope, env: _Env) -> None:
+        for term in _trees(tree):
+            if term.data != "ordering_term":
+                continue
+            expr = term.children[0]
+            if _bare_name(expr) and _key(_tokens(expr)[0]) in scope.aliases:
+                continue  # a whole-term identifier names a result alias first
+            self.expr(term, scope, env)
+
+    def compound_order_by(
+        self, tree: Tree, cores: list[tuple[_Scope, _Outputs]], env: _Env
+    ) -> None:
+        names = {key for _, out in cores for key, _ in out.names}
+        for term in _trees(tree):
+            if term.data != "ordering_term":
+                continue
+            expr = term.children[0]
+            if _bare_name(expr) and _key(_tokens(expr)[0]) in names:
+                continue
+            first: list[Any] | None = None
+            for scope, _ in cores:
+                mark = self._mark()
+                self.expr(term, scope, env)
+                if len(self.violations) == mark[2]:
+                    first = None
+                    break
+                saved = (self.uses[mark[0] :], self.accesses[mark[1] :], self.violations[mark[2] :])
+                self._rollback(mark)
+                first = first or list(saved)
+            if first is not None:
+                self.uses += first[0]
+                self.accesses += first[1]
+                self.violations += first[2]
+
+    def clause(self, tree: Tree, scope: _Scope, env: _Env) -> None:
+        self.expr(tree, scope, env)
+
+    # -- FROM -------------------------------------------------------------------
+
+    def join_source(self, tree: Tree, scope: _Scope, env: _Env, deferred: list[Tree]) -> None:
+        """Add the sources of a FROM item to ``scope``; ON conditions go to ``deferred``."""
+        if tree.data == "table_or_subquery":
+            scope.sources += self.table_or_subquery(tree, scope, env, deferred)
+            return
+        assert tree.data == "join_source", tree.data
+        parts = _trees(tree)
+        self.join_source(parts[0], scope, env, deferred)
+        left = list(scope.sources)
+        operator = next((p for p in parts[1:] if p.data == "join_operator"), None)
+        right_tree = next(p for p in parts[1:] if p.data in ("table_or_subquery", "join_source"))
+        self.join_source(right_tree, scope, env, deferred)
+        right = scope.sources[len(left) :]
+        constraint = next((p for p in parts if p.data == "join_constraint"), None)
+        if operator is not None and any(t.type == "NATURAL" for t in _tokens(operator)):
+            self.natural(operator, left, right)
+        if constraint is None:
+            return
+        using = _child(constraint, "column_list")
+        if using is not None and any(t.type == "USING" for t in _tokens(constraint)):
+            for token in _tokens(using):
+                self.using(token, left, right)
+        else:
+            deferred += _trees(constraint)
+
+    def table_or_subquery(
+        self, tree: Tree, scope: _Scope, env: _Env, deferred: list[Tree]
+    ) -> list[_Source]:
+        alias_tree = _child(tree, "table_alias")
+        alias = _tokens(alias_tree)[-1] if alias_tree is not None else None
+        names = [t for t in _tokens(tree) if t.type in ("TABLE_NAME", "CTE_NAME")]
+        if names:
+            source = self.named_source(names[0], alias, scope.parent, env)
+            return [source]
+        inner = next(c for c in _trees(tree) if c.data != "table_alias")
+        if inner.data == "select_stmt":
+            outputs = self.select_stmt(inner, scope.parent, env)
+            name = _key(alias) if alias is not None else ""
+            label = f"(subquery) AS {_name(alias)}" if alias is not None else "(subquery)"
+            return [_Source(name, label, outputs.columns(), opaque=outputs.opaque)]
+        nested = _Scope(scope.parent)
+        self.join_source(inner, nested, env, deferred)
+        return nested.sources
+
+    def named_source(
+        self, token: Token, alias: Token | None, outer: _Scope | None, env: _Env
+    ) -> _Source:
+        key = _key(token)
+        name = _key(alias) if alias is not None else key
+        suffix = f" AS {_name(alias)}" if alias is not None else ""
+        cte = env.find(key)
+        if cte is not None and cte.state == "walking" and cte.columns is None:
+            cte = None if key in self.tables else cte  # a non-recursive body reads the table
+        if cte is not None:
+            self._walk_cte(cte, outer)
+            if cte.columns is None:  # a reference cycle: the columns are unknown
+                return _Source(name, cte.name + suffix, {}, opaque=True)
+            return _Source(name, cte.name + suffix, dict(cte.columns), opaque=cte.opaque)
+        table = self.tables.get(key)
+        if table is None:
+            self._unknown_table(token)
+            return _Source(name, _name(token) + suffix, {}, opaque=True)
+        self.uses.append(TableUse(table.name, _span(token)))
+        return _Source(name, table.name + suffix, dict(table.columns), table)
+
+    def natural(self, operator: Tree, left: list[_Source], right: list[_Source]) -> None:
+        span = _span(operator)
+        for source in right:
+            for key in list(source.columns):
+                if key in source.hidden:
+                    continue
+                others = [s for s in left if key in s.columns and key not in s.hidden]
+                if not others:
+                    continue
+                source.hidden.add(key)
+                for side in (others[0], source):
+                    if side.table is not None:
+                        self._access(side.table, key, span, "natural")
+
+    def using(self, token: Token, left: list[_Source], right: list[_Source]) -> None:
+        key, span = _key(token), _span(token)
+        lefts = [s for s in left if s.has(key, False)]
+        rights = [s for s in right if s.has(key, False)]
+        for side, found in (("left", lefts), ("right", rights)):
+            if not found:
+                labels = ", ".join(s.label for s in (left if side == "left" else right))
+                self._violation(
+                    ViolationKind.UNKNOWN_COLUMN,
+                    span,
+                    f"USING column {_name(token)} is not a column of the {side} side ({labels})",
+                    column=_name(token),
+                )
+                return
+            if len(found) > 1:
+                self._ambiguous(token, span, found)
+                return
+        rights[0].hidden.add(key)
+        for source in (lefts[0], rights[0]):
+            if source.table is not None and key in source.columns:
+                self._access(source.table, key, span, "using")
+
+    # -- expressions ----------------------------------------------------------------
+
+    def expr(self, node: Tree | Token, scope: _Scope, env: _Env) -> None:
+        """Resolve every name inside an expression (any subtree, walked generically)."""
+        if _is_token(node):
+            return
+        data = node.data
+        if data == "column_ref":
+            tokens = _tokens(node)
+            qualifier = tokens[0] if len(tokens) == 2 else None
+            self.column_ref(tokens[-1], qualifier, _span(node), scope, dq_fallback=True)
+        elif data == "literal":
+            token = node.children[0]
+            if _is_token(token) and token.type == "DQ_STRING":
+                self.column_ref(token, None, _span(token), scope, dq_fallback=True)
+        elif data == "select_stmt":
+            self.select_stmt(node, scope, env)
+        elif data == "in_target" and any(t.type == "TABLE_NAME" for t in _tokens(node)):
+            token = next(t for t in _tokens(node) if t.type == "TABLE_NAME")
+            source = self.named_source(token, None, scope, env)
+            if source.table is not None:
+                for key in source.table.columns:
+                    self._access(source.table, key, _span(token), "in_table")
+        else:
+            for child in node.children:
+                self.expr(child, scope, env)
+
+    def column_ref(
+        self,
+        column: Token,
+        qualifier: Token | None,
+        span: Span,
+        scope: _Scope,
+        *,
+        dq_fallback: bool,
+    ) -> None:
+        key = _key(column)
+        if qualifier is None:
+            self._unqualified(column, key, span, scope, dq_fallback)
+        else:
+            self._qualified(column, key, qualifier, span, scope)
+
+    def _unqualified(
+        self, column: Token, key: str, span: Span, scope: _Scope, dq_fallback: bool
+    ) -> None:
+        level: _Scope | None = scope
+        while level is not None:
+            hits = [s for s in level.sources if s.has(key, False)]
+            hits = [s for s in hits if not s.opaque] or hits
+            if len(hits) == 1:
+                if hits[0].table is not None and key in hits[0].columns:
+                    self._access(hits[0].table, key, span, "reference")
+                return
+            if len(hits) > 1:
+                self._ambiguous(column, span, hits)
+                return
+            if level.aliases_visible and key in level.aliases:
+                return
+            if key in ROWID_NAMES and sum(s.table is not None for s in level.sources) == 1:
+                return
+            level = level.parent
+        if dq_fallback and _text(column).startswith('"'):
+            return  # SQLite reads an unresolved "..." as a string literal
+        in_scope = ", ".join(s.label for s in scope.sources) or "none"
+        self._violation(
+            ViolationKind.UNKNOWN_COLUMN,
+            span,
+            f"no column named {_name(column)} in any table in scope (sources: {in_scope})",
+            column=_name(column),
+        )
+
+    def _qualified(
+        self, column: Token, key: str, qualifier: Token, span: Span, scope: _Scope
+    ) -> None:
+        qkey = fold(unquote(_text(qualifier)[:-1]))
+        matched: _Source | None = None
+        level: _Scope | None = scope
+        while level is not None:
+            named = [s for s in level.sources if s.name == qkey]
+            hits = [s for s in named if s.has(key, True)]
+            if len(hits) == 1:
+                if hits[0].table is not None and key in hits[0].columns:
+                    self._access(hits[0].table, key, span, "reference")
+                return
+            if len(hits) > 1:
+                self._ambiguous(column, span, hits)
+                return
+            if named and key in ROWID_NAMES and named[0].table is not None:
+                return
+            matched = matched or (named[0] if named else None)
+            level = level.parent
+        if matched is None:
+            self._unknown_qualifier(qualifier, span, scope)
+            return
+        table = matched.table.name if matched.table is not None else None
+        self._violation(
+            ViolationKind.UNKNOWN_COLUMN,
+            span,
+            f"no column named {_name(column)} in {matched.label}; "
+            f"its columns: {', '.join(matched.columns.values()) or 'none'}",
+            table,
+            _name(column),
+        )
+
+    # -- violations -------------------------------------------------------------------
+
+    def _unknown_table(self, token: Token) -> None:
+        known = ", ".join(t.name for t in self.tables.values())
+        self._violation(
+            ViolationKind.UNKNOWN_TABLE,
+            _span(token),
+            f"no table named {_name(token)}; tables: {known or 'none'}",
+            _name(token),
+        )
+
+    def _unknown_qualifier(self, qualifier: Token, span: Span, scope: _Scope) -> None:
+        name = unquote(_text(qualifier)[:-1])
+        names: list[str] = []
+        level: _Scope | None = scope
+        while level is not None:
+            names += [s.label for s in level.sources if s.name]
+            level = level.parent
+        self._violation(
+            ViolationKind.UNKNOWN_QUALIFIER,
+            span,
+            f"no table or alias named {name} in scope; in scope: {', '.join(names) or 'none'}",
+            name,
+        )
+
+    def _ambiguous(self, column: Token, span: Span, sources: Sequence[_Source]) -> None:
+        name = _name(column)
+        labels = tuple(s.label for s in sources)
+        qualified = " or ".join(f"{s.label.split(' AS ')[-1]}.{name}" for s in sources)
+        self._violation(
+            ViolationKind.AMBIGUOUS_COLUMN,
+            span,
+            f"column {name} is ambiguous: {' and '.join(labels)} all have it; "
+            f"qualify it ({qualified})",
+            None,
+            name,
+            labels,
+        )
+
+
+_RESULT_TOKENS = frozenset({"STAR", "QUALIFIER", "AS", "ALIAS_NAME"})
+
+
+def _bare_name(expr: Tree | Token) -> bool:
+    """An unqualified column reference standing alone (SQLite's TK_ID term)."""
+    return not _is_token(expr) and expr.data == "column_ref" and len(expr.children) == 1
+
+
+def _flatten_compound(tree: Tree) -> Iterator[Tree]:
+    if tree.data == "compound_select":
+        for child in _trees(tree):
+            if child.data != "compound_operator":
+                yield from _flatten_compound(child)
+    else:
+        yield tree
+
+
+# ================================================================ stage 3: policy
+
+
+class SemanticChecker:
+    """Checks statements against one schema and the grants of its roles.
+
+    ``schema`` maps each table to its columns; ``grants`` maps each role to the
+    tables it may use and, per table, the granted columns (None: all). Names are
+    compared by ASCII case folding. Grants naming a table or column the schema
+    lacks raise `GrantError`; a schema naming one thing twice raises `SchemaError`.
+    """
+
+    def __init__(self, schema: Schema, grants: Grants, *, dialect: str | Dialect = "sqlite"):
+        self.dialect = get_dialect(dialect) if isinstance(dialect, str) else dialect
+        self._tables = _catalog(schema)
+        self._grants = {role: _role_grants(self._tables, role, grants) for role in grants}
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return tuple(self._grants)
+
+    def granted_columns(self, role: str, table: str) -> tuple[str, ...] | None:
+        """The columns of ``table`` granted to ``role`` in schema order; every
+        column when the grant is None; () when the table is not granted."""
+        grants = self._role(role)
+        entry = self._tables.get(fold(table))
+        if entry is None or entry.key not in grants:
+            return ()
+        allowed = grants[entry.key]
+        return tuple(n for k, n in entry.columns.items() if allowed is None or k in allowed)
+
+    def granted_tables(self, role: str) -> tuple[str, ...]:
+        """The tables granted to ``role``, in schema order."""
+        grants = self._role(role)
+        return tuple(t.name for t in self._tables.values() if t.key in grants)
+
+    def table_columns(self, table: str) -> tuple[str, ...]:
+        """The schema's columns of ``table`` (() when it has no such table)."""
+        entry = self._tables.get(fold(table))
+        return tuple(entry.columns.values()) if entry is not None else ()
+
+    def analyze(self, sql: str | bytes) -> Analysis:
+        """Resolve every name of one statement (stage 2); no role is involved."""
+        data = sql.encode("utf-8") if isinstance(sql, str) else sql
+        walker = _Walker(self._tables, data)
+        walker.statement(parse_statement(data, self.dialect))
+        return Analysis(
+            tuple(walker.uses), tuple(walker.accesses), tuple(_sorted(walker.violations))
+        )
+
+    def check(self, sql: str | bytes, role: str) -> list[Violation]:
+        """Every violation of one statement for ``role``, sorted by span.
+
+        Raises `StatementParseError` if the statement does not parse and
+        `GrantError` for a role without grants.
+        """
+        grants = self._role(role)
+        analysis = self.analyze(sql)
+        found = list(analysis.violations)
+        refused: set[str] = set()
+        for use in analysis.tables:
+            key = fold(use.table)
+            if key not in grants:
+                refused.add(key)
+                granted = ", ".join(self.granted_tables(role)) or "none"
+                found.append(
+                    Violation(
+                        ViolationKind.TABLE_NOT_GRANTED,
+                        use.table,
+                        None,
+                        use.span,
+                        f"table {use.table} is not granted to role {role}; "
+                        f"granted tables: {granted}",
+                    )
+                )
+        for access in analysis.accesses:
+            key = fold(access.table)
+            if key in refused:
+                continue  # reported once, as the table
+            allowed = grants[key]
+            if allowed is None or fold(access.column) in allowed:
+                continue
+            found.append(
+                Violation(
+                    ViolationKind.COLUMN_NOT_GRANTED,
+                    access.table,
+                    access.column,
+                    access.span,
+                    self._message(access, role),
+                    access.via,
+                )
+            )
+        return _sorted(found)
+
+    def _role(self, role: str) -> _RoleGrants:
+        try:
+            return self._grants[role]
+        except KeyError:
+            raise GrantError(role) from None
+
+    def _message(self, access: ColumnAccess, role: str) -> str:
+        column, table = access.column, access.table
+        granted = ", ".join(self.granted_columns(role, table) or ()) or "none"
+        what = {
+            "reference": f"column {column} of {table}",
+            "star": f"* expands to column {column} of {table}, which",
+            "using": f"USING compares column {column} of {table}, which",
+            "natural": f"NATURAL JOIN compares column {column} of {table}, which",
+            "in_table": f"IN {table} reads every column of {table}, including {column}, which",
+            "insert": f"INSERT writes column {column} of {table}, which",
+            "update": f"UPDATE writes column {column} of {table}, which",
+        }[access.via]
+        hint = "; list granted columns instead" if access.via == "star" else ""
+        return f"{what} is not granted to role {role}; granted: {granted}{hint}"
+
+
+def _sorted(violations: Iterable[Violation]) -> list[Violation]:
+    unique = dict.fromkeys(violations)
+    return sorted(unique, key=lambda v: (v.span, v.kind, v.table or "", v.column or ""))
+
+
+def check_statement(
+    sql: str | bytes,
+    schema: Schema,
+    grants: Grants,
+    role: str,
+    *,
+    dialect: str | Dialect = "sqlite",
+) -> list[Violation]:
+    """One-shot form of `SemanticChecker.check`."""
+    return SemanticChecker(schema, grants, dialect=dialect).check(sql, role)
+
+
+__all__ = [
+    "ROWID_NAMES",
+    "AccessKind",
+    "Analysis",
+    "CheckerError",
+    "ColumnAccess",
+    "GrantError",
+    "Grants",
+    "Schema",
+    "SchemaError",
+    "SemanticChecker",
+    "StatementParseError",
+    "TableUse",
+    "Violation",
+    "ViolationKind",
+    "check_statement",
+    "fold",
+    "full_grants",
+    "parse_statement",
+    "unquote",
+]
+
+_ = itertools  # reserved

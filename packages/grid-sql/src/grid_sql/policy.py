@@ -1,0 +1,654 @@
+"""Policy bundles: who may say what, read from a TOML file (the input of L2 and L3).
+
+A :class:`PolicyBundle` names *roles*. A role has
+
+- **verbs**: the statement forms it may use (``SELECT``, ``INSERT``, ``UPDATE``,
+  ``DELETE``), enforced by the mask through the role projection (L2,
+  :mod:`grid_sql.projection`);
+- **banned clauses**: constructs cut from its grammar (``subquery``,
+  ``set_operations``, ``cte``, ...; :data:`CLAUSES`), also L2;
+- **table grants**: the relations it may name, enforced by the mask through
+  the schema lexicon (L3, :mod:`grid_sql.lexicon`);
+- **column grants**: per granted table, the columns it may use. No left-to-right
+  mask can enforce them per table (the SELECT list precedes FROM; DESIGN.md
+  section 7), so they are data for the post-parse SemanticChecker; the lexicon
+  only narrows ``COLUMN_NAME`` to the union of the granted columns;
+- **CTE names**: the words it may name a common table expression with.
+
+The file format is documented in ``docs/policy.md``; :data:`EXAMPLE` is the
+policy of the demo schema (``examples/company.sql``).
+
+Policy decisions:
+
+- Validation is strict and happens on load: malformed TOML, an unknown or
+  missing key, a value of the wrong type, an unknown verb or clause is a
+  :class:`PolicyFileError` subclass whose message names the file, the line and
+  the field (``company.policy.toml:14: roles.clerk.verbs[2]: unknown verb
+  'UPSERT'``). Names of relations and columns are checked against a
+  :class:`~grid_sql.schema.SchemaSnapshot` by :meth:`PolicyBundle.validate`
+  (and by :meth:`PolicyBundle.load` when given one), with the dialect's
+  identifier rule (SQLite: ASCII case-insensitive; PostgreSQL: exact catalog
+  spelling).
+- Line numbers: tomllib reports them for syntax errors only; for the others a
+  small locator maps dotted key paths to the line that defines them (table
+  headers, dotted keys, one level of array elements). It is a best effort: a
+  key inside an inline table is reported at the line of the enclosing key.
+- Verbs are case-insensitive and stored upper-case; clause names are
+  lower-case, with the aliases ``union`` (``set_operations``) and ``with``
+  (``cte``).
+- The fingerprint covers the normalised content (roles, verbs, clauses,
+  grants, CTE names), not the file's path, comments or layout.
+- A CTE name must not be the name of a relation of the schema: the grammars let
+  a ``CTE_NAME`` word stand in a table position without its ``WITH``, so such a
+  word would open the relation to the role.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Final, Literal
+
+from grid_core.errors import PolicyError
+from grid_core.fingerprint import fingerprint
+from grid_sql.schema import SchemaSnapshot, ascii_lower
+
+__all__ = [
+    "ALL",
+    "CLAUSES",
+    "CLAUSE_ALIASES",
+    "DEFAULT_CTE_NAMES",
+    "EXAMPLE",
+    "VERBS",
+    "MissingKeyError",
+    "PolicyBundle",
+    "PolicyFileError",
+    "PolicyReferenceError",
+    "PolicySyntaxError",
+    "PolicyTypeError",
+    "PolicyValueError",
+    "Role",
+    "RoleGrants",
+    "UnknownKeyError",
+    "UnknownRoleError",
+    "example_policy",
+]
+
+VERBS: Final = ("SELECT", "INSERT", "UPDATE", "DELETE")
+
+#: The clauses a role may ban, with what each cuts (per dialect: projection.CLAUSE_CUTS).
+CLAUSES: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "subquery": "a SELECT nested in an expression or in FROM: scalar, IN (...), EXISTS, "
+        "ANY/ALL (...), derived tables, LATERAL; and SQLite's `x IN table`",
+        "set_operations": "UNION, INTERSECT and EXCEPT",
+        "cte": "WITH (common table expressions), and CTE names in FROM",
+        "recursive_cte": "WITH RECURSIVE",
+        "join": "more than one relation in one source list: JOIN, comma lists, "
+        "UPDATE ... FROM, DELETE ... USING",
+        "window": "window functions (OVER) and WINDOW clauses",
+        "returning": "RETURNING (PostgreSQL)",
+        "on_conflict": "conflict clauses: INSERT OR ..., REPLACE INTO and UPDATE OR ... (SQLite), "
+        "ON CONFLICT (PostgreSQL)",
+    }
+)
+CLAUSE_ALIASES: Final[Mapping[str, str]] = MappingProxyType(
+    {"union": "set_operations", "with": "cte"}
+)
+DEFAULT_CTE_NAMES: Final = ("cte",)
+ALL: Final = "*"
+
+EXAMPLE: Final = "company.policy.toml"
+"""The example policy (package ``grid_sql.examples``), over ``company.sql``."""
+
+_ROLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+_TOP_KEYS = {"version": "int", "description": "str", "roles": "table"}
+_ROLE_KEYS = {
+    "description": "str",
+    "verbs": "array",
+    "tables": "array or '*'",
+    "banned_clauses": "array",
+    "columns": "table",
+    "cte_names": "array",
+}
+_REQUIRED_ROLE_KEYS = ("verbs", "tables")
+FORMAT_VERSION = 1
+
+# ---------------------------------------------------------------- errors
+
+
+class PolicyFileError(PolicyError):
+    """A policy file is wrong at ``line`` (1-based; None if unknown), in ``field``."""
+
+    def __init__(self, path: str, line: int | None, field: str, reason: str) -> None:
+        self.path = path
+        self.line = line
+        self.field = field
+        self.reason = reason
+        where = f"{path}:{line}" if line is not None else path
+        super().__init__(f"{where}: {field}: {reason}" if field else f"{where}: {reason}")
+
+
+class PolicySyntaxError(PolicyFileError):
+    """The file is not TOML (tomllib's message and line)."""
+
+
+class UnknownKeyError(PolicyFileError):
+    """A key the format does not define (a typo is never ignored)."""
+
+
+class MissingKeyError(PolicyFileError):
+    """A required key is absent."""
+
+
+class PolicyTypeError(PolicyFileError):
+    """A value has the wrong TOML type."""
+
+
+class PolicyValueError(PolicyFileError):
+    """A value of the right type that names no verb, clause or valid name."""
+
+
+class PolicyReferenceError(PolicyFileError):
+    """A relation or column that the schema snapshot does not have, or a CTE name it does."""
+
+
+class UnknownRoleError(PolicyError):
+    """A role the bundle does not define."""
+
+    def __init__(self, role: str, known: Sequence[str]) -> None:
+        self.role = role
+        self.known = tuple(known)
+        super().__init__(f"no role {role!r} in the policy; roles: {', '.join(known)}")
+
+
+# ---------------------------------------------------------------- roles
+
+
+@dataclass(frozen=True)
+class Role:
+    """One role, as written in the policy (names not yet resolved against a schema).
+
+    ``tables`` is :data:`ALL` or the granted relation names; ``columns`` maps a
+    granted table to :data:`ALL` or its granted column names (a granted table
+    absent from ``columns`` has all its columns). Names keep the file's order;
+    :meth:`canonical` (and so the fingerprint) does not depend on it.
+    """
+
+    name: str
+    verbs: frozenset[str]
+    tables: tuple[str, ...] | Literal["*"]
+    banned_clauses: frozenset[str] = frozenset()
+    columns: Mapping[str, tuple[str, ...] | Literal["*"]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    cte_names: tuple[str, ...] = DEFAULT_CTE_NAMES
+    description: str = ""
+
+    def canonical(self) -> tuple[Any, ...]:
+        """The role as fingerprintable data (sets sorted, ``*`` kept)."""
+        tables = ALL if self.tables == ALL else sorted(self.tables)
+        return (
+            self.name,
+            sorted(self.verbs),
+            sorted(self.banned_clauses),
+            tables,
+            {t: ALL if c == ALL else sorted(c) for t, c in self.columns.items()},
+            list(self.cte_names),
+        )
+
+
+@dataclass(frozen=True)
+class RoleGrants:
+    """A role resolved against a schema: catalog spellings, every ``*`` expanded.
+
+    ``columns`` maps each granted relation (catalog name) to its granted columns
+    (catalog names, ordinal order); ``unrestricted`` holds the relations whose
+    grant is every column. This is the data a SemanticChecker enforces.
+    """
+
+    role: str
+    verbs: frozenset[str]
+    banned_clauses: frozenset[str]
+    columns: Mapping[str, tuple[str, ...]]
+    unrestricted: frozenset[str]
+    cte_names: tuple[str, ...]
+    schema_fingerprint: str
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        return tuple(self.columns)
+
+
+# ---------------------------------------------------------------- the bundle
+
+
+@dataclass(frozen=True, eq=False)
+class PolicyBundle:
+    """The roles of one policy file. Immutable; compare by ``fingerprint``."""
+
+    roles: Mapping[str, Role]
+    description: str = ""
+    path: str = "<policy>"
+    source: str = field(default="", repr=False)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        return fingerprint(
+            ("grid.policy.v1", {name: role.canonical() for name, role in self.roles.items()})
+        )
+
+    def role(self, name: str) -> Role:
+        try:
+            return self.roles[name]
+        except KeyError:
+            raise UnknownRoleError(name, sorted(self.roles)) from None
+
+    # ------------------------------------------------------------ loading
+
+    @classmethod
+    def load(cls, path: str | Path, schema: SchemaSnapshot | None = None) -> PolicyBundle:
+        """Read and validate a policy file (and check its names against ``schema``)."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise PolicyFileError(str(path), None, "", f"cannot read the file: {e}") from None
+        return cls.loads(text, str(path), schema)
+
+    @classmethod
+    def loads(
+        cls, text: str, path: str = "<policy>", schema: SchemaSnapshot | None = None
+    ) -> PolicyBundle:
+        """Read and validate policy text; ``path`` is the name used in messages."""
+        lines = _Locator(text)
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            line = lines.syntax_error_line(str(e))
+            raise PolicySyntaxError(path, line, lines.field_at(line), str(e)) from None
+        bundle = _Reader(path, lines).bundle(data, text)
+        if schema is not None:
+            bundle.validate(schema)
+        return bundle
+
+    # ------------------------------------------------------------ against a schema
+
+    def validate(self, schema: SchemaSnapshot) -> None:
+        """Check every relation, column and CTE name against ``schema``.
+
+        Raises :class:`PolicyReferenceError` naming the file, line and field.
+        """
+        for role in self.roles.values():
+            self._resolve(role, schema)
+
+    def grants(self, role: str, schema: SchemaSnapshot) -> RoleGrants:
+        """``role`` resolved against ``schema`` (validated on the way)."""
+        return self._resolve(self.role(role), schema)
+
+    def column_grants(self, schema: SchemaSnapshot) -> dict[str, dict[str, tuple[str, ...]]]:
+        """role -> granted relation -> granted columns, all in catalog spelling."""
+        return {name: dict(self.grants(name, schema).columns) for name in self.roles}
+
+    def _resolve(self, role: Role, schema: SchemaSnapshot) -> RoleGrants:
+        locate = _Locator(self.source)
+        base = ("roles", role.name)
+
+        def error(path: tuple[str | int, ...], value: str | None, reason: str) -> PolicyFileError:
+            full = (*base, *path)
+            return PolicyReferenceError(
+                self.path, locate.line(full, value), _field_name(full), reason
+            )
+
+        if role.tables == ALL:
+            relations = list(schema.tables)
+        else:
+            relations = []
+            for i, name in enumerate(role.tables):
+                table = schema.table(name)
+                if table is None:
+                    raise error(("tables", i), name, f"no relation {name!r} in {schema.label}")
+                relations.append(table)
+        columns: dict[str, tuple[str, ...]] = {}
+        unrestricted = set()
+        for table in relations:
+            grant: tuple[str, ...] | Literal["*"] = ALL
+            for written, cols in role.columns.items():
+                if schema.table(written) is table:
+                    grant = cols
+            if grant == ALL:
+                columns[table.name] = table.column_names
+                unrestricted.add(table.name)
+            else:
+                keep = set()
+                for i, col in enumerate(grant):
+                    found = schema.column(table, col)
+                    if found is None:
+                        raise error(
+                            ("columns", _written_key(role, table.name, schema), i),
+                            col,
+                            f"relation {table.name!r} has no column {col!r}",
+                        )
+                    keep.add(found.name)
+                columns[table.name] = tuple(c for c in table.column_names if c in keep)
+        for written in role.columns:
+            if schema.table(written) is None:
+                raise error(
+                    ("columns", written), None, f"no relation {written!r} in {schema.label}"
+                )
+        relation_keys = {ascii_lower(t.name): t.name for t in schema.tables}
+        for i, cte in enumerate(role.cte_names):
+            clash = relation_keys.get(ascii_lower(cte))
+            if clash is not None:
+                raise error(
+                    ("cte_names", i),
+                    cte,
+                    f"CTE name {cte!r} is the name of relation {clash!r}: a CTE_NAME word "
+                    "stands in table positions without its WITH",
+                )
+        return RoleGrants(
+            role.name,
+            role.verbs,
+            role.banned_clauses,
+            MappingProxyType(columns),
+            frozenset(unrestricted),
+            role.cte_names,
+            schema.fingerprint,
+        )
+
+
+def _written_key(role: Role, table: str, schema: SchemaSnapshot) -> str:
+    resolved = schema.table(table)
+    return next(w for w in role.columns if schema.table(w) is resolved)
+
+
+def example_policy(schema: SchemaSnapshot | None = None) -> PolicyBundle:
+    """The example policy shipped with grid-sql (roles analyst, clerk, admin, intern)."""
+    text = resources.files("grid_sql.examples").joinpath(EXAMPLE).read_text(encoding="utf-8")
+    return PolicyBundle.loads(text, f"grid_sql/examples/{EXAMPLE}", schema)
+
+
+# ---------------------------------------------------------------- reading the TOML data
+
+
+class _Reader:
+    """Turns tomllib's dict into a bundle, raising located errors."""
+
+    def __init__(self, path: str, locator: _Locator) -> None:
+        self.path = path
+        self.lines = locator
+
+    def fail(
+        self,
+        kind: type[PolicyFileError],
+        where: tuple[str | int, ...],
+        reason: str,
+        value: str | None = None,
+    ) -> PolicyFileError:
+        return kind(self.path, self.lines.line(where, value), _field_name(where), reason)
+
+    def keys(
+        self, data: Mapping[str, Any], where: tuple[str | int, ...], known: Mapping[str, str]
+    ) -> None:
+        for key in data:
+            if key not in known:
+                raise self.fail(
+                    UnknownKeyError,
+                    (*where, key),
+                    f"unknown key {key!r} (known: {', '.join(known)})",
+                )
+
+    def typed(
+        self, value: Any, where: tuple[str | int, ...], kind: type | tuple[type, ...], name: str
+    ) -> Any:
+        # bool is an int subclass: never accept it for an int
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+            raise self.fail(PolicyTypeError, where, f"expected {name}, got {_toml_type(value)}")
+        return value
+
+    def strings(self, value: Any, where: tuple[str | int, ...]) -> list[str]:
+        items = self.typed(value, where, list, "an array of strings")
+        seen: set[str] = set()
+        for i, item in enumerate(items):
+            self.typed(item, (*where, i), str, "a string")
+            if not item:
+                raise self.fail(PolicyValueError, (*where, i), "empty name")
+            if item in seen:
+                raise self.fail(PolicyValueError, (*where, i), f"{item!r} is listed twice", item)
+            seen.add(item)
+        return list(items)
+
+    def bundle(self, data: dict[str, Any], source: str) -> PolicyBundle:
+        self.keys(data, (), _TOP_KEYS)
+        if "version" not in data:
+            raise self.fail(MissingKeyError, (), f"missing key 'version' (= {FORMAT_VERSION})")
+        version = self.typed(data["version"], ("version",), int, "an integer")
+        if version != FORMAT_VERSION:
+            raise self.fail(
+                PolicyValueError,
+                ("version",),
+                f"unsupported version {version} (this is {FORMAT_VERSION})",
+            )
+        description = self.typed(data.get("description", ""), ("description",), str, "a string")
+        if "roles" not in data:
+            raise self.fail(MissingKeyError, (), "missing table 'roles'")
+        raw_roles = self.typed(data["roles"], ("roles",), dict, "a table of roles")
+        if not raw_roles:
+            raise self.fail(PolicyValueError, ("roles",), "no role is defined")
+        roles = {name: self.role(name, raw) for name, raw in raw_roles.items()}
+        return PolicyBundle(MappingProxyType(roles), description, self.path, source)
+
+    def role(self, name: str, raw: Any) -> Role:
+        where: tuple[str | int, ...] = ("roles", name)
+        if not _ROLE_NAME.fullmatch(name):
+            raise self.fail(
+                PolicyValueError, where, f"role name {name!r} is not [A-Za-z_][A-Za-z0-9_-]*"
+            )
+        data = self.typed(raw, where, dict, "a table")
+        self.keys(data, where, _ROLE_KEYS)
+        for key in _REQUIRED_ROLE_KEYS:
+            if key not in data:
+                raise self.fail(MissingKeyError, where, f"missing key {key!r}")
+        verbs = set()
+        for i, verb in enumerate(self.strings(data["verbs"], (*where, "verbs"))):
+            if verb.upper() not in VERBS:
+                raise self.fail(
+                    PolicyValueError,
+                    (*where, "verbs", i),
+                    f"unknown verb {verb!r} (known: {', '.join(VERBS)})",
+                    verb,
+                )
+            if verb.upper() in verbs:
+                raise self.fail(
+                    PolicyValueError, (*where, "verbs", i), f"{verb!r} is listed twice", verb
+                )
+            verbs.add(verb.upper())
+        tables: tuple[str, ...] | Literal["*"]
+        if data["tables"] == ALL:
+            tables = ALL
+        elif isinstance(data["tables"], str):
+            raise self.fail(
+                PolicyValueError,
+                (*where, "tables"),
+                f"expected an array or '*', got {data['tables']!r}",
+            )
+        else:
+            tables = tuple(self.strings(data["tables"], (*where, "tables")))
+        banned = set()
+        for i, clause in enumerate(
+            self.strings(data.get("banned_clauses", []), (*where, "banned_clauses"))
+        ):
+            canonical = CLAUSE_ALIASES.get(clause, clause)
+            if canonical not in CLAUSES:
+                raise self.fail(
+                    PolicyValueError,
+                    (*where, "banned_clauses", i),
+                    f"unknown clause {clause!r} (known: {', '.join(CLAUSES)})",
+                    clause,
+                )
+            banned.add(canonical)
+        columns: dict[str, tuple[str, ...] | Literal["*"]] = {}
+        raw_columns = self.typed(data.get("columns", {}), (*where, "columns"), dict, "a table")
+        for table, cols in raw_columns.items():
+            at = (*where, "columns", table)
+            if tables != ALL and table not in tables:
+                raise self.fail(
+                    PolicyValueError, at, f"table {table!r} is not in this role's tables"
+                )
+            if cols == ALL:
+                columns[table] = ALL
+            elif isinstance(cols, str):
+                raise self.fail(PolicyValueError, at, f"expected an array or '*', got {cols!r}")
+            else:
+                columns[table] = tuple(self.strings(cols, at))
+        ctes = self.strings(data.get("cte_names", list(DEFAULT_CTE_NAMES)), (*where, "cte_names"))
+        description = self.typed(
+            data.get("description", ""), (*where, "description"), str, "a string"
+        )
+        return Role(
+            name,
+            frozenset(verbs),
+            tables,
+            frozenset(banned),
+            MappingProxyType(columns),
+            tuple(ctes),
+            description,
+        )
+
+
+def _toml_type(value: Any) -> str:
+    names = {bool: "a boolean", int: "an integer", float: "a float", str: "a string"}
+    names.update({list: "an array", dict: "a table"})
+    return names.get(type(value), type(value).__name__)
+
+
+def _field_name(path: Sequence[str | int]) -> str:
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            key = (
+                part
+                if re.fullmatch(r"[A-Za-z0-9_-]+", part)
+                else '"' + part.replace('"', '\\"') + '"'
+            )
+            out += ("." if out else "") + key
+    return out
+
+
+# ---------------------------------------------------------------- the line locator
+
+
+class _Locator:
+    """Maps dotted key paths to the 1-based line that defines them.
+
+    Reads the source line by line: ``[table]`` headers set the current table,
+    ``key = value`` lines define ``table + key``. Key text is decoded by tomllib
+    itself (so quoted and dotted keys are read exactly as TOML reads them).
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text_lines = text.splitlines()
+        self.where: dict[tuple[str, ...], int] = {}
+        self.headers: list[tuple[int, tuple[str, ...]]] = []
+        table: tuple[str, ...] = ()
+        for number, raw in enumerate(self.text_lines, start=1):
+            line = raw.strip()
+            if line.startswith("["):
+                header = _header_path(line)
+                if header is not None:
+                    table = header
+                    self.where.setdefault(table, number)
+                    self.headers.append((number, table))
+                continue
+            key = _key_path(line)
+            if key is not None:
+                self.where.setdefault((*table, *key), number)
+
+    def line(self, path: Sequence[str | int], value: str | None = None) -> int | None:
+        """The line of the longest located prefix of ``path``.
+
+        With ``value`` (an array element's string), the first line at or after
+        the key's line that holds it as a TOML string.
+        """
+        keys = tuple(p for p in path if isinstance(p, str))
+        for n in range(len(keys), -1, -1):
+            found = self.where.get(keys[:n])
+            if found is not None:
+                break
+        else:
+            return None
+        if value is not None:
+            needles = ('"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"', f"'{value}'")
+            for number in range(found, min(found + 200, len(self.text_lines)) + 1):
+                text = self.text_lines[number - 1]
+                if number > found and (_key_path(text.strip()) or text.strip().startswith("[")):
+                    break
+                if any(n in text for n in needles):
+                    return number
+        return found
+
+    def syntax_error_line(self, message: str) -> int | None:
+        m = re.search(r"\(at line (\d+), column \d+\)", message)
+        if m:
+            return int(m.group(1))
+        if "at end of document" in message:
+            return max(len(self.text_lines), 1)
+        return None
+
+    def field_at(self, line: int | None) -> str:
+        """The dotted key a line belongs to (for syntax errors)."""
+        if line is None:
+            return ""
+        table: tuple[str, ...] = ()
+        for number, header in self.headers:
+            if number <= line:
+                table = header
+        text = self.text_lines[line - 1].strip() if 0 < line <= len(self.text_lines) else ""
+        key = _key_path(text) or ()
+        return _field_name((*table, *key))
+
+
+def _header_path(line: str) -> tuple[str, ...] | None:
+    m = re.match(r"^\[\[?(.*?)\]\]?\s*(#.*)?$", line)
+    if not m:
+        return None
+    try:
+        data: Any = tomllib.loads(f"[{m.group(1)}]")
+    except tomllib.TOMLDecodeError:
+        return None
+    return _single_path(data)
+
+
+def _key_path(line: str) -> tuple[str, ...] | None:
+    if not line or line.startswith("#"):
+        return None
+    quote = ""
+    for i, c in enumerate(line):
+        if quote:
+            if c == quote:
+                quote = ""
+        elif c in "\"'":
+            quote = c
+        elif c == "=":
+            try:
+                data: Any = tomllib.loads(f"{line[:i]} = 0")
+            except tomllib.TOMLDecodeError:
+                return None
+            return _single_path(data)
+    return None
+
+
+def _single_path(data: Any) -> tuple[str, ...]:
+    path: list[str] = []
+    while isinstance(data, dict) and len(data) == 1:
+        key = next(iter(data))
+        path.append(key)
+        data = data[key]
+    return tuple(path)

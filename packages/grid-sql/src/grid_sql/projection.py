@@ -1,0 +1,264 @@
+"""Role projection (L2): a policy role compiled to a reduced grammar.
+
+A :class:`RoleProjection` is the dialect grammar (L1) with the productions the
+role may not use cut, then reduced by :meth:`grid_core.grammar.Grammar.project`
+(useless-symbol elimination and the non-empty check: DESIGN.md section 3). The
+projection keeps L1's terminals and their numbering, so one union DFA and one
+lexicon serve L1 and every role.
+
+What is cut, per dialect, is data (:class:`ProjectionRules`, one entry of
+:data:`PROJECTION_RULES` per dialect). A :class:`Cut` selects productions by
+their left-hand side and, optionally, one symbol of their right-hand side;
+nothing is cut at a terminal (cutting the ``INSERT`` terminal alone would leave
+SQLite's ``REPLACE INTO`` open).
+
+- **Verbs** are cut at the statement forms: a verb the role lacks removes the
+  alternatives of ``statement`` that derive its form (``with_clause
+  insert_stmt`` too); reduction then removes whatever only that form reached.
+  ``REPLACE INTO`` and ``INSERT OR REPLACE`` are insert forms.
+- **Verb requirements**: a few productions do the work of a second verb and
+  are cut unless the role has it too. SQLite's ``REPLACE`` conflict resolution
+  (``REPLACE INTO``, ``INSERT OR REPLACE``, ``UPDATE OR REPLACE``) deletes the
+  rows it conflicts with, so it needs ``DELETE``; PostgreSQL's ``INSERT ... ON
+  CONFLICT ... DO UPDATE`` updates, so it needs ``UPDATE`` (PostgreSQL's own
+  privilege rule).
+- **Banned clauses** (:data:`grid_sql.policy.CLAUSES`) cut their productions.
+  A clause a dialect does not have (``returning`` in SQLite) cuts nothing.
+
+Invariant (checked when a projection is compiled): every :class:`Cut` of the
+dialect's rules selects at least one L1 production, so a renamed rule in a
+grammar cannot silently leave a clause open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from types import MappingProxyType
+
+from grid_core.dfa import ByteDFA, build_union_dfa
+from grid_core.errors import EmptyLanguageError, PolicyError
+from grid_core.grammar import Grammar, Rule, load_grammar
+from grid_sql.dialect import Dialect, DialectDefinitionError
+from grid_sql.policy import CLAUSES, VERBS, Role
+
+__all__ = [
+    "PROJECTION_RULES",
+    "Cut",
+    "ProjectionRules",
+    "RoleProjection",
+    "dialect_dfa",
+    "dialect_grammar",
+    "project_role",
+]
+
+
+@dataclass(frozen=True)
+class Cut:
+    """The productions of ``origin`` whose right-hand side uses ``uses`` (all when None)."""
+
+    origin: str
+    uses: str | None = None
+
+    def selects(self, rule: Rule) -> bool:
+        return rule.origin == self.origin and (self.uses is None or self.uses in rule.expansion)
+
+    def __str__(self) -> str:
+        return self.origin if self.uses is None else f"{self.origin} -> ... {self.uses} ..."
+
+
+@dataclass(frozen=True)
+class ProjectionRules:
+    """What a role's verbs and banned clauses cut in one dialect's grammar."""
+
+    statement: str
+    """The nonterminal whose alternatives are the statement forms."""
+    verb_forms: Mapping[str, str]
+    """Verb -> the statement-form nonterminal it names."""
+    clauses: Mapping[str, tuple[Cut, ...]]
+    """Clause (a key of ``policy.CLAUSES``) -> the productions it cuts."""
+    requirements: tuple[tuple[Cut, frozenset[str]], ...] = ()
+    """Productions that also need the given verbs."""
+
+    def cuts(self) -> tuple[Cut, ...]:
+        return (
+            *(c for cuts in self.clauses.values() for c in cuts),
+            *(c for c, _ in self.requirements),
+        )
+
+    def check(self, dialect: str, grammar: Grammar) -> None:
+        """Every verb form and cut selects an L1 production (see the module header)."""
+        statements = [r for r in grammar.rules if r.origin == self.statement]
+        for verb, form in self.verb_forms.items():
+            if not any(form in r.expansion for r in statements):
+                raise DialectDefinitionError(
+                    dialect, f"{self.statement} derives no {form} (the form of {verb})"
+                )
+        for cut in self.cuts():
+            if not any(cut.selects(r) for r in grammar.rules):
+                raise DialectDefinitionError(dialect, f"projection cut {cut} selects no rule")
+        unknown = set(self.clauses) - set(CLAUSES)
+        if unknown:
+            raise DialectDefinitionError(dialect, f"projection rules for unknown clauses {unknown}")
+
+
+_FORMS = MappingProxyType(
+    {
+        "SELECT": "select_stmt",
+        "INSERT": "insert_stmt",
+        "UPDATE": "update_stmt",
+        "DELETE": "delete_stmt",
+    }
+)
+_WINDOW = (Cut("over_clause"), Cut("window_clause"))
+
+PROJECTION_RULES: dict[str, ProjectionRules] = {
+    "sqlite": ProjectionRules(
+        statement="statement",
+        verb_forms=_FORMS,
+        clauses=MappingProxyType(
+            {
+                "subquery": (
+                    Cut("table_or_subquery", "select_stmt"),
+                    Cut("in_target", "select_stmt"),
+                    Cut("in_target", "TABLE_NAME"),  # `x IN t` reads t like a subquery
+                    Cut("primary", "select_stmt"),  # scalar subquery and EXISTS
+                ),
+                "set_operations": (Cut("compound_select", "compound_operator"),),
+                "cte": (Cut("with_clause"), Cut("table_or_subquery", "CTE_NAME")),
+                "recursive_cte": (Cut("with_clause", "RECURSIVE"),),
+                "join": (Cut("join_source", "join_source"), Cut("update_stmt", "from_clause")),
+                "window": _WINDOW,
+                "returning": (),
+                "on_conflict": (
+                    Cut("insert_verb", "OR"),
+                    Cut("insert_verb", "REPLACE"),
+                    Cut("update_stmt", "OR"),
+                ),
+            }
+        ),
+        requirements=(
+            (Cut("insert_verb", "REPLACE"), frozenset({"DELETE"})),
+            (Cut("conflict_action", "REPLACE"), frozenset({"DELETE"})),
+        ),
+    ),
+    "postgres": ProjectionRules(
+        statement="statement",
+        verb_forms=_FORMS,
+        clauses=MappingProxyType(
+            {
+                "subquery": (
+                    Cut("table_ref", "select_stmt"),  # derived tables, LATERAL
+                    Cut("in_target", "select_stmt"),
+                    Cut("comparison", "select_stmt"),  # = ANY (SELECT ...)
+                    Cut("primary", "select_stmt"),  # scalar subquery and EXISTS
+                ),
+                "set_operations": (Cut("compound_select", "compound_operator"),),
+                "cte": (Cut("with_clause"), Cut("table_ref", "CTE_NAME")),
+                "recursive_cte": (Cut("with_clause", "RECURSIVE"),),
+                "join": (
+                    Cut("join_source", "join_source"),
+                    Cut("update_stmt", "from_clause"),
+                    Cut("delete_stmt", "USING"),
+                ),
+                "window": _WINDOW,
+                "returning": (Cut("returning_clause"),),
+                "on_conflict": (Cut("on_conflict"),),
+            }
+        ),
+        requirements=((Cut("on_conflict", "UPDATE"), frozenset({"UPDATE"})),),
+    ),
+}
+
+
+@cache
+def dialect_grammar(dialect: Dialect) -> Grammar:
+    """The dialect's L1 grammar (compiled once per dialect value)."""
+    return load_grammar(dialect.grammar_text, dialect.name)
+
+
+@cache
+def dialect_dfa(dialect: Dialect) -> ByteDFA:
+    """The union DFA of the dialect's terminals, shared by L1 and every projection."""
+    grammar = dialect_grammar(dialect)
+    return build_union_dfa([(t.name, t.pattern) for t in grammar.terminals])
+
+
+@dataclass(frozen=True, eq=False)
+class RoleProjection:
+    """A role's L2 grammar. Compare by ``fingerprint`` (the grammar's: two roles
+    with the same verbs and clauses share one projection and its cached masks)."""
+
+    role: str
+    dialect: str
+    verbs: frozenset[str]
+    banned_clauses: frozenset[str]
+    grammar: Grammar
+    cut: tuple[Rule, ...] = field(repr=False)
+    """The L1 productions the policy cut (reduction then removed more)."""
+
+    @property
+    def fingerprint(self) -> str:
+        return self.grammar.fingerprint
+
+    @classmethod
+    def compile(
+        cls,
+        role: Role,
+        dialect: Dialect,
+        *,
+        grammar: Grammar | None = None,
+        rules: ProjectionRules | None = None,
+    ) -> RoleProjection:
+        """Project ``dialect``'s grammar (or ``grammar``, an L1 of it) for ``role``.
+
+        Raises :class:`EmptyLanguageError` naming the role when it can say
+        nothing, :class:`PolicyError` for a verb or clause the rules do not know.
+        """
+        l1 = grammar or dialect_grammar(dialect)
+        if rules is None:
+            if dialect.name not in PROJECTION_RULES:
+                raise PolicyError(
+                    f"role {role.name!r}: no projection rules for dialect {dialect.name!r} "
+                    "(add a ProjectionRules to grid_sql.projection.PROJECTION_RULES)"
+                )
+            rules = PROJECTION_RULES[dialect.name]
+        rules.check(dialect.name, l1)
+        unknown_verbs = sorted(role.verbs - set(VERBS))
+        if unknown_verbs:
+            raise PolicyError(f"role {role.name!r}: unknown verbs {unknown_verbs}")
+        unknown_clauses = sorted(role.banned_clauses - set(CLAUSES))
+        if unknown_clauses:
+            raise PolicyError(f"role {role.name!r}: unknown clauses {unknown_clauses}")
+        banned_forms = {f for v, f in rules.verb_forms.items() if v not in role.verbs}
+        cuts = [c for clause in sorted(role.banned_clauses) for c in rules.clauses.get(clause, ())]
+        cuts += [c for c, needs in rules.requirements if not needs <= role.verbs]
+
+        def cut(rule: Rule) -> bool:
+            if rule.origin == rules.statement and not banned_forms.isdisjoint(rule.expansion):
+                return True
+            return any(c.selects(rule) for c in cuts)
+
+        try:
+            projected = l1.project(lambda r: not cut(r), role.name)
+        except EmptyLanguageError:
+            raise EmptyLanguageError(
+                role.name,
+                f"verbs {sorted(role.verbs)} and banned clauses "
+                f"{sorted(role.banned_clauses)} leave no statement in {dialect.name}",
+            ) from None
+        projected.check_invariants()
+        return cls(
+            role.name,
+            dialect.name,
+            role.verbs,
+            role.banned_clauses,
+            projected,
+            tuple(r for r in l1.rules if cut(r)),
+        )
+
+
+def project_role(role: Role, dialect: Dialect) -> Grammar:
+    """Shorthand: the L2 grammar of ``role`` in ``dialect``."""
+    return RoleProjection.compile(role, dialect).grammar
