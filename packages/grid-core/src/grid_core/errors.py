@@ -79,9 +79,24 @@ class TokenizerError(GridError):
 class MaskError(GridError):
     """An internal inconsistency surfaced while computing a mask (never a wrong mask)."""
 
+    def __init__(self, step: int, detail: str) -> None:
+        self.step = step
+        self.detail = detail
+        super().__init__(f"step {step}: {detail}")
+
 
 class GuideError(GridError):
-    """A guide was driven against its contract (a token outside the mask, after EOS)."""
+    """A guide was driven against its contract (a token outside the mask, after EOS).
+
+    ``token`` is the offending token id (None when the call took no token).
+    """
+
+    def __init__(self, step: int, token: int | None, reason: str) -> None:
+        self.step = step
+        self.token = token
+        self.reason = reason
+        prefix = f"step {step}" + ("" if token is None else f", token {token}")
+        super().__init__(f"{prefix}: {reason}")
 
 
 class AuditError(GridError):

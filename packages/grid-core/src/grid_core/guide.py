@@ -235,10 +235,10 @@ class GridGuide:
 
     def compute(self) -> MaskResult:
         if self.is_terminated():
-            raise GuideError("the guide has accepted EOS; it has no next mask")
+            raise GuideError(self.steps, None, "the guide has accepted EOS; it has no next mask")
         result = self.engine.compute_mask(self.config)
         if not (result.ci_ids or result.cd_ids or result.eos):
-            raise MaskError(f"empty mask at a viable prefix after {self.steps} tokens")
+            raise MaskError(self.steps, "empty mask at a viable prefix")
         return result
 
     def mask_ids(self) -> list[int]:
@@ -257,27 +257,26 @@ class GridGuide:
         """Accept one token. A token outside the mask raises :class:`GuideError`."""
         vocab = self.engine.vocab
         if self.is_terminated():
-            raise GuideError(f"token {token_id} after EOS")
+            raise GuideError(self.steps, token_id, "the guide has already accepted EOS")
         if not 0 <= token_id < vocab.n_vocab:
-            raise GuideError(f"token id {token_id} is outside the vocabulary")
+            raise GuideError(self.steps, token_id, "outside the vocabulary")
         if token_id in vocab.eos_ids:
             if not self.engine.lexer.eos_allowed(self.config):
-                raise GuideError("EOS before the output is a complete sentence")
+                raise GuideError(self.steps, token_id, "EOS before the output is a sentence")
             self._step = _Step(self.config, self._step, self.steps + 1, True)
             return
         if token_id in vocab.special_ids:
-            raise GuideError(f"special token {token_id} is never admitted")
+            raise GuideError(self.steps, token_id, "special tokens are never admitted")
         nxt = self.engine.lexer.advance(self.config, vocab.token_bytes[token_id])
         if nxt is None or not self.engine.lexer.is_viable(nxt):
-            raise GuideError(
-                f"token {token_id} ({vocab.token_bytes[token_id]!r}) is not in the mask"
-            )
+            spelling = vocab.token_bytes[token_id]
+            raise GuideError(self.steps, token_id, f"{spelling!r} is not in the mask")
         self._step = _Step(nxt, self._step, self.steps + 1)
 
     def rollback(self, n: int = 1) -> None:
         """Undo the last ``n`` accepted tokens."""
         if not 0 <= n <= self.steps:
-            raise GuideError(f"cannot roll back {n} of {self.steps} tokens")
+            raise GuideError(self.steps, None, f"cannot roll back {n} of {self.steps} tokens")
         step = self._step
         for _ in range(n):
             assert step.previous is not None
