@@ -46,7 +46,9 @@ Name resolution follows SQLite 3.40 (resolve.c `lookupName`, select.c):
   its SELECTs is an output reference; any other term is resolved in the scope of
   the first SELECT in which it resolves cleanly.
 - ``rowid``, ``oid`` and ``_rowid_`` resolve to a base table's row id when no
-  column takes the name; a row id is not a column and needs no column grant.
+  column takes the name. The row id may alias a column (INTEGER PRIMARY KEY), so
+  it is an access: to that column when `SemanticChecker` knows it, else to the
+  pseudo-column ``rowid``, which a restricted grant must list to allow.
 
 What counts as a column access (checked against the grants): a resolved
 reference to a base-table column anywhere in the statement; every column that
@@ -66,9 +68,10 @@ rule needs no change here): ``start``, ``statement``, ``select_stmt``,
 ``limit_clause``, ``join_source``, ``table_or_subquery``, ``table_alias``,
 ``join_operator``, ``join_constraint``, ``column_list``, ``insert_stmt``,
 ``update_stmt``, ``assignment``, ``delete_stmt``, ``column_ref``, ``literal``,
-``in_target``; terminals ``TABLE_NAME``, ``CTE_NAME``, ``COLUMN_NAME``,
-``ALIAS_NAME``, ``QUALIFIER``, ``STAR``, ``DQ_STRING``, ``NATURAL``, ``USING``,
-``ON`` and ``SEMICOLON``.
+``in_target`` (`CONTRACT_RULES`); terminals ``TABLE_NAME``, ``CTE_NAME``,
+``COLUMN_NAME``, ``ALIAS_NAME``, ``QUALIFIER``, ``STAR``, ``AS``, ``DQ_STRING``,
+``NATURAL``, ``RIGHT``, ``FULL``, ``USING`` and ``SEMICOLON``
+(`CONTRACT_TERMINALS`). `contract_gaps` lists those a dialect lacks.
 
 Spans are byte offsets ``(start, end)`` into the UTF-8 encoding of the statement.
 """
@@ -76,7 +79,6 @@ Spans are byte offsets ``(start, end)`` into the UTF-8 encoding of the statement
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -88,7 +90,6 @@ from grid_core.grammar import load_grammar
 from grid_core.lexer import START, Scanner
 from grid_core.lexicon import build_lexicon
 from grid_core.parser import Parser
-
 from grid_sql.dialect import Dialect
 from grid_sql.dialects import get_dialect
 
@@ -103,6 +104,21 @@ Grants = Mapping[str, Mapping[str, Sequence[str] | None]]
 role's mapping does not name is not granted."""
 
 ROWID_NAMES = frozenset({"rowid", "oid", "_rowid_"})
+
+# The grammar contract (module header): rule and terminal names the walk relies on.
+CONTRACT_RULES = (
+    "start", "statement", "select_stmt", "with_clause", "common_table", "alias_list",
+    "compound_select", "compound_operator", "select_core", "values_clause", "row_value",
+    "result_columns", "result_column", "from_clause", "where_clause", "group_by_clause",
+    "having_clause", "window_clause", "order_by_clause", "ordering_term", "limit_clause",
+    "join_source", "table_or_subquery", "table_alias", "join_operator", "join_constraint",
+    "column_list", "insert_stmt", "insert_source", "update_stmt", "assignment",
+    "delete_stmt", "column_ref", "literal", "in_target",
+)  # fmt: skip
+CONTRACT_TERMINALS = (
+    "TABLE_NAME", "CTE_NAME", "COLUMN_NAME", "ALIAS_NAME", "QUALIFIER", "STAR", "AS",
+    "DQ_STRING", "NATURAL", "RIGHT", "FULL", "USING", "SEMICOLON",
+)  # fmt: skip
 
 
 # ================================================================ errors
@@ -176,7 +192,9 @@ class ViolationKind(StrEnum):
     """The statement reads or writes a column the role is not granted."""
 
 
-AccessKind = Literal["reference", "star", "using", "natural", "in_table", "insert", "update"]
+AccessKind = Literal[
+    "reference", "star", "using", "natural", "in_table", "insert", "update", "rowid"
+]
 
 
 @dataclass(frozen=True)
@@ -341,16 +359,30 @@ def parse_statement(sql: str | bytes, dialect: str | Dialect = "sqlite") -> Tree
             tokens.append(_token(front.names[picked], data, start, start + length))
         start += length
         i, scan = start, START
-    if not parser.accepts(node) and front.semicolon >= 0:
-        if parser.allowed(node) >> front.semicolon & 1:
-            node = parser.shift(node, front.semicolon)
-            tokens.append(_token("SEMICOLON", data, len(data), len(data)))
+    missing_semicolon = front.semicolon >= 0 and not parser.accepts(node)
+    if missing_semicolon and parser.allowed(node) >> front.semicolon & 1:
+        node = parser.shift(node, front.semicolon)
+        tokens.append(_token("SEMICOLON", data, len(data), len(data)))
     if not parser.accepts(node):
         raise StatementParseError(len(data), b"", _expected(front, parser.allowed(node)))
     interactive = front.lark.parse_interactive("")
     for token in tokens:
         interactive.feed_token(token)
     return interactive.feed_eof(tokens[-1])
+
+
+def contract_gaps(dialect: str | Dialect = "sqlite") -> tuple[str, ...]:
+    """The contract's rule and terminal names that ``dialect``'s grammar lacks."""
+    import lark
+
+    value = get_dialect(dialect) if isinstance(dialect, str) else dialect
+    every = lark.Lark(value.grammar_text, parser=None, lexer="basic")
+    rules = {str(r.origin.name) for r in every.rules}
+    terminals = {str(t.name) for t in every.terminals}
+    return tuple(
+        [r for r in CONTRACT_RULES if r not in rules]
+        + [t for t in CONTRACT_TERMINALS if t not in terminals]
+    )
 
 
 # ================================================================ catalog
@@ -361,9 +393,11 @@ class _Table:
     key: str
     name: str
     columns: Mapping[str, str]  # key -> schema spelling, in schema order
+    rowid: str | None = None  # key of the column the row id aliases, when known
 
 
-def _catalog(schema: Schema) -> dict[str, _Table]:
+def _catalog(schema: Schema, rowid_aliases: Mapping[str, str]) -> dict[str, _Table]:
+    aliases = {fold(t): fold(c) for t, c in rowid_aliases.items()}
     tables: dict[str, _Table] = {}
     for name, columns in schema.items():
         key = fold(name)
@@ -374,7 +408,12 @@ def _catalog(schema: Schema) -> dict[str, _Table]:
             if fold(column) in cols:
                 raise SchemaError(name, column)
             cols[fold(column)] = column
-        tables[key] = _Table(key, name, cols)
+        rowid = aliases.pop(key, None)
+        if rowid is not None and rowid not in cols:
+            raise SchemaError(name, rowid)
+        tables[key] = _Table(key, name, cols, rowid)
+    if aliases:
+        raise SchemaError(next(iter(aliases)))
     return tables
 
 
@@ -393,7 +432,7 @@ def _role_grants(tables: Mapping[str, _Table], role: str, grants: Grants) -> _Ro
             out[entry.key] = None
             continue
         for column in columns:
-            if fold(column) not in entry.columns:
+            if fold(column) not in entry.columns and fold(column) not in ROWID_NAMES:
                 raise GrantError(role, table, column)
         out[entry.key] = frozenset(fold(c) for c in columns)
     return out
@@ -453,6 +492,7 @@ class _Cte:
     body: Tree
     env: _Env
     columns: dict[str, str] | None
+    outer: _Scope | None  # the scope outside the statement that owns the WITH
     state: Literal["new", "walking", "done"] = "new"
     opaque: bool = False
 
@@ -491,10 +531,6 @@ def _span(node: Tree | Token) -> Span:
     if _is_token(node):
         return int(node.start_pos), int(node.end_pos)
     return int(node.meta.start_pos), int(node.meta.end_pos)
-
-
-def _label(source: _Source) -> str:
-    return source.label
 
 
 class _Walker:
@@ -646,16 +682,18 @@ class _Walker:
             if alias_list is not None:
                 columns = {_key(t): _name(t) for t in _tokens(alias_list)}
             body = _child(table, "select_stmt")
-            frame.ctes.setdefault(_key(name), _Cte(_name(name), body, frame, columns))
+            cte = _Cte(_name(name), body, frame, columns, outer)
+            frame.ctes.setdefault(_key(name), cte)
         for cte in frame.ctes.values():
-            self._walk_cte(cte, outer)
+            self._walk_cte(cte)
         return frame
 
-    def _walk_cte(self, cte: _Cte, outer: _Scope | None) -> None:
+    def _walk_cte(self, cte: _Cte) -> None:
+        """Walk a CTE body once, on first need (a CTE may use one defined after it)."""
         if cte.state != "new":
             return
         cte.state = "walking"
-        outputs = self.select_stmt(cte.body, outer, cte.env, cte)
+        outputs = self.select_stmt(cte.body, cte.outer, cte.env, cte)
         if cte.columns is None:
             cte.columns = outputs.columns()
         cte.opaque = cte.opaque or outputs.opaque
@@ -693,7 +731,7 @@ class _Walker:
         if values is not None:
             rows = [r for r in _trees(values) if r.data == "row_value"]
             self.expr(values, scope, env)
-            width = len(_trees(_trees(rows[0])[0])) if rows and _trees(rows[0]) else 0
+            width = len(_trees(rows[0])[0].children) if rows and _trees(rows[0]) else 0
             return scope, _Outputs([(f"column{i}", f"column{i}") for i in range(1, width + 1)])
         deferred: list[Tree] = []
         from_clause = _child(tree, "from_clause")
@@ -720,8 +758,7 @@ class _Walker:
         tokens = {t.type: t for t in _tokens(tree)}
         exprs = [c for c in tree.children if not _is_token(c) or c.type not in _RESULT_TOKENS]
         if "STAR" in tokens and not exprs:
-            qualifier = tokens.get("QUALIFIER")
-            self.star(tokens["STAR"] if qualifier is None else qualifier, qualifier, scope, outputs)
+            self.star(tokens["STAR"], tokens.get("QUALIFIER"), scope, outputs)
             return
         for expr in exprs:
             self.expr(expr, scope, env)
@@ -738,8 +775,10 @@ class _Walker:
             text = self.data[start:end].decode("utf-8", "replace")
             outputs.names.append((fold(text), text))
 
-    def star(self, first: Token, qualifier: Token | None, scope: _Scope, outputs: _Outputs) -> None:
-        span = (_span(first)[0], _span(first)[1] + (1 if qualifier is not None else 0))
+    def star(self, star: Token, qualifier: Token | None, scope: _Scope, outputs: _Outputs) -> None:
+        """``*`` or ``q.*``: every column of the sources (``*`` skips USING/NATURAL
+        right-hand columns, as SQLite does), each base column an access."""
+        span = (_span(qualifier if qualifier is not None else star)[0], _span(star)[1])
         if qualifier is None:
             sources = scope.sources
         else:
@@ -778,20 +817,24 @@ class _Walker:
             expr = term.children[0]
             if _bare_name(expr) and _key(_tokens(expr)[0]) in names:
                 continue
-            first: list[Any] | None = None
+            first: tuple[list[TableUse], list[ColumnAccess], list[Violation]] | None = None
             for scope, _ in cores:
                 mark = self._mark()
                 self.expr(term, scope, env)
                 if len(self.violations) == mark[2]:
-                    first = None
-                    break
-                saved = (self.uses[mark[0] :], self.accesses[mark[1] :], self.violations[mark[2] :])
+                    break  # resolved cleanly in this SELECT
+                attempt = (
+                    self.uses[mark[0] :],
+                    self.accesses[mark[1] :],
+                    self.violations[mark[2] :],
+                )
                 self._rollback(mark)
-                first = first or list(saved)
-            if first is not None:
+                first = first or attempt
+            else:
+                assert first is not None
                 self.uses += first[0]
                 self.accesses += first[1]
-                self.violations += first[2]
+                self.violations += first[2]  # report the attempt in the first SELECT
 
     def clause(self, tree: Tree, scope: _Scope, env: _Env) -> None:
         self.expr(tree, scope, env)
@@ -812,14 +855,17 @@ class _Walker:
         self.join_source(right_tree, scope, env, deferred)
         right = scope.sources[len(left) :]
         constraint = next((p for p in parts if p.data == "join_constraint"), None)
-        if operator is not None and any(t.type == "NATURAL" for t in _tokens(operator)):
-            self.natural(operator, left, right)
+        words = {t.type for t in _tokens(operator)} if operator is not None else set()
+        rightward = bool(words & {"RIGHT", "FULL"})
+        if "NATURAL" in words:
+            assert operator is not None
+            self.natural(operator, left, right, rightward)
         if constraint is None:
             return
         using = _child(constraint, "column_list")
         if using is not None and any(t.type == "USING" for t in _tokens(constraint)):
             for token in _tokens(using):
-                self.using(token, left, right)
+                self.using(token, left, right, rightward)
         else:
             deferred += _trees(constraint)
 
@@ -830,7 +876,7 @@ class _Walker:
         alias = _tokens(alias_tree)[-1] if alias_tree is not None else None
         names = [t for t in _tokens(tree) if t.type in ("TABLE_NAME", "CTE_NAME")]
         if names:
-            source = self.named_source(names[0], alias, scope.parent, env)
+            source = self.named_source(names[0], alias, env)
             return [source]
         inner = next(c for c in _trees(tree) if c.data != "table_alias")
         if inner.data == "select_stmt":
@@ -842,9 +888,12 @@ class _Walker:
         self.join_source(inner, nested, env, deferred)
         return nested.sources
 
-    def named_source(
-        self, token: Token, alias: Token | None, outer: _Scope | None, env: _Env
-    ) -> _Source:
+    def named_source(self, token: Token, alias: Token | None, env: _Env) -> _Source:
+        """A TABLE_NAME/CTE_NAME table position: the CTE in scope, else the schema table.
+
+        A CTE's reference to itself before its columns are known (SQLite: a
+        circular reference, an error) is read as the schema table if there is one.
+        """
         key = _key(token)
         name = _key(alias) if alias is not None else key
         suffix = f" AS {_name(alias)}" if alias is not None else ""
@@ -852,7 +901,7 @@ class _Walker:
         if cte is not None and cte.state == "walking" and cte.columns is None:
             cte = None if key in self.tables else cte  # a non-recursive body reads the table
         if cte is not None:
-            self._walk_cte(cte, outer)
+            self._walk_cte(cte)
             if cte.columns is None:  # a reference cycle: the columns are unknown
                 return _Source(name, cte.name + suffix, {}, opaque=True)
             return _Source(name, cte.name + suffix, dict(cte.columns), opaque=cte.opaque)
@@ -863,7 +912,10 @@ class _Walker:
         self.uses.append(TableUse(table.name, _span(token)))
         return _Source(name, table.name + suffix, dict(table.columns), table)
 
-    def natural(self, operator: Tree, left: list[_Source], right: list[_Source]) -> None:
+    def natural(
+        self, operator: Tree, left: list[_Source], right: list[_Source], rightward: bool
+    ) -> None:
+        """NATURAL JOIN: USING every column name the right side shares with the left."""
         span = _span(operator)
         for source in right:
             for key in list(source.columns):
@@ -872,12 +924,19 @@ class _Walker:
                 others = [s for s in left if key in s.columns and key not in s.hidden]
                 if not others:
                     continue
-                source.hidden.add(key)
+                (others[0] if rightward else source).hidden.add(key)
                 for side in (others[0], source):
                     if side.table is not None:
                         self._access(side.table, key, span, "natural")
 
-    def using(self, token: Token, left: list[_Source], right: list[_Source]) -> None:
+    def using(
+        self, token: Token, left: list[_Source], right: list[_Source], rightward: bool
+    ) -> None:
+        """One USING column: it must be on both sides; the leftmost left-hand match
+        joins (SQLite's tableAndColumnIndex). Both sides are read. Unqualified
+        references then see one of the two: the left one, or for RIGHT joins the
+        right one (SQLite 3.39+). A FULL join coalesces both (both are already
+        accessed here); the reference is attributed to the right one."""
         key, span = _key(token), _span(token)
         lefts = [s for s in left if s.has(key, False)]
         rights = [s for s in right if s.has(key, False)]
@@ -891,10 +950,10 @@ class _Walker:
                     column=_name(token),
                 )
                 return
-            if len(found) > 1:
+            if side == "right" and len(found) > 1:
                 self._ambiguous(token, span, found)
                 return
-        rights[0].hidden.add(key)
+        (lefts[0] if rightward else rights[0]).hidden.add(key)
         for source in (lefts[0], rights[0]):
             if source.table is not None and key in source.columns:
                 self._access(source.table, key, span, "using")
@@ -918,7 +977,7 @@ class _Walker:
             self.select_stmt(node, scope, env)
         elif data == "in_target" and any(t.type == "TABLE_NAME" for t in _tokens(node)):
             token = next(t for t in _tokens(node) if t.type == "TABLE_NAME")
-            source = self.named_source(token, None, scope, env)
+            source = self.named_source(token, None, env)
             if source.table is not None:
                 for key in source.table.columns:
                     self._access(source.table, key, _span(token), "in_table")
@@ -957,7 +1016,9 @@ class _Walker:
                 return
             if level.aliases_visible and key in level.aliases:
                 return
-            if key in ROWID_NAMES and sum(s.table is not None for s in level.sources) == 1:
+            bases = [s for s in level.sources if s.table is not None]
+            if key in ROWID_NAMES and len(bases) == 1:
+                self._rowid(bases[0], span)
                 return
             level = level.parent
         if dq_fallback and _text(column).startswith('"'):
@@ -987,6 +1048,7 @@ class _Walker:
                 self._ambiguous(column, span, hits)
                 return
             if named and key in ROWID_NAMES and named[0].table is not None:
+                self._rowid(named[0], span)
                 return
             matched = matched or (named[0] if named else None)
             level = level.parent
@@ -1002,6 +1064,15 @@ class _Walker:
             table,
             _name(column),
         )
+
+    def _rowid(self, source: _Source, span: Span) -> None:
+        """A row id read: the column it aliases when known, else the pseudo-column."""
+        table = source.table
+        assert table is not None
+        if table.rowid is not None:
+            self._access(table, table.rowid, span, "reference")
+        else:
+            self.accesses.append(ColumnAccess(table.name, "rowid", span, "rowid"))
 
     # -- violations -------------------------------------------------------------------
 
@@ -1032,11 +1103,11 @@ class _Walker:
         name = _name(column)
         labels = tuple(s.label for s in sources)
         qualified = " or ".join(f"{s.label.split(' AS ')[-1]}.{name}" for s in sources)
+        where = ", ".join(labels[:-1]) + " and " + labels[-1]
         self._violation(
             ViolationKind.AMBIGUOUS_COLUMN,
             span,
-            f"column {name} is ambiguous: {' and '.join(labels)} all have it; "
-            f"qualify it ({qualified})",
+            f"column {name} is ambiguous: it is in {where}; qualify it as {qualified}",
             None,
             name,
             labels,
@@ -1070,11 +1141,23 @@ class SemanticChecker:
     tables it may use and, per table, the granted columns (None: all). Names are
     compared by ASCII case folding. Grants naming a table or column the schema
     lacks raise `GrantError`; a schema naming one thing twice raises `SchemaError`.
+
+    ``rowid_aliases`` maps a table to the column its row id aliases (SQLite's
+    INTEGER PRIMARY KEY), when known: reading ``rowid`` then reads that column.
+    For any other table, ``rowid`` is a pseudo-column: granted by a grant of every
+    column (None) or by a grant that lists ``rowid`` itself.
     """
 
-    def __init__(self, schema: Schema, grants: Grants, *, dialect: str | Dialect = "sqlite"):
+    def __init__(
+        self,
+        schema: Schema,
+        grants: Grants,
+        *,
+        dialect: str | Dialect = "sqlite",
+        rowid_aliases: Mapping[str, str] | None = None,
+    ) -> None:
         self.dialect = get_dialect(dialect) if isinstance(dialect, str) else dialect
-        self._tables = _catalog(schema)
+        self._tables = _catalog(schema, rowid_aliases or {})
         self._grants = {role: _role_grants(self._tables, role, grants) for role in grants}
 
     @property
@@ -1142,6 +1225,8 @@ class SemanticChecker:
             allowed = grants[key]
             if allowed is None or fold(access.column) in allowed:
                 continue
+            if access.via == "rowid" and allowed & ROWID_NAMES:
+                continue
             found.append(
                 Violation(
                     ViolationKind.COLUMN_NOT_GRANTED,
@@ -1171,6 +1256,7 @@ class SemanticChecker:
             "in_table": f"IN {table} reads every column of {table}, including {column}, which",
             "insert": f"INSERT writes column {column} of {table}, which",
             "update": f"UPDATE writes column {column} of {table}, which",
+            "rowid": f"the row id of {table}, which may alias a restricted column,",
         }[access.via]
         hint = "; list granted columns instead" if access.via == "star" else ""
         return f"{what} is not granted to role {role}; granted: {granted}{hint}"
@@ -1194,6 +1280,8 @@ def check_statement(
 
 
 __all__ = [
+    "CONTRACT_RULES",
+    "CONTRACT_TERMINALS",
     "ROWID_NAMES",
     "AccessKind",
     "Analysis",
@@ -1209,10 +1297,9 @@ __all__ = [
     "Violation",
     "ViolationKind",
     "check_statement",
+    "contract_gaps",
     "fold",
     "full_grants",
     "parse_statement",
     "unquote",
 ]
-
-_ = itertools  # reserved

@@ -159,7 +159,7 @@ class SchemaLexicon:
     origins: Mapping[str, Mapping[bytes, frozenset[str]]]
     """Category -> word -> the catalog names it spells (for the SemanticChecker)."""
     quoted: frozenset[str]
-    """Catalog names that are not bare identifiers: admitted only quoted."""
+    """Catalog names admitted in quoted form only (no bare spelling resolves to them)."""
     lexicon: Lexicon
     """The grid-core lexicon (one trie over all categories)."""
     schema_fingerprint: str
@@ -193,11 +193,14 @@ class SchemaLexicon:
         origins: dict[str, dict[bytes, set[str]]] = {c: {} for c in dialect.lexicon_categories}
         quoted: set[str] = set()
 
+        opens = tuple(q.open.encode() for q in dialect.identifier_quotes)
+
         def admit(category: str, names: Iterable[str]) -> None:
             for name in names:
-                if not _bare(dialect, name):
+                words = spellings(name, dialect, category, forms)
+                if all(w.startswith(opens) for w in words):
                     quoted.add(name)
-                for word in spellings(name, dialect, category, forms):
+                for word in words:
                     origins[category].setdefault(word, set()).add(name)
 
         admit(dialect.table_category, grants.columns)

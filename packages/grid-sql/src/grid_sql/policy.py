@@ -191,6 +191,9 @@ class Role:
     cte_names: tuple[str, ...] = DEFAULT_CTE_NAMES
     description: str = ""
 
+    def __hash__(self) -> int:  # ``columns`` is a mapping: hash the canonical content
+        return hash(fingerprint(self.canonical()))
+
     def canonical(self) -> tuple[Any, ...]:
         """The role as fingerprintable data (sets sorted, ``*`` kept)."""
         tables = ALL if self.tables == ALL else sorted(self.tables)
@@ -291,9 +294,16 @@ class PolicyBundle:
         """``role`` resolved against ``schema`` (validated on the way)."""
         return self._resolve(self.role(role), schema)
 
-    def column_grants(self, schema: SchemaSnapshot) -> dict[str, dict[str, tuple[str, ...]]]:
-        """role -> granted relation -> granted columns, all in catalog spelling."""
-        return {name: dict(self.grants(name, schema).columns) for name in self.roles}
+    def column_grants(self, schema: SchemaSnapshot) -> dict[str, dict[str, tuple[str, ...] | None]]:
+        """role -> granted relation -> its granted columns, or None for all of them.
+
+        Catalog spelling throughout: the shape of ``grid_sql.checker.Grants``.
+        """
+        out: dict[str, dict[str, tuple[str, ...] | None]] = {}
+        for name in self.roles:
+            g = self.grants(name, schema)
+            out[name] = {t: None if t in g.unrestricted else c for t, c in g.columns.items()}
+        return out
 
     def _resolve(self, role: Role, schema: SchemaSnapshot) -> RoleGrants:
         locate = _Locator(self.source)
@@ -568,8 +578,9 @@ class _Locator:
                     self.headers.append((number, table))
                 continue
             key = _key_path(line)
-            if key is not None:
-                self.where.setdefault((*table, *key), number)
+            if key is not None:  # a dotted key defines its prefixes too
+                for n in range(1, len(key) + 1):
+                    self.where.setdefault((*table, *key[:n]), number)
 
     def line(self, path: Sequence[str | int], value: str | None = None) -> int | None:
         """The line of the longest located prefix of ``path``.

@@ -25,6 +25,10 @@ SQLite's ``REPLACE INTO`` open).
 - **Banned clauses** (:data:`grid_sql.policy.CLAUSES`) cut their productions.
   A clause a dialect does not have (``returning`` in SQLite) cuts nothing.
 
+- **Empty lexicon categories** (when the role's lexicon is given): a category
+  with no word (no table granted, no CTE name) cuts every production that uses
+  it, so that the mask never walks into a position no word can fill.
+
 Invariant (checked when a projection is compiled): every :class:`Cut` of the
 dialect's rules selects at least one L1 production, so a renamed rule in a
 grammar cannot silently leave a clause open.
@@ -32,7 +36,7 @@ grammar cannot silently leave a clause open.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from types import MappingProxyType
@@ -210,13 +214,19 @@ class RoleProjection:
         *,
         grammar: Grammar | None = None,
         rules: ProjectionRules | None = None,
+        words: Mapping[str, Collection[bytes]] | None = None,
     ) -> RoleProjection:
         """Project ``dialect``'s grammar (or ``grammar``, an L1 of it) for ``role``.
+
+        ``words`` (the role's lexicon, category -> W_c, e.g. ``SchemaLexicon.words``)
+        cuts every production that uses a category whose W_c is empty: a role
+        granted no table has no FROM clause. Without it, such a production stays
+        in L2 and the mask meets a dead end there (an empty mask at a viable
+        prefix), which is exactly what reducedness is meant to exclude.
 
         Raises :class:`EmptyLanguageError` naming the role when it can say
         nothing, :class:`PolicyError` for a verb or clause the rules do not know.
         """
-        l1 = grammar or dialect_grammar(dialect)
         if rules is None:
             if dialect.name not in PROJECTION_RULES:
                 raise PolicyError(
@@ -224,6 +234,7 @@ class RoleProjection:
                     "(add a ProjectionRules to grid_sql.projection.PROJECTION_RULES)"
                 )
             rules = PROJECTION_RULES[dialect.name]
+        l1 = grammar or dialect_grammar(dialect)
         rules.check(dialect.name, l1)
         unknown_verbs = sorted(role.verbs - set(VERBS))
         if unknown_verbs:
@@ -234,9 +245,14 @@ class RoleProjection:
         banned_forms = {f for v, f in rules.verb_forms.items() if v not in role.verbs}
         cuts = [c for clause in sorted(role.banned_clauses) for c in rules.clauses.get(clause, ())]
         cuts += [c for c, needs in rules.requirements if not needs <= role.verbs]
+        empty = {c for c, ws in (words or {}).items() if not ws}
+        for category in empty:
+            l1.terminal_id(category)  # a GrammarError for a category the dialect lacks
 
         def cut(rule: Rule) -> bool:
             if rule.origin == rules.statement and not banned_forms.isdisjoint(rule.expansion):
+                return True
+            if not empty.isdisjoint(rule.expansion):
                 return True
             return any(c.selects(rule) for c in cuts)
 
@@ -245,8 +261,9 @@ class RoleProjection:
         except EmptyLanguageError:
             raise EmptyLanguageError(
                 role.name,
-                f"verbs {sorted(role.verbs)} and banned clauses "
-                f"{sorted(role.banned_clauses)} leave no statement in {dialect.name}",
+                f"verbs {sorted(role.verbs)}, banned clauses {sorted(role.banned_clauses)}"
+                + (f" and empty lexicon categories {sorted(empty)}" if empty else "")
+                + f" leave no statement in {dialect.name}",
             ) from None
         projected.check_invariants()
         return cls(
@@ -259,6 +276,8 @@ class RoleProjection:
         )
 
 
-def project_role(role: Role, dialect: Dialect) -> Grammar:
-    """Shorthand: the L2 grammar of ``role`` in ``dialect``."""
-    return RoleProjection.compile(role, dialect).grammar
+def project_role(
+    role: Role, dialect: Dialect, words: Mapping[str, Collection[bytes]] | None = None
+) -> Grammar:
+    """Shorthand: the L2 grammar of ``role`` in ``dialect`` (see ``RoleProjection.compile``)."""
+    return RoleProjection.compile(role, dialect, words=words).grammar

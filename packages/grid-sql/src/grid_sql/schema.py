@@ -58,6 +58,7 @@ import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -74,6 +75,7 @@ __all__ = [
     "SchemaSnapshot",
     "Table",
     "ascii_lower",
+    "example_schema",
     "name_key",
 ]
 
@@ -226,8 +228,22 @@ class SchemaSnapshot:
         }
 
     def to_json(self) -> str:
-        """The snapshot as JSON text (stable: same snapshot, same text)."""
-        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+        """The snapshot as JSON text (stable: same snapshot, same text), one column a line."""
+
+        def dump(value: Any) -> str:
+            return json.dumps(value, ensure_ascii=False)
+
+        data = self.to_dict()
+        head = [f"  {dump(k)}: {dump(data[k])}," for k in ("format", "dialect", "name")]
+        tables = []
+        for t in data["tables"]:
+            cols = ",\n".join(f"      {dump(c)}" for c in t["columns"])
+            body = f"[\n{cols}\n    ]" if cols else "[]"
+            tables.append(
+                f'    {{"name": {dump(t["name"])}, "kind": {dump(t["kind"])}, "columns": {body}}}'
+            )
+        listing = "[\n" + ",\n".join(tables) + "\n  ]" if tables else "[]"
+        return "{\n" + "\n".join(head) + f'\n  "tables": {listing}\n}}\n'
 
     @classmethod
     def from_json(cls, text: str, source: str = "<json>") -> SchemaSnapshot:
@@ -429,3 +445,9 @@ def _string(value: Any, source: str, where: str) -> str:
     if not isinstance(value, str):
         raise SchemaError(source, f"{where} must be a string")
     return value
+
+
+def example_schema() -> SchemaSnapshot:
+    """The demo schema (``examples/company.sql``), run in memory."""
+    ddl = resources.files("grid_sql.examples").joinpath("company.sql").read_text(encoding="utf-8")
+    return SchemaSnapshot.from_sqlite_ddl(ddl, "company")

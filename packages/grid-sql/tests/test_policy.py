@@ -1,0 +1,294 @@
+"""Policy bundles: the TOML format, located errors, schema validation, fingerprints."""
+
+from __future__ import annotations
+
+import random
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from grid_core.errors import PolicyError
+from grid_sql.policy import (
+    ALL,
+    CLAUSES,
+    MissingKeyError,
+    PolicyBundle,
+    PolicyFileError,
+    PolicyReferenceError,
+    PolicySyntaxError,
+    PolicyTypeError,
+    PolicyValueError,
+    Role,
+    UnknownKeyError,
+    UnknownRoleError,
+    example_policy,
+)
+from grid_sql.schema import SchemaSnapshot, example_schema
+
+BASE = """\
+version = 1
+
+[roles.reader]
+verbs = ["SELECT"]
+tables = ["employees"]
+"""
+
+
+# ---------------------------------------------------------------- the example policy
+
+
+def test_example_policy_roles() -> None:
+    policy = example_policy(example_schema())
+    assert set(policy.roles) == {"analyst", "clerk", "admin", "intern"}
+    analyst, clerk, admin = policy.role("analyst"), policy.role("clerk"), policy.role("admin")
+    assert analyst.verbs == {"SELECT"} and analyst.tables == ("departments", "employees")
+    assert analyst.columns == {} and analyst.banned_clauses == frozenset()
+    assert clerk.verbs == {"SELECT", "INSERT", "UPDATE"}
+    assert clerk.columns == {"employees": ("id", "name", "dept_id")}
+    assert admin.verbs == {"SELECT", "INSERT", "UPDATE", "DELETE"} and admin.tables == ALL
+    assert policy.role("intern").banned_clauses == {
+        "subquery",
+        "set_operations",
+        "cte",
+        "join",
+        "window",
+    }
+    assert policy.path == "grid_sql/examples/company.policy.toml"
+
+
+def test_example_column_grants() -> None:
+    schema = example_schema()
+    grants = example_policy().column_grants(schema)
+    assert grants["analyst"] == {"departments": None, "employees": None}  # nothing hidden
+    assert grants["clerk"] == {"orders": None, "employees": ("id", "name", "dept_id")}
+    assert grants["admin"] == dict.fromkeys(["departments", "employees", "orders", "salaries"])
+    analyst = example_policy().grants("analyst", schema)
+    assert analyst.columns == {
+        "departments": ("id", "name", "budget"),
+        "employees": ("id", "name", "dept_id", "hired"),
+    }
+    clerk = example_policy().grants("clerk", schema)
+    assert clerk.unrestricted == {"orders"} and clerk.tables == ("orders", "employees")
+    assert clerk.schema_fingerprint == schema.fingerprint
+
+
+def test_unknown_role() -> None:
+    with pytest.raises(UnknownRoleError, match="'auditor'") as info:
+        example_policy().role("auditor")
+    assert info.value.known == ("admin", "analyst", "clerk", "intern")
+    assert isinstance(info.value, PolicyError)
+
+
+# ---------------------------------------------------------------- fingerprints
+
+
+def test_fingerprint_ignores_layout_comments_and_order() -> None:
+    one = PolicyBundle.loads(
+        'version = 1\n[roles.a]\nverbs = ["SELECT", "INSERT"]\ntables = ["t", "u"]\n'
+        'columns.t = ["x", "y"]\n[roles.b]\nverbs = []\ntables = "*"\n'
+    )
+    two = PolicyBundle.loads(
+        "# the same policy\nversion = 1\nroles.b = { verbs = [], tables = '*' }\n"
+        "[roles.a]\ntables = ['u', 't']  # order is no content\n"
+        "verbs = ['insert', 'select']\n[roles.a.columns]\nt = ['y', 'x']\n",
+        "elsewhere.toml",
+    )
+    assert one.fingerprint == two.fingerprint
+    three = PolicyBundle.loads(BASE.replace('"SELECT"', '"SELECT", "DELETE"'))
+    assert three.fingerprint != PolicyBundle.loads(BASE).fingerprint
+    assert example_policy().fingerprint == example_policy().fingerprint
+
+
+def test_defaults_and_aliases() -> None:
+    role = PolicyBundle.loads(
+        BASE + 'banned_clauses = ["union", "with", "join"]\ncte_names = ["recent"]\n'
+    ).role("reader")
+    assert role.banned_clauses == {"set_operations", "cte", "join"}
+    assert role.cte_names == ("recent",)
+    assert PolicyBundle.loads(BASE).role("reader").cte_names == ("cte",)
+    assert role == Role(
+        "reader",
+        frozenset({"SELECT"}),
+        ("employees",),
+        frozenset({"set_operations", "cte", "join"}),
+        {},
+        ("recent",),
+    )
+
+
+def test_roles_hash_by_content() -> None:
+    one, two = PolicyBundle.loads(BASE).role("reader"), PolicyBundle.loads(BASE).role("reader")
+    assert one == two and hash(one) == hash(two) and len({one, two}) == 1
+    assert len(set(example_policy().roles.values())) == 4
+
+
+def test_every_clause_is_documented() -> None:
+    assert set(CLAUSES) >= {"subquery", "set_operations", "cte", "join"}
+    assert all(CLAUSES.values())
+
+
+# ---------------------------------------------------------------- errors: file, line, field
+
+ERRORS = {
+    "syntax: missing value": (
+        BASE + "description = \n",
+        PolicySyntaxError, 6, "roles.reader.description",
+    ),
+    "syntax: unclosed header": (
+        "version = 1\n[roles.reader\n", PolicySyntaxError, 2, "",
+    ),
+    "syntax: duplicate key": (
+        BASE + 'verbs = ["DELETE"]\n', PolicySyntaxError, 6, "roles.reader.verbs",
+    ),
+    "unknown top-level key": (
+        "version = 1\nroels = {}\n" + BASE[12:], UnknownKeyError, 2, "roels",
+    ),
+    "unknown dotted key": (
+        BASE + 'colums.employees = "*"\n', UnknownKeyError, 6, "roles.reader.colums",
+    ),
+    "unknown role key": (
+        BASE + 'table = ["x"]\n', UnknownKeyError, 6, "roles.reader.table",
+    ),
+    "unknown key in an inline table": (
+        'version = 1\nroles.r = { verbs = [], tables = "*", colums = {} }\n',
+        UnknownKeyError, 2, "roles.r.colums",
+    ),
+    "missing version": (BASE[12:], MissingKeyError, None, ""),
+    "missing roles": ("version = 1\n", MissingKeyError, None, ""),
+    "missing verbs": ("version = 1\n[roles.r]\ntables = '*'\n", MissingKeyError, 2, "roles.r"),
+    "no role": ("version = 1\n[roles]\n", PolicyValueError, 2, "roles"),
+    "wrong version": ("version = 2\n" + BASE[12:], PolicyValueError, 1, "version"),
+    "version is a string": ('version = "1"\n' + BASE[12:], PolicyTypeError, 1, "version"),
+    "version is a boolean": ("version = true\n" + BASE[12:], PolicyTypeError, 1, "version"),
+    "verbs is a string": (
+        BASE.replace('["SELECT"]', '"SELECT"'), PolicyTypeError, 4, "roles.reader.verbs",
+    ),
+    "a verb is a number": (
+        BASE.replace('["SELECT"]', '["SELECT", 1]'), PolicyTypeError, 4, "roles.reader.verbs[1]",
+    ),
+    "unknown verb": (
+        BASE.replace('["SELECT"]', '[\n  "SELECT",\n  "UPSERT",\n]'),
+        PolicyValueError, 6, "roles.reader.verbs[1]",
+    ),
+    "verb twice": (
+        BASE.replace('["SELECT"]', '["SELECT", "select"]'),
+        PolicyValueError, 4, "roles.reader.verbs[1]",
+    ),
+    "unknown clause": (
+        BASE + 'banned_clauses = ["subquery", "joins"]\n',
+        PolicyValueError, 6, "roles.reader.banned_clauses[1]",
+    ),
+    "tables is a word": (
+        BASE.replace('["employees"]', '"all"'), PolicyValueError, 5, "roles.reader.tables",
+    ),
+    "empty table name": (
+        BASE.replace('["employees"]', '[""]'), PolicyValueError, 5, "roles.reader.tables[0]",
+    ),
+    "columns of a table not granted": (
+        BASE + 'columns.salaries = ["amount"]\n',
+        PolicyValueError, 6, "roles.reader.columns.salaries",
+    ),
+    "columns is an array": (BASE + "columns = []\n", PolicyTypeError, 6, "roles.reader.columns"),
+    "column list is a number": (
+        BASE + "[roles.reader.columns]\nemployees = 3\n",
+        PolicyTypeError, 7, "roles.reader.columns.employees",
+    ),
+    "role is a string": ('version = 1\nroles.r = "admin"\n', PolicyTypeError, 2, "roles.r"),
+    "bad role name": (
+        'version = 1\n[roles."two words"]\nverbs = []\ntables = []\n',
+        PolicyValueError, 2, 'roles."two words"',
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ERRORS, ids=str)
+def test_errors_name_file_line_and_field(case: str) -> None:
+    text, kind, line, field = ERRORS[case]
+    with pytest.raises(kind) as info:
+        PolicyBundle.loads(text, "roles.toml")
+    error = info.value
+    assert isinstance(error, PolicyFileError) and isinstance(error, PolicyError)
+    assert (error.path, error.line, error.field) == ("roles.toml", line, field), str(error)
+    prefix = "roles.toml" if line is None else f"roles.toml:{line}"
+    assert str(error).startswith(f"{prefix}: {field + ': ' if field else ''}"), str(error)
+
+
+def test_load_from_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "p.toml"
+    path.write_text(BASE.replace('"SELECT"', '"SELEKT"'))
+    with pytest.raises(PolicyValueError) as info:
+        PolicyBundle.load(path)
+    assert str(info.value) == f"{path}:4: roles.reader.verbs[0]: unknown verb 'SELEKT' " + (
+        "(known: SELECT, INSERT, UPDATE, DELETE)"
+    )
+    with pytest.raises(PolicyFileError, match="cannot read"):
+        PolicyBundle.load(tmp_path / "missing.toml")
+
+
+# ---------------------------------------------------------------- against a schema
+
+REFERENCE_ERRORS = {
+    "unknown table": (
+        BASE.replace('["employees"]', '[\n  "employees",\n  "payroll",\n]'),
+        7, "roles.reader.tables[1]", "no relation 'payroll'",
+    ),
+    "unknown column": (
+        BASE + '[roles.reader.columns]\nemployees = ["id", "salary"]\n',
+        7, "roles.reader.columns.employees[1]", "has no column 'salary'",
+    ),
+    "unknown table under all tables": (
+        'version = 1\n[roles.r]\nverbs = []\ntables = "*"\ncolumns.payroll = "*"\n',
+        5, "roles.r.columns.payroll", "no relation 'payroll'",
+    ),
+    "cte name spells a relation": (
+        BASE + 'cte_names = ["recent", "Salaries"]\n',
+        6, "roles.reader.cte_names[1]", "is the name of relation 'salaries'",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", REFERENCE_ERRORS, ids=str)
+def test_reference_errors(case: str) -> None:
+    text, line, field, reason = REFERENCE_ERRORS[case]
+    bundle = PolicyBundle.loads(text, "roles.toml")  # structurally fine
+    with pytest.raises(PolicyReferenceError, match=reason) as info:
+        bundle.validate(example_schema())
+    assert (info.value.line, info.value.field) == (line, field), str(info.value)
+    with pytest.raises(PolicyReferenceError):
+        PolicyBundle.loads(text, "roles.toml", example_schema())
+
+
+def test_names_resolve_with_the_dialect_case_rule() -> None:
+    text = BASE.replace('"employees"', '"Employees"') + 'columns.Employees = ["ID", "Name"]\n'
+    sqlite = example_schema()
+    grants = PolicyBundle.loads(text).grants("reader", sqlite)
+    assert grants.columns == {"employees": ("id", "name")}  # catalog spelling
+    postgres = SchemaSnapshot.from_dict({**sqlite.to_dict(), "dialect": "postgres"})
+    with pytest.raises(PolicyReferenceError, match="no relation 'Employees'"):
+        PolicyBundle.loads(text).validate(postgres)  # PostgreSQL: exact catalog spelling
+
+
+def test_mutated_files_fail_only_with_policy_errors() -> None:
+    """Random one-character edits of the example: a bundle or a located PolicyError, never
+    another exception (seeded)."""
+    text = resources.files("grid_sql.examples").joinpath("company.policy.toml").read_text()
+    rng = random.Random(2026)
+    alphabet = "[]{}\"'=.,#\n *abcSELECT0"
+    outcomes = {"bundle": 0, "error": 0}
+    for _ in range(400):
+        i = rng.randrange(len(text))
+        edit = rng.choice(["delete", "insert", "replace"])
+        c = rng.choice(alphabet)
+        mutated = {
+            "delete": text[:i] + text[i + 1 :],
+            "insert": text[:i] + c + text[i:],
+            "replace": text[:i] + c + text[i + 1 :],
+        }[edit]
+        try:
+            PolicyBundle.loads(mutated, "m.toml", example_schema())
+            outcomes["bundle"] += 1
+        except PolicyFileError as e:
+            assert e.path == "m.toml" and (e.line is None or 1 <= e.line <= mutated.count("\n") + 1)
+            outcomes["error"] += 1
+    assert outcomes["bundle"] and outcomes["error"]
