@@ -70,7 +70,7 @@ from grid_core.walk import walk_from
 
 ROOT = Path(__file__).resolve().parent.parent
 CRUD_GRAMMAR = ROOT / "packages/grid-core/tests/grammars/crud.lark"
-SPIDER_DEV = Path("/work/shared/data/spider/dev_gold.sql")
+SPIDER_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "spider" / "dev_gold.sql"
 VOCABS: dict[str, Callable[[], Vocabulary]] = {
     "cl100k": vocab_module.cl100k,
     "qwen": vocab_module.qwen,

@@ -45,7 +45,9 @@ from grid_sql.checker import (
 )
 from grid_sql.dialects import SQLITE
 
-SPIDER = Path(os.environ.get("GRID_SPIDER_DIR", "/work/shared/data/spider"))
+SPIDER = Path(
+    os.environ.get("GRID_SPIDER_DIR", Path(__file__).resolve().parents[4] / "shared/data/spider")
+)
 FIXTURES = Path(__file__).parent / "fixtures" / "column_policy"
 
 # The example of the brief: clerk may not see salary.

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from grid_spec.spec import Language
 from grid_sql.dialect import CorpusEntry, build_lalr
 from grid_sql.dialects import POSTGRES

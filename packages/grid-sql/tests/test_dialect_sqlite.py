@@ -29,8 +29,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import grid_sql.dialects as registry
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import grid_sql.dialects as registry
 from grid_spec.spec import Language
 from grid_sql.dialect import (
     CorpusEntry,
@@ -40,10 +43,10 @@ from grid_sql.dialect import (
     parse_corpus,
 )
 from grid_sql.dialects import DIALECTS, POSTGRES, SQLITE, get_dialect
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-SPIDER = Path(os.environ.get("GRID_SPIDER_DIR", "/work/shared/data/spider"))
+SPIDER = Path(
+    os.environ.get("GRID_SPIDER_DIR", Path(__file__).resolve().parents[4] / "shared/data/spider")
+)
 RESULTS = Path(__file__).resolve().parents[3] / "bench" / "results" / "dialect_coverage"
 
 # Train gold lines (1-based) SQLite 3.40's own parser rejects: ORDER BY/LIMIT on the

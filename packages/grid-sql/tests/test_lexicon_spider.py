@@ -1,4 +1,4 @@
-"""Schema lexicons over the Spider databases (/work/shared/data/spider/database).
+"""Schema lexicons over the Spider databases (../shared/data/spider/database).
 
 For every database (full grants), in the SQLite dialect:
 
@@ -44,7 +44,7 @@ from grid_sql.lexicon import SchemaLexicon
 from grid_sql.projection import dialect_dfa, dialect_grammar
 from grid_sql.schema import SchemaSnapshot, ascii_lower
 
-SPIDER = Path("/work/shared/data/spider")
+SPIDER = Path(__file__).resolve().parents[4] / "shared" / "data" / "spider"
 GOLDEN = Path(__file__).parent / "golden" / "spider_lexicon.json"
 DATABASES = sorted(p.name for p in (SPIDER / "database").iterdir()) if SPIDER.is_dir() else []
 pytestmark = pytest.mark.skipif(not DATABASES, reason="Spider data not available")

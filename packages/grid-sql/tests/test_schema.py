@@ -29,7 +29,7 @@ from grid_sql.dialects import POSTGRES
 from grid_sql.lexicon import SchemaLexicon
 from grid_sql.schema import Column, SchemaError, SchemaSnapshot, Table, example_schema
 
-SPIDER = Path("/work/shared/data/spider/database")
+SPIDER = Path(__file__).resolve().parents[4] / "shared" / "data" / "spider" / "database"
 
 
 def company_json() -> str:

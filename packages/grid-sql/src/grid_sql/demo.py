@@ -33,7 +33,6 @@ from grid_core.decode import generate
 from grid_core.grammar import Grammar, load_grammar
 from grid_core.guide import Engine
 from grid_core.vocab import Vocabulary, cl100k
-
 from grid_sql.dialects import get_dialect
 
 
