@@ -36,6 +36,25 @@ STATEMENTS = [
     b"select name from employees where name = 'select * from';",
     b"select\tid\nfrom orders\twhere id<=10.5;",
 ]
+
+
+def generated_statements(n: int, seed: int) -> list[bytes]:
+    """Seeded statements of the analyst language over the lexicons, varied spacing."""
+    rng = random.Random(seed)
+    tables, columns = LEXICON["TABLE_NAME"], LEXICON["COLUMN_NAME"]
+    out = []
+    for _ in range(n):
+        cols = b"*" if rng.random() < 0.3 else b", ".join(rng.sample(columns, rng.randint(1, 3)))
+        s = b"select " + cols + b" from " + rng.choice(tables)
+        for i in range(rng.choice([0, 0, 1, 2])):
+            value = rng.choice([b"1", b"42", b"3.25", b"'x'", b"'it''s'", b"''"])
+            op = rng.choice([b"=", b"<", b">=", b"<>", b"<="])
+            s += (b" where " if i == 0 else b" and ") + rng.choice(columns) + op + value
+        s += rng.choice([b";", b" ;", b"\n;", b" -- done\n;"])
+        out.append(s)
+    return out
+
+
 VOCABS: dict[str, Callable[[], Vocabulary]] = {
     "cl100k": vocabularies.cl100k,
     "qwen": vocabularies.qwen,
@@ -57,8 +76,9 @@ def prefixes(n: int, seed: int) -> list[bytes]:
     ]
     rng = random.Random(seed)
     out = list(dict.fromkeys(fixed))
+    corpus = STATEMENTS + generated_statements(120, seed)
     while len(out) < n:
-        s = rng.choice(STATEMENTS)
+        s = rng.choice(corpus)
         w = s[: rng.randint(0, len(s))]
         if w not in out and SPEC.is_viable_prefix(w):
             out.append(w)
