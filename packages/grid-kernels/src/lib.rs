@@ -1,19 +1,71 @@
-//! GRID kernels: the algorithmic core, free of pyo3.
+//! GRID kernels: the hot path of grid-core, in Rust, bit-identical to its
+//! pure-Python reference.
 //!
-//! This crate is a skeleton until the kernels issue lands: it exposes the ABI
-//! version that `grid_core` checks before it trusts a compiled module, so that a
-//! stale build is refused instead of silently used.
+//! The algorithmic core is free of pyo3; `python.rs` (feature `python`) is the
+//! only binding layer and only converts types and errors. One module per stage,
+//! each mirroring the grid-core module named in its header:
+//!
+//! | module      | stage                                              | grid-core            |
+//! |-------------|----------------------------------------------------|----------------------|
+//! | [`bits`]    | fixed-width terminal bitsets (T may exceed 64)     | Python-int bitsets   |
+//! | [`tables`]  | validated grammar tables: DFA, LALR, lexicon       | dfa, lalr, lexicon   |
+//! | [`trie`]    | the packed token trie, alias classes, EOS ids      | trie                 |
+//! | [`scanner`] | scan state, step, live, pick, rescan               | lexer.Scanner, walk.rescan |
+//! | [`parser`]  | interned stack arena, allowed sets, shift          | parser               |
+//! | [`lexer`]   | advance, finalize, the EOS gate                    | lexer.Lexer          |
+//! | [`walk`]    | the trie walk: CI nodes and CD entries             | walk.walk_from       |
+//! | [`mask`]    | CD verdict classes + EOS: the whole mask           | guide.Engine.compute_mask |
+//! | [`fill`]    | alias expansion into a packed int32 bitmask        | guide.Engine.pack    |
+//!
+//! Tables are built once and shared read-only (`Arc`); walks allocate their own
+//! scratch, so any number of threads may walk one table set at once.
+
+pub mod bits;
+pub mod error;
+pub mod fill;
+pub mod lexer;
+pub mod mask;
+pub mod parser;
+pub mod scanner;
+pub mod tables;
+pub mod trie;
+pub mod walk;
 
 #[cfg(feature = "python")]
 mod python;
 
-/// Version of the table and buffer layout shared with `grid_core`.
-pub const ABI_VERSION: u32 = 0;
+pub use error::{KernelError, Result};
+pub use mask::{EngineTables, MaskOutput};
+pub use tables::{GrammarTables, RawGrammar};
+pub use trie::{RawTrie, Trie, TrieNode};
+pub use walk::{CdEntry, WalkOutput};
+
+/// Version of the table and buffer layout shared with `grid_core`; a module
+/// reporting another version is refused rather than used.
+pub const ABI_VERSION: u32 = 1;
+
+/// Bytes as Python would print them (`b'..'` with escapes), for messages.
+pub(crate) fn escape_bytes(data: &[u8]) -> String {
+    let mut s = String::from("b'");
+    for &b in data {
+        match b {
+            b'\\' => s.push_str("\\\\"),
+            b'\'' => s.push_str("\\'"),
+            b'\n' => s.push_str("\\n"),
+            b'\t' => s.push_str("\\t"),
+            b'\r' => s.push_str("\\r"),
+            0x20..=0x7e => s.push(b as char),
+            _ => s.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    s.push('\'');
+    s
+}
 
 #[cfg(test)]
 mod tests {
     #[test]
-    fn abi_version_is_zero_until_kernels_land() {
-        assert_eq!(super::ABI_VERSION, 0);
+    fn bytes_escape_like_python() {
+        assert_eq!(super::escape_bytes(b"a'\\\n\xff"), "b'a\\'\\\\\\n\\xff'");
     }
 }

@@ -1,9 +1,531 @@
-//! The only pyo3 code: converts types and errors, nothing else.
+//! The only pyo3 code: converts Python objects to the core's types and the
+//! core's [`KernelError`] to Python exceptions (in one place: [`to_pyerr`]),
+//! and releases the GIL around every walk. No algorithm lives here.
+//!
+//! Conversions:
+//! - flat int tables: any object with the buffer protocol (`array('i')`,
+//!   `array('B')`) is copied in one go; any other sequence of ints item by item;
+//! - terminal bitsets: Python ints <-> fixed-width words (`int.to_bytes` /
+//!   `int.from_bytes`, little-endian);
+//! - stacks: sequences of LALR states, bottom first;
+//! - bitmask outputs: a writable, C-contiguous buffer of 4-byte ints (format
+//!   `i`/`I`, native order) or of raw bytes (`bytearray`), sized to the
+//!   vocabulary. Anything else raises before a byte is written.
+//!
+//! Errors: caller mistakes are `ValueError` (bad values, sizes, ids, stacks)
+//! or `TypeError` (wrong kinds of object, read-only or wrongly typed buffers).
+//! grid-kernels sits below grid-core, so it cannot raise grid-core's
+//! `GridError` classes; grid-core wraps these where it calls in.
 
+use std::sync::Arc;
+
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyTuple};
+
+use crate::bits;
+use crate::error::KernelError;
+use crate::mask::EngineTables;
+use crate::tables::{GrammarTables, RawGrammar};
+use crate::trie::{RawTrie, Trie};
+
+/// The one mapping from core errors to Python exceptions.
+fn to_pyerr(e: KernelError) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+// ------------------------------------------------------------------ conversions
+
+/// A flat table of ints: buffer fast path, else a sequence of ints.
+fn int_table(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<i64>> {
+    let py = obj.py();
+    if let Ok(buf) = PyBuffer::<i32>::get(obj) {
+        return Ok(buf.to_vec(py)?.into_iter().map(i64::from).collect());
+    }
+    if let Ok(buf) = PyBuffer::<u8>::get(obj) {
+        return Ok(buf.to_vec(py)?.into_iter().map(i64::from).collect());
+    }
+    obj.extract::<Vec<i64>>()
+        .map_err(|_| PyTypeError::new_err(format!("{what} must be a sequence of ints")))
+}
+
+fn narrow<T: TryFrom<i64>>(values: Vec<i64>, what: &str) -> PyResult<Vec<T>> {
+    values
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            T::try_from(v)
+                .map_err(|_| PyValueError::new_err(format!("{what}[{i}] = {v} is out of range")))
+        })
+        .collect()
+}
+
+/// A non-negative Python int as `width` little-endian words.
+fn int_to_words(obj: &Bound<'_, PyAny>, width: usize, what: &str) -> PyResult<Vec<u64>> {
+    let int = obj
+        .downcast::<PyInt>()
+        .map_err(|_| PyTypeError::new_err(format!("{what} must be an int bitset")))?;
+    if int.lt(0)? {
+        return Err(PyValueError::new_err(format!(
+            "{what} is a negative bitset"
+        )));
+    }
+    let n_bits: usize = int.call_method0("bit_length")?.extract()?;
+    if n_bits > 64 * width {
+        return Err(PyValueError::new_err(format!(
+            "{what} has bit {} set; this grammar's sets have {} bits",
+            n_bits - 1,
+            64 * width
+        )));
+    }
+    let bytes = int.call_method1("to_bytes", (8 * width, "little"))?;
+    let bytes = bytes.downcast::<PyBytes>()?;
+    Ok(bits::from_le_bytes(bytes.as_bytes(), width).expect("bit length checked"))
+}
+
+fn words_to_int<'py>(py: Python<'py>, words: &[u64]) -> PyResult<Bound<'py, PyAny>> {
+    let bytes = PyBytes::new(py, &bits::to_le_bytes(words));
+    py.get_type::<PyInt>()
+        .call_method1("from_bytes", (bytes, "little"))
+}
+
+fn int_sets(obj: &Bound<'_, PyAny>, width: usize, what: &str) -> PyResult<Vec<Vec<u64>>> {
+    obj.try_iter()
+        .map_err(|_| PyTypeError::new_err(format!("{what} must be a sequence of int bitsets")))?
+        .enumerate()
+        .map(|(i, x)| int_to_words(&x?, width, &format!("{what}[{i}]")))
+        .collect()
+}
+
+fn lexicon_edges(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<(u8, i32)>>> {
+    let mut out = Vec::new();
+    for (i, kids) in obj.try_iter()?.enumerate() {
+        let kids = kids?;
+        let dict = kids.downcast::<PyDict>().map_err(|_| {
+            PyTypeError::new_err(format!("lexicon_children[{i}] must be a dict byte -> node"))
+        })?;
+        let mut row = Vec::with_capacity(dict.len());
+        for (b, c) in dict.iter() {
+            let b: i64 = b.extract()?;
+            let c: i64 = c.extract()?;
+            let (Ok(b), Ok(c)) = (u8::try_from(b), i32::try_from(c)) else {
+                return Err(PyValueError::new_err(format!(
+                    "lexicon_children[{i}] has the edge {b} -> {c}, out of range"
+                )));
+            };
+            row.push((b, c));
+        }
+        out.push(row);
+    }
+    Ok(out)
+}
+
+/// Copy `words` into a caller's buffer, after checking what it is.
+fn write_words(out: &Bound<'_, PyAny>, words: &[u32]) -> PyResult<()> {
+    let py = out.py();
+    let kind = out.get_type().name()?;
+    let view = py
+        .import("builtins")?
+        .getattr("memoryview")?
+        .call1((out,))
+        .map_err(|_| {
+            PyTypeError::new_err(format!(
+                "the bitmask must be a writable buffer (array('i'), bytearray, numpy int32), \
+                 not {kind}"
+            ))
+        })?;
+    let readonly: bool = view.getattr("readonly")?.extract()?;
+    let itemsize: usize = view.getattr("itemsize")?.extract()?;
+    let format: String = view.getattr("format")?.extract()?;
+    let contiguous: bool = view.getattr("c_contiguous")?.extract()?;
+    let nbytes: usize = view.getattr("nbytes")?.extract()?;
+    view.call_method0("release")?;
+    if readonly {
+        return Err(PyTypeError::new_err(format!(
+            "the bitmask buffer ({kind}) is read-only"
+        )));
+    }
+    if !contiguous {
+        return Err(PyValueError::new_err(
+            "the bitmask buffer must be C-contiguous",
+        ));
+    }
+    let native = if cfg!(target_endian = "little") {
+        '<'
+    } else {
+        '>'
+    };
+    let code = match format.as_bytes() {
+        [c] => Some(*c as char),
+        [p, c] if *p == b'@' || *p == b'=' || *p as char == native => Some(*c as char),
+        _ => None,
+    };
+    match (itemsize, code) {
+        (4, Some('i' | 'l')) | (4, Some('I' | 'L')) => {
+            if nbytes / 4 != words.len() {
+                return Err(to_pyerr(KernelError::BufferSize {
+                    expected: words.len(),
+                    got: nbytes / 4,
+                    unit: "32-bit words",
+                }));
+            }
+            if matches!(code, Some('i' | 'l')) {
+                let signed: Vec<i32> = words.iter().map(|&w| w as i32).collect();
+                PyBuffer::<i32>::get(out)?.copy_from_slice(py, &signed)
+            } else {
+                PyBuffer::<u32>::get(out)?.copy_from_slice(py, words)
+            }
+        }
+        (1, Some('B' | 'b' | 'c')) => {
+            if nbytes != 4 * words.len() {
+                return Err(to_pyerr(KernelError::BufferSize {
+                    expected: 4 * words.len(),
+                    got: nbytes,
+                    unit: "bytes",
+                }));
+            }
+            let raw: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+            if code == Some('b') {
+                let raw: Vec<i8> = raw.into_iter().map(|b| b as i8).collect();
+                PyBuffer::<i8>::get(out)?.copy_from_slice(py, &raw)
+            } else {
+                PyBuffer::<u8>::get(out)?.copy_from_slice(py, &raw)
+            }
+        }
+        _ => Err(PyTypeError::new_err(format!(
+            "the bitmask buffer has {itemsize}-byte items of format '{format}'; expected \
+             native-order 4-byte ints ('i') or raw bytes"
+        ))),
+    }
+}
+
+// ------------------------------------------------------------------ classes
+
+/// A token trie and the vocabulary facts a bitmask needs; one per tokenizer.
+#[pyclass(frozen, module = "grid_kernels._native", name = "TrieTables")]
+struct PyTrieTables {
+    inner: Arc<Trie>,
+}
+
+#[pymethods]
+impl PyTrieTables {
+    #[new]
+    #[pyo3(signature = (*, edge, token, size, alias_offset, alias_ids, n_vocab, eos_ids))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        edge: &Bound<'_, PyAny>,
+        token: &Bound<'_, PyAny>,
+        size: &Bound<'_, PyAny>,
+        alias_offset: &Bound<'_, PyAny>,
+        alias_ids: &Bound<'_, PyAny>,
+        n_vocab: usize,
+        eos_ids: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        let raw = RawTrie {
+            edge: narrow(int_table(edge, "edge")?, "edge")?,
+            token: narrow(int_table(token, "token")?, "token")?,
+            size: narrow(int_table(size, "size")?, "size")?,
+            alias_offset: narrow(int_table(alias_offset, "alias_offset")?, "alias_offset")?,
+            alias_ids: narrow(int_table(alias_ids, "alias_ids")?, "alias_ids")?,
+            n_vocab,
+            eos_ids: narrow(int_table(eos_ids, "eos_ids")?, "eos_ids")?,
+        };
+        Ok(Self {
+            inner: Arc::new(Trie::new(raw).map_err(to_pyerr)?),
+        })
+    }
+
+    #[getter]
+    fn n_nodes(&self) -> usize {
+        self.inner.n_nodes()
+    }
+
+    #[getter]
+    fn n_vocab(&self) -> usize {
+        self.inner.n_vocab()
+    }
+
+    #[getter]
+    fn n_words(&self) -> usize {
+        self.inner.n_words()
+    }
+
+    #[getter]
+    fn max_depth(&self) -> usize {
+        self.inner.max_depth()
+    }
+
+    #[getter]
+    fn eos_ids(&self) -> Vec<u32> {
+        self.inner.eos_ids().to_vec()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "TrieTables(n_nodes={}, n_vocab={})",
+            self.inner.n_nodes(),
+            self.inner.n_vocab()
+        )
+    }
+}
+
+type Stats = (Vec<u32>, Vec<u32>, bool, usize, usize);
+
+/// One grammar's tables (DFA, LALR, lexicon, pick order) with a shared trie.
+#[pyclass(frozen, module = "grid_kernels._native", name = "EngineTables")]
+struct PyEngineTables {
+    inner: EngineTables,
+    trie: Py<PyTrieTables>,
+}
+
+#[pymethods]
+impl PyEngineTables {
+    #[new]
+    #[pyo3(signature = (
+        *, trie, n_terminals, dfa_trans, dfa_accept, dfa_live, action, goto, n_nonterminals,
+        rule_lhs, rule_len, lexicon_children, lexicon_prefix_cats, lexicon_word_cats,
+        lexicon_categories, pick_order, ignored
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        trie: Py<PyTrieTables>,
+        n_terminals: usize,
+        dfa_trans: &Bound<'_, PyAny>,
+        dfa_accept: &Bound<'_, PyAny>,
+        dfa_live: &Bound<'_, PyAny>,
+        action: &Bound<'_, PyAny>,
+        goto: &Bound<'_, PyAny>,
+        n_nonterminals: usize,
+        rule_lhs: &Bound<'_, PyAny>,
+        rule_len: &Bound<'_, PyAny>,
+        lexicon_children: &Bound<'_, PyAny>,
+        lexicon_prefix_cats: &Bound<'_, PyAny>,
+        lexicon_word_cats: &Bound<'_, PyAny>,
+        lexicon_categories: &Bound<'_, PyAny>,
+        pick_order: &Bound<'_, PyAny>,
+        ignored: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        let w = bits::width_for(n_terminals + 1);
+        let raw = RawGrammar {
+            n_terminals,
+            dfa_trans: narrow(int_table(dfa_trans, "dfa_trans")?, "dfa_trans")?,
+            dfa_accept: int_sets(dfa_accept, w, "dfa_accept")?,
+            dfa_live: int_sets(dfa_live, w, "dfa_live")?,
+            action: narrow(int_table(action, "action")?, "action")?,
+            goto: narrow(int_table(goto, "goto")?, "goto")?,
+            n_nonterminals,
+            rule_lhs: narrow(int_table(rule_lhs, "rule_lhs")?, "rule_lhs")?,
+            rule_len: narrow(int_table(rule_len, "rule_len")?, "rule_len")?,
+            lexicon_children: lexicon_edges(lexicon_children)?,
+            lexicon_prefix_cats: int_sets(lexicon_prefix_cats, w, "lexicon_prefix_cats")?,
+            lexicon_word_cats: int_sets(lexicon_word_cats, w, "lexicon_word_cats")?,
+            lexicon_categories: int_to_words(lexicon_categories, w, "lexicon_categories")?,
+            pick_order: narrow(int_table(pick_order, "pick_order")?, "pick_order")?,
+            ignored: int_to_words(ignored, w, "ignored")?,
+        };
+        let grammar = Arc::new(GrammarTables::new(raw).map_err(to_pyerr)?);
+        let shared = Arc::clone(&trie.get().inner);
+        Ok(Self {
+            inner: EngineTables::new(grammar, shared),
+            trie,
+        })
+    }
+
+    #[getter]
+    fn trie(&self, py: Python<'_>) -> Py<PyTrieTables> {
+        self.trie.clone_ref(py)
+    }
+
+    #[getter]
+    fn n_terminals(&self) -> usize {
+        self.inner.grammar.n_terminals()
+    }
+
+    #[getter]
+    fn n_words(&self) -> usize {
+        self.inner.trie.n_words()
+    }
+
+    #[getter]
+    fn n_vocab(&self) -> usize {
+        self.inner.trie.n_vocab()
+    }
+
+    /// CI nodes and CD entries below `node` (the GIL is released while walking).
+    #[pyo3(signature = (node, pending, allowed, include_self = false))]
+    fn walk<'py>(
+        &self,
+        py: Python<'py>,
+        node: i64,
+        pending: Vec<u8>,
+        allowed: &Bound<'py, PyAny>,
+        include_self: bool,
+    ) -> PyResult<(Vec<u32>, Bound<'py, PyList>)> {
+        let w = self.inner.grammar.width();
+        let allowed = int_to_words(allowed, w, "allowed")?;
+        let engine = &self.inner;
+        let out = py
+            .allow_threads(|| engine.walk(node, &pending, &allowed, include_self))
+            .map_err(to_pyerr)?;
+        let cd = out.cd.iter().map(|e| {
+            PyTuple::new(
+                py,
+                [
+                    e.node.into_pyobject(py)?.into_any(),
+                    e.terminal.into_pyobject(py)?.into_any(),
+                    PyBytes::new(py, out.tail(e)).into_any(),
+                ],
+            )
+        });
+        let cd = cd.collect::<PyResult<Vec<_>>>()?;
+        Ok((out.ci, PyList::new(py, cd)?))
+    }
+
+    /// A(stack): the allowed terminals as an int bitset (bit T = `$END`).
+    fn allowed<'py>(&self, py: Python<'py>, states: Vec<i64>) -> PyResult<Bound<'py, PyAny>> {
+        let mut arena = self.inner.arena();
+        let node = arena.from_states(&states).map_err(to_pyerr)?;
+        let set = arena.allowed(node).map_err(to_pyerr)?.to_vec();
+        words_to_int(py, &set)
+    }
+
+    /// The stack after reducing and shifting terminal `terminal`.
+    fn shift(&self, states: Vec<i64>, terminal: i64) -> PyResult<Vec<u32>> {
+        let t = usize::try_from(terminal).map_err(|_| {
+            to_pyerr(KernelError::InvalidTerminal {
+                terminal,
+                detail: "negative".into(),
+            })
+        })?;
+        let mut arena = self.inner.arena();
+        let node = arena.from_states(&states).map_err(to_pyerr)?;
+        let node = arena.shift(node, t).map_err(to_pyerr)?;
+        Ok(arena.states(node))
+    }
+
+    /// The configuration after reading `data`: (states, remainder), or None.
+    fn advance<'py>(
+        &self,
+        py: Python<'py>,
+        states: Vec<i64>,
+        remainder: Vec<u8>,
+        data: Vec<u8>,
+    ) -> PyResult<Option<(Vec<u32>, Bound<'py, PyBytes>)>> {
+        let engine = &self.inner;
+        let mut arena = engine.arena();
+        let config = engine
+            .config(&mut arena, &states, &remainder)
+            .map_err(to_pyerr)?;
+        let next = engine
+            .grammar
+            .advance(&mut arena, &config, &data)
+            .map_err(to_pyerr)?;
+        Ok(next.map(|c| (arena.states(c.node), PyBytes::new(py, &c.remainder))))
+    }
+
+    /// The EOS gate of a configuration.
+    fn eos_allowed(&self, py: Python<'_>, states: Vec<i64>, remainder: Vec<u8>) -> PyResult<bool> {
+        let engine = &self.inner;
+        py.allow_threads(|| {
+            let mut arena = engine.arena();
+            let config = engine.config(&mut arena, &states, &remainder)?;
+            engine.grammar.eos_allowed(&mut arena, &config)
+        })
+        .map_err(to_pyerr)
+    }
+
+    /// The whole mask: (ci_ids, cd_ids, eos, cd_entries, cd_classes).
+    fn compute_mask(
+        &self,
+        py: Python<'_>,
+        states: Vec<i64>,
+        remainder: Vec<u8>,
+    ) -> PyResult<Stats> {
+        let engine = &self.inner;
+        py.allow_threads(|| {
+            let mut arena = engine.arena();
+            let config = engine.config(&mut arena, &states, &remainder)?;
+            let m = engine.compute_mask(&mut arena, &config)?;
+            let trie = &*engine.trie;
+            Ok((
+                m.ci_ids(trie),
+                m.cd_ids(trie),
+                m.eos,
+                m.cd_entries,
+                m.cd_classes,
+            ))
+        })
+        .map_err(to_pyerr)
+    }
+
+    /// Write the given token ids (and the EOS ids when `eos`) into `out`;
+    /// returns how many ids are set.
+    fn fill_bitmask(
+        &self,
+        ci_ids: Vec<i64>,
+        cd_ids: Vec<i64>,
+        eos: bool,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<usize> {
+        let engine = &self.inner;
+        let n_vocab = engine.trie.n_vocab();
+        let ids = |xs: Vec<i64>| -> PyResult<Vec<u32>> {
+            xs.into_iter()
+                .map(|i| {
+                    u32::try_from(i)
+                        .ok()
+                        .filter(|&i| (i as usize) < n_vocab)
+                        .ok_or_else(|| to_pyerr(KernelError::TokenOutOfRange { token: i, n_vocab }))
+                })
+                .collect()
+        };
+        let (ci, cd) = (ids(ci_ids)?, ids(cd_ids)?);
+        let mut words = vec![0u32; engine.trie.n_words()];
+        let count = engine
+            .fill_ids(&[&ci, &cd], eos, &mut words)
+            .map_err(to_pyerr)?;
+        write_words(out, &words)?;
+        Ok(count)
+    }
+
+    /// Compute the mask of a configuration and write it into `out` (the GIL
+    /// is released while computing); returns how many ids are set.
+    fn fill_next_token_bitmask(
+        &self,
+        py: Python<'_>,
+        states: Vec<i64>,
+        remainder: Vec<u8>,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<usize> {
+        let engine = &self.inner;
+        let (words, count) = py
+            .allow_threads(|| {
+                let mut arena = engine.arena();
+                let config = engine.config(&mut arena, &states, &remainder)?;
+                let m = engine.compute_mask(&mut arena, &config)?;
+                let mut words = vec![0u32; engine.trie.n_words()];
+                let count = engine.fill_mask(&m, &mut words)?;
+                Ok((words, count))
+            })
+            .map_err(to_pyerr)?;
+        write_words(out, &words)?;
+        Ok(count)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "EngineTables(n_terminals={}, n_vocab={})",
+            self.inner.grammar.n_terminals(),
+            self.inner.trie.n_vocab()
+        )
+    }
+}
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ABI_VERSION", crate::ABI_VERSION)?;
+    m.add_class::<PyTrieTables>()?;
+    m.add_class::<PyEngineTables>()?;
     Ok(())
 }

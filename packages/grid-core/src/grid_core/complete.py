@@ -1,4 +1,9 @@
-"""Shortest legal completions, by uniform-cost search over configurations.
+"""Shortest legal completions in bytes, by uniform-cost search: a test oracle.
+
+The decode loop does not use this module: it writes the completion of the
+reserve table (:mod:`grid_core.reserve`), counted in vocabulary tokens and found
+without search. This search is kept as an independent oracle for the tests
+(no completion the table writes is shorter in bytes than the one found here).
 
 ``shortest_completion(engine, config)`` returns the fewest bytes ``s`` such that
 the output extended by ``s`` is a sentence of L, found by Dijkstra's algorithm
@@ -12,9 +17,6 @@ over configurations (stack node, remainder), where an edge appends either
 and every edge is taken through the real lexer (``Lexer.advance``), so each
 completion found is checked by the same code that masks. The search is bounded
 (``max_configs``); None means no completion was found within the bound.
-
-This is the search form of the reserve of DESIGN.md section 8: what the reserve
-table will precompute per configuration, this computes on demand.
 """
 
 from __future__ import annotations

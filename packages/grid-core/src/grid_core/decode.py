@@ -1,95 +1,294 @@
-"""A GRID-owned decode loop (mode 1), audited step by step.
+"""The GRID-owned decode loop (mode 1): masked sampling, jump-forward, the reserve trigger.
 
-``generate`` drives a guide with any ``sampler(mask_ids, rng) -> token`` under a
-token budget. Every step is audited (DESIGN.md section 9): the configuration
-hash, the content address of the mask, the token, how many ids were blocked, and
-the kind of step. When the budget left is no more than ``reserve`` tokens, the
-loop stops sampling and writes the shortest legal completion
-(:func:`grid_core.complete.shortest_completion`) followed by EOS, each token
-audited as ``reserve``: it never stops with a bare EOS away from ACCEPT. The
-completion search is bounded; when it finds nothing, the loop rolls back one
-sampled token at a time (dropping its audit record) until it does, and the seal
-counts the rollbacks.
+Reference: DESIGN.md section 7 (termination, mode 1), section 8 (the hot path,
+whose order each step follows) and section 9 (every step audited);
+``proofs/Reserve.v`` (theorem 4) for the trigger.
 
-This is the loop the model-free demo uses; the token-denominated reserve table
-and jump-forward of the termination issue refine its trigger.
+Vocabulary:
+
+- **budget**: the most token ids a generation may hold, its EOS included;
+  ``left = budget - emitted - 1`` tokens may still come before EOS.
+- **reserve** R(c): tokens of the completion the guide would write from
+  configuration c (:mod:`grid_core.reserve`).
+- **trigger**: at a step where ``left <= R(c) + safety`` the loop stops
+  sampling and writes that completion and EOS (audit kind ``reserve``, then
+  ``eos``); it never stops with a bare EOS away from ACCEPT.
+- **forced span** (jump-forward): a mask of exactly one id is taken without
+  consulting the model or the sampler (kind ``forced``), for at most
+  ``jump_forward`` tokens in a row; the next step samples as usual.
+
+Invariant, checked at every step: ``R(c) <= left``. It holds at the start (or
+:class:`~grid_core.errors.GuideError` is raised: no sentence fits the budget),
+and a token is only taken when ``R(next) <= left - 1``. With a safety margin at
+least the largest one-token rise of the reserve, the trigger alone keeps it
+(theorem 4: ``termination_with_reserve``); should a token rise further, the
+loop does not take it but writes the completion from the current
+configuration (an *early trigger*, counted in :class:`Generation`). So every
+stop is EOS at a sentence of L within the budget, for any sampler: no
+rollback, no search.
+
+The model is a callable from the token ids so far to next-step logits: any
+sequence of floats, or anything with ``tolist()`` (a numpy array or a torch
+tensor, 1-D or of shape (1, V)); grid-core imports neither. Sampling applies
+the mask first (every id outside it is -inf), then temperature, top-k and
+top-p over the admitted ids.
 """
 
 from __future__ import annotations
 
+import bisect
+import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from grid_core.audit import AuditLog, Kind, mask_entry_id
-from grid_core.complete import shortest_completion
+from grid_core.errors import GuideError, MaskError
 from grid_core.guide import GridGuide
+from grid_core.lexer import Config
+from grid_core.reserve import DEFAULT_SAFETY, reserve_table
 
-Sampler = Callable[[Sequence[int], random.Random], int]
+__all__ = [
+    "DEFAULT_JUMP_FORWARD",
+    "GREEDY",
+    "Generation",
+    "IdSampler",
+    "LogitsFn",
+    "Sampling",
+    "decode",
+    "generate",
+]
+
+#: The longest forced span taken in one go.
+DEFAULT_JUMP_FORWARD = 32
+
+IdSampler = Callable[[Sequence[int], random.Random], int]
+"""``sampler(mask_ids, rng) -> token``: picks one of the admitted ids (EOS included when legal)."""
+
+LogitsFn = Callable[[Sequence[int]], Any]
+"""``logits(token_ids_so_far) -> logits`` for the next step (a sequence, array or tensor)."""
 
 
 @dataclass(frozen=True)
 class Generation:
+    """The outcome of a decode: output, token ids (EOS last), stop reason, sealed audit log.
+
+    ``stop_reason`` is ``eos`` (EOS was sampled or forced) or ``reserve`` (the
+    guide wrote the completion and EOS). ``sampled``, ``forced`` and
+    ``reserve`` count the steps of each kind (EOS not included);
+    ``early_triggers`` is 1 when the completion was written because a sampled
+    token would have raised the reserve past the budget; ``max_rise`` is the
+    largest one-token rise of the reserve over the tokens taken freely.
+    """
+
     text: bytes
     tokens: tuple[int, ...]
     stop_reason: str
     audit: AuditLog
+    sampled: int = 0
+    forced: int = 0
+    reserve: int = 0
+    early_triggers: int = 0
+    max_rise: int = 0
 
 
-def _step(guide: GridGuide, audit: AuditLog, choose: Callable[[list[int]], int], kind: Kind) -> int:
-    ids = guide.mask_ids()
-    packed = guide.engine.pack(ids).tobytes()
-    token = choose(ids)
-    config_hash = guide.config.hash
-    guide.advance(token)
-    blocked = guide.engine.vocab.n_vocab - len(ids)
-    audit.append(
-        config_hash, mask_entry_id(packed), token, blocked, "eos" if guide.is_terminated() else kind
-    )
-    return token
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling over masked logits: ``temperature`` 0 is greedy (ties: lowest id);
+    ``top_k`` 0 and ``top_p`` 1 are off. Non-finite logits count as -inf; if every
+    admitted id is -inf the choice is uniform over the mask."""
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (self.temperature >= 0 and self.top_k >= 0 and 0 < self.top_p <= 1):
+            raise ValueError(f"invalid sampling parameters {self}")
+
+    def choose(self, ids: Sequence[int], logits: Sequence[float], rng: random.Random) -> int:
+        """One of ``ids``, drawn from their logits (``logits[i]`` belongs to ``ids[i]``)."""
+        pairs = [(v, i) for v, i in zip(logits, ids, strict=True) if math.isfinite(v)]
+        if not pairs:
+            return ids[rng.randrange(len(ids))]
+        if self.temperature == 0:
+            return max(pairs, key=lambda p: (p[0], -p[1]))[1]
+        pairs.sort(key=lambda p: (-p[0], p[1]))
+        if self.top_k:
+            pairs = pairs[: self.top_k]
+        top = pairs[0][0]
+        weights = [math.exp((v - top) / self.temperature) for v, _ in pairs]
+        if self.top_p < 1:
+            total, acc, keep = sum(weights), 0.0, 0
+            while keep < len(weights) and acc < self.top_p * total:
+                acc += weights[keep]
+                keep += 1
+            pairs, weights = pairs[:keep], weights[:keep]
+        draw = rng.random() * sum(weights)
+        for (_, i), w in zip(pairs, weights, strict=True):
+            draw -= w
+            if draw < 0:
+                return i
+        return pairs[-1][1]
+
+
+GREEDY = Sampling(temperature=0.0)
+
+
+def _gather(logits: Any, ids: Sequence[int], step: int) -> list[float]:
+    """The logits of ``ids`` from a sequence, a numpy array or a torch tensor."""
+    tolist = getattr(logits, "tolist", None)
+    values = tolist() if callable(tolist) else logits
+    if len(values) == 1 and isinstance(values[0], list | tuple):
+        values = values[0]  # shape (1, V)
+    if ids and len(values) <= ids[-1]:
+        raise GuideError(step, None, f"logits of length {len(values)} miss token id {ids[-1]}")
+    return [float(values[i]) for i in ids]
+
+
+class _Loop:
+    """One mode-1 decode: the guide, its audit log and the counts."""
+
+    def __init__(self, guide: GridGuide, budget: int, safety: int, jump_forward: int) -> None:
+        if guide.is_terminated():
+            raise GuideError(guide.steps, None, "the guide has already accepted EOS")
+        if safety < 0 or jump_forward < 0:
+            raise ValueError("safety and jump_forward must be non-negative")
+        self.guide, self.budget = guide, budget
+        self.safety, self.jump_forward = safety, jump_forward
+        engine = guide.engine
+        self.engine, self.vocab, self.table = engine, engine.vocab, reserve_table(engine)
+        self.eos = frozenset(self.vocab.eos_ids)
+        self.audit = AuditLog()
+        self.tokens: list[int] = []
+        self.counts = {"sampled": 0, "forced": 0, "reserve": 0, "early": 0, "rise": 0}
+        self.reserve = self.table.reserve(guide.config)
+        if self.reserve + 1 > budget:
+            raise GuideError(
+                guide.steps,
+                None,
+                f"a budget of {budget} tokens cannot hold the shortest completion "
+                f"({self.reserve} tokens and EOS)",
+            )
+
+    def record(self, config: Config, ids: Sequence[int], token: int, kind: Kind) -> None:
+        """Audit one step, then take its token."""
+        packed = self.engine.pack(ids).tobytes()
+        kind = "eos" if token in self.eos else kind
+        blocked = self.vocab.n_vocab - len(ids)
+        self.audit.append(config.hash, mask_entry_id(packed), token, blocked, kind)
+        self.guide.advance(token)
+        self.tokens.append(token)
+        if kind != "eos":
+            self.counts[kind] += 1
+
+    def write_completion(self, ids: list[int] | None) -> str:
+        """Write the reserve's completion and EOS (``ids``: the current step's mask, if known)."""
+        guide = self.guide
+        for token in [*self.table.completion(guide.config), self.vocab.eos_ids[0]]:
+            if ids is None:
+                ids = guide.mask_ids()
+            i = bisect.bisect_left(ids, token)
+            if i == len(ids) or ids[i] != token:
+                raise MaskError(guide.steps, f"the reserve completion's token {token} is masked")
+            self.record(guide.config, ids, token, "reserve")
+            ids = None
+        assert len(self.tokens) <= self.budget
+        return "reserve"
+
+    def run(self, choose: Callable[[list[int]], int]) -> Generation:
+        guide, lexer, spelling = self.guide, self.engine.lexer, self.vocab.token_bytes
+        span = 0
+        while True:
+            left = self.budget - len(self.tokens) - 1
+            assert self.reserve <= left, "reserve invariant"
+            if left <= self.reserve + self.safety:
+                stop = self.write_completion(None)
+                break
+            config = guide.config
+            ids = guide.mask_ids()
+            kind: Kind
+            if len(ids) == 1 and span < self.jump_forward:
+                token, kind, span = ids[0], "forced", span + 1
+            else:
+                token, kind, span = choose(ids), "sampled", 0
+                i = bisect.bisect_left(ids, token)
+                if i == len(ids) or ids[i] != token:
+                    raise GuideError(guide.steps, token, "the sampler chose a masked token")
+            if token in self.eos:
+                self.record(config, ids, token, kind)
+                stop = "eos"
+                break
+            nxt = lexer.advance(config, spelling[token])
+            assert nxt is not None, "a token of the mask leaves the language"
+            after = self.table.reserve(nxt)
+            if after > left - 1:
+                self.counts["early"] += 1
+                stop = self.write_completion(ids)
+                break
+            self.record(config, ids, token, kind)
+            self.counts["rise"] = max(self.counts["rise"], after - self.reserve)
+            self.reserve = after
+        self.audit.close(
+            stop,
+            self.engine.fingerprints(),
+            {
+                "mode": 1,
+                "budget": self.budget,
+                "safety": self.safety,
+                "jump_forward": self.jump_forward,
+            },
+        )
+        text = b"".join(spelling[t] for t in self.tokens if t not in self.eos)
+        c = self.counts
+        return Generation(
+            text,
+            tuple(self.tokens),
+            stop,
+            self.audit,
+            c["sampled"],
+            c["forced"],
+            c["reserve"],
+            c["early"],
+            c["rise"],
+        )
+
+
+def decode(
+    guide: GridGuide,
+    logits: LogitsFn,
+    budget: int,
+    sampling: Sampling = GREEDY,
+    rng: random.Random | None = None,
+    *,
+    safety: int = DEFAULT_SAFETY,
+    jump_forward: int = DEFAULT_JUMP_FORWARD,
+) -> Generation:
+    """Mode 1 with a model: ``logits(tokens so far)`` gives each sampled step's logits.
+
+    Forced and reserve steps do not call the model. ``rng`` defaults to
+    ``random.Random(0)``.
+    """
+    loop = _Loop(guide, budget, safety, jump_forward)
+    draw = rng or random.Random(0)
+
+    def choose(ids: list[int]) -> int:
+        values = _gather(logits(tuple(loop.tokens)), ids, guide.steps)
+        return sampling.choose(ids, values, draw)
+
+    return loop.run(choose)
 
 
 def generate(
-    guide: GridGuide, sampler: Sampler, budget: int, rng: random.Random, reserve: int = 24
+    guide: GridGuide,
+    sampler: IdSampler,
+    budget: int,
+    rng: random.Random,
+    *,
+    safety: int = DEFAULT_SAFETY,
+    jump_forward: int = DEFAULT_JUMP_FORWARD,
 ) -> Generation:
-    """Sample until EOS or until ``reserve`` tokens of budget are left, then complete."""
-    vocab = guide.engine.vocab
-    eos = set(vocab.eos_ids)
-    audit, tokens = AuditLog(), list[int]()
-    while not guide.is_terminated() and budget - len(tokens) > reserve:
-        tokens.append(_step(guide, audit, lambda ids: sampler(ids, rng), "sampled"))
-    stop, rollbacks = "eos", 0
-    if not guide.is_terminated():
-        completion = shortest_completion(guide.engine, guide.config)
-        while completion is None and tokens:
-            # The search is bounded: back off one sampled token at a time (the audit
-            # log keeps exactly the records of the tokens that remain).
-            guide.rollback(1)
-            tokens.pop()
-            audit.truncate(len(tokens))
-            rollbacks += 1
-            completion = shortest_completion(guide.engine, guide.config, max_configs=2_000)
-        if completion is None:
-            stop = "no-completion"
-        else:
-            stop = "reserve"
-            while completion and len(tokens) < budget:
-
-                def longest(ids: list[int], rest: bytes = completion) -> int:
-                    fits = [
-                        i for i in ids if i not in eos and rest.startswith(vocab.token_bytes[i])
-                    ]
-                    return max(fits, key=lambda i: (len(vocab.token_bytes[i]), -i))
-
-                t = _step(guide, audit, longest, "reserve")
-                tokens.append(t)
-                completion = completion[len(vocab.token_bytes[t]) :]
-            if len(tokens) < budget:
-                tokens.append(_step(guide, audit, lambda ids: min(set(ids) & eos), "reserve"))
-            else:
-                stop = "budget"
-    text = b"".join(vocab.token_bytes[t] for t in tokens if t not in eos)
-    audit.close(
-        stop, guide.engine.fingerprints(), {"mode": 1, "budget": budget, "rollbacks": rollbacks}
-    )
-    return Generation(text, tuple(tokens), stop, audit)
+    """Mode 1 with a sampler over mask ids, ``sampler(ids, rng) -> token`` (no model)."""
+    loop = _Loop(guide, budget, safety, jump_forward)
+    return loop.run(lambda ids: sampler(ids, rng))

@@ -17,8 +17,12 @@ the same grammar, lexicon and vocabulary, it
    (``prev_hash``, ``hash``). The kind is an input, not a result (a sampled
    and a reserve step look the same to the mask), but it is checked where the
    artifacts decide it: ``eos`` exactly at an EOS token, ``forced`` only at a
-   singleton mask, no ``sampled`` step after a ``reserve`` step, and nothing
-   after EOS;
+   singleton mask, only ``reserve`` steps and EOS after a ``reserve`` step
+   (the reserve writes the end: the loop never samples again), and nothing
+   after EOS; when the seal's mode has ``jump_forward`` (decode.py's forced
+   spans), a singleton mask outside the reserve tail is ``forced`` unless the
+   ``jump_forward`` steps before it were all forced, and no forced span is
+   longer;
 4. checks the seal against the replay: a stop reason that claims EOS (``eos``,
    ``reserve``) iff the last record is EOS, ``eos`` without reserve steps, and
    the record count within ``mode.budget`` when the seal has one.
@@ -92,8 +96,7 @@ def replay(lines: Iterable[str], engine: Engine, anchor: str | None = None) -> R
     differs = tuple(sorted(k for k in {*logged, *actual} if logged.get(k) != actual.get(k)))
     if differs:
         detail = "; ".join(
-            f"{k}: log {logged.get(k, 'absent')}, engine {actual.get(k, 'absent')}"
-            for k in differs
+            f"{k}: log {logged.get(k, 'absent')}, engine {actual.get(k, 'absent')}" for k in differs
         )
         return ReplayVerdict(
             False, 0, None, f"artifact fingerprints differ ({detail})", "artifacts", None, differs
@@ -102,7 +105,8 @@ def replay(lines: Iterable[str], engine: Engine, anchor: str | None = None) -> R
     vocab = engine.vocab
     eos_ids = frozenset(vocab.eos_ids)
     guide = engine.guide()
-    head, in_reserve = GENESIS, False
+    head, in_reserve, forced_run = GENESIS, False, 0
+    jump = seal["mode"].get("jump_forward")
     for i, (rec, logged_hash) in enumerate(zip(log.records, log.hashes, strict=True)):
         diverges = partial(_diverges, i)
         if guide.is_terminated():
@@ -131,8 +135,16 @@ def replay(lines: Iterable[str], engine: Engine, anchor: str | None = None) -> R
             return diverges("kind", f"kind {rec.kind!r} at {why}")
         if rec.kind == "forced" and len(ids) != 1:
             return diverges("kind", f"kind 'forced' at a mask of {len(ids)} tokens")
-        if rec.kind == "sampled" and in_reserve:
-            return diverges("kind", "a sampled step after a reserve step")
+        if in_reserve and rec.kind not in ("reserve", "eos"):
+            return diverges("kind", f"a {rec.kind} step after a reserve step")
+        if type(jump) is int and rec.kind in ("sampled", "forced"):
+            # decode.py's jump-forward: a singleton mask is forced unless the
+            # span already holds ``jump_forward`` forced steps.
+            if rec.kind == "forced" and forced_run >= jump:
+                return diverges("kind", f"a forced span longer than jump_forward {jump}")
+            if rec.kind == "sampled" and len(ids) == 1 and forced_run < jump:
+                return diverges("kind", f"kind 'sampled' at a singleton mask (jump_forward {jump})")
+        forced_run = forced_run + 1 if rec.kind == "forced" else 0
         in_reserve = in_reserve or rec.kind == "reserve"
         expected = Record(i, config_hash, entry, rec.token, blocked, rec.kind, head)
         if expected != rec or expected.digest() != logged_hash:

@@ -1,10 +1,65 @@
-"""GRID kernels: the compiled hot path.
+"""GRID kernels: the compiled hot path, bit-identical to grid-core's Python path.
 
-The native module is private; this package re-exports what it offers. Until the
-kernels issue lands it carries only ``ABI_VERSION``, which ``grid_core`` checks
-before it would use any kernel.
+The native module ``grid_kernels._native`` is private; this package re-exports
+its classes and adds two builders that take grid-core's artifacts apart into
+the flat tables the kernels read. They duck-type grid-core's objects (this
+package imports nothing of ours: it sits below grid-core in the layering):
+
+- :func:`trie_tables` takes a ``TokenTrie`` and its ``Vocabulary`` (built once
+  per tokenizer, shared by every grammar);
+- :func:`engine_tables` takes an ``Engine`` (grammar, LALR tables, union DFA,
+  lexicon, scanner) and, optionally, the trie tables to share.
+
+grid-core decides whether to use the kernels (``GRID_KERNELS=0`` forces its
+pure-Python path) and checks :data:`ABI_VERSION` first.
 """
 
-from grid_kernels._native import ABI_VERSION
+from __future__ import annotations
 
-__all__ = ["ABI_VERSION"]
+from typing import Any
+
+from grid_kernels._native import ABI_VERSION, EngineTables, TrieTables
+
+__all__ = ["ABI_VERSION", "EngineTables", "TrieTables", "engine_tables", "trie_tables"]
+
+
+def trie_tables(trie: Any, vocab: Any) -> TrieTables:
+    """The kernels' copy of a ``grid_core.trie.TokenTrie`` (EOS ids from ``vocab``)."""
+    return TrieTables(
+        edge=trie.edge,
+        token=trie.token,
+        size=trie.size,
+        alias_offset=trie.alias_offset,
+        alias_ids=trie.alias_ids,
+        n_vocab=trie.n_vocab,
+        eos_ids=list(vocab.eos_ids),
+    )
+
+
+def engine_tables(engine: Any, trie: TrieTables | None = None) -> EngineTables:
+    """The kernels' tables of a ``grid_core.guide.Engine``.
+
+    Pass ``trie`` to share one :class:`TrieTables` between engines over the same
+    vocabulary (the trie is the large part); otherwise it is built here.
+    """
+    if trie is None:
+        trie = trie_tables(engine.trie, engine.vocab)
+    tables, dfa, lexicon = engine.tables, engine.dfa, engine.lexicon
+    return EngineTables(
+        trie=trie,
+        n_terminals=tables.n_terminals,
+        dfa_trans=dfa.trans,
+        dfa_accept=dfa.accept,
+        dfa_live=dfa.live,
+        action=tables.action,
+        goto=tables.goto,
+        n_nonterminals=tables.n_nonterminals,
+        rule_lhs=tables.rule_lhs,
+        rule_len=tables.rule_len,
+        lexicon_children=[dict(kids) for kids in lexicon.children],
+        lexicon_prefix_cats=lexicon.prefix_cats,
+        lexicon_word_cats=lexicon.word_cats,
+        lexicon_categories=lexicon.categories,
+        pick_order=engine.grammar.pick_order,
+        ignored=engine.scanner.ignored,
+    )

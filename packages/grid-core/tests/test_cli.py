@@ -1,0 +1,217 @@
+"""``grid audit verify`` and ``grid audit replay``: verdict lines and exit statuses.
+
+Exit status 0 valid, 1 invalid or divergent, 2 for an error from GRID (an
+unreadable log, grammar or lexicon). Tested in process through
+``grid_core.cli.main`` and once through a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from toy import LEXICON, TOY, analyst_engine
+
+from grid_core import cli
+from grid_core.audit import AuditLog, mask_entry_id
+from grid_core.decode import generate
+from grid_core.guide import Engine
+from grid_core.vocab import cl100k
+
+GRAMMAR = Path(__file__).parent / "grammars" / "crud.lark"
+PROJECTION = ["--drop", "INSERT", "--drop", "UPDATE", "--drop", "DELETE"]
+ENGINE = analyst_engine()
+
+
+@pytest.fixture(scope="module")
+def log() -> AuditLog:
+    return generate(ENGINE.guide(), lambda ids, r: r.choice(ids), 30, random.Random(5)).audit
+
+
+@pytest.fixture
+def log_path(tmp_path: Path, log: AuditLog) -> Path:
+    path = tmp_path / "run.jsonl"
+    log.write(path)
+    return path
+
+
+@pytest.fixture
+def tampered(tmp_path: Path, log: AuditLog) -> Path:
+    objs = [json.loads(line) for line in log.lines()]
+    objs[2]["token"] = (objs[2]["token"] + 1) % TOY.n_vocab
+    path = tmp_path / "tampered.jsonl"
+    path.write_text("\n".join(json.dumps(o) for o in objs) + "\n")
+    return path
+
+
+@pytest.fixture
+def lexicon(tmp_path: Path) -> Path:
+    path = tmp_path / "lexicon.json"
+    path.write_text(json.dumps({c: [w.decode() for w in ws] for c, ws in LEXICON.items()}))
+    return path
+
+
+@pytest.fixture
+def toy_vocab(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(cli.VOCABULARIES, "toy", lambda: TOY)
+
+
+# -------------------------------------------------------------- verify
+
+
+def test_verify_valid(log_path: Path, log: AuditLog, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["audit", "verify", str(log_path)]) == 0
+    out = capsys.readouterr().out
+    assert out == f"{log_path}: VALID: {len(log.records)} records, sealed\n"
+
+
+def test_verify_invalid_names_step_and_reason(
+    tampered: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["audit", "verify", str(tampered)]) == 1
+    out = capsys.readouterr().out
+    assert out == f"{tampered}: INVALID at step 2: the record's hash does not match its fields\n"
+
+
+def test_verify_anchor(log_path: Path, log: AuditLog, capsys: pytest.CaptureFixture[str]) -> None:
+    assert log.seal_hash is not None
+    assert cli.main(["audit", "verify", str(log_path), "--anchor", log.seal_hash]) == 0
+    assert "anchor matches" in capsys.readouterr().out
+    assert cli.main(["audit", "verify", str(log_path), "--anchor", "0" * 64]) == 1
+    assert "INVALID at the seal: the seal's hash is not the anchored one" in (
+        capsys.readouterr().out
+    )
+
+
+def test_verify_unreadable_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["audit", "verify", str(tmp_path / "missing.jsonl")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("grid audit: error: cannot read audit log")
+
+
+def test_verify_garbage_is_invalid_not_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "garbage.jsonl"
+    path.write_bytes(b"\x00\xff not a log\n")
+    assert cli.main(["audit", "verify", str(path)]) == 1
+    assert "INVALID at step 0: line 1 is not UTF-8" in capsys.readouterr().out
+
+
+def test_verify_through_a_subprocess(log_path: Path, tampered: Path) -> None:
+    run = [sys.executable, "-m", "grid_core.cli", "audit", "verify"]
+    ok = subprocess.run([*run, str(log_path)], capture_output=True, text=True, check=False)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.startswith(f"{log_path}: VALID: ")
+    bad = subprocess.run([*run, str(tampered)], capture_output=True, text=True, check=False)
+    assert bad.returncode == 1
+    assert "INVALID at step 2: the record's hash does not match its fields" in bad.stdout
+    missing = subprocess.run(
+        [*run, "/nonexistent/log"], capture_output=True, text=True, check=False
+    )
+    assert missing.returncode == 2 and "cannot read audit log" in missing.stderr
+
+
+# -------------------------------------------------------------- replay
+
+
+@pytest.mark.usefixtures("toy_vocab")
+def test_replay_valid(
+    log_path: Path, lexicon: Path, log: AuditLog, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["audit", "replay", str(log_path), "--grammar", str(GRAMMAR), *PROJECTION]
+    argv += ["--lexicon", str(lexicon), "--vocab", "toy", "--anchor", str(log.seal_hash)]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert out == (
+        f"{log_path}: REPLAYS: {len(log.records)} records bit-identical against the artifacts\n"
+    )
+
+
+@pytest.mark.usefixtures("toy_vocab")
+def test_replay_divergence_and_artifacts(
+    tmp_path: Path, log: AuditLog, lexicon: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A forger rewrote the chain: a different config hash at step 1, resealed.
+    forged = AuditLog()
+    for r in log.records:
+        h = 0 if r.step == 1 else int(r.config_hash, 16)
+        forged.append(h, r.mask_entry_id, r.token, r.blocked_count, r.kind)  # type: ignore[arg-type]
+    assert log.seal is not None
+    forged.close(log.seal["stop_reason"], log.seal["fingerprints"], log.seal["mode"])
+    path = tmp_path / "forged.jsonl"
+    forged.write(path)
+    base = ["audit", "replay", str(path), "--grammar", str(GRAMMAR), "--vocab", "toy"]
+    assert cli.main([*base, *PROJECTION, "--lexicon", str(lexicon)]) == 1
+    out = capsys.readouterr().out
+    assert "DIVERGES at step 1 (replay): config_hash: log 0000000000000000, replay " in out
+    # Without the projection and the lexicon: other artifacts, named.
+    assert cli.main(base) == 1
+    out = capsys.readouterr().out
+    assert "DIVERGES at the artifacts (artifacts): artifact fingerprints differ (grammar: " in out
+    for name in ("grammar", "tables", "lexicon"):
+        assert f"{name}: log " in out
+
+
+@pytest.mark.usefixtures("toy_vocab")
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        pytest.param(["--grammar", "/nonexistent.lark"], "cannot read grammar", id="no-grammar"),
+        pytest.param(
+            ["--grammar", str(GRAMMAR), "--drop", "NOPE"], "has no terminal 'NOPE'", id="drop"
+        ),
+        pytest.param(["--grammar", str(GRAMMAR), "--lexicon", "BAD"], "lexicon", id="lexicon"),
+    ],
+)
+def test_replay_errors_exit_2(
+    log_path: Path,
+    tmp_path: Path,
+    extra: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"TABLE_NAME": "orders"}')
+    extra = [str(bad) if x == "BAD" else x for x in extra]
+    assert cli.main(["audit", "replay", str(log_path), "--vocab", "toy", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("grid audit: error: ") and message in err
+
+
+def test_replay_rejects_unknown_vocabulary(log_path: Path) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(["audit", "replay", str(log_path), "--grammar", str(GRAMMAR), "--vocab", "x"])
+    assert info.value.code == 2
+
+
+def test_replay_with_a_real_vocabulary(
+    tmp_path: Path, lexicon: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """End to end with cl100k: a short hand-driven log replays from the command line."""
+    vocab = cl100k()
+    engine = Engine(ENGINE.grammar, vocab, LEXICON)
+    guide, log, rest = engine.guide(), AuditLog(), b"select * from orders;"
+    while not guide.is_terminated():
+        ids = guide.mask_ids()
+        fits = [i for i in ids if i not in vocab.eos_ids and rest.startswith(vocab.token_bytes[i])]
+        t = max(fits, key=lambda i: len(vocab.token_bytes[i])) if rest else vocab.eos_ids[0]
+        entry = mask_entry_id(engine.pack(ids).tobytes())
+        kind = "eos" if t in vocab.eos_ids else "sampled"
+        log.append(guide.config.hash, entry, t, vocab.n_vocab - len(ids), kind)
+        guide.advance(t)
+        rest = rest[len(vocab.token_bytes[t]) :]
+    log.close("eos", engine.fingerprints(), {"mode": 1})
+    path = tmp_path / "cl100k.jsonl"
+    log.write(path)
+    argv = ["audit", "replay", str(path), "--grammar", str(GRAMMAR), *PROJECTION]
+    argv += ["--lexicon", str(lexicon), "--vocab", "cl100k"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"REPLAYS: {len(log.records)} records bit-identical" in out
+    assert len(log.records) <= 8

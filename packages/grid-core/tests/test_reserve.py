@@ -1,0 +1,251 @@
+"""The reserve table (grid_core.reserve): token costs, written completions, bounds.
+
+Theorem 4 of docs/guarantees (proofs/Reserve.v) assumes three things of the
+reserve; each has its test here:
+
+- the reserve is 0 exactly when EOS is legal (``reserve_zero_complete``);
+- the completion the guide writes is legal and never longer than the reserve,
+  and every suffix of it is priced no higher than its length, so the reserve
+  is met one token at a time (``reserve_met_stepwise``):
+  ``test_completion_never_exceeds_reserve``;
+- one admitted token raises the reserve by at most the trigger's safety
+  margin (``reserve_growth``): ``test_reserve_rise_bounded_by_safety``.
+
+Fixtures: the CRUD analyst projection with the byte-complete toy vocabulary
+of ``toy.py`` (hand-checked table below), and the SQLite dialect's admin
+projection with cl100k and the example schema's lexicon.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from toy import ANALYST, EOS, LEXICON, TOY, analyst_engine, token
+
+from grid_core.complete import shortest_completion
+from grid_core.errors import MaskError
+from grid_core.grammar import load_grammar
+from grid_core.guide import Engine, GridGuide
+from grid_core.reserve import DEFAULT_SAFETY, ReserveError, ReserveTable, reserve_table
+from grid_core.vocab import Vocabulary, cl100k
+from grid_spec import Language
+
+TOY_ENGINE = analyst_engine()
+TOY_TABLE = reserve_table(TOY_ENGINE)
+TOY_SPEC = Language(ANALYST.to_lark(), LEXICON)
+
+
+def toy_guide(text: bytes) -> GridGuide:
+    g = TOY_ENGINE.guide()
+    for b in text:
+        g.advance(b)
+    return g
+
+
+@pytest.fixture(scope="module")
+def sql() -> tuple[Engine, ReserveTable, Language]:
+    """The example policy's admin role over the SQLite dialect, with cl100k."""
+    from grid_sql.dialects import SQLITE
+    from grid_sql.lexicon import SchemaLexicon
+    from grid_sql.policy import example_policy
+    from grid_sql.projection import RoleProjection
+    from grid_sql.schema import example_schema
+
+    schema = example_schema()
+    policy = example_policy(schema)
+    lexicon = SchemaLexicon.build(SQLITE, schema, policy.grants("admin", schema))
+    projection = RoleProjection.compile(policy.role("admin"), SQLITE, words=lexicon.words)
+    engine = Engine(projection.grammar, cl100k(), lexicon.lexicon)
+    spec = Language(projection.grammar.to_lark(), lexicon.word_lists())
+    return engine, reserve_table(engine), spec
+
+
+# -- hand-checked -----------------------------------------------------------------
+
+
+def test_split_is_the_fewest_tokens() -> None:
+    assert TOY_TABLE.split(b"") == ()
+    assert TOY_TABLE.split(b"yees where") == (token(b"yees where"),)
+    assert TOY_TABLE.split(b" employees") == (token(b" "), token(b"employees"))
+    assert TOY_TABLE.token_cost(b" employees where") == 2  # b" emplo", b"yees where"
+    assert TOY_TABLE.token_cost(b"select *") == 2  # b"select", b" *"
+
+
+@pytest.mark.parametrize(
+    ("prefix", "reserve", "written"),
+    [
+        pytest.param(b"", 7, b"select * from employees ;", id="empty"),
+        pytest.param(b"select", 6, b" * from employees ;", id="after-keyword"),
+        pytest.param(b"select * from emplo", 3, b"yees ;", id="mid-lexicon-word"),
+        pytest.param(b"select * from employees", 2, b" ;", id="needs-semicolon"),
+        pytest.param(b"select * from employees;", 0, b"", id="complete"),
+        pytest.param(b"select * from orders where x", 6, b" = 0 ;", id="column-then-value"),
+        pytest.param(b"select * from orders where x = '", 3, b"' ;", id="open-string"),
+        pytest.param(b"select * from orders --", 3, b"\n ;", id="open-comment"),
+        pytest.param(b"select * from orders ", 1, b";", id="pending-space"),
+    ],
+)
+def test_toy_reserve_and_completion(prefix: bytes, reserve: int, written: bytes) -> None:
+    g = toy_guide(prefix)
+    tokens = TOY_TABLE.completion(g.config)
+    assert TOY_TABLE.reserve(g.config) == reserve == len(tokens)
+    assert b"".join(TOY.token_bytes[t] for t in tokens) == written
+    assert TOY_SPEC.in_language(prefix + written)
+
+
+def test_tables_check_invariants(sql: tuple[Engine, ReserveTable, Language]) -> None:
+    TOY_TABLE.check_invariants()
+    sql[1].check_invariants()
+    assert reserve_table(TOY_ENGINE) is TOY_TABLE
+
+
+def test_sql_costs_are_counted_in_cl100k_tokens(
+    sql: tuple[Engine, ReserveTable, Language],
+) -> None:
+    engine, table, _ = sql
+    names = engine.tables.terminal_names
+    cost = {names[t]: table.term_cost[t] for t in table.pieces}
+    assert cost["SELECT"] == cost["STAR"] == 1  # b" SELECT", b" *"
+    assert cost["NUMBER"] == 2  # cl100k never glues a space to a digit: b" ", b"0"
+    assert table.start_cost == 3  # b" SELECT * ;"
+    assert table.reserve(engine.guide().config) == 3  # b"SELECT * ;": no leading space
+
+
+def test_unwritable_vocabulary_raises() -> None:
+    words = [b"select", b"*", b"from", b"employees", b";", b""]
+    vocab = Vocabulary.from_spellings("no-space", words, {5}, (5,))
+    with pytest.raises(ReserveError, match="no writable lexeme"):
+        reserve_table(Engine(ANALYST, vocab, LEXICON))
+
+
+def test_grammar_without_ignored_space_raises() -> None:
+    grammar = load_grammar('start: "a" ";"\n')
+    vocab = Vocabulary.from_spellings("ab", [b"a", b";", b" ", b""], {3}, (3,))
+    with pytest.raises(ReserveError, match="space"):
+        reserve_table(Engine(grammar, vocab))
+
+
+# -- properties (theorem 4's assumptions) -------------------------------------------
+
+
+def walk(engine: Engine, data: st.DataObject, steps: int) -> list[tuple[GridGuide, bytes]]:
+    """(guide, output) at each configuration of a random walk over the mask (no EOS)."""
+    eos = set(engine.vocab.eos_ids)
+    g, text, seen = engine.guide(), b"", []
+    for _ in range(steps):
+        seen.append((g.fork(), text))
+        ids = [i for i in g.mask_ids() if i not in eos]
+        if not ids:
+            break
+        t = data.draw(st.sampled_from(ids))
+        g.advance(t)
+        text += engine.vocab.token_bytes[t]
+    return seen
+
+
+def check_completion(
+    engine: Engine, table: ReserveTable, spec: Language, g: GridGuide, text: bytes
+) -> None:
+    """The written completion: legal token by token, within the reserve, a sentence,
+    and every suffix of it priced at most its length."""
+    config = g.config
+    reserve = table.reserve(config)
+    tokens = table.completion(config)
+    assert len(tokens) <= reserve
+    assert (reserve == 0) is g.is_complete()
+    w = g.fork()
+    for i, t in enumerate(tokens):
+        if i == 0:
+            assert t in g.mask_ids()
+        w.advance(t)  # raises GuideError for a token outside the mask
+        assert table.reserve(w.config) <= len(tokens) - i - 1, "not met one token at a time"
+    assert w.eos_allowed()
+    written = b"".join(engine.vocab.token_bytes[t] for t in tokens)
+    assert spec.in_language(text + written)
+
+
+@settings(derandomize=True, max_examples=60, deadline=None)
+@given(st.data())
+def test_completion_never_exceeds_reserve(data: st.DataObject) -> None:
+    """Toy grammar: at every configuration of a random walk, the completion the
+    guide writes is in the mask token by token, ends where EOS is legal, is a
+    sentence of L (grid-spec), and is no longer than the reserve; every suffix
+    of it is priced at most its length (the reserve is met stepwise)."""
+    for g, text in walk(TOY_ENGINE, data, 20):
+        check_completion(TOY_ENGINE, TOY_TABLE, TOY_SPEC, g, text)
+        w = g.fork()
+        for t in TOY_TABLE.completion(g.config):
+            assert t in w.mask_ids()
+            w.advance(t)
+        assert EOS in w.mask_ids()
+
+
+@settings(derandomize=True, max_examples=6, deadline=None)
+@given(st.data())
+def test_completion_never_exceeds_reserve_sql(
+    sql: tuple[Engine, ReserveTable, Language], data: st.DataObject
+) -> None:
+    """The same property on the SQLite dialect with cl100k and a schema lexicon."""
+    engine, table, spec = sql
+    for g, text in walk(engine, data, 12):
+        check_completion(engine, table, spec, g, text)
+
+
+@settings(derandomize=True, max_examples=20, deadline=None)
+@given(st.data())
+def test_reserve_rise_bounded_by_safety(data: st.DataObject) -> None:
+    """Toy grammar, every admitted token at every configuration of a walk."""
+    for g, _ in walk(TOY_ENGINE, data, 20):
+        r = TOY_TABLE.reserve(g.config)
+        for t in g.mask_ids():
+            if t != EOS:
+                nxt = TOY_ENGINE.lexer.advance(g.config, TOY.token_bytes[t])
+                assert nxt is not None
+                assert TOY_TABLE.reserve(nxt) - r <= DEFAULT_SAFETY
+
+
+def test_reserve_rise_bounded_by_safety_sql(sql: tuple[Engine, ReserveTable, Language]) -> None:
+    """SQLite + cl100k: every admitted token at the configurations of two short
+    walks (the full sweep is ``bench/walk_arm.py --rise-configs``)."""
+    engine, table, _ = sql
+    rng = random.Random(7)
+    spelling, eos = engine.vocab.token_bytes, set(engine.vocab.eos_ids)
+    worst = 0
+    for _ in range(2):
+        g = engine.guide()
+        for _ in range(3):
+            ids = g.mask_ids()
+            r = table.reserve(g.config)
+            for t in ids:
+                if t not in eos:
+                    nxt = engine.lexer.advance(g.config, spelling[t])
+                    assert nxt is not None
+                    worst = max(worst, table.reserve(nxt) - r)
+            g.advance(rng.choice([i for i in ids if i not in eos]))
+    assert 0 < worst <= DEFAULT_SAFETY
+
+
+def test_written_completion_is_no_shorter_than_the_byte_oracle() -> None:
+    """complete.py's bounded search is the shortest completion in bytes: the
+    written one can be longer, never shorter."""
+    for prefix in [b"", b"select", b"select * from emplo", b"select * from orders where x = "]:
+        g = toy_guide(prefix)
+        oracle = shortest_completion(TOY_ENGINE, g.config)
+        assert oracle is not None
+        written = b"".join(TOY.token_bytes[t] for t in TOY_TABLE.completion(g.config))
+        assert len(written) >= len(oracle)
+        assert TOY_SPEC.in_language(prefix + oracle)
+
+
+def test_no_mask_error_on_completion_paths() -> None:
+    g = toy_guide(b"select * from orders where x = 1 and y")
+    for t in TOY_TABLE.completion(g.config):
+        try:
+            assert t in g.mask_ids()
+        except MaskError:  # pragma: no cover - would be a bug
+            pytest.fail("empty mask on a completion path")
+        g.advance(t)
+    assert EOS in g.mask_ids()

@@ -1,0 +1,46 @@
+"""The walk arm at default-suite size: 500 model-free generations, every stop in L.
+
+``bench/walk_arm.py`` (its module header has the method) drives the decode
+loop with a random sampler over the mask, over the SQLite dialect projected
+for the example policy's four roles with their schema lexicons. The nox
+``walk-arm`` session runs 10,000 generations; here 500, with cl100k's first
+2,048 ids as the vocabulary (about a minute on a shared 2-core host; the full
+cl100k mask costs some 30 times more per step in the pure-Python walk).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+BENCH = Path(__file__).resolve().parents[3] / "bench" / "walk_arm.py"
+
+
+def load_bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("walk_arm", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["walk_arm"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_walk_arm_500() -> None:
+    summary = load_bench().run(500, "cl100k:2048", seed=2026, max_budget=64, replay_every=25)
+    assert summary["failures"] == []
+    assert summary["in_language"] == 500
+    for key in (
+        "not_in_language",
+        "dead_ends",
+        "budget_overruns",
+        "audit_invalid",
+        "replay_diverged",
+        "lark_disagrees",
+    ):
+        assert summary[key] == 0, key
+    assert summary["replayed"] == 20
+    assert summary["lark_ok"] > 0
+    assert set(summary["stop_reasons"]) <= {"eos", "reserve"}
+    assert all(r["generations"] == 125 for r in summary["roles"].values())

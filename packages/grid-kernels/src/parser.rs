@@ -1,0 +1,253 @@
+//! LALR(1) stacks in an arena, allowed sets by reduce-chain simulation.
+//!
+//! Mirrors `grid_core.parser`. A stack is a node id in a [`StackArena`]: each
+//! node holds its parent and the LALR state reached. Nodes are interned on
+//! `(parent, state)` (the accessing symbol is a function of the state), so one
+//! stack has one id within an arena and anything memoized on a node (its
+//! allowed set) is computed once. Push and pop are O(1); rollback is keeping an
+//! id. Stacks come from Python as their list of states, bottom first.
+//!
+//! Allowed terminals A(node) are computed by *simulating* the reduce chain of
+//! each non-error column on a virtual overlay of states above the node (nothing
+//! is interned while simulating): a terminal is allowed iff the parser shifts it
+//! after reductions, `$END` (bit T) iff it reaches ACCEPT. By the correct-prefix
+//! property of LR parsers (Aho & Johnson, "LR Parsing", 1974) that is exactly
+//! viability. The exact LALR(1) rows have no default reductions, so a non-error
+//! cell is necessary, not sufficient; the rows bound the simulation.
+//!
+//! Contract of one simulated step (`Parser._run`), with `s` the virtual top:
+//!   `action[s][t] = k > 0`  shift: push `k - 1` (materialized or reported)
+//!   `action[s][t] = 0`      error
+//!   `action[s][t] = -1 - r` reduce rule r: pop `len(r)`, push `goto[top][lhs(r)]`;
+//!                           rule 0 is ACCEPT (allowed iff `t` is `$END`)
+
+use std::collections::HashMap;
+
+use crate::bits;
+use crate::error::{KernelError, Result};
+use crate::tables::Lalr;
+
+/// A node of a [`StackArena`].
+pub type NodeId = u32;
+
+const NO_PARENT: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug)]
+struct Cell {
+    parent: u32,
+    state: u32,
+}
+
+/// What simulating the reduce chain of one terminal ends in.
+enum Outcome {
+    Error,
+    Accept,
+    /// Shift into `state` above `base` (still in the arena) plus `overlay`.
+    Shift {
+        base: NodeId,
+        overlay: Vec<u32>,
+        state: u32,
+    },
+}
+
+/// Interned persistent stacks over one set of LALR tables, with per-node
+/// memoized allowed sets. Not shared between threads: each walk that needs
+/// stacks owns one (they are cheap), the tables behind it are shared.
+pub struct StackArena<'t> {
+    lalr: &'t Lalr,
+    width: usize,
+    cells: Vec<Cell>,
+    interned: HashMap<(u32, u32), NodeId>,
+    allowed: Vec<Option<Box<[u64]>>>,
+}
+
+impl<'t> StackArena<'t> {
+    /// An empty arena; `width` is the word count of an allowed set.
+    pub fn new(lalr: &'t Lalr, width: usize) -> Self {
+        Self {
+            lalr,
+            width,
+            cells: Vec::new(),
+            interned: HashMap::new(),
+            allowed: Vec::new(),
+        }
+    }
+
+    fn intern(&mut self, parent: u32, state: u32) -> NodeId {
+        if let Some(&id) = self.interned.get(&(parent, state)) {
+            return id;
+        }
+        let id = self.cells.len() as NodeId;
+        self.cells.push(Cell { parent, state });
+        self.allowed.push(None);
+        self.interned.insert((parent, state), id);
+        id
+    }
+
+    /// The node of a stack given as its LALR states, bottom first.
+    pub fn from_states(&mut self, states: &[i64]) -> Result<NodeId> {
+        if states.is_empty() {
+            return Err(KernelError::InvalidStack {
+                detail: "a stack has at least its bottom state".into(),
+            });
+        }
+        let mut node = NO_PARENT;
+        for &s in states {
+            let s = usize::try_from(s)
+                .ok()
+                .filter(|&s| s < self.lalr.n_states)
+                .ok_or_else(|| KernelError::InvalidStack {
+                    detail: format!("state {s} is out of range 0..{}", self.lalr.n_states),
+                })?;
+            node = self.intern(node, s as u32);
+        }
+        Ok(node)
+    }
+
+    /// Push `state` on `parent`.
+    pub fn push(&mut self, parent: NodeId, state: u32) -> NodeId {
+        debug_assert!((state as usize) < self.lalr.n_states);
+        self.intern(parent, state)
+    }
+
+    pub fn state(&self, node: NodeId) -> u32 {
+        self.cells[node as usize].state
+    }
+
+    pub fn parent(&self, node: NodeId) -> Option<NodeId> {
+        let p = self.cells[node as usize].parent;
+        (p != NO_PARENT).then_some(p)
+    }
+
+    /// The states from the bottom of the stack to `node`.
+    pub fn states(&self, node: NodeId) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut n = Some(node);
+        while let Some(id) = n {
+            out.push(self.state(id));
+            n = self.parent(id);
+        }
+        out.reverse();
+        out
+    }
+
+    /// Nodes interned so far.
+    pub fn len(&self) -> usize {
+        self.cells.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.cells.is_empty()
+    }
+
+    /// Reduce on a virtual overlay, then report whether `t` shifts (`Parser._run`).
+    fn run(&self, node: NodeId, t: usize) -> Result<Outcome> {
+        let lalr = self.lalr;
+        let (w, n_nt) = (lalr.width(), lalr.n_nonterminals);
+        let mut base = node;
+        let mut overlay: Vec<u32> = Vec::new();
+        let mut state = self.state(node) as usize;
+        loop {
+            let a = lalr.action[state * w + t];
+            if a > 0 {
+                return Ok(Outcome::Shift {
+                    base,
+                    overlay,
+                    state: (a - 1) as u32,
+                });
+            }
+            if a == 0 {
+                return Ok(Outcome::Error);
+            }
+            let rule = (-(a as i64) - 1) as usize;
+            if rule == 0 {
+                return Ok(if t == lalr.n_terminals {
+                    Outcome::Accept
+                } else {
+                    Outcome::Error
+                });
+            }
+            let n = lalr.rule_len[rule] as usize;
+            if n <= overlay.len() {
+                overlay.truncate(overlay.len() - n);
+            } else {
+                for _ in 0..n - overlay.len() {
+                    base = self.parent(base).ok_or_else(|| KernelError::InvalidStack {
+                        detail: "a reduction pops past the bottom of the stack".into(),
+                    })?;
+                }
+                overlay.clear();
+            }
+            let top = overlay.last().copied().unwrap_or_else(|| self.state(base)) as usize;
+            let g = lalr.goto[top * n_nt + lalr.rule_lhs[rule] as usize];
+            if g < 0 {
+                return Err(KernelError::InvalidStack {
+                    detail: format!("goto from state {top} on a reduced nonterminal is undefined"),
+                });
+            }
+            state = g as usize;
+            overlay.push(g as u32);
+        }
+    }
+
+    /// A(node): the terminals the parser can take (bit T = `$END`), memoized.
+    pub fn allowed(&mut self, node: NodeId) -> Result<&[u64]> {
+        if self.allowed[node as usize].is_none() {
+            let mut a = vec![0u64; self.width];
+            for &t in self.lalr.row_terms(self.state(node) as usize) {
+                if !matches!(self.run(node, t as usize)?, Outcome::Error) {
+                    bits::set(&mut a, t as usize);
+                }
+            }
+            self.allowed[node as usize] = Some(a.into_boxed_slice());
+        }
+        Ok(self.allowed[node as usize]
+            .as_deref()
+            .expect("memoized above"))
+    }
+
+    /// The stack after reducing and shifting terminal `t` (`Parser.shift`).
+    pub fn shift(&mut self, node: NodeId, t: usize) -> Result<NodeId> {
+        if t >= self.lalr.n_terminals {
+            return Err(KernelError::InvalidTerminal {
+                terminal: t as i64,
+                detail: format!("out of range 0..{}", self.lalr.n_terminals),
+            });
+        }
+        match self.run(node, t)? {
+            Outcome::Shift {
+                base,
+                overlay,
+                state,
+            } => {
+                let mut n = base;
+                for s in overlay {
+                    n = self.push(n, s);
+                }
+                Ok(self.push(n, state))
+            }
+            _ => Err(KernelError::InvalidTerminal {
+                terminal: t as i64,
+                detail: "the stack cannot shift it".into(),
+            }),
+        }
+    }
+
+    /// `$END` reaches ACCEPT from `node`.
+    pub fn accepts(&mut self, node: NodeId) -> Result<bool> {
+        let end = self.lalr.n_terminals;
+        Ok(bits::test(self.allowed(node)?, end))
+    }
+
+    /// Assert the arena's invariants (for tests): parents precede children,
+    /// interning is a bijection, states are in range.
+    pub fn check_invariants(&self) {
+        assert_eq!(self.cells.len(), self.interned.len());
+        assert_eq!(self.cells.len(), self.allowed.len());
+        for (i, c) in self.cells.iter().enumerate() {
+            assert!(c.parent == NO_PARENT || (c.parent as usize) < i);
+            assert!((c.state as usize) < self.lalr.n_states);
+            assert_eq!(self.interned[&(c.parent, c.state)], i as NodeId);
+        }
+    }
+}

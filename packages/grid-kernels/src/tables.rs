@@ -1,0 +1,486 @@
+//! The grammar tables every kernel reads: built once from grid-core's artifacts,
+//! validated once, then shared read-only (behind `Arc`) by every walk.
+//!
+//! The layouts are grid-core's, unchanged (`grid_core.dfa`, `grid_core.lalr`,
+//! `grid_core.lexicon`); only the Python-int bitsets become
+//! fixed-width word rows ([`crate::bits`]) and lexicon children dicts become a
+//! sorted CSR array. Validation makes every later index in bounds, so the hot
+//! path never panics on tables that passed [`GrammarTables::new`].
+//!
+//! - [`crate::trie::Trie`]: one per tokenizer (its own module);
+//! - [`GrammarTables`]: one per (projected grammar, lexicon): union DFA, LALR(1)
+//!   ACTION/GOTO, lexicon trie, pick order, ignored set.
+
+use crate::bits::{self, BitRows};
+use crate::error::{bad_table, Result};
+
+/// `ln` of a remainder no lexicon word continues (grid-core's `NO_NODE`).
+pub const NO_NODE: i32 = -1;
+/// A dead DFA transition (grid-core's `DEAD`).
+pub const DEAD: i32 = -1;
+
+// ---------------------------------------------------------------- grammar tables
+
+/// One grammar's artifacts as grid-core hands them over. Every bitset has
+/// `bits::width_for(n_terminals + 1)` words.
+#[derive(Clone, Debug, Default)]
+pub struct RawGrammar {
+    pub n_terminals: usize,
+    /// `ByteDFA.trans`: `n_states * 256`, -1 dead.
+    pub dfa_trans: Vec<i32>,
+    pub dfa_accept: Vec<Vec<u64>>,
+    pub dfa_live: Vec<Vec<u64>>,
+    /// `LalrTables.action`: `n_states * (T + 1)`.
+    pub action: Vec<i32>,
+    /// `LalrTables.goto`: `n_states * n_nonterminals`, -1 undefined.
+    pub goto: Vec<i32>,
+    pub n_nonterminals: usize,
+    pub rule_lhs: Vec<i32>,
+    pub rule_len: Vec<i32>,
+    /// `Lexicon.children`: per node, (byte, child) pairs in any order.
+    pub lexicon_children: Vec<Vec<(u8, i32)>>,
+    pub lexicon_prefix_cats: Vec<Vec<u64>>,
+    pub lexicon_word_cats: Vec<Vec<u64>>,
+    pub lexicon_categories: Vec<u64>,
+    /// `Grammar.pick_order`: terminal ids, highest priority first.
+    pub pick_order: Vec<i32>,
+    /// The `%ignore`d terminals.
+    pub ignored: Vec<u64>,
+}
+
+/// The union DFA (`grid_core.dfa.ByteDFA`), compressed for the walk.
+///
+/// grid-core's table has 256 columns per state; bytes that act alike in every
+/// state (a byte class) share one column here, and each entry carries the
+/// target's "accepts something" bit, so one step is one load from a table a
+/// few times smaller (the sqlite dialect: 742 states x ~60 classes instead of
+/// x 256) and no second load.
+#[derive(Clone, Debug)]
+pub struct Dfa {
+    /// Byte -> its byte class.
+    pub(crate) class_of: [u8; 256],
+    pub(crate) n_classes: usize,
+    /// `next[q * n_classes + class]`: `(target << 1) | accepting(target)`, or
+    /// -1 (dead).
+    pub(crate) next: Vec<i32>,
+    pub(crate) accept: BitRows,
+    pub(crate) live: BitRows,
+}
+
+impl Dfa {
+    /// The 256-column transition of grid-core: next state or -1.
+    pub fn trans(&self, q: usize, byte: u8) -> i32 {
+        let e = self.next[q * self.n_classes + self.class_of[byte as usize] as usize];
+        if e < 0 {
+            DEAD
+        } else {
+            e >> 1
+        }
+    }
+
+    pub fn n_states(&self) -> usize {
+        self.accept.len()
+    }
+
+    /// Byte classes (columns of the compressed table).
+    pub fn n_classes(&self) -> usize {
+        self.n_classes
+    }
+}
+
+/// LALR(1) tables (`grid_core.lalr.LalrTables`) and, per state, the columns
+/// that are not errors (the terminals whose reduce chains `allowed` simulates).
+#[derive(Clone, Debug)]
+pub struct Lalr {
+    pub(crate) n_states: usize,
+    pub(crate) n_terminals: usize,
+    pub(crate) n_nonterminals: usize,
+    pub(crate) action: Vec<i32>,
+    pub(crate) goto: Vec<i32>,
+    pub(crate) rule_lhs: Vec<u32>,
+    pub(crate) rule_len: Vec<u32>,
+    pub(crate) row_start: Vec<u32>,
+    pub(crate) row_terms: Vec<u32>,
+}
+
+impl Lalr {
+    /// Columns of ACTION: the terminals and `$END`.
+    #[inline]
+    pub fn width(&self) -> usize {
+        self.n_terminals + 1
+    }
+
+    /// The non-error columns of `state`, ascending.
+    #[inline]
+    pub fn row_terms(&self, state: usize) -> &[u32] {
+        &self.row_terms[self.row_start[state] as usize..self.row_start[state + 1] as usize]
+    }
+
+    pub fn n_states(&self) -> usize {
+        self.n_states
+    }
+}
+
+/// The schema lexicon (`grid_core.lexicon.Lexicon`): children as a sorted CSR.
+#[derive(Clone, Debug)]
+pub struct Lexicon {
+    pub(crate) categories: Vec<u64>,
+    pub(crate) start: Vec<u32>,
+    pub(crate) bytes: Vec<u8>,
+    pub(crate) child: Vec<i32>,
+    pub(crate) prefix_cats: BitRows,
+    pub(crate) word_cats: BitRows,
+}
+
+impl Lexicon {
+    /// The node after `byte`, or [`NO_NODE`] once no word continues.
+    #[inline]
+    pub fn step(&self, node: i32, byte: u8) -> i32 {
+        if node == NO_NODE {
+            return NO_NODE;
+        }
+        let n = node as usize;
+        let (lo, hi) = (self.start[n] as usize, self.start[n + 1] as usize);
+        match self.bytes[lo..hi].binary_search(&byte) {
+            Ok(k) => self.child[lo + k],
+            Err(_) => NO_NODE,
+        }
+    }
+
+    pub fn n_nodes(&self) -> usize {
+        self.start.len() - 1
+    }
+}
+
+/// Everything the scanner and the parser read for one (grammar, lexicon).
+#[derive(Clone, Debug)]
+pub struct GrammarTables {
+    pub(crate) width: usize,
+    pub(crate) n_terminals: usize,
+    pub(crate) dfa: Dfa,
+    pub(crate) lalr: Lalr,
+    pub(crate) lexicon: Lexicon,
+    /// Position of each terminal in the pick order (`u32::MAX`: never picked).
+    pub(crate) rank: Vec<u32>,
+    pub(crate) order: Vec<u32>,
+    pub(crate) ignored: Vec<u64>,
+    /// Per DFA state: it accepts a lexicon category.
+    pub(crate) accepts_category: Vec<bool>,
+}
+
+fn check_set(
+    table: &'static str,
+    what: &str,
+    set: &[u64],
+    width: usize,
+    n_bits: usize,
+) -> Result<()> {
+    if set.len() != width {
+        return Err(bad_table(
+            table,
+            format!("{what} has {} words, expected {width}", set.len()),
+        ));
+    }
+    if bits::bit_len(set) > n_bits {
+        return Err(bad_table(
+            table,
+            format!("{what} names a terminal past {n_bits}"),
+        ));
+    }
+    Ok(())
+}
+
+fn rows(
+    table: &'static str,
+    what: &str,
+    sets: &[Vec<u64>],
+    width: usize,
+    n_bits: usize,
+) -> Result<BitRows> {
+    for (i, s) in sets.iter().enumerate() {
+        check_set(table, &format!("{what}[{i}]"), s, width, n_bits)?;
+    }
+    Ok(BitRows::from_rows(width, sets).expect("widths checked"))
+}
+
+impl GrammarTables {
+    /// Validate and take over one grammar's artifacts (see [`RawGrammar`]).
+    pub fn new(raw: RawGrammar) -> Result<Self> {
+        let t = raw.n_terminals;
+        if t == 0 {
+            return Err(bad_table("grammar", "no terminals"));
+        }
+        let width = bits::width_for(t + 1);
+        let dfa = Self::build_dfa(&raw, width)?;
+        let lalr = Self::build_lalr(&raw)?;
+        let lexicon = Self::build_lexicon(&raw, width)?;
+        check_set("grammar", "ignored", &raw.ignored, width, t)?;
+        let mut rank = vec![u32::MAX; t];
+        let mut order = Vec::with_capacity(raw.pick_order.len());
+        for (k, &x) in raw.pick_order.iter().enumerate() {
+            let x = usize::try_from(x)
+                .ok()
+                .filter(|&x| x < t)
+                .ok_or_else(|| bad_table("pick order", format!("terminal {x} out of range")))?;
+            if rank[x] != u32::MAX {
+                return Err(bad_table(
+                    "pick order",
+                    format!("terminal {x} appears twice"),
+                ));
+            }
+            rank[x] = k as u32;
+            order.push(x as u32);
+        }
+        let accepts_category = (0..dfa.accept.len())
+            .map(|q| bits::intersects(dfa.accept.row(q), &lexicon.categories))
+            .collect();
+        Ok(Self {
+            accepts_category,
+            width,
+            n_terminals: t,
+            dfa,
+            lalr,
+            lexicon,
+            rank,
+            order,
+            ignored: raw.ignored,
+        })
+    }
+
+    fn build_dfa(raw: &RawGrammar, width: usize) -> Result<Dfa> {
+        const D: &str = "DFA";
+        let n = raw.dfa_accept.len();
+        if n == 0 || raw.dfa_trans.len() != n * 256 || raw.dfa_live.len() != n {
+            return Err(bad_table(
+                D,
+                format!(
+                    "{} accept rows, {} live rows and {} transitions do not describe the same states",
+                    n,
+                    raw.dfa_live.len(),
+                    raw.dfa_trans.len()
+                ),
+            ));
+        }
+        if let Some(bad) = raw.dfa_trans.iter().find(|&&q| q < DEAD || q >= n as i32) {
+            return Err(bad_table(D, format!("transition to state {bad} of {n}")));
+        }
+        let accept = rows(D, "accept", &raw.dfa_accept, width, raw.n_terminals)?;
+        let live = rows(D, "live", &raw.dfa_live, width, raw.n_terminals)?;
+        // Byte classes: identical columns of the 256-wide table, numbered in
+        // order of their least byte.
+        let column =
+            |b: usize| -> Vec<i32> { (0..n).map(|q| raw.dfa_trans[q * 256 + b]).collect() };
+        let mut classes: std::collections::HashMap<Vec<i32>, u8> = std::collections::HashMap::new();
+        let mut class_of = [0u8; 256];
+        let mut firsts: Vec<usize> = Vec::new();
+        for (b, slot) in class_of.iter_mut().enumerate() {
+            let next_id = classes.len();
+            *slot = *classes.entry(column(b)).or_insert_with(|| {
+                firsts.push(b);
+                next_id as u8
+            });
+        }
+        let n_classes = firsts.len();
+        let mut next = Vec::with_capacity(n * n_classes);
+        for q in 0..n {
+            for &b in &firsts {
+                let target = raw.dfa_trans[q * 256 + b];
+                next.push(if target < 0 {
+                    -1
+                } else {
+                    target << 1 | i32::from(!bits::is_empty(accept.row(target as usize)))
+                });
+            }
+        }
+        Ok(Dfa {
+            class_of,
+            n_classes,
+            next,
+            accept,
+            live,
+        })
+    }
+
+    fn build_lalr(raw: &RawGrammar) -> Result<Lalr> {
+        const L: &str = "LALR";
+        let w = raw.n_terminals + 1;
+        let n_states = raw.action.len() / w;
+        let n_nt = raw.n_nonterminals;
+        let n_rules = raw.rule_lhs.len();
+        if n_states == 0 || raw.action.len() != n_states * w {
+            return Err(bad_table(
+                L,
+                format!(
+                    "action has {} cells, not a multiple of {w}",
+                    raw.action.len()
+                ),
+            ));
+        }
+        if raw.goto.len() != n_states * n_nt {
+            return Err(bad_table(
+                L,
+                format!(
+                    "goto has {} cells, expected {}",
+                    raw.goto.len(),
+                    n_states * n_nt
+                ),
+            ));
+        }
+        if n_rules == 0 || raw.rule_len.len() != n_rules {
+            return Err(bad_table(L, "rule_lhs and rule_len differ in length"));
+        }
+        for &a in &raw.action {
+            let ok = match a {
+                0 => true,
+                k if k > 0 => ((k - 1) as usize) < n_states,
+                k => ((-(k as i64) - 1) as usize) < n_rules,
+            };
+            if !ok {
+                return Err(bad_table(L, format!("action cell {a} is out of range")));
+            }
+        }
+        if let Some(bad) = raw.goto.iter().find(|&&g| g < -1 || g >= n_states as i32) {
+            return Err(bad_table(L, format!("goto to state {bad} of {n_states}")));
+        }
+        let rule_lhs: Vec<u32> = raw
+            .rule_lhs
+            .iter()
+            .map(|&x| {
+                usize::try_from(x)
+                    .ok()
+                    .filter(|&x| x < n_nt)
+                    .map(|x| x as u32)
+            })
+            .collect::<Option<_>>()
+            .ok_or_else(|| bad_table(L, "a rule's left-hand side is out of range"))?;
+        let rule_len: Vec<u32> = raw
+            .rule_len
+            .iter()
+            .map(|&x| u32::try_from(x).ok())
+            .collect::<Option<_>>()
+            .ok_or_else(|| bad_table(L, "a negative rule length"))?;
+        let mut row_start = Vec::with_capacity(n_states + 1);
+        let mut row_terms = Vec::new();
+        for s in 0..n_states {
+            row_start.push(row_terms.len() as u32);
+            row_terms.extend((0..w as u32).filter(|&t| raw.action[s * w + t as usize] != 0));
+        }
+        row_start.push(row_terms.len() as u32);
+        Ok(Lalr {
+            n_states,
+            n_terminals: raw.n_terminals,
+            n_nonterminals: n_nt,
+            action: raw.action.clone(),
+            goto: raw.goto.clone(),
+            rule_lhs,
+            rule_len,
+            row_start,
+            row_terms,
+        })
+    }
+
+    fn build_lexicon(raw: &RawGrammar, width: usize) -> Result<Lexicon> {
+        const X: &str = "lexicon";
+        let n = raw.lexicon_children.len();
+        let t = raw.n_terminals;
+        if n == 0 || raw.lexicon_prefix_cats.len() != n || raw.lexicon_word_cats.len() != n {
+            return Err(bad_table(X, "children, prefix_cats and word_cats must describe the same nodes (at least the root)"));
+        }
+        check_set(X, "categories", &raw.lexicon_categories, width, t)?;
+        let mut start = Vec::with_capacity(n + 1);
+        let mut bytes = Vec::new();
+        let mut child = Vec::new();
+        for (i, kids) in raw.lexicon_children.iter().enumerate() {
+            start.push(bytes.len() as u32);
+            let mut kids = kids.clone();
+            kids.sort_unstable();
+            for (k, &(b, c)) in kids.iter().enumerate() {
+                if k > 0 && kids[k - 1].0 == b {
+                    return Err(bad_table(
+                        X,
+                        format!("node {i} has two children on byte {b}"),
+                    ));
+                }
+                if c <= 0 || c as usize >= n {
+                    return Err(bad_table(X, format!("node {i} has child {c} of {n}")));
+                }
+                bytes.push(b);
+                child.push(c);
+            }
+        }
+        start.push(bytes.len() as u32);
+        Ok(Lexicon {
+            categories: raw.lexicon_categories.clone(),
+            start,
+            bytes,
+            child,
+            prefix_cats: rows(X, "prefix_cats", &raw.lexicon_prefix_cats, width, t)?,
+            word_cats: rows(X, "word_cats", &raw.lexicon_word_cats, width, t)?,
+        })
+    }
+
+    pub fn n_terminals(&self) -> usize {
+        self.n_terminals
+    }
+
+    /// Words of every terminal set (allowed sets included: bit T is `$END`).
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    pub fn dfa(&self) -> &Dfa {
+        &self.dfa
+    }
+
+    pub fn lalr(&self) -> &Lalr {
+        &self.lalr
+    }
+
+    pub fn n_dfa_states(&self) -> usize {
+        self.dfa.accept.len()
+    }
+
+    /// `t` is `%ignore`d.
+    #[inline]
+    pub fn is_ignored(&self, t: usize) -> bool {
+        bits::test(&self.ignored, t)
+    }
+
+    /// Assert the invariants [`GrammarTables::new`] establishes (for tests).
+    pub fn check_invariants(&self) {
+        let n = self.n_dfa_states();
+        let dfa = &self.dfa;
+        assert_eq!(dfa.next.len(), n * dfa.n_classes);
+        assert!(dfa.class_of.iter().all(|&c| (c as usize) < dfa.n_classes));
+        for &e in &dfa.next {
+            assert!(e == -1 || (e >= 0 && ((e >> 1) as usize) < n));
+            if e >= 0 {
+                let accepting = !bits::is_empty(dfa.accept.row((e >> 1) as usize));
+                assert_eq!(e & 1 == 1, accepting, "accept bit of an entry");
+            }
+        }
+        for q in 0..n {
+            for b in 0..=255u8 {
+                assert!((DEAD..n as i32).contains(&dfa.trans(q, b)));
+            }
+        }
+        for s in 0..n {
+            let (acc, live) = (self.dfa.accept.row(s), self.dfa.live.row(s));
+            assert!(
+                acc.iter().zip(live).all(|(a, l)| a & !l == 0),
+                "state {s} accepts past live"
+            );
+        }
+        let lx = &self.lexicon;
+        for i in 0..lx.n_nodes() {
+            let (lo, hi) = (lx.start[i] as usize, lx.start[i + 1] as usize);
+            assert!(lx.bytes[lo..hi].windows(2).all(|w| w[0] < w[1]));
+            assert!(lx.child[lo..hi].iter().all(|&c| c as usize > i));
+        }
+        let lalr = &self.lalr;
+        assert_eq!(lalr.row_start.len(), lalr.n_states + 1);
+        for (k, &t) in self.order.iter().enumerate() {
+            assert_eq!(self.rank[t as usize], k as u32);
+        }
+    }
+}

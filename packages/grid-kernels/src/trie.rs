@@ -1,0 +1,218 @@
+//! The token trie: every token spelling of a vocabulary in one DFS array.
+//!
+//! Mirrors `grid_core.trie.TokenTrie` (DESIGN.md section 6): node 0 is the root
+//! (the empty spelling); the subtree of node `i` is `i .. i + size[i]`, its
+//! children `c0 = i + 1, c1 = c0 + size[c0], ...` sorted by edge byte, so a
+//! rejected subtree is skipped whole by jumping `size` nodes ahead. Node
+//! records are packed ([`TrieNode`]); the alias classes (every id spelled at a
+//! node, ascending) and the vocabulary's EOS ids ride along, since a bitmask
+//! fill needs them. One [`Trie`] per tokenizer, shared (`Arc`) by every
+//! grammar and projection; validated once, so walks never index out of bounds.
+
+use crate::error::{bad_table, Result};
+
+/// A token trie as grid-core's `TokenTrie` hands it over, plus the vocabulary
+/// facts a bitmask needs (`n_vocab`, the EOS ids).
+#[derive(Clone, Debug, Default)]
+pub struct RawTrie {
+    pub edge: Vec<u8>,
+    pub token: Vec<i32>,
+    pub size: Vec<i32>,
+    pub alias_offset: Vec<i32>,
+    pub alias_ids: Vec<i32>,
+    pub n_vocab: usize,
+    pub eos_ids: Vec<i32>,
+}
+
+/// One trie node, packed: what the walk reads at a node is one record, so a
+/// cache line holds several whole nodes (DESIGN.md section 6: "one
+/// DFS-contiguous array of packed nodes").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TrieNode {
+    /// Nodes in the subtree, this one included.
+    pub size: u32,
+    /// Smallest token id spelled here, or -1.
+    pub token: i32,
+    /// Byte on the edge into this node (0 for the root).
+    pub edge: u8,
+}
+
+/// The packed, validated token trie (see `grid_core.trie` for the layout).
+#[derive(Clone, Debug)]
+pub struct Trie {
+    pub(crate) nodes: Vec<TrieNode>,
+    pub(crate) alias_offset: Vec<u32>,
+    pub(crate) alias_ids: Vec<u32>,
+    pub(crate) n_vocab: usize,
+    pub(crate) eos_ids: Vec<u32>,
+    pub(crate) max_depth: usize,
+}
+
+impl Trie {
+    /// Validate and take over a raw trie: shapes, the preorder tiling of every
+    /// subtree, sorted children, alias classes consistent with `token`.
+    pub fn new(raw: RawTrie) -> Result<Self> {
+        const T: &str = "trie";
+        let n = raw.edge.len();
+        if n == 0 {
+            return Err(bad_table(T, "no root node"));
+        }
+        if raw.token.len() != n || raw.size.len() != n {
+            return Err(bad_table(
+                T,
+                format!(
+                    "edge/token/size lengths differ: {}/{}/{}",
+                    n,
+                    raw.token.len(),
+                    raw.size.len()
+                ),
+            ));
+        }
+        if raw.alias_offset.len() != n + 1 {
+            return Err(bad_table(
+                T,
+                format!("alias_offset must have {} entries", n + 1),
+            ));
+        }
+        if u32::try_from(n).is_err() || u32::try_from(raw.alias_ids.len()).is_err() {
+            return Err(bad_table(T, "more than 2^32 nodes or ids"));
+        }
+        let size: Vec<u32> = raw
+            .size
+            .iter()
+            .map(|&s| u32::try_from(s).ok().filter(|&s| s >= 1))
+            .collect::<Option<_>>()
+            .ok_or_else(|| bad_table(T, "a subtree size is below 1"))?;
+        if size[0] as usize != n {
+            return Err(bad_table(T, "the root's subtree is not the whole trie"));
+        }
+        let alias_offset: Vec<u32> = raw
+            .alias_offset
+            .iter()
+            .map(|&o| u32::try_from(o).ok())
+            .collect::<Option<_>>()
+            .ok_or_else(|| bad_table(T, "a negative alias offset"))?;
+        if alias_offset[0] != 0 || alias_offset[n] as usize != raw.alias_ids.len() {
+            return Err(bad_table(T, "alias_offset does not span alias_ids"));
+        }
+        let in_vocab = |t: i32| usize::try_from(t).ok().filter(|&t| t < raw.n_vocab);
+        let alias_ids: Vec<u32> = raw
+            .alias_ids
+            .iter()
+            .map(|&t| in_vocab(t).map(|t| t as u32))
+            .collect::<Option<_>>()
+            .ok_or_else(|| bad_table(T, "an alias id is outside the vocabulary"))?;
+        let eos_ids: Vec<u32> = raw
+            .eos_ids
+            .iter()
+            .map(|&t| in_vocab(t).map(|t| t as u32))
+            .collect::<Option<_>>()
+            .ok_or_else(|| bad_table(T, "an EOS id is outside the vocabulary"))?;
+        for i in 0..n {
+            let (lo, hi) = (alias_offset[i] as usize, alias_offset[i + 1] as usize);
+            if lo > hi {
+                return Err(bad_table(T, format!("alias_offset decreases at node {i}")));
+            }
+            let expected = if lo < hi { raw.alias_ids[lo] } else { -1 };
+            if raw.token[i] != expected {
+                return Err(bad_table(
+                    T,
+                    format!("token[{i}] is not the first id of its alias class"),
+                ));
+            }
+        }
+        // Preorder tiling: every child's subtree lies inside its parent's, and
+        // siblings are sorted by edge byte. `open` holds (end, last child byte);
+        // a node whose subtree ended at `i` is closed before node `i`.
+        let mut open: Vec<(usize, i32)> = vec![(n, -1)];
+        let mut max_depth = 0;
+        for (i, &sz) in size.iter().enumerate().skip(1) {
+            while open.last().is_some_and(|&(end, _)| end <= i) {
+                open.pop();
+            }
+            let Some(parent) = open.last_mut() else {
+                return Err(bad_table(T, format!("node {i} lies outside the root")));
+            };
+            let end = i + sz as usize;
+            if end > parent.0 {
+                return Err(bad_table(T, format!("node {i} overflows its parent")));
+            }
+            if i32::from(raw.edge[i]) <= parent.1 {
+                return Err(bad_table(T, format!("children not sorted at node {i}")));
+            }
+            parent.1 = i32::from(raw.edge[i]);
+            open.push((end, -1));
+            max_depth = max_depth.max(open.len() - 1);
+        }
+        let nodes = (0..n)
+            .map(|i| TrieNode {
+                size: size[i],
+                token: raw.token[i],
+                edge: raw.edge[i],
+            })
+            .collect();
+        Ok(Self {
+            nodes,
+            alias_offset,
+            alias_ids,
+            n_vocab: raw.n_vocab,
+            eos_ids,
+            max_depth,
+        })
+    }
+
+    pub fn n_nodes(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Node `i` (panics out of range).
+    #[inline]
+    pub fn node(&self, i: usize) -> TrieNode {
+        self.nodes[i]
+    }
+
+    pub fn n_vocab(&self) -> usize {
+        self.n_vocab
+    }
+
+    /// Words of a packed bitmask over the vocabulary: `ceil(n_vocab / 32)`.
+    pub fn n_words(&self) -> usize {
+        self.n_vocab.div_ceil(32)
+    }
+
+    pub fn eos_ids(&self) -> &[u32] {
+        &self.eos_ids
+    }
+
+    /// The longest spelling, in bytes.
+    pub fn max_depth(&self) -> usize {
+        self.max_depth
+    }
+
+    /// Every token id spelled at `node` (its alias class; empty for an inner node).
+    #[inline]
+    pub fn ids_at(&self, node: usize) -> &[u32] {
+        &self.alias_ids[self.alias_offset[node] as usize..self.alias_offset[node + 1] as usize]
+    }
+
+    /// Assert the invariants [`Trie::new`] establishes (for tests).
+    pub fn check_invariants(&self) {
+        let n = self.n_nodes();
+        let size = |i: usize| self.nodes[i].size as usize;
+        assert_eq!(size(0), n);
+        assert_eq!(self.alias_offset.len(), n + 1);
+        for i in 0..n {
+            let ids = self.ids_at(i);
+            assert_eq!(self.nodes[i].token, ids.first().map_or(-1, |&t| t as i32));
+            assert!(
+                ids.windows(2).all(|w| w[0] < w[1]),
+                "alias class of {i} not ascending"
+            );
+            let mut c = i + 1;
+            while c < i + size(i) {
+                c += size(c);
+            }
+            assert_eq!(c, i + size(i), "subtree of {i} does not tile");
+        }
+    }
+}

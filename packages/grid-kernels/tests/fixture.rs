@@ -1,0 +1,263 @@
+//! Golden parity: the kernels against grid-core's Python path, without Python.
+//!
+//! `fixtures/analyst_toy.txt` was written by `make_fixture.py` from grid-core
+//! (the analyst projection of the CRUD grammar, its lexicon, the toy
+//! vocabulary) and records, per configuration reached by replays, the allowed
+//! set, the root walk, the whole mask and one lexer advance. Every one must come
+//! out of the kernels identically. A change in grid-core's semantics shows up
+//! here as a diff of the regenerated fixture.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use grid_kernels::walk::walk_from;
+use grid_kernels::{bits, EngineTables, GrammarTables, RawGrammar, RawTrie, Trie};
+
+const FIXTURE: &str = include_str!("fixtures/analyst_toy.txt");
+
+fn hex_set(s: &str, width: usize) -> Vec<u64> {
+    let mut bytes: Vec<u8> = Vec::new();
+    let digits: Vec<u8> = s.bytes().rev().collect();
+    for pair in digits.chunks(2) {
+        let lo = (pair[0] as char).to_digit(16).expect("hex digit");
+        let hi = pair
+            .get(1)
+            .map_or(0, |&c| (c as char).to_digit(16).expect("hex digit"));
+        bytes.push((hi * 16 + lo) as u8);
+    }
+    bits::from_le_bytes(&bytes, width).expect("set fits its width")
+}
+
+fn hex_bytes(s: &str) -> Vec<u8> {
+    if s == "-" {
+        return Vec::new();
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex byte"))
+        .collect()
+}
+
+fn ints<T: std::str::FromStr>(tokens: &[&str]) -> Vec<T>
+where
+    T::Err: std::fmt::Debug,
+{
+    tokens.iter().map(|t| t.parse().expect("int")).collect()
+}
+
+fn states(s: &str) -> Vec<i64> {
+    s.split(',').map(|x| x.parse().expect("state")).collect()
+}
+
+struct Config<'a> {
+    fields: HashMap<&'a str, Vec<&'a str>>,
+}
+
+impl Config<'_> {
+    fn get(&self, key: &str) -> &[&str] {
+        self.fields.get(key).map(Vec::as_slice).unwrap_or(&[])
+    }
+}
+
+fn load() -> (EngineTables, Vec<Config<'static>>) {
+    let mut lines = FIXTURE.lines();
+    assert_eq!(lines.next(), Some("grid-kernels fixture v1"));
+    let mut head: HashMap<&str, Vec<&str>> = HashMap::new();
+    let mut configs = Vec::new();
+    let mut current: Option<Config<'static>> = None;
+    for line in lines {
+        let mut tokens = line.split(' ').filter(|t| !t.is_empty());
+        let key = tokens.next().expect("a key");
+        let rest: Vec<&str> = tokens.collect();
+        match (key, current.as_mut()) {
+            ("config", _) => {
+                current = Some(Config {
+                    fields: HashMap::from([("config", rest)]),
+                })
+            }
+            ("end", Some(_)) => configs.push(current.take().expect("open block")),
+            (_, Some(c)) => {
+                c.fields.insert(key, rest);
+            }
+            (_, None) => {
+                head.insert(key, rest);
+            }
+        }
+    }
+    let one = |k: &str| -> usize { head[k][0].parse().expect("count") };
+    let t = one("n_terminals");
+    let w = bits::width_for(t + 1);
+    let sets = |k: &str| -> Vec<Vec<u64>> { head[k].iter().map(|s| hex_set(s, w)).collect() };
+    let mut trans = vec![-1; one("dfa_states") * 256];
+    for pair in &head["dfa_trans_sparse"] {
+        let (i, q) = pair.split_once(':').expect("i:q");
+        trans[i.parse::<usize>().unwrap()] = q.parse().unwrap();
+    }
+    let children = head["lexicon_children"]
+        .iter()
+        .map(|node| {
+            if *node == "-" {
+                return Vec::new();
+            }
+            node.split(',')
+                .map(|e| {
+                    let (b, c) = e.split_once(':').expect("b:c");
+                    (b.parse().unwrap(), c.parse().unwrap())
+                })
+                .collect()
+        })
+        .collect();
+    let raw = RawGrammar {
+        n_terminals: t,
+        dfa_trans: trans,
+        dfa_accept: sets("dfa_accept"),
+        dfa_live: sets("dfa_live"),
+        action: ints(&head["action"]),
+        goto: ints(&head["goto"]),
+        n_nonterminals: one("n_nonterminals"),
+        rule_lhs: ints(&head["rule_lhs"]),
+        rule_len: ints(&head["rule_len"]),
+        lexicon_children: children,
+        lexicon_prefix_cats: sets("lexicon_prefix_cats"),
+        lexicon_word_cats: sets("lexicon_word_cats"),
+        lexicon_categories: hex_set(head["lexicon_categories"][0], w),
+        pick_order: ints(&head["pick_order"]),
+        ignored: hex_set(head["ignored"][0], w),
+    };
+    let trie = RawTrie {
+        edge: ints(&head["trie_edge"]),
+        token: ints(&head["trie_token"]),
+        size: ints(&head["trie_size"]),
+        alias_offset: ints(&head["trie_alias_offset"]),
+        alias_ids: ints(&head["trie_alias_ids"]),
+        n_vocab: one("n_vocab"),
+        eos_ids: ints(&head["eos_ids"]),
+    };
+    let trans = raw.dfa_trans.clone();
+    let g = GrammarTables::new(raw).expect("fixture grammar is valid");
+    // The compressed DFA answers every transition as grid-core's table does.
+    let dfa = g.dfa();
+    assert!(dfa.n_classes() < 256);
+    for (i, &q) in trans.iter().enumerate() {
+        assert_eq!(dfa.trans(i / 256, (i % 256) as u8), q);
+    }
+    let trie = Trie::new(trie).expect("fixture trie is valid");
+    g.check_invariants();
+    trie.check_invariants();
+    (EngineTables::new(Arc::new(g), Arc::new(trie)), configs)
+}
+
+#[test]
+fn fixture_covers_eos_cd_and_wide_masks() {
+    let (_, configs) = load();
+    assert!(configs.len() >= 100, "{} configurations", configs.len());
+    assert!(configs.iter().any(|c| c.get("mask_meta")[0] == "1"));
+    assert!(configs.iter().any(|c| c.get("mask_meta")[2] != "0"));
+    assert!(configs.iter().any(|c| c.get("walk_cd").is_empty()));
+}
+
+#[test]
+fn allowed_sets_match() {
+    let (e, configs) = load();
+    let w = e.grammar.width();
+    let mut arena = e.arena();
+    for c in &configs {
+        let node = arena.from_states(&states(c.get("config")[0])).unwrap();
+        let expected = hex_set(c.get("allowed")[0], w);
+        assert_eq!(
+            arena.allowed(node).unwrap(),
+            expected.as_slice(),
+            "{:?}",
+            c.get("config")
+        );
+    }
+    arena.check_invariants();
+}
+
+#[test]
+fn root_walks_match() {
+    let (e, configs) = load();
+    let w = e.grammar.width();
+    for c in &configs {
+        let remainder = hex_bytes(c.get("config")[1]);
+        let allowed = hex_set(c.get("allowed")[0], w);
+        let out = walk_from(&e.grammar, &e.trie, 0, &remainder, &allowed, false);
+        assert_eq!(
+            out.ci,
+            ints::<u32>(c.get("walk_ci")),
+            "{:?}",
+            c.get("config")
+        );
+        let cd: Vec<String> = out
+            .cd
+            .iter()
+            .map(|x| {
+                let tail: String = out.tail(x).iter().map(|b| format!("{b:02x}")).collect();
+                let tail = if tail.is_empty() { "-".into() } else { tail };
+                format!("{}:{}:{}", x.node, x.terminal, tail)
+            })
+            .collect();
+        assert_eq!(cd, c.get("walk_cd"), "{:?}", c.get("config"));
+    }
+}
+
+#[test]
+fn whole_masks_and_fills_match() {
+    let (e, configs) = load();
+    for c in &configs {
+        let mut arena = e.arena();
+        let config = e
+            .config(
+                &mut arena,
+                &states(c.get("config")[0]),
+                &hex_bytes(c.get("config")[1]),
+            )
+            .unwrap();
+        let m = e.compute_mask(&mut arena, &config).unwrap();
+        let ci: Vec<u32> = ints(c.get("mask_ci"));
+        let cd: Vec<u32> = ints(c.get("mask_cd"));
+        assert_eq!(m.ci_ids(&e.trie), ci, "{:?}", c.get("config"));
+        assert_eq!(m.cd_ids(&e.trie), cd, "{:?}", c.get("config"));
+        let meta: Vec<usize> = ints(c.get("mask_meta"));
+        assert_eq!(
+            (usize::from(m.eos), m.cd_entries, m.cd_classes),
+            (meta[0], meta[1], meta[2])
+        );
+        // The fill from nodes equals the fill from grid-core's ids.
+        let mut from_nodes = vec![0u32; e.trie.n_words()];
+        let mut from_ids = vec![0u32; e.trie.n_words()];
+        let n = e.fill_mask(&m, &mut from_nodes).unwrap();
+        let k = e.fill_ids(&[&ci, &cd], m.eos, &mut from_ids).unwrap();
+        assert_eq!(from_nodes, from_ids);
+        assert_eq!(n, k);
+        arena.check_invariants();
+    }
+}
+
+#[test]
+fn lexer_advances_match() {
+    let (e, configs) = load();
+    for c in &configs {
+        let mut arena = e.arena();
+        let config = e
+            .config(
+                &mut arena,
+                &states(c.get("config")[0]),
+                &hex_bytes(c.get("config")[1]),
+            )
+            .unwrap();
+        let adv = c.get("advance");
+        let after = e
+            .grammar
+            .advance(&mut arena, &config, &hex_bytes(adv[0]))
+            .unwrap()
+            .expect("the recorded token was in the mask");
+        let got: Vec<i64> = arena
+            .states(after.node)
+            .into_iter()
+            .map(i64::from)
+            .collect();
+        assert_eq!(got, states(adv[1]));
+        assert_eq!(after.remainder, hex_bytes(adv[2]));
+    }
+}

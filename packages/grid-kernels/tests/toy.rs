@@ -1,0 +1,373 @@
+//! Hand-checkable toy tables (no Python needed).
+//!
+//! Terminals: 0 `A` = "a", 1 `B` = "b", 2 `WS` = " +" (ignored); `$END` = 3.
+//! Grammar: `start: A B` (rule 0 `$start -> S`, rule 1 `S -> A B`).
+//!
+//! ```text
+//! DFA            LALR (columns A B WS $END)      trie (preorder)       ids
+//! 0 -a-> 1 {A}   s0: A->s1           S->s3       0 root
+//! 0 -b-> 2 {B}   s1: B->s2                       1 " "        2
+//! 0 -' '-> 3     s2: $END reduce 1               2 "  "       5
+//! 3 -' '-> 3     s3: $END accept                 3 "a"        0
+//!                                                4 "a "       (inner)
+//!                                                5 "a b"      4
+//!                                                6 "ab"       3
+//!                                                7 "b"        1
+//!                                                8 "ba"       6
+//! ```
+//! EOS is id 7 (special: not in the trie); n_vocab = 8.
+
+use std::sync::Arc;
+
+use grid_kernels::parser::StackArena;
+use grid_kernels::scanner::START;
+use grid_kernels::walk::walk_from;
+use grid_kernels::{
+    CdEntry, EngineTables, GrammarTables, KernelError, RawGrammar, RawTrie, Trie, WalkOutput,
+};
+
+const A: u64 = 1;
+const B: u64 = 2;
+const WS: u64 = 4;
+const END: u64 = 8;
+
+fn raw_grammar() -> RawGrammar {
+    let mut trans = vec![-1; 4 * 256];
+    trans[b'a' as usize] = 1;
+    trans[b'b' as usize] = 2;
+    trans[b' ' as usize] = 3;
+    trans[3 * 256 + b' ' as usize] = 3;
+    #[rustfmt::skip]
+    let action = vec![
+        2, 0, 0, 0,
+        0, 3, 0, 0,
+        0, 0, 0, -2,
+        0, 0, 0, -1,
+    ];
+    RawGrammar {
+        n_terminals: 3,
+        dfa_trans: trans,
+        dfa_accept: vec![vec![0], vec![A], vec![B], vec![WS]],
+        dfa_live: vec![vec![A | B | WS], vec![A], vec![B], vec![WS]],
+        action,
+        goto: vec![-1, 3, -1, -1, -1, -1, -1, -1],
+        n_nonterminals: 2,
+        rule_lhs: vec![0, 1],
+        rule_len: vec![1, 2],
+        lexicon_children: vec![vec![]],
+        lexicon_prefix_cats: vec![vec![0]],
+        lexicon_word_cats: vec![vec![0]],
+        lexicon_categories: vec![0],
+        pick_order: vec![0, 1, 2],
+        ignored: vec![WS],
+    }
+}
+
+fn raw_trie() -> RawTrie {
+    RawTrie {
+        edge: vec![0, b' ', b' ', b'a', b' ', b'b', b'b', b'b', b'a'],
+        token: vec![-1, 2, 5, 0, -1, 4, 3, 1, 6],
+        size: vec![9, 2, 1, 4, 2, 1, 1, 2, 1],
+        alias_offset: vec![0, 0, 1, 2, 3, 3, 4, 5, 6, 7],
+        alias_ids: vec![2, 5, 0, 4, 3, 1, 6],
+        n_vocab: 8,
+        eos_ids: vec![7],
+    }
+}
+
+fn engine() -> EngineTables {
+    let g = GrammarTables::new(raw_grammar()).expect("toy grammar is valid");
+    // Byte classes: 'a', 'b', ' ' and every other byte.
+    assert_eq!(g.dfa().n_classes(), 4);
+    assert_eq!(g.dfa().trans(3, b' '), 3);
+    assert_eq!(g.dfa().trans(3, b'a'), -1);
+    let t = Trie::new(raw_trie()).expect("toy trie is valid");
+    g.check_invariants();
+    t.check_invariants();
+    EngineTables::new(Arc::new(g), Arc::new(t))
+}
+
+fn entries(out: &WalkOutput) -> Vec<(u32, u32, Vec<u8>)> {
+    out.cd
+        .iter()
+        .map(|e: &CdEntry| (e.node, e.terminal, out.tail(e).to_vec()))
+        .collect()
+}
+
+#[test]
+fn root_walk_splits_ci_and_cd() {
+    let e = engine();
+    let out = walk_from(&e.grammar, &e.trie, 0, b"", &[A], false);
+    assert_eq!(out.ci, vec![1, 2, 3]);
+    assert_eq!(
+        entries(&out),
+        vec![(4, 0, b" ".to_vec()), (6, 0, b"b".to_vec())]
+    );
+}
+
+#[test]
+fn walk_expecting_b() {
+    let e = engine();
+    // Stack [0, 1] expects B: "b" is live, " " is ignored, "a" is dead.
+    let out = walk_from(&e.grammar, &e.trie, 0, b"", &[B], false);
+    assert_eq!(out.ci, vec![1, 2, 7]);
+    assert_eq!(entries(&out), vec![(8, 1, b"a".to_vec())]);
+}
+
+#[test]
+fn pending_remainder_emits_at_once() {
+    let e = engine();
+    // The remainder "a" then the trie root's children: every first byte kills "a".
+    let out = walk_from(&e.grammar, &e.trie, 0, b"a", &[A], false);
+    assert!(out.ci.is_empty());
+    let nodes: Vec<u32> = out.cd.iter().map(|x| x.node).collect();
+    assert_eq!(nodes, vec![1, 3, 7]);
+    assert!(out.cd.iter().all(|x| x.terminal == 0));
+    assert_eq!(out.tail(&out.cd[1]), b"a");
+    // A pending remainder the allowed set cannot pick is rejected whole.
+    let dead = walk_from(&e.grammar, &e.trie, 0, b"b", &[A], false);
+    assert_eq!(dead, WalkOutput::default());
+}
+
+#[test]
+fn allowed_sets_and_shift() {
+    let e = engine();
+    let mut arena = e.arena();
+    let s0 = arena.from_states(&[0]).unwrap();
+    assert_eq!(arena.allowed(s0).unwrap(), &[A]);
+    let s1 = arena.shift(s0, 0).unwrap();
+    assert_eq!(arena.states(s1), vec![0, 1]);
+    assert_eq!(arena.allowed(s1).unwrap(), &[B]);
+    let s2 = arena.shift(s1, 1).unwrap();
+    assert_eq!(arena.allowed(s2).unwrap(), &[END]);
+    assert!(arena.accepts(s2).unwrap());
+    // Interning: the same stack is the same node.
+    assert_eq!(arena.from_states(&[0, 1]).unwrap(), s1);
+    assert!(matches!(
+        arena.shift(s0, 1),
+        Err(KernelError::InvalidTerminal { .. })
+    ));
+    assert!(matches!(
+        arena.from_states(&[0, 9]),
+        Err(KernelError::InvalidStack { .. })
+    ));
+    assert!(matches!(
+        arena.from_states(&[]),
+        Err(KernelError::InvalidStack { .. })
+    ));
+    arena.check_invariants();
+}
+
+#[test]
+fn lexer_advance_and_eos() {
+    let e = engine();
+    let g = &e.grammar;
+    let mut arena = e.arena();
+    let start = e.config(&mut arena, &[0], b"").unwrap();
+    let c = g.advance(&mut arena, &start, b"a  b").unwrap().unwrap();
+    assert_eq!(arena.states(c.node), vec![0, 1]);
+    assert_eq!(c.remainder, b"b");
+    assert!(g.eos_allowed(&mut arena, &c).unwrap());
+    assert!(!g.eos_allowed(&mut arena, &start).unwrap());
+    assert!(g.advance(&mut arena, &start, b"bb").unwrap().is_none());
+    assert_eq!(g.scan(b""), Some(START));
+    assert!(matches!(
+        e.config(&mut arena, &[0], b"ab"),
+        Err(KernelError::InvalidRemainder { .. })
+    ));
+}
+
+#[test]
+fn whole_mask_and_fill() {
+    let e = engine();
+    let mut arena = e.arena();
+    let config = e.config(&mut arena, &[0], b"").unwrap();
+    let m = e.compute_mask(&mut arena, &config).unwrap();
+    assert_eq!(m.ci_nodes, vec![1, 2, 3]);
+    assert_eq!(m.cd_nodes, vec![5, 6]);
+    assert_eq!((m.cd_entries, m.cd_classes, m.eos), (2, 1, false));
+    assert_eq!(m.ci_ids(&e.trie), vec![0, 2, 5]);
+    assert_eq!(m.cd_ids(&e.trie), vec![4, 3]);
+    let mut words = vec![u32::MAX; 1];
+    assert_eq!(e.fill_mask(&m, &mut words).unwrap(), 5);
+    assert_eq!(words, vec![0b0011_1101]);
+    assert_eq!(e.fill_ids(&[&[0, 2], &[5]], true, &mut words).unwrap(), 4);
+    assert_eq!(words, vec![0b1010_0101]);
+    // Every check happens before a write.
+    let mut wrong = vec![7u32; 2];
+    assert!(matches!(
+        e.fill_ids(&[&[1]], false, &mut wrong),
+        Err(KernelError::BufferSize {
+            expected: 1,
+            got: 2,
+            ..
+        })
+    ));
+    assert_eq!(wrong, vec![7, 7]);
+    assert!(matches!(
+        e.fill_ids(&[&[8]], false, &mut words),
+        Err(KernelError::TokenOutOfRange { token: 8, .. })
+    ));
+    assert_eq!(words, vec![0b1010_0101]);
+}
+
+#[test]
+fn checked_walk_rejects_bad_input() {
+    let e = engine();
+    assert!(matches!(
+        e.walk(9, b"", &[A], false),
+        Err(KernelError::NodeOutOfRange {
+            node: 9,
+            n_nodes: 9
+        })
+    ));
+    assert!(matches!(
+        e.walk(-1, b"", &[A], false),
+        Err(KernelError::NodeOutOfRange { .. })
+    ));
+    assert!(matches!(
+        e.walk(0, b"", &[16], false),
+        Err(KernelError::InvalidAllowed {
+            bit_len: 5,
+            n_bits: 4
+        })
+    ));
+    assert_eq!(e.walk(3, b"a", &[A], true).unwrap().ci, vec![3]);
+}
+
+#[test]
+fn invalid_tables_are_refused() {
+    let mut t = raw_trie();
+    t.size[3] = 9;
+    assert!(matches!(
+        Trie::new(t),
+        Err(KernelError::InvalidTables { table: "trie", .. })
+    ));
+    let mut t = raw_trie();
+    t.size[2] = 0;
+    assert!(Trie::new(t).is_err());
+    let mut t = raw_trie();
+    t.edge.swap(3, 7);
+    assert!(Trie::new(t).is_err());
+    let mut t = raw_trie();
+    t.alias_ids[0] = 8;
+    assert!(Trie::new(t).is_err());
+    let mut t = raw_trie();
+    t.token[4] = 1;
+    assert!(Trie::new(t).is_err());
+
+    let mut g = raw_grammar();
+    g.dfa_trans[5] = 4;
+    assert!(matches!(
+        GrammarTables::new(g),
+        Err(KernelError::InvalidTables { table: "DFA", .. })
+    ));
+    let mut g = raw_grammar();
+    g.action[0] = 9;
+    assert!(GrammarTables::new(g).is_err());
+    let mut g = raw_grammar();
+    g.dfa_accept[1] = vec![END];
+    assert!(GrammarTables::new(g).is_err());
+    let mut g = raw_grammar();
+    g.pick_order = vec![0, 0, 1];
+    assert!(GrammarTables::new(g).is_err());
+    let mut g = raw_grammar();
+    g.lexicon_children = vec![vec![(b'a', 0)]];
+    assert!(GrammarTables::new(g).is_err());
+    let mut g = raw_grammar();
+    g.goto[1] = 4;
+    assert!(GrammarTables::new(g).is_err());
+}
+
+#[test]
+fn errors_read_well() {
+    let e = KernelError::BufferSize {
+        expected: 4,
+        got: 3,
+        unit: "32-bit words",
+    };
+    assert_eq!(
+        e.to_string(),
+        "bitmask buffer has 3 32-bit words, expected 4 32-bit words"
+    );
+    let e = KernelError::InvalidRemainder {
+        remainder: b"a\x00".to_vec(),
+    };
+    assert!(e.to_string().contains("b'a\\x00'"));
+}
+
+#[test]
+fn tables_are_shared_across_threads() {
+    let e = Arc::new(engine());
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let e = Arc::clone(&e);
+            std::thread::spawn(move || {
+                let mut arena: StackArena<'_> = e.arena();
+                let c = e.config(&mut arena, &[0], b"").unwrap();
+                e.compute_mask(&mut arena, &c).unwrap()
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert!(results.windows(2).all(|w| w[0] == w[1]));
+}
+
+/// The toy grammar with its terminals renumbered into a 131-terminal space
+/// (A = 0, B = 70, WS = 130): three words per set, bits in every word.
+fn wide_engine() -> EngineTables {
+    const MAP: [usize; 4] = [0, 70, 130, 131];
+    let width = 3;
+    let widen = |set: &Vec<u64>| {
+        let mut out = vec![0u64; width];
+        for (t, &to) in MAP.iter().enumerate() {
+            if set[0] >> t & 1 == 1 {
+                out[to / 64] |= 1 << (to % 64);
+            }
+        }
+        out
+    };
+    let narrow = raw_grammar();
+    let mut action = vec![0; 4 * 132];
+    for s in 0..4 {
+        for (t, &to) in MAP.iter().enumerate() {
+            action[s * 132 + to] = narrow.action[s * 4 + t];
+        }
+    }
+    let raw = RawGrammar {
+        n_terminals: 131,
+        dfa_accept: narrow.dfa_accept.iter().map(widen).collect(),
+        dfa_live: narrow.dfa_live.iter().map(widen).collect(),
+        action,
+        lexicon_prefix_cats: vec![vec![0; width]],
+        lexicon_word_cats: vec![vec![0; width]],
+        lexicon_categories: vec![0; width],
+        pick_order: vec![0, 70, 130],
+        ignored: widen(&vec![WS]),
+        ..narrow
+    };
+    let g = GrammarTables::new(raw).expect("wide toy grammar is valid");
+    g.check_invariants();
+    EngineTables::new(Arc::new(g), Arc::new(Trie::new(raw_trie()).unwrap()))
+}
+
+#[test]
+fn more_than_64_terminals_walk_the_same() {
+    let e = wide_engine();
+    assert_eq!(e.grammar.width(), 3);
+    let mut arena = e.arena();
+    let s0 = arena.from_states(&[0]).unwrap();
+    assert_eq!(arena.allowed(s0).unwrap(), &[1, 0, 0]);
+    let s1 = arena.shift(s0, 0).unwrap();
+    assert_eq!(arena.allowed(s1).unwrap(), &[0, 1 << 6, 0]);
+    let s2 = arena.shift(s1, 70).unwrap();
+    assert_eq!(arena.allowed(s2).unwrap(), &[0, 0, 1 << 3]);
+    let out = walk_from(&e.grammar, &e.trie, 0, b"", &[0, 1 << 6, 0], false);
+    assert_eq!(out.ci, vec![1, 2, 7]);
+    assert_eq!(entries(&out), vec![(8, 70, b"a".to_vec())]);
+    let config = e.config(&mut arena, &[0], b"").unwrap();
+    let m = e.compute_mask(&mut arena, &config).unwrap();
+    assert_eq!((m.ci_nodes, m.cd_nodes), (vec![1, 2, 3], vec![5, 6]));
+    let config = e.config(&mut arena, &[0, 1, 2], b" ").unwrap();
+    assert!(e.compute_mask(&mut arena, &config).unwrap().eos);
+}
