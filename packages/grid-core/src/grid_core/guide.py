@@ -29,6 +29,7 @@ import sys
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
+from grid_core import kernels
 from grid_core.cache import GenericKey, IdentKey, Key, MaskTable, SharedCache, make_entry
 from grid_core.dfa import ByteDFA, build_union_dfa
 from grid_core.errors import GuideError, MaskError
@@ -88,6 +89,7 @@ class Engine:
         self.parser = Parser(self.tables)
         self.lexer = Lexer(self.scanner, self.parser)
         self.n_words = (vocab.n_vocab + 31) // 32
+        self.kernel = kernels.engine_tables(self)
         self.t1 = MaskTable() if cache is not False else None
         self.shared = cache if isinstance(cache, SharedCache) else None
         if self.shared is not None:
@@ -116,7 +118,7 @@ class Engine:
     ) -> tuple[tuple[int, ...], tuple[CDEntry, ...]]:
         """CI ids and CD entries of one walk, through T1 and T2 (see ``grid_core.cache``)."""
         if self.t1 is None:
-            nodes, cd = walk_from(self.scanner, self.trie, root, pending, allowed, root != 0)
+            nodes, cd = self._walk_from(root, pending, allowed)
             return tuple(sorted(self.ids(nodes))), tuple(cd)
         namespace = self.shared.namespace if self.shared is not None else 0
         key1: Key
@@ -132,12 +134,21 @@ class Engine:
             if entry is not None:
                 self.t1.publish(key1, entry)
         if entry is None:
-            nodes, cd = walk_from(self.scanner, self.trie, root, pending, allowed, root != 0)
+            nodes, cd = self._walk_from(root, pending, allowed)
             entry = make_entry(key2, self.ids(nodes), cd, self.vocab.n_vocab)
             if self.shared is not None:
                 entry = self.shared.table.publish(key2, entry)
             entry = self.t1.publish(key1, entry)
         return entry.ids, entry.cd
+
+    def _walk_from(
+        self, root: int, pending: bytes, allowed: int
+    ) -> tuple[list[int], list[CDEntry]]:
+        """One uncached walk: the compiled kernel when loaded, else the Python reference."""
+        if self.kernel is not None:
+            nodes, cd = self.kernel.walk(root, pending, allowed, root != 0)
+            return list(nodes), [(n, t, bytes(tail)) for n, t, tail in cd]
+        return walk_from(self.scanner, self.trie, root, pending, allowed, root != 0)
 
     def _normal_form(self, root: int, pending: bytes) -> object:
         """The scanner normal form (q, last-accept candidates, v = r[la:]) of a root walk's
