@@ -3,14 +3,17 @@ environment (``uv run --frozen``), so what a session tests is what uv.lock says.
 
     nox -s tests         every package's default suite, and the Rust crate's tests
     nox -s differential  the long bit-identity suites (fast path vs spec, ...) (-m slow)
+    nox -s serve         grid-serve's tests with torch and SmolLM2 (its own environment)
     nox -s lint          ruff + mypy --strict on the Python packages; cargo fmt + clippy
     nox -s docs          mkdocs build --strict
     nox -s bench         benchmarks under bench/ (results written to bench/results/)
     nox -s proofs        the Coq proofs (proofs/check.sh)
-    nox -s ci            what CI runs: tests, lint, docs, proofs
+    nox -s ci            what CI runs: tests, serve, lint, docs, proofs
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import nox
 
@@ -39,6 +42,18 @@ def tests(session: nox.Session) -> None:
     session.env["GRID_REQUIRE_POSTGRES"] = "1"  # installed above: a missing server fails
     pytest(session)
     session.run("cargo", "test", "--quiet", "--manifest-path", CRATE, external=True)
+
+
+@nox.session
+def serve(session: nox.Session) -> None:
+    """grid-serve with the real model stack (torch, transformers, SmolLM2), in its own
+    environment so that the main one stays free of torch."""
+    env = {"UV_PROJECT_ENVIRONMENT": str(Path(session.create_tmp()).parent / "serve-venv")}
+    args = ("uv", "run", "--frozen", "--group", "serve")
+    session.run(
+        *args, "pytest", "packages/grid-serve/tests", *session.posargs, external=True, env=env
+    )
+    session.run(*args, "mypy", "--strict", "packages/grid-serve/src", external=True, env=env)
 
 
 @nox.session
@@ -88,6 +103,6 @@ def proofs(session: nox.Session) -> None:
 
 @nox.session
 def ci(session: nox.Session) -> None:
-    """What .ci/run runs: the default tests, lint, docs and the proofs."""
-    for name in ("tests", "lint", "docs", "proofs"):
+    """What .ci/run runs: the default tests, grid-serve with its model, lint, docs, proofs."""
+    for name in ("tests", "serve", "lint", "docs", "proofs"):
         session.notify(name)

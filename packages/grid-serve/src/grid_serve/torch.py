@@ -1,0 +1,67 @@
+"""Packed token bitmasks on torch tensors: build, unpack, apply (the torch adapter).
+
+Reference: DESIGN.md section 4 (masks are hard -inf, never an approximation)
+and grid-core's packing (:meth:`grid_core.guide.Engine.pack`): a mask over a
+vocabulary of ``n`` ids is ``ceil(n / 32)`` int32 *words*; bit ``i % 32`` of
+word ``i // 32`` set means token ``i`` is admitted. Ids at or beyond
+``32 * words`` (the padding columns of a logits row wider than the
+vocabulary) are never admitted.
+
+Nouns: a *bitmask* is a ``[batch, words]`` int32 tensor; an *allowed set* is
+the ``[batch, width]`` bool tensor it unpacks to. Unpacking is one shift and
+one ``and`` over a ``[batch, words, 32]`` view, on whatever device the bitmask
+lives (the logits' device in practice): no Python loop over ids.
+
+Only this module and its siblings for other frameworks import torch; grid-core
+never does (STYLE.md: heavy frameworks are extras).
+"""
+
+from __future__ import annotations
+
+import array
+from collections.abc import Sequence
+
+import torch
+
+__all__ = ["apply_bitmask_", "bitmask_tensor", "unpack_bitmask"]
+
+_BITS = 32
+
+
+def bitmask_tensor(
+    masks: Sequence[array.array[int] | bytes], device: torch.device | str | None = None
+) -> torch.Tensor:
+    """Stack packed masks (``array('i')`` or their bytes, all one length) into ``[batch, words]``.
+
+    Words are read in the host's byte order, the order ``Engine.pack``'s array
+    holds them in.
+    """
+    raw = b"".join(m.tobytes() if isinstance(m, array.array) else bytes(m) for m in masks)
+    assert masks and len(raw) % (4 * len(masks)) == 0, "packed masks of unequal length"
+    words = torch.frombuffer(bytearray(raw), dtype=torch.int32).view(len(masks), -1)
+    return words.to(device) if device is not None else words
+
+
+def unpack_bitmask(words: torch.Tensor, width: int) -> torch.Tensor:
+    """The allowed set ``[..., width]`` (bool) of a bitmask ``[..., words]`` (int32).
+
+    Columns past ``32 * words`` are False (blocked).
+    """
+    shifts = torch.arange(_BITS, dtype=torch.int32, device=words.device)
+    bits = (words.unsqueeze(-1) >> shifts).bitwise_and_(1).bool()
+    allowed = bits.flatten(-2)
+    have = allowed.shape[-1]
+    if have >= width:
+        return allowed[..., :width]
+    pad = torch.zeros((*allowed.shape[:-1], width - have), dtype=torch.bool, device=words.device)
+    return torch.cat([allowed, pad], dim=-1)
+
+
+def apply_bitmask_(logits: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
+    """Set every logit whose token the bitmask does not admit to -inf, in place.
+
+    ``logits`` is ``[batch, width]`` (or ``[width]`` with ``words`` ``[n_words]``);
+    returns ``logits``.
+    """
+    allowed = unpack_bitmask(words.to(logits.device, non_blocking=True), logits.shape[-1])
+    return logits.masked_fill_(allowed.logical_not_(), float("-inf"))

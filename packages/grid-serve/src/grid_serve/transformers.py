@@ -1,0 +1,422 @@
+"""GRID for Hugging Face transformers: the mode-2 logits processor and a mode-1 model callable.
+
+Reference: DESIGN.md section 7 (mode 1 and mode 2 termination), section 9
+(the audit chain) and STYLE.md's serving rule (a request's failure is sticky
+state on the request, never an exception thrown into the batch).
+
+**Mode 2** (:class:`GridLogitsProcessor`): ``model.generate`` owns the loop and
+GRID only masks. The processor keeps one :class:`~grid_core.guide.GridGuide`
+per batch row. At each call it
+
+1. *catches up*: the columns of ``input_ids`` past what it has seen are the
+   tokens sampled since the last call (one per call; none on the first call,
+   which only records the prompt length); each row's guide accepts its token
+   and the row's audit log records the step (configuration hash and mask
+   address from the previous call, token, blocked count, kind ``sampled`` or
+   ``eos``);
+2. *masks*: each row's exact mask (``GridGuide.mask_ids``, EOS only at ACCEPT),
+   packed into int32 words (``Engine.pack``), stacked into one ``[batch, words]``
+   tensor, unpacked on the logits' device and applied with one in-place
+   ``masked_fill_(-inf)`` (:mod:`grid_serve.torch`).
+
+``generate`` samples the last token after the last call, so
+:meth:`GridLogitsProcessor.finish` takes the returned sequences, catches up
+once more and seals every row's audit log: stop reason ``eos`` (the row
+emitted EOS, at ACCEPT), ``truncated`` (the budget ran out first: mode 2's weak
+termination, which the seal records with ``mode: 2``) or ``error``.
+
+Row failure policy. Any exception while a row's guide accepts a token or
+computes a mask (a :class:`~grid_core.errors.GridError`, or a bug) is caught and
+stored on the row: the row is *sticky-failed*. From then on its mask admits
+EOS only, so ``generate`` ends that row at its next token while the other rows
+go on untouched; the forced EOS is not a guide step and is not audited. The
+row's :class:`RowOutcome` has stop reason ``error`` and the error, its audit log
+ends with the last step its guide accepted. A failed row's text is not a
+sentence of L and must not be used. Rows that ended normally also get the
+EOS-only mask (``generate`` pads them anyway). Errors that are not a row's
+(a batch of the wrong size, a logits row narrower than the vocabulary, a call
+after ``finish``) raise :class:`~grid_core.errors.ServingError`: they are
+set-up mistakes, raised before any row's state exists or after it is sealed.
+
+Not supported: beam search and any generation mode that reorders or forks rows
+between steps (``num_beams > 1``); use one processor per ``generate`` call.
+Pass ``eos_token_id=list(vocab.eos_ids)`` so that ``generate`` stops where GRID
+admits EOS (:func:`constrained_generate` does).
+
+**Exit-intent stop** (opt-in, ``stop_on_exit``; a sampling policy, not a
+mask): at a step where EOS is legal (the output is a sentence of L), if the
+model's own top token over the whole logits row is one the mask refuses, the
+model is trying to leave the language (close a code fence, start prose), and
+the step takes EOS. In mode 2 the step's applied mask is {EOS}, a subset of
+the exact mask; the audit records the exact mask as always. Without it a chat
+model that has written ``...;`` and wants to close its fence is steered into
+what the grammar still admits after the statement (whitespace, comments) until
+it happens to rank EOS first or the budget runs out.
+
+**Mode 1** (:class:`CausalLMLogits`): the model as grid-core's ``LogitsFn``,
+``logits(tokens so far) -> next-step logits``, with an incremental KV cache,
+for :func:`grid_core.decode.decode` (GRID owns the loop, the reserve trigger
+and jump-forward). :func:`decode_with_model` is the one-call form.
+"""
+
+from __future__ import annotations
+
+import bisect
+import inspect
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from transformers import LogitsProcessor, LogitsProcessorList
+
+from grid_core.audit import AuditLog, Kind, mask_entry_id
+from grid_core.decode import GREEDY, Generation, Sampling, decode
+from grid_core.errors import ServingError
+from grid_core.guide import Engine, GridGuide
+from grid_serve.torch import apply_bitmask_, bitmask_tensor
+
+__all__ = [
+    "CausalLMLogits",
+    "ExitIntentLogits",
+    "GridLogitsProcessor",
+    "RowOutcome",
+    "constrained_generate",
+    "decode_with_model",
+]
+
+
+@dataclass(frozen=True)
+class RowOutcome:
+    """One batch row after :meth:`GridLogitsProcessor.finish`.
+
+    ``tokens`` are the generated ids the row's guide accepted (EOS last when the
+    row ended with it); ``text`` their spelling; ``complete`` whether the text
+    is a sentence of L (it can be, and still be ``truncated``: EOS not emitted).
+    """
+
+    tokens: tuple[int, ...]
+    text: bytes
+    stop_reason: str
+    complete: bool
+    audit: AuditLog
+    error: BaseException | None = None
+
+
+@dataclass(eq=False)
+class _Row:
+    guide: GridGuide
+    audit: AuditLog = field(default_factory=AuditLog)
+    tokens: list[int] = field(default_factory=list)
+    pending: tuple[int, str, int] | None = None
+    """The current step's (configuration hash, mask entry id, blocked count)."""
+    error: BaseException | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.error is not None or self.guide.is_terminated()
+
+    def fail(self, error: BaseException) -> None:
+        self.error, self.pending = error, None
+
+
+# Without torch installed (a lint-only environment) LogitsProcessor is Any.
+class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
+    """Mode-2 masking for ``model.generate``: one guide per batch row (see the module header).
+
+    ``guides`` must share one vocabulary (their engines may differ: one role per
+    row is fine). ``budget`` (usually ``max_new_tokens``) is recorded in the seals.
+    ``stop_on_exit`` turns on the exit-intent stop (module header); off, the
+    applied mask is exactly the guide's.
+    """
+
+    def __init__(
+        self,
+        guides: Sequence[GridGuide],
+        *,
+        budget: int | None = None,
+        stop_on_exit: bool = False,
+    ) -> None:
+        if not guides:
+            raise ServingError("a GridLogitsProcessor needs at least one guide")
+        vocabs = {g.engine.vocab.fingerprint for g in guides}
+        if len(vocabs) != 1:
+            raise ServingError("the guides of one batch must share one vocabulary")
+        self.vocab = guides[0].engine.vocab
+        self.vocab.check_byte_complete()  # warns: completeness (never soundness) is void
+        self.budget = budget
+        self.stop_on_exit = stop_on_exit
+        self._rows = [_Row(g) for g in guides]
+        self._eos = frozenset(self.vocab.eos_ids)
+        self._eos_only = guides[0].engine.pack(self.vocab.eos_ids).tobytes()
+        self._seen: int | None = None  # columns of input_ids already consumed
+        self._finished = False
+        self.mask_seconds = 0.0
+        """Wall time spent computing and applying masks (CPU work of GRID)."""
+
+    @classmethod
+    def for_engine(
+        cls, engine: Engine, batch_size: int, *, budget: int | None = None
+    ) -> GridLogitsProcessor:
+        """A processor with ``batch_size`` fresh guides of one engine."""
+        return cls([engine.guide() for _ in range(batch_size)], budget=budget)
+
+    @property
+    def guides(self) -> tuple[GridGuide, ...]:
+        return tuple(r.guide for r in self._rows)
+
+    @property
+    def errors(self) -> tuple[BaseException | None, ...]:
+        """Each row's sticky error (None while the row is healthy)."""
+        return tuple(r.error for r in self._rows)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.Tensor) -> torch.Tensor:
+        t0 = time.perf_counter()
+        if self._finished:
+            raise ServingError("the processor is finished; use a new one per generate call")
+        if self._seen is None:
+            if input_ids.shape[0] != len(self._rows):
+                raise ServingError(
+                    f"batch of {input_ids.shape[0]} rows for {len(self._rows)} guides "
+                    "(beam search and num_return_sequences > 1 are not supported)"
+                )
+            if scores.shape[-1] < self.vocab.n_vocab:
+                raise ServingError(
+                    f"logits of width {scores.shape[-1]} for a vocabulary of "
+                    f"{self.vocab.n_vocab} ids"
+                )
+            self._seen = input_ids.shape[1]
+        self._catch_up(input_ids)
+        tops = scores.argmax(-1).tolist() if self.stop_on_exit else [None] * len(self._rows)
+        masks = [self._mask(row, top) for row, top in zip(self._rows, tops, strict=True)]
+        apply_bitmask_(scores, bitmask_tensor(masks, scores.device))
+        self.mask_seconds += time.perf_counter() - t0
+        return scores
+
+    def _catch_up(self, input_ids: torch.Tensor) -> None:
+        assert self._seen is not None
+        new = input_ids[:, self._seen :].tolist()
+        self._seen = input_ids.shape[1]
+        for row, tokens in zip(self._rows, new, strict=True):
+            for token in tokens:
+                if row.done:
+                    break  # generate pads a finished row; its tokens are not the guide's
+                self._accept(row, int(token))
+
+    def _accept(self, row: _Row, token: int) -> None:
+        if row.pending is None:
+            row.fail(ServingError(f"token {token} arrived before its step's mask"))
+            return
+        config_hash, entry, blocked = row.pending
+        try:
+            row.guide.advance(token)
+        except Exception as e:  # sticky: the row fails, the batch goes on
+            row.fail(e)
+            return
+        kind: Kind = "eos" if token in self._eos else "sampled"
+        row.audit.append(config_hash, entry, token, blocked, kind)
+        row.tokens.append(token)
+        row.pending = None
+
+    def _mask(self, row: _Row, top: int | None) -> bytes:
+        if row.done:
+            return self._eos_only
+        guide = row.guide
+        try:
+            ids = guide.mask_ids()
+            packed = guide.engine.pack(ids).tobytes()
+        except Exception as e:  # sticky: the row fails, the batch goes on
+            row.fail(e)
+            return self._eos_only
+        row.pending = (guide.config.hash, mask_entry_id(packed), self.vocab.n_vocab - len(ids))
+        if top is not None and _has(ids, self.vocab.eos_ids[0]) and not _has(ids, top):
+            return self._eos_only  # exit intent at ACCEPT: EOS, a member of the exact mask
+        return packed
+
+    def finish(self, sequences: torch.Tensor) -> list[RowOutcome]:
+        """Catch up with ``generate``'s output (``[batch, prompt + new]``) and seal every row."""
+        if self._finished:
+            raise ServingError("the processor is already finished")
+        if self._seen is not None:
+            self._catch_up(sequences)
+        self._finished = True
+        mode: dict[str, object] = {"mode": 2}
+        if self.budget is not None:
+            mode["budget"] = self.budget
+        outcomes = []
+        for row in self._rows:
+            guide = row.guide
+            stop = "eos" if guide.is_terminated() else "error" if row.error else "truncated"
+            row.audit.close(stop, guide.engine.fingerprints(), mode)
+            spell = self.vocab.token_bytes
+            text = b"".join(spell[t] for t in row.tokens if t not in self._eos)
+            complete = guide.is_terminated() or (row.error is None and guide.is_complete())
+            outcomes.append(
+                RowOutcome(tuple(row.tokens), text, stop, complete, row.audit, row.error)
+            )
+        return outcomes
+
+
+def _has(ids: Sequence[int], token: int) -> bool:
+    """``token in ids`` for ascending ``ids``."""
+    i = bisect.bisect_left(ids, token)
+    return i < len(ids) and ids[i] == token
+
+
+def constrained_generate(
+    model: Any,
+    guides: Sequence[GridGuide],
+    prompts: Sequence[Sequence[int]],
+    max_new_tokens: int,
+    *,
+    processors: Sequence[LogitsProcessor] = (),
+    stop_on_exit: bool = False,
+    **generate_kwargs: Any,
+) -> tuple[list[RowOutcome], GridLogitsProcessor]:
+    """Mode 2 in one call: ``model.generate`` over left-padded prompts with GRID's processor.
+
+    Greedy unless ``generate_kwargs`` say otherwise; ``processors`` run after
+    GRID's (they see masked scores). Returns the outcomes and the processor.
+    """
+    if len(guides) != len(prompts):
+        raise ServingError(f"{len(guides)} guides for {len(prompts)} prompts")
+    vocab = guides[0].engine.vocab
+    pad = vocab.eos_ids[0]
+    width = max(len(p) for p in prompts)
+    device = model.device
+    ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts], device=device)
+    attention = torch.tensor(
+        [[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device
+    )
+    processor = GridLogitsProcessor(guides, budget=max_new_tokens, stop_on_exit=stop_on_exit)
+    kwargs: dict[str, Any] = {"do_sample": False, **generate_kwargs}
+    with torch.inference_mode():
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=attention,
+            max_new_tokens=max_new_tokens,
+            logits_processor=LogitsProcessorList([processor, *processors]),
+            eos_token_id=list(vocab.eos_ids),
+            pad_token_id=pad,
+            **kwargs,
+        )
+    return processor.finish(out), processor
+
+
+class CausalLMLogits:
+    """A causal LM as grid-core's ``LogitsFn``: ``self(tokens) -> logits`` after prompt + tokens.
+
+    Keeps the KV cache of the last sequence it was asked about; a call whose
+    tokens extend it feeds only the new ones (forced and reserve steps, which
+    do not call the model, arrive as several new tokens at once). Any other
+    sequence (a rollback) is recomputed from the prompt. Returns a 1-D float
+    tensor of the logits width. ``calls``, ``forwarded`` and ``seconds`` count
+    the model work; ``on_call(len(tokens))`` is told of every call (progress).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        prompt_ids: Sequence[int],
+        on_call: Callable[[int], None] | None = None,
+    ) -> None:
+        if not prompt_ids:
+            raise ServingError("a model prompt needs at least one token")
+        self.model = model
+        self.prompt = tuple(int(i) for i in prompt_ids)
+        # transformers >= 5.x names the KV cache ``cache``; earlier, ``past_key_values``.
+        params = inspect.signature(model.forward).parameters
+        self._cache_arg = "cache" if "cache" in params else "past_key_values"
+        self._ids: tuple[int, ...] = ()
+        self._cache: Any = None
+        self._logits: torch.Tensor | None = None
+        self.on_call = on_call
+        self.calls = 0
+        self.forwarded = 0
+        self.seconds = 0.0
+
+    def __call__(self, tokens: Sequence[int]) -> torch.Tensor:
+        if self.on_call is not None:
+            self.on_call(len(tokens))
+        want = self.prompt + tuple(tokens)
+        if want == self._ids and self._logits is not None:
+            return self._logits
+        t0 = time.perf_counter()
+        known = len(self._ids)
+        if not (self._cache is not None and known < len(want) and want[:known] == self._ids):
+            self._cache, known = None, 0  # not an extension: start again from the prompt
+        new = torch.tensor([want[known:]], device=self.model.device)
+        with torch.inference_mode():
+            out = self.model(input_ids=new, use_cache=True, **{self._cache_arg: self._cache})
+        self._cache, self._ids = getattr(out, self._cache_arg), want
+        self._logits = out.logits[0, -1].float()
+        self.calls += 1
+        self.forwarded += len(want) - known
+        self.seconds += time.perf_counter() - t0
+        return self._logits
+
+
+class ExitIntentLogits:
+    """The exit-intent stop for mode 1: wraps a ``LogitsFn`` of one guide's decode.
+
+    At a step where EOS is legal, if the model's own top token (over the whole
+    row) is not admissible, the returned logits make EOS the top choice by a
+    margin of 1e4 (under any temperature up to hundreds, EOS is taken). The
+    mask is untouched: EOS is a member of it.
+    """
+
+    def __init__(self, inner: Callable[[Sequence[int]], torch.Tensor], guide: GridGuide) -> None:
+        self.inner, self.guide = inner, guide
+        self.exits = 0
+
+    def __call__(self, tokens: Sequence[int]) -> torch.Tensor:
+        logits = self.inner(tokens)
+        guide = self.guide
+        if not guide.eos_allowed():
+            return logits
+        top = int(logits.argmax())
+        if _admissible(guide, top):
+            return logits
+        self.exits += 1
+        out = logits.clone()
+        out[list(guide.engine.vocab.eos_ids)] = out.max() + 1e4
+        return out
+
+
+def _admissible(guide: GridGuide, token: int) -> bool:
+    """Whether the guide's mask admits ``token`` (one lexer step, no mask computed)."""
+    vocab = guide.engine.vocab
+    if token in vocab.eos_ids:
+        return guide.eos_allowed()
+    if not 0 <= token < vocab.n_vocab or token in vocab.special_ids:
+        return False
+    lexer = guide.engine.lexer
+    nxt = lexer.advance(guide.config, vocab.token_bytes[token])
+    return nxt is not None and lexer.is_viable(nxt)
+
+
+def decode_with_model(
+    model: Any,
+    guide: GridGuide,
+    prompt_ids: Sequence[int],
+    budget: int,
+    sampling: Sampling = GREEDY,
+    rng: random.Random | None = None,
+    *,
+    stop_on_exit: bool = False,
+    on_call: Callable[[int], None] | None = None,
+    **decode_kwargs: Any,
+) -> tuple[Generation, CausalLMLogits]:
+    """Mode 1 with a transformers model: :func:`grid_core.decode.decode` over its logits.
+
+    ``stop_on_exit`` turns on the exit-intent stop (:class:`ExitIntentLogits`);
+    ``decode_kwargs`` go to ``decode`` (``safety``, ``jump_forward``).
+    """
+    guide.engine.vocab.check_byte_complete()
+    logits = CausalLMLogits(model, prompt_ids, on_call)
+    fn: Callable[[Sequence[int]], torch.Tensor] = logits
+    if stop_on_exit:
+        fn = ExitIntentLogits(logits, guide)
+    return decode(guide, fn, budget, sampling, rng, **decode_kwargs), logits

@@ -1,0 +1,72 @@
+"""Shared fixtures: the example database and policy, and (when torch is installed) SmolLM2.
+
+The model is loaded once per test session (about a second from the conversion
+cache; the first run of a machine converts the GGUF file, about 25 s). Torch
+runs on one CPU thread in the tests: greedy decoding is then deterministic
+(reduction order does not depend on the thread count) and the OpenMP workers do
+not spin against GRID's mask work on small CI machines.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grid_core.vocab import ByteIncompleteWarning
+from grid_sql.policy import PolicyBundle, example_policy
+from grid_sql.schema import SchemaSnapshot
+
+HAS_TORCH = all(importlib.util.find_spec(m) for m in ("torch", "transformers"))
+
+
+@pytest.fixture(scope="session")
+def company_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from grid_serve.text2sql import example_database
+
+    return example_database(tmp_path_factory.mktemp("company"))
+
+
+@pytest.fixture(scope="session")
+def schema(company_db: Path) -> SchemaSnapshot:
+    return SchemaSnapshot.from_sqlite(company_db)
+
+
+@pytest.fixture(scope="session")
+def policy(schema: SchemaSnapshot) -> PolicyBundle:
+    return example_policy(schema)
+
+
+@pytest.fixture(scope="session")
+def lm() -> Iterator[Any]:
+    """SmolLM2-135M-Instruct (a :class:`grid_serve.model.LoadedModel`)."""
+    if not HAS_TORCH:
+        pytest.skip("torch and transformers are not installed (the `serve` dependency group)")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    import transformers
+
+    from grid_serve.model import load_model
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    transformers.logging.set_verbosity_error()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        yield load_model()
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def engines(lm: Any, schema: SchemaSnapshot, policy: PolicyBundle) -> Any:
+    """The example policy's role engines over SmolLM2's vocabulary (one shared trie and T2)."""
+    from grid_serve.text2sql import RoleEngines
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ByteIncompleteWarning)
+        return RoleEngines(schema, policy, lm.vocab)

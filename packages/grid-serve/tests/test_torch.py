@@ -1,0 +1,73 @@
+"""grid_serve.torch: packed bitmasks unpack to exactly the packed ids, and apply as hard -inf."""
+
+from __future__ import annotations
+
+import array
+import random
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from grid_serve.torch import apply_bitmask_, bitmask_tensor, unpack_bitmask  # noqa: E402
+
+
+def pack(ids: list[int], n_vocab: int) -> array.array[int]:
+    """The documented packing, written out: bit ``i % 32`` of int32 word ``i // 32``."""
+    words = [0] * ((n_vocab + 31) // 32)
+    for i in ids:
+        words[i // 32] |= 1 << (i % 32)
+    return array.array("i", [w - (1 << 32) if w >= 1 << 31 else w for w in words])
+
+
+# Named cases: vocabulary sizes around word boundaries, and id sets at the edges.
+CASES = {
+    "empty": (64, []),
+    "first-and-last": (64, [0, 63]),
+    "sign-bit": (96, [31, 63, 95]),
+    "partial-last-word": (70, [0, 33, 69]),
+    "everything": (40, list(range(40))),
+}
+
+
+@pytest.mark.parametrize(("n_vocab", "ids"), list(CASES.values()), ids=list(CASES))
+def test_unpack_is_the_packed_set(n_vocab: int, ids: list[int]) -> None:
+    words = bitmask_tensor([pack(ids, n_vocab)])
+    allowed = unpack_bitmask(words, n_vocab)
+    assert allowed.dtype == torch.bool and allowed.shape == (1, n_vocab)
+    assert allowed[0].nonzero().flatten().tolist() == ids
+
+
+def test_random_batches_round_trip() -> None:
+    rng = random.Random(7)
+    for n_vocab in (1, 31, 32, 33, 1000, 49152):
+        masks = [sorted(rng.sample(range(n_vocab), rng.randint(0, n_vocab))) for _ in range(3)]
+        words = bitmask_tensor([pack(m, n_vocab) for m in masks])
+        allowed = unpack_bitmask(words, n_vocab)
+        for row, m in zip(allowed, masks, strict=True):
+            assert row.nonzero().flatten().tolist() == m
+
+
+def test_columns_past_the_words_are_blocked() -> None:
+    """A logits row wider than the vocabulary (embedding padding): the padding is -inf."""
+    words = bitmask_tensor([pack(list(range(40)), 40)])  # 2 words = 64 ids
+    allowed = unpack_bitmask(words, 100)
+    assert allowed[0, :40].all() and not allowed[0, 40:].any()
+
+
+def test_apply_is_in_place_hard_minus_inf() -> None:
+    logits = torch.randn(2, 70)
+    before = logits.clone()
+    masks = [[1, 5, 69], [0]]
+    out = apply_bitmask_(logits, bitmask_tensor([pack(m, 70) for m in masks]))
+    assert out is logits
+    for row, m, old in zip(logits, masks, before, strict=True):
+        assert torch.isfinite(row).nonzero().flatten().tolist() == m
+        assert torch.equal(row[m], old[m])  # admitted logits untouched
+        assert (row[torch.isinf(row)] == float("-inf")).all()
+
+
+def test_one_dimensional_logits() -> None:
+    logits = torch.zeros(33)
+    apply_bitmask_(logits, bitmask_tensor([pack([32], 33)])[0])
+    assert torch.isfinite(logits).nonzero().flatten().tolist() == [32]

@@ -1,0 +1,226 @@
+"""GridLogitsProcessor (mode 2) and the mode-1 model loop, with SmolLM2-135M-Instruct on CPU.
+
+Every output is checked against grid-spec, not against grid-core: the spec's
+``Language`` of the role's projected grammar and lexicon words decides that
+the text is a sentence (lexicon words only, so no table or column outside the
+role's grants), and the SemanticChecker's analysis lists the tables used and
+the statement form, which must be granted. Audit logs must verify and replay.
+"""
+
+from __future__ import annotations
+
+import random
+import warnings
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from transformers import LogitsProcessor  # noqa: E402
+
+from grid_core.errors import GuideError, ServingError  # noqa: E402
+from grid_core.replay import replay  # noqa: E402
+from grid_core.vocab import ByteIncompleteWarning  # noqa: E402
+from grid_serve.text2sql import RoleEngine, prompt_ids, schema_ddl  # noqa: E402
+from grid_serve.transformers import (  # noqa: E402
+    GridLogitsProcessor,
+    constrained_generate,
+    decode_with_model,
+)
+from grid_spec.spec import Language  # noqa: E402
+from grid_sql.checker import SemanticChecker, parse_statement  # noqa: E402
+from grid_sql.schema import SchemaSnapshot  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::grid_core.vocab.ByteIncompleteWarning")
+
+MAX_NEW_TOKENS = 48
+
+# (role, question): one per role shape (two tables, writes allowed, one table and no joins).
+QUESTIONS = {
+    "analyst-names": ("analyst", "List the names of all employees."),
+    "clerk-total": ("clerk", "What is the total of all orders?"),
+    "intern-budget": ("intern", "What is the budget of each department?"),
+}
+FORMS = {"select_stmt": "SELECT", "insert_stmt": "INSERT", "update_stmt": "UPDATE"}
+FORMS["delete_stmt"] = "DELETE"
+
+_LANGUAGES: dict[str, Language] = {}
+
+
+def language(role: RoleEngine) -> Language:
+    """grid-spec's L for the role: projected grammar, lexicon words (cached per role)."""
+    if role.role not in _LANGUAGES:
+        _LANGUAGES[role.role] = Language(
+            role.projection.grammar.to_lark(), role.lexicon.word_lists()
+        )
+    return _LANGUAGES[role.role]
+
+
+def assert_in_role(text: bytes, role: RoleEngine, schema: SchemaSnapshot) -> None:
+    """``text`` is a sentence of the role's language, naming granted tables and verbs only."""
+    assert language(role).in_language(text), text
+    tables = {t.name: t.column_names for t in schema.tables}
+    analysis = SemanticChecker(tables, {}).analyze(text)
+    granted = set(role.grants.tables)
+    assert {u.table for u in analysis.tables} <= granted, text
+    forms = {t.data for t in parse_statement(text).iter_subtrees() if t.data in FORMS}
+    assert {FORMS[f] for f in forms} <= role.grants.verbs, text
+
+
+def prompt(lm: Any, role: RoleEngine, schema: SchemaSnapshot, question: str) -> list[int]:
+    return prompt_ids(lm.tokenizer, question, schema_ddl(schema, role.grants))
+
+
+@pytest.mark.parametrize(("role_name", "question"), list(QUESTIONS.values()), ids=list(QUESTIONS))
+def test_mode2_outputs_are_sentences_of_the_role(
+    lm: Any, engines: Any, schema: SchemaSnapshot, role_name: str, question: str
+) -> None:
+    role = engines[role_name]
+    outcomes, _ = constrained_generate(
+        lm.model,
+        [role.engine.guide()],
+        [prompt(lm, role, schema, question)],
+        MAX_NEW_TOKENS,
+        stop_on_exit=True,
+    )
+    (out,) = outcomes
+    assert out.error is None
+    assert out.stop_reason == "eos", out.text  # greedy, one thread: deterministic
+    assert out.complete and out.tokens[-1] in lm.vocab.eos_ids
+    assert_in_role(out.text, role, schema)
+    seal = out.audit.seal
+    assert seal is not None and seal["mode"] == {"mode": 2, "budget": MAX_NEW_TOKENS}
+    assert len(out.audit.records) == len(out.tokens)
+    verdict = replay(out.audit.lines(), role.engine)
+    assert verdict.ok, verdict
+
+
+def test_applied_mask_is_the_guides_mask_at_every_step(
+    lm: Any, engines: Any, schema: SchemaSnapshot
+) -> None:
+    """No approximation: the finite logits at each step are exactly ``mask_ids()``."""
+
+    class Record(LogitsProcessor):
+        def __init__(self) -> None:
+            self.steps: list[list[int]] = []
+
+        def __call__(self, input_ids: Any, scores: Any) -> Any:
+            self.steps.append(torch.isfinite(scores[0]).nonzero().flatten().tolist())
+            return scores
+
+    role = engines["analyst"]
+    record = Record()
+    question = "Which departments have a budget over 300000?"
+    (out,), _ = constrained_generate(
+        lm.model,
+        [role.engine.guide()],
+        [prompt(lm, role, schema, question)],
+        24,
+        processors=[record],
+    )
+    assert out.error is None and len(record.steps) == len(out.tokens) > 0
+    guide = role.engine.guide()
+    for step, (applied, token) in enumerate(zip(record.steps, out.tokens, strict=True)):
+        assert applied == guide.mask_ids(), f"step {step}"
+        guide.advance(token)
+    if out.stop_reason == "truncated":
+        assert language(role).is_viable_prefix(out.text)
+        assert out.audit.seal is not None and out.audit.seal["stop_reason"] == "truncated"
+
+
+def test_truncation_is_sealed_as_mode_2(lm: Any, engines: Any, schema: SchemaSnapshot) -> None:
+    role = engines["admin"]
+    (out,), _ = constrained_generate(
+        lm.model, [role.engine.guide()], [prompt(lm, role, schema, "Show every order.")], 3
+    )
+    assert out.stop_reason == "truncated" and len(out.tokens) == 3 and not out.complete
+    assert language(role).is_viable_prefix(out.text)
+    seal = out.audit.seal
+    assert seal is not None and seal["stop_reason"] == "truncated" and seal["mode"]["mode"] == 2
+    assert replay(out.audit.lines(), role.engine).ok
+
+
+def test_a_failed_row_is_sticky_and_the_batch_goes_on(
+    lm: Any, engines: Any, schema: SchemaSnapshot
+) -> None:
+    """A later processor forces a token outside row 0's mask at its second step: row 0 fails
+    (and is ended with EOS), row 1 decodes as if alone."""
+
+    class Saboteur(LogitsProcessor):
+        def __init__(self) -> None:
+            self.calls = 0
+            self.forced: int | None = None
+
+        def __call__(self, input_ids: Any, scores: Any) -> Any:
+            self.calls += 1
+            if self.calls == 2:
+                blocked = torch.isinf(scores[0]).nonzero().flatten().tolist()
+                self.forced = next(i for i in blocked if i not in lm.vocab.special_ids)
+                scores[0] = float("-inf")
+                scores[0, self.forced] = 0.0
+            return scores
+
+    role = engines["analyst"]
+    ids = prompt(lm, role, schema, "List the names of all employees.")
+    saboteur = Saboteur()
+    (bad, good), processor = constrained_generate(
+        lm.model,
+        [role.engine.guide(), role.engine.guide()],
+        [ids, ids],
+        MAX_NEW_TOKENS,
+        processors=[saboteur],
+        stop_on_exit=True,
+    )
+    assert isinstance(bad.error, GuideError) and bad.error.token == saboteur.forced
+    assert bad.stop_reason == "error" and len(bad.tokens) == 1 and not bad.complete
+    assert processor.errors[0] is bad.error and processor.errors[1] is None
+    assert replay(bad.audit.lines(), role.engine).ok  # the log stops before the bad token
+    (alone,), _ = constrained_generate(
+        lm.model, [role.engine.guide()], [ids], MAX_NEW_TOKENS, stop_on_exit=True
+    )
+    assert good.error is None and good.text == alone.text and good.stop_reason == "eos"
+    assert_in_role(good.text, role, schema)
+
+
+def test_processor_warns_that_smollm2_is_not_byte_complete(engines: Any) -> None:
+    with pytest.warns(ByteIncompleteWarning, match="never soundness"):
+        GridLogitsProcessor([engines["analyst"].engine.guide()])
+
+
+def test_set_up_mistakes_raise(lm: Any, engines: Any) -> None:
+    processor = GridLogitsProcessor.for_engine(engines["analyst"].engine, 2)
+    with pytest.raises(ServingError, match="batch of 1 rows for 2 guides"):
+        processor(torch.zeros((1, 3), dtype=torch.long), torch.zeros((1, lm.vocab.n_vocab)))
+    processor = GridLogitsProcessor.for_engine(engines["analyst"].engine, 1)
+    with pytest.raises(ServingError, match="logits of width 10"):
+        processor(torch.zeros((1, 3), dtype=torch.long), torch.zeros((1, 10)))
+
+
+def test_mode1_with_the_model_stops_in_the_language(
+    lm: Any, engines: Any, schema: SchemaSnapshot
+) -> None:
+    role = engines["clerk"]
+    ids = prompt(lm, role, schema, "Which orders were placed by employee 3?")
+    gen, model = decode_with_model(
+        lm.model, role.engine.guide(), ids, 64, rng=random.Random(0), stop_on_exit=True
+    )
+    assert gen.stop_reason in ("eos", "reserve") and gen.tokens[-1] in lm.vocab.eos_ids
+    assert_in_role(gen.text, role, schema)
+    assert model.calls == gen.sampled + (gen.stop_reason == "eos")
+    assert replay(gen.audit.lines(), role.engine).ok
+
+
+def test_mode1_reserve_completes_under_a_tight_budget(
+    lm: Any, engines: Any, schema: SchemaSnapshot
+) -> None:
+    """Budget too small for the model's own statement: the reserve writes a completion."""
+    role = engines["analyst"]
+    ids = prompt(lm, role, schema, "List the names and hiring dates of all employees.")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ByteIncompleteWarning)
+        gen, _ = decode_with_model(lm.model, role.engine.guide(), ids, 30, safety=8)
+    assert gen.stop_reason in ("eos", "reserve") and len(gen.tokens) <= 30
+    assert_in_role(gen.text, role, schema)
+    assert replay(gen.audit.lines(), role.engine).ok
