@@ -96,6 +96,52 @@ def bench(session: nox.Session) -> None:
     uv_run(session, "python", "bench/mask_latency.py", *session.posargs)
 
 
+@nox.session(name="walk-arm")
+def walk_arm(session: nox.Session) -> None:
+    """Termination at scale: 10,000 model-free generations, every stop in L."""
+    uv_run(
+        session,
+        "python",
+        "bench/walk_arm.py",
+        "--n",
+        "10000",
+        "--vocab",
+        "cl100k:4096",
+        "--replay-every",
+        "100",
+        "--rise-configs",
+        "600",
+        "--rise-vocab",
+        "cl100k",
+        "--out",
+        "bench/results/walk_arm.json",
+        *session.posargs,
+    )
+
+
+@nox.session(name="r-harness")
+def r_harness(session: nox.Session) -> None:
+    """Requirement R: guard cost per token against position at fixed nesting depths."""
+    uv_run(
+        session,
+        "python",
+        "bench/r_harness.py",
+        "--runs",
+        "8",
+        "--depths",
+        "1,8,32",
+        "--inlist-depths",
+        "8",
+        "--string-n",
+        "16000",
+        "--string-runs",
+        "1",
+        "--out",
+        "bench/results/r_harness.json",
+        *session.posargs,
+    )
+
+
 @nox.session
 def proofs(session: nox.Session) -> None:
     session.run("bash", "proofs/check.sh", external=True)

@@ -61,6 +61,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from grid_core import kernels
 from grid_core.audit import AuditLog, mask_entry_id
 from grid_core.cache import SharedCache
 from grid_core.guide import Engine
@@ -283,6 +284,35 @@ def measure(engine: Engine, kind: str, depth: int, n: int, runs: int, seed: int)
     }
 
 
+def cold_string(engine: Engine, n: int, seed: int) -> dict[str, Any]:
+    """The string stream's *cold* pass, timed: every remainder is new, so every mask
+    is a fresh walk that rescans the whole pending literal (one run, GC disabled)."""
+    head, tail = stream_tokens(engine, "string", 0, n, seed * 1000 + 999)
+    stream = Stream(engine, head, tail)
+    gc.collect()
+    gc.disable()
+    try:
+        samples = [stream.step() for _ in range(n)]
+    finally:
+        gc.enable()
+    xs = [float(p) for p, _, _ in samples]
+    ys = [c for _, c, _ in samples]
+    slope, intercept, se = ols(xs, ys)
+    return {
+        "stream": "string-cold",
+        "n": n,
+        "runs": 1,
+        "clock": "thread CPU time (time.thread_time_ns), us",
+        "pooled_slope_us_per_pos": slope,
+        "pooled_slope_ci95": [slope - 1.96 * se, slope + 1.96 * se],
+        "pooled_intercept_us": intercept,
+        "p50_us": statistics.median(ys),
+        "p50_first_1000_us": statistics.median(ys[:1000]),
+        "p50_last_1000_us": statistics.median(ys[-1000:]),
+        "target_met": slope - 1.96 * se > -1e-4 and slope + 1.96 * se < 1e-4,
+    }
+
+
 def host() -> dict[str, Any]:
     return {
         "machine": platform.machine(),
@@ -290,6 +320,7 @@ def host() -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "load": os.getloadavg(),
+        "grid_kernels": kernels.load() is not None,
     }
 
 
@@ -301,6 +332,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--inlist-depths", default="1,8", help="IN-list depths")
     p.add_argument("--string-n", type=int, default=4000, help="tokens of the string stream")
     p.add_argument("--string-runs", type=int, default=3)
+    p.add_argument(
+        "--cold-string", type=int, default=0, help="also time the cold pass of a string stream"
+    )
     p.add_argument("--vocab", default="cl100k:2048")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=ROOT / "bench/results/r_harness.json")
@@ -330,7 +364,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{runs} runs x {n} tokens, {r['elapsed_s']} s",
             flush=True,
         )
+    if args.cold_string:
+        r = cold_string(engine, args.cold_string, args.seed)
+        results.append(r)
+        lo, hi = r["pooled_slope_ci95"]
+        print(
+            f"string (cold pass): OLS slope {r['pooled_slope_us_per_pos']:+.2e} us/pos "
+            f"[{lo:+.2e}, {hi:+.2e}], p50 first 1k {r['p50_first_1000_us']:.0f} us, "
+            f"last 1k {r['p50_last_1000_us']:.0f} us",
+            flush=True,
+        )
     summary = {
+        "argv": list(argv) if argv is not None else sys.argv[1:],
         "vocab": args.vocab,
         "seed": args.seed,
         "results": results,

@@ -61,6 +61,7 @@ from typing import Any
 from lark import Lark
 from lark.exceptions import LarkError
 
+from grid_core import kernels
 from grid_core.audit import verify
 from grid_core.cache import SharedCache
 from grid_core.decode import DEFAULT_JUMP_FORWARD, generate
@@ -349,6 +350,7 @@ def host() -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "load": os.getloadavg(),
+        "grid_kernels": kernels.load() is not None,
     }
 
 
@@ -367,6 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     summary = run(
         args.n, args.vocab, args.seed, args.max_budget, args.safety, args.replay_every, True
     )
+    summary["argv"] = list(argv) if argv is not None else sys.argv[1:]
     if args.rise_configs:
         summary["rise_sweep"] = rise_sweep(args.rise_vocab, args.rise_configs, args.seed + 1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
