@@ -53,7 +53,6 @@ import argparse
 import collections
 import json
 import os
-import platform
 import random
 import sys
 import time
@@ -67,6 +66,7 @@ TESTS = ROOT / "packages" / "grid-core" / "tests"
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
+from host import host_description  # noqa: E402
 from toy import ANALYST, EOS, LEXICON, TOY  # noqa: E402
 
 from grid_core.audit import (  # noqa: E402
@@ -490,24 +490,6 @@ def run_mutations(
 
 
 # ------------------------------------------------------------------ report
-
-
-def host_description() -> dict[str, Any]:
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpu_model": model,
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": sys.version.split()[0],
-        "loadavg_start": os.getloadavg(),
-    }
 
 
 def campaign(generations: int, mutations: int, seed: int) -> dict[str, Any]:

@@ -46,7 +46,6 @@ import argparse
 import functools
 import json
 import os
-import platform
 import random
 import statistics
 import sys
@@ -55,6 +54,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+
+from host import host_description
 
 from grid_core import vocab as vocab_module
 from grid_core.dfa import build_union_dfa
@@ -155,28 +156,6 @@ def timed(fn: Callable[[], T], repeats: int) -> tuple[T, dict[str, Any]]:
         "median_ms": statistics.median(times),
         "median_cpu_ms": statistics.median(cpu),
         "runs_ms": times,
-    }
-
-
-def host_description() -> dict[str, Any]:
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "processor": platform.processor(),
-        "cpu_model": model,
-        "machine": platform.machine(),
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "python": sys.version.split()[0],
-        "implementation": platform.python_implementation(),
-        "loadavg_start": os.getloadavg(),
-        "note": "shared 2-core machine: absolute times are noisy; compare ratios from one run",
     }
 
 

@@ -51,8 +51,6 @@ import argparse
 import gc
 import json
 import math
-import os
-import platform
 import random
 import statistics
 import sys
@@ -61,7 +59,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from grid_core import kernels
+from host import host_description
+
 from grid_core.audit import AuditLog, mask_entry_id
 from grid_core.cache import SharedCache
 from grid_core.guide import Engine
@@ -313,17 +312,6 @@ def cold_string(engine: Engine, n: int, seed: int) -> dict[str, Any]:
     }
 
 
-def host() -> dict[str, Any]:
-    return {
-        "machine": platform.machine(),
-        "processor": platform.processor() or "unknown",
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "load": os.getloadavg(),
-        "grid_kernels": kernels.load() is not None,
-    }
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=16_000, help="timed tokens per stream")
@@ -379,7 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "vocab": args.vocab,
         "seed": args.seed,
         "results": results,
-        "host": host(),
+        "host": host_description(),
         "elapsed_s": round(time.perf_counter() - t0, 1),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

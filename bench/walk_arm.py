@@ -47,8 +47,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import os
-import platform
 import random
 import statistics
 import sys
@@ -58,10 +56,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from host import host_description
 from lark import Lark
 from lark.exceptions import LarkError
 
-from grid_core import kernels
 from grid_core.audit import verify
 from grid_core.cache import SharedCache
 from grid_core.decode import DEFAULT_JUMP_FORWARD, generate
@@ -292,7 +290,7 @@ def run(
         "build_s": round(build_s, 2),
         "elapsed_s": round(elapsed, 1),
         "ms_per_generation": round(1000 * elapsed / max(n, 1), 1),
-        "host": host(),
+        "host": host_description(),
     }
 
 
@@ -340,17 +338,6 @@ def rise_sweep(vocab: str, configs: int, seed: int = 1) -> dict[str, Any]:
         "worst": {"role": worst[1], "remainder_tail": worst[2], "token": worst[3]},
         "rise_histogram": {str(k): v for k, v in sorted(histogram.items())},
         "elapsed_s": round(time.perf_counter() - t0, 1),
-    }
-
-
-def host() -> dict[str, Any]:
-    return {
-        "machine": platform.machine(),
-        "processor": platform.processor() or "unknown",
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "load": os.getloadavg(),
-        "grid_kernels": kernels.load() is not None,
     }
 
 
