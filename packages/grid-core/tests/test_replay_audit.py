@@ -12,15 +12,13 @@ detected by ``verify``, every forgery by replay or the anchored seal.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import random
-import sys
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from bench_module import load_bench
 from toy import ANALYST, CRUD, EOS, LEXICON, SPELLINGS, TOY, analyst_engine, token
 
 from grid_core.audit import AuditLog, Record, mask_entry_id, read, verify
@@ -32,7 +30,6 @@ from grid_core.replay import ReplayVerdict, replay, replay_file
 from grid_core.vocab import Vocabulary
 
 ENGINE = analyst_engine()
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "audit_tamper.py"
 
 
 def random_sampler(ids: Sequence[int], rng: random.Random) -> int:
@@ -380,18 +377,9 @@ def test_read_of_replayed_log_matches() -> None:
 # -------------------------------------------------------------- the campaign
 
 
-def load_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("audit_tamper", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["audit_tamper"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_tamper_campaign_small() -> None:
     """bench/audit_tamper.py at default-suite size: 50 generations, 200 mutations."""
-    bench = load_bench()
+    bench = load_bench("audit_tamper")
     report = bench.campaign(50, 200, seed=7)
     assert bench.failures(report) == []
     assert report["rollover"]["available"] and report["rollover"]["namespace_final"] == 1

@@ -10,25 +10,12 @@ cl100k mask costs some 30 times more per step in the pure-Python walk).
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
-BENCH = Path(__file__).resolve().parents[3] / "bench" / "walk_arm.py"
-
-
-def load_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("walk_arm", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["walk_arm"] = module
-    spec.loader.exec_module(module)
-    return module
+from bench_module import load_bench
 
 
 def test_walk_arm_500() -> None:
-    summary = load_bench().run(500, "cl100k:2048", seed=2026, max_budget=64, replay_every=25)
+    walk_arm = load_bench("walk_arm")
+    summary = walk_arm.run(500, "cl100k:2048", seed=2026, max_budget=64, replay_every=25)
     assert summary["failures"] == []
     assert summary["in_language"] == 500
     for key in (
