@@ -120,8 +120,11 @@ def test_generic_entry_at_an_identifier_position_raises() -> None:
     config = guide.config
     allowed = engine.parser.allowed(config.node)
     assert allowed & engine.lexicon.categories  # TABLE_NAME: an identifier position
-    key = IdentKey(0, 0, config.remainder, allowed, engine.lexicon.fingerprint)
-    forged = make_entry(GenericKey(0, 0, config.remainder, allowed), [ord("s")], [], TOY.n_vocab)
+    key = engine.key(0, config.remainder, allowed, config.normal)
+    assert isinstance(key, IdentKey)
+    forged = make_entry(
+        GenericKey(key.namespace, key.root, key.remainder, key.allowed), [ord("s")], [], TOY.n_vocab
+    )
     assert engine.t1 is not None
     engine.t1.inject(key, forged)
     with pytest.raises(IdentifierRuleError):

@@ -7,28 +7,32 @@ the key like the CI ids; their *verdicts* depend on the live stack and are
 never cached: each step decides them by shifting each class's terminal on the
 live stack and walking (cached, under the new allowed set) again.
 
-Keys. A walk is at an **identifier position** when a lexicon category is in
-A or ignored: then the lexicon (the schema) shapes liveness and candidates, and
-the key is an :class:`IdentKey` carrying the schema fingerprint and the raw
-remainder. Otherwise the lexicon cannot matter (a category outside A | ignored
-is never live and never picked) and the key is a :class:`GenericKey`, shared by
-every schema. The two are distinct types; an entry remembers the kind of key it
-was published under, and consulting a generic entry at an identifier position
+Keys. A root walk is keyed by its configuration's **scanner normal form**
+(:attr:`grid_core.lexer.Config.normal`: the DFA state q and lexicon node ln
+after the remainder, the candidate set p of its longest emittable prefix and
+the post-accept suffix ``v = r[la_len:]``; p = 0 and v empty when no prefix can
+be emitted), never by the raw remainder r: the walk reads r only through these
+(a new accept inside the walk measures the tail from the path, an old one from
+v), so the form is a sound key (OBL-KEY1), and its size does not grow with a
+long pending lexeme (requirement R). A CD sub-walk (from a trie node, after an
+emission) is keyed by its raw tail, which is at most v plus one token.
+
+A walk is at an **identifier position** when a lexicon category is in A or
+ignored: then the lexicon (the schema) shapes liveness and candidates, and the
+key is an :class:`IdentKey` carrying the schema fingerprint and the full form
+(q, ln, p, v). Otherwise the lexicon cannot matter (a category outside A |
+ignored is never live and never picked) and the key is a :class:`GenericKey`,
+which drops ln (the lexicon-visibility guard) and is shared by every schema.
+The two are distinct types; an entry remembers the kind of key it was
+published under, and consulting a generic entry at an identifier position
 raises :class:`IdentifierRuleError` in every build (the identifier composition
 rule).
 
-Two tiers, write-back:
-
-- **T1**, per engine (one grammar projection): raw keys ``(kind, root, r, A,
-  schema)``.
-- **T2**, shared by every role and schema of a dialect family (one union DFA,
-  one token trie): a generic key normalizes the remainder to the scanner normal
-  form ``(q, la, v)``: the DFA state after r, the last-accept candidate set (or
-  none) and the post-accept suffix ``v = r[la_len:]``. Sound because the walk
-  reads r only through these (a new accept inside the walk measures the tail
-  from the path, an old one from v) once the lexicon node is irrelevant, which
-  is exactly the generic case (the lexicon-visibility guard). Identifier keys
-  stay raw in T2 too.
+Two tiers, write-back, one key for both: **T1** per engine (one grammar
+projection), **T2** shared by every role and schema of a dialect family (one
+union DFA, one token trie); a T2 hit is copied into T1. DESIGN.md section 6
+keys T1 by the raw r; the normal form is the same key made O(1) in size (two
+remainders with one form have one walk), so GRID uses it in both tiers.
 
 Entries are immutable and content-addressed: ``entry_id = BLAKE2b-128(key ||
 encoding tag || payload)``. Publishing is idempotent; a racing publish of the
@@ -78,7 +82,7 @@ class GenericKey:
 
     namespace: int
     root: int
-    remainder: object  # raw bytes (T1) or the scanner normal form (T2)
+    remainder: object  # the normal form (q, p, v) of a root walk, or a sub-walk's raw tail
     allowed: int
 
     kind = "generic"
@@ -90,7 +94,7 @@ class IdentKey:
 
     namespace: int
     root: int
-    remainder: bytes
+    remainder: object  # the normal form (q, ln, p, v) of a root walk, or a sub-walk's raw tail
     allowed: int
     schema: str
 

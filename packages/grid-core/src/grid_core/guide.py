@@ -34,7 +34,7 @@ from grid_core.cache import GenericKey, IdentKey, Key, MaskTable, SharedCache, m
 from grid_core.dfa import ByteDFA, build_union_dfa
 from grid_core.errors import GuideError, MaskError
 from grid_core.grammar import Grammar
-from grid_core.lexer import Config, Lexer, Scanner
+from grid_core.lexer import Config, Lexer, Normal, Scanner
 from grid_core.lexicon import Lexicon, build_lexicon
 from grid_core.parser import Node, Parser
 from grid_core.trie import TokenTrie, build_trie
@@ -114,32 +114,40 @@ class Engine:
         return GridGuide(self)
 
     def walk(
-        self, root: int, pending: bytes, allowed: int
+        self, root: int, pending: bytes, allowed: int, normal: Normal | None = None
     ) -> tuple[tuple[int, ...], tuple[CDEntry, ...]]:
-        """CI ids and CD entries of one walk, through T1 and T2 (see ``grid_core.cache``)."""
+        """CI ids and CD entries of one walk, through T1 and T2 (see ``grid_core.cache``).
+
+        A root walk (``root == 0``) passes its configuration's normal form
+        (:attr:`Config.normal`) and is keyed by it, never by the raw remainder;
+        a CD sub-walk (``root != 0``, ``normal`` None) is keyed by its raw tail.
+        """
         if self.t1 is None:
             nodes, cd = self._walk_from(root, pending, allowed)
             return tuple(sorted(self.ids(nodes))), tuple(cd)
-        namespace = self.shared.namespace if self.shared is not None else 0
-        key1: Key
-        key2: Key
-        if (allowed | self.scanner.ignored) & self.lexicon.categories:
-            key1 = key2 = IdentKey(namespace, root, pending, allowed, self.lexicon.fingerprint)
-        else:
-            key1 = GenericKey(namespace, root, pending, allowed)
-            key2 = GenericKey(namespace, root, self._normal_form(root, pending), allowed)
-        entry = self.t1.get(key1)
+        key = self.key(root, pending, allowed, normal)
+        entry = self.t1.get(key)
         if entry is None and self.shared is not None:
-            entry = self.shared.table.get(key2)
+            entry = self.shared.table.get(key)
             if entry is not None:
-                self.t1.publish(key1, entry)
+                self.t1.publish(key, entry)
         if entry is None:
             nodes, cd = self._walk_from(root, pending, allowed)
-            entry = make_entry(key2, self.ids(nodes), cd, self.vocab.n_vocab)
+            entry = make_entry(key, self.ids(nodes), cd, self.vocab.n_vocab)
             if self.shared is not None:
-                entry = self.shared.table.publish(key2, entry)
-            entry = self.t1.publish(key1, entry)
+                entry = self.shared.table.publish(key, entry)
+            entry = self.t1.publish(key, entry)
         return entry.ids, entry.cd
+
+    def key(self, root: int, pending: bytes, allowed: int, normal: Normal | None = None) -> Key:
+        """The cache key of a walk (see ``grid_core.cache``): an :class:`IdentKey` at an
+        identifier position, else a :class:`GenericKey` without the lexicon state."""
+        namespace = self.shared.namespace if self.shared is not None else 0
+        if (allowed | self.scanner.ignored) & self.lexicon.categories:
+            form: object = pending if normal is None else normal
+            return IdentKey(namespace, root, form, allowed, self.lexicon.fingerprint)
+        form = pending if normal is None else (normal[0], *normal[2:])
+        return GenericKey(namespace, root, form, allowed)
 
     def _walk_from(
         self, root: int, pending: bytes, allowed: int
@@ -150,20 +158,10 @@ class Engine:
             return list(nodes), [(n, t, bytes(tail)) for n, t, tail in cd]
         return walk_from(self.scanner, self.trie, root, pending, allowed, root != 0)
 
-    def _normal_form(self, root: int, pending: bytes) -> object:
-        """The scanner normal form (q, last-accept candidates, v = r[la:]) of a root walk's
-        remainder; sub-walks (which may emit inside their tail) keep the raw bytes."""
-        if root != 0:
-            return pending
-        scan = self.scanner.scan(pending)
-        assert scan is not None, "a configuration's remainder never dies"
-        q, _, la_len, la_cands = scan
-        return (q, la_len > 0, la_cands, pending[la_len:])
-
     def compute_mask(self, config: Config) -> MaskResult:
         """The exact mask of a configuration (see the module header)."""
         parser = self.parser
-        ci, cd = self.walk(0, config.remainder, parser.allowed(config.node))
+        ci, cd = self.walk(0, config.remainder, parser.allowed(config.node), config.normal)
         cd_ids: list[int] = []
         entries, classes = len(cd), 0
         level: dict[Node, list[CDEntry]] = {config.node: list(cd)} if cd else {}

@@ -23,6 +23,7 @@ string of R_t (of W_t for a lexicon category) for a terminal t in A or ignored.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 
@@ -36,6 +37,9 @@ ScanState = tuple[int, int, int, int]
 
 START: ScanState = (0, 0, 0, 0)
 
+Normal = tuple[int, int, int, bytes]
+"""A remainder's scanner normal form (q, ln, p, v): see :attr:`Config.normal`."""
+
 
 @dataclass(frozen=True, eq=False)
 class Config:
@@ -44,12 +48,60 @@ class Config:
     node: Node
     remainder: bytes
     scan: ScanState
+    digest: int
+    """``extend_digest(0, remainder)``, maintained incrementally (see :attr:`hash`)."""
 
-    @property
+    @functools.cached_property
+    def normal(self) -> Normal:
+        """The remainder's scanner normal form ``(q, ln, p, v)``.
+
+        ``q`` and ``ln`` are the DFA and lexicon states after the remainder; ``p``
+        is the candidate set of its longest accepted prefix and ``v`` the bytes
+        after that prefix (``r[la_len:]``), the only bytes a later emission
+        rescans. A prefix with no candidates can never be emitted (its pick is
+        -1 under every allowed set), so then ``p = 0`` and ``v = b""``: the bytes
+        of a pending lexeme with no emittable prefix (an open string literal)
+        are not part of the form at all.
+
+        Invariant (OBL-KEY1): the walk, the EOS gate and which bytes later
+        advances accept depend on the remainder only through this form, so two
+        configurations with one stack and one form have one mask; the cache is
+        keyed by it (``grid_core.cache``). Its size is O(|v|), never O(|r|),
+        which keeps a long pending lexeme O(1) per token (requirement R).
+        """
+        q, ln, la_len, la_cands = self.scan
+        if not la_cands:
+            return q, ln, 0, b""
+        return q, ln, la_cands, self.remainder[la_len:]
+
+    @functools.cached_property
     def hash(self) -> int:
-        """The configuration hash: the stack's rolling hash joined with the remainder."""
-        data = self.node.hash.to_bytes(8, "little") + self.remainder
+        """The configuration hash: the stack's rolling hash joined with the remainder.
+
+        ``low64(BLAKE2b-128(H(stack) || u64(|r|) || u64(digest(r))))`` where
+        ``digest`` is the remainder's polynomial hash (:func:`extend_digest`),
+        kept incrementally by :meth:`Lexer.advance`: the hash binds the raw
+        remainder, not only its normal form, at O(1) cost per token.
+        """
+        data = b"".join(
+            (
+                self.node.hash.to_bytes(8, "little"),
+                len(self.remainder).to_bytes(8, "little"),
+                self.digest.to_bytes(8, "little"),
+            )
+        )
         return int.from_bytes(hashlib.blake2b(data, digest_size=16).digest()[:8], "little")
+
+
+DIGEST_MODULUS = (1 << 61) - 1
+
+
+def extend_digest(digest: int, data: bytes) -> int:
+    """The polynomial digest of ``r + data`` from that of ``r``: the bytes read as
+    a base-256 number modulo 2^61 - 1 (the length, hashed beside it, tells leading
+    zero bytes apart). O(|data|)."""
+    m = DIGEST_MODULUS
+    return (digest * pow(256, len(data), m) + int.from_bytes(data, "big")) % m
 
 
 class Scanner:
@@ -128,7 +180,7 @@ class Lexer:
     def __init__(self, scanner: Scanner, parser: Parser) -> None:
         self.scanner = scanner
         self.parser = parser
-        self.initial = Config(parser.root, b"", START)
+        self.initial = Config(parser.root, b"", START, 0)
 
     def _emit(self, node: Node, scan: ScanState) -> Node | None:
         """Emit the last accepted lexeme of a remainder: the new stack, or None on error."""
@@ -159,7 +211,12 @@ class Lexer:
             node = emitted
             start += scan[2]
             i, scan = start, START
-        return Config(node, buf[start:], scan)
+        rest = buf[start:]
+        if start == 0:
+            digest = extend_digest(config.digest, data)
+        else:
+            digest = extend_digest(0, rest)  # O(|rest|): rest is within v + data
+        return Config(node, rest, scan, digest)
 
     def finalize(self, config: Config) -> Node | None:
         """The stack once the remainder is lexed to the end of input, or None on error."""
@@ -169,7 +226,7 @@ class Lexer:
             if emitted is None:
                 return None
             tail = rest[scan[2] :]
-            after = self.advance(Config(emitted, b"", START), tail)
+            after = self.advance(Config(emitted, b"", START, 0), tail)
             if after is None:
                 return None
             node, rest, scan = after.node, after.remainder, after.scan
