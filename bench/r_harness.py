@@ -170,9 +170,10 @@ class Stream:
         config = guide.config
         result = guide.compute()
         self.table.reserve(config)
-        ids = [*result.ci_ids, *result.cd_ids]
-        entry = mask_entry_id(engine.pack(ids).tobytes())
-        self.audit.append(config.hash, entry, t, engine.vocab.n_vocab - len(ids), "sampled")
+        packed = engine.pack_result(result)
+        admitted = int.from_bytes(packed.tobytes(), "little").bit_count()
+        entry = mask_entry_id(packed.tobytes())
+        self.audit.append(config.hash, entry, t, engine.vocab.n_vocab - admitted, "sampled")
         guide.advance(t)
 
     def step(self) -> tuple[int, float, float]:

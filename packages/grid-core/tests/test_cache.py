@@ -120,7 +120,7 @@ def test_generic_entry_at_an_identifier_position_raises() -> None:
     config = guide.config
     allowed = engine.parser.allowed(config.node)
     assert allowed & engine.lexicon.categories  # TABLE_NAME: an identifier position
-    key = engine.key(0, config.remainder, allowed, config.normal)
+    key = engine.key(0, config.normal, allowed)
     assert isinstance(key, IdentKey)
     forged = make_entry(
         GenericKey(key.namespace, key.root, key.remainder, key.allowed), [ord("s")], [], TOY.n_vocab

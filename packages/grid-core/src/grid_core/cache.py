@@ -119,6 +119,45 @@ class Entry:
         """The CI token ids, ascending."""
         return _decode(self.encoding, self.payload)
 
+    @cached_property
+    def bits(self) -> int:
+        """The CI token ids as one integer: bit ``i`` is token ``i``."""
+        if self.encoding == DENSE:
+            return int.from_bytes(self.payload, "little")
+        return id_bits(self.ids)
+
+    @cached_property
+    def group(self) -> CDGroup:
+        """The entry's CD entries as one group, with its verdict classes."""
+        return CDGroup(self.cd)
+
+
+class CDGroup:
+    """CD entries to be decided on one live stack, split into verdict classes.
+
+    A **class** is the entries that emit one terminal: they share one shift on
+    the live stack, hence one allowed set A' after it. Given A', the class's
+    verdict (the CI ids its entries' sub-walks admit, and the CD entries they
+    find one shift deeper) is a function of the entries, A' and the lexicon,
+    so it is memoized here (``verdicts``) and each step pays one lookup per
+    class, not one walk per entry. Groups are compared by identity; the memo
+    is filled idempotently (two threads compute the same value).
+    """
+
+    __slots__ = ("classes", "entries", "verdicts")
+
+    def __init__(self, entries: tuple[CDEntry, ...]) -> None:
+        self.entries = entries
+        by_terminal: dict[int, list[CDEntry]] = {}
+        for entry in entries:
+            by_terminal.setdefault(entry[1], []).append(entry)
+        self.classes = tuple((t, tuple(group)) for t, group in by_terminal.items())
+        self.verdicts: dict[tuple[int, int, str], Verdict] = {}
+
+
+Verdict = tuple[tuple[int, ...], int, CDGroup | None]
+"""A class's verdict: the CI ids its sub-walks admit, the same as bits, the group deeper."""
+
 
 def _decode(encoding: bytes, payload: bytes) -> tuple[int, ...]:
     if encoding == SPARSE:
@@ -134,6 +173,16 @@ def _decode(encoding: bytes, payload: bytes) -> tuple[int, ...]:
             out.append(i * 8 + low.bit_length() - 1)
             byte ^= low
     return tuple(out)
+
+
+def id_bits(ids: Sequence[int]) -> int:
+    """Token ids as one integer (bit ``i`` is token ``i``), in O(len(ids) + max id / 8)."""
+    if not ids:
+        return 0
+    raw = bytearray((max(ids) >> 3) + 1)
+    for i in ids:
+        raw[i >> 3] |= 1 << (i & 7)
+    return int.from_bytes(raw, "little")
 
 
 def make_entry(key: Key, ids: Sequence[int], cd: Sequence[CDEntry], n_vocab: int) -> Entry:

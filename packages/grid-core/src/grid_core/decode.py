@@ -45,7 +45,7 @@ from typing import Any
 
 from grid_core.audit import AuditLog, Kind, mask_entry_id
 from grid_core.errors import GuideError, MaskError
-from grid_core.guide import GridGuide
+from grid_core.guide import GridGuide, MaskResult
 from grid_core.lexer import Config
 from grid_core.reserve import DEFAULT_SAFETY, reserve_table
 
@@ -172,9 +172,12 @@ class _Loop:
                 f"({self.reserve} tokens and EOS)",
             )
 
-    def record(self, config: Config, ids: Sequence[int], token: int, kind: Kind) -> None:
-        """Audit one step, then take its token."""
-        packed = self.engine.pack(ids).tobytes()
+    def record(
+        self, config: Config, mask: tuple[list[int], MaskResult], token: int, kind: Kind
+    ) -> None:
+        """Audit one step (``mask``: its ids and result), then take its token."""
+        ids, result = mask
+        packed = self.engine.pack_result(result).tobytes()
         kind = "eos" if token in self.eos else kind
         blocked = self.vocab.n_vocab - len(ids)
         self.audit.append(config.hash, mask_entry_id(packed), token, blocked, kind)
@@ -183,17 +186,18 @@ class _Loop:
         if kind != "eos":
             self.counts[kind] += 1
 
-    def write_completion(self, ids: list[int] | None) -> str:
-        """Write the reserve's completion and EOS (``ids``: the current step's mask, if known)."""
+    def write_completion(self, mask: tuple[list[int], MaskResult] | None) -> str:
+        """Write the reserve's completion and EOS (``mask``: the current step's, if known)."""
         guide = self.guide
         for token in [*self.table.completion(guide.config), self.vocab.eos_ids[0]]:
-            if ids is None:
-                ids = guide.mask_ids()
+            if mask is None:
+                mask = guide.mask_and_ids()
+            ids = mask[0]
             i = bisect.bisect_left(ids, token)
             if i == len(ids) or ids[i] != token:
                 raise MaskError(guide.steps, f"the reserve completion's token {token} is masked")
-            self.record(guide.config, ids, token, "reserve")
-            ids = None
+            self.record(guide.config, mask, token, "reserve")
+            mask = None
         assert len(self.tokens) <= self.budget
         return "reserve"
 
@@ -207,7 +211,8 @@ class _Loop:
                 stop = self.write_completion(None)
                 break
             config = guide.config
-            ids = guide.mask_ids()
+            mask = guide.mask_and_ids()
+            ids = mask[0]
             kind: Kind
             if len(ids) == 1 and span < self.jump_forward:
                 token, kind, span = ids[0], "forced", span + 1
@@ -217,7 +222,7 @@ class _Loop:
                 if i == len(ids) or ids[i] != token:
                     raise GuideError(guide.steps, token, "the sampler chose a masked token")
             if token in self.eos:
-                self.record(config, ids, token, kind)
+                self.record(config, mask, token, kind)
                 stop = "eos"
                 break
             nxt = lexer.advance(config, spelling[token])
@@ -225,9 +230,9 @@ class _Loop:
             after = self.table.reserve(nxt)
             if after > left - 1:
                 self.counts["early"] += 1
-                stop = self.write_completion(ids)
+                stop = self.write_completion(mask)
                 break
-            self.record(config, ids, token, kind)
+            self.record(config, mask, token, kind)
             self.counts["rise"] = max(self.counts["rise"], after - self.reserve)
             self.reserve = after
         self.audit.close(

@@ -25,12 +25,24 @@ Guides are persistent: each step is a cell (configuration, previous cell), so
 from __future__ import annotations
 
 import array
+import functools
 import sys
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from grid_core import kernels
-from grid_core.cache import GenericKey, IdentKey, Key, MaskTable, SharedCache, make_entry
+from grid_core.cache import (
+    CDGroup,
+    Entry,
+    GenericKey,
+    IdentKey,
+    Key,
+    MaskTable,
+    SharedCache,
+    Verdict,
+    id_bits,
+    make_entry,
+)
 from grid_core.dfa import ByteDFA, build_union_dfa
 from grid_core.errors import GuideError, MaskError
 from grid_core.grammar import Grammar
@@ -55,6 +67,8 @@ class MaskResult:
     eos: bool
     cd_entries: int
     cd_classes: int
+    bits: int
+    """CI and CD ids as one integer (bit ``i`` is token ``i``), EOS not included."""
 
 
 class Engine:
@@ -114,40 +128,47 @@ class Engine:
         return GridGuide(self)
 
     def walk(
-        self, root: int, pending: bytes, allowed: int, normal: Normal | None = None
+        self, root: int, pending: bytes, allowed: int
     ) -> tuple[tuple[int, ...], tuple[CDEntry, ...]]:
-        """CI ids and CD entries of one walk, through T1 and T2 (see ``grid_core.cache``).
-
-        A root walk (``root == 0``) passes its configuration's normal form
-        (:attr:`Config.normal`) and is keyed by it, never by the raw remainder;
-        a CD sub-walk (``root != 0``, ``normal`` None) is keyed by its raw tail.
-        """
+        """CI ids and CD entries of a walk from trie node ``root`` over ``pending``,
+        through T1 and T2 keyed by the raw bytes (a root walk of a configuration goes
+        through :meth:`root_walk`, keyed by its normal form)."""
         if self.t1 is None:
             nodes, cd = self._walk_from(root, pending, allowed)
             return tuple(sorted(self.ids(nodes))), tuple(cd)
-        key = self.key(root, pending, allowed, normal)
+        entry = self._cached_walk(self.key(root, pending, allowed), root, pending, allowed)
+        return entry.ids, entry.cd
+
+    def _cached_walk(self, key: Key, root: int, pending: bytes | Config, allowed: int) -> Entry:
+        """The cache entry of a walk: T1, then T2 (copied into T1), else walked and
+        published. ``pending`` may be the configuration itself: its remainder is read
+        only on a miss."""
+        assert self.t1 is not None
         entry = self.t1.get(key)
         if entry is None and self.shared is not None:
             entry = self.shared.table.get(key)
             if entry is not None:
                 self.t1.publish(key, entry)
         if entry is None:
+            if isinstance(pending, Config):
+                pending = pending.remainder
             nodes, cd = self._walk_from(root, pending, allowed)
             entry = make_entry(key, self.ids(nodes), cd, self.vocab.n_vocab)
             if self.shared is not None:
                 entry = self.shared.table.publish(key, entry)
             entry = self.t1.publish(key, entry)
-        return entry.ids, entry.cd
+        return entry
 
-    def key(self, root: int, pending: bytes, allowed: int, normal: Normal | None = None) -> Key:
-        """The cache key of a walk (see ``grid_core.cache``): an :class:`IdentKey` at an
-        identifier position, else a :class:`GenericKey` without the lexicon state."""
+    def key(self, root: int, form: bytes | Normal, allowed: int) -> Key:
+        """The cache key of a walk (see ``grid_core.cache``): ``form`` is a root walk's
+        normal form (:attr:`Config.normal`) or a sub-walk's raw tail. An
+        :class:`IdentKey` at an identifier position, else a :class:`GenericKey`
+        (which drops the normal form's lexicon state)."""
         namespace = self.shared.namespace if self.shared is not None else 0
         if (allowed | self.scanner.ignored) & self.lexicon.categories:
-            form: object = pending if normal is None else normal
             return IdentKey(namespace, root, form, allowed, self.lexicon.fingerprint)
-        form = pending if normal is None else (normal[0], *normal[2:])
-        return GenericKey(namespace, root, form, allowed)
+        generic = form if isinstance(form, bytes) else (form[0], *form[2:])
+        return GenericKey(namespace, root, generic, allowed)
 
     def _walk_from(
         self, root: int, pending: bytes, allowed: int
@@ -161,29 +182,58 @@ class Engine:
     def compute_mask(self, config: Config) -> MaskResult:
         """The exact mask of a configuration (see the module header)."""
         parser = self.parser
-        ci, cd = self.walk(0, config.remainder, parser.allowed(config.node), config.normal)
+        ci, bits, group = self.root_walk(config)
         cd_ids: list[int] = []
-        entries, classes = len(cd), 0
-        level: dict[Node, list[CDEntry]] = {config.node: list(cd)} if cd else {}
+        entries, classes = len(group.entries), 0
+        level: dict[Node, list[CDGroup]] = {config.node: [group]} if group.entries else {}
         while level:
-            deeper: dict[Node, list[CDEntry]] = {}
-            for node, pending in level.items():
-                by_terminal: dict[int, list[CDEntry]] = {}
-                for entry in pending:
-                    by_terminal.setdefault(entry[1], []).append(entry)
-                classes += len(by_terminal)
-                for t, group in by_terminal.items():
+            deeper: dict[Node, list[CDGroup]] = {}
+            for node, groups in level.items():
+                # Groups that land on one stack are decided together (rare: a fresh merge).
+                merged = (
+                    groups[0] if len(groups) == 1 else CDGroup(sum((g.entries for g in groups), ()))
+                )
+                classes += len(merged.classes)
+                for index, (t, _) in enumerate(merged.classes):
                     shifted = parser.shift(node, t)
-                    allowed = parser.allowed(shifted)
-                    for trie_node, _, tail in group:
-                        more_ci, more_cd = self.walk(trie_node, tail, allowed)
-                        cd_ids += more_ci
-                        if more_cd:
-                            entries += len(more_cd)
-                            deeper.setdefault(shifted, []).extend(more_cd)
+                    more_ci, more_bits, more = self.verdict(merged, index, parser.allowed(shifted))
+                    cd_ids += more_ci
+                    bits |= more_bits
+                    if more is not None:
+                        entries += len(more.entries)
+                        deeper.setdefault(shifted, []).append(more)
             level = deeper
         eos = self.lexer.eos_allowed(config)
-        return MaskResult(ci, tuple(cd_ids), eos, entries, classes)
+        return MaskResult(ci, tuple(cd_ids), eos, entries, classes, bits)
+
+    def root_walk(self, config: Config) -> tuple[tuple[int, ...], int, CDGroup]:
+        """CI ids (as a tuple and as bits) and the CD group of a configuration's walk
+        (cached, keyed by its normal form)."""
+        allowed = self.parser.allowed(config.node)
+        if self.t1 is None:
+            ci, cd = self.walk(0, config.remainder, allowed)
+            return ci, id_bits(ci), CDGroup(cd)
+        entry = self._cached_walk(self.key(0, config.normal, allowed), 0, config, allowed)
+        return entry.ids, entry.bits, entry.group
+
+    def verdict(self, group: CDGroup, index: int, allowed: int) -> Verdict:
+        """A class's verdict under the allowed set after its shift: the CI ids its
+        entries' sub-walks admit and the CD entries they find one shift deeper."""
+        memo_key = (index, allowed, self.lexicon.fingerprint)
+        if self.t1 is not None:
+            hit = group.verdicts.get(memo_key)
+            if hit is not None:
+                return hit
+        ci: list[int] = []
+        cd: list[CDEntry] = []
+        for trie_node, _, tail in group.classes[index][1]:
+            more_ci, more_cd = self.walk(trie_node, tail, allowed)
+            ci += more_ci
+            cd += more_cd
+        result = (tuple(ci), id_bits(ci), CDGroup(tuple(cd)) if cd else None)
+        if self.t1 is not None:
+            result = group.verdicts.setdefault(memo_key, result)
+        return result
 
     def ids(self, nodes: Iterable[int]) -> list[int]:
         """Every token id spelled at the given trie nodes (alias classes expanded)."""
@@ -198,8 +248,22 @@ class Engine:
         raw = bytearray(self.n_words * 4)
         for i in token_ids:
             raw[i >> 3] |= 1 << (i & 7)
+        return self._words(bytes(raw))
+
+    def pack_result(self, result: MaskResult) -> array.array[int]:
+        """The packed bitmask of a mask (EOS ids included when EOS is legal), from its
+        bits: O(V / 64) machine words, no per-id work."""
+        bits = result.bits | self._eos_bits if result.eos else result.bits
+        return self._words(bits.to_bytes(self.n_words * 4, "little"))
+
+    @functools.cached_property
+    def _eos_bits(self) -> int:
+        return id_bits(self.vocab.eos_ids)
+
+    @staticmethod
+    def _words(raw: bytes) -> array.array[int]:
         words = array.array("i")
-        words.frombytes(bytes(raw))
+        words.frombytes(raw)
         if sys.byteorder != "little":
             words.byteswap()
         return words
@@ -252,15 +316,19 @@ class GridGuide:
 
     def mask_ids(self) -> list[int]:
         """The admitted token ids, ascending, EOS ids included when EOS is legal."""
+        return self.mask_and_ids()[0]
+
+    def mask_and_ids(self) -> tuple[list[int], MaskResult]:
+        """The admitted token ids (as :meth:`mask_ids`) with the mask they come from."""
         result = self.compute()
         ids = [*result.ci_ids, *result.cd_ids]
         if result.eos:
             ids += self.engine.vocab.eos_ids
-        return sorted(ids)
+        return sorted(ids), result
 
     def mask(self) -> array.array[int]:
         """The mask as a packed int32 bitmask over the vocabulary."""
-        return self.engine.pack(self.mask_ids())
+        return self.engine.pack_result(self.compute())
 
     def advance(self, token_id: int) -> None:
         """Accept one token. A token outside the mask raises :class:`GuideError`."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import threading
 from dataclasses import dataclass
 
 from grid_core.dfa import ByteDFA
@@ -43,13 +44,27 @@ Normal = tuple[int, int, int, bytes]
 
 @dataclass(frozen=True, eq=False)
 class Config:
-    """A configuration: the stack, the remainder and the remainder's scan state."""
+    """A configuration: the stack, the remainder and the remainder's scan state.
+
+    The remainder is the first ``size`` bytes of ``buffer``. Configurations of
+    one lexeme share one append-only buffer (:meth:`Lexer.advance` extends it in
+    place when nobody has extended it past ``size`` yet, else copies), so a
+    guide's history of n steps inside one long lexeme holds O(n) bytes, not
+    O(n^2), and an advance costs O(|token|). Bytes below ``size`` are never
+    written again: a configuration is immutable.
+    """
 
     node: Node
-    remainder: bytes
+    buffer: bytes | bytearray
+    size: int
     scan: ScanState
     digest: int
     """``extend_digest(0, remainder)``, maintained incrementally (see :attr:`hash`)."""
+
+    @property
+    def remainder(self) -> bytes:
+        """The remainder's bytes (a copy: O(size); the hot path never needs it)."""
+        return bytes(self.buffer[: self.size])
 
     @functools.cached_property
     def normal(self) -> Normal:
@@ -72,7 +87,7 @@ class Config:
         q, ln, la_len, la_cands = self.scan
         if not la_cands:
             return q, ln, 0, b""
-        return q, ln, la_cands, self.remainder[la_len:]
+        return q, ln, la_cands, bytes(self.buffer[la_len : self.size])
 
     @functools.cached_property
     def hash(self) -> int:
@@ -86,7 +101,7 @@ class Config:
         data = b"".join(
             (
                 self.node.hash.to_bytes(8, "little"),
-                len(self.remainder).to_bytes(8, "little"),
+                self.size.to_bytes(8, "little"),
                 self.digest.to_bytes(8, "little"),
             )
         )
@@ -96,7 +111,7 @@ class Config:
 DIGEST_MODULUS = (1 << 61) - 1
 
 
-def extend_digest(digest: int, data: bytes) -> int:
+def extend_digest(digest: int, data: bytes | bytearray) -> int:
     """The polynomial digest of ``r + data`` from that of ``r``: the bytes read as
     a base-256 number modulo 2^61 - 1 (the length, hashed beside it, tells leading
     zero bytes apart). O(|data|)."""
@@ -180,7 +195,8 @@ class Lexer:
     def __init__(self, scanner: Scanner, parser: Parser) -> None:
         self.scanner = scanner
         self.parser = parser
-        self.initial = Config(parser.root, b"", START, 0)
+        self.initial = Config(parser.root, b"", 0, START, 0)
+        self._append = threading.Lock()
 
     def _emit(self, node: Node, scan: ScanState) -> Node | None:
         """Emit the last accepted lexeme of a remainder: the new stack, or None on error."""
@@ -196,10 +212,16 @@ class Lexer:
 
     def advance(self, config: Config, data: bytes) -> Config | None:
         """The configuration after reading ``data``, or None if it leaves the language."""
-        node, buf, scan = config.node, config.remainder + data, config.scan
-        start, i = 0, len(config.remainder)
+        node, scan, size = config.node, config.scan, config.size
+        buf = config.buffer
+        with self._append:
+            if isinstance(buf, bytearray) and len(buf) == size:
+                buf += data  # nobody has read past ``size``: extend the shared buffer
+            else:
+                buf = bytearray(buf[:size]) + data
+        start, i, end = 0, size, size + len(data)
         step = self.scanner.step
-        while i < len(buf):
+        while i < end:
             nxt = step(scan, i + 1 - start, buf[i])
             if nxt is not None:
                 scan = nxt
@@ -211,26 +233,25 @@ class Lexer:
             node = emitted
             start += scan[2]
             i, scan = start, START
-        rest = buf[start:]
         if start == 0:
-            digest = extend_digest(config.digest, data)
-        else:
-            digest = extend_digest(0, rest)  # O(|rest|): rest is within v + data
-        return Config(node, rest, scan, digest)
+            return Config(node, buf, end, scan, extend_digest(config.digest, data))
+        # After an emission the remainder restarts in a fresh buffer: O(|rest|), and
+        # rest lies within v + data.
+        rest = bytearray(buf[start:end])
+        return Config(node, rest, len(rest), scan, extend_digest(0, rest))
 
     def finalize(self, config: Config) -> Node | None:
         """The stack once the remainder is lexed to the end of input, or None on error."""
-        node, rest, scan = config.node, config.remainder, config.scan
-        while rest:
-            emitted = self._emit(node, scan)
+        while config.size:
+            emitted = self._emit(config.node, config.scan)
             if emitted is None:
                 return None
-            tail = rest[scan[2] :]
-            after = self.advance(Config(emitted, b"", START, 0), tail)
+            tail = bytes(config.buffer[config.scan[2] : config.size])
+            after = self.advance(Config(emitted, b"", 0, START, 0), tail)
             if after is None:
                 return None
-            node, rest, scan = after.node, after.remainder, after.scan
-        return node
+            config = after
+        return config.node
 
     def eos_allowed(self, config: Config) -> bool:
         """EOS gate: the remainder finalizes and ``$END`` then reaches ACCEPT."""
@@ -239,7 +260,7 @@ class Lexer:
 
     def is_viable(self, config: Config) -> bool:
         """The configuration's remainder is live under its stack's allowed set."""
-        if not config.remainder:
+        if not config.size:
             return True
         q, ln, _, _ = config.scan
         return self.scanner.live(q, ln, self.parser.allowed(config.node))

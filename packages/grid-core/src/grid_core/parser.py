@@ -32,7 +32,16 @@ from grid_core.lalr import LalrTables
 class Node:
     """One stack cell. Immutable after construction; compare by identity."""
 
-    __slots__ = ("__weakref__", "_allowed", "depth", "hash", "parent", "state", "symbol")
+    __slots__ = (
+        "__weakref__",
+        "_allowed",
+        "_shifts",
+        "depth",
+        "hash",
+        "parent",
+        "state",
+        "symbol",
+    )
 
     def __init__(self, parent: Node | None, symbol: int, state: int) -> None:
         self.parent = parent
@@ -50,6 +59,7 @@ class Node:
             digest = hashlib.blake2b(data, digest_size=16).digest()
             self.hash = int.from_bytes(digest[:8], "little")
         self._allowed: int | None = None
+        self._shifts: dict[int, Node] | None = None
 
     def states(self) -> list[int]:
         """The LALR states from the bottom of the stack to this node (for tests)."""
@@ -144,10 +154,24 @@ class Parser:
         return a
 
     def shift(self, node: Node, t: int) -> Node:
-        """The stack after reducing and shifting terminal ``t``; ``t`` must be allowed."""
-        assert t != self.end and self.allowed(node) >> t & 1, "shift of a terminal not allowed"
-        result = self._run(node, t, True)
-        assert isinstance(result, Node)
+        """The stack after reducing and shifting terminal ``t``; ``t`` must be allowed.
+
+        Memoized per node: a CD verdict class shifts the same terminal on the
+        same live stack at every step that reaches it, so the shift (and the
+        allowed set memoized on its result) is computed once. The memo holds
+        its results strongly: a node reached by a shift lives as long as the
+        node it was shifted from (memory grows with the distinct stacks seen,
+        like the mask cache, never with the output's length).
+        """
+        memo = node._shifts
+        if memo is None:
+            memo = node._shifts = {}
+        result = memo.get(t)
+        if result is None:
+            assert t != self.end and self.allowed(node) >> t & 1, "shift of a terminal not allowed"
+            shifted = self._run(node, t, True)
+            assert isinstance(shifted, Node)
+            result = memo.setdefault(t, shifted)
         return result
 
     def accepts(self, node: Node) -> bool:

@@ -111,13 +111,13 @@ def replay(lines: Iterable[str], engine: Engine, anchor: str | None = None) -> R
         diverges = partial(_diverges, i)
         if guide.is_terminated():
             return diverges("token", "a record follows EOS")
-        ids = guide.mask_ids()
+        ids, result = guide.mask_and_ids()
         config_hash = f"{guide.config.hash:016x}"
         if rec.config_hash != config_hash:
             return diverges(
                 "config_hash", f"config_hash: log {rec.config_hash}, replay {config_hash}"
             )
-        entry = mask_entry_id(engine.pack(ids).tobytes())
+        entry = mask_entry_id(engine.pack_result(result).tobytes())
         if rec.mask_entry_id != entry:
             return diverges(
                 "mask_entry_id", f"mask_entry_id: log {rec.mask_entry_id}, replay {entry}"

@@ -672,7 +672,7 @@ class ReserveTable:
         """Tokens the shortest completion the guide writes takes (EOS not counted)."""
         if self.engine.lexer.eos_allowed(config):
             return 0
-        if not config.remainder:
+        if not config.size:
             return self.node_reserve(config.node) - self._lead_discount(config.node)
         cost = self._finish(config)[0]
         if cost >= INF:
@@ -683,7 +683,7 @@ class ReserveTable:
         """The token ids of the completion the reserve counts (EOS not included)."""
         if self.engine.lexer.eos_allowed(config):
             return []
-        if config.remainder:
+        if config.size:
             cost, option, after = self._finish(config)
             if option is None or after is None:
                 raise ReserveError(f"no finish option for the remainder {config.remainder[-32:]!r}")

@@ -225,8 +225,8 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             return self._eos_only
         guide = row.guide
         try:
-            ids = guide.mask_ids()
-            packed = guide.engine.pack(ids).tobytes()
+            ids, result = guide.mask_and_ids()
+            packed = guide.engine.pack_result(result).tobytes()
         except Exception as e:  # sticky: the row fails, the batch goes on
             row.fail(e)
             return self._eos_only
