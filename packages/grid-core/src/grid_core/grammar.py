@@ -278,14 +278,9 @@ def load_grammar(text: str, name: str = "L1", start: str = "start") -> Grammar:
     except LarkError as e:
         raise GrammarError(f"grammar {name!r}: {e}") from None
     ignored = set(lark.ignore_tokens)
-    # A terminal no rule uses and not ignored (a fragment such as ``_UTF8_NOT_DQ``,
-    # inlined into others) could never be picked: it is left out of the language's
-    # terminals, as lark's own parsers leave it out.
-    used = {s.name for r in lark.rules for s in r.expansion}
     terminals = tuple(
         Terminal(_spellable(str(t.name)), t.pattern.to_regexp(), t.priority, t.name in ignored)
         for t in lark.terminals
-        if t.name in used or t.name in ignored
     )
     rules = tuple(
         Rule(

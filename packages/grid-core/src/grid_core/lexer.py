@@ -60,34 +60,13 @@ class Config:
     scan: ScanState
     digest: int
     """``extend_digest(0, remainder)``, maintained incrementally (see :attr:`hash`)."""
+    normal: Normal
+    """The remainder's scanner normal form ``(q, ln, p, v)`` (:meth:`Lexer.config`)."""
 
     @property
     def remainder(self) -> bytes:
         """The remainder's bytes (a copy: O(size); the hot path never needs it)."""
         return bytes(self.buffer[: self.size])
-
-    @functools.cached_property
-    def normal(self) -> Normal:
-        """The remainder's scanner normal form ``(q, ln, p, v)``.
-
-        ``q`` and ``ln`` are the DFA and lexicon states after the remainder; ``p``
-        is the candidate set of its longest accepted prefix and ``v`` the bytes
-        after that prefix (``r[la_len:]``), the only bytes a later emission
-        rescans. A prefix with no candidates can never be emitted (its pick is
-        -1 under every allowed set), so then ``p = 0`` and ``v = b""``: the bytes
-        of a pending lexeme with no emittable prefix (an open string literal)
-        are not part of the form at all.
-
-        Invariant (OBL-KEY1): the walk, the EOS gate and which bytes later
-        advances accept depend on the remainder only through this form, so two
-        configurations with one stack and one form have one mask; the cache is
-        keyed by it (``grid_core.cache``). Its size is O(|v|), never O(|r|),
-        which keeps a long pending lexeme O(1) per token (requirement R).
-        """
-        q, ln, la_len, la_cands = self.scan
-        if not la_cands:
-            return q, ln, 0, b""
-        return q, ln, la_cands, bytes(self.buffer[la_len : self.size])
 
     @functools.cached_property
     def hash(self) -> int:
@@ -195,8 +174,42 @@ class Lexer:
     def __init__(self, scanner: Scanner, parser: Parser) -> None:
         self.scanner = scanner
         self.parser = parser
-        self.initial = Config(parser.root, b"", 0, START, 0)
+        tables = parser.tables
+        shiftable = 0
+        for s in range(tables.n_states):
+            for t in range(tables.n_terminals):
+                if tables.action[s * parser.width + t]:
+                    shiftable |= 1 << t
+        self.emittable = shiftable | scanner.ignored
+        """Terminals some stack can take, and the ignored ones: the only picks there are."""
+        self.initial = self.config(parser.root, b"", 0, START, 0)
         self._append = threading.Lock()
+
+    def config(
+        self, node: Node, buffer: bytes | bytearray, size: int, scan: ScanState, digest: int
+    ) -> Config:
+        """A configuration, with its remainder's scanner normal form ``(q, ln, p, v)``.
+
+        ``q`` and ``ln`` are the DFA and lexicon states after the remainder; ``p``
+        is the candidate set of its longest accepted prefix restricted to
+        :attr:`emittable`, and ``v`` the bytes after that prefix (``r[la_len:]``),
+        the only bytes a later emission rescans. When ``p`` is empty the prefix
+        can never be emitted (its pick is -1 under every allowed set: lark
+        fragments such as ``_UTF8_NOT_DQ`` are terminals that no rule takes), so
+        ``v`` is dropped: the bytes of a pending lexeme with no emittable prefix
+        (an open string literal) are not part of the form at all.
+
+        Invariant (OBL-KEY1): the walk, the EOS gate and which bytes later
+        advances accept depend on the remainder only through this form (and the
+        stack), so the mask cache is keyed by it (``grid_core.cache``). Its size
+        is O(|v|), never O(|r|), which keeps a long pending lexeme O(1) per
+        token (requirement R); ``v`` is long only inside a lexeme whose first
+        bytes are themselves a lexeme (``/*`` of a block comment).
+        """
+        q, ln, la_len, la_cands = scan
+        p = la_cands & self.emittable
+        v = bytes(buffer[la_len:size]) if p else b""
+        return Config(node, buffer, size, scan, digest, (q, ln, p, v))
 
     def _emit(self, node: Node, scan: ScanState) -> Node | None:
         """Emit the last accepted lexeme of a remainder: the new stack, or None on error."""
@@ -234,11 +247,11 @@ class Lexer:
             start += scan[2]
             i, scan = start, START
         if start == 0:
-            return Config(node, buf, end, scan, extend_digest(config.digest, data))
+            return self.config(node, buf, end, scan, extend_digest(config.digest, data))
         # After an emission the remainder restarts in a fresh buffer: O(|rest|), and
         # rest lies within v + data.
         rest = bytearray(buf[start:end])
-        return Config(node, rest, len(rest), scan, extend_digest(0, rest))
+        return self.config(node, rest, len(rest), scan, extend_digest(0, rest))
 
     def finalize(self, config: Config) -> Node | None:
         """The stack once the remainder is lexed to the end of input, or None on error."""
@@ -247,7 +260,7 @@ class Lexer:
             if emitted is None:
                 return None
             tail = bytes(config.buffer[config.scan[2] : config.size])
-            after = self.advance(Config(emitted, b"", 0, START, 0), tail)
+            after = self.advance(self.config(emitted, b"", 0, START, 0), tail)
             if after is None:
                 return None
             config = after
