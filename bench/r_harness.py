@@ -22,10 +22,12 @@ Streams (``kind-depth``), each opened at depth ``d`` and kept there:
   bounded by d;
 - ``inlist-d``: ``SELECT 1 WHERE ((...1 IN (1`` then ``, operand`` forever: a
   long IN list at depth d;
-- ``string``: ``SELECT '`` then text that never closes the literal: the
-  pending remainder grows with n (``Lexer.advance`` copies it, the walk
-  rescans it, the configuration hash and the cache key read it). It is the
-  known exception to R and is measured to show by how much.
+- ``string``: ``SELECT '`` then text that never closes the literal: one
+  pending lexeme that grows with n. The hot path never reads it whole: the
+  cache key is the remainder's scanner normal form (which drops the bytes of
+  a lexeme with no emittable prefix), the configuration hash folds each
+  token's bytes into an incremental digest, and the lexeme's configurations
+  share one append-only buffer.
 
 Method: each stream is a byte string cut into the fewest tokens of the
 vocabulary (``ReserveTable.split``), piece by piece. A **cold** pass feeds it
@@ -284,46 +286,13 @@ def measure(engine: Engine, kind: str, depth: int, n: int, runs: int, seed: int)
     }
 
 
-def cold_string(engine: Engine, n: int, seed: int) -> dict[str, Any]:
-    """The string stream's *cold* pass, timed: every remainder is new, so every mask
-    is a fresh walk that rescans the whole pending literal (one run, GC disabled)."""
-    head, tail = stream_tokens(engine, "string", 0, n, seed * 1000 + 999)
-    stream = Stream(engine, head, tail)
-    gc.collect()
-    gc.disable()
-    try:
-        samples = [stream.step() for _ in range(n)]
-    finally:
-        gc.enable()
-    xs = [float(p) for p, _, _ in samples]
-    ys = [c for _, c, _ in samples]
-    slope, intercept, se = ols(xs, ys)
-    return {
-        "stream": "string-cold",
-        "n": n,
-        "runs": 1,
-        "clock": "thread CPU time (time.thread_time_ns), us",
-        "pooled_slope_us_per_pos": slope,
-        "pooled_slope_ci95": [slope - 1.96 * se, slope + 1.96 * se],
-        "pooled_intercept_us": intercept,
-        "p50_us": statistics.median(ys),
-        "p50_first_1000_us": statistics.median(ys[:1000]),
-        "p50_last_1000_us": statistics.median(ys[-1000:]),
-        "target_met": slope - 1.96 * se > -1e-4 and slope + 1.96 * se < 1e-4,
-    }
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--n", type=int, default=16_000, help="timed tokens per stream")
     p.add_argument("--runs", type=int, default=20, help="seeded runs per stream")
     p.add_argument("--depths", default="1,8,32", help="paren depths")
     p.add_argument("--inlist-depths", default="1,8", help="IN-list depths")
-    p.add_argument("--string-n", type=int, default=4000, help="tokens of the string stream")
-    p.add_argument("--string-runs", type=int, default=3)
-    p.add_argument(
-        "--cold-string", type=int, default=0, help="also time the cold pass of a string stream"
-    )
+    p.add_argument("--no-string", action="store_true", help="skip the open-string stream")
     p.add_argument("--vocab", default="cl100k:2048")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=ROOT / "bench/results/r_harness.json")
@@ -333,8 +302,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"engine built in {time.perf_counter() - t0:.1f} s; vocabulary {args.vocab}", flush=True)
     plan = [("paren", int(d), args.n, args.runs) for d in args.depths.split(",") if d]
     plan += [("inlist", int(d), args.n, args.runs) for d in args.inlist_depths.split(",") if d]
-    if args.string_n:
-        plan.append(("string", 0, args.string_n, args.string_runs))
+    if not args.no_string:
+        plan.append(("string", 0, args.n, args.runs))
     results = []
     for kind, depth, n, runs in plan:
         t1 = time.perf_counter()
@@ -351,16 +320,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"(first 1k {r['p50_first_1000_us']:.0f}, last 1k {r['p50_last_1000_us']:.0f}), "
             f"T1 hit {'no cache' if hit is None else f'{hit:.3f}'}, "
             f"{runs} runs x {n} tokens, {r['elapsed_s']} s",
-            flush=True,
-        )
-    if args.cold_string:
-        r = cold_string(engine, args.cold_string, args.seed)
-        results.append(r)
-        lo, hi = r["pooled_slope_ci95"]
-        print(
-            f"string (cold pass): OLS slope {r['pooled_slope_us_per_pos']:+.2e} us/pos "
-            f"[{lo:+.2e}, {hi:+.2e}], p50 first 1k {r['p50_first_1000_us']:.0f} us, "
-            f"last 1k {r['p50_last_1000_us']:.0f} us",
             flush=True,
         )
     summary = {
