@@ -1,19 +1,30 @@
 """``grid ask``: bad input fails fast with one line and exit 2; a real run prints SQL,
-verdict, rows and a sealed audit log."""
+verdict, rows and a sealed audit log; a refused statement gets one constrained retry
+(the repair pass of ``grid_serve.text2sql.answer``), with the real model.
+"""
 
 from __future__ import annotations
 
 import io
 import json
+import math
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from grid_core.audit import verify_file
-from grid_serve import ask
+from grid_core.decode import Generation
+from grid_core.decode import decode as decode_loop
+from grid_core.guide import Engine
+from grid_core.replay import replay_file
+from grid_serve import ask, text2sql
+from grid_sql.checker import ViolationKind
+from grid_sql.policy import PolicyBundle
+from grid_sql.schema import SchemaSnapshot
 
 Q = "How many employees are there?"
 BAD_INPUT = {
@@ -64,7 +75,8 @@ def test_ask_registers_a_subcommand() -> None:
     ask.ask_command(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["ask", "q?", "--role", "clerk", "--max-tokens", "40"])
     assert (args.question, args.role, args.max_tokens, args.db) == ("q?", "clerk", 40, None)
-    assert args.func is not None
+    assert args.func is not None and args.no_repair is False
+    assert parser.parse_args(["ask", "q?", "--no-repair"]).no_repair is True
 
 
 @pytest.mark.filterwarnings("ignore::grid_core.vocab.ByteIncompleteWarning")
@@ -81,9 +93,16 @@ def test_ask_end_to_end_on_the_defaults(
     lines = out.splitlines()
     assert lines[0].startswith("-- role analyst on company.sqlite")
     assert lines[1].rstrip().endswith(";")
-    assert lines[2] in ("checker: accepted", lines[2]) and lines[2].startswith("checker: ")
-    assert code == (0 if lines[2] == "checker: accepted" else 1)
-    assert lines[-1].startswith(f"audit: {log} (")
+    assert lines[2].startswith("checker: ")
+    if lines[2] == "checker: accepted":
+        assert "repair: not engaged (the checker accepted the statement)" in lines
+    else:  # SmolLM2 answers `SELECT DISTINCT MAX(dept_id) ... FROM departments;` (greedy)
+        assert any(line.startswith("repair: engaged: ") for line in lines)
+        assert verify_file(tmp_path / "audit.retry.jsonl").ok
+    final = [line for line in lines if line.startswith("checker: ")][-1]
+    ran = any(line.endswith(" row)") or line.endswith(" rows)") for line in lines)
+    assert (code == 0) == (final == "checker: accepted" and ran)
+    assert any(line.startswith(f"audit: {log} (") for line in lines)
     assert verify_file(log).ok
     seal = json.loads(log.read_text().splitlines()[-1])["seal"]
     assert seal["mode"]["mode"] == 1 and seal["stop_reason"] in ("eos", "reserve")
@@ -92,15 +111,34 @@ def test_ask_end_to_end_on_the_defaults(
 
 
 def test_no_statement_within_the_budget(
-    lm: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    lm: Any,
+    engines: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """A budget below the role's shortest statement: one line, exit 2, and a sealed empty
+    log whose seal says why and replays against the role's engine. Fails if the decode is
+    attempted, the log is missing or its seal does not name the budget and the shortest."""
     import grid_serve.model
 
     monkeypatch.setattr(grid_serve.model, "load_model", lambda source=None: lm)
-    assert ask.main(["How many departments are there?", "--max-tokens", "2", "--quiet"]) == 2
+    log = tmp_path / "audit.jsonl"
+    argv = ["How many departments are there?", "--max-tokens", "2", "--quiet", "--audit", str(log)]
+    assert ask.main(argv) == 2
     out, err = capsys.readouterr()
-    assert out == ""
-    assert err.count("\n") == 1 and "cannot hold the shortest completion" in err
+    shortest = text2sql.shortest_statement(engines["analyst"].engine)
+    assert out == "" and shortest > 2
+    assert err.count("\n") == 1 and err.startswith(
+        "grid ask: error: no statement within the budget: the shortest statement of role "
+        f"analyst takes {shortest} tokens with EOS, --max-tokens is 2; audit log {log} sealed "
+        f"'{text2sql.NO_STATEMENT}' ("
+    )
+    assert verify_file(log).ok
+    seal = json.loads(log.read_text().splitlines()[-1])["seal"]
+    assert seal["stop_reason"] == text2sql.NO_STATEMENT and seal["record_count"] == 0
+    assert seal["mode"] == {"mode": 1, "budget": 2, "shortest": shortest}
+    assert replay_file(log, engines["analyst"].engine).ok
 
 
 def test_the_grid_command_loads_ask_from_its_entry_point(
@@ -139,3 +177,158 @@ def test_progress_is_a_status_line_on_a_terminal_and_plain_lines_otherwise(tty: 
             "grid ask: generating ...",
             "grid ask: generating: 5 tokens, 0.0s",
         ]
+
+
+# ================================================================ the repair pass
+
+
+def scripted(target: bytes, vocab: Any) -> Any:
+    """Logits that write ``target`` under greedy decoding: each token whose spelling is a
+    prefix of what is left scores its length, EOS wins once nothing is left, every other
+    token is -inf (a given first statement, decoded under the real guide; never a
+    stand-in for the model)."""
+    spell, eos = vocab.token_bytes, set(vocab.eos_ids)
+
+    def logits(tokens: Sequence[int]) -> list[float]:
+        rest = target[len(b"".join(spell[t] for t in tokens if t not in eos)) :]
+        if not rest:
+            return [1.0 if i in eos else -math.inf for i in range(vocab.n_vocab)]
+        return [
+            float(len(spell[i])) if i not in eos and rest.startswith(spell[i]) else -math.inf
+            for i in range(vocab.n_vocab)
+        ]
+
+    return logits
+
+
+AUDITOR = """version = 1
+[roles.auditor]
+verbs = ["SELECT"]
+tables = ["departments", "employees"]
+columns.departments = ["id", "budget"]
+"""
+
+
+@pytest.mark.filterwarnings("ignore::grid_core.vocab.ByteIncompleteWarning")
+def test_the_retry_quotes_the_violations_and_drops_the_denied_column(
+    lm: Any, schema: SchemaSnapshot, tmp_path: Path
+) -> None:
+    """A given first statement reads departments.name, which auditor may not; the retry,
+    decoded by the real model, is prompted with the checker's feedback and decoded under
+    a lexicon without ``name`` (over-restricting employees.name, as documented). Fails if
+    the feedback does not reach the prompt, the retry runs under the role's own guide, its
+    statement reads ``name`` or its audit log does not replay against the tightened engine.
+    """
+    from grid_serve.transformers import decode_with_model
+
+    policy = PolicyBundle.loads(AUDITOR, "auditor.toml", schema)
+    engines = text2sql.RoleEngines(schema, policy, lm.vocab)
+    role = engines["auditor"]
+    ddl = text2sql.schema_ddl(schema, role.grants)
+    question = "What are the names of the departments?"
+    first = b"SELECT name FROM departments;"
+    prompts: list[str] = []
+    used: list[Engine] = []
+
+    def decode(feedback: str, engine: Engine) -> Generation:
+        prompts.append(feedback)
+        used.append(engine)
+        if not feedback:
+            return decode_loop(engine.guide(), scripted(first, lm.vocab), 96)
+        ids = text2sql.prompt_ids(lm.tokenizer, question, ddl, feedback=feedback)
+        gen, _ = decode_with_model(lm.model, engine.guide(), ids, 96, stop_on_exit=True)
+        return gen
+
+    attempts = text2sql.answer(decode, engines, "auditor")
+    assert len(attempts) == 2 and attempts[0].sql == first.decode()
+    assert [v.kind for v in attempts[0].violations] == [ViolationKind.COLUMN_NOT_GRANTED]
+    assert attempts[0].feedback == "" and used[0] is role.engine
+    feedback = attempts[1].feedback
+    assert prompts == ["", feedback]
+    assert "1. bytes 7-11 `name`: column name of departments is not granted" in feedback
+    assert "- departments: id, budget" in feedback
+    assert attempts[1].removed == ("name",) and attempts[1].star
+    retry_engine = used[1]
+    assert retry_engine is not role.engine
+    assert b"name" in role.lexicon.word_lists()["COLUMN_NAME"]
+    assert retry_engine.lexicon.fingerprint != role.engine.lexicon.fingerprint
+    checker = text2sql.checker_for(schema, role.grants)
+    reads = {a.column for a in checker.analyze(attempts[1].sql).accesses}
+    assert "name" not in reads, attempts[1].sql
+    path = tmp_path / "retry.jsonl"
+    attempts[1].generation.audit.write(path)
+    assert replay_file(path, retry_engine).ok
+    assert not replay_file(path, role.engine).ok  # another lexicon: another artifact
+
+
+@pytest.mark.filterwarnings("ignore::grid_core.vocab.ByteIncompleteWarning")
+def test_ask_repairs_a_star_for_a_restricted_role(
+    lm: Any,
+    engines: Any,
+    schema: SchemaSnapshot,
+    policy: PolicyBundle,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """clerk may not read employees.hired; asked for all employees, SmolLM2 writes
+    ``SELECT * FROM employees ...`` (greedy, one thread). ``grid ask`` quotes the violation
+    back and retries under a guide without ``*`` result columns: the output shows both
+    statements, both verdicts and the before/after counts, and both audit logs are written,
+    verify, and replay against the engine each was decoded under. Fails if repair is not
+    engaged, the retry may still write ``*``, a log is missing, or the exit status does not
+    follow the retry's verdict."""
+    import grid_serve.model
+
+    monkeypatch.setattr(grid_serve.model, "load_model", lambda source=None: lm)
+    log = tmp_path / "audit.jsonl"
+    code = ask.main(["Show all employees.", "--role", "clerk", "--audit", str(log)])
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[1] == "SELECT * FROM employees WHERE id = 12345;"
+    assert lines[2:4] == [
+        "checker: REFUSED (1 violation)",
+        "  - bytes 7-8 `*`: column_not_granted: * expands to column hired of employees, which "
+        "is not granted to role clerk; granted: id, name, dept_id; list granted columns instead",
+    ]
+    assert lines[4] == (
+        "repair: engaged: the 1 violation quoted back to the model for one constrained retry "
+        "under a guide with no `*` result column"
+    )
+    assert lines[5] == "-- retry"
+    end = next(i for i in range(6, len(lines)) if lines[i].startswith("checker: "))
+    retry_sql = "\n".join(lines[6:end])
+    assert "*" not in retry_sql
+    verdict = next(line for line in lines[7:] if line.startswith("repair: "))
+    after = len(text2sql.checker_verdict(schema, policy.grants("clerk", schema), retry_sql))
+    outcome = "failed" if after else "fixed"
+    assert verdict == f"repair: {outcome}: a new statement; violations: 1 before, {after} after"
+    if after:
+        assert code == 1 and "the refused statement is not run" in lines
+    else:  # run read-only: exit 1 only when SQLite refuses it
+        assert (code == 1) == any(line.startswith("sqlite refused it") for line in lines)
+    retry_log = tmp_path / "audit.retry.jsonl"
+    assert lines[-2].startswith(f"audit: {log} (") and lines[-1].startswith(
+        f"audit (retry): {retry_log} ("
+    )
+    assert verify_file(log).ok and verify_file(retry_log).ok
+    assert replay_file(log, engines["clerk"].engine).ok
+    assert replay_file(retry_log, engines.retry_engine("clerk", star=False)).ok
+    assert "retrying with the checker's feedback (budget 96 tokens)" in err
+
+
+@pytest.mark.filterwarnings("ignore::grid_core.vocab.ByteIncompleteWarning")
+def test_no_repair_reports_the_refusal_without_a_retry(
+    lm: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--no-repair``: one attempt, one log, exit 1. Fails if a retry happens anyway."""
+    import grid_serve.model
+
+    monkeypatch.setattr(grid_serve.model, "load_model", lambda source=None: lm)
+    log = tmp_path / "audit.jsonl"
+    argv = ["Show all employees.", "--role", "clerk", "--audit", str(log), "--no-repair"]
+    assert ask.main([*argv, "--quiet"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[4:6] == ["repair: off (--no-repair)", "the refused statement is not run"]
+    assert lines[-1].startswith(f"audit: {log} (")
+    assert not (tmp_path / "audit.retry.jsonl").exists()

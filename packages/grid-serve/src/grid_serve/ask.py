@@ -47,10 +47,11 @@ from pathlib import Path
 from typing import TextIO
 
 from grid_core.errors import GridError, ServingError
+from grid_serve import text2sql
+from grid_sql.cli import DEFAULT_ROLE, default_role, format_violation
 
 __all__ = ["DEFAULT_MAX_TOKENS", "DEFAULT_ROLE", "Progress", "ask_command", "main"]
 
-DEFAULT_ROLE = "analyst"
 DEFAULT_MAX_TOKENS = 96
 
 
@@ -129,6 +130,12 @@ def ask_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
         help="do not end the statement when, at a complete sentence, the model's top token "
         "leaves the language (the exit-intent stop; see grid_serve.transformers)",
     )
+    p.add_argument(
+        "--no-repair",
+        action="store_true",
+        help="no retry when the SemanticChecker refuses the statement (by default its "
+        "violations are quoted back to the model for one constrained retry)",
+    )
     p.add_argument("--max-rows", type=int, default=20, help="rows printed (default: 20)")
     p.add_argument("--audit", type=Path, help="audit log path (default: a new temp directory)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -147,7 +154,6 @@ def _ask(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
     # Inputs first, so that a bad one fails in milliseconds, before any model work.
-    from grid_serve import text2sql
     from grid_sql.policy import PolicyBundle, example_policy
     from grid_sql.schema import SchemaSnapshot
 
@@ -160,7 +166,7 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
     db = args.db if args.db is not None else text2sql.example_database(tmp)
     schema = SchemaSnapshot.from_sqlite(db)
     policy = PolicyBundle.load(args.policy, schema) if args.policy else example_policy(schema)
-    role = args.role or (DEFAULT_ROLE if DEFAULT_ROLE in policy.roles else next(iter(policy.roles)))
+    role = args.role or default_role(policy)
     grants = policy.grants(role, schema)
     if args.model is not None and not args.model.exists():
         raise ServingError(f"no model at {args.model}")
@@ -173,7 +179,8 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
     import torch
     import transformers
 
-    from grid_core.decode import GREEDY, Sampling
+    from grid_core.decode import GREEDY, Generation, Sampling
+    from grid_core.guide import Engine
     from grid_serve.model import load_model
     from grid_serve.transformers import decode_with_model
 
@@ -202,42 +209,77 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
             progress.note(str(w.message))
 
     ddl = text2sql.schema_ddl(schema, grants)
-    prompt = text2sql.prompt_ids(loaded.tokenizer, args.question, ddl)
+    audit_path = args.audit or Path(tempfile.mkdtemp(prefix="grid-ask-")) / "audit.jsonl"
+    if text2sql.shortest_statement(role_engine.engine) > args.max_tokens:
+        refusal = text2sql.budget_refusal(role_engine.engine, args.max_tokens)
+        refusal.write(audit_path)
+        assert refusal.seal is not None
+        shortest = refusal.seal["mode"]["shortest"]
+        raise ServingError(
+            f"no statement within the budget: the shortest statement of role {role} takes "
+            f"{shortest} tokens with EOS, --max-tokens is {args.max_tokens}; audit log "
+            f"{audit_path} sealed {text2sql.NO_STATEMENT!r} ({refusal.seal_hash})"
+        )
     sampling = GREEDY if args.temperature == 0 else Sampling(temperature=args.temperature)
-    progress.start(f"generating (budget {args.max_tokens} tokens)")
 
     def on_call(tokens: int) -> None:
         progress.update(f"{tokens} tokens")
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        gen, _ = decode_with_model(
-            loaded.model,
-            role_engine.engine.guide(),
-            prompt,
-            args.max_tokens,
-            sampling,
-            random.Random(args.seed),
-            stop_on_exit=not args.no_exit_stop,
-            on_call=on_call,
-        )
-    progress.done(f"{len(gen.tokens)} tokens, stop: {gen.stop_reason}")
+    def decode(feedback: str, engine: Engine) -> Generation:
+        what = "retrying with the checker's feedback" if feedback else "generating"
+        progress.start(f"{what} (budget {args.max_tokens} tokens)")
+        prompt = text2sql.prompt_ids(loaded.tokenizer, args.question, ddl, feedback=feedback)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gen, _ = decode_with_model(
+                loaded.model,
+                engine.guide(),
+                prompt,
+                args.max_tokens,
+                sampling,
+                random.Random(args.seed),
+                stop_on_exit=not args.no_exit_stop,
+                on_call=on_call,
+            )
+        progress.done(f"{len(gen.tokens)} tokens, stop: {gen.stop_reason}")
+        return gen
 
-    audit_path = args.audit or Path(tempfile.mkdtemp(prefix="grid-ask-")) / "audit.jsonl"
-    gen.audit.write(audit_path)
-    sql = gen.text.decode("utf-8", "replace").strip()
+    attempts = text2sql.answer(decode, engines, role, retries=0 if args.no_repair else 1)
+    logs = [audit_path, audit_path.with_name(f"{audit_path.stem}.retry{audit_path.suffix}")]
+    for attempt, path in zip(attempts, logs, strict=False):
+        attempt.generation.audit.write(path)
+
     out = sys.stdout
     tables = ", ".join(grants.tables)
-    out.write(f"-- role {role} on {db.name} (tables: {tables}); {loaded.name}\n{sql}\n")
-    violations = text2sql.checker_verdict(schema, grants, gen.text.decode("utf-8", "replace"))
+    out.write(f"-- role {role} on {db.name} (tables: {tables}); {loaded.name}\n")
+    first, final = attempts[0], attempts[-1]
+    _write_attempt(out, first)
+    if len(attempts) > 1:
+        n = len(first.violations)
+        tightened = [f"lexicon without column {', '.join(final.removed)}"] * bool(final.removed)
+        tightened += ["no `*` result column"] * (not final.star)
+        under = f"a guide with {' and '.join(tightened)}" if tightened else "the role's guide"
+        out.write(
+            f"repair: engaged: the {_count(n, 'violation')} quoted back to the model for one "
+            f"constrained retry under {under}\n-- retry\n"
+        )
+        _write_attempt(out, final)
+        same = final.sql.strip() == first.sql.strip()
+        outcome = "failed" if final.violations else "fixed"
+        out.write(
+            f"repair: {outcome}: {'the same' if same else 'a new'} statement; violations: "
+            f"{n} before, {len(final.violations)} after\n"
+        )
+    elif first.violations:
+        out.write("repair: off (--no-repair)\n")
+    else:
+        out.write("repair: not engaged (the checker accepted the statement)\n")
     code = 0
-    if violations:
-        out.write(f"checker: REFUSED ({len(violations)} violation(s)); the statement is not run\n")
-        for v in violations:
-            out.write(f"  - {v.kind}: {v.message}\n")
+    sql = final.sql.strip()
+    if final.violations:
+        out.write("the refused statement is not run\n")
         code = 1
     else:
-        out.write("checker: accepted\n")
         try:
             columns, rows, more = text2sql.run_readonly(db, sql, args.max_rows)
         except sqlite3.Error as e:
@@ -247,12 +289,27 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
             if columns:
                 out.write(text2sql.format_table(columns, rows) + "\n")
             n = len(rows)
-            plural = "" if n == 1 else "s"
-            shown = f"{n}+ rows, first {n} shown" if more else f"{n} row{plural}"
+            shown = f"{n}+ rows, first {n} shown" if more else _count(n, "row")
             out.write(f"({shown})\n")
-    seal = gen.audit.seal_hash
-    out.write(f"audit: {audit_path} ({len(gen.audit.records)} records, sealed {seal})\n")
+    for attempt, path, label in zip(attempts, logs, ("audit", "audit (retry)"), strict=False):
+        log = attempt.generation.audit
+        out.write(f"{label}: {path} ({len(log.records)} records, sealed {log.seal_hash})\n")
     return code
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _write_attempt(out: TextIO, attempt: text2sql.Attempt) -> None:
+    """The statement, then the checker's verdict (one line per violation, with its span)."""
+    out.write(f"{attempt.sql.strip()}\n")
+    if not attempt.violations:
+        out.write("checker: accepted\n")
+        return
+    out.write(f"checker: REFUSED ({_count(len(attempt.violations), 'violation')})\n")
+    data = attempt.sql.encode("utf-8")
+    out.writelines(f"  - {format_violation(data, v)}\n" for v in attempt.violations)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

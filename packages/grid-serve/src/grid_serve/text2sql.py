@@ -11,30 +11,49 @@ It composes grid-sql's artifacts into GRID engines and talks to a chat model:
 - :func:`schema_ddl`: the ``CREATE TABLE`` statements the model is shown: the
   role's granted tables with their granted columns only, so the prompt never
   names what the mask refuses.
-- :func:`prompt_ids`: the question in the model's chat template.
-- :func:`checker_verdict`: the SemanticChecker's violations for the role (the
-  column policy no mask can enforce, and name resolution).
+- :func:`prompt_ids`: the question in the model's chat template, with the
+  checker's feedback on a rejected statement for a retry.
+- :func:`checker_for` and :func:`checker_verdict`: the SemanticChecker of a
+  role and its violations (the column policy no mask can enforce, and name
+  resolution).
+- :func:`answer`: the repair pass (the loop of :func:`grid_sql.repair.repair`,
+  one retry by default): decode, check, and when the checker refuses, decode
+  once more with the violations quoted back to the model, under a guide
+  tightened by them (:meth:`RoleEngines.retry_engine`). Every attempt is kept,
+  with its sealed audit log.
+- :func:`shortest_statement` and :func:`budget_refusal`: the decode loop's
+  precondition (the budget holds the shortest completion and EOS) checked before
+  a decode, and the sealed audit log of a decode that cannot start.
 - :func:`run_readonly`: execute a statement on a SQLite file opened
   ``mode=ro``: a write statement fails there instead of writing.
 
 Policy decisions: the dialect is SQLite (the example database and Spider's);
 the lexicon admits the catalog spelling of each name and its lower, upper and
 capitalised forms (grid-sql's defaults); the system prompt asks for one SQLite
-statement and nothing else, but nothing relies on the model obeying it.
+statement and nothing else, but nothing relies on the model obeying it. A retry
+keeps the question and the tables and adds the feedback
+(:func:`grid_sql.repair.feedback_text`) after them in the same user turn: the
+rejected statement, each violation with its byte span and the text there, and
+the grants of the tables involved. Its budget is the first attempt's.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from grid_core.audit import AuditLog
 from grid_core.cache import SharedCache
+from grid_core.decode import Generation
 from grid_core.errors import ServingError
+from grid_core.grammar import Grammar, Rule
 from grid_core.guide import Engine
+from grid_core.lexicon import Lexicon
+from grid_core.reserve import reserve_table
 from grid_core.trie import TokenTrie, build_trie
 from grid_core.vocab import Vocabulary
 from grid_sql.checker import SemanticChecker, Violation
@@ -42,20 +61,28 @@ from grid_sql.dialects import get_dialect
 from grid_sql.lexicon import SchemaLexicon
 from grid_sql.policy import PolicyBundle, RoleGrants
 from grid_sql.projection import RoleProjection, dialect_dfa
+from grid_sql.repair import COLUMN_CATEGORY, plan_retry
 from grid_sql.schema import SchemaSnapshot
 
 __all__ = [
     "ANSWER_PREFIX",
+    "NO_STATEMENT",
     "SYSTEM_PROMPT",
+    "Attempt",
+    "Decode",
     "RoleEngine",
     "RoleEngines",
+    "answer",
+    "budget_refusal",
     "chat_messages",
+    "checker_for",
     "checker_verdict",
     "example_database",
     "format_table",
     "prompt_ids",
     "run_readonly",
     "schema_ddl",
+    "shortest_statement",
 ]
 
 DIALECT = "sqlite"
@@ -67,6 +94,10 @@ SYSTEM_PROMPT = (
 #: The start of the assistant's answer, written into the prompt: chat models
 #: open SQL with a code fence, and GRID's mask would refuse the fence itself.
 ANSWER_PREFIX = "```sql\n"
+
+#: The stop reason sealed into the (empty) audit log of a decode that cannot start
+#: because its budget cannot hold the role's shortest statement and EOS.
+NO_STATEMENT = "no_statement_in_budget"
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,22 +138,46 @@ class RoleEngines:
     def _build(self, role: str) -> RoleEngine:
         dialect = get_dialect(DIALECT)
         grants = self.policy.grants(role, self.schema)  # UnknownRoleError for a bad name
-        projection = RoleProjection.compile(self.policy.role(role), dialect)
         lexicon = SchemaLexicon.build(dialect, self.schema, grants)
-        dfa = dialect_dfa(dialect)
+        projection = RoleProjection.compile(self.policy.role(role), dialect, words=lexicon.words)
+        engine = self._engine(projection.grammar, lexicon.lexicon)
+        return RoleEngine(grants, projection, lexicon, engine)
+
+    def _engine(
+        self, grammar: Grammar, lexicon: Lexicon | Mapping[str, Collection[bytes]]
+    ) -> Engine:
+        dfa = dialect_dfa(get_dialect(DIALECT))
         if self.trie is None:
             self.trie = build_trie(self.vocab)
         if self._shared is None:
             self._shared = SharedCache(f"{dfa.fingerprint}:{self.trie.fingerprint}")
-        engine = Engine(
-            projection.grammar,
-            self.vocab,
-            lexicon.lexicon,
-            dfa=dfa,
-            trie=self.trie,
-            cache=self._shared,
-        )
-        return RoleEngine(grants, projection, lexicon, engine)
+        return Engine(grammar, self.vocab, lexicon, dfa=dfa, trie=self.trie, cache=self._shared)
+
+    def retry_engine(
+        self, role: str, words: Mapping[str, Collection[bytes]] | None = None, *, star: bool = True
+    ) -> Engine:
+        """An engine for a retry of ``role``: its lexicon replaced by ``words`` (``category
+        -> words``, a tighter lexicon; None keeps the role's) and, without ``star``, its
+        projection without the result columns ``*`` and ``q.*`` (``count(*)`` stays).
+        The role's own engine when neither changes anything. It shares the DFA, the
+        trie and the T2 cache (keys at identifier positions carry the lexicon fingerprint).
+        """
+        built = self[role]
+        if words is not None and {c: sorted(ws) for c, ws in words.items()} == (
+            built.lexicon.word_lists()
+        ):
+            words = None
+        if words is None and star:
+            return built.engine
+        grammar = built.projection.grammar
+        if not star:
+            grammar = grammar.project(lambda r: not _star_column(r), f"{role}-no-star")
+        return self._engine(grammar, built.lexicon.lexicon if words is None else words)
+
+
+def _star_column(rule: Rule) -> bool:
+    """A ``result_column`` production of ``*`` or ``q.*`` (the checker's grammar contract)."""
+    return rule.origin == "result_column" and "STAR" in rule.expansion
 
 
 def schema_ddl(schema: SchemaSnapshot, grants: RoleGrants) -> str:
@@ -138,19 +193,22 @@ def schema_ddl(schema: SchemaSnapshot, grants: RoleGrants) -> str:
     return "\n".join(lines)
 
 
-def chat_messages(question: str, ddl: str) -> list[dict[str, str]]:
-    """The chat: system instructions, then the tables and the question."""
-    return [
-        {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": f"Tables:\n{ddl}\n\nQuestion: {question}"},
-    ]
+def chat_messages(question: str, ddl: str, feedback: str = "") -> list[dict[str, str]]:
+    """The chat: system instructions, then the tables, the question and, for a retry,
+    the checker's feedback on the rejected statement."""
+    user = f"Tables:\n{ddl}\n\nQuestion: {question}"
+    if feedback:
+        user += f"\n\n{feedback}"
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
-def prompt_ids(tokenizer: Any, question: str, ddl: str, prefix: str = ANSWER_PREFIX) -> list[int]:
+def prompt_ids(
+    tokenizer: Any, question: str, ddl: str, prefix: str = ANSWER_PREFIX, feedback: str = ""
+) -> list[int]:
     """The prompt's token ids in the tokenizer's chat template, the assistant turn opened
     and started with ``prefix`` (default: a SQL code fence)."""
     ids = tokenizer.apply_chat_template(
-        chat_messages(question, ddl), add_generation_prompt=True, tokenize=True
+        chat_messages(question, ddl, feedback), add_generation_prompt=True, tokenize=True
     )
     if isinstance(ids, Mapping):  # some versions return a BatchEncoding
         ids = ids["input_ids"]
@@ -165,11 +223,90 @@ def _checker_grants(grants: RoleGrants) -> dict[str, dict[str, Sequence[str] | N
     }
 
 
+def checker_for(schema: SchemaSnapshot, grants: RoleGrants) -> SemanticChecker:
+    """The SemanticChecker of one role's grants over the schema."""
+    tables = {t.name: t.column_names for t in schema.tables}
+    return SemanticChecker(tables, _checker_grants(grants), dialect=DIALECT)
+
+
 def checker_verdict(schema: SchemaSnapshot, grants: RoleGrants, sql: str) -> list[Violation]:
     """The SemanticChecker's violations of ``sql`` for the role (empty: accepted)."""
-    tables = {t.name: t.column_names for t in schema.tables}
-    checker = SemanticChecker(tables, _checker_grants(grants), dialect=DIALECT)
-    return checker.check(sql, grants.role)
+    return checker_for(schema, grants).check(sql, grants.role)
+
+
+def shortest_statement(engine: Engine) -> int:
+    """Tokens of the shortest statement a fresh guide of ``engine`` writes, EOS included:
+    the reserve of the initial configuration plus one. A mode-1 decode starts iff its
+    budget is at least this (``grid_core.decode``)."""
+    return reserve_table(engine).reserve(engine.guide().config) + 1
+
+
+def budget_refusal(engine: Engine, budget: int) -> AuditLog:
+    """The sealed audit log of a decode that cannot start: no record, stop reason
+    :data:`NO_STATEMENT`, mode flags ``mode`` 1, ``budget`` and ``shortest`` (the
+    tokens the shortest statement needs, EOS included), and the engine's fingerprints."""
+    shortest = shortest_statement(engine)
+    assert shortest > budget, "the budget holds a statement"
+    log = AuditLog()
+    mode = {"mode": 1, "budget": budget, "shortest": shortest}
+    log.close(NO_STATEMENT, engine.fingerprints(), mode)
+    return log
+
+
+Decode = Callable[[str, Engine], Generation]
+"""``decode(feedback, engine) -> Generation``: one mode-1 decode of the question under a
+fresh guide of ``engine``, prompted with ``feedback`` ("" on the first attempt)."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One decode of the repair pass.
+
+    ``sql`` is the statement as decoded (the violations' spans index its UTF-8
+    bytes); ``feedback`` the text it was prompted with ("" on the first
+    attempt); ``removed`` the column names the attempt's lexicon no longer
+    spells and ``star`` whether its guide admitted ``*`` result columns (both
+    as the role's guide on the first attempt).
+    """
+
+    generation: Generation
+    sql: str
+    violations: tuple[Violation, ...]
+    feedback: str = ""
+    removed: tuple[str, ...] = ()
+    star: bool = True
+
+
+def answer(
+    decode: Decode, engines: RoleEngines, role: str, *, retries: int = 1
+) -> tuple[Attempt, ...]:
+    """The repair pass: decode, check, and while the checker refuses, retry up to
+    ``retries`` times (0: no repair). The loop of :func:`grid_sql.repair.repair`, with
+    one more constraint. Each retry is prompted with the feedback on the attempt before
+    it (:func:`grid_sql.repair.plan_retry`) and decoded under :meth:`RoleEngines.retry_engine`:
+    the lexicon tightened by the ``column_not_granted`` violations so far, and no ``*``
+    result column once a violation came from one (the feedback says not to use it; the
+    mask then enforces it). The last attempt is the answer: accepted iff it has no
+    violation. Every statement is a sentence of L, so the checker never fails to parse it.
+    """
+    built = engines[role]
+    checker = checker_for(engines.schema, built.grants)
+    spelled = built.lexicon.origins[COLUMN_CATEGORY]
+    attempts: list[Attempt] = []
+    feedback, words, star = "", None, True
+    for _ in range(retries + 1):
+        gen = decode(feedback, engines.retry_engine(role, words, star=star))
+        sql = gen.text.decode("utf-8", "replace")
+        violations = tuple(checker.check(sql, role))
+        gone: set[bytes] = set(spelled) - set(words[COLUMN_CATEGORY]) if words else set()
+        removed = tuple(sorted({name for word in gone for name in spelled[word]}))
+        attempts.append(Attempt(gen, sql, violations, feedback, removed, star))
+        if not violations:
+            break
+        plan = plan_retry(sql, role, violations, checker, words or built.lexicon.word_lists())
+        feedback, words = plan.feedback, plan.lexicon or words  # removals accumulate
+        star = star and all(v.via != "star" for v in violations)
+    return tuple(attempts)
 
 
 def example_database(directory: Path) -> Path:
