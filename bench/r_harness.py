@@ -281,7 +281,8 @@ def measure(engine: Engine, kind: str, depth: int, n: int, runs: int, seed: int)
         "run_p50_us": p50s,
         "warm_t1_hit_rate": t1h / (t1h + t1m) if t1h + t1m else None,
         "warm_t2_hit_rate": t2h / (t2h + t2m) if t2h + t2m else None,
-        "target_met": slope - 1.96 * se > -1e-4 and slope + 1.96 * se < 1e-4,
+        "target_met": abs(slope) < 1e-4,
+        "target_met_ci95": slope - 1.96 * se > -1e-4 and slope + 1.96 * se < 1e-4,
         "target_met_binned": b_slope - b_half > -1e-4 and b_slope + b_half < 1e-4,
     }
 
