@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import array
 import functools
+import itertools
 import sys
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
@@ -63,12 +64,18 @@ class MaskResult:
     """
 
     ci_ids: tuple[int, ...]
-    cd_ids: tuple[int, ...]
+    cd_parts: tuple[tuple[int, ...], ...]
+    """The CD ids, one tuple per class verdict (memoized tuples, never copied)."""
     eos: bool
     cd_entries: int
     cd_classes: int
     bits: int
     """CI and CD ids as one integer (bit ``i`` is token ``i``), EOS not included."""
+
+    @functools.cached_property
+    def cd_ids(self) -> tuple[int, ...]:
+        """The ids the CD verdicts admit, class by class (built on first use)."""
+        return tuple(itertools.chain.from_iterable(self.cd_parts))
 
 
 class Engine:
@@ -183,7 +190,7 @@ class Engine:
         """The exact mask of a configuration (see the module header)."""
         parser = self.parser
         ci, bits, group = self.root_walk(config)
-        cd_ids: list[int] = []
+        cd_parts: list[tuple[int, ...]] = []
         entries, classes = len(group.entries), 0
         level: dict[Node, list[CDGroup]] = {config.node: [group]} if group.entries else {}
         while level:
@@ -197,14 +204,15 @@ class Engine:
                 for index, (t, _) in enumerate(merged.classes):
                     shifted = parser.shift(node, t)
                     more_ci, more_bits, more = self.verdict(merged, index, parser.allowed(shifted))
-                    cd_ids += more_ci
+                    if more_ci:
+                        cd_parts.append(more_ci)
                     bits |= more_bits
                     if more is not None:
                         entries += len(more.entries)
                         deeper.setdefault(shifted, []).append(more)
             level = deeper
         eos = self.lexer.eos_allowed(config)
-        return MaskResult(ci, tuple(cd_ids), eos, entries, classes, bits)
+        return MaskResult(ci, tuple(cd_parts), eos, entries, classes, bits)
 
     def root_walk(self, config: Config) -> tuple[tuple[int, ...], int, CDGroup]:
         """CI ids (as a tuple and as bits) and the CD group of a configuration's walk
@@ -310,7 +318,7 @@ class GridGuide:
         if self.is_terminated():
             raise GuideError(self.steps, None, "the guide has accepted EOS; it has no next mask")
         result = self.engine.compute_mask(self.config)
-        if not (result.ci_ids or result.cd_ids or result.eos):
+        if not (result.bits or result.eos):
             raise MaskError(self.steps, "empty mask at a viable prefix")
         return result
 
