@@ -4,11 +4,13 @@ environment (``uv run --frozen``), so what a session tests is what uv.lock says.
     nox -s tests         every package's default suite, and the Rust crate's tests
     nox -s differential  the long bit-identity suites (fast path vs spec, ...) (-m slow)
     nox -s serve         grid-serve's tests with torch and SmolLM2 (its own environment)
+    nox -s vllm          grid-serve's vLLM backend against vLLM's own code on CPU (its own env)
     nox -s lint          ruff + mypy --strict on the Python packages; cargo fmt + clippy
     nox -s docs          mkdocs build --strict
     nox -s bench         benchmarks under bench/ (results written to bench/results/)
+    nox -s peers         GRID vs llguidance and xgrammar, per-token masks (its own environment)
     nox -s proofs        the Coq proofs (proofs/check.sh)
-    nox -s ci            what CI runs: tests, serve, lint, docs, proofs
+    nox -s ci            what CI runs: tests, serve, vllm, lint, docs, proofs
 """
 
 from __future__ import annotations
@@ -56,6 +58,88 @@ def serve(session: nox.Session) -> None:
     session.run(*args, "mypy", "--strict", "packages/grid-serve/src", external=True, env=env)
 
 
+#: The vLLM release the `vllm` session tests (inside grid-serve[vllm]'s range).
+VLLM = "vllm==0.33.0"
+#: The requirements of vLLM that its config, sampling params, scheduler and
+#: structured-output manager import on CPU (vLLM's own validation imports every
+#: structured-output library it supports); their version specifiers are read from
+#: the installed vLLM's metadata. The rest is left out: torch (pinned to another
+#: release than the lock's, with its CUDA kernels: the workspace's locked torch is
+#: used, and vLLM's compiled ops are never loaded on CPU), the GPU kernels
+#: (flashinfer, cutlass, tilelang, ...), the audio/video stacks and the API server.
+VLLM_CPU_REQUIREMENTS = [
+    "aiohttp",
+    "cachetools",
+    "cbor2",
+    "cloudpickle",
+    "einops",
+    "fastapi",
+    "huggingface-hub",
+    "llguidance",
+    "lm-format-enforcer",
+    "msgspec",
+    "openai",
+    "oss-harmony",
+    "outlines-core",
+    "partial-json-parser",
+    "pillow",
+    "prometheus-client",
+    "py-cpuinfo",
+    "pybase64",
+    "pyzmq",
+    "tokenizers",
+    "transformers",
+    "xgrammar",
+]
+_SELECT_REQUIREMENTS = """
+import importlib.metadata, sys
+from packaging.requirements import Requirement
+want = set(sys.argv[1:])
+for text in importlib.metadata.requires("vllm"):
+    req = Requirement(text)
+    if req.name.lower().replace("_", "-") in want and "extra" not in str(req.marker or ""):
+        print(text)
+"""
+
+
+@nox.session
+def vllm(session: nox.Session) -> None:
+    """grid-serve's vLLM backend driven by vLLM's own scheduler and structured-output
+    manager on CPU (packages/grid-serve/tests/vllm, GRID_REQUIRE_VLLM=1: no skips).
+
+    vLLM is not in uv.lock (the root pyproject excludes it: its pins of torch,
+    transformers, xgrammar and llguidance clash with the workspace's, and it drags
+    CUDA-only packages). Its own environment is the `serve` one (torch, transformers,
+    SmolLM2), synced from the lock, plus vLLM installed without dependencies and
+    :data:`VLLM_CPU_REQUIREMENTS` at the versions vLLM declares.
+    """
+    venv = Path(session.create_tmp()).parent / "vllm-venv"
+    env = {"UV_PROJECT_ENVIRONMENT": str(venv)}
+    python = str(venv / "bin" / "python")
+    session.run("uv", "sync", "--frozen", "--group", "serve", external=True, env=env)
+    # --no-config: the workspace's pyproject excludes vllm from every resolution.
+    pip = ("uv", "pip", "install", "--no-config", "--python", python)
+    session.run(*pip, "--no-deps", VLLM, external=True)
+    selected = session.run(
+        python, "-c", _SELECT_REQUIREMENTS, *VLLM_CPU_REQUIREMENTS, silent=True, external=True
+    )
+    requirements = [line for line in str(selected).splitlines() if line.strip()]
+    if len(requirements) != len(VLLM_CPU_REQUIREMENTS):
+        session.error(f"{VLLM} declares {requirements} of {VLLM_CPU_REQUIREMENTS}")
+    session.run(*pip, *requirements, external=True)
+    session.run(
+        python,
+        "-m",
+        "pytest",
+        "packages/grid-serve/tests/vllm",
+        *session.posargs,
+        external=True,
+        env={"GRID_REQUIRE_VLLM": "1"},
+    )
+    # Type-checked against vLLM's own annotations (the lint session sees vllm as Any).
+    session.run(python, "-m", "mypy", "--strict", "packages/grid-serve/src", external=True)
+
+
 @nox.session
 def differential(session: nox.Session) -> None:
     """The long cross-implementation suites (marked slow)."""
@@ -96,6 +180,15 @@ def bench(session: nox.Session) -> None:
     uv_run(session, "python", "bench/mask_latency.py", *session.posargs)
 
 
+@nox.session
+def peers(session: nox.Session) -> None:
+    """GRID against llguidance and xgrammar (bench/peers.py), in its own environment:
+    xgrammar requires torch, which the main one stays free of."""
+    env = {"UV_PROJECT_ENVIRONMENT": str(Path(session.create_tmp()).parent / "peers-venv")}
+    args = ("uv", "run", "--frozen", "--group", "peers", "python", "bench/peers.py")
+    session.run(*args, *session.posargs, external=True, env=env)
+
+
 @nox.session(name="walk-arm")
 def walk_arm(session: nox.Session) -> None:
     """Termination at scale: 10,000 model-free generations, every stop in L."""
@@ -121,23 +214,28 @@ def walk_arm(session: nox.Session) -> None:
 
 @nox.session(name="r-harness")
 def r_harness(session: nox.Session) -> None:
-    """Requirement R: guard cost per token against position at fixed nesting depths."""
+    """Requirement R: guard cost per token against position at fixed nesting depths
+    (20 runs x 16,000 tokens per stream, about 9 minutes here)."""
     uv_run(
         session,
         "python",
         "bench/r_harness.py",
-        "--runs",
-        "8",
-        "--depths",
-        "1,8,32",
-        "--inlist-depths",
-        "8",
-        "--string-n",
-        "16000",
-        "--string-runs",
-        "1",
         "--out",
         "bench/results/r_harness.json",
+        *session.posargs,
+    )
+
+
+@nox.session
+def rbac(session: nox.Session) -> None:
+    """RBAC at mask level: the exhaustive speller over Qwen, every role of the example
+    policy, with SQLite's authorizer on the witnesses (about 5 minutes here)."""
+    uv_run(
+        session,
+        "python",
+        "bench/rbac_speller.py",
+        "--out",
+        "bench/results/rbac_speller.json",
         *session.posargs,
     )
 
@@ -149,6 +247,7 @@ def proofs(session: nox.Session) -> None:
 
 @nox.session
 def ci(session: nox.Session) -> None:
-    """What .ci/run runs: the default tests, grid-serve with its model, lint, docs, proofs."""
-    for name in ("tests", "serve", "lint", "docs", "proofs"):
+    """What .ci/run runs: the default tests, grid-serve with its model and with vLLM, lint,
+    docs, proofs."""
+    for name in ("tests", "serve", "vllm", "lint", "docs", "proofs"):
         session.notify(name)

@@ -1,0 +1,251 @@
+"""GRID as a vLLM structured-output backend (vLLM's ``backend_types`` contract).
+
+Reference: vLLM 0.33's ``vllm/v1/structured_output/backend_types.py``
+(``StructuredOutputBackend``: one per engine; ``StructuredOutputGrammar``: one
+per request), DESIGN.md section 10 (the serving contract) and STYLE.md's
+serving rule (a request's failure is sticky state on the request, never an
+exception thrown into the engine's batch loop).
+
+:class:`GridBackend` (one per engine, built by vLLM's
+``StructuredOutputManager`` on the first GRID request, see
+:mod:`grid_serve.vllm.plugin`):
+
+- its GRID vocabulary comes from the engine's tokenizer: the Hugging Face fast
+  tokenizer's own ``tokenizer.json`` (:func:`model_vocabulary`), padded to the
+  model's logits width and checked on probe strings;
+- ``compile_grammar`` takes ``GRAMMAR`` requests only, whose text is a GRID
+  grammar spec (:mod:`grid_serve.vllm.spec`); vLLM calls it on its compile
+  pool, and an error there fails that request only (vLLM stores it on the
+  request's future and finishes the request with the message). The engine is
+  built once per spec key (single-flight) and the request's first row is
+  computed there too, so a new request is never scheduled before its first
+  mask exists (vLLM holds it in ``WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR``);
+- ``allocate_token_bitmask`` gives the ``[rows, ceil(V / 32)]`` int32 tensor
+  vLLM fills (all ones: no constraint);
+- rows after the first are computed ahead on the backend's mask pool
+  (:class:`~grid_serve.vllm.rows.RowsAhead`), :data:`MASK_WORKERS` threads;
+  its :class:`~grid_serve.vllm.rows.RoundClock` is driven by the defer patch.
+
+:class:`GridGrammar` (one per request) holds a :class:`~grid_core.guide.GridGuide`:
+
+- ``accept_tokens`` advances it (tokens after termination are ignored, as
+  vLLM's other backends do) and submits the next row to the pool; a refused
+  token returns False with the guide unchanged at that token;
+- ``validate_tokens`` advances a fork (O(1)) and returns the accepted prefix;
+- ``rollback(n)`` undoes n tokens (termination included);
+- ``fill_bitmask`` writes the request's row whole (for a request the defer
+  patch has made skip this round, a placeholder: its sampled token is dropped);
+- any exception while the grammar computes a row or rolls back makes the
+  request *failed*: from then on its row admits the stop ids only and
+  ``accept_tokens`` returns False, which makes vLLM finish the request with an
+  error at its next token, while the rest of the batch goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from vllm.v1.structured_output.backend_types import (
+    StructuredOutputBackend,
+    StructuredOutputGrammar,
+    StructuredOutputOptions,
+)
+
+from grid_core.errors import TokenizerError
+from grid_core.guide import Engine
+from grid_core.vocab import Vocabulary, from_hf_tokenizer_json
+from grid_serve.model import PROBES
+from grid_serve.torch import bitmask_tensor
+from grid_serve.vllm.rows import RoundClock, RowsAhead, StopSet
+from grid_serve.vllm.spec import EngineCompiler, GrammarSpecError, GridSpec
+
+__all__ = ["BACKEND", "MASK_WORKERS", "GridBackend", "GridGrammar", "model_vocabulary"]
+
+#: The backend's name in vLLM's ``structured_outputs_config.backend``.
+BACKEND = "grid"
+
+#: Threads of a backend's mask pool: half the CPUs, at least one (vLLM sizes
+#: its grammar-compile pool the same way).
+MASK_WORKERS = max(1, (os.cpu_count() or 1) // 2)
+
+logger = logging.getLogger(__name__)
+
+
+def model_vocabulary(tokenizer: Any, vocab_size: int) -> Vocabulary:
+    """The GRID vocabulary of a Hugging Face fast tokenizer, ``vocab_size`` ids wide.
+
+    The tokenizer's ``tokenizer.json`` (``backend_tokenizer.to_str()``) is read
+    by :func:`grid_core.vocab.from_hf_tokenizer_json`, with the tokenizer's
+    ``eos_token`` as EOS. Raises :class:`TokenizerError` for a tokenizer that is
+    not a fast one, a vocabulary wider than ``vocab_size``, or token ids whose
+    spellings do not give back the probe strings.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise TokenizerError(
+            f"the GRID backend needs a Hugging Face fast tokenizer (a tokenizer.json); "
+            f"{type(tokenizer).__name__} is not one"
+        )
+    name = Path(str(getattr(tokenizer, "name_or_path", "") or "model")).name
+    with tempfile.TemporaryDirectory(prefix="grid-vocab-") as tmp:
+        path = Path(tmp) / "tokenizer.json"
+        path.write_text(backend.to_str(), encoding="utf-8")
+        if tokenizer.eos_token:
+            config = json.dumps({"eos_token": str(tokenizer.eos_token)})
+            (Path(tmp) / "tokenizer_config.json").write_text(config, encoding="utf-8")
+        vocab = from_hf_tokenizer_json(path, name, n_vocab=vocab_size)
+    for probe in PROBES:
+        ids = tokenizer.encode(probe, add_special_tokens=False)
+        spelled = b"".join(vocab.token_bytes[i] if 0 <= i < vocab.n_vocab else b"?" for i in ids)
+        if spelled != probe.encode("utf-8"):
+            raise TokenizerError(
+                f"{name}: token ids disagree with the GRID vocabulary: {probe!r} "
+                f"tokenizes to {ids}, which spell {spelled!r}"
+            )
+    return vocab
+
+
+@dataclass
+class GridBackend(StructuredOutputBackend):  # type: ignore[misc, unused-ignore]
+    """GRID's engine-level backend (see the module header)."""
+
+    def __post_init__(self) -> None:
+        self.grid_vocab = model_vocabulary(self.tokenizer, self.vocab_size)
+        self.compiler = EngineCompiler(self.grid_vocab)
+        self.mask_pool = ThreadPoolExecutor(MASK_WORKERS, thread_name_prefix="grid-masks")
+        self.clock = RoundClock()
+
+    def compile_grammar(
+        self,
+        request_type: StructuredOutputOptions,
+        grammar_spec: str,
+        stop_token_ids: set[int] | None = None,
+    ) -> GridGrammar:
+        if request_type != StructuredOutputOptions.GRAMMAR:
+            raise GrammarSpecError(
+                "",
+                f"the GRID backend takes a grammar spec as `grammar`, not a "
+                f"{request_type.name} constraint",
+            )
+        engine = self.compiler.engine(GridSpec.parse(grammar_spec))
+        grammar = GridGrammar(engine, StopSet(self.grid_vocab, stop_token_ids), self.mask_pool)
+        grammar.prime()
+        return grammar
+
+    def allocate_token_bitmask(self, max_num_seqs: int) -> torch.Tensor:
+        words = (self.grid_vocab.n_vocab + 31) // 32
+        return torch.full((max_num_seqs, words), -1, dtype=torch.int32)
+
+    def destroy(self) -> None:
+        self.mask_pool.shutdown(wait=False, cancel_futures=True)
+
+
+class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
+    """GRID's request-level grammar (see the module header)."""
+
+    def __init__(self, engine: Engine, stops: StopSet, pool: ThreadPoolExecutor) -> None:
+        self.engine = engine
+        self.stops = stops
+        self.guide = engine.guide()
+        self.rows = RowsAhead(stops, pool)
+        self.error: BaseException | None = None
+        """Why the request failed (sticky), or None."""
+        self.deferred = False
+        """Set by the defer patch: this round's row is a placeholder, its token dropped."""
+        self.skipped = 0
+        """Rounds skipped in a row (the defer patch), back to 0 when a token is accepted."""
+
+    def prime(self) -> None:
+        """Compute the current row in this thread (a new request's first row)."""
+        self._row()
+
+    def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
+        if self.error is not None:
+            return False
+        self.skipped = 0
+        for token in tokens:
+            if self.guide.is_terminated():
+                return True
+            if not self.stops.accept(self.guide, token):
+                logger.error(
+                    "GRID: request %s: token %d is not admitted after %d tokens",
+                    request_id,
+                    token,
+                    self.guide.steps,
+                )
+                return False
+        if not self.guide.is_terminated():
+            self.rows.submit(self.guide)
+        return True
+
+    def validate_tokens(self, tokens: list[int]) -> list[int]:
+        if self.error is not None or self.guide.is_terminated():
+            return []
+        fork = self.guide.fork()
+        accepted: list[int] = []
+        for token in tokens:
+            if not self.stops.accept(fork, token):
+                break
+            accepted.append(token)
+            if fork.is_terminated():
+                break
+        return accepted
+
+    def rollback(self, num_tokens: int) -> None:
+        if self.error is None:
+            try:
+                self.guide.rollback(num_tokens)
+            except Exception as e:
+                self._fail(e)
+
+    def fill_bitmask(self, bitmask: torch.Tensor, batch_index: int) -> None:
+        row = bitmask_tensor([self.stops.stop_row() if self.deferred else self._row()])[0]
+        assert bitmask.shape[-1] == row.shape[0], "a bitmask not allocated by GridBackend"
+        bitmask[batch_index].copy_(row)
+
+    def is_terminated(self) -> bool:
+        return self.guide.is_terminated()
+
+    def reset(self) -> None:
+        self.rows.clear()
+        self.guide = self.engine.guide()
+        self.error = None
+        self.rows.submit(self.guide)
+
+    def mask_ready(self) -> bool:
+        """Whether the row of the current configuration is computed (submitted if not).
+
+        A terminated or failed request needs no computation: always ready.
+        """
+        if self.error is not None or self.guide.is_terminated():
+            return True
+        return self.rows.ready(self.guide)
+
+    def wait_row(self, timeout: float) -> bool:
+        """Wait at most ``timeout`` seconds for the current row; whether it is ready.
+
+        A terminated or failed request needs no row: always ready.
+        """
+        if self.error is not None or self.guide.is_terminated():
+            return True
+        return self.rows.wait(self.guide, timeout)
+
+    def _row(self) -> bytes:
+        if self.error is None and not self.guide.is_terminated():
+            try:
+                return self.rows.row(self.guide)
+            except Exception as e:
+                self._fail(e)
+        return self.stops.stop_row()
+
+    def _fail(self, error: BaseException) -> None:
+        self.error = error
+        logger.error("GRID: request failed after %d tokens: %s", self.guide.steps, error)

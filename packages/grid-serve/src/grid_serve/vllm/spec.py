@@ -1,0 +1,165 @@
+"""GRID grammar specs for a serving engine, and the engines they compile to.
+
+A *grammar spec* is the text a request passes as its structured-output grammar
+(vLLM: ``StructuredOutputsParams(grammar=...)``): one JSON object naming what
+to constrain the output to ::
+
+    {"dialect": "sqlite", "role": "analyst", "schema": "example", "policy": "example"}
+
+- ``dialect`` (required): a dialect of :func:`grid_sql.dialects.available_dialects`;
+- ``role`` (required): a role of the policy;
+- ``schema`` (required): ``"example"`` (grid-sql's example company schema) or
+  the path of a schema snapshot file (``grid.schema/1`` JSON, written by
+  :meth:`grid_sql.schema.SchemaSnapshot.save`); its dialect must be ``dialect``;
+- ``policy`` (optional, default ``"example"``): ``"example"`` (grid-sql's
+  example policy) or the path of a policy TOML file, checked against the schema.
+
+Nothing else is accepted: an unknown key, a wrong type or an unknown dialect is
+a :class:`GrammarSpecError` from :meth:`GridSpec.parse`, before anything is
+read from disk. Reading the schema and the policy and resolving the role happen
+at compile time (:meth:`EngineCompiler.engine`) and raise grid-sql's own typed
+errors (``SchemaError``, ``PolicyError``, ``UnknownRoleError``).
+
+:class:`EngineCompiler` turns specs into :class:`~grid_core.guide.Engine`\\ s over
+one vocabulary, the way :class:`grid_serve.text2sql.RoleEngines` does for one
+schema: the role's projection (L2) and schema lexicon (L3), the dialect's union
+DFA, one token trie for every engine, one T2 cache per dialect family. Builds
+are single-flight (:class:`~grid_core.registry.GrammarRegistry`): the key is the
+dialect, the role, the schema's fingerprint and the policy's, so requests that
+name the same artifacts share one engine, and concurrent compiles of one key
+build it once; a failed build is negatively cached for the registry's TTL.
+Thread-safe: a serving engine compiles on a pool of threads.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grid_core.cache import SharedCache
+from grid_core.errors import ServingError
+from grid_core.fingerprint import fingerprint
+from grid_core.guide import Engine
+from grid_core.registry import GrammarRegistry
+from grid_core.trie import TokenTrie, build_trie
+from grid_core.vocab import Vocabulary
+from grid_sql.dialects import available_dialects, get_dialect
+from grid_sql.lexicon import SchemaLexicon
+from grid_sql.policy import PolicyBundle, example_policy
+from grid_sql.projection import RoleProjection, dialect_dfa
+from grid_sql.schema import SchemaSnapshot, example_schema
+
+__all__ = ["EXAMPLE", "EngineCompiler", "GrammarSpecError", "GridSpec"]
+
+#: The spec value that names grid-sql's example schema or policy.
+EXAMPLE = "example"
+
+_REQUIRED = ("dialect", "role", "schema")
+_KEYS = (*_REQUIRED, "policy")
+_SHAPE = '{"dialect": "sqlite", "role": "analyst", "schema": "example"}'
+
+
+class GrammarSpecError(ServingError):
+    """A grammar spec is malformed: ``field`` names the offending key ("" for the whole)."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field = field
+        self.reason = reason
+        where = f" field {field!r}" if field else ""
+        super().__init__(f"GRID grammar spec{where}: {reason}")
+
+
+@dataclass(frozen=True)
+class GridSpec:
+    """A parsed grammar spec (see the module header)."""
+
+    dialect: str
+    role: str
+    schema: str
+    policy: str = EXAMPLE
+
+    @classmethod
+    def parse(cls, text: str) -> GridSpec:
+        """Parse and check a spec's JSON text; raises :class:`GrammarSpecError`."""
+        try:
+            data: Any = json.loads(text)
+        except (TypeError, ValueError) as e:
+            raise GrammarSpecError(
+                "", f"not JSON ({e}); expected an object such as {_SHAPE}"
+            ) from None
+        if not isinstance(data, Mapping):
+            raise GrammarSpecError("", f"expected a JSON object such as {_SHAPE}")
+        unknown = sorted(set(data) - set(_KEYS))
+        if unknown:
+            raise GrammarSpecError(unknown[0], f"unknown key (known: {', '.join(_KEYS)})")
+        for key in _REQUIRED:
+            if key not in data:
+                raise GrammarSpecError(key, "missing")
+        for key, value in data.items():
+            if not isinstance(value, str) or not value.strip():
+                raise GrammarSpecError(key, f"must be a non-empty string, not {value!r}")
+        known = available_dialects()
+        if data["dialect"] not in known:
+            raise GrammarSpecError(
+                "dialect", f"unknown dialect {data['dialect']!r} (known: {', '.join(known)})"
+            )
+        return cls(data["dialect"], data["role"], data["schema"], data.get("policy", EXAMPLE))
+
+    def load_schema(self) -> SchemaSnapshot:
+        """The schema snapshot the spec names, checked to be of the spec's dialect."""
+        schema = example_schema() if self.schema == EXAMPLE else SchemaSnapshot.load(self.schema)
+        if schema.dialect != self.dialect:
+            raise GrammarSpecError(
+                "schema",
+                f"{schema.label} is a {schema.dialect} schema; the spec's dialect: {self.dialect}",
+            )
+        return schema
+
+    def load_policy(self, schema: SchemaSnapshot) -> PolicyBundle:
+        """The policy the spec names, validated against ``schema``."""
+        if self.policy == EXAMPLE:
+            return example_policy(schema)
+        return PolicyBundle.load(Path(self.policy), schema)
+
+
+class EngineCompiler:
+    """Engines of grammar specs over one vocabulary (see the module header)."""
+
+    def __init__(self, vocab: Vocabulary, failure_ttl: float = 30.0) -> None:
+        self.vocab = vocab
+        self.engines: GrammarRegistry[Engine] = GrammarRegistry(failure_ttl)
+        self._tries: GrammarRegistry[TokenTrie] = GrammarRegistry(failure_ttl)
+        self._shared: dict[str, SharedCache] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def trie(self) -> TokenTrie:
+        """The vocabulary's token trie, built once on first use."""
+        return self._tries.get(self.vocab.fingerprint, lambda: build_trie(self.vocab))
+
+    def engine(self, spec: GridSpec) -> Engine:
+        """The engine of ``spec``: built once per (dialect, role, schema, policy)."""
+        schema = spec.load_schema()
+        policy = spec.load_policy(schema)
+        key = fingerprint(
+            ("grid.vllm.engine/1", spec.dialect, spec.role, schema.fingerprint, policy.fingerprint)
+        )
+        return self.engines.get(key, lambda: self._build(spec, schema, policy))
+
+    def _build(self, spec: GridSpec, schema: SchemaSnapshot, policy: PolicyBundle) -> Engine:
+        dialect = get_dialect(spec.dialect)
+        grants = policy.grants(spec.role, schema)  # UnknownRoleError names the known roles
+        lexicon = SchemaLexicon.build(dialect, schema, grants)
+        projection = RoleProjection.compile(policy.role(spec.role), dialect, words=lexicon.words)
+        dfa = dialect_dfa(dialect)
+        trie = self.trie
+        family = f"{dfa.fingerprint}:{trie.fingerprint}"
+        with self._lock:
+            shared = self._shared.setdefault(family, SharedCache(family))
+        return Engine(
+            projection.grammar, self.vocab, lexicon.lexicon, dfa=dfa, trie=trie, cache=shared
+        )

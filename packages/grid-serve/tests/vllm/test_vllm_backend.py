@@ -1,0 +1,181 @@
+"""The GRID backend driven by vLLM's own StructuredOutputManager, on CPU, over SmolLM2.
+
+Every mask is checked bit for bit against a GridGuide of the same engine that
+is driven alongside (the reference), on real statements tokenized by vLLM's
+tokenizer. vLLM's stop ids for SmolLM2 are {2} (``<|im_end|>``, the tokenizer's
+EOS); the GRID vocabulary read from its tokenizer.json also counts id 0
+(``<|endoftext|>``) as EOS, which the backend therefore never admits.
+"""
+
+from __future__ import annotations
+
+import array
+import threading
+from typing import Any
+
+import pytest
+
+pytest.importorskip(
+    "vllm.v1.structured_output", reason="vllm is not installed (`nox -s vllm` runs these tests)"
+)
+
+from conftest import ANALYST, CLERK, INTERN
+from vllm_harness import request, row_bytes, wait_grammar
+
+from grid_core.guide import GridGuide
+from grid_core.vocab import Vocabulary
+from grid_serve.vllm.backend import GridBackend, GridGrammar, model_vocabulary
+
+REPLAYS = {
+    "analyst-join": (
+        ANALYST,
+        "SELECT e.name, d.name FROM employees e JOIN departments d ON e.dept_id = d.id;",
+    ),
+    "clerk-update": (CLERK, "UPDATE orders SET total = 12.5 WHERE id = 3;"),
+    "intern-where": (INTERN, "SELECT name FROM departments WHERE budget > 1000;"),
+}
+
+
+def reference_row(guide: GridGuide, stops: set[int]) -> bytes:
+    """What the backend must write for ``guide``'s configuration under ``stops``:
+    the guide's mask with the EOS ids replaced by the stop ids (where EOS is legal)."""
+    words = array.array("I")
+    words.frombytes(guide.mask().tobytes())
+    eos = guide.eos_allowed()
+    for i in set(guide.engine.vocab.eos_ids) | stops:
+        words[i >> 5] &= ~(1 << (i & 31))
+        if eos and i in stops:
+            words[i >> 5] |= 1 << (i & 31)
+    return words.tobytes()
+
+
+def compiled(manager: Any, config: Any, tokenizer: Any, rid: str, spec: Any, **kw: Any) -> Any:
+    r = request(config, tokenizer, rid, spec, **kw)
+    manager.grammar_init(r)
+    grammar = wait_grammar(r)
+    assert isinstance(grammar, GridGrammar), grammar
+    return r, grammar
+
+
+def test_vocabulary_from_the_engine_tokenizer_is_smollm2s(
+    manager: Any, config: Any, tokenizer: Any, vocab: Vocabulary
+) -> None:
+    """vLLM's tokenizer gives GRID the GGUF vocabulary's spellings, as wide as the logits;
+    fails if any id's spelling or the EOS differs."""
+    grid = model_vocabulary(tokenizer, config.model_config.get_vocab_size())
+    assert grid.n_vocab == vocab.n_vocab == config.model_config.get_vocab_size()
+    assert grid.token_bytes == vocab.token_bytes
+    assert grid.eos_ids[0] == tokenizer.eos_token_id == 2
+
+
+def test_grammar_init_builds_the_backend_and_compiles_on_vllms_pool(
+    manager: Any, config: Any, tokenizer: Any
+) -> None:
+    """The first GRID request makes the manager's backend GRID's and compiles on vLLM's
+    executor (another thread); the first row is there before the request is scheduled.
+    Fails if the backend is another one or the compile ran in the caller's thread."""
+    caller = threading.get_ident()
+    r = request(config, tokenizer, "r", ANALYST)
+    manager.grammar_init(r)
+    future = r.structured_output_request._grammar
+    assert future is not None and hasattr(future, "result")
+    grammar = wait_grammar(r)
+    assert manager.backend_name == "grid" and isinstance(manager.backend, GridBackend)
+    assert isinstance(grammar, GridGrammar) and grammar.mask_ready()
+    assert manager.executor._threads and caller not in {t.ident for t in manager.executor._threads}
+    assert grammar.stops.ids == {2}
+
+
+@pytest.mark.parametrize(("spec", "sql"), REPLAYS.values(), ids=REPLAYS.keys())
+def test_replay_masks_equal_the_guide_bit_for_bit(
+    manager: Any, config: Any, tokenizer: Any, spec: Any, sql: str
+) -> None:
+    """grammar_bitmask along a real statement, then EOS: every row equals the reference
+    guide's, under vLLM's stop ids {2} and under the vocabulary's own EOS ids (then the
+    row is GridGuide.mask() itself). Fails on any differing bit or a refused token."""
+    ids = tokenizer.encode(sql, add_special_tokens=False)
+    a, grammar_a = compiled(manager, config, tokenizer, "a", spec)
+    eos_ids = list(grammar_a.engine.vocab.eos_ids)
+    b, _ = compiled(manager, config, tokenizer, "b", spec, stop_token_ids=eos_ids)
+    reference = grammar_a.engine.guide()
+    requests = {"a": a, "b": b}
+    for token in [*ids, 2]:
+        bitmask = manager.grammar_bitmask(requests, ["a", "b"], {})
+        assert row_bytes(bitmask, 0) == reference_row(reference, {2})
+        assert row_bytes(bitmask, 1) == reference.mask().tobytes()
+        for r in requests.values():
+            assert manager.accept_tokens(r, [token])
+        reference.advance(token)
+    assert grammar_a.is_terminated() and reference.is_terminated()
+
+
+def test_speculative_fill_accept_rollback(spec_config: Any, tokenizer: Any) -> None:
+    """With two draft tokens per step, grammar_bitmask fills the rows of the current
+    configuration and after each draft (accepting drafts, then rolling them back); an
+    invalid draft's row and those after it repeat the last valid row. Fails if a row
+    differs from the reference guide's or the grammar is not back where it started."""
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    manager = StructuredOutputManager(spec_config)
+    try:
+        r, grammar = compiled(manager, spec_config, tokenizer, "s", ANALYST)
+        sql = "SELECT name, budget FROM departments;"
+        ids = tokenizer.encode(sql, add_special_tokens=False)
+        reference = grammar.engine.guide()
+        for step, token in enumerate(ids[:-2]):
+            drafts = ids[step + 1 : step + 3]
+            assert manager.accept_tokens(r, [token])
+            reference.advance(token)
+            bitmask = manager.grammar_bitmask({"s": r}, ["s"], {"s": drafts})
+            expected = reference.fork()
+            for row, draft in enumerate([None, *drafts]):
+                if draft is not None:
+                    expected.advance(draft)
+                assert row_bytes(bitmask, row) == reference_row(expected, {2}), (step, row)
+            assert grammar.guide.steps == reference.steps  # drafts rolled back
+        bad = tokenizer.encode(")", add_special_tokens=False)
+        bitmask = manager.grammar_bitmask({"s": r}, ["s"], {"s": [ids[-2], bad[0]]})
+        after = reference.fork()
+        after.advance(ids[-2])
+        assert row_bytes(bitmask, 1) == reference_row(after, {2})
+        assert row_bytes(bitmask, 2) == row_bytes(bitmask, 1)
+        assert grammar.guide.steps == reference.steps
+    finally:
+        manager.clear_backend()
+
+
+def test_validate_tokens_returns_the_valid_prefix(
+    manager: Any, config: Any, tokenizer: Any
+) -> None:
+    """vLLM's validate_tokens on drafts: the prefix up to the first invalid token, and up
+    to a stop id; the grammar does not move. Fails if an invalid draft passes."""
+    r, grammar = compiled(manager, config, tokenizer, "v", ANALYST)
+    select, name = (tokenizer.encode(t, add_special_tokens=False)[0] for t in ("SELECT", " name"))
+    close = tokenizer.encode(")", add_special_tokens=False)[0]
+    assert manager.validate_tokens(r, [select, name, close, name]) == [select, name]
+    assert manager.validate_tokens(r, [close, select]) == []
+    assert manager.validate_tokens(r, [2]) == []  # EOS before a statement
+    done = tokenizer.encode("SELECT name FROM departments;", add_special_tokens=False)
+    assert manager.validate_tokens(r, [*done, 2, select]) == [*done, 2]
+    assert manager.validate_tokens(r, [*done, 0]) == done  # an EOS id that does not stop
+    assert grammar.guide.steps == 0
+
+
+def test_a_grammar_failure_is_sticky_on_its_request(
+    manager: Any, config: Any, tokenizer: Any
+) -> None:
+    """A grammar that fails (here: asked to roll back tokens it never took) admits the
+    stop ids only and refuses every token, without raising into the batch; the other
+    request's row is untouched. Fails if the failure raises or leaks into the other row."""
+    a, failing = compiled(manager, config, tokenizer, "a", ANALYST)
+    b, healthy = compiled(manager, config, tokenizer, "b", ANALYST)
+    failing.rollback(3)
+    assert failing.error is not None and "roll back 3" in str(failing.error)
+    bitmask = manager.grammar_bitmask({"a": a, "b": b}, ["a", "b"], {})
+    stop_only = array.array("I", bytes(len(row_bytes(bitmask, 0))))
+    stop_only[0] = 1 << 2
+    assert row_bytes(bitmask, 0) == stop_only.tobytes()
+    assert row_bytes(bitmask, 1) == reference_row(healthy.engine.guide(), {2})
+    select = tokenizer.encode("SELECT", add_special_tokens=False)
+    assert not manager.accept_tokens(a, select)
+    assert manager.accept_tokens(b, select)

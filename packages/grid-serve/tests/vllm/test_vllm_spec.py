@@ -1,0 +1,141 @@
+"""Grammar specs and their engines (grid_serve.vllm.spec): no vLLM needed."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from grid_core.vocab import Vocabulary
+from grid_serve.vllm.spec import EngineCompiler, GrammarSpecError, GridSpec
+from grid_sql.policy import EXAMPLE as EXAMPLE_POLICY
+from grid_sql.policy import PolicyError, UnknownRoleError
+from grid_sql.schema import SchemaError, example_schema
+
+
+def test_parse_reads_every_field_and_defaults_the_policy() -> None:
+    """Fails if a field is dropped or the policy default changes."""
+    spec = GridSpec.parse('{"dialect": "sqlite", "role": "clerk", "schema": "example"}')
+    assert spec == GridSpec("sqlite", "clerk", "example", "example")
+    full = GridSpec.parse(
+        json.dumps({"dialect": "postgres", "role": "r", "schema": "/s.json", "policy": "/p.toml"})
+    )
+    assert full == GridSpec("postgres", "r", "/s.json", "/p.toml")
+
+
+BAD_SPECS = {
+    "not-json": ("SELECT 1", "", "not JSON"),
+    "not-an-object": ('["sqlite"]', "", "expected a JSON object"),
+    "unknown-key": (
+        '{"dialect": "sqlite", "role": "a", "schema": "example", "db": "x"}',
+        "db",
+        "unknown key",
+    ),
+    "missing-role": ('{"dialect": "sqlite", "schema": "example"}', "role", "missing"),
+    "empty-schema": (
+        '{"dialect": "sqlite", "role": "a", "schema": " "}',
+        "schema",
+        "non-empty string",
+    ),
+    "number-role": (
+        '{"dialect": "sqlite", "role": 3, "schema": "example"}',
+        "role",
+        "non-empty string",
+    ),
+    "unknown-dialect": (
+        '{"dialect": "oracle", "role": "a", "schema": "example"}',
+        "dialect",
+        "known: ",
+    ),
+}
+
+
+@pytest.mark.parametrize(("text", "field", "message"), BAD_SPECS.values(), ids=BAD_SPECS.keys())
+def test_parse_rejects_malformed_specs_naming_the_field(
+    text: str, field: str, message: str
+) -> None:
+    """Fails if a malformed spec parses, or its error names the wrong field."""
+    with pytest.raises(GrammarSpecError) as e:
+        GridSpec.parse(text)
+    assert e.value.field == field
+    assert message in str(e.value)
+    assert str(e.value).startswith("GRID grammar spec")
+
+
+def test_one_engine_per_key_and_roles_share_trie_and_t2(vocab: Vocabulary) -> None:
+    """Fails if equal specs build twice, or two roles do not share the trie and T2."""
+    compiler = EngineCompiler(vocab)
+    analyst = compiler.engine(GridSpec("sqlite", "analyst", "example"))
+    again = compiler.engine(
+        GridSpec.parse('{"dialect": "sqlite", "role": "analyst", "schema": "example"}')
+    )
+    clerk = compiler.engine(GridSpec("sqlite", "clerk", "example"))
+    assert again is analyst and clerk is not analyst
+    assert compiler.engines.builds == 2
+    assert clerk.trie is analyst.trie and clerk.shared is analyst.shared is not None
+
+
+def test_concurrent_compiles_of_one_spec_build_once(vocab: Vocabulary) -> None:
+    """Fails if compile is not single-flight: 8 threads released together ask for one spec."""
+    compiler = EngineCompiler(vocab)
+    spec = GridSpec("sqlite", "intern", "example")
+    start = threading.Barrier(8)
+    engines = []
+
+    def compile_one() -> None:
+        start.wait()
+        engines.append(compiler.engine(spec))
+
+    threads = [threading.Thread(target=compile_one) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(engines) == 8 and all(e is engines[0] for e in engines)
+    assert compiler.engines.builds == 1
+
+
+def test_schema_and_policy_files(vocab: Vocabulary, tmp_path: Path) -> None:
+    """A snapshot file and a policy file give the example's engine fingerprints; fails if a
+    path is read differently from the built-in example."""
+    from importlib import resources
+
+    schema_path = tmp_path / "company.schema.json"
+    example_schema().save(schema_path)
+    policy_path = tmp_path / "company.policy.toml"
+    text = resources.files("grid_sql.examples").joinpath(EXAMPLE_POLICY).read_text()
+    policy_path.write_text(text)
+    compiler = EngineCompiler(vocab)
+    built_in = compiler.engine(GridSpec("sqlite", "clerk", "example"))
+    from_files = compiler.engine(GridSpec("sqlite", "clerk", str(schema_path), str(policy_path)))
+    assert from_files is built_in  # one key: same schema and policy fingerprints
+
+
+def test_compile_errors_name_what_is_wrong(vocab: Vocabulary, tmp_path: Path) -> None:
+    """Fails if an unknown role, a dialect mismatch, a missing file or a bad policy compiles."""
+    compiler = EngineCompiler(vocab)
+    with pytest.raises(UnknownRoleError, match="roles: admin, analyst, clerk, intern"):
+        compiler.engine(GridSpec("sqlite", "nobody", "example"))
+    with pytest.raises(GrammarSpecError, match="is a sqlite schema; the spec's dialect: postgres"):
+        compiler.engine(GridSpec("postgres", "analyst", "example"))
+    with pytest.raises(SchemaError):
+        compiler.engine(GridSpec("sqlite", "analyst", str(tmp_path / "missing.json")))
+    bad = tmp_path / "bad.policy.toml"
+    bad.write_text('version = 1\n[roles.analyst]\nverbs = ["SELECT"]\ntables = ["payroll"]\n')
+    with pytest.raises(PolicyError, match="payroll"):
+        compiler.engine(GridSpec("sqlite", "analyst", "example", str(bad)))
+
+
+@pytest.mark.parametrize(
+    "module", ["grid_serve.vllm", "grid_serve.vllm.spec", "grid_serve.vllm.rows"]
+)
+def test_the_vllm_free_modules_import_neither_vllm_nor_torch(module: str) -> None:
+    """Fails if the spec or row modules (or the package) start importing a framework."""
+    import subprocess
+    import sys
+
+    code = f"import sys, {module}; print('vllm' in sys.modules, 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
