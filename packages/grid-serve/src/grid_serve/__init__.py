@@ -9,5 +9,7 @@ One module per framework adapter; importing this package imports none of them
 - ``grid_serve.model``: SmolLM2-135M-Instruct (or another model) and its GRID
   vocabulary, checked for alignment (torch, transformers);
 - ``grid_serve.text2sql``: role engines, prompts, verdicts over a SQLite database;
-- ``grid_serve.ask``: the ``grid ask`` command.
+- ``grid_serve.ask``: the ``grid ask`` command;
+- ``grid_serve.vllm``: the vLLM structured-output backend, its plugin and the
+  skip-a-round defer patch (vllm, installed by the ``vllm`` nox session).
 """
