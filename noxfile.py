@@ -9,6 +9,9 @@ environment (``uv run --frozen``), so what a session tests is what uv.lock says.
     nox -s docs          mkdocs build --strict
     nox -s bench         benchmarks under bench/ (results written to bench/results/)
     nox -s peers         GRID vs llguidance and xgrammar, per-token masks (its own environment)
+    nox -s walk-arm      10,000 model-free generations through the decode loop, all in L
+    nox -s r-harness     requirement R: guard cost against position, 16,000-token streams
+    nox -s rbac          the exhaustive RBAC speller over Qwen (0 bypasses expected)
     nox -s proofs        the Coq proofs (proofs/check.sh)
     nox -s ci            what CI runs: tests, serve, vllm, lint, docs, proofs
 """
