@@ -1,7 +1,10 @@
 """grid-core uses the compiled kernels when installed, and GRID_KERNELS=0 turns them off.
 
-Both paths must give the same masks: the same replays are run with and without
-the kernels, in two processes, and their masks compared by digest.
+Both paths must give the same masks and the same cache entries: the same
+replays are run with and without the kernels, in two processes, on an engine
+without cache and on one with its cache (where every miss is done in Rust when
+the kernels are on), and their masks and the entry ids of every root walk
+compared by digest.
 """
 
 from __future__ import annotations
@@ -22,17 +25,22 @@ sys.path.insert(0, {tests!r})
 from grid_core.guide import Engine
 from toy import ANALYST, LEXICON, TOY, EOS
 engine = Engine(ANALYST, TOY, LEXICON, cache=False)
+cached = Engine(ANALYST, TOY, LEXICON)
 print("kernel" if engine.kernel is not None else "python")
 digest = hashlib.blake2b()
 for seed in range(25):
-    rng, guide = random.Random(seed), engine.guide()
+    rng, guide, other = random.Random(seed), engine.guide(), cached.guide()
     for _ in range(30):
         ids = guide.mask_ids()
-        digest.update(repr(ids).encode())
+        assert other.mask_ids() == ids
+        config = other.config
+        key = cached.key(0, config.normal, cached.parser.allowed(config.node))
+        digest.update(repr(ids).encode() + cached.t1.get(key).entry_id.encode())
         t = rng.choice(ids)
         if t == EOS:
             break
         guide.advance(t)
+        other.advance(t)
 print(digest.hexdigest())
 """
 

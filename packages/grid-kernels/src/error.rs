@@ -24,6 +24,17 @@ pub enum KernelError {
     InvalidTerminal { terminal: i64, detail: String },
     /// An allowed set with a bit past `$END`.
     InvalidAllowed { bit_len: usize, n_bits: usize },
+    /// A session driven against its contract (`grid_core.errors.GuideError`):
+    /// a token outside the vocabulary or the mask, EOS too early, a step after
+    /// EOS, a rollback past the start. `step` counts the tokens accepted.
+    Guide {
+        step: usize,
+        token: Option<i64>,
+        reason: String,
+    },
+    /// An empty mask at a viable prefix (`grid_core.errors.MaskError`): a bug,
+    /// reported, never written.
+    EmptyMask { step: usize },
     /// An output buffer of the wrong size.
     BufferSize {
         expected: usize,
@@ -56,6 +67,17 @@ impl fmt::Display for KernelError {
                 "allowed set has bit {} set but only {n_bits} bits (terminals and $END) exist",
                 bit_len - 1
             ),
+            Self::Guide {
+                step,
+                token: Some(token),
+                reason,
+            } => write!(f, "step {step}, token {token}: {reason}"),
+            Self::Guide {
+                step,
+                token: None,
+                reason,
+            } => write!(f, "step {step}: {reason}"),
+            Self::EmptyMask { step } => write!(f, "step {step}: empty mask at a viable prefix"),
             Self::BufferSize {
                 expected,
                 got,

@@ -25,7 +25,7 @@ impl GrammarTables {
     /// when there is none or no candidate is viable (`Lexer._emit`).
     pub fn emit(
         &self,
-        arena: &mut StackArena<'_>,
+        arena: &mut StackArena,
         node: NodeId,
         scan: &Scan,
     ) -> Result<Option<NodeId>> {
@@ -51,16 +51,46 @@ impl GrammarTables {
     /// language (`Lexer.advance`).
     pub fn advance(
         &self,
-        arena: &mut StackArena<'_>,
+        arena: &mut StackArena,
         config: &Config,
         data: &[u8],
     ) -> Result<Option<Config>> {
-        let mut node = config.node;
-        let mut scan = config.scan;
         let mut buf = Vec::with_capacity(config.remainder.len() + data.len());
         buf.extend_from_slice(&config.remainder);
         buf.extend_from_slice(data);
-        let (mut start, mut i) = (0usize, config.remainder.len());
+        let read = self.read(
+            arena,
+            config.node,
+            config.scan,
+            &buf,
+            0,
+            config.remainder.len(),
+        )?;
+        Ok(read.map(|(node, start, scan)| {
+            buf.drain(..start);
+            Config {
+                node,
+                remainder: buf,
+                scan,
+            }
+        }))
+    }
+
+    /// [`GrammarTables::advance`] on a buffer, without copying it: the
+    /// configuration `(node, buf[start..from], scan)` reads `buf[from..]`.
+    /// Returns the new stack, the start of the new remainder in `buf` (it runs
+    /// to the end) and its scan state, or `None` if the bytes leave the
+    /// language. Precondition: `scan` is the scan state of `buf[start..from]`.
+    pub fn read(
+        &self,
+        arena: &mut StackArena,
+        node: NodeId,
+        scan: Scan,
+        buf: &[u8],
+        start: usize,
+        from: usize,
+    ) -> Result<Option<(NodeId, usize, Scan)>> {
+        let (mut node, mut scan, mut start, mut i) = (node, scan, start, from);
         while i < buf.len() {
             if let Some(next) = self.step(scan, (i + 1 - start) as u32, buf[i]) {
                 scan = next;
@@ -75,17 +105,12 @@ impl GrammarTables {
             i = start;
             scan = START;
         }
-        buf.drain(..start);
-        Ok(Some(Config {
-            node,
-            remainder: buf,
-            scan,
-        }))
+        Ok(Some((node, start, scan)))
     }
 
     /// The stack once the remainder is lexed to the end of input, or `None`
     /// (`Lexer.finalize`).
-    pub fn finalize(&self, arena: &mut StackArena<'_>, config: &Config) -> Result<Option<NodeId>> {
+    pub fn finalize(&self, arena: &mut StackArena, config: &Config) -> Result<Option<NodeId>> {
         let mut config = config.clone();
         while !config.remainder.is_empty() {
             let Some(emitted) = self.emit(arena, config.node, &config.scan)? else {
@@ -105,9 +130,25 @@ impl GrammarTables {
         Ok(Some(config.node))
     }
 
+    /// The remainder (empty or with scan state `scan`) is live under the
+    /// stack's allowed set (`Lexer.is_viable`).
+    pub fn is_viable(
+        &self,
+        arena: &mut StackArena,
+        node: NodeId,
+        scan: &Scan,
+        empty: bool,
+    ) -> Result<bool> {
+        if empty {
+            return Ok(true);
+        }
+        let allowed = arena.allowed(node)?;
+        Ok(self.live_under(scan.q, scan.ln, allowed))
+    }
+
     /// EOS gate: the remainder finalizes and `$END` then reaches ACCEPT
     /// (`Lexer.eos_allowed`).
-    pub fn eos_allowed(&self, arena: &mut StackArena<'_>, config: &Config) -> Result<bool> {
+    pub fn eos_allowed(&self, arena: &mut StackArena, config: &Config) -> Result<bool> {
         match self.finalize(arena, config)? {
             Some(node) => arena.accepts(node),
             None => Ok(false),

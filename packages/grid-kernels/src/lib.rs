@@ -16,17 +16,26 @@
 //! | [`walk`]    | the trie walk: CI nodes and CD entries             | walk.walk_from       |
 //! | [`mask`]    | CD verdict classes + EOS: the whole mask           | guide.Engine.compute_mask |
 //! | [`fill`]    | alias expansion into a packed int32 bitmask        | guide.Engine.pack    |
+//! | [`canonical`] | grid-core's canonical encoding (entry ids)       | fingerprint.canonical |
+//! | [`cache`]   | cached walks: payloads, verdict classes, entry ids | cache                |
+//! | [`engine`]  | tables + walk cache + shared stack arena           | guide.Engine         |
+//! | [`session`] | one request's accept and fill, rollback, fork      | guide.GridGuide      |
 //!
 //! Tables are built once and shared read-only (`Arc`); walks allocate their own
-//! scratch, so any number of threads may walk one table set at once.
+//! scratch, so any number of threads may walk one table set at once. A cold
+//! root walk is shared out over a rayon pool, bit-identical to one thread.
 
 pub mod bits;
+pub mod cache;
+pub mod canonical;
+pub mod engine;
 pub mod error;
 pub mod fill;
 pub mod lexer;
 pub mod mask;
 pub mod parser;
 pub mod scanner;
+pub mod session;
 pub mod tables;
 pub mod trie;
 pub mod walk;
@@ -34,15 +43,17 @@ pub mod walk;
 #[cfg(feature = "python")]
 mod python;
 
+pub use engine::{Engine, Threads};
 pub use error::{KernelError, Result};
 pub use mask::{EngineTables, MaskOutput};
+pub use session::{Filled, Session};
 pub use tables::{GrammarTables, RawGrammar};
 pub use trie::{RawTrie, Trie, TrieNode};
 pub use walk::{CdEntry, WalkOutput};
 
 /// Version of the table and buffer layout shared with `grid_core`; a module
 /// reporting another version is refused rather than used.
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
 
 /// Bytes as Python would print them (`b'..'` with escapes), for messages.
 pub(crate) fn escape_bytes(data: &[u8]) -> String {

@@ -121,14 +121,7 @@ impl EngineTables {
         allowed: &[u64],
         include_self: bool,
     ) -> Result<WalkOutput> {
-        let node = self.check_node(node)?;
-        let n_bits = self.grammar.n_terminals() + 1;
-        let bit_len = crate::bits::bit_len(allowed);
-        if bit_len > n_bits {
-            return Err(KernelError::InvalidAllowed { bit_len, n_bits });
-        }
-        let mut allowed = allowed.to_vec();
-        allowed.resize(self.grammar.width(), 0);
+        let (node, allowed) = self.check_walk(node, allowed)?;
         Ok(walk_from(
             &self.grammar,
             &self.trie,
@@ -139,15 +132,29 @@ impl EngineTables {
         ))
     }
 
+    /// A caller's trie node and allowed set, checked; the set widened to the
+    /// grammar's width.
+    pub fn check_walk(&self, node: i64, allowed: &[u64]) -> Result<(usize, Vec<u64>)> {
+        let node = self.check_node(node)?;
+        let n_bits = self.grammar.n_terminals() + 1;
+        let bit_len = crate::bits::bit_len(allowed);
+        if bit_len > n_bits {
+            return Err(KernelError::InvalidAllowed { bit_len, n_bits });
+        }
+        let mut allowed = allowed.to_vec();
+        allowed.resize(self.grammar.width(), 0);
+        Ok((node, allowed))
+    }
+
     /// A fresh arena over these tables.
-    pub fn arena(&self) -> StackArena<'_> {
-        StackArena::new(&self.grammar.lalr, self.grammar.width())
+    pub fn arena(&self) -> StackArena {
+        StackArena::new(Arc::clone(&self.grammar))
     }
 
     /// The configuration of a stack and remainder from a caller.
     pub fn config(
         &self,
-        arena: &mut StackArena<'_>,
+        arena: &mut StackArena,
         states: &[i64],
         remainder: &[u8],
     ) -> Result<Config> {
@@ -166,7 +173,7 @@ impl EngineTables {
     }
 
     /// The exact mask of a configuration (see the module header).
-    pub fn compute_mask(&self, arena: &mut StackArena<'_>, config: &Config) -> Result<MaskOutput> {
+    pub fn compute_mask(&self, arena: &mut StackArena, config: &Config) -> Result<MaskOutput> {
         let g = &*self.grammar;
         let trie = &*self.trie;
         let allowed = arena.allowed(config.node)?.to_vec();

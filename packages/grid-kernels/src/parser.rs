@@ -22,10 +22,11 @@
 //!                           rule 0 is ACCEPT (allowed iff `t` is `$END`)
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::bits;
 use crate::error::{KernelError, Result};
-use crate::tables::Lalr;
+use crate::tables::{GrammarTables, Lalr};
 
 /// A node of a [`StackArena`].
 pub type NodeId = u32;
@@ -51,26 +52,38 @@ enum Outcome {
 }
 
 /// Interned persistent stacks over one set of LALR tables, with per-node
-/// memoized allowed sets. Not shared between threads: each walk that needs
-/// stacks owns one (they are cheap), the tables behind it are shared.
-pub struct StackArena<'t> {
-    lalr: &'t Lalr,
+/// memoized allowed sets. Not `Sync`: a caller that shares one between
+/// threads puts it behind a lock (`crate::engine`); the tables behind it are
+/// shared read-only.
+pub struct StackArena {
+    grammar: Arc<GrammarTables>,
     width: usize,
     cells: Vec<Cell>,
     interned: HashMap<(u32, u32), NodeId>,
     allowed: Vec<Option<Box<[u64]>>>,
 }
 
-impl<'t> StackArena<'t> {
-    /// An empty arena; `width` is the word count of an allowed set.
-    pub fn new(lalr: &'t Lalr, width: usize) -> Self {
+impl std::fmt::Debug for StackArena {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StackArena({} nodes)", self.len())
+    }
+}
+
+impl StackArena {
+    /// An empty arena over `grammar`'s LALR tables.
+    pub fn new(grammar: Arc<GrammarTables>) -> Self {
         Self {
-            lalr,
-            width,
+            width: grammar.width(),
+            grammar,
             cells: Vec::new(),
             interned: HashMap::new(),
             allowed: Vec::new(),
         }
+    }
+
+    #[inline]
+    fn lalr(&self) -> &Lalr {
+        &self.grammar.lalr
     }
 
     fn intern(&mut self, parent: u32, state: u32) -> NodeId {
@@ -95,9 +108,9 @@ impl<'t> StackArena<'t> {
         for &s in states {
             let s = usize::try_from(s)
                 .ok()
-                .filter(|&s| s < self.lalr.n_states)
+                .filter(|&s| s < self.lalr().n_states)
                 .ok_or_else(|| KernelError::InvalidStack {
-                    detail: format!("state {s} is out of range 0..{}", self.lalr.n_states),
+                    detail: format!("state {s} is out of range 0..{}", self.lalr().n_states),
                 })?;
             node = self.intern(node, s as u32);
         }
@@ -106,7 +119,7 @@ impl<'t> StackArena<'t> {
 
     /// Push `state` on `parent`.
     pub fn push(&mut self, parent: NodeId, state: u32) -> NodeId {
-        debug_assert!((state as usize) < self.lalr.n_states);
+        debug_assert!((state as usize) < self.lalr().n_states);
         self.intern(parent, state)
     }
 
@@ -142,7 +155,7 @@ impl<'t> StackArena<'t> {
 
     /// Reduce on a virtual overlay, then report whether `t` shifts (`Parser._run`).
     fn run(&self, node: NodeId, t: usize) -> Result<Outcome> {
-        let lalr = self.lalr;
+        let lalr = self.lalr();
         let (w, n_nt) = (lalr.width(), lalr.n_nonterminals);
         let mut base = node;
         let mut overlay: Vec<u32> = Vec::new();
@@ -194,7 +207,7 @@ impl<'t> StackArena<'t> {
     pub fn allowed(&mut self, node: NodeId) -> Result<&[u64]> {
         if self.allowed[node as usize].is_none() {
             let mut a = vec![0u64; self.width];
-            for &t in self.lalr.row_terms(self.state(node) as usize) {
+            for &t in self.lalr().row_terms(self.state(node) as usize) {
                 if !matches!(self.run(node, t as usize)?, Outcome::Error) {
                     bits::set(&mut a, t as usize);
                 }
@@ -208,10 +221,10 @@ impl<'t> StackArena<'t> {
 
     /// The stack after reducing and shifting terminal `t` (`Parser.shift`).
     pub fn shift(&mut self, node: NodeId, t: usize) -> Result<NodeId> {
-        if t >= self.lalr.n_terminals {
+        if t >= self.lalr().n_terminals {
             return Err(KernelError::InvalidTerminal {
                 terminal: t as i64,
-                detail: format!("out of range 0..{}", self.lalr.n_terminals),
+                detail: format!("out of range 0..{}", self.lalr().n_terminals),
             });
         }
         match self.run(node, t)? {
@@ -235,7 +248,7 @@ impl<'t> StackArena<'t> {
 
     /// `$END` reaches ACCEPT from `node`.
     pub fn accepts(&mut self, node: NodeId) -> Result<bool> {
-        let end = self.lalr.n_terminals;
+        let end = self.lalr().n_terminals;
         Ok(bits::test(self.allowed(node)?, end))
     }
 
@@ -246,7 +259,7 @@ impl<'t> StackArena<'t> {
         assert_eq!(self.cells.len(), self.allowed.len());
         for (i, c) in self.cells.iter().enumerate() {
             assert!(c.parent == NO_PARENT || (c.parent as usize) < i);
-            assert!((c.state as usize) < self.lalr.n_states);
+            assert!((c.state as usize) < self.lalr().n_states);
             assert_eq!(self.interned[&(c.parent, c.state)], i as NodeId);
         }
     }

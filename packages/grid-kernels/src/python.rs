@@ -10,29 +10,66 @@
 //! - stacks: sequences of LALR states, bottom first;
 //! - bitmask outputs: a writable, C-contiguous buffer of 4-byte ints (format
 //!   `i`/`I`, native order) or of raw bytes (`bytearray`), sized to the
-//!   vocabulary. Anything else raises before a byte is written.
+//!   vocabulary. Anything else raises before a byte is written;
+//! - a session's bitmask: a writable, C-contiguous, 4-byte-aligned buffer of
+//!   int32 (numpy `int32`, `array('i')`) shaped `(n_words,)` or `(batch,
+//!   n_words)`, and a row; the row is written in place, nothing else is.
 //!
 //! Errors: caller mistakes are `ValueError` (bad values, sizes, ids, stacks)
-//! or `TypeError` (wrong kinds of object, read-only or wrongly typed buffers).
-//! grid-kernels sits below grid-core, so it cannot raise grid-core's
-//! `GridError` classes; grid-core wraps these where it calls in.
+//! or `TypeError` (wrong kinds of object, read-only or wrongly typed buffers);
+//! a session driven against its contract raises `SessionError` (a
+//! `ValueError`) carrying `step`, `token`, `reason` and `kind` (`"guide"`, or
+//! `"mask"` for an empty mask). grid-kernels sits below grid-core, so it
+//! cannot raise grid-core's `GridError` classes; grid-core wraps these where
+//! it calls in.
 
 use std::sync::Arc;
 
 use pyo3::buffer::PyBuffer;
+use pyo3::create_exception;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyTuple};
 
 use crate::bits;
+use crate::engine::{Engine, Threads};
 use crate::error::KernelError;
 use crate::mask::EngineTables;
+use crate::session::{Filled, Session};
 use crate::tables::{GrammarTables, RawGrammar};
 use crate::trie::{RawTrie, Trie};
 
+create_exception!(
+    _native,
+    SessionError,
+    PyValueError,
+    "A session driven against its contract (attributes step, token, reason, kind)."
+);
+
 /// The one mapping from core errors to Python exceptions.
 fn to_pyerr(e: KernelError) -> PyErr {
-    PyValueError::new_err(e.to_string())
+    let (step, token, reason, kind) = match &e {
+        KernelError::Guide {
+            step,
+            token,
+            reason,
+        } => (*step, *token, reason.clone(), "guide"),
+        KernelError::EmptyMask { step } => {
+            (*step, None, "empty mask at a viable prefix".into(), "mask")
+        }
+        _ => return PyValueError::new_err(e.to_string()),
+    };
+    Python::with_gil(|py| {
+        let err = SessionError::new_err(e.to_string());
+        let value = err.value(py);
+        let set = || -> PyResult<()> {
+            value.setattr("step", step)?;
+            value.setattr("token", token)?;
+            value.setattr("reason", reason)?;
+            value.setattr("kind", kind)
+        };
+        set().map(|()| err).unwrap_or_else(|e| e)
+    })
 }
 
 // ------------------------------------------------------------------ conversions
@@ -200,6 +237,75 @@ fn write_words(out: &Bound<'_, PyAny>, words: &[u32]) -> PyResult<()> {
     }
 }
 
+/// A checked row of a caller's int32 bitmask: the exported buffer (kept
+/// alive while writing) and the row's first item.
+fn bitmask_row(
+    obj: &Bound<'_, PyAny>,
+    row: i64,
+    n_words: usize,
+) -> PyResult<(PyBuffer<i32>, usize)> {
+    let kind = obj.get_type().name()?;
+    let Ok(buf) = PyBuffer::<i32>::get(obj) else {
+        let detail = obj
+            .py()
+            .import("builtins")?
+            .getattr("memoryview")?
+            .call1((obj,))
+            .and_then(|v| {
+                let format: String = v.getattr("format")?.extract()?;
+                let itemsize: usize = v.getattr("itemsize")?.extract()?;
+                v.call_method0("release")?;
+                Ok(format!(" (its items are {itemsize}-byte '{format}')"))
+            })
+            .unwrap_or_default();
+        return Err(PyTypeError::new_err(format!(
+            "the bitmask must be a buffer of int32 (numpy int32 array, array('i')), \
+             not {kind}{detail}"
+        )));
+    };
+    if buf.readonly() {
+        return Err(PyTypeError::new_err(format!(
+            "the bitmask buffer ({kind}) is read-only"
+        )));
+    }
+    if !buf.is_c_contiguous() {
+        return Err(PyValueError::new_err(
+            "the bitmask buffer must be C-contiguous",
+        ));
+    }
+    if !(buf.buf_ptr() as usize).is_multiple_of(std::mem::align_of::<u32>()) {
+        return Err(PyValueError::new_err(
+            "the bitmask buffer is not 4-byte aligned",
+        ));
+    }
+    let (rows, width) = match *buf.shape() {
+        [w] => (1, w),
+        [r, w] => (r, w),
+        ref shape => {
+            return Err(PyValueError::new_err(format!(
+                "the bitmask must be shaped (n_words,) or (batch, n_words), not {}-D",
+                shape.len()
+            )))
+        }
+    };
+    if width != n_words {
+        return Err(to_pyerr(KernelError::BufferSize {
+            expected: n_words,
+            got: width,
+            unit: "32-bit words per row",
+        }));
+    }
+    let row = usize::try_from(row)
+        .ok()
+        .filter(|&r| r < rows)
+        .ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "row {row} is out of range 0..{rows} of the bitmask"
+            ))
+        })?;
+    Ok((buf, row * n_words))
+}
+
 // ------------------------------------------------------------------ classes
 
 /// A token trie and the vocabulary facts a bitmask needs; one per tokenizer.
@@ -261,6 +367,16 @@ impl PyTrieTables {
         self.inner.eos_ids().to_vec()
     }
 
+    /// `token_bytes(id)` read off the trie (`b""` for a special id).
+    fn token_bytes<'py>(&self, py: Python<'py>, id: i64) -> PyResult<Bound<'py, PyBytes>> {
+        let n_vocab = self.inner.n_vocab();
+        let i = usize::try_from(id)
+            .ok()
+            .filter(|&i| i < n_vocab)
+            .ok_or_else(|| to_pyerr(KernelError::TokenOutOfRange { token: id, n_vocab }))?;
+        Ok(PyBytes::new(py, self.inner.spelling(i)))
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "TrieTables(n_nodes={}, n_vocab={})",
@@ -275,8 +391,19 @@ type Stats = (Vec<u32>, Vec<u32>, bool, usize, usize);
 /// One grammar's tables (DFA, LALR, lexicon, pick order) with a shared trie.
 #[pyclass(frozen, module = "grid_kernels._native", name = "EngineTables")]
 struct PyEngineTables {
-    inner: EngineTables,
+    inner: Arc<Engine>,
     trie: Py<PyTrieTables>,
+}
+
+/// `threads` from Python: None is rayon's global pool, else a pool of n >= 1.
+fn threads_of(threads: Option<i64>) -> PyResult<Threads> {
+    match threads {
+        None => Ok(Threads::Global),
+        Some(n) if n >= 1 => Ok(Threads::Pool(n as usize)),
+        Some(n) => Err(PyValueError::new_err(format!(
+            "threads must be at least 1 (or None for the global pool), not {n}"
+        ))),
+    }
 }
 
 #[pymethods]
@@ -285,7 +412,7 @@ impl PyEngineTables {
     #[pyo3(signature = (
         *, trie, n_terminals, dfa_trans, dfa_accept, dfa_live, action, goto, n_nonterminals,
         rule_lhs, rule_len, lexicon_children, lexicon_prefix_cats, lexicon_word_cats,
-        lexicon_categories, pick_order, ignored
+        lexicon_categories, pick_order, ignored, schema = None, threads = None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -305,6 +432,8 @@ impl PyEngineTables {
         lexicon_categories: &Bound<'_, PyAny>,
         pick_order: &Bound<'_, PyAny>,
         ignored: &Bound<'_, PyAny>,
+        schema: Option<String>,
+        threads: Option<i64>,
     ) -> PyResult<Self> {
         let w = bits::width_for(n_terminals + 1);
         let raw = RawGrammar {
@@ -326,8 +455,13 @@ impl PyEngineTables {
         };
         let grammar = Arc::new(GrammarTables::new(raw).map_err(to_pyerr)?);
         let shared = Arc::clone(&trie.get().inner);
+        let tables = EngineTables::new(grammar, shared);
         Ok(Self {
-            inner: EngineTables::new(grammar, shared),
+            inner: Arc::new(Engine::new(
+                tables,
+                threads_of(threads)?,
+                schema.unwrap_or_default(),
+            )),
             trie,
         })
     }
@@ -339,21 +473,25 @@ impl PyEngineTables {
 
     #[getter]
     fn n_terminals(&self) -> usize {
-        self.inner.grammar.n_terminals()
+        self.inner.tables.grammar.n_terminals()
     }
 
     #[getter]
     fn n_words(&self) -> usize {
-        self.inner.trie.n_words()
+        self.inner.tables.trie.n_words()
     }
 
     #[getter]
     fn n_vocab(&self) -> usize {
-        self.inner.trie.n_vocab()
+        self.inner.tables.trie.n_vocab()
     }
 
-    /// CI nodes and CD entries below `node` (the GIL is released while walking).
-    #[pyo3(signature = (node, pending, allowed, include_self = false))]
+    /// CI nodes and CD entries below `node` (the GIL is released while
+    /// walking; a root walk on `threads` threads, None: the engine's pool).
+    #[pyo3(
+        signature = (node, pending, allowed, include_self = false, threads = Some(1)),
+        text_signature = "(self, /, node, pending, allowed, include_self=False, threads=1)"
+    )]
     fn walk<'py>(
         &self,
         py: Python<'py>,
@@ -361,12 +499,14 @@ impl PyEngineTables {
         pending: Vec<u8>,
         allowed: &Bound<'py, PyAny>,
         include_self: bool,
+        threads: Option<i64>,
     ) -> PyResult<(Vec<u32>, Bound<'py, PyList>)> {
-        let w = self.inner.grammar.width();
+        let w = self.inner.tables.grammar.width();
         let allowed = int_to_words(allowed, w, "allowed")?;
-        let engine = &self.inner;
+        let threads = threads.map(|n| threads_of(Some(n))).transpose()?;
+        let engine = &*self.inner;
         let out = py
-            .allow_threads(|| engine.walk(node, &pending, &allowed, include_self))
+            .allow_threads(|| engine.walk(node, &pending, &allowed, include_self, threads.as_ref()))
             .map_err(to_pyerr)?;
         let cd = out.cd.iter().map(|e| {
             PyTuple::new(
@@ -384,7 +524,7 @@ impl PyEngineTables {
 
     /// A(stack): the allowed terminals as an int bitset (bit T = `$END`).
     fn allowed<'py>(&self, py: Python<'py>, states: Vec<i64>) -> PyResult<Bound<'py, PyAny>> {
-        let mut arena = self.inner.arena();
+        let mut arena = self.inner.tables.arena();
         let node = arena.from_states(&states).map_err(to_pyerr)?;
         let set = arena.allowed(node).map_err(to_pyerr)?.to_vec();
         words_to_int(py, &set)
@@ -398,7 +538,7 @@ impl PyEngineTables {
                 detail: "negative".into(),
             })
         })?;
-        let mut arena = self.inner.arena();
+        let mut arena = self.inner.tables.arena();
         let node = arena.from_states(&states).map_err(to_pyerr)?;
         let node = arena.shift(node, t).map_err(to_pyerr)?;
         Ok(arena.states(node))
@@ -412,7 +552,7 @@ impl PyEngineTables {
         remainder: Vec<u8>,
         data: Vec<u8>,
     ) -> PyResult<Option<(Vec<u32>, Bound<'py, PyBytes>)>> {
-        let engine = &self.inner;
+        let engine = &self.inner.tables;
         let mut arena = engine.arena();
         let config = engine
             .config(&mut arena, &states, &remainder)
@@ -426,7 +566,7 @@ impl PyEngineTables {
 
     /// The EOS gate of a configuration.
     fn eos_allowed(&self, py: Python<'_>, states: Vec<i64>, remainder: Vec<u8>) -> PyResult<bool> {
-        let engine = &self.inner;
+        let engine = &self.inner.tables;
         py.allow_threads(|| {
             let mut arena = engine.arena();
             let config = engine.config(&mut arena, &states, &remainder)?;
@@ -442,7 +582,7 @@ impl PyEngineTables {
         states: Vec<i64>,
         remainder: Vec<u8>,
     ) -> PyResult<Stats> {
-        let engine = &self.inner;
+        let engine = &self.inner.tables;
         py.allow_threads(|| {
             let mut arena = engine.arena();
             let config = engine.config(&mut arena, &states, &remainder)?;
@@ -468,7 +608,7 @@ impl PyEngineTables {
         eos: bool,
         out: &Bound<'_, PyAny>,
     ) -> PyResult<usize> {
-        let engine = &self.inner;
+        let engine = &self.inner.tables;
         let n_vocab = engine.trie.n_vocab();
         let ids = |xs: Vec<i64>| -> PyResult<Vec<u32>> {
             xs.into_iter()
@@ -498,7 +638,7 @@ impl PyEngineTables {
         remainder: Vec<u8>,
         out: &Bound<'_, PyAny>,
     ) -> PyResult<usize> {
-        let engine = &self.inner;
+        let engine = &self.inner.tables;
         let (words, count) = py
             .allow_threads(|| {
                 let mut arena = engine.arena();
@@ -513,19 +653,262 @@ impl PyEngineTables {
         Ok(count)
     }
 
+    /// A new session at the initial configuration, caching its walks under
+    /// `namespace`.
+    #[pyo3(signature = (namespace = 0))]
+    fn session(&self, namespace: u64) -> PyResult<PySession> {
+        Ok(PySession {
+            inner: Session::new(Arc::clone(&self.inner), namespace).map_err(to_pyerr)?,
+            last: None,
+        })
+    }
+
+    /// The cold miss of `Engine.walk` in one call with the GIL released: key,
+    /// walk, CD classes, payload, entry id, publication in the engine's cache
+    /// (where sessions find it). Returns the entry's handle.
+    #[pyo3(signature = (namespace, root, pending, allowed, raw_key = false, threads = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn register(
+        &self,
+        py: Python<'_>,
+        namespace: u64,
+        root: i64,
+        pending: Vec<u8>,
+        allowed: &Bound<'_, PyAny>,
+        raw_key: bool,
+        threads: Option<i64>,
+    ) -> PyResult<PyEntry> {
+        let allowed = int_to_words(allowed, self.inner.tables.grammar.width(), "allowed")?;
+        let threads = threads.map(|n| threads_of(Some(n))).transpose()?;
+        let engine = &*self.inner;
+        let (entry, id) = py
+            .allow_threads(|| {
+                engine.register(
+                    namespace,
+                    root,
+                    &pending,
+                    &allowed,
+                    raw_key,
+                    threads.as_ref(),
+                )
+            })
+            .map_err(to_pyerr)?;
+        Ok(PyEntry {
+            entry,
+            id,
+            n_vocab: engine.tables.trie.n_vocab(),
+            ident: engine.tables.grammar.ident_position(&allowed),
+        })
+    }
+
+    /// Walks in the engine's cache.
+    #[getter]
+    fn cached_walks(&self) -> usize {
+        self.inner.cache.len()
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "EngineTables(n_terminals={}, n_vocab={})",
-            self.inner.grammar.n_terminals(),
-            self.inner.trie.n_vocab()
+            self.inner.tables.grammar.n_terminals(),
+            self.inner.tables.trie.n_vocab()
         )
+    }
+}
+
+/// A cached walk (the handle `register` returns): what grid-core's
+/// `cache.Entry` holds, read out on demand.
+#[pyclass(frozen, module = "grid_kernels._native", name = "Entry")]
+struct PyEntry {
+    entry: Arc<crate::cache::Entry>,
+    id: [u8; 16],
+    n_vocab: usize,
+    ident: bool,
+}
+
+#[pymethods]
+impl PyEntry {
+    /// `"ident"` or `"generic"`: the kind of key it is published under.
+    #[getter]
+    fn kind(&self) -> &'static str {
+        if self.ident {
+            "ident"
+        } else {
+            "generic"
+        }
+    }
+
+    /// BLAKE2b-128 of (key, encoding, payload and CD entries), hex.
+    #[getter]
+    fn entry_id(&self) -> String {
+        self.id.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// `b"D"` (dense bitmask) or `b"S"` (sparse ids).
+    #[getter]
+    fn encoding<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &[self.entry.ci.encoding])
+    }
+
+    /// grid-core's payload bytes.
+    #[getter]
+    fn payload<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.entry.ci.to_bytes(self.n_vocab))
+    }
+
+    /// The CD entries `(trie node, terminal, tail)`, in walk order.
+    #[getter]
+    fn cd<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let items = self
+            .entry
+            .cd
+            .iter()
+            .map(|e| {
+                PyTuple::new(
+                    py,
+                    [
+                        e.node.into_pyobject(py)?.into_any(),
+                        e.terminal.into_pyobject(py)?.into_any(),
+                        PyBytes::new(py, self.entry.tail(e)).into_any(),
+                    ],
+                )
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        PyTuple::new(py, items)
+    }
+
+    /// The CD verdict classes: `(terminal, number of entries)`, in order.
+    #[getter]
+    fn classes(&self) -> Vec<(u32, usize)> {
+        self.entry
+            .classes
+            .iter()
+            .map(|c| (c.terminal, c.members.len()))
+            .collect()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Entry({}, {})", self.kind(), self.entry_id())
+    }
+}
+
+/// One request's guide (`GridGuide` with audit off), the whole step in Rust.
+#[pyclass(module = "grid_kernels._native", name = "Session")]
+struct PySession {
+    inner: Session,
+    /// How the last fill was served.
+    last: Option<Filled>,
+}
+
+#[pymethods]
+impl PySession {
+    /// Accept one token: lexer advance and shift/reduce, one call.
+    fn accept_token(&mut self, token: i64) -> PyResult<()> {
+        self.inner.accept_token(token).map_err(to_pyerr)
+    }
+
+    /// Write the mask into row `row` of `bitmask`. A warm fill runs with the
+    /// GIL held; a fill that must walk releases it.
+    #[pyo3(signature = (bitmask, row = 0))]
+    fn fill_next_token_bitmask(
+        &mut self,
+        py: Python<'_>,
+        bitmask: &Bound<'_, PyAny>,
+        row: i64,
+    ) -> PyResult<()> {
+        let n_words = self.inner.n_words();
+        let (buf, offset) = bitmask_row(bitmask, row, n_words)?;
+        // SAFETY: `buf` is a writable, C-contiguous, 4-byte-aligned export of
+        // at least `offset + n_words` int32 items (shape checked above), kept
+        // alive (and so neither freed nor resized) until `buf` drops at the
+        // end of this function; u32 and i32 share size and alignment. Only
+        // this row is written.
+        let words: &mut [u32] = unsafe {
+            std::slice::from_raw_parts_mut((buf.buf_ptr() as *mut u32).add(offset), n_words)
+        };
+        let session = &mut self.inner;
+        let mut filled = session.fill(words, false).map_err(to_pyerr)?;
+        if filled == Filled::Cold {
+            filled = py
+                .allow_threads(|| session.fill(words, true))
+                .map_err(to_pyerr)?;
+        }
+        drop(buf);
+        self.last = Some(filled);
+        Ok(())
+    }
+
+    /// Undo the last `n` accepted tokens.
+    #[pyo3(signature = (n = 1))]
+    fn rollback(&mut self, n: i64) -> PyResult<()> {
+        let steps = self.inner.steps();
+        let n = usize::try_from(n).map_err(|_| {
+            to_pyerr(KernelError::Guide {
+                step: steps,
+                token: None,
+                reason: format!("cannot roll back {n} of {steps} tokens"),
+            })
+        })?;
+        self.inner.rollback(n).map_err(to_pyerr)
+    }
+
+    /// An independent session at the same point.
+    fn fork(&self) -> PySession {
+        PySession {
+            inner: self.inner.fork(),
+            last: None,
+        }
+    }
+
+    /// How the last fill was served: `"row"` (cached walk, stack seen before:
+    /// one copy), `"classes"` (cached walks, CD verdicts evaluated against the
+    /// stack), `"walked"` (some walk was cold), or None before any fill.
+    #[getter]
+    fn last_fill(&self) -> Option<&'static str> {
+        self.last.map(|f| match f {
+            Filled::Row => "row",
+            Filled::Classes => "classes",
+            Filled::Walked | Filled::Cold => "walked",
+        })
+    }
+
+    fn is_terminated(&self) -> bool {
+        self.inner.is_terminated()
+    }
+
+    fn eos_allowed(&mut self) -> PyResult<bool> {
+        self.inner.eos_allowed().map_err(to_pyerr)
+    }
+
+    /// Tokens accepted so far (EOS included).
+    #[getter]
+    fn steps(&self) -> usize {
+        self.inner.steps()
+    }
+
+    #[getter]
+    fn n_words(&self) -> usize {
+        self.inner.n_words()
+    }
+
+    /// The current configuration: (LALR states bottom first, remainder).
+    fn config<'py>(&self, py: Python<'py>) -> (Vec<u32>, Bound<'py, PyBytes>) {
+        let (states, remainder) = self.inner.config();
+        (states, PyBytes::new(py, &remainder))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Session(steps={})", self.inner.steps())
     }
 }
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ABI_VERSION", crate::ABI_VERSION)?;
+    m.add("SessionError", m.py().get_type::<SessionError>())?;
     m.add_class::<PyTrieTables>()?;
     m.add_class::<PyEngineTables>()?;
+    m.add_class::<PySession>()?;
+    m.add_class::<PyEntry>()?;
     Ok(())
 }

@@ -165,6 +165,51 @@ impl GrammarTables {
                 && bits::intersects(self.lexicon.prefix_cats.row(ln as usize), &a.ok_lex))
     }
 
+    /// [`GrammarTables::live`] under a bare allowed set (no walk memos), for
+    /// one-off questions such as `Lexer.is_viable`.
+    pub fn live_under(&self, q: u32, ln: i32, allowed: &[u64]) -> bool {
+        let cats = &self.lexicon.categories;
+        let live = self.dfa.live.row(q as usize);
+        let ok = |i: usize| allowed[i] | self.ignored[i];
+        (0..self.width).any(|i| live[i] & ok(i) & !cats[i] != 0)
+            || (ln != NO_NODE && {
+                let prefix = self.lexicon.prefix_cats.row(ln as usize);
+                (0..self.width).any(|i| prefix[i] & ok(i) & cats[i] != 0)
+            })
+    }
+
+    /// An identifier position: a lexicon category is in `allowed` or ignored
+    /// (the walk's key then carries the schema and the lexicon state).
+    pub fn ident_position(&self, allowed: &[u64]) -> bool {
+        (0..self.width).any(|i| (allowed[i] | self.ignored[i]) & self.lexicon.categories[i] != 0)
+    }
+
+    /// The candidates of the last accepted lexeme of `scan` that can ever be
+    /// picked (within [`GrammarTables::emittable`]): the `p` of grid-core's
+    /// normal form (`Lexer.config`).
+    pub fn emittable_candidates(&self, scan: &Scan) -> Vec<u64> {
+        let mut p = self.candidates(scan);
+        for (w, e) in p.iter_mut().zip(&self.emittable) {
+            *w &= e;
+        }
+        p
+    }
+
+    /// The candidates of the last accepted lexeme of `scan` as a terminal set
+    /// (grid-core's `la_cands`; empty while `la_len == 0`).
+    pub fn candidates(&self, scan: &Scan) -> Vec<u64> {
+        if scan.la_len == 0 {
+            return vec![0; self.width];
+        }
+        let accept = self.dfa.accept.row(scan.la_q as usize);
+        let cats = &self.lexicon.categories;
+        let words =
+            (scan.la_ln != NO_NODE).then(|| self.lexicon.word_cats.row(scan.la_ln as usize));
+        (0..self.width)
+            .map(|i| (accept[i] & !cats[i]) | (accept[i] & cats[i] & words.map_or(0, |w| w[i])))
+            .collect()
+    }
+
     /// The pick among the candidates of the last accepted lexeme of `scan`
     /// under `ok` (allowed or ignored), or `None` (`Scanner.pick`).
     /// Precondition: `scan.la_len > 0`.

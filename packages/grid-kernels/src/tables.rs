@@ -166,6 +166,9 @@ pub struct GrammarTables {
     pub(crate) ignored: Vec<u64>,
     /// Per DFA state: it accepts a lexicon category.
     pub(crate) accepts_category: Vec<bool>,
+    /// Terminals some LALR state can take, and the ignored ones: the only
+    /// picks there are (`Lexer.emittable`).
+    pub(crate) emittable: Vec<u64>,
 }
 
 fn check_set(
@@ -234,8 +237,15 @@ impl GrammarTables {
         let accepts_category = (0..dfa.accept.len())
             .map(|q| bits::intersects(dfa.accept.row(q), &lexicon.categories))
             .collect();
+        let mut emittable = raw.ignored.clone();
+        for &c in &lalr.row_terms {
+            if (c as usize) < t {
+                bits::set(&mut emittable, c as usize);
+            }
+        }
         Ok(Self {
             accepts_category,
+            emittable,
             width,
             n_terminals: t,
             dfa,

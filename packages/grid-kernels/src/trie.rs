@@ -6,7 +6,9 @@
 //! rejected subtree is skipped whole by jumping `size` nodes ahead. Node
 //! records are packed ([`TrieNode`]); the alias classes (every id spelled at a
 //! node, ascending) and the vocabulary's EOS ids ride along, since a bitmask
-//! fill needs them. One [`Trie`] per tokenizer, shared (`Arc`) by every
+//! fill needs them; so do the spellings (`token_bytes(id)`, read off the trie
+//! paths), since a session's accept needs them. A special id is exactly an id
+//! the trie does not spell. One [`Trie`] per tokenizer, shared (`Arc`) by every
 //! grammar and projection; validated once, so walks never index out of bounds.
 
 use crate::error::{bad_table, Result};
@@ -46,6 +48,10 @@ pub struct Trie {
     pub(crate) n_vocab: usize,
     pub(crate) eos_ids: Vec<u32>,
     pub(crate) max_depth: usize,
+    /// `spellings[spell_at[i]..spell_at[i + 1]]` is `token_bytes(i)` (empty
+    /// for a special id).
+    spell_at: Vec<u32>,
+    spellings: Vec<u8>,
 }
 
 impl Trie {
@@ -144,6 +150,11 @@ impl Trie {
             open.push((end, -1));
             max_depth = max_depth.max(open.len() - 1);
         }
+        if raw.token[0] != -1 {
+            return Err(bad_table(T, "the root spells a token (the empty spelling)"));
+        }
+        let (spell_at, spellings) =
+            spell(&raw.edge, &size, &alias_offset, &alias_ids, raw.n_vocab)?;
         let nodes = (0..n)
             .map(|i| TrieNode {
                 size: size[i],
@@ -158,6 +169,8 @@ impl Trie {
             n_vocab: raw.n_vocab,
             eos_ids,
             max_depth,
+            spell_at,
+            spellings,
         })
     }
 
@@ -195,9 +208,21 @@ impl Trie {
         &self.alias_ids[self.alias_offset[node] as usize..self.alias_offset[node + 1] as usize]
     }
 
+    /// `token_bytes(id)`: the path to the node spelling `id`; empty for a
+    /// special id. Precondition: `id < n_vocab`.
+    #[inline]
+    pub fn spelling(&self, id: usize) -> &[u8] {
+        &self.spellings[self.spell_at[id] as usize..self.spell_at[id + 1] as usize]
+    }
+
     /// Assert the invariants [`Trie::new`] establishes (for tests).
     pub fn check_invariants(&self) {
         let n = self.n_nodes();
+        assert_eq!(self.spell_at.len(), self.n_vocab + 1);
+        let spelled = (0..self.n_vocab)
+            .filter(|&i| !self.spelling(i).is_empty())
+            .count();
+        assert_eq!(spelled, self.alias_ids.len(), "one spelling per trie id");
         let size = |i: usize| self.nodes[i].size as usize;
         assert_eq!(size(0), n);
         assert_eq!(self.alias_offset.len(), n + 1);
@@ -215,4 +240,48 @@ impl Trie {
             assert_eq!(c, i + size(i), "subtree of {i} does not tile");
         }
     }
+}
+
+/// Every id's spelling, read off the trie paths in preorder: `(spell_at,
+/// spellings)` as in [`Trie`]. Each id is spelled at most once.
+fn spell(
+    edge: &[u8],
+    size: &[u32],
+    alias_offset: &[u32],
+    alias_ids: &[u32],
+    n_vocab: usize,
+) -> Result<(Vec<u32>, Vec<u8>)> {
+    let mut at: Vec<Option<(u32, u32)>> = vec![None; n_vocab];
+    let mut paths: Vec<u8> = Vec::new();
+    let mut path: Vec<u8> = Vec::new();
+    let mut open: Vec<usize> = vec![size[0] as usize]; // subtree ends, root first
+    for i in 1..edge.len() {
+        while open.last().is_some_and(|&end| end <= i) {
+            open.pop();
+        }
+        path.truncate(open.len() - 1);
+        path.push(edge[i]);
+        open.push(i + size[i] as usize);
+        let ids = &alias_ids[alias_offset[i] as usize..alias_offset[i + 1] as usize];
+        if ids.is_empty() {
+            continue;
+        }
+        let span = (paths.len() as u32, (paths.len() + path.len()) as u32);
+        paths.extend_from_slice(&path);
+        for &id in ids {
+            if at[id as usize].replace(span).is_some() {
+                return Err(bad_table("trie", format!("token {id} is spelled twice")));
+            }
+        }
+    }
+    let mut spell_at = Vec::with_capacity(n_vocab + 1);
+    let mut spellings = Vec::with_capacity(paths.len());
+    spell_at.push(0);
+    for span in at {
+        if let Some((lo, hi)) = span {
+            spellings.extend_from_slice(&paths[lo as usize..hi as usize]);
+        }
+        spell_at.push(spellings.len() as u32);
+    }
+    Ok((spell_at, spellings))
 }

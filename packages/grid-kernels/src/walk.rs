@@ -26,6 +26,15 @@
 //! a suffix of that buffer ending at its children's position (`rstart..pos`),
 //! so lengths and tails are offsets and nothing is copied while walking; only
 //! CD tails are copied out.
+//!
+//! Parallel walks ([`walk_par`]): the children of the walk's node are cut into
+//! runs of consecutive subtrees of about equal size, each run is walked by its
+//! own walker (own frames, own allowed-set memos) on rayon's current pool, and
+//! the outputs are concatenated in run order. A child's subtree is walked from
+//! the same starting frame whoever walks it, so the result is the
+//! single-threaded one, node for node and in the same order.
+
+use rayon::prelude::*;
 
 use crate::scanner::{Allowed, Rescan, Scan};
 use crate::tables::GrammarTables;
@@ -53,6 +62,18 @@ pub struct WalkOutput {
 impl WalkOutput {
     pub fn tail(&self, e: &CdEntry) -> &[u8] {
         &self.tails[e.tail_start as usize..e.tail_end as usize]
+    }
+
+    /// Append `other` (a walk of later subtrees) after this one.
+    fn extend(&mut self, other: WalkOutput) {
+        let shift = self.tails.len() as u32;
+        self.ci.extend_from_slice(&other.ci);
+        self.cd.extend(other.cd.iter().map(|e| CdEntry {
+            tail_start: e.tail_start + shift,
+            tail_end: e.tail_end + shift,
+            ..*e
+        }));
+        self.tails.extend_from_slice(&other.tails);
     }
 
     fn push_cd(&mut self, node: usize, terminal: u32, tail: &[u8]) {
@@ -106,36 +127,96 @@ pub fn walk_with(
     include_self: bool,
 ) -> WalkOutput {
     let mut out = WalkOutput::default();
+    if let Some(start) = begin(g, trie, node, pending, a, include_self, &mut out) {
+        let end = node + trie.node(node).size as usize;
+        Walker::new(g, trie, a, pending, &mut out).run(node + 1, end, start);
+    }
+    out
+}
+
+/// [`walk_from`] with the node's children shared out over rayon's current
+/// pool (see the module header); the same output, node for node. A pool of
+/// one thread walks on the calling thread.
+pub fn walk_par(
+    g: &GrammarTables,
+    trie: &Trie,
+    node: usize,
+    pending: &[u8],
+    allowed: &[u64],
+    include_self: bool,
+) -> WalkOutput {
+    let mut a = g.allowed_sets(allowed);
+    let threads = rayon::current_num_threads();
+    if threads <= 1 {
+        return walk_with(g, trie, node, pending, &mut a, include_self);
+    }
+    let mut out = WalkOutput::default();
+    let Some(start) = begin(g, trie, node, pending, &mut a, include_self, &mut out) else {
+        return out;
+    };
+    let runs = child_runs(trie, node, 8 * threads);
+    let parts: Vec<WalkOutput> = runs
+        .par_iter()
+        .map(|&(lo, hi)| {
+            let mut a = a.clone();
+            let mut part = WalkOutput::default();
+            Walker::new(g, trie, &mut a, pending, &mut part).run(lo, hi, start);
+            part
+        })
+        .collect();
+    for part in parts {
+        out.extend(part);
+    }
+    out
+}
+
+/// The children of `node` cut into at most about `n` runs `[lo, hi)` of
+/// consecutive subtrees of about equal size, in order.
+fn child_runs(trie: &Trie, node: usize, n: usize) -> Vec<(usize, usize)> {
+    let end = node + trie.node(node).size as usize;
+    let target = (end - node - 1).div_ceil(n.max(1)).max(1);
+    let mut runs = Vec::new();
+    let (mut lo, mut c) = (node + 1, node + 1);
+    while c < end {
+        c += trie.node(c).size as usize;
+        if c - lo >= target || c >= end {
+            runs.push((lo, c));
+            lo = c;
+        }
+    }
+    runs
+}
+
+/// The start of every walk: scan the pending remainder (it may emit at once:
+/// a CD entry, or death), judge the node itself when asked, and return the
+/// scan state and remainder start its children are walked from, or `None`
+/// when they are not walked.
+fn begin(
+    g: &GrammarTables,
+    trie: &Trie,
+    node: usize,
+    pending: &[u8],
+    a: &mut Allowed,
+    include_self: bool,
+    out: &mut WalkOutput,
+) -> Option<(Scan, usize)> {
     let (scan0, start0) = match g.rescan(pending, a) {
-        Rescan::Dead => return out,
+        Rescan::Dead => return None,
         Rescan::Emit { terminal, tail } => {
             out.push_cd(node, terminal, &pending[tail..]);
-            return out;
+            return None;
         }
         Rescan::Stay { scan, start } => (scan, start),
     };
     let has_pref0 = start0 < pending.len();
     let live0 = has_pref0 && g.live_in(scan0.q, scan0.ln, a);
     if has_pref0 && !live0 && !viable_emission(g, &scan0, a) {
-        return out;
+        return None;
     }
     if include_self && trie.node(node).token >= 0 && (!has_pref0 || live0) {
         out.ci.push(node as u32);
     }
-    let mut buf = Vec::with_capacity(pending.len() + trie.max_depth() + 1);
-    buf.extend_from_slice(pending);
-    buf.resize(pending.len() + trie.max_depth() + 1, 0);
-    Walker {
-        g,
-        trie,
-        a,
-        plen: pending.len(),
-        buf,
-        frames: Vec::with_capacity(trie.max_depth() + 1),
-        out: &mut out,
-    }
-    .run(node, scan0, start0);
-    out
+    Some((scan0, start0))
 }
 
 /// The last accepted lexeme exists and has a viable pick.
@@ -156,13 +237,36 @@ struct Walker<'w> {
     out: &'w mut WalkOutput,
 }
 
-impl Walker<'_> {
-    fn run(&mut self, node: usize, scan0: Scan, start0: usize) {
+impl<'w> Walker<'w> {
+    fn new(
+        g: &'w GrammarTables,
+        trie: &'w Trie,
+        a: &'w mut Allowed,
+        pending: &[u8],
+        out: &'w mut WalkOutput,
+    ) -> Self {
+        let mut buf = Vec::with_capacity(pending.len() + trie.max_depth() + 1);
+        buf.extend_from_slice(pending);
+        buf.resize(pending.len() + trie.max_depth() + 1, 0);
+        Walker {
+            g,
+            trie,
+            a,
+            plen: pending.len(),
+            buf,
+            frames: Vec::with_capacity(trie.max_depth() + 1),
+            out,
+        }
+    }
+
+    /// Walk the sibling subtrees `first..end` (children of the walk's node)
+    /// from the scan state and remainder start `start` of that node.
+    fn run(&mut self, first: usize, end: usize, (scan0, start0): (Scan, usize)) {
         let (g, nodes) = (self.g, &self.trie.nodes);
         let plen = self.plen as u32;
         self.frames.push(Frame {
-            end: (node + nodes[node].size as usize) as u32,
-            cursor: node as u32 + 1,
+            end: end as u32,
+            cursor: first as u32,
             scan: scan0,
             rstart: start0 as u32,
             pos: plen,

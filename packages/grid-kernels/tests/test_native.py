@@ -61,8 +61,15 @@ def toy_engine(trie: TrieTables | None = None, **change: Any) -> EngineTables:
 
 
 def test_module_reports_abi_and_exports() -> None:
-    assert grid_kernels.ABI_VERSION == 1
-    assert set(grid_kernels.__all__) >= {"EngineTables", "TrieTables", "engine_tables"}
+    assert grid_kernels.ABI_VERSION == 2
+    assert set(grid_kernels.__all__) >= {
+        "EngineTables",
+        "Entry",
+        "Session",
+        "SessionError",
+        "TrieTables",
+        "engine_tables",
+    }
 
 
 def test_tables_describe_themselves() -> None:

@@ -23,7 +23,8 @@ use grid_kernels::parser::StackArena;
 use grid_kernels::scanner::START;
 use grid_kernels::walk::walk_from;
 use grid_kernels::{
-    CdEntry, EngineTables, GrammarTables, KernelError, RawGrammar, RawTrie, Trie, WalkOutput,
+    CdEntry, Engine, EngineTables, Filled, GrammarTables, KernelError, RawGrammar, RawTrie,
+    Session, Threads, Trie, WalkOutput,
 };
 
 const A: u64 = 1;
@@ -303,7 +304,7 @@ fn tables_are_shared_across_threads() {
         .map(|_| {
             let e = Arc::clone(&e);
             std::thread::spawn(move || {
-                let mut arena: StackArena<'_> = e.arena();
+                let mut arena: StackArena = e.arena();
                 let c = e.config(&mut arena, &[0], b"").unwrap();
                 e.compute_mask(&mut arena, &c).unwrap()
             })
@@ -370,4 +371,194 @@ fn more_than_64_terminals_walk_the_same() {
     assert_eq!((m.ci_nodes, m.cd_nodes), (vec![1, 2, 3], vec![5, 6]));
     let config = e.config(&mut arena, &[0, 1, 2], b" ").unwrap();
     assert!(e.compute_mask(&mut arena, &config).unwrap().eos);
+}
+
+// ------------------------------------------------------------------ sessions
+
+fn serving() -> Arc<Engine> {
+    Arc::new(Engine::new(engine(), Threads::Global, "toy"))
+}
+
+/// The reference: `compute_mask` of the session's configuration on a fresh
+/// arena, filled (what `GridGuide.mask` packs).
+fn reference_fill(e: &EngineTables, states: &[u32], remainder: &[u8]) -> Vec<u32> {
+    let mut arena = e.arena();
+    let states: Vec<i64> = states.iter().map(|&s| i64::from(s)).collect();
+    let config = e.config(&mut arena, &states, remainder).unwrap();
+    let m = e.compute_mask(&mut arena, &config).unwrap();
+    let mut words = vec![0u32; 1];
+    e.fill_mask(&m, &mut words).unwrap();
+    words
+}
+
+#[test]
+fn session_fills_match_compute_mask_on_every_short_replay() {
+    // Every sequence of up to four admitted tokens, breadth first: at each
+    // step the session's fill equals the uncached reference, and a token is
+    // accepted iff it is in that mask.
+    let engine = serving();
+    let mut frontier = vec![Session::new(Arc::clone(&engine), 0).unwrap()];
+    let mut checked = 0;
+    for _ in 0..4 {
+        let mut next = Vec::new();
+        for s in &mut frontier {
+            let mut row = vec![u32::MAX; 1];
+            assert_ne!(s.fill(&mut row, true).unwrap(), Filled::Cold);
+            let (states, remainder) = s.config();
+            assert_eq!(row, reference_fill(&engine.tables, &states, &remainder));
+            checked += 1;
+            for t in 0..8i64 {
+                let mut f = s.fork();
+                let admitted = row[0] >> t & 1 == 1;
+                assert_eq!(
+                    f.accept_token(t).is_ok(),
+                    admitted,
+                    "token {t} at {states:?}"
+                );
+                f.check_invariants();
+                if !admitted {
+                    assert_eq!(f.config(), s.config(), "a refused token changes nothing");
+                } else if !f.is_terminated() {
+                    next.push(f);
+                }
+            }
+        }
+        frontier = next;
+    }
+    assert!(checked > 20, "{checked}");
+}
+
+#[test]
+fn spellings_come_off_the_trie() {
+    let t = Trie::new(raw_trie()).unwrap();
+    let spelled: Vec<&[u8]> = (0..8).map(|i| t.spelling(i)).collect();
+    assert_eq!(
+        spelled,
+        vec![&b"a"[..], b"b", b" ", b"ab", b"a b", b"  ", b"ba", b""]
+    );
+    let mut twice = raw_trie();
+    twice.alias_offset = vec![0, 0, 1, 2, 3, 3, 4, 5, 6, 8];
+    twice.alias_ids = vec![2, 5, 0, 4, 3, 1, 6, 4];
+    assert!(matches!(
+        Trie::new(twice),
+        Err(KernelError::InvalidTables { table: "trie", .. })
+    ));
+}
+
+#[test]
+fn session_replay_eos_rollback_and_fork() {
+    let engine = serving();
+    let mut s = Session::new(Arc::clone(&engine), 0).unwrap();
+    let mut row = vec![0u32; 1];
+    s.fill(&mut row, true).unwrap();
+    assert_eq!(row, vec![0b0011_1101]);
+    assert!(!s.eos_allowed().unwrap());
+    s.accept_token(3).unwrap(); // "ab": A shifted, "b" pending
+    assert_eq!(s.config(), (vec![0, 1], b"b".to_vec()));
+    assert!(s.eos_allowed().unwrap());
+    let mut other = s.fork();
+    s.fill(&mut row, true).unwrap();
+    assert_eq!(row[0] >> 7 & 1, 1, "EOS admitted after \"ab\"");
+    s.accept_token(7).unwrap();
+    assert!(s.is_terminated() && !s.eos_allowed().unwrap());
+    assert_eq!(s.steps(), 2);
+    s.rollback(2).unwrap();
+    assert_eq!((s.steps(), s.config()), (0, (vec![0], Vec::new())));
+    // The fork did not move.
+    assert_eq!(other.config(), (vec![0, 1], b"b".to_vec()));
+    other.accept_token(2).unwrap(); // " ": B emitted and shifted, " " pending
+    assert_eq!(other.config(), (vec![0, 1, 2], b" ".to_vec()));
+    other.rollback(1).unwrap();
+    assert_eq!(other.config(), (vec![0, 1], b"b".to_vec()));
+    s.check_invariants();
+    other.check_invariants();
+}
+
+#[test]
+fn session_contract_errors_change_nothing() {
+    let engine = serving();
+    let mut s = Session::new(engine, 0).unwrap();
+    let guide = |r: Result<(), KernelError>| match r {
+        Err(KernelError::Guide {
+            step,
+            token,
+            reason,
+        }) => (step, token, reason),
+        other => panic!("expected a guide error, got {other:?}"),
+    };
+    assert_eq!(
+        guide(s.accept_token(8)),
+        (0, Some(8), "outside the vocabulary".into())
+    );
+    assert_eq!(guide(s.accept_token(-1)).2, "outside the vocabulary");
+    assert_eq!(
+        guide(s.accept_token(7)).2,
+        "EOS before the output is a sentence"
+    );
+    assert_eq!(guide(s.accept_token(1)).2, "b'b' is not in the mask");
+    assert_eq!(
+        guide(s.rollback(1)),
+        (0, None, "cannot roll back 1 of 0 tokens".into())
+    );
+    let mut wrong = vec![9u32; 2];
+    assert!(matches!(
+        s.fill(&mut wrong, true),
+        Err(KernelError::BufferSize {
+            expected: 1,
+            got: 2,
+            ..
+        })
+    ));
+    assert_eq!(wrong, vec![9, 9]);
+    s.accept_token(4).unwrap(); // "a b"
+    s.accept_token(7).unwrap();
+    assert_eq!(
+        guide(s.accept_token(0)),
+        (2, Some(0), "the guide has already accepted EOS".into())
+    );
+    let mut row = vec![9u32; 1];
+    assert!(matches!(
+        s.fill(&mut row, true),
+        Err(KernelError::Guide {
+            step: 2,
+            token: None,
+            ..
+        })
+    ));
+    assert_eq!(row, vec![9], "no write on an error");
+}
+
+#[test]
+fn warm_fills_need_no_walk() {
+    let engine = serving();
+    let mut s = Session::new(Arc::clone(&engine), 0).unwrap();
+    let mut row = vec![0u32; 1];
+    assert_eq!(s.fill(&mut row, false).unwrap(), Filled::Cold);
+    assert_eq!(row, vec![0], "a cold miss writes nothing");
+    assert_eq!(s.fill(&mut row, true).unwrap(), Filled::Walked);
+    let cached = engine.cache.len();
+    assert!(cached >= 2, "the root walk and the CD sub-walks are cached");
+    let mut again = Session::new(Arc::clone(&engine), 0).unwrap();
+    let mut row2 = vec![0u32; 1];
+    assert_eq!(again.fill(&mut row2, false).unwrap(), Filled::Row);
+    assert_eq!((row2, engine.cache.len()), (row.clone(), cached));
+    // Another namespace is another key.
+    let mut other = Session::new(Arc::clone(&engine), 1).unwrap();
+    assert_eq!(other.fill(&mut row, false).unwrap(), Filled::Cold);
+}
+
+#[test]
+fn parallel_walks_equal_one_thread() {
+    let e = engine();
+    let engine = Engine::new(e.clone(), Threads::Pool(3), "toy");
+    for (pending, allowed) in [(&b""[..], A), (b"", B), (b"a", A), (b" ", A | B)] {
+        let one = walk_from(&e.grammar, &e.trie, 0, pending, &[allowed], false);
+        for threads in [Threads::Pool(1), Threads::Pool(2), Threads::Pool(4)] {
+            assert_eq!(
+                engine.cold_walk(0, pending, &[allowed], Some(&threads)),
+                one
+            );
+        }
+        assert_eq!(engine.cold_walk(0, pending, &[allowed], None), one);
+    }
 }

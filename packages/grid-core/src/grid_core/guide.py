@@ -159,8 +159,11 @@ class Engine:
         if entry is None:
             if isinstance(pending, Config):
                 pending = pending.remainder
-            nodes, cd = self._walk_from(root, pending, allowed)
-            entry = make_entry(key, self.ids(nodes), cd, self.vocab.n_vocab)
+            if self.kernel is not None:  # the whole miss in Rust, the GIL released
+                entry = kernels.cold_entry(self, key, root, pending, allowed)
+            else:
+                nodes, cd = self._walk_from(root, pending, allowed)
+                entry = make_entry(key, self.ids(nodes), cd, self.vocab.n_vocab)
             if self.shared is not None:
                 entry = self.shared.table.publish(key, entry)
             entry = self.t1.publish(key, entry)

@@ -10,6 +10,11 @@ package imports nothing of ours: it sits below grid-core in the layering):
 - :func:`engine_tables` takes an ``Engine`` (grammar, LALR tables, union DFA,
   lexicon, scanner) and, optionally, the trie tables to share.
 
+An :class:`EngineTables` also serves requests: ``EngineTables.session()`` is a
+:class:`Session`, one request's guide with the whole step in Rust
+(``accept_token`` and ``fill_next_token_bitmask``, one call each), sharing the
+engine's tables, walk cache and stacks with every other session.
+
 grid-core decides whether to use the kernels (``GRID_KERNELS=0`` forces its
 pure-Python path) and checks :data:`ABI_VERSION` first.
 """
@@ -18,9 +23,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from grid_kernels._native import ABI_VERSION, EngineTables, TrieTables
+from grid_kernels._native import (
+    ABI_VERSION,
+    EngineTables,
+    Entry,
+    Session,
+    SessionError,
+    TrieTables,
+)
 
-__all__ = ["ABI_VERSION", "EngineTables", "TrieTables", "engine_tables", "trie_tables"]
+__all__ = [
+    "ABI_VERSION",
+    "EngineTables",
+    "Entry",
+    "Session",
+    "SessionError",
+    "TrieTables",
+    "engine_tables",
+    "trie_tables",
+]
 
 
 def trie_tables(trie: Any, vocab: Any) -> TrieTables:
@@ -36,11 +57,15 @@ def trie_tables(trie: Any, vocab: Any) -> TrieTables:
     )
 
 
-def engine_tables(engine: Any, trie: TrieTables | None = None) -> EngineTables:
+def engine_tables(
+    engine: Any, trie: TrieTables | None = None, threads: int | None = None
+) -> EngineTables:
     """The kernels' tables of a ``grid_core.guide.Engine``.
 
     Pass ``trie`` to share one :class:`TrieTables` between engines over the same
     vocabulary (the trie is the large part); otherwise it is built here.
+    ``threads``: the pool cold root walks are spread over (None: rayon's global
+    pool, one thread per CPU unless ``RAYON_NUM_THREADS`` says otherwise).
     """
     if trie is None:
         trie = trie_tables(engine.trie, engine.vocab)
@@ -62,4 +87,6 @@ def engine_tables(engine: Any, trie: TrieTables | None = None) -> EngineTables:
         lexicon_categories=lexicon.categories,
         pick_order=engine.grammar.pick_order,
         ignored=engine.scanner.ignored,
+        schema=engine.lexicon.fingerprint,
+        threads=threads,
     )

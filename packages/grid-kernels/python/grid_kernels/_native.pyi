@@ -5,15 +5,16 @@ a *remainder* is the bytes of the lexeme in progress; an *allowed set* is an
 int bitset over terminals with bit T for ``$END``; a *CD entry* is ``(trie
 node, emitted terminal, requeued tail bytes)``. Every caller mistake raises
 ``ValueError`` (bad values, sizes, ids, stacks) or ``TypeError`` (wrong kinds
-of object, read-only or wrongly typed buffers) before anything is written.
+of object, read-only or wrongly typed buffers) before anything is written; a
+:class:`Session` driven against its contract raises :class:`SessionError`.
 """
 
 from collections.abc import Mapping, Sequence
-from typing import final
+from typing import Literal, final
 
 from typing_extensions import Buffer
 
-__all__ = ["ABI_VERSION", "EngineTables", "TrieTables"]
+__all__ = ["ABI_VERSION", "EngineTables", "Entry", "Session", "SessionError", "TrieTables"]
 
 ABI_VERSION: int
 """Version of the table and buffer layout shared with grid_core."""
@@ -46,6 +47,9 @@ class TrieTables:
         """Bytes of the longest spelling."""
     @property
     def eos_ids(self) -> list[int]: ...
+    def token_bytes(self, id: int) -> bytes:
+        """``Vocabulary.token_bytes[id]``, read off the trie paths (``b""`` for a
+        special id: exactly the ids the trie does not spell)."""
 
 @final
 class EngineTables:
@@ -72,7 +76,13 @@ class EngineTables:
         lexicon_categories: int,
         pick_order: Sequence[int],
         ignored: int,
-    ) -> EngineTables: ...
+        schema: str | None = None,
+        threads: int | None = None,
+    ) -> EngineTables:
+        """``schema``: the lexicon's fingerprint (identifier keys carry it; None:
+        the empty string).
+        ``threads``: the pool cold root walks are spread over (None: rayon's
+        global pool)."""
     @property
     def trie(self) -> TrieTables: ...
     @property
@@ -81,11 +91,21 @@ class EngineTables:
     def n_vocab(self) -> int: ...
     @property
     def n_words(self) -> int: ...
+    @property
+    def cached_walks(self) -> int:
+        """Walks in the engine's cache (shared by its sessions)."""
     def walk(
-        self, node: int, pending: bytes, allowed: int, include_self: bool = False
+        self,
+        node: int,
+        pending: bytes,
+        allowed: int,
+        include_self: bool = False,
+        threads: int | None = 1,
     ) -> tuple[list[int], list[tuple[int, int, bytes]]]:
         """``grid_core.walk.walk_from``: CI trie nodes and CD entries of the
-        subtree at ``node`` whose path ends ``pending``, under ``allowed``."""
+        subtree at ``node`` whose path ends ``pending``, under ``allowed``.
+        The node's children are shared out over ``threads`` threads (None: the
+        engine's pool); the result is the same node for node."""
     def allowed(self, states: Sequence[int]) -> int:
         """``Parser.allowed``: the terminals the stack can take after reductions."""
     def shift(self, states: Sequence[int], terminal: int) -> list[int]:
@@ -114,3 +134,94 @@ class EngineTables:
     def fill_next_token_bitmask(self, states: Sequence[int], remainder: bytes, out: Buffer) -> int:
         """:meth:`compute_mask` then :meth:`fill_bitmask`, without returning to
         Python in between. Returns the number of ids set (0: empty mask)."""
+    def register(
+        self,
+        namespace: int,
+        root: int,
+        pending: bytes,
+        allowed: int,
+        raw_key: bool = False,
+        threads: int | None = None,
+    ) -> Entry:
+        """The cold miss of ``Engine.walk`` in one call, with the GIL released:
+        the key (``Engine.key``: the normal form of a root walk's remainder,
+        or its raw bytes with ``raw_key``; a sub-walk's raw tail), the walk (a
+        root walk over ``threads`` threads,
+        None: the engine's pool), the CD classes, the payload, the entry id
+        (``make_entry``'s, byte for byte) and publication in this engine's
+        cache, where sessions find it. An entry already cached is returned."""
+    def session(self, namespace: int = 0) -> Session:
+        """A new :class:`Session` at the initial configuration; its walks are
+        cached in this engine under ``namespace`` (grid-core's cache namespace)."""
+
+@final
+class Entry:
+    """A cached walk: the fields of ``grid_core.cache.Entry``, read out on demand."""
+
+    @property
+    def kind(self) -> Literal["ident", "generic"]: ...
+    @property
+    def entry_id(self) -> str:
+        """BLAKE2b-128 of key, encoding tag, payload and CD entries (32 hex digits)."""
+    @property
+    def encoding(self) -> bytes:
+        """``b"D"`` (dense bitmask) or ``b"S"`` (sparse ids)."""
+    @property
+    def payload(self) -> bytes: ...
+    @property
+    def cd(self) -> tuple[tuple[int, int, bytes], ...]:
+        """The CD entries ``(trie node, terminal, tail)`` in walk order."""
+    @property
+    def classes(self) -> list[tuple[int, int]]:
+        """The CD verdict classes ``(terminal, entries)``, in order of first appearance."""
+
+class SessionError(ValueError):
+    """A session driven against its contract: a token outside the vocabulary
+    or the mask, a special token, EOS before a sentence, anything after EOS, a
+    rollback past the start (``kind == "guide"``), or an empty mask at a
+    viable prefix (``kind == "mask"``, a bug). Nothing was changed or written."""
+
+    step: int
+    token: int | None
+    reason: str
+    kind: Literal["guide", "mask"]
+
+@final
+class Session:
+    """One request's guide (``grid_core.guide.GridGuide`` with audit off), each
+    step one call into Rust. It shares its engine's tables, walk cache and
+    interned stacks; it owns its history (the accepted bytes and one small
+    record per step)."""
+
+    def accept_token(self, token: int) -> None:
+        """``GridGuide.advance``: lexer advance and shift/reduce. A refused
+        token raises :class:`SessionError` and changes nothing."""
+    def fill_next_token_bitmask(self, bitmask: Buffer, row: int = 0) -> None:
+        """Write the mask into row ``row`` of ``bitmask``: bit ``i % 32`` of
+        word ``i // 32`` is token ``i`` (``GridGuide.mask``), the whole row
+        overwritten, nothing else touched. ``bitmask`` is a writable,
+        C-contiguous, 4-byte-aligned int32 buffer (numpy ``int32``,
+        ``array('i')``) shaped ``(n_words,)`` or ``(batch, n_words)``. A warm
+        fill holds the GIL (microseconds); one that must walk releases it."""
+    def rollback(self, n: int = 1) -> None:
+        """Undo the last ``n`` accepted tokens."""
+    def fork(self) -> Session:
+        """An independent session at the same point."""
+    def is_terminated(self) -> bool:
+        """EOS has been accepted."""
+    def eos_allowed(self) -> bool:
+        """EOS is legal now: not terminated, and the output is a sentence."""
+    @property
+    def steps(self) -> int:
+        """Tokens accepted so far (EOS included)."""
+    @property
+    def n_words(self) -> int:
+        """Words of one bitmask row: ``ceil(n_vocab / 32)``."""
+    @property
+    def last_fill(self) -> Literal["row", "classes", "walked"] | None:
+        """How the last fill was served: ``"row"`` (its walk cached and its
+        stack seen before: one copy), ``"classes"`` (walks cached, the CD
+        verdicts evaluated against the stack), ``"walked"`` (some walk was
+        cold), None before any fill."""
+    def config(self) -> tuple[list[int], bytes]:
+        """The current configuration: (LALR states bottom first, remainder)."""

@@ -1,0 +1,219 @@
+"""The cold miss in Rust: entry ids byte-identical to grid-core's, parallel
+walks bit-identical to one thread, and the GIL released while walking.
+
+``EngineTables.register`` does a whole cache miss of ``Engine.walk`` in one
+call: the key (``Engine.key``: the normal form of a root walk's remainder, a
+sub-walk's raw tail; identifier or generic), the walk (a root walk spread over
+a rayon pool), the CD classes, the payload encoding and the entry id. Its
+handle must equal ``cache.make_entry`` of the pure-Python walk field for field
+(kind, encoding, payload bytes, CD entries, entry id), for root walks and CD
+sub-walks, identifier and generic positions, namespaces 0 and 3.
+
+Configurations come from ``test_kernels_parity`` (scripted prefixes and seeded
+replays); the default suite samples them, ``-m slow`` takes all.
+"""
+
+from __future__ import annotations
+
+import array
+import dataclasses
+import random
+import sys
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("grid_kernels._native")
+
+from test_kernels_parity import Pair, configurations, pair, trie_tables
+
+import grid_kernels
+from grid_core import kernels as kernels_module
+from grid_core.cache import make_entry
+from grid_core.lexer import Config
+from grid_core.walk import walk_from
+
+SAMPLE = 12
+
+
+def check_entries(p: Pair, config: Config, namespace: int) -> int:
+    """Root walk (keyed by its normal form, and by its raw bytes as
+    ``Engine.walk(0, bytes)`` keys it) and the first CD class's sub-walks:
+    Rust handle == make_entry."""
+    engine, kernels = p.engine, p.kernels
+    allowed = engine.parser.allowed(config.node)
+    walks = [(0, config.remainder, allowed, config.normal), (0, config.remainder, allowed, None)]
+    _, cd = walk_from(engine.scanner, engine.trie, 0, config.remainder, allowed, False)
+    if cd:
+        after = engine.parser.allowed(engine.parser.shift(config.node, cd[0][1]))
+        walks += [(n, tail, after, None) for n, t, tail in cd[:6] if t == cd[0][1]]
+    for root, pending, a, normal in walks:
+        nodes, sub_cd = walk_from(engine.scanner, engine.trie, root, pending, a, root != 0)
+        form = pending if normal is None else normal
+        key = dataclasses.replace(engine.key(root, form, a), namespace=namespace)
+        expected = make_entry(key, engine.ids(nodes), sub_cd, engine.vocab.n_vocab)
+        got = kernels.register(namespace, root, pending, a, raw_key=normal is None)
+        where = f"root {root} pending {pending!r} key {key}"
+        assert (got.kind, got.encoding, got.payload) == (
+            expected.kind,
+            expected.encoding,
+            expected.payload,
+        ), where
+        assert got.cd == expected.cd, where
+        assert got.entry_id == expected.entry_id, where
+        assert [t for t, _ in got.classes] == list(dict.fromkeys(t for _, t, _ in sub_cd))
+        entry = kernels_module.cold_entry(engine, key, root, pending, a)
+        assert (entry.kind, entry.encoding, entry.payload, entry.cd, entry.entry_id) == (
+            expected.kind,
+            expected.encoding,
+            expected.payload,
+            expected.cd,
+            expected.entry_id,
+        ), where
+    return len(walks)
+
+
+CELLS = [
+    pytest.param(g, v, id=f"{g}-{v}") for g in ("crud", "sqlite") for v in ("toy", "cl100k", "qwen")
+]
+
+
+def sample(grammar: str, vocab: str, slow: bool) -> list[Config]:
+    configs = [c for c, _ in configurations(grammar, vocab)]
+    if slow:
+        return configs
+    return random.Random(f"cold/{grammar}/{vocab}").sample(configs, min(SAMPLE, len(configs)))
+
+
+@pytest.mark.parametrize(("grammar", "vocab"), CELLS)
+def test_registered_entries_equal_make_entry(grammar: str, vocab: str) -> None:
+    """Fails if any field of a Rust-registered entry differs from grid-core's
+    ``make_entry`` of the Python walk (a key field, the payload encoding, a CD
+    entry, the hash input order)."""
+    p = pair(grammar, vocab)
+    walks = sum(
+        check_entries(p, config, ns) for config in sample(grammar, vocab, False) for ns in (0, 3)
+    )
+    assert walks >= 2 * SAMPLE
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("grammar", "vocab"), CELLS)
+def test_registered_entries_equal_make_entry_everywhere(grammar: str, vocab: str) -> None:
+    p = pair(grammar, vocab)
+    for config in sample(grammar, vocab, True):
+        check_entries(p, config, 0)
+
+
+def test_both_key_kinds_are_covered() -> None:
+    """After ``from`` the CRUD analyst grammar is at an identifier position
+    (TABLE_NAME is a lexicon category), after ``select`` it is not: both key
+    encodings are checked by ``check_entries``. Fails if either is misjudged."""
+    p = pair("crud", "cl100k")
+    lexer, parser = p.engine.lexer, p.engine.parser
+    for text, kind in [(b"select * from emplo", "ident"), (b"select sa", "generic")]:
+        config = lexer.advance(lexer.initial, text)
+        assert config is not None
+        allowed = parser.allowed(config.node)
+        assert p.kernels.register(0, 0, config.remainder, allowed).kind == kind
+        assert check_entries(p, config, 0) >= 1
+
+
+# ------------------------------------------------------------------ parallel walks
+
+
+@pytest.mark.parametrize("vocab", ["cl100k", "qwen"])
+def test_parallel_walks_equal_one_thread(vocab: str) -> None:
+    """Root walks on 2, 3 and 8 threads equal the one-thread walk, CI nodes and
+    CD entries in order; a registration on 2 threads has the one-thread entry
+    id. Fails if the subtree split loses, duplicates or reorders anything."""
+    p = pair("sqlite", vocab)
+    _, _, shared = trie_tables(vocab)
+    two = grid_kernels.engine_tables(p.engine, shared, threads=2)
+    one = grid_kernels.engine_tables(p.engine, shared, threads=1)
+    for config in sample("sqlite", vocab, False):
+        allowed = p.engine.parser.allowed(config.node)
+        single = p.kernels.walk(0, config.remainder, allowed, threads=1)
+        for threads in (2, 3, 8, None):
+            assert p.kernels.walk(0, config.remainder, allowed, threads=threads) == single
+        a = one.register(0, 0, config.remainder, allowed)
+        b = two.register(0, 0, config.remainder, allowed)
+        assert a.entry_id == b.entry_id, config.remainder
+
+
+# ------------------------------------------------------------------ bad input
+
+
+def test_register_rejects_bad_input() -> None:
+    p = pair("sqlite", "cl100k")
+    allowed = p.engine.parser.allowed(p.engine.parser.root)
+    n_nodes = p.engine.trie.n_nodes
+    with pytest.raises(ValueError, match=f"trie node {n_nodes} is out of range"):
+        p.kernels.register(0, n_nodes, b"", allowed)
+    with pytest.raises(ValueError, match="the automaton dies inside it"):
+        p.kernels.register(0, 0, b"\xff\xfe", allowed)
+    with pytest.raises(ValueError, match="has bit"):
+        p.kernels.register(0, 0, b"", 1 << 4000)
+    with pytest.raises(ValueError, match="threads must be at least 1"):
+        p.kernels.register(0, 0, b"", allowed, threads=0)
+    with pytest.raises(OverflowError):
+        p.kernels.register(-1, 0, b"", allowed)
+
+
+# ------------------------------------------------------------------ the GIL
+
+
+@pytest.mark.parametrize("call", ["register", "session fill"])
+def test_cold_misses_release_the_gil(call: str) -> None:
+    """While a worker thread runs cold misses (each on a fresh table set, so
+    each walks: ``register``, or a session's first fill), the main thread keeps
+    running Python.
+
+    The switch interval is raised so that the interpreter never forces the GIL
+    away from the worker within one call: the main thread can record a time
+    stamp inside a call's window only if the call released the GIL. Fails if
+    the call holds the GIL while walking.
+    """
+    p = pair("sqlite", "qwen")
+    _, _, shared = trie_tables("qwen")
+    config = p.engine.lexer.advance(p.engine.lexer.initial, b"SELECT a")
+    assert config is not None
+    allowed = p.engine.parser.allowed(config.node)
+    fresh = [grid_kernels.engine_tables(p.engine, shared, threads=1) for _ in range(12)]
+    row = array.array("i", bytes(4 * p.engine.n_words))
+    spelling = p.engine.vocab.token_bytes
+    tokens = [spelling.index(b"SELECT"), spelling.index(b" a")]
+    windows: list[tuple[float, float]] = []
+
+    def worker() -> None:
+        for tables in fresh:
+            if call == "register":
+                t0 = time.perf_counter()
+                tables.register(0, 0, config.remainder, allowed)
+            else:
+                session = tables.session()
+                for t in tokens:
+                    session.accept_token(t)
+                t0 = time.perf_counter()
+                session.fill_next_token_bitmask(row)
+                assert session.last_fill == "walked"
+            windows.append((t0, time.perf_counter()))
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(0.5)
+    try:
+        stamps: list[float] = []
+        thread = threading.Thread(target=worker)
+        thread.start()
+        while thread.is_alive():
+            stamps.append(time.perf_counter())
+            time.sleep(0)
+        thread.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert len(windows) == len(fresh)
+    inside = sum(1 for s in stamps if any(t0 < s < t1 for t0, t1 in windows))
+    walked = sum(t1 - t0 for t0, t1 in windows)
+    print(f"{inside} main-thread iterations during {walked * 1e3:.1f} ms of cold {call}s")
+    assert inside > 20, (inside, walked)

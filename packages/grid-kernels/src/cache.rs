@@ -1,0 +1,393 @@
+//! The kernels' mask cache: one entry per walk key, its CI ids pre-packed,
+//! its CD entries grouped into verdict classes.
+//!
+//! Mirrors `grid_core.cache` (DESIGN.md section 6). What is cached is one
+//! **walk** (`walk_from` of a trie node, a pending remainder and an allowed set
+//! A): its CI token ids as a [`Payload`] and its CD entries. The payload is
+//! grid-core's: dense (a bitmask over the vocabulary, bit `i % 32` of word
+//! `i / 32`) when the CI set is large, sparse (the ids ascending) when `4 *
+//! ids <= ceil(n_vocab / 8)`; its bytes and the entry id
+//! (`BLAKE2b-128(canonical(key) || encoding || canonical((payload, cd)))`) are
+//! byte-identical to `make_entry`'s.
+//!
+//! The CD entries of an entry are grouped by emitted terminal, in order of
+//! first appearance: one [`Class`] per terminal, whose verdict against a live
+//! stack depends only on the allowed set A' after shifting the terminal. A
+//! class memoizes its [`Verdict`] per A' (the union of its members' sub-walk
+//! CI ids, and their own CD entries grouped again, one shift deeper), so a
+//! warm step evaluates one shift and one lookup per class. The verdicts are
+//! never cached in grid-core; here they are a memo of a pure function of (entry,
+//! class, A'), computed from the same cached sub-walks grid-core would consult.
+//!
+//! Entries are immutable once published; a racing publisher of the same key
+//! gets the entry that won (both walked the same key, so they are equal).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+use blake2::digest::consts::U16;
+use blake2::{Blake2b, Digest};
+
+use crate::canonical::Canonical;
+use crate::trie::Trie;
+use crate::walk::{CdEntry, WalkOutput};
+
+/// grid-core's payload encoding tags.
+pub const DENSE: u8 = b'D';
+pub const SPARSE: u8 = b'S';
+
+/// CI token ids of one walk, in grid-core's adaptive encoding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Payload {
+    /// [`DENSE`] or [`SPARSE`].
+    pub encoding: u8,
+    /// Dense: `ceil(n_vocab / 32)` bitmask words. Sparse: the ids, ascending.
+    pub data: Box<[u32]>,
+}
+
+impl Payload {
+    /// The payload of the token ids spelled at `nodes` (alias classes
+    /// expanded); the nodes are distinct.
+    pub fn of_nodes(trie: &Trie, nodes: &[u32]) -> Self {
+        let count: usize = nodes.iter().map(|&n| trie.ids_at(n as usize).len()).sum();
+        let n_vocab = trie.n_vocab();
+        if 4 * count <= n_vocab.div_ceil(8) {
+            let mut ids: Vec<u32> = nodes
+                .iter()
+                .flat_map(|&n| trie.ids_at(n as usize))
+                .copied()
+                .collect();
+            ids.sort_unstable();
+            return Self {
+                encoding: SPARSE,
+                data: ids.into(),
+            };
+        }
+        let mut words = vec![0u32; trie.n_words()];
+        for &n in nodes {
+            for &id in trie.ids_at(n as usize) {
+                words[id as usize / 32] |= 1 << (id % 32);
+            }
+        }
+        Self {
+            encoding: DENSE,
+            data: words.into(),
+        }
+    }
+
+    /// The payload of distinct token ids in any order.
+    pub fn of_ids(n_vocab: usize, mut ids: Vec<u32>) -> Self {
+        if 4 * ids.len() <= n_vocab.div_ceil(8) {
+            ids.sort_unstable();
+            return Self {
+                encoding: SPARSE,
+                data: ids.into(),
+            };
+        }
+        let mut words = vec![0u32; n_vocab.div_ceil(32)];
+        for id in ids {
+            words[id as usize / 32] |= 1 << (id % 32);
+        }
+        Self {
+            encoding: DENSE,
+            data: words.into(),
+        }
+    }
+
+    /// Bytes of memory the ids take.
+    pub fn size(&self) -> usize {
+        4 * self.data.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        match self.encoding {
+            DENSE => self.data.iter().all(|&w| w == 0),
+            _ => self.data.is_empty(),
+        }
+    }
+
+    /// The ids, ascending.
+    pub fn ids(&self) -> Vec<u32> {
+        if self.encoding == SPARSE {
+            return self.data.to_vec();
+        }
+        let mut out = Vec::new();
+        for (i, &w) in self.data.iter().enumerate() {
+            let mut x = w;
+            while x != 0 {
+                out.push(i as u32 * 32 + x.trailing_zeros());
+                x &= x - 1;
+            }
+        }
+        out
+    }
+
+    /// Overwrite `row` (`ceil(n_vocab / 32)` words) with these ids.
+    #[inline]
+    pub fn write(&self, row: &mut [u32]) {
+        if self.encoding == DENSE {
+            row.copy_from_slice(&self.data);
+        } else {
+            row.fill(0);
+            self.or_sparse(row);
+        }
+    }
+
+    /// Add these ids to `row`.
+    #[inline]
+    pub fn or_into(&self, row: &mut [u32]) {
+        if self.encoding == DENSE {
+            for (r, w) in row.iter_mut().zip(self.data.iter()) {
+                *r |= w;
+            }
+        } else {
+            self.or_sparse(row);
+        }
+    }
+
+    #[inline]
+    fn or_sparse(&self, row: &mut [u32]) {
+        for &id in self.data.iter() {
+            row[id as usize / 32] |= 1 << (id % 32);
+        }
+    }
+
+    /// grid-core's payload bytes: little-endian int32 ids (sparse) or the
+    /// `ceil(n_vocab / 8)`-byte little-endian bitmask (dense).
+    pub fn to_bytes(&self, n_vocab: usize) -> Vec<u8> {
+        let mut out: Vec<u8> = self.data.iter().flat_map(|w| w.to_le_bytes()).collect();
+        if self.encoding == DENSE {
+            out.truncate(n_vocab.div_ceil(8));
+        }
+        out
+    }
+}
+
+/// A CD entry waiting for its verdict: the subtree at `node`, whose bytes
+/// emitted the class's terminal and requeued `tail`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    pub node: u32,
+    pub tail: Box<[u8]>,
+}
+
+/// The CD entries of one walk that emit one terminal (a verdict class), with
+/// their verdicts memoized per allowed set after the shift.
+#[derive(Debug)]
+pub struct Class {
+    pub terminal: u32,
+    pub members: Vec<Member>,
+    verdicts: Mutex<Vec<Memo>>,
+}
+
+/// A memoized verdict: the allowed set after the shift, and the verdict.
+type Memo = (Box<[u64]>, Arc<Verdict>);
+
+/// A class's verdict under one allowed set A' (after shifting its terminal):
+/// the CI ids of its members' sub-walks, and the CD entries those found,
+/// grouped again (their verdicts need the stack one shift deeper).
+#[derive(Debug)]
+pub struct Verdict {
+    pub ci: Payload,
+    pub deeper: Vec<Class>,
+}
+
+impl Class {
+    /// The memoized verdict under `allowed`, if computed.
+    pub fn verdict(&self, allowed: &[u64]) -> Option<Arc<Verdict>> {
+        let memo = self.verdicts.lock().unwrap_or_else(|e| e.into_inner());
+        memo.iter()
+            .find(|(a, _)| &a[..] == allowed)
+            .map(|(_, v)| Arc::clone(v))
+    }
+
+    /// Memoize `verdict` under `allowed`; a verdict already there wins.
+    pub fn remember(&self, allowed: &[u64], verdict: Verdict) -> Arc<Verdict> {
+        let mut memo = self.verdicts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, v)) = memo.iter().find(|(a, _)| &a[..] == allowed) {
+            return Arc::clone(v);
+        }
+        let v = Arc::new(verdict);
+        memo.push((allowed.into(), Arc::clone(&v)));
+        v
+    }
+}
+
+/// Group CD entries by emitted terminal, classes and members in order of
+/// first appearance (`Engine.compute_mask`'s `by_terminal`).
+pub fn group<'a>(entries: impl IntoIterator<Item = (u32, u32, &'a [u8])>) -> Vec<Class> {
+    let mut classes: Vec<Class> = Vec::new();
+    for (node, terminal, tail) in entries {
+        let member = Member {
+            node,
+            tail: tail.into(),
+        };
+        match classes.iter_mut().find(|c| c.terminal == terminal) {
+            Some(c) => c.members.push(member),
+            None => classes.push(Class {
+                terminal,
+                members: vec![member],
+                verdicts: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+    classes
+}
+
+/// One cached walk: CI payload, CD entries in walk order, their classes.
+#[derive(Debug)]
+pub struct Entry {
+    /// Unique in the process: what memos keyed by an entry use.
+    pub serial: u64,
+    pub ci: Payload,
+    /// The CD entries as the walk found them (tails in `tails`).
+    pub cd: Vec<CdEntry>,
+    pub tails: Vec<u8>,
+    pub classes: Vec<Class>,
+    id: OnceLock<[u8; 16]>,
+}
+
+impl Entry {
+    /// Pack a walk's output: CI payload, CD entries and their classes.
+    pub fn of_walk(trie: &Trie, walk: WalkOutput) -> Self {
+        let ci = Payload::of_nodes(trie, &walk.ci);
+        static SERIAL: AtomicU64 = AtomicU64::new(0);
+        let classes = group(walk.cd.iter().map(|e| (e.node, e.terminal, walk.tail(e))));
+        Self {
+            serial: SERIAL.fetch_add(1, Ordering::Relaxed),
+            ci,
+            cd: walk.cd,
+            tails: walk.tails,
+            classes,
+            id: OnceLock::new(),
+        }
+    }
+
+    pub fn tail(&self, e: &CdEntry) -> &[u8] {
+        &self.tails[e.tail_start as usize..e.tail_end as usize]
+    }
+
+    /// The entry id under the canonical key encoding `key` (grid-core's
+    /// `canonical(_key_fields(key))`), computed once: later calls return the
+    /// first id whatever key they pass (an entry is published under one key).
+    pub fn entry_id(&self, key: &[u8], n_vocab: usize) -> [u8; 16] {
+        *self.id.get_or_init(|| {
+            let mut rest = Canonical::new();
+            rest.list(2)
+                .bytes(&self.ci.to_bytes(n_vocab))
+                .list(self.cd.len());
+            for e in &self.cd {
+                rest.list(3)
+                    .int(i64::from(e.node))
+                    .int(i64::from(e.terminal))
+                    .bytes(self.tail(e));
+            }
+            let mut h = Blake2b::<U16>::new();
+            h.update(key);
+            h.update([self.ci.encoding]);
+            h.update(&rest.bytes);
+            h.finalize().into()
+        })
+    }
+}
+
+/// FxHash (rustc's hasher): the walk keys are short byte strings hashed on
+/// every step, where SipHash's DoS resistance buys nothing.
+#[derive(Default, Clone, Copy)]
+pub struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+            self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
+        }
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+pub type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+/// Walk key bytes -> entry; thread-safe, entries immutable.
+#[derive(Debug, Default)]
+pub struct WalkCache {
+    map: RwLock<FxMap<Box<[u8]>, Arc<Entry>>>,
+}
+
+impl WalkCache {
+    pub fn get(&self, key: &[u8]) -> Option<Arc<Entry>> {
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        map.get(key).cloned()
+    }
+
+    /// Publish `entry` under `key` unless present; returns the entry stored.
+    pub fn publish(&self, key: &[u8], entry: Entry) -> Arc<Entry> {
+        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(map.entry(key.into()).or_insert_with(|| Arc::new(entry)))
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_choose_grid_cores_encoding() {
+        // 100 ids: ceil(100 / 8) = 13 bytes, so up to 3 ids are sparse.
+        let sparse = Payload::of_ids(100, vec![70, 3, 5]);
+        assert_eq!(sparse.encoding, SPARSE);
+        assert_eq!(&*sparse.data, &[3, 5, 70]);
+        assert_eq!(sparse.to_bytes(100), [3, 0, 0, 0, 5, 0, 0, 0, 70, 0, 0, 0]);
+        let dense = Payload::of_ids(100, vec![0, 9, 33, 99]);
+        assert_eq!(dense.encoding, DENSE);
+        assert_eq!(dense.ids(), vec![0, 9, 33, 99]);
+        let bytes = dense.to_bytes(100);
+        assert_eq!(bytes.len(), 13);
+        assert_eq!((bytes[0], bytes[1], bytes[4], bytes[12]), (1, 2, 2, 8));
+        let mut row = vec![u32::MAX; 4];
+        sparse.write(&mut row);
+        assert_eq!(row, [0b101000, 0, 1 << 6, 0]);
+        dense.or_into(&mut row);
+        assert_eq!(row, [0b101000 | 1 | 1 << 9, 2, 1 << 6, 1 << 3]);
+        assert!(Payload::of_ids(100, vec![]).is_empty());
+    }
+
+    #[test]
+    fn classes_keep_first_appearance_order() {
+        let classes = group([(5, 2, &b"x"[..]), (7, 1, &b""[..]), (9, 2, &b"y"[..])]);
+        let shape: Vec<(u32, Vec<u32>)> = classes
+            .iter()
+            .map(|c| (c.terminal, c.members.iter().map(|m| m.node).collect()))
+            .collect();
+        assert_eq!(shape, vec![(2, vec![5, 9]), (1, vec![7])]);
+        let v = classes[0].remember(
+            &[1],
+            Verdict {
+                ci: Payload::of_ids(10, vec![]),
+                deeper: vec![],
+            },
+        );
+        assert!(Arc::ptr_eq(&classes[0].verdict(&[1]).unwrap(), &v));
+        assert!(classes[0].verdict(&[2]).is_none());
+    }
+}

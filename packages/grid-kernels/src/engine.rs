@@ -1,0 +1,439 @@
+//! The serving engine: one grammar's tables with everything its sessions share.
+//!
+//! Mirrors `grid_core.guide.Engine`: shared, immutable tables
+//! ([`EngineTables`], themselves sharing the tokenizer's trie), the mask cache
+//! ([`WalkCache`], grid-core's T1: one walk per key) and the interned stacks
+//! with their memoized allowed sets. Sessions ([`crate::session`]) hold an
+//! `Arc` of it: no table, trie or cache is copied per request.
+//!
+//! Keys. A walk is cached under grid-core's key for it (`grid_core.cache`,
+//! `Engine.key`): `IdentKey(namespace, root, form, A, schema)` at an identifier
+//! position (a lexicon category in A or ignored), else `GenericKey(namespace,
+//! root, form, A)`, where the form of a root walk (trie node 0) is its
+//! remainder's scanner normal form `(q, ln, p, v)` (`Config.normal`; `ln`
+//! dropped from a generic key) and that of a CD sub-walk its raw tail. Within
+//! one engine the schema is fixed and the kind is a function of A, so the
+//! lookup key is an injective byte string of the remaining fields
+//! ([`Engine::walk_key`]); the entry id hashes grid-core's canonical encoding of
+//! the whole key ([`Engine::canonical_key`]).
+//!
+//! Stacks. Sessions of one engine intern their stacks in one shared
+//! [`StackArena`] behind a lock ([`Stacks`]), so an allowed set is computed
+//! once for every request that reaches its stack. Beside it lives the **row
+//! memo**: the packed CI and CD ids of (cached walk, live stack), i.e. the
+//! whole mask less EOS, so a configuration seen before is filled with one
+//! copy. It is a memo of a pure function: on a miss the CD verdicts are
+//! evaluated class by class against the live stack (one shift each, each
+//! class's verdict memoized per allowed set), exactly as grid-core does; it
+//! holds at most [`ROW_MEMO_BYTES`] and is emptied when full. Interned nodes
+//! are never freed one by one; instead the arena is a *generation*: once it
+//! holds more than [`ARENA_CAP`] nodes, sessions created from then on start a
+//! fresh one, and the old one is freed with its last session. Memory stays
+//! bounded by the caps times the number of generations still in use.
+//!
+//! Cold walks: a root walk (trie node 0) is shared out over a rayon pool
+//! ([`crate::walk::walk_par`], bit-identical to one thread); sub-walks of CD
+//! classes are small and run on the calling thread.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rayon::ThreadPool;
+
+use crate::bits;
+use crate::cache::{group, Class, Entry, FxMap, Payload, Verdict, WalkCache};
+use crate::canonical::Canonical;
+use crate::error::{KernelError, Result};
+use crate::mask::EngineTables;
+use crate::parser::{NodeId, StackArena};
+use crate::scanner::Scan;
+use crate::walk::{walk_from, walk_par, WalkOutput};
+
+/// Nodes an arena generation holds before new sessions start a fresh one.
+pub const ARENA_CAP: usize = 1 << 18;
+
+/// Bytes of packed rows a generation's row memo holds before it is emptied.
+pub const ROW_MEMO_BYTES: usize = 128 << 20;
+
+/// One arena generation: the interned stacks and the row memo keyed by them.
+#[derive(Debug)]
+pub struct Stacks {
+    pub arena: StackArena,
+    rows: FxMap<(u64, NodeId), Arc<Payload>>,
+    row_bytes: usize,
+}
+
+impl Stacks {
+    fn new(arena: StackArena) -> Self {
+        Self {
+            arena,
+            rows: FxMap::default(),
+            row_bytes: 0,
+        }
+    }
+
+    /// The memoized row of (`entry`, `node`).
+    pub fn row(&self, entry: &Entry, node: NodeId) -> Option<Arc<Payload>> {
+        self.rows.get(&(entry.serial, node)).cloned()
+    }
+
+    /// Memoize the row of (`entry`, `node`), emptying the memo first if it
+    /// would exceed [`ROW_MEMO_BYTES`].
+    pub fn remember_row(&mut self, entry: &Entry, node: NodeId, row: Arc<Payload>) {
+        if self.row_bytes + row.size() > ROW_MEMO_BYTES {
+            self.rows.clear();
+            self.row_bytes = 0;
+        }
+        self.row_bytes += row.size();
+        if let Some(old) = self.rows.insert((entry.serial, node), row) {
+            self.row_bytes -= old.size();
+        }
+    }
+
+    /// Rows memoized now.
+    pub fn rows(&self) -> usize {
+        self.rows.len()
+    }
+}
+
+/// How a cold walk is spread over threads.
+#[derive(Clone, Debug, Default)]
+pub enum Threads {
+    /// rayon's global pool (`RAYON_NUM_THREADS`, else one thread per CPU).
+    #[default]
+    Global,
+    /// A pool of this many threads (1: the calling thread only).
+    Pool(usize),
+}
+
+/// A rayon pool of `n` threads, built once per `n` and kept.
+fn pool(n: usize) -> Arc<ThreadPool> {
+    static POOLS: Mutex<Vec<(usize, Arc<ThreadPool>)>> = Mutex::new(Vec::new());
+    let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, p)) = pools.iter().find(|(k, _)| *k == n) {
+        return Arc::clone(p);
+    }
+    let p = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .thread_name(move |i| format!("grid-kernels-{n}-{i}"))
+            .build()
+            .expect("a rayon pool of a few threads builds"),
+    );
+    pools.push((n, Arc::clone(&p)));
+    p
+}
+
+/// Lock a mutex whose data stays consistent even if a holder panicked (every
+/// mutation of an arena or memo completes before it is visible).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One grammar's tables, the walk cache and the stack arena its sessions share.
+#[derive(Debug)]
+pub struct Engine {
+    pub tables: EngineTables,
+    pub cache: WalkCache,
+    stacks: Mutex<Arc<Mutex<Stacks>>>,
+    threads: Threads,
+    /// The lexicon's fingerprint (`IdentKey.schema`).
+    schema: String,
+}
+
+impl Engine {
+    /// `schema`: the fingerprint of the lexicon in `tables` (grid-core's
+    /// `Lexicon.fingerprint`), which identifier keys carry.
+    pub fn new(tables: EngineTables, threads: Threads, schema: impl Into<String>) -> Self {
+        let arena = tables.arena();
+        Self {
+            tables,
+            cache: WalkCache::default(),
+            stacks: Mutex::new(Arc::new(Mutex::new(Stacks::new(arena)))),
+            threads,
+            schema: schema.into(),
+        }
+    }
+
+    /// The arena generation a new session interns its stacks in.
+    pub fn stacks(&self) -> Arc<Mutex<Stacks>> {
+        let mut current = lock(&self.stacks);
+        if lock(&current).arena.len() > ARENA_CAP {
+            *current = Arc::new(Mutex::new(Stacks::new(self.tables.arena())));
+        }
+        Arc::clone(&current)
+    }
+
+    /// The key of a walk (see the module header): a root walk's is its
+    /// remainder's normal form unless `raw` (grid-core's `Engine.walk(0,
+    /// bytes)` keys by the raw bytes). `scan` is the scan state of a root
+    /// walk's remainder when the caller knows it.
+    pub fn key_of<'p>(
+        &self,
+        root: u32,
+        pending: &'p [u8],
+        scan: Option<&Scan>,
+        allowed: &[u64],
+        raw: bool,
+    ) -> Result<WalkKey<'p>> {
+        let g = &*self.tables.grammar;
+        let ident = g.ident_position(allowed);
+        if root != 0 || raw {
+            return Ok(WalkKey {
+                root,
+                ident,
+                form: Form::Raw(pending),
+            });
+        }
+        let scan = match scan {
+            Some(s) => *s,
+            None => g
+                .scan(pending)
+                .ok_or_else(|| KernelError::InvalidRemainder {
+                    remainder: pending.to_vec(),
+                })?,
+        };
+        let p = g.emittable_candidates(&scan);
+        let form = if bits::is_empty(&p) {
+            Form::Normal {
+                q: scan.q,
+                ln: scan.ln,
+                p,
+                v: &[],
+            }
+        } else {
+            Form::Normal {
+                q: scan.q,
+                ln: scan.ln,
+                p,
+                v: &pending[scan.la_len as usize..],
+            }
+        };
+        Ok(WalkKey { root, ident, form })
+    }
+
+    /// The lookup bytes of `key` under `namespace` and `allowed`, into `out`:
+    /// `ns u64 | root u32 | A | ('N' q u32 [ln i32 if ident] p v  or  'R' tail)`,
+    /// fixed-width fields first (A and p have the grammar's width; whether ln
+    /// is there is a function of A), so the bytes are injective.
+    pub fn walk_key(&self, out: &mut Vec<u8>, namespace: u64, key: &WalkKey<'_>, allowed: &[u64]) {
+        out.clear();
+        out.extend_from_slice(&namespace.to_le_bytes());
+        out.extend_from_slice(&key.root.to_le_bytes());
+        for w in allowed {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+        match &key.form {
+            Form::Raw(tail) => {
+                out.push(b'R');
+                out.extend_from_slice(tail);
+            }
+            Form::Normal { q, ln, p, v } => {
+                out.push(b'N');
+                out.extend_from_slice(&q.to_le_bytes());
+                if key.ident {
+                    out.extend_from_slice(&ln.to_le_bytes());
+                }
+                for w in p {
+                    out.extend_from_slice(&w.to_le_bytes());
+                }
+                out.extend_from_slice(v);
+            }
+        }
+    }
+
+    /// grid-core's `canonical(_key_fields(key))` of `key` under `namespace`
+    /// and `allowed`: what an entry id hashes first.
+    pub fn canonical_key(&self, namespace: u64, key: &WalkKey<'_>, allowed: &[u64]) -> Vec<u8> {
+        let mut c = Canonical::new();
+        c.list(if key.ident { 6 } else { 5 })
+            .str(if key.ident { "ident" } else { "generic" })
+            .int(namespace as i64)
+            .int(i64::from(key.root));
+        match &key.form {
+            Form::Raw(tail) => {
+                c.bytes(tail);
+            }
+            Form::Normal { q, ln, p, v } => {
+                c.list(if key.ident { 4 } else { 3 }).int(i64::from(*q));
+                if key.ident {
+                    c.int(i64::from(*ln));
+                }
+                c.uint_words(p).bytes(v);
+            }
+        }
+        c.uint_words(allowed);
+        if key.ident {
+            c.str(&self.schema);
+        }
+        c.bytes
+    }
+
+    /// Run `f` on this engine's cold-walk pool.
+    pub fn install<R: Send>(&self, threads: &Threads, f: impl FnOnce() -> R + Send) -> R {
+        match threads {
+            Threads::Global => f(),
+            Threads::Pool(n) => pool((*n).max(1)).install(f),
+        }
+    }
+
+    /// One uncached walk (`Engine._walk_from`): a root walk spread over the
+    /// engine's threads (or `threads`, when given), a sub-walk on this thread.
+    /// Preconditions: `root` is a trie node; `allowed` has the grammar's width.
+    pub fn cold_walk(
+        &self,
+        root: u32,
+        pending: &[u8],
+        allowed: &[u64],
+        threads: Option<&Threads>,
+    ) -> WalkOutput {
+        let (g, trie) = (&*self.tables.grammar, &*self.tables.trie);
+        if root != 0 {
+            return walk_from(g, trie, root as usize, pending, allowed, true);
+        }
+        self.install(threads.unwrap_or(&self.threads), || {
+            walk_par(g, trie, 0, pending, allowed, false)
+        })
+    }
+
+    /// The walk below `node` (`walk_from`), checked, spread over `threads`
+    /// (None: the engine's pool); the same output whatever the threads.
+    pub fn walk(
+        &self,
+        node: i64,
+        pending: &[u8],
+        allowed: &[u64],
+        include_self: bool,
+        threads: Option<&Threads>,
+    ) -> Result<WalkOutput> {
+        let (node, allowed) = self.tables.check_walk(node, allowed)?;
+        let (g, trie) = (&*self.tables.grammar, &*self.tables.trie);
+        Ok(self.install(threads.unwrap_or(&self.threads), || {
+            walk_par(g, trie, node, pending, &allowed, include_self)
+        }))
+    }
+
+    /// The cached walk of `(root, pending, allowed)` under `namespace`; on a
+    /// miss, walked (counted in `ctx.walks`) and published when `ctx.cold`,
+    /// else `None`. `scan` is the scan state of a root walk's remainder, when
+    /// known.
+    pub fn entry(
+        &self,
+        ctx: &mut Lookup,
+        root: u32,
+        pending: &[u8],
+        scan: Option<&Scan>,
+        allowed: &[u64],
+    ) -> Result<Option<Arc<Entry>>> {
+        let (namespace, cold, buf) = (ctx.namespace, ctx.cold, &mut ctx.key);
+        let key = self.key_of(root, pending, scan, allowed, false)?;
+        self.walk_key(buf, namespace, &key, allowed);
+        if let Some(e) = self.cache.get(buf) {
+            return Ok(Some(e));
+        }
+        if !cold {
+            return Ok(None);
+        }
+        ctx.walks += 1;
+        let walk = self.cold_walk(root, pending, allowed, None);
+        Ok(Some(
+            self.cache
+                .publish(buf, Entry::of_walk(&self.tables.trie, walk)),
+        ))
+    }
+
+    /// The cold miss of grid-core's `Engine.walk`, whole: key, lookup, walk
+    /// (spread over `threads`, None: the engine's pool), CD classes, payload
+    /// encoding, entry id and publication, in one call. Returns the entry and
+    /// its id (`make_entry(key, ...)`'s, byte for byte). Inputs from a caller
+    /// are checked: a trie node, an allowed set within the grammar, a remainder
+    /// the automaton does not die in. `raw`: key a root walk by its raw bytes.
+    pub fn register(
+        &self,
+        namespace: u64,
+        root: i64,
+        pending: &[u8],
+        allowed: &[u64],
+        raw: bool,
+        threads: Option<&Threads>,
+    ) -> Result<(Arc<Entry>, [u8; 16])> {
+        let (root, allowed) = self.tables.check_walk(root, allowed)?;
+        let root = root as u32;
+        let key = self.key_of(root, pending, None, &allowed, raw)?;
+        let mut buf = Vec::new();
+        self.walk_key(&mut buf, namespace, &key, &allowed);
+        let entry = match self.cache.get(&buf) {
+            Some(e) => e,
+            None => {
+                let walk = self.cold_walk(root, pending, &allowed, threads);
+                self.cache
+                    .publish(&buf, Entry::of_walk(&self.tables.trie, walk))
+            }
+        };
+        let canonical = self.canonical_key(namespace, &key, &allowed);
+        let id = entry.entry_id(&canonical, self.tables.trie.n_vocab());
+        Ok((entry, id))
+    }
+
+    /// The verdict of `class` under `allowed` (the allowed set after its
+    /// shift): memoized, else assembled from its members' cached sub-walks,
+    /// walked on a miss when `cold`, else `None`.
+    pub fn verdict(
+        &self,
+        ctx: &mut Lookup,
+        class: &Class,
+        allowed: &[u64],
+    ) -> Result<Option<Arc<Verdict>>> {
+        if let Some(v) = class.verdict(allowed) {
+            return Ok(Some(v));
+        }
+        let mut ids: Vec<u32> = Vec::new();
+        let mut deeper: Vec<(u32, u32, Box<[u8]>)> = Vec::new();
+        for m in &class.members {
+            let Some(e) = self.entry(ctx, m.node, &m.tail, None, allowed)? else {
+                return Ok(None);
+            };
+            ids.extend(e.ci.ids());
+            deeper.extend(e.cd.iter().map(|c| (c.node, c.terminal, e.tail(c).into())));
+        }
+        let verdict = Verdict {
+            ci: Payload::of_ids(self.tables.trie.n_vocab(), ids),
+            deeper: group(deeper.iter().map(|(n, t, tail)| (*n, *t, &tail[..]))),
+        };
+        Ok(Some(class.remember(allowed, verdict)))
+    }
+}
+
+/// How one fill looks walks up: its namespace, whether it may walk, scratch
+/// for keys, and how many walks it did.
+#[derive(Clone, Debug, Default)]
+pub struct Lookup {
+    pub namespace: u64,
+    pub cold: bool,
+    pub key: Vec<u8>,
+    pub walks: usize,
+}
+
+/// What a walk's remainder contributes to its key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Form<'p> {
+    /// A root walk: the scanner normal form `(q, ln, p, v)` of its remainder
+    /// (`p`: the last accept's candidates some stack can pick; `p` and `v`
+    /// empty when there are none).
+    Normal {
+        q: u32,
+        ln: i32,
+        p: Vec<u64>,
+        v: &'p [u8],
+    },
+    /// A CD sub-walk (or a root walk keyed by its bytes): the raw bytes.
+    Raw(&'p [u8]),
+}
+
+/// A walk's key, less the namespace and allowed set that accompany it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WalkKey<'p> {
+    pub root: u32,
+    /// An identifier position: a lexicon category is allowed or ignored.
+    pub ident: bool,
+    pub form: Form<'p>,
+}

@@ -1,0 +1,400 @@
+//! A serving session: one request's guide, the whole step in-kernel.
+//!
+//! Mirrors `grid_core.guide.GridGuide` (DESIGN.md section 8) for guides with
+//! audit off, with the same contract and the same masks bit for bit:
+//!
+//! - [`Session::accept_token`]: lexer advance of the token's bytes and
+//!   shift/reduce on the interned stack arena (`GridGuide.advance`); a token
+//!   the mask refuses, a special token, EOS before a sentence or any token after
+//!   EOS is a [`KernelError::Guide`] and changes nothing.
+//! - [`Session::fill`]: the packed mask of the current configuration into one
+//!   row of a caller's bitmask (`GridGuide.mask`): the CI words of the root
+//!   walk's cache entry, then per CD verdict class one shift on the live stack
+//!   and its memoized verdict, then the EOS ids iff the EOS gate holds. The CI
+//!   and CD ids of (root entry, stack) are memoized as one packed row in the
+//!   stack arena's generation ([`Stacks`]), so a configuration seen before is
+//!   one copy. Every lookup happens before the first write, so an error (an
+//!   empty mask) leaves the row untouched. A fill that may not walk (`cold =
+//!   false`) reports a cache miss instead of walking, so the caller can
+//!   release the GIL first.
+//! - [`Session::rollback`], [`Session::fork`], [`Session::is_terminated`],
+//!   [`Session::eos_allowed`]: as on `GridGuide`.
+//!
+//! State. A session shares its engine (tables, trie, walk cache, stack arena);
+//! what it owns is its history: the bytes accepted so far and, per step, the
+//! stack node, where the remainder starts in those bytes and its scan state
+//! (the remainder is always a suffix of the output). The live state of a step
+//! is a node id (the stack's cells live in the shared arena, O(nesting depth)
+//! of them on the path) and a scan state; the history that `rollback` needs
+//! grows by one fixed-size record and the token's bytes per step.
+
+use std::sync::{Arc, Mutex};
+
+use crate::cache::{Class, Payload, Verdict, DENSE};
+use crate::engine::{lock, Engine, Lookup, Stacks};
+use crate::error::{KernelError, Result};
+use crate::lexer::Config;
+use crate::parser::NodeId;
+use crate::scanner::{Scan, START};
+
+/// One step of a session's history.
+#[derive(Clone, Copy, Debug)]
+struct Step {
+    node: NodeId,
+    /// The remainder is `output[rem_start..out_len]`.
+    rem_start: u32,
+    out_len: u32,
+    scan: Scan,
+    /// EOS has been accepted.
+    terminated: bool,
+    /// The EOS gate of this configuration, once computed.
+    eos: Option<bool>,
+}
+
+/// What [`Session::fill`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Filled {
+    /// The row holds the mask, copied from the row memo (cached walk, stack
+    /// seen before).
+    Row,
+    /// The row holds the mask; the root walk was cached, the CD verdicts
+    /// were evaluated against the stack (their sub-walks cached).
+    Classes,
+    /// The row holds the mask; some walk was not cached and was walked.
+    Walked,
+    /// A walk is not cached and the fill was not allowed to walk; nothing
+    /// was written.
+    Cold,
+}
+
+/// One request's guide over a shared [`Engine`] (see the module header).
+#[derive(Clone, Debug)]
+pub struct Session {
+    engine: Arc<Engine>,
+    stacks: Arc<Mutex<Stacks>>,
+    output: Vec<u8>,
+    steps: Vec<Step>,
+    /// The namespace and scratch of walk lookups.
+    lookup: Lookup,
+}
+
+impl Session {
+    /// A session at the initial configuration; its walks are cached under
+    /// `namespace` (grid-core's cache namespace). Its output is refused past
+    /// 4 GiB (offsets are `u32`).
+    pub fn new(engine: Arc<Engine>, namespace: u64) -> Result<Self> {
+        let stacks = engine.stacks();
+        let root = lock(&stacks).arena.from_states(&[0])?;
+        Ok(Self {
+            engine,
+            stacks,
+            output: Vec::new(),
+            steps: vec![Step {
+                node: root,
+                rem_start: 0,
+                out_len: 0,
+                scan: START,
+                terminated: false,
+                eos: None,
+            }],
+            lookup: Lookup {
+                namespace,
+                ..Lookup::default()
+            },
+        })
+    }
+
+    fn current(&self) -> Step {
+        *self.steps.last().expect("a session has its initial step")
+    }
+
+    fn remainder(&self, s: &Step) -> &[u8] {
+        &self.output[s.rem_start as usize..s.out_len as usize]
+    }
+
+    /// Words of one bitmask row: `ceil(n_vocab / 32)`.
+    pub fn n_words(&self) -> usize {
+        self.engine.tables.trie.n_words()
+    }
+
+    /// Tokens accepted so far (EOS included).
+    pub fn steps(&self) -> usize {
+        self.steps.len() - 1
+    }
+
+    /// EOS has been accepted.
+    pub fn is_terminated(&self) -> bool {
+        self.current().terminated
+    }
+
+    /// The current configuration: the stack's LALR states (bottom first) and
+    /// the remainder.
+    pub fn config(&self) -> (Vec<u32>, Vec<u8>) {
+        let s = self.current();
+        (
+            lock(&self.stacks).arena.states(s.node),
+            self.remainder(&s).to_vec(),
+        )
+    }
+
+    fn guide_error(&self, token: Option<i64>, reason: impl Into<String>) -> KernelError {
+        KernelError::Guide {
+            step: self.steps(),
+            token,
+            reason: reason.into(),
+        }
+    }
+
+    /// The EOS gate of the current configuration (memoized per step).
+    fn gate(&mut self) -> Result<bool> {
+        let s = self.current();
+        if let Some(eos) = s.eos {
+            return Ok(eos);
+        }
+        let g = &*self.engine.tables.grammar;
+        let mut stacks = lock(&self.stacks);
+        let arena = &mut stacks.arena;
+        let eos = if s.rem_start == s.out_len {
+            arena.accepts(s.node)?
+        } else if s.scan.la_len == 0 {
+            false // a remainder with no accepted prefix cannot finalize
+        } else {
+            let config = Config {
+                node: s.node,
+                remainder: self.remainder(&s).to_vec(),
+                scan: s.scan,
+            };
+            g.eos_allowed(arena, &config)?
+        };
+        drop(stacks);
+        self.steps.last_mut().expect("initial step").eos = Some(eos);
+        Ok(eos)
+    }
+
+    /// EOS is legal now (`GridGuide.eos_allowed`): not terminated, and the
+    /// output is a sentence.
+    pub fn eos_allowed(&mut self) -> Result<bool> {
+        Ok(!self.is_terminated() && self.gate()?)
+    }
+
+    /// Accept one token (`GridGuide.advance`); see the module header.
+    pub fn accept_token(&mut self, token: i64) -> Result<()> {
+        let trie = Arc::clone(&self.engine.tables.trie);
+        if self.is_terminated() {
+            return Err(self.guide_error(Some(token), "the guide has already accepted EOS"));
+        }
+        let Some(id) = usize::try_from(token).ok().filter(|&t| t < trie.n_vocab()) else {
+            return Err(self.guide_error(Some(token), "outside the vocabulary"));
+        };
+        let s = self.current();
+        if trie.eos_ids().contains(&(id as u32)) {
+            if !self.gate()? {
+                return Err(self.guide_error(Some(token), "EOS before the output is a sentence"));
+            }
+            self.steps.push(Step {
+                terminated: true,
+                eos: Some(true),
+                ..s
+            });
+            return Ok(());
+        }
+        let spelling = trie.spelling(id);
+        if spelling.is_empty() {
+            return Err(self.guide_error(Some(token), "special tokens are never admitted"));
+        }
+        if self.output.len() + spelling.len() > u32::MAX as usize {
+            return Err(self.guide_error(Some(token), "the output would exceed 4 GiB"));
+        }
+        let g = &*self.engine.tables.grammar;
+        let from = self.output.len();
+        self.output.extend_from_slice(spelling);
+        let mut stacks = lock(&self.stacks);
+        let arena = &mut stacks.arena;
+        let read = g.read(
+            arena,
+            s.node,
+            s.scan,
+            &self.output,
+            s.rem_start as usize,
+            from,
+        )?;
+        let next = match read {
+            Some((node, start, scan)) => {
+                let empty = start == self.output.len();
+                g.is_viable(arena, node, &scan, empty)?
+                    .then_some((node, start, scan))
+            }
+            None => None,
+        };
+        drop(stacks);
+        let Some((node, start, scan)) = next else {
+            self.output.truncate(from);
+            let reason = format!("{} is not in the mask", crate::escape_bytes(spelling));
+            return Err(self.guide_error(Some(token), reason));
+        };
+        self.steps.push(Step {
+            node,
+            rem_start: start as u32,
+            out_len: self.output.len() as u32,
+            scan,
+            terminated: false,
+            eos: None,
+        });
+        Ok(())
+    }
+
+    /// Write the mask of the current configuration into `row` (see the module
+    /// header). `row` has `ceil(n_vocab / 32)` words.
+    pub fn fill(&mut self, row: &mut [u32], cold: bool) -> Result<Filled> {
+        let n_words = self.engine.tables.trie.n_words();
+        if row.len() != n_words {
+            return Err(KernelError::BufferSize {
+                expected: n_words,
+                got: row.len(),
+                unit: "32-bit words",
+            });
+        }
+        if self.is_terminated() {
+            return Err(self.guide_error(None, "the guide has accepted EOS; it has no next mask"));
+        }
+        let s = self.current();
+        let engine = Arc::clone(&self.engine);
+        let allowed = lock(&self.stacks).arena.allowed(s.node)?.to_vec();
+        let rem = &self.output[s.rem_start as usize..s.out_len as usize];
+        self.lookup.cold = cold;
+        self.lookup.walks = 0;
+        let Some(root) = engine.entry(&mut self.lookup, 0, rem, Some(&s.scan), &allowed)? else {
+            return Ok(Filled::Cold);
+        };
+        let memo = lock(&self.stacks).row(&root, s.node);
+        let memo_hit = memo.is_some();
+        let ids = match memo {
+            Some(ids) => ids,
+            None => {
+                let mut parts: Vec<Arc<Verdict>> = Vec::new();
+                let mut walk = Gather {
+                    engine: &engine,
+                    stacks: &self.stacks,
+                    lookup: &mut self.lookup,
+                    parts: &mut parts,
+                };
+                if !walk.classes(s.node, &root.classes)? {
+                    return Ok(Filled::Cold);
+                }
+                let ids = Arc::new(union(&root.ci, &parts, n_words));
+                lock(&self.stacks).remember_row(&root, s.node, Arc::clone(&ids));
+                ids
+            }
+        };
+        let filled = match (memo_hit, self.lookup.walks) {
+            (true, _) => Filled::Row,
+            (false, 0) => Filled::Classes,
+            _ => Filled::Walked,
+        };
+        let eos = self.gate()?;
+        if !eos && ids.is_empty() {
+            return Err(KernelError::EmptyMask { step: self.steps() });
+        }
+        ids.write(row);
+        if eos {
+            for &id in engine.tables.trie.eos_ids() {
+                row[id as usize / 32] |= 1 << (id % 32);
+            }
+        }
+        Ok(filled)
+    }
+
+    /// Undo the last `n` accepted tokens (`GridGuide.rollback`).
+    pub fn rollback(&mut self, n: usize) -> Result<()> {
+        if n > self.steps() {
+            let reason = format!("cannot roll back {n} of {} tokens", self.steps());
+            return Err(self.guide_error(None, reason));
+        }
+        self.steps.truncate(self.steps.len() - n);
+        let len = self.current().out_len as usize;
+        self.output.truncate(len);
+        Ok(())
+    }
+
+    /// Assert the session's invariants (for tests): the history starts at
+    /// the root with nothing read, each step's remainder lies within its
+    /// output, outputs only grow along the history, the output buffer ends
+    /// where the last step does, only the last step may be terminated, and
+    /// the shared arena is consistent.
+    pub fn check_invariants(&self) {
+        let first = self.steps[0];
+        assert_eq!((first.rem_start, first.out_len), (0, 0));
+        for w in self.steps.windows(2) {
+            assert!(w[0].out_len <= w[1].out_len);
+            assert!(!w[0].terminated, "a step after EOS");
+        }
+        for s in &self.steps {
+            assert!(s.rem_start <= s.out_len);
+        }
+        assert_eq!(self.current().out_len as usize, self.output.len());
+        lock(&self.stacks).arena.check_invariants();
+    }
+
+    /// An independent session at the same point (`GridGuide.fork`): it
+    /// shares the engine and the arena, and copies the history.
+    pub fn fork(&self) -> Self {
+        self.clone()
+    }
+}
+
+/// The CD verdicts of one fill, level by level (`Engine.compute_mask`).
+struct Gather<'a> {
+    engine: &'a Engine,
+    stacks: &'a Mutex<Stacks>,
+    lookup: &'a mut Lookup,
+    parts: &'a mut Vec<Arc<Verdict>>,
+}
+
+impl Gather<'_> {
+    /// Shift each class's terminal on `node` and collect its verdict, then
+    /// the verdicts of the classes found one shift deeper. `false`: a walk is
+    /// missing and the fill may not walk.
+    fn classes(&mut self, node: NodeId, classes: &[Class]) -> Result<bool> {
+        for class in classes {
+            let (shifted, allowed) = {
+                let arena = &mut lock(self.stacks).arena;
+                let shifted = arena.shift(node, class.terminal as usize)?;
+                (shifted, arena.allowed(shifted)?.to_vec())
+            };
+            let v = self.engine.verdict(self.lookup, class, &allowed)?;
+            let Some(v) = v else {
+                return Ok(false);
+            };
+            if !v.deeper.is_empty() && !self.classes(shifted, &v.deeper)? {
+                return Ok(false);
+            }
+            self.parts.push(v);
+        }
+        Ok(true)
+    }
+}
+
+/// The CI ids of a root walk and of its CD verdicts, as one payload: dense
+/// when the CI part is (the common case at a root walk), else sparse.
+fn union(ci: &Payload, parts: &[Arc<Verdict>], n_words: usize) -> Payload {
+    if parts.is_empty() {
+        return ci.clone();
+    }
+    let mut words = vec![0u32; n_words];
+    ci.write(&mut words);
+    for v in parts {
+        v.ci.or_into(&mut words);
+    }
+    if ci.encoding == DENSE {
+        return Payload {
+            encoding: DENSE,
+            data: words.into(),
+        };
+    }
+    let ids = Payload {
+        encoding: DENSE,
+        data: words.into(),
+    }
+    .ids();
+    Payload::of_ids(32 * n_words, ids)
+}
