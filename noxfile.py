@@ -12,6 +12,7 @@ environment (``uv run --frozen``), so what a session tests is what uv.lock says.
     nox -s walk-arm      10,000 model-free generations through the decode loop, all in L
     nox -s r-harness     requirement R: guard cost against position, 16,000-token streams
     nox -s rbac          the exhaustive RBAC speller over Qwen (0 bypasses expected)
+    nox -s smollm2-50    50 questions through SmolLM2, modes 1 and 2 vs unconstrained
     nox -s proofs        the Coq proofs (proofs/check.sh)
     nox -s ci            what CI runs: tests, serve, vllm, lint, docs, proofs
 """
@@ -103,6 +104,29 @@ for text in importlib.metadata.requires("vllm"):
     if req.name.lower().replace("_", "-") in want and "extra" not in str(req.marker or ""):
         print(text)
 """
+
+
+@nox.session(name="smollm2-50")
+def smollm2_50(session: nox.Session) -> None:
+    """50 questions through SmolLM2 (modes 1 and 2 vs unconstrained), in the serve
+    session's environment; writes bench/results/smollm2_50.json."""
+    env = {
+        "UV_PROJECT_ENVIRONMENT": str(
+            Path(session.create_tmp()).parent.parent / "serve" / "serve-venv"
+        )
+    }
+    session.run(
+        "uv",
+        "run",
+        "--frozen",
+        "--group",
+        "serve",
+        "python",
+        "bench/smollm2_50.py",
+        *session.posargs,
+        external=True,
+        env=env,
+    )
 
 
 @nox.session

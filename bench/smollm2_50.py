@@ -30,8 +30,8 @@ Policy decisions:
   sentences of the role's language; the unconstrained ones are counted when
   they leave it.
 
-Run: ``cd /work/main && UV_PROJECT_ENVIRONMENT=/work/venv-serve uv run --frozen
---group serve python bench/smollm2_50.py`` (``--limit N`` for a quick look).
+Run: ``uv run nox -s smollm2-50`` (the serve session's environment), or
+``uv run --group serve python bench/smollm2_50.py`` (``--limit N`` for a quick look).
 Writes ``bench/results/smollm2_50.json``.
 """
 
