@@ -59,6 +59,16 @@ def serve(session: nox.Session) -> None:
     session.run(
         *args, "pytest", "packages/grid-serve/tests", *session.posargs, external=True, env=env
     )
+    # The kernels' fill into a CPU torch tensor needs torch: it runs here.
+    session.run(
+        *args,
+        "pytest",
+        "packages/grid-core/tests/test_kernels_session.py",
+        "-k",
+        "torch",
+        external=True,
+        env=env,
+    )
     session.run(*args, "mypy", "--strict", "packages/grid-serve/src", external=True, env=env)
 
 
