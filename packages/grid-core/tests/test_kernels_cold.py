@@ -18,15 +18,13 @@ from __future__ import annotations
 import array
 import dataclasses
 import random
-import sys
-import threading
 import time
 
 import pytest
 
 pytest.importorskip("grid_kernels._native")
 
-from test_kernels_parity import Pair, configurations, pair, trie_tables
+from test_kernels_parity import Pair, configurations, main_thread_stamps, pair, trie_tables
 
 import grid_kernels
 from grid_core import kernels as kernels_module
@@ -200,18 +198,7 @@ def test_cold_misses_release_the_gil(call: str) -> None:
                 assert session.last_fill == "walked"
             windows.append((t0, time.perf_counter()))
 
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(0.5)
-    try:
-        stamps: list[float] = []
-        thread = threading.Thread(target=worker)
-        thread.start()
-        while thread.is_alive():
-            stamps.append(time.perf_counter())
-            time.sleep(0)
-        thread.join()
-    finally:
-        sys.setswitchinterval(old)
+    stamps = main_thread_stamps(worker)
     assert len(windows) == len(fresh)
     inside = sum(1 for s in stamps if any(t0 < s < t1 for t0, t1 in windows))
     walked = sum(t1 - t0 for t0, t1 in windows)

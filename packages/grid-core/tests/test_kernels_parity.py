@@ -284,6 +284,26 @@ def test_bad_input_raises_on_real_tables() -> None:
 # ------------------------------------------------------------------ the GIL
 
 
+def main_thread_stamps(worker: Callable[[], None]) -> list[float]:
+    """Run ``worker`` on a thread while the main thread records time stamps as fast
+    as it can. The switch interval is raised so the interpreter never forces the GIL
+    away within one call: a stamp falls inside a call's window only if the call
+    released the GIL."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(0.5)
+    stamps: list[float] = []
+    try:
+        thread = threading.Thread(target=worker)
+        thread.start()
+        while thread.is_alive():
+            stamps.append(time.perf_counter())
+            time.sleep(0)
+        thread.join()
+    finally:
+        sys.setswitchinterval(old)
+    return stamps
+
+
 def test_cold_walks_release_the_gil() -> None:
     """While a worker thread runs cold walks, the main thread runs Python.
 
@@ -303,18 +323,7 @@ def test_cold_walks_release_the_gil() -> None:
             p.kernels.walk(0, config.remainder, allowed)
             windows.append((t0, time.perf_counter()))
 
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(0.5)
-    try:
-        stamps: list[float] = []
-        thread = threading.Thread(target=worker)
-        thread.start()
-        while thread.is_alive():
-            stamps.append(time.perf_counter())
-            time.sleep(0)
-        thread.join()
-    finally:
-        sys.setswitchinterval(old)
+    stamps = main_thread_stamps(worker)
     inside = sum(1 for s in stamps if any(t0 < s < t1 for t0, t1 in windows))
     walked = sum(t1 - t0 for t0, t1 in windows)
     print(f"{inside} main-thread iterations during {walked * 1e3:.1f} ms of walks")

@@ -46,7 +46,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from grid_core.errors import GridError, ServingError
+from grid_core.errors import ServingError
 from grid_serve import text2sql
 from grid_sql.cli import DEFAULT_ROLE, default_role, format_violation
 
@@ -313,16 +313,10 @@ def _write_attempt(out: TextIO, attempt: text2sql.Attempt) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``grid ask`` on its own, with the ``grid`` command's error convention (exit 2)."""
-    parser = argparse.ArgumentParser(prog="grid")
-    ask_command(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["ask", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        code: int = args.func(args)
-    except GridError as e:
-        print(f"grid ask: error: {e}", file=sys.stderr)
-        return 2
-    return code
+    """``grid ask`` on its own: the ``grid`` command with ``ask`` prepended."""
+    from grid_core import cli
+
+    return cli.main(["ask", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -614,13 +614,18 @@ class _Walker:
             for node in _trees(source):
                 self.select_stmt(node, None, env)
 
-    def update_stmt(self, tree: Tree, env: _Env) -> None:
+    def _dml_target(self, tree: Tree) -> tuple[_Scope, _Source | None]:
+        """The scope of an UPDATE or DELETE: its target table (under its alias), if known."""
         token = next(t for t in _tokens(tree) if t.type == "TABLE_NAME")
         alias = next((t for t in _tokens(tree) if t.type == "ALIAS_NAME"), None)
         scope = _Scope(None)
         target = self._target(token, alias)
         if target is not None:
             scope.sources.append(target)
+        return scope, target
+
+    def update_stmt(self, tree: Tree, env: _Env) -> None:
+        scope, target = self._dml_target(tree)
         deferred: list[Tree] = []
         from_clause = _child(tree, "from_clause")
         if from_clause is not None:
@@ -639,12 +644,7 @@ class _Walker:
             self.clause(where, scope, env)
 
     def delete_stmt(self, tree: Tree, env: _Env) -> None:
-        token = next(t for t in _tokens(tree) if t.type == "TABLE_NAME")
-        alias = next((t for t in _tokens(tree) if t.type == "ALIAS_NAME"), None)
-        scope = _Scope(None)
-        target = self._target(token, alias)
-        if target is not None:
-            scope.sources.append(target)
+        scope, _ = self._dml_target(tree)
         where = _child(tree, "where_clause")
         if where is not None:
             self.clause(where, scope, env)
