@@ -42,17 +42,22 @@ use rayon::ThreadPool;
 use crate::bits;
 use crate::cache::{group, Class, Entry, FxMap, Payload, Verdict, WalkCache};
 use crate::canonical::Canonical;
+use crate::chunks::Chunks;
 use crate::error::{KernelError, Result};
 use crate::mask::EngineTables;
 use crate::parser::{NodeId, StackArena};
-use crate::scanner::Scan;
-use crate::walk::{walk_from, walk_par, WalkOutput};
+use crate::scanner::{Allowed, Scan};
+use crate::walk::{walk_par, walk_with, WalkOutput};
 
 /// Nodes an arena generation holds before new sessions start a fresh one.
 pub const ARENA_CAP: usize = 1 << 18;
 
 /// Bytes of packed rows a generation's row memo holds before it is emptied.
 pub const ROW_MEMO_BYTES: usize = 128 << 20;
+
+/// CD members of at most this many trie nodes are walked in place by a
+/// verdict, not through the walk cache ([`Engine::verdict`]).
+pub const DIRECT_WALK_NODES: u32 = 64;
 
 /// One arena generation: the interned stacks and the row memo keyed by them.
 #[derive(Debug)]
@@ -134,6 +139,8 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct Engine {
     pub tables: EngineTables,
     pub cache: WalkCache,
+    /// The subtree memo every cold walk of this engine goes through.
+    pub chunks: Chunks,
     stacks: Mutex<Arc<Mutex<Stacks>>>,
     threads: Threads,
     /// The lexicon's fingerprint (`IdentKey.schema`).
@@ -148,6 +155,7 @@ impl Engine {
         Self {
             tables,
             cache: WalkCache::default(),
+            chunks: Chunks::default(),
             stacks: Mutex::new(Arc::new(Mutex::new(Stacks::new(arena)))),
             threads,
             schema: schema.into(),
@@ -287,16 +295,20 @@ impl Engine {
         threads: Option<&Threads>,
     ) -> WalkOutput {
         let (g, trie) = (&*self.tables.grammar, &*self.tables.trie);
+        let chunks = Some(&self.chunks);
         if root != 0 {
-            return walk_from(g, trie, root as usize, pending, allowed, true);
+            let mut a = g.allowed_sets(allowed);
+            return walk_with(g, trie, root as usize, pending, &mut a, true, chunks);
         }
         self.install(threads.unwrap_or(&self.threads), || {
-            walk_par(g, trie, 0, pending, allowed, false)
+            walk_par(g, trie, 0, pending, allowed, false, chunks)
         })
     }
 
     /// The walk below `node` (`walk_from`), checked, spread over `threads`
-    /// (None: the engine's pool); the same output whatever the threads.
+    /// (None: the engine's pool); the same output whatever the threads. It
+    /// does not go through the subtree memo: it is the reference the memo is
+    /// tested against.
     pub fn walk(
         &self,
         node: i64,
@@ -308,7 +320,7 @@ impl Engine {
         let (node, allowed) = self.tables.check_walk(node, allowed)?;
         let (g, trie) = (&*self.tables.grammar, &*self.tables.trie);
         Ok(self.install(threads.unwrap_or(&self.threads), || {
-            walk_par(g, trie, node, pending, &allowed, include_self)
+            walk_par(g, trie, node, pending, &allowed, include_self, None)
         }))
     }
 
@@ -335,10 +347,8 @@ impl Engine {
         }
         ctx.walks += 1;
         let walk = self.cold_walk(root, pending, allowed, None);
-        Ok(Some(
-            self.cache
-                .publish(buf, Entry::of_walk(&self.tables.trie, walk)),
-        ))
+        let e = Entry::of_walk(&self.tables.trie, walk);
+        Ok(Some(self.cache.publish(buf, e)))
     }
 
     /// The cold miss of grid-core's `Engine.walk`, whole: key, lookup, walk
@@ -375,8 +385,17 @@ impl Engine {
     }
 
     /// The verdict of `class` under `allowed` (the allowed set after its
-    /// shift): memoized, else assembled from its members' cached sub-walks,
-    /// walked on a miss when `cold`, else `None`.
+    /// shift): memoized, else assembled from its members' sub-walks, walked on
+    /// a miss when `cold`, else `None`.
+    ///
+    /// Most members are small subtrees (a word, the punctuation that ended
+    /// it, and the few tokens that extend it): a member of at most
+    /// [`DIRECT_WALK_NODES`] trie nodes is walked in place, which costs less
+    /// than keying, looking up and publishing its walk; larger ones go
+    /// through the walk cache (their walks are shared across classes and
+    /// stacks). Either way the member contributes its `walk_from`, so the
+    /// verdict is the same. All of the class's walks share one allowed-set
+    /// view (its per-DFA-state memos are built once per verdict).
     pub fn verdict(
         &self,
         ctx: &mut Lookup,
@@ -386,17 +405,57 @@ impl Engine {
         if let Some(v) = class.verdict(allowed) {
             return Ok(Some(v));
         }
+        let (g, trie) = (&*self.tables.grammar, &*self.tables.trie);
+        let mut view: Option<Allowed> = None;
         let mut ids: Vec<u32> = Vec::new();
         let mut deeper: Vec<(u32, u32, Box<[u8]>)> = Vec::new();
         for m in &class.members {
-            let Some(e) = self.entry(ctx, m.node, &m.tail, None, allowed)? else {
-                return Ok(None);
+            if trie.node(m.node as usize).size <= DIRECT_WALK_NODES {
+                let a = view.get_or_insert_with(|| g.allowed_sets(allowed));
+                let walk = walk_with(
+                    g,
+                    trie,
+                    m.node as usize,
+                    &m.tail,
+                    a,
+                    true,
+                    Some(&self.chunks),
+                );
+                for &n in &walk.ci {
+                    ids.extend_from_slice(trie.ids_at(n as usize));
+                }
+                deeper.extend(
+                    walk.cd
+                        .iter()
+                        .map(|c| (c.node, c.terminal, walk.tail(c).into())),
+                );
+                continue;
+            }
+            let key = self.key_of(m.node, &m.tail, None, allowed, false)?;
+            self.walk_key(&mut ctx.key, ctx.namespace, &key, allowed);
+            let e = match self.cache.get(&ctx.key) {
+                Some(e) => e,
+                None if ctx.cold => {
+                    ctx.walks += 1;
+                    let a = view.get_or_insert_with(|| g.allowed_sets(allowed));
+                    let walk = walk_with(
+                        g,
+                        trie,
+                        m.node as usize,
+                        &m.tail,
+                        a,
+                        true,
+                        Some(&self.chunks),
+                    );
+                    self.cache.publish(&ctx.key, Entry::of_walk(trie, walk))
+                }
+                None => return Ok(None),
             };
             ids.extend(e.ci.ids());
             deeper.extend(e.cd.iter().map(|c| (c.node, c.terminal, e.tail(c).into())));
         }
         let verdict = Verdict {
-            ci: Payload::of_ids(self.tables.trie.n_vocab(), ids),
+            ci: Payload::of_ids(trie.n_vocab(), ids),
             deeper: group(deeper.iter().map(|(n, t, tail)| (*n, *t, &tail[..]))),
         };
         Ok(Some(class.remember(allowed, verdict)))

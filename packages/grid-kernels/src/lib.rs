@@ -14,6 +14,7 @@
 //! | [`parser`]  | interned stack arena, allowed sets, shift          | parser               |
 //! | [`lexer`]   | advance, finalize, the EOS gate                    | lexer.Lexer          |
 //! | [`walk`]    | the trie walk: CI nodes and CD entries             | walk.walk_from       |
+//! | [`chunks`]  | the subtree memo: walks keyed by what they read of A | (kernels only)     |
 //! | [`mask`]    | CD verdict classes + EOS: the whole mask           | guide.Engine.compute_mask |
 //! | [`fill`]    | alias expansion into a packed int32 bitmask        | guide.Engine.pack    |
 //! | [`canonical`] | grid-core's canonical encoding (entry ids)       | fingerprint.canonical |
@@ -28,6 +29,7 @@
 pub mod bits;
 pub mod cache;
 pub mod canonical;
+pub mod chunks;
 pub mod engine;
 pub mod error;
 pub mod fill;

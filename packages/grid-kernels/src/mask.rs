@@ -213,7 +213,7 @@ impl EngineTables {
                     for k in members {
                         let e = &entries[k];
                         let sub = e.node as usize;
-                        let more = walk_with(g, trie, sub, &e.tail, &mut a, sub != 0);
+                        let more = walk_with(g, trie, sub, &e.tail, &mut a, sub != 0, None);
                         out.cd_nodes.extend_from_slice(&more.ci);
                         out.cd_walk_ends.push(out.cd_nodes.len() as u32);
                         if !more.cd.is_empty() {

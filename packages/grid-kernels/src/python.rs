@@ -707,6 +707,13 @@ impl PyEngineTables {
         self.inner.cache.len()
     }
 
+    /// The subtree memo's (chunks held, hits, misses).
+    #[getter]
+    fn memo_stats(&self) -> (usize, u64, u64) {
+        let (hits, misses) = self.inner.chunks.stats();
+        (self.inner.chunks.len(), hits, misses)
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "EngineTables(n_terminals={}, n_vocab={})",

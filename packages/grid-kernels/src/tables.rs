@@ -169,6 +169,44 @@ pub struct GrammarTables {
     /// Terminals some LALR state can take, and the ignored ones: the only
     /// picks there are (`Lexer.emittable`).
     pub(crate) emittable: Vec<u64>,
+    /// Per DFA state: the walk below a remainder in this state may read its
+    /// last accept (pick among its candidates) before the next accept
+    /// replaces it.
+    pub(crate) la_read: Vec<bool>,
+}
+
+/// [`GrammarTables::la_read`] of every DFA state: the least fixpoint of
+/// `read[q] = q has a dead byte, or some non-accepting successor s may be
+/// not live or has read[s]` (a pick happens at a death, and where a remainder
+/// is not live the walk asks whether its last accept could still be picked).
+/// A state whose live set holds an ignored terminal is live under every
+/// allowed set.
+fn la_reads(dfa: &Dfa, ignored: &[u64]) -> Vec<bool> {
+    let (n, nc) = (dfa.accept.len(), dfa.n_classes);
+    let row = |q: usize| &dfa.next[q * nc..(q + 1) * nc];
+    let mut read: Vec<bool> = (0..n).map(|q| row(q).iter().any(|&e| e < 0)).collect();
+    let may_die: Vec<bool> = (0..n)
+        .map(|q| !bits::intersects(dfa.live.row(q), ignored))
+        .collect();
+    loop {
+        let mut changed = false;
+        for q in 0..n {
+            if read[q] {
+                continue;
+            }
+            let reads = row(q).iter().any(|&e| {
+                let s = (e >> 1) as usize;
+                e >= 0 && e & 1 == 0 && (may_die[s] || read[s])
+            });
+            if reads {
+                read[q] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return read;
+        }
+    }
 }
 
 fn check_set(
@@ -243,9 +281,11 @@ impl GrammarTables {
                 bits::set(&mut emittable, c as usize);
             }
         }
+        let la_read = la_reads(&dfa, &raw.ignored);
         Ok(Self {
             accepts_category,
             emittable,
+            la_read,
             width,
             n_terminals: t,
             dfa,

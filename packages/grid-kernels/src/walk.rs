@@ -36,6 +36,7 @@
 
 use rayon::prelude::*;
 
+use crate::chunks::{Chunk, Chunks, Part};
 use crate::scanner::{Allowed, Rescan, Scan};
 use crate::tables::GrammarTables;
 use crate::trie::Trie;
@@ -65,7 +66,7 @@ impl WalkOutput {
     }
 
     /// Append `other` (a walk of later subtrees) after this one.
-    fn extend(&mut self, other: WalkOutput) {
+    pub(crate) fn append(&mut self, other: &WalkOutput) {
         let shift = self.tails.len() as u32;
         self.ci.extend_from_slice(&other.ci);
         self.cd.extend(other.cd.iter().map(|e| CdEntry {
@@ -76,11 +77,22 @@ impl WalkOutput {
         self.tails.extend_from_slice(&other.tails);
     }
 
+    /// Bytes of memory the output takes.
+    pub(crate) fn size(&self) -> usize {
+        4 * self.ci.len() + std::mem::size_of::<CdEntry>() * self.cd.len() + self.tails.len()
+    }
+
     fn push_cd(&mut self, node: usize, terminal: u32, tail: &[u8]) {
+        self.push_cd_parts(node as u32, terminal, &[], tail);
+    }
+
+    /// Push the CD entry `(node, terminal, head ++ tail)`.
+    fn push_cd_parts(&mut self, node: u32, terminal: u32, head: &[u8], tail: &[u8]) {
         let start = self.tails.len() as u32;
+        self.tails.extend_from_slice(head);
         self.tails.extend_from_slice(tail);
         self.cd.push(CdEntry {
-            node: node as u32,
+            node,
             terminal,
             tail_start: start,
             tail_end: self.tails.len() as u32,
@@ -113,11 +125,12 @@ pub fn walk_from(
     include_self: bool,
 ) -> WalkOutput {
     let mut a = g.allowed_sets(allowed);
-    walk_with(g, trie, node, pending, &mut a, include_self)
+    walk_with(g, trie, node, pending, &mut a, include_self, None)
 }
 
 /// [`walk_from`] under a prepared allowed-set view, whose memos carry over
-/// between walks under the same allowed set (the sub-walks of one CD class).
+/// between walks under the same allowed set (the sub-walks of one CD class),
+/// and through the subtree memo `chunks` when given (the same output).
 pub fn walk_with(
     g: &GrammarTables,
     trie: &Trie,
@@ -125,16 +138,37 @@ pub fn walk_with(
     pending: &[u8],
     a: &mut Allowed,
     include_self: bool,
+    chunks: Option<&Chunks>,
 ) -> WalkOutput {
     let mut out = WalkOutput::default();
-    if let Some(start) = begin(g, trie, node, pending, a, include_self, &mut out) {
-        let end = node + trie.node(node).size as usize;
-        Walker::new(g, trie, a, pending, &mut out).run(node + 1, end, start);
+    let size = trie.node(node).size;
+    let Some((scan, start)) = begin(g, trie, node, pending, a, include_self, &mut out) else {
+        return out;
+    };
+    if size == 1 {
+        return out;
     }
+    if let Some(ch) = chunks {
+        if from_memo(
+            g,
+            trie,
+            a,
+            ch,
+            node,
+            size,
+            scan,
+            &pending[start..],
+            &mut out,
+        ) {
+            return out;
+        }
+    }
+    let end = node + size as usize;
+    Walker::new(g, trie, a, pending, &mut out, chunks).run(node + 1, end, (scan, start));
     out
 }
 
-/// [`walk_from`] with the node's children shared out over rayon's current
+/// [`walk_with`] with the node's children shared out over rayon's current
 /// pool (see the module header); the same output, node for node. A pool of
 /// one thread walks on the calling thread.
 pub fn walk_par(
@@ -144,30 +178,77 @@ pub fn walk_par(
     pending: &[u8],
     allowed: &[u64],
     include_self: bool,
+    chunks: Option<&Chunks>,
 ) -> WalkOutput {
     let mut a = g.allowed_sets(allowed);
     let threads = rayon::current_num_threads();
     if threads <= 1 {
-        return walk_with(g, trie, node, pending, &mut a, include_self);
+        return walk_with(g, trie, node, pending, &mut a, include_self, chunks);
     }
     let mut out = WalkOutput::default();
     let Some(start) = begin(g, trie, node, pending, &mut a, include_self, &mut out) else {
         return out;
     };
+    let size = trie.node(node).size;
+    if let Some(ch) = chunks {
+        let (scan, rstart) = start;
+        if size > 1
+            && from_memo(
+                g,
+                trie,
+                &mut a,
+                ch,
+                node,
+                size,
+                scan,
+                &pending[rstart..],
+                &mut out,
+            )
+        {
+            return out;
+        }
+    }
     let runs = child_runs(trie, node, 8 * threads);
     let parts: Vec<WalkOutput> = runs
         .par_iter()
         .map(|&(lo, hi)| {
             let mut a = a.clone();
             let mut part = WalkOutput::default();
-            Walker::new(g, trie, &mut a, pending, &mut part).run(lo, hi, start);
+            Walker::new(g, trie, &mut a, pending, &mut part, chunks).run(lo, hi, start);
             part
         })
         .collect();
-    for part in parts {
-        out.extend(part);
+    for part in &parts {
+        out.append(part);
     }
     out
+}
+
+/// Walk the children of `node` (a subtree of `size` nodes) from the frame
+/// `(scan, remainder)` by replaying its chunk into `out`; false, writing
+/// nothing, when the frame is not a memo point.
+#[allow(clippy::too_many_arguments)]
+fn from_memo(
+    g: &GrammarTables,
+    trie: &Trie,
+    a: &mut Allowed,
+    chunks: &Chunks,
+    node: usize,
+    size: u32,
+    scan: Scan,
+    remainder: &[u8],
+    out: &mut WalkOutput,
+) -> bool {
+    let Some(chunk) = chunks.chunk(g, trie, a, node, size, scan, remainder) else {
+        return false;
+    };
+    let v = if scan.la_len == 0 {
+        &[][..]
+    } else {
+        &remainder[scan.la_len as usize..]
+    };
+    Walker::new(g, trie, a, &[], out, Some(chunks)).replay(&chunk, v);
+    true
 }
 
 /// The children of `node` cut into at most about `n` runs `[lo, hi)` of
@@ -225,7 +306,8 @@ fn viable_emission(g: &GrammarTables, scan: &Scan, a: &mut Allowed) -> bool {
     scan.la_len > 0 && g.pick_in(scan, a).is_some()
 }
 
-struct Walker<'w> {
+/// One depth-first walk over sibling subtrees (see the module header).
+pub(crate) struct Walker<'w> {
     g: &'w GrammarTables,
     trie: &'w Trie,
     a: &'w mut Allowed,
@@ -235,15 +317,29 @@ struct Walker<'w> {
     buf: Vec<u8>,
     frames: Vec<Frame>,
     out: &'w mut WalkOutput,
+    /// The subtree memo, when the walk goes through one.
+    chunks: Option<&'w Chunks>,
+    /// While a memo chunk is made: its parts so far (see [`crate::chunks`]).
+    build: Option<Build>,
+}
+
+/// A chunk being made: the parts before `out`, the flags of `out`'s CD
+/// entries, and the length of the chunk frame's last accept (0: none), where
+/// its `v` starts.
+struct Build {
+    parts: Vec<Part>,
+    from_v: Vec<bool>,
+    la0: u32,
 }
 
 impl<'w> Walker<'w> {
-    fn new(
+    pub(crate) fn new(
         g: &'w GrammarTables,
         trie: &'w Trie,
         a: &'w mut Allowed,
         pending: &[u8],
         out: &'w mut WalkOutput,
+        chunks: Option<&'w Chunks>,
     ) -> Self {
         let mut buf = Vec::with_capacity(pending.len() + trie.max_depth() + 1);
         buf.extend_from_slice(pending);
@@ -256,21 +352,82 @@ impl<'w> Walker<'w> {
             buf,
             frames: Vec::with_capacity(trie.max_depth() + 1),
             out,
+            chunks,
+            build: None,
+        }
+    }
+
+    /// Make a chunk of the frame whose scan state is `scan` and whose
+    /// remainder is this walk's pending bytes: at ignored picks record holes
+    /// instead of walking on; keep memo points met as sub-chunks; store the
+    /// tails that start at the frame's last accept without its `v`. Take the
+    /// chunk with [`Walker::finish`] after [`Walker::run`].
+    pub(crate) fn building(mut self, scan: &Scan) -> Self {
+        self.build = Some(Build {
+            parts: Vec::new(),
+            from_v: Vec::new(),
+            la0: scan.la_len,
+        });
+        self
+    }
+
+    /// The chunk made (see [`Walker::building`]).
+    pub(crate) fn finish(mut self) -> Chunk {
+        self.cut();
+        Chunk {
+            parts: self.build.take().map(|b| b.parts).unwrap_or_default(),
+        }
+    }
+
+    /// While a chunk is made: close the current output part.
+    fn cut(&mut self) {
+        if let Some(b) = &mut self.build {
+            if !self.out.ci.is_empty() || !self.out.cd.is_empty() {
+                b.parts.push(Part::Out {
+                    out: std::mem::take(self.out),
+                    from_v: std::mem::take(&mut b.from_v),
+                });
+            }
+        }
+    }
+
+    /// While a chunk is made, a tail `buf[tail_start..=pos]` starts with the
+    /// chunk frame's `v` iff it starts at that frame's last accept (in a
+    /// chunk's walk `rstart` is 0 and every later accept ends past the
+    /// pending bytes). Returns whether it does and where its stored part
+    /// starts.
+    fn tail_from(&self, tail_start: usize) -> (bool, usize) {
+        match &self.build {
+            Some(b) if b.la0 > 0 && tail_start == b.la0 as usize => (true, self.plen),
+            _ => (false, tail_start),
+        }
+    }
+
+    /// Emit the CD entry `(c, t, buf[tail_start..=pos])`.
+    fn emit_cd(&mut self, c: usize, t: u32, tail_start: usize, pos: usize) {
+        let (from_v, from) = self.tail_from(tail_start);
+        self.out.push_cd(c, t, &self.buf[from..=pos]);
+        if let Some(b) = &mut self.build {
+            b.from_v.push(from_v);
         }
     }
 
     /// Walk the sibling subtrees `first..end` (children of the walk's node)
     /// from the scan state and remainder start `start` of that node.
-    fn run(&mut self, first: usize, end: usize, (scan0, start0): (Scan, usize)) {
-        let (g, nodes) = (self.g, &self.trie.nodes);
-        let plen = self.plen as u32;
+    pub(crate) fn run(&mut self, first: usize, end: usize, (scan0, start0): (Scan, usize)) {
         self.frames.push(Frame {
             end: end as u32,
             cursor: first as u32,
             scan: scan0,
             rstart: start0 as u32,
-            pos: plen,
+            pos: self.plen as u32,
         });
+        self.drain();
+    }
+
+    /// Walk until every pushed frame is done.
+    fn drain(&mut self) {
+        let (g, nodes) = (self.g, &self.trie.nodes);
         while let Some(frame) = self.frames.last_mut() {
             let c = frame.cursor as usize;
             if c >= frame.end as usize {
@@ -292,7 +449,7 @@ impl<'w> Walker<'w> {
                     continue;
                 }
                 if here.size > 1 {
-                    self.push(c, here.size, next, f.rstart, f.pos + 1);
+                    self.enter(c, here.size, next, f.rstart, f.pos + 1);
                 }
                 continue;
             }
@@ -305,32 +462,131 @@ impl<'w> Walker<'w> {
             };
             let tail_start = (f.rstart + f.scan.la_len) as usize;
             if !g.is_ignored(t as usize) {
-                self.out.push_cd(c, t, &self.buf[tail_start..=pos]);
-                continue;
-            }
-            match g.rescan(&self.buf[tail_start..=pos], self.a) {
-                Rescan::Dead => continue,
-                Rescan::Emit { terminal, tail } => {
-                    self.out
-                        .push_cd(c, terminal, &self.buf[tail_start + tail..=pos]);
-                    continue;
+                self.emit_cd(c, t, tail_start, pos);
+            } else if self.build.is_some() {
+                let (from_v, from) = self.tail_from(tail_start);
+                let tail = self.buf[from..=pos].into();
+                self.cut();
+                if let Some(b) = &mut self.build {
+                    b.parts.push(Part::Hole {
+                        node: c as u32,
+                        from_v,
+                        tail,
+                    });
                 }
-                Rescan::Stay { scan, start } => {
-                    // As in grid-core, liveness is asked even of an empty
-                    // requeued remainder (the start state).
-                    if g.live_in(scan.q, scan.ln, self.a) {
-                        if here.token >= 0 {
-                            self.out.ci.push(c as u32);
-                        }
-                    } else if !viable_emission(g, &scan, self.a) {
-                        continue;
+            } else {
+                self.requeue(c, tail_start, pos);
+            }
+        }
+    }
+
+    /// After an ignored pick at node `c`: scan its requeued tail
+    /// `buf[tail_start..=pos]` from the start state and judge `c` and its
+    /// subtree from there (pushing its frame, or using its chunk).
+    fn requeue(&mut self, c: usize, tail_start: usize, pos: usize) {
+        let (g, here) = (self.g, self.trie.nodes[c]);
+        match g.rescan(&self.buf[tail_start..=pos], self.a) {
+            Rescan::Dead => {}
+            Rescan::Emit { terminal, tail } => {
+                self.out
+                    .push_cd(c, terminal, &self.buf[tail_start + tail..=pos]);
+            }
+            Rescan::Stay { scan, start } => {
+                // As in grid-core, liveness is asked even of an empty
+                // requeued remainder (the start state).
+                if g.live_in(scan.q, scan.ln, self.a) {
+                    if here.token >= 0 {
+                        self.out.ci.push(c as u32);
                     }
-                    if here.size > 1 {
-                        let rstart = (tail_start + start) as u32;
-                        self.push(c, here.size, scan, rstart, f.pos + 1);
-                    }
+                } else if !viable_emission(g, &scan, self.a) {
+                    return;
+                }
+                if here.size > 1 {
+                    let rstart = (tail_start + start) as u32;
+                    self.enter(c, here.size, scan, rstart, pos as u32 + 1);
                 }
             }
+        }
+    }
+
+    /// Append `chunk` as used at a frame whose `v` is `v`, under this walk's
+    /// allowed set: outputs with their flagged tails completed, sub-chunks
+    /// replayed, holes filled by walking on from them (as the walk that made
+    /// the chunk would have). Precondition: no frame is pending.
+    pub(crate) fn replay(&mut self, chunk: &Chunk, v: &[u8]) {
+        debug_assert!(self.frames.is_empty() && self.build.is_none());
+        for part in &chunk.parts {
+            match part {
+                Part::Out { out, from_v } => {
+                    self.out.ci.extend_from_slice(&out.ci);
+                    for (e, &flag) in out.cd.iter().zip(from_v) {
+                        let head = if flag { v } else { &[] };
+                        self.out
+                            .push_cd_parts(e.node, e.terminal, head, out.tail(e));
+                    }
+                }
+                Part::Sub {
+                    chunk,
+                    inherit,
+                    v: more,
+                } => {
+                    let sub_v = if *inherit {
+                        [v, &more[..]].concat()
+                    } else {
+                        more.to_vec()
+                    };
+                    self.replay(chunk, &sub_v);
+                }
+                Part::Hole { node, from_v, tail } => {
+                    let head = if *from_v { v } else { &[] };
+                    let len = head.len() + tail.len();
+                    let need = len + self.trie.max_depth() + 1;
+                    if self.buf.len() < need {
+                        self.buf.resize(need, 0);
+                    }
+                    self.buf[..head.len()].copy_from_slice(head);
+                    self.buf[head.len()..len].copy_from_slice(tail);
+                    self.requeue(*node as usize, 0, len - 1);
+                    self.drain();
+                }
+            }
+        }
+    }
+
+    /// Walk the children of `c` from the frame `(scan, buf[rstart..pos])`:
+    /// through the subtree memo when it is a memo point (replayed, or kept as
+    /// a sub-chunk of the chunk being made), else by pushing its frame.
+    #[inline]
+    fn enter(&mut self, c: usize, size: u32, scan: Scan, rstart: u32, pos: u32) {
+        let Some(ch) = self.chunks else {
+            return self.push(c, size, scan, rstart, pos);
+        };
+        let (r0, p) = (rstart as usize, pos as usize);
+        let Some(chunk) = ch.chunk(self.g, self.trie, self.a, c, size, scan, &self.buf[r0..p])
+        else {
+            return self.push(c, size, scan, rstart, pos);
+        };
+        let la = r0 + scan.la_len as usize;
+        if self.build.is_some() {
+            let (inherit, from) = match scan.la_len {
+                0 => (false, p),
+                _ => {
+                    let (from_v, from) = self.tail_from(la);
+                    (from_v, from)
+                }
+            };
+            let v = self.buf[from..p].into();
+            self.cut();
+            if let Some(b) = &mut self.build {
+                b.parts.push(Part::Sub { chunk, inherit, v });
+            }
+        } else {
+            let v = if scan.la_len == 0 {
+                Vec::new()
+            } else {
+                self.buf[la..p].to_vec()
+            };
+            Walker::new(self.g, self.trie, self.a, &[], self.out, self.chunks).replay(&chunk, &v);
         }
     }
 

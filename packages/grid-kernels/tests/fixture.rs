@@ -10,7 +10,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use grid_kernels::walk::walk_from;
+use grid_kernels::chunks::Chunks;
+use grid_kernels::walk::{walk_from, walk_with};
 use grid_kernels::{bits, EngineTables, GrammarTables, RawGrammar, RawTrie, Trie};
 
 const FIXTURE: &str = include_str!("fixtures/analyst_toy.txt");
@@ -198,6 +199,75 @@ fn root_walks_match() {
             })
             .collect();
         assert_eq!(cd, c.get("walk_cd"), "{:?}", c.get("config"));
+    }
+}
+
+/// The root walk of `c` in the fixture's notation: CI nodes and `node:terminal:tail`.
+fn walk_shape(out: &grid_kernels::walk::WalkOutput) -> (Vec<u32>, Vec<String>) {
+    let cd = out
+        .cd
+        .iter()
+        .map(|x| {
+            let tail: String = out.tail(x).iter().map(|b| format!("{b:02x}")).collect();
+            let tail = if tail.is_empty() { "-".into() } else { tail };
+            format!("{}:{}:{}", x.node, x.terminal, tail)
+        })
+        .collect();
+    (out.ci.clone(), cd)
+}
+
+#[test]
+fn walks_through_the_subtree_memo_match() {
+    // Every subtree a memo point (min_nodes 1), then only larger ones; each
+    // configuration walked twice, so the second walk is assembled from the
+    // memo the first (and every earlier configuration) filled.
+    let (e, configs) = load();
+    let w = e.grammar.width();
+    for min_nodes in [1, 2, 8] {
+        let chunks = Chunks::new(min_nodes, 1 << 30);
+        let mut after_first = (0, 0);
+        for round in 0..2 {
+            for c in &configs {
+                let remainder = hex_bytes(c.get("config")[1]);
+                let allowed = hex_set(c.get("allowed")[0], w);
+                let mut a = e.grammar.allowed_sets(&allowed);
+                let out = walk_with(
+                    &e.grammar,
+                    &e.trie,
+                    0,
+                    &remainder,
+                    &mut a,
+                    false,
+                    Some(&chunks),
+                );
+                let expected = (
+                    ints::<u32>(c.get("walk_ci")),
+                    c.get("walk_cd")
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect::<Vec<_>>(),
+                );
+                assert_eq!(
+                    walk_shape(&out),
+                    expected,
+                    "min_nodes {min_nodes}, round {round}: {:?}",
+                    c.get("config")
+                );
+            }
+            if round == 0 {
+                after_first = chunks.stats();
+            }
+        }
+        let (hits, misses) = chunks.stats();
+        assert!(after_first.1 > 0, "min_nodes {min_nodes}: nothing memoized");
+        assert_eq!(
+            misses, after_first.1,
+            "min_nodes {min_nodes}: the second round walked a memoized subtree again"
+        );
+        assert!(
+            hits > after_first.0,
+            "min_nodes {min_nodes}: the memo unused"
+        );
     }
 }
 

@@ -537,7 +537,10 @@ fn warm_fills_need_no_walk() {
     assert_eq!(row, vec![0], "a cold miss writes nothing");
     assert_eq!(s.fill(&mut row, true).unwrap(), Filled::Walked);
     let cached = engine.cache.len();
-    assert!(cached >= 2, "the root walk and the CD sub-walks are cached");
+    assert!(
+        cached >= 1,
+        "the root walk is cached (small CD sub-walks walk in place)"
+    );
     let mut again = Session::new(Arc::clone(&engine), 0).unwrap();
     let mut row2 = vec![0u32; 1];
     assert_eq!(again.fill(&mut row2, false).unwrap(), Filled::Row);

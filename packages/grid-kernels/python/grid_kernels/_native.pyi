@@ -94,6 +94,10 @@ class EngineTables:
     @property
     def cached_walks(self) -> int:
         """Walks in the engine's cache (shared by its sessions)."""
+    @property
+    def memo_stats(self) -> tuple[int, int, int]:
+        """The subtree memo's (chunks held, hits, misses): cold walks of this
+        engine are assembled from memoized subtrees (``walk`` is not)."""
     def walk(
         self,
         node: int,

@@ -1,0 +1,245 @@
+//! The subtree memo: walks of large trie subtrees, keyed by what they read of A.
+//!
+//! A walk's key carries the whole allowed set A, so every new stack is a new
+//! key and a cold walk visits a few hundred thousand trie nodes. But most of a
+//! walk is spent inside subtrees whose outcome reads only a few of A's bits.
+//! Take a frame of the walk: trie node `c`, its remainder's scan state and
+//! bytes. Walking the children of `c` asks A three things only:
+//!
+//! - liveness of the states reached below `c`: `live[q'] & (A | ignored)` for
+//!   `q'` reachable from `q`, all within `live[q]` (the DFA's `live` is closed
+//!   under successors: `live[s] = accept[s] | live of successors`);
+//! - picks among the candidates of the last accept: the frame's own (`p`, its
+//!   emittable candidates, as in grid-core's normal form) or one reached below
+//!   `c` (within `live[q]`);
+//! - lexicon liveness and word categories: the categories of words that extend
+//!   the frame's lexicon node (`prefix_cats[ln]`; none once the lexicon node is
+//!   dead: it never revives below `c`).
+//!
+//! A pick of an ignored terminal (whitespace, a comment) requeues the tail
+//! from the start state, where every bit of A matters: a chunk does not walk
+//! on from there but records a **hole** `(node, tail)` at that point. So the
+//! children of every frame walk to a **chunk** that is a function of `(c, q,
+//! ln, p, A & R)`, `R = (live[q] - categories) | p | prefix_cats[ln]` (the
+//! DFA's liveness ignores categories; the lexicon decides them). `p` is left
+//! out (empty) when no walk below can read the frame's last accept before the
+//! next accept replaces it (`GrammarTables::la_read`).
+//!
+//! The bytes after the last accept (`v`) are not in the key: they reach the
+//! output only as the head of the tails that start at that accept, and a chunk
+//! stores those tails without it, flagged, to be completed with the `v` of the
+//! frame it is used at. So one chunk serves every comment after `/*` and
+//! every string literal after an escaped quote.
+//!
+//! A chunk is a list of parts in walk order: walk output, a sub-chunk (a memo
+//! point met while it was made, stored by reference, with how its own `v`
+//! follows from the frame's), or a hole. Using a chunk **replays** it under
+//! the walk's own A: the outputs are appended, the sub-chunks replayed, each
+//! hole filled by walking on from it exactly as the walk would have. So a
+//! walk through the memo equals the walk without it, node for node and entry
+//! for entry (the entry ids too); `tests/fixture.rs` checks it against
+//! grid-core's walks with every subtree a memo point. A stack that allows a
+//! different mix of keywords still finds the subtrees of `" n"`, of an open
+//! literal or of a comment walked; the subtree of `" "` is a chunk of holes,
+//! one per word, each filled from the word's own chunk.
+//!
+//! Not memoized: subtrees of fewer than `min_nodes` trie nodes (they walk in
+//! less time than a lookup), and frames whose `R` holds every emittable
+//! terminal (the start state: their key would be A itself, which the walk
+//! cache already keys). The memo holds at most `cap_bytes` of chunks and is
+//! emptied when full.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use crate::cache::FxMap;
+use crate::scanner::{Allowed, Scan};
+use crate::tables::{GrammarTables, NO_NODE};
+use crate::trie::Trie;
+use crate::walk::{WalkOutput, Walker};
+
+/// Subtrees of fewer trie nodes than this are walked, not memoized.
+pub const MIN_NODES: u32 = 128;
+
+/// Bytes of chunks the memo holds before it is emptied.
+pub const CAP_BYTES: usize = 256 << 20;
+
+/// A memoized walk of a subtree's children (see the module header).
+#[derive(Debug, Default)]
+pub struct Chunk {
+    pub(crate) parts: Vec<Part>,
+}
+
+/// One part of a [`Chunk`], in walk order.
+#[derive(Debug)]
+pub(crate) enum Part {
+    /// CI nodes and CD entries; the tail of a CD entry flagged in `from_v`
+    /// is stored without the frame's `v`, which it starts with.
+    Out { out: WalkOutput, from_v: Vec<bool> },
+    /// A memo point below: its chunk, used with `v` = (the frame's `v` if
+    /// `inherit`) followed by `v`.
+    Sub {
+        chunk: Arc<Chunk>,
+        inherit: bool,
+        v: Box<[u8]>,
+    },
+    /// An ignored pick at trie node `node` requeueing `tail` (preceded by
+    /// the frame's `v` if `from_v`): walk on from there.
+    Hole {
+        node: u32,
+        from_v: bool,
+        tail: Box<[u8]>,
+    },
+}
+
+impl Chunk {
+    /// Bytes of memory the chunk's own parts take (sub-chunks by reference).
+    fn size(&self) -> usize {
+        self.parts
+            .iter()
+            .map(|p| match p {
+                Part::Out { out, from_v } => out.size() + from_v.len(),
+                Part::Sub { v, .. } => 32 + v.len(),
+                Part::Hole { tail, .. } => 16 + tail.len(),
+            })
+            .sum()
+    }
+}
+
+/// The subtree memo of one engine (see the module header).
+#[derive(Debug)]
+pub struct Chunks {
+    map: RwLock<Memo>,
+    min_nodes: u32,
+    cap_bytes: usize,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Memo {
+    chunks: FxMap<Box<[u8]>, Arc<Chunk>>,
+    bytes: usize,
+}
+
+impl Default for Chunks {
+    fn default() -> Self {
+        Self::new(MIN_NODES, CAP_BYTES)
+    }
+}
+
+impl Chunks {
+    /// A memo of subtrees of at least `min_nodes` nodes, holding at most
+    /// `cap_bytes` of chunks.
+    pub fn new(min_nodes: u32, cap_bytes: usize) -> Self {
+        Self {
+            map: RwLock::new(Memo::default()),
+            min_nodes: min_nodes.max(1),
+            cap_bytes,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    /// Memoized subtrees now.
+    pub fn len(&self) -> usize {
+        self.read().chunks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// (hits, misses) so far.
+    pub fn stats(&self) -> (u64, u64) {
+        (
+            self.hits.load(Ordering::Relaxed),
+            self.misses.load(Ordering::Relaxed),
+        )
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Memo> {
+        self.map.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The chunk of the children of trie node `c` (a subtree of `size` nodes)
+    /// walked from the frame `(scan, remainder)` under `a`, made on a miss; or
+    /// `None` when the frame is not a memo point. `remainder` is the frame's
+    /// remainder, whose scan state is `scan`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn chunk(
+        &self,
+        g: &GrammarTables,
+        trie: &Trie,
+        a: &mut Allowed,
+        c: usize,
+        size: u32,
+        scan: Scan,
+        remainder: &[u8],
+    ) -> Option<Arc<Chunk>> {
+        if size < self.min_nodes {
+            return None;
+        }
+        let key = memo_key(g, c, &scan, a)?;
+        if let Some(chunk) = self.read().chunks.get(&key[..]) {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Some(Arc::clone(chunk));
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        let mut scratch = WalkOutput::default();
+        let mut w = Walker::new(g, trie, a, remainder, &mut scratch, Some(self)).building(&scan);
+        w.run(c + 1, c + size as usize, (scan, 0));
+        Some(self.publish(key, w.finish()))
+    }
+
+    /// Publish `chunk` under `key` unless present (emptying the memo first if
+    /// it would exceed its cap); returns the chunk stored.
+    fn publish(&self, key: Vec<u8>, chunk: Chunk) -> Arc<Chunk> {
+        let size = chunk.size() + key.len();
+        let mut memo = self.map.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(found) = memo.chunks.get(&key[..]) {
+            return Arc::clone(found);
+        }
+        if memo.bytes + size > self.cap_bytes {
+            memo.chunks.clear();
+            memo.bytes = 0;
+        }
+        memo.bytes += size;
+        let chunk = Arc::new(chunk);
+        memo.chunks.insert(key.into(), Arc::clone(&chunk));
+        chunk
+    }
+}
+
+/// The memo key of the frame `(c, scan)` under `a`: `c u32 | q u32 | ln i32 |
+/// p | A & R`, every field of fixed width, so the bytes are injective; `None`
+/// when `R` holds every emittable terminal.
+fn memo_key(g: &GrammarTables, c: usize, scan: &Scan, a: &Allowed) -> Option<Vec<u8>> {
+    let live = g.dfa.live.row(scan.q as usize);
+    let p = if g.la_read[scan.q as usize] {
+        g.emittable_candidates(scan)
+    } else {
+        vec![0; g.width()]
+    };
+    // Categories matter only through the lexicon: below a dead lexicon node
+    // no word, hence no category, can be live or picked.
+    let cats = &g.lexicon.categories;
+    let words = (scan.ln != NO_NODE).then(|| g.lexicon.prefix_cats.row(scan.ln as usize));
+    let r: Vec<u64> = (0..g.width())
+        .map(|i| (live[i] & !cats[i]) | p[i] | words.map_or(0, |x| x[i]))
+        .collect();
+    if r.iter().zip(&g.emittable).all(|(r, e)| e & !r == 0) {
+        return None;
+    }
+    let mut key = Vec::with_capacity(12 + 16 * g.width());
+    key.extend_from_slice(&(c as u32).to_le_bytes());
+    key.extend_from_slice(&scan.q.to_le_bytes());
+    key.extend_from_slice(&scan.ln.to_le_bytes());
+    for w in &p {
+        key.extend_from_slice(&w.to_le_bytes());
+    }
+    for (w, r) in a.allowed.iter().zip(&r) {
+        key.extend_from_slice(&(w & r).to_le_bytes());
+    }
+    Some(key)
+}
