@@ -96,6 +96,23 @@ impl Payload {
         }
     }
 
+    /// The payload of the ids set in `words` (`ceil(n_vocab / 32)` bitmask
+    /// words), in grid-core's encoding.
+    pub fn of_words(n_vocab: usize, words: Vec<u32>) -> Self {
+        let count: usize = words.iter().map(|w| w.count_ones() as usize).sum();
+        let dense = Self {
+            encoding: DENSE,
+            data: words.into(),
+        };
+        if 4 * count <= n_vocab.div_ceil(8) {
+            return Self {
+                encoding: SPARSE,
+                data: dense.ids().into(),
+            };
+        }
+        dense
+    }
+
     /// Bytes of memory the ids take.
     pub fn size(&self) -> usize {
         4 * self.data.len()
@@ -179,11 +196,9 @@ pub struct Member {
 pub struct Class {
     pub terminal: u32,
     pub members: Vec<Member>,
-    verdicts: Mutex<Vec<Memo>>,
+    /// The allowed set after the shift -> the verdict.
+    verdicts: Mutex<FxMap<Box<[u64]>, Arc<Verdict>>>,
 }
-
-/// A memoized verdict: the allowed set after the shift, and the verdict.
-type Memo = (Box<[u64]>, Arc<Verdict>);
 
 /// A class's verdict under one allowed set A' (after shifting its terminal):
 /// the CI ids of its members' sub-walks, and the CD entries those found,
@@ -198,20 +213,16 @@ impl Class {
     /// The memoized verdict under `allowed`, if computed.
     pub fn verdict(&self, allowed: &[u64]) -> Option<Arc<Verdict>> {
         let memo = self.verdicts.lock().unwrap_or_else(|e| e.into_inner());
-        memo.iter()
-            .find(|(a, _)| &a[..] == allowed)
-            .map(|(_, v)| Arc::clone(v))
+        memo.get(allowed).cloned()
     }
 
     /// Memoize `verdict` under `allowed`; a verdict already there wins.
     pub fn remember(&self, allowed: &[u64], verdict: Verdict) -> Arc<Verdict> {
         let mut memo = self.verdicts.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, v)) = memo.iter().find(|(a, _)| &a[..] == allowed) {
-            return Arc::clone(v);
-        }
-        let v = Arc::new(verdict);
-        memo.push((allowed.into(), Arc::clone(&v)));
-        v
+        Arc::clone(
+            memo.entry(allowed.into())
+                .or_insert_with(|| Arc::new(verdict)),
+        )
     }
 }
 
@@ -229,7 +240,7 @@ pub fn group<'a>(entries: impl IntoIterator<Item = (u32, u32, &'a [u8])>) -> Vec
             None => classes.push(Class {
                 terminal,
                 members: vec![member],
-                verdicts: Mutex::new(Vec::new()),
+                verdicts: Mutex::new(FxMap::default()),
             }),
         }
     }

@@ -59,7 +59,7 @@ use crate::trie::Trie;
 use crate::walk::{WalkOutput, Walker};
 
 /// Subtrees of fewer trie nodes than this are walked, not memoized.
-pub const MIN_NODES: u32 = 128;
+pub const MIN_NODES: u32 = 256;
 
 /// Bytes of chunks the memo holds before it is emptied.
 pub const CAP_BYTES: usize = 256 << 20;
@@ -92,7 +92,23 @@ pub(crate) enum Part {
     },
 }
 
+/// What [`Chunks::find`] found.
+pub(crate) enum Found {
+    Hit(Arc<Chunk>),
+    /// A memo point not memoized: the key to publish its chunk under.
+    Miss(Vec<u8>),
+    /// Not a memo point.
+    Not,
+}
+
 impl Chunk {
+    /// The chunk of consecutive sibling runs, from the chunks of the runs.
+    pub(crate) fn concat(runs: Vec<Chunk>) -> Chunk {
+        Chunk {
+            parts: runs.into_iter().flat_map(|c| c.parts).collect(),
+        }
+    }
+
     /// Bytes of memory the chunk's own parts take (sub-chunks by reference).
     fn size(&self) -> usize {
         self.parts
@@ -141,6 +157,12 @@ impl Chunks {
         }
     }
 
+    /// The smallest subtree (in trie nodes) this memo keeps.
+    #[inline]
+    pub fn min_nodes(&self) -> u32 {
+        self.min_nodes
+    }
+
     /// Memoized subtrees now.
     pub fn len(&self) -> usize {
         self.read().chunks.len()
@@ -148,6 +170,13 @@ impl Chunks {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Drop every chunk (the counters stay).
+    pub fn clear(&self) {
+        let mut memo = self.map.write().unwrap_or_else(|e| e.into_inner());
+        memo.chunks.clear();
+        memo.bytes = 0;
     }
 
     /// (hits, misses) so far.
@@ -160,6 +189,31 @@ impl Chunks {
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Memo> {
         self.map.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Look the frame `(c, scan)` up under `a` (`c` roots a subtree of `size`
+    /// nodes): its chunk, or the key to publish it under, or not a memo
+    /// point.
+    pub(crate) fn find(
+        &self,
+        g: &GrammarTables,
+        c: usize,
+        size: u32,
+        scan: &Scan,
+        a: &Allowed,
+    ) -> Found {
+        if size < self.min_nodes {
+            return Found::Not;
+        }
+        let Some(key) = memo_key(g, c, scan, a) else {
+            return Found::Not;
+        };
+        if let Some(chunk) = self.read().chunks.get(&key[..]) {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Found::Hit(Arc::clone(chunk));
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        Found::Miss(key)
     }
 
     /// The chunk of the children of trie node `c` (a subtree of `size` nodes)
@@ -177,15 +231,11 @@ impl Chunks {
         scan: Scan,
         remainder: &[u8],
     ) -> Option<Arc<Chunk>> {
-        if size < self.min_nodes {
-            return None;
-        }
-        let key = memo_key(g, c, &scan, a)?;
-        if let Some(chunk) = self.read().chunks.get(&key[..]) {
-            self.hits.fetch_add(1, Ordering::Relaxed);
-            return Some(Arc::clone(chunk));
-        }
-        self.misses.fetch_add(1, Ordering::Relaxed);
+        let key = match self.find(g, c, size, &scan, a) {
+            Found::Hit(chunk) => return Some(chunk),
+            Found::Not => return None,
+            Found::Miss(key) => key,
+        };
         let mut scratch = WalkOutput::default();
         let mut w = Walker::new(g, trie, a, remainder, &mut scratch, Some(self)).building(&scan);
         w.run(c + 1, c + size as usize, (scan, 0));
@@ -194,7 +244,7 @@ impl Chunks {
 
     /// Publish `chunk` under `key` unless present (emptying the memo first if
     /// it would exceed its cap); returns the chunk stored.
-    fn publish(&self, key: Vec<u8>, chunk: Chunk) -> Arc<Chunk> {
+    pub(crate) fn publish(&self, key: Vec<u8>, chunk: Chunk) -> Arc<Chunk> {
         let size = chunk.size() + key.len();
         let mut memo = self.map.write().unwrap_or_else(|e| e.into_inner());
         if let Some(found) = memo.chunks.get(&key[..]) {

@@ -40,7 +40,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rayon::ThreadPool;
 
 use crate::bits;
-use crate::cache::{group, Class, Entry, FxMap, Payload, Verdict, WalkCache};
+use crate::cache::{group, Class, Entry, FxMap, Payload, Verdict, WalkCache, DENSE};
 use crate::canonical::Canonical;
 use crate::chunks::Chunks;
 use crate::error::{KernelError, Result};
@@ -407,7 +407,9 @@ impl Engine {
         }
         let (g, trie) = (&*self.tables.grammar, &*self.tables.trie);
         let mut view: Option<Allowed> = None;
+        // CI ids as a list, or as bitmask words once a dense payload joins.
         let mut ids: Vec<u32> = Vec::new();
+        let mut words: Option<Vec<u32>> = None;
         let mut deeper: Vec<(u32, u32, Box<[u8]>)> = Vec::new();
         for m in &class.members {
             if trie.node(m.node as usize).size <= DIRECT_WALK_NODES {
@@ -451,11 +453,24 @@ impl Engine {
                 }
                 None => return Ok(None),
             };
-            ids.extend(e.ci.ids());
+            if e.ci.encoding == DENSE {
+                e.ci.or_into(words.get_or_insert_with(|| vec![0; trie.n_words()]));
+            } else {
+                ids.extend_from_slice(&e.ci.data);
+            }
             deeper.extend(e.cd.iter().map(|c| (c.node, c.terminal, e.tail(c).into())));
         }
+        let ci = match words {
+            Some(mut words) => {
+                for id in ids {
+                    words[id as usize / 32] |= 1 << (id % 32);
+                }
+                Payload::of_words(trie.n_vocab(), words)
+            }
+            None => Payload::of_ids(trie.n_vocab(), ids),
+        };
         let verdict = Verdict {
-            ci: Payload::of_ids(trie.n_vocab(), ids),
+            ci,
             deeper: group(deeper.iter().map(|(n, t, tail)| (*n, *t, &tail[..]))),
         };
         Ok(Some(class.remember(allowed, verdict)))

@@ -21,10 +21,10 @@
 //!   `action[s][t] = -1 - r` reduce rule r: pop `len(r)`, push `goto[top][lhs(r)]`;
 //!                           rule 0 is ACCEPT (allowed iff `t` is `$END`)
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::bits;
+use crate::cache::FxMap;
 use crate::error::{KernelError, Result};
 use crate::tables::{GrammarTables, Lalr};
 
@@ -59,8 +59,10 @@ pub struct StackArena {
     grammar: Arc<GrammarTables>,
     width: usize,
     cells: Vec<Cell>,
-    interned: HashMap<(u32, u32), NodeId>,
+    interned: FxMap<(u32, u32), NodeId>,
     allowed: Vec<Option<Box<[u64]>>>,
+    /// `shift(node, t)`, memoized (nodes are never freed, so it stays true).
+    shifts: FxMap<(NodeId, u32), NodeId>,
 }
 
 impl std::fmt::Debug for StackArena {
@@ -76,8 +78,9 @@ impl StackArena {
             width: grammar.width(),
             grammar,
             cells: Vec::new(),
-            interned: HashMap::new(),
+            interned: FxMap::default(),
             allowed: Vec::new(),
+            shifts: FxMap::default(),
         }
     }
 
@@ -227,6 +230,9 @@ impl StackArena {
                 detail: format!("out of range 0..{}", self.lalr().n_terminals),
             });
         }
+        if let Some(&n) = self.shifts.get(&(node, t as u32)) {
+            return Ok(n);
+        }
         match self.run(node, t)? {
             Outcome::Shift {
                 base,
@@ -237,7 +243,9 @@ impl StackArena {
                 for s in overlay {
                     n = self.push(n, s);
                 }
-                Ok(self.push(n, state))
+                let n = self.push(n, state);
+                self.shifts.insert((node, t as u32), n);
+                Ok(n)
             }
             _ => Err(KernelError::InvalidTerminal {
                 terminal: t as i64,

@@ -714,6 +714,11 @@ impl PyEngineTables {
         (self.inner.chunks.len(), hits, misses)
     }
 
+    /// Empty the subtree memo (benchmarks of cold walks).
+    fn clear_memo(&self) {
+        self.inner.chunks.clear();
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "EngineTables(n_terminals={}, n_vocab={})",

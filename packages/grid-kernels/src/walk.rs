@@ -36,7 +36,7 @@
 
 use rayon::prelude::*;
 
-use crate::chunks::{Chunk, Chunks, Part};
+use crate::chunks::{Chunk, Chunks, Found, Part};
 use crate::scanner::{Allowed, Rescan, Scan};
 use crate::tables::GrammarTables;
 use crate::trie::Trie;
@@ -190,21 +190,31 @@ pub fn walk_par(
         return out;
     };
     let size = trie.node(node).size;
-    if let Some(ch) = chunks {
+    let runs = child_runs(trie, node, 8 * threads);
+    if let (Some(ch), true) = (chunks, size > 1) {
+        // A memo point: its chunk, made run by run in parallel on a miss.
         let (scan, rstart) = start;
-        if size > 1
-            && from_memo(
-                g,
-                trie,
-                &mut a,
-                ch,
-                node,
-                size,
-                scan,
-                &pending[rstart..],
-                &mut out,
-            )
-        {
+        let remainder = &pending[rstart..];
+        let chunk = match ch.find(g, node, size, &scan, &a) {
+            Found::Hit(chunk) => Some(chunk),
+            Found::Miss(key) => {
+                let parts: Vec<Chunk> = runs
+                    .par_iter()
+                    .map(|&(lo, hi)| {
+                        let mut a = a.clone();
+                        let mut scratch = WalkOutput::default();
+                        let mut w = Walker::new(g, trie, &mut a, remainder, &mut scratch, chunks)
+                            .building(&scan);
+                        w.run(lo, hi, (scan, 0));
+                        w.finish()
+                    })
+                    .collect();
+                Some(ch.publish(key, Chunk::concat(parts)))
+            }
+            Found::Not => None,
+        };
+        if let Some(chunk) = chunk {
+            replay(g, trie, &mut a, ch, &chunk, &scan, remainder, &mut out);
             return out;
         }
     }
@@ -242,13 +252,28 @@ fn from_memo(
     let Some(chunk) = chunks.chunk(g, trie, a, node, size, scan, remainder) else {
         return false;
     };
+    replay(g, trie, a, chunks, &chunk, &scan, remainder, out);
+    true
+}
+
+/// Replay `chunk` into `out` as used at the frame `(scan, remainder)`.
+#[allow(clippy::too_many_arguments)]
+fn replay(
+    g: &GrammarTables,
+    trie: &Trie,
+    a: &mut Allowed,
+    chunks: &Chunks,
+    chunk: &Chunk,
+    scan: &Scan,
+    remainder: &[u8],
+    out: &mut WalkOutput,
+) {
     let v = if scan.la_len == 0 {
         &[][..]
     } else {
         &remainder[scan.la_len as usize..]
     };
-    Walker::new(g, trie, a, &[], out, Some(chunks)).replay(&chunk, v);
-    true
+    Walker::new(g, trie, a, &[], out, Some(chunks)).replay(chunk, v);
 }
 
 /// The children of `node` cut into at most about `n` runs `[lo, hi)` of
@@ -558,9 +583,15 @@ impl<'w> Walker<'w> {
     /// a sub-chunk of the chunk being made), else by pushing its frame.
     #[inline]
     fn enter(&mut self, c: usize, size: u32, scan: Scan, rstart: u32, pos: u32) {
-        let Some(ch) = self.chunks else {
-            return self.push(c, size, scan, rstart, pos);
-        };
+        match self.chunks {
+            Some(ch) if size >= ch.min_nodes() => self.enter_memo(ch, c, size, scan, rstart, pos),
+            _ => self.push(c, size, scan, rstart, pos),
+        }
+    }
+
+    /// [`Walker::enter`] at a subtree large enough to be a memo point.
+    #[inline(never)]
+    fn enter_memo(&mut self, ch: &Chunks, c: usize, size: u32, scan: Scan, rstart: u32, pos: u32) {
         let (r0, p) = (rstart as usize, pos as usize);
         let Some(chunk) = ch.chunk(self.g, self.trie, self.a, c, size, scan, &self.buf[r0..p])
         else {

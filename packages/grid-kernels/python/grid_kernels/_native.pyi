@@ -98,6 +98,9 @@ class EngineTables:
     def memo_stats(self) -> tuple[int, int, int]:
         """The subtree memo's (chunks held, hits, misses): cold walks of this
         engine are assembled from memoized subtrees (``walk`` is not)."""
+    def clear_memo(self) -> None:
+        """Empty the subtree memo (for benchmarks of cold walks; the walk
+        cache is kept)."""
     def walk(
         self,
         node: int,
