@@ -206,7 +206,7 @@ pub struct Class {
 #[derive(Debug)]
 pub struct Verdict {
     pub ci: Payload,
-    pub deeper: Vec<Class>,
+    pub deeper: Vec<Arc<Class>>,
 }
 
 impl Class {
@@ -227,8 +227,12 @@ impl Class {
 }
 
 /// Group CD entries by emitted terminal, classes and members in order of
-/// first appearance (`Engine.compute_mask`'s `by_terminal`).
-pub fn group<'a>(entries: impl IntoIterator<Item = (u32, u32, &'a [u8])>) -> Vec<Class> {
+/// first appearance (`Engine.compute_mask`'s `by_terminal`); each class
+/// interned in `table`.
+pub fn group<'a>(
+    entries: impl IntoIterator<Item = (u32, u32, &'a [u8])>,
+    table: &Classes,
+) -> Vec<Arc<Class>> {
     let mut classes: Vec<Class> = Vec::new();
     for (node, terminal, tail) in entries {
         let member = Member {
@@ -244,7 +248,49 @@ pub fn group<'a>(entries: impl IntoIterator<Item = (u32, u32, &'a [u8])>) -> Vec
             }),
         }
     }
-    classes
+    classes.into_iter().map(|c| table.intern(c)).collect()
+}
+
+/// Verdict classes interned by content (terminal and members), so that the
+/// equal classes of different walks (the same remainder under two allowed
+/// sets that pick alike, a sub-walk met again) share one verdict memo.
+#[derive(Debug, Default)]
+pub struct Classes {
+    map: Mutex<FxMap<u64, Vec<Arc<Class>>>>,
+}
+
+impl Classes {
+    /// The interned class equal to `class`.
+    pub fn intern(&self, class: Class) -> Arc<Class> {
+        let mut h = FxHasher::default();
+        h.write_u32(class.terminal);
+        for m in &class.members {
+            h.write_u32(m.node);
+            h.write_usize(m.tail.len());
+            h.write(&m.tail);
+        }
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let bucket = map.entry(h.finish()).or_default();
+        if let Some(c) = bucket
+            .iter()
+            .find(|c| c.terminal == class.terminal && c.members == class.members)
+        {
+            return Arc::clone(c);
+        }
+        let c = Arc::new(class);
+        bucket.push(Arc::clone(&c));
+        c
+    }
+
+    /// Distinct classes interned.
+    pub fn len(&self) -> usize {
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        map.values().map(Vec::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// One cached walk: CI payload, CD entries in walk order, their classes.
@@ -256,16 +302,18 @@ pub struct Entry {
     /// The CD entries as the walk found them (tails in `tails`).
     pub cd: Vec<CdEntry>,
     pub tails: Vec<u8>,
-    pub classes: Vec<Class>,
+    pub classes: Vec<Arc<Class>>,
     id: OnceLock<[u8; 16]>,
 }
 
 impl Entry {
-    /// Pack a walk's output: CI payload, CD entries and their classes.
-    pub fn of_walk(trie: &Trie, walk: WalkOutput) -> Self {
+    /// Pack a walk's output: CI payload, CD entries and their classes
+    /// (interned in `table`).
+    pub fn of_walk(trie: &Trie, walk: WalkOutput, table: &Classes) -> Self {
         let ci = Payload::of_nodes(trie, &walk.ci);
         static SERIAL: AtomicU64 = AtomicU64::new(0);
-        let classes = group(walk.cd.iter().map(|e| (e.node, e.terminal, walk.tail(e))));
+        let entries = walk.cd.iter().map(|e| (e.node, e.terminal, walk.tail(e)));
+        let classes = group(entries, table);
         Self {
             serial: SERIAL.fetch_add(1, Ordering::Relaxed),
             ci,
@@ -385,7 +433,11 @@ mod tests {
 
     #[test]
     fn classes_keep_first_appearance_order() {
-        let classes = group([(5, 2, &b"x"[..]), (7, 1, &b""[..]), (9, 2, &b"y"[..])]);
+        let table = Classes::default();
+        let classes = group(
+            [(5, 2, &b"x"[..]), (7, 1, &b""[..]), (9, 2, &b"y"[..])],
+            &table,
+        );
         let shape: Vec<(u32, Vec<u32>)> = classes
             .iter()
             .map(|c| (c.terminal, c.members.iter().map(|m| m.node).collect()))
@@ -400,5 +452,11 @@ mod tests {
         );
         assert!(Arc::ptr_eq(&classes[0].verdict(&[1]).unwrap(), &v));
         assert!(classes[0].verdict(&[2]).is_none());
+        // Equal classes of another walk are the same class, memo included.
+        let again = group([(5, 2, &b"x"[..]), (9, 2, &b"y"[..])], &table);
+        assert!(Arc::ptr_eq(&again[0], &classes[0]));
+        let other = group([(5, 2, &b"x"[..])], &table);
+        assert!(!Arc::ptr_eq(&other[0], &classes[0]));
+        assert_eq!(table.len(), 3);
     }
 }

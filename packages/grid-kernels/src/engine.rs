@@ -40,7 +40,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rayon::ThreadPool;
 
 use crate::bits;
-use crate::cache::{group, Class, Entry, FxMap, Payload, Verdict, WalkCache, DENSE};
+use crate::cache::{group, Class, Classes, Entry, FxMap, Payload, Verdict, WalkCache, DENSE};
 use crate::canonical::Canonical;
 use crate::chunks::Chunks;
 use crate::error::{KernelError, Result};
@@ -141,6 +141,8 @@ pub struct Engine {
     pub cache: WalkCache,
     /// The subtree memo every cold walk of this engine goes through.
     pub chunks: Chunks,
+    /// The verdict classes of its entries, interned (shared verdict memos).
+    pub classes: Classes,
     stacks: Mutex<Arc<Mutex<Stacks>>>,
     threads: Threads,
     /// The lexicon's fingerprint (`IdentKey.schema`).
@@ -156,6 +158,7 @@ impl Engine {
             tables,
             cache: WalkCache::default(),
             chunks: Chunks::default(),
+            classes: Classes::default(),
             stacks: Mutex::new(Arc::new(Mutex::new(Stacks::new(arena)))),
             threads,
             schema: schema.into(),
@@ -347,7 +350,7 @@ impl Engine {
         }
         ctx.walks += 1;
         let walk = self.cold_walk(root, pending, allowed, None);
-        let e = Entry::of_walk(&self.tables.trie, walk);
+        let e = Entry::of_walk(&self.tables.trie, walk, &self.classes);
         Ok(Some(self.cache.publish(buf, e)))
     }
 
@@ -376,7 +379,7 @@ impl Engine {
             None => {
                 let walk = self.cold_walk(root, pending, &allowed, threads);
                 self.cache
-                    .publish(&buf, Entry::of_walk(&self.tables.trie, walk))
+                    .publish(&buf, Entry::of_walk(&self.tables.trie, walk, &self.classes))
             }
         };
         let canonical = self.canonical_key(namespace, &key, &allowed);
@@ -449,7 +452,8 @@ impl Engine {
                         true,
                         Some(&self.chunks),
                     );
-                    self.cache.publish(&ctx.key, Entry::of_walk(trie, walk))
+                    self.cache
+                        .publish(&ctx.key, Entry::of_walk(trie, walk, &self.classes))
                 }
                 None => return Ok(None),
             };
@@ -471,7 +475,10 @@ impl Engine {
         };
         let verdict = Verdict {
             ci,
-            deeper: group(deeper.iter().map(|(n, t, tail)| (*n, *t, &tail[..]))),
+            deeper: group(
+                deeper.iter().map(|(n, t, tail)| (*n, *t, &tail[..])),
+                &self.classes,
+            ),
         };
         Ok(Some(class.remember(allowed, verdict)))
     }

@@ -354,7 +354,7 @@ impl Gather<'_> {
     /// Shift each class's terminal on `node` and collect its verdict, then
     /// the verdicts of the classes found one shift deeper. `false`: a walk is
     /// missing and the fill may not walk.
-    fn classes(&mut self, node: NodeId, classes: &[Class]) -> Result<bool> {
+    fn classes(&mut self, node: NodeId, classes: &[Arc<Class>]) -> Result<bool> {
         for class in classes {
             let (shifted, allowed) = {
                 let arena = &mut lock(self.stacks).arena;
