@@ -96,23 +96,6 @@ impl Payload {
         }
     }
 
-    /// The payload of the ids set in `words` (`ceil(n_vocab / 32)` bitmask
-    /// words), in grid-core's encoding.
-    pub fn of_words(n_vocab: usize, words: Vec<u32>) -> Self {
-        let count: usize = words.iter().map(|w| w.count_ones() as usize).sum();
-        let dense = Self {
-            encoding: DENSE,
-            data: words.into(),
-        };
-        if 4 * count <= n_vocab.div_ceil(8) {
-            return Self {
-                encoding: SPARSE,
-                data: dense.ids().into(),
-            };
-        }
-        dense
-    }
-
     /// Bytes of memory the ids take.
     pub fn size(&self) -> usize {
         4 * self.data.len()

@@ -40,13 +40,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use rayon::ThreadPool;
 
 use crate::bits;
-use crate::cache::{group, Class, Classes, Entry, FxMap, Payload, Verdict, WalkCache, DENSE};
+use crate::cache::{group, Class, Classes, Entry, FxMap, Payload, Verdict, WalkCache};
 use crate::canonical::Canonical;
 use crate::chunks::Chunks;
 use crate::error::{KernelError, Result};
 use crate::mask::EngineTables;
 use crate::parser::{NodeId, StackArena};
-use crate::scanner::{Allowed, Scan};
+use crate::scanner::Scan;
 use crate::walk::{walk_par, walk_with, WalkOutput};
 
 /// Nodes an arena generation holds before new sessions start a fresh one.
@@ -54,10 +54,6 @@ pub const ARENA_CAP: usize = 1 << 18;
 
 /// Bytes of packed rows a generation's row memo holds before it is emptied.
 pub const ROW_MEMO_BYTES: usize = 128 << 20;
-
-/// CD members of at most this many trie nodes are walked in place by a
-/// verdict, not through the walk cache ([`Engine::verdict`]).
-pub const DIRECT_WALK_NODES: u32 = 64;
 
 /// One arena generation: the interned stacks and the row memo keyed by them.
 #[derive(Debug)]
@@ -388,17 +384,15 @@ impl Engine {
     }
 
     /// The verdict of `class` under `allowed` (the allowed set after its
-    /// shift): memoized, else assembled from its members' sub-walks, walked on
-    /// a miss when `cold`, else `None`.
+    /// shift): memoized, else computed when `ctx.cold` (counted as a walk),
+    /// else `None`.
     ///
-    /// Most members are small subtrees (a word, the punctuation that ended
-    /// it, and the few tokens that extend it): a member of at most
-    /// [`DIRECT_WALK_NODES`] trie nodes is walked in place, which costs less
-    /// than keying, looking up and publishing its walk; larger ones go
-    /// through the walk cache (their walks are shared across classes and
-    /// stacks). Either way the member contributes its `walk_from`, so the
-    /// verdict is the same. All of the class's walks share one allowed-set
-    /// view (its per-DFA-state memos are built once per verdict).
+    /// Each member's sub-walk (`walk_from` of its subtree from its tail) is
+    /// walked in place through the subtree memo, all under one allowed-set
+    /// view: a member's walk is not cached on its own, since the verdict memo
+    /// (shared by every walk whose class has these members, see
+    /// [`crate::cache::Classes`]) already holds what it contributes, and its
+    /// large subtrees are in the memo.
     pub fn verdict(
         &self,
         ctx: &mut Lookup,
@@ -408,73 +402,35 @@ impl Engine {
         if let Some(v) = class.verdict(allowed) {
             return Ok(Some(v));
         }
+        if !ctx.cold {
+            return Ok(None);
+        }
+        ctx.walks += 1;
         let (g, trie) = (&*self.tables.grammar, &*self.tables.trie);
-        let mut view: Option<Allowed> = None;
-        // CI ids as a list, or as bitmask words once a dense payload joins.
+        let mut a = g.allowed_sets(allowed);
         let mut ids: Vec<u32> = Vec::new();
-        let mut words: Option<Vec<u32>> = None;
         let mut deeper: Vec<(u32, u32, Box<[u8]>)> = Vec::new();
         for m in &class.members {
-            if trie.node(m.node as usize).size <= DIRECT_WALK_NODES {
-                let a = view.get_or_insert_with(|| g.allowed_sets(allowed));
-                let walk = walk_with(
-                    g,
-                    trie,
-                    m.node as usize,
-                    &m.tail,
-                    a,
-                    true,
-                    Some(&self.chunks),
-                );
-                for &n in &walk.ci {
-                    ids.extend_from_slice(trie.ids_at(n as usize));
-                }
-                deeper.extend(
-                    walk.cd
-                        .iter()
-                        .map(|c| (c.node, c.terminal, walk.tail(c).into())),
-                );
-                continue;
+            let walk = walk_with(
+                g,
+                trie,
+                m.node as usize,
+                &m.tail,
+                &mut a,
+                true,
+                Some(&self.chunks),
+            );
+            for &n in &walk.ci {
+                ids.extend_from_slice(trie.ids_at(n as usize));
             }
-            let key = self.key_of(m.node, &m.tail, None, allowed, false)?;
-            self.walk_key(&mut ctx.key, ctx.namespace, &key, allowed);
-            let e = match self.cache.get(&ctx.key) {
-                Some(e) => e,
-                None if ctx.cold => {
-                    ctx.walks += 1;
-                    let a = view.get_or_insert_with(|| g.allowed_sets(allowed));
-                    let walk = walk_with(
-                        g,
-                        trie,
-                        m.node as usize,
-                        &m.tail,
-                        a,
-                        true,
-                        Some(&self.chunks),
-                    );
-                    self.cache
-                        .publish(&ctx.key, Entry::of_walk(trie, walk, &self.classes))
-                }
-                None => return Ok(None),
-            };
-            if e.ci.encoding == DENSE {
-                e.ci.or_into(words.get_or_insert_with(|| vec![0; trie.n_words()]));
-            } else {
-                ids.extend_from_slice(&e.ci.data);
-            }
-            deeper.extend(e.cd.iter().map(|c| (c.node, c.terminal, e.tail(c).into())));
+            deeper.extend(
+                walk.cd
+                    .iter()
+                    .map(|c| (c.node, c.terminal, walk.tail(c).into())),
+            );
         }
-        let ci = match words {
-            Some(mut words) => {
-                for id in ids {
-                    words[id as usize / 32] |= 1 << (id % 32);
-                }
-                Payload::of_words(trie.n_vocab(), words)
-            }
-            None => Payload::of_ids(trie.n_vocab(), ids),
-        };
         let verdict = Verdict {
-            ci,
+            ci: Payload::of_ids(trie.n_vocab(), ids),
             deeper: group(
                 deeper.iter().map(|(n, t, tail)| (*n, *t, &tail[..])),
                 &self.classes,
