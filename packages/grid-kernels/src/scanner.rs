@@ -112,6 +112,17 @@ impl GrammarTables {
                 && bits::intersects(self.lexicon.prefix_cats.row(ln as usize), &a.ok_lex))
     }
 
+    /// The DFA alone makes a remainder in state `q` live under the allowed set
+    /// (the first half of [`GrammarTables::live_in`]).
+    #[inline(always)]
+    pub fn live_dfa_in(&self, q: u32, a: &mut Allowed) -> bool {
+        let memo = &mut a.live_q[q as usize];
+        if *memo == 0 {
+            *memo = 1 + u8::from(bits::intersects(self.dfa.live.row(q as usize), &a.ok_plain));
+        }
+        *memo == 2
+    }
+
     /// [`GrammarTables::pick`] through the walk's memo. The pick depends on the
     /// lexicon node only when the accepting state accepts a category and a
     /// word is in progress; every other pick is a function of the state.

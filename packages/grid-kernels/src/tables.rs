@@ -173,6 +173,8 @@ pub struct GrammarTables {
     /// last accept (pick among its candidates) before the next accept
     /// replaces it.
     pub(crate) la_read: Vec<bool>,
+    /// Per DFA state: the bytes that lead back to it (a 256-bit set).
+    pub(crate) loops: Vec<[u64; 4]>,
 }
 
 /// [`GrammarTables::la_read`] of every DFA state: the least fixpoint of
@@ -282,10 +284,23 @@ impl GrammarTables {
             }
         }
         let la_read = la_reads(&dfa, &raw.ignored);
+        let loops = (0..dfa.accept.len())
+            .map(|q| {
+                let mut set = [0u64; 4];
+                for b in 0..256usize {
+                    let e = dfa.next[q * dfa.n_classes + dfa.class_of[b] as usize];
+                    if e >= 0 && (e >> 1) as usize == q {
+                        set[b / 64] |= 1 << (b % 64);
+                    }
+                }
+                set
+            })
+            .collect();
         Ok(Self {
             accepts_category,
             emittable,
             la_read,
+            loops,
             width,
             n_terminals: t,
             dfa,

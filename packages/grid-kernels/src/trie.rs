@@ -52,6 +52,10 @@ pub struct Trie {
     /// for a special id).
     spell_at: Vec<u32>,
     spellings: Vec<u8>,
+    /// Per node: the bytes on every edge of its subtree, its own included (a
+    /// 256-bit set); lets a walk take a subtree whole when no byte in it can
+    /// leave the scanner's state ([`Trie::subtree_bytes`]).
+    subtree_bytes: Vec<[u64; 4]>,
 }
 
 impl Trie {
@@ -155,13 +159,14 @@ impl Trie {
         }
         let (spell_at, spellings) =
             spell(&raw.edge, &size, &alias_offset, &alias_ids, raw.n_vocab)?;
-        let nodes = (0..n)
+        let nodes: Vec<TrieNode> = (0..n)
             .map(|i| TrieNode {
                 size: size[i],
                 token: raw.token[i],
                 edge: raw.edge[i],
             })
             .collect();
+        let subtree_bytes = subtree_bytes(&nodes);
         Ok(Self {
             nodes,
             alias_offset,
@@ -171,6 +176,7 @@ impl Trie {
             max_depth,
             spell_at,
             spellings,
+            subtree_bytes,
         })
     }
 
@@ -206,6 +212,12 @@ impl Trie {
     #[inline]
     pub fn ids_at(&self, node: usize) -> &[u32] {
         &self.alias_ids[self.alias_offset[node] as usize..self.alias_offset[node + 1] as usize]
+    }
+
+    /// The bytes on the edges of the subtree at `i` (its own edge included).
+    #[inline]
+    pub fn subtree_bytes(&self, i: usize) -> &[u64; 4] {
+        &self.subtree_bytes[i]
     }
 
     /// `token_bytes(id)`: the path to the node spelling `id`; empty for a
@@ -244,6 +256,25 @@ impl Trie {
 
 /// Every id's spelling, read off the trie paths in preorder: `(spell_at,
 /// spellings)` as in [`Trie`]. Each id is spelled at most once.
+/// [`Trie::subtree_bytes`] of every node, children before parents.
+fn subtree_bytes(nodes: &[TrieNode]) -> Vec<[u64; 4]> {
+    let mut out = vec![[0u64; 4]; nodes.len()];
+    for i in (0..nodes.len()).rev() {
+        let mut acc = [0u64; 4];
+        let b = nodes[i].edge as usize;
+        acc[b / 64] |= 1 << (b % 64);
+        let (mut c, end) = (i + 1, i + nodes[i].size as usize);
+        while c < end {
+            for (a, x) in acc.iter_mut().zip(&out[c]) {
+                *a |= x;
+            }
+            c += nodes[c].size as usize;
+        }
+        out[i] = acc;
+    }
+    out
+}
+
 fn spell(
     edge: &[u8],
     size: &[u32],

@@ -462,6 +462,16 @@ impl<'w> Walker<'w> {
             let here = nodes[c];
             frame.cursor += here.size;
             let f = *frame;
+            if self.uniform(c, &f.scan) {
+                // Every byte below keeps the (live) state: every token is CI.
+                let end = c + here.size as usize;
+                for (n, node) in nodes[c..end].iter().enumerate() {
+                    if node.token >= 0 {
+                        self.out.ci.push((c + n) as u32);
+                    }
+                }
+                continue;
+            }
             let b = here.edge;
             let pos = f.pos as usize;
             self.buf[pos] = b;
@@ -503,6 +513,16 @@ impl<'w> Walker<'w> {
                 self.requeue(c, tail_start, pos);
             }
         }
+    }
+
+    /// Every byte in the subtree at `c` (its edge included) leads the state
+    /// `scan.q` back to itself, and `q` is live under A by the DFA alone: the
+    /// walk below `c` would admit every token it spells and meet no death (so
+    /// no pick, no CD entry), whatever the lexicon node or the last accept.
+    #[inline]
+    fn uniform(&mut self, c: usize, scan: &Scan) -> bool {
+        let (bytes, loops) = (self.trie.subtree_bytes(c), &self.g.loops[scan.q as usize]);
+        bytes.iter().zip(loops).all(|(b, l)| b & !l == 0) && self.g.live_dfa_in(scan.q, self.a)
     }
 
     /// After an ignored pick at node `c`: scan its requeued tail
