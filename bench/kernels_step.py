@@ -26,8 +26,9 @@ miss costs before and after moving it into Rust:
    ``make_entry``, the pure-Python path), ``composed`` (the kernels' walk, then
    ``make_entry`` in Python: grid-core's miss path before this change) and
    ``rust`` (``EngineTables.register``: walk, classes, payload, entry id and
-   publication in one call, a fresh namespace per call so that it misses) on
-   1 and 2 threads, and the kernels' walk alone (``walk``, its nodes returned
+   publication in one call, a fresh namespace per call so that it misses, the
+   subtree memo emptied before each call so that no subtree is found either)
+   on 1 and 2 threads, and the kernels' walk alone (``walk``, its nodes returned
    to Python) on 1 and 2 threads; the kernel paths run 3 times interleaved,
    the fastest kept. The rayon speed-up is the ratio of the medians, over all
    configurations, over the slower half, and over the ``--largest`` root
@@ -230,6 +231,7 @@ def largest_walks(engine: Engine, configs: list[Config], n: int) -> dict[str, An
     for c in configs:
         namespace += 1
         allowed = engine.parser.allowed(c.node)
+        k.clear_memo()
         t0 = time.perf_counter()
         k.register(namespace, 0, c.remainder, allowed, threads=1)
         one.append((time.perf_counter() - t0, c))
@@ -241,6 +243,7 @@ def largest_walks(engine: Engine, configs: list[Config], n: int) -> dict[str, An
         for _ in range(5):
             for threads, name in ((1, "rust_1t"), (2, "rust_2t")):
                 namespace += 1
+                k.clear_memo()
                 t0 = time.perf_counter()
                 k.register(namespace, 0, c.remainder, allowed, threads=threads)
                 lap(laps, name, t0)
@@ -296,6 +299,7 @@ def cold_miss(engine: Engine, configs: list[Config], python_n: int) -> dict[str,
             lap(best, "composed", t0)
             for threads, name in ((1, "rust_1t"), (2, "rust_2t")):
                 namespace += 1
+                k.clear_memo()  # cold: neither the walk nor its subtrees seen
                 t0 = time.perf_counter()
                 handle = k.register(namespace, 0, r, allowed, threads=threads)
                 lap(best, name, t0)

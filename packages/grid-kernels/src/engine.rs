@@ -31,9 +31,13 @@
 //! fresh one, and the old one is freed with its last session. Memory stays
 //! bounded by the caps times the number of generations still in use.
 //!
-//! Cold walks: a root walk (trie node 0) is shared out over a rayon pool
-//! ([`crate::walk::walk_par`], bit-identical to one thread); sub-walks of CD
-//! classes are small and run on the calling thread.
+//! Cold walks: every walk goes through the engine's subtree memo
+//! ([`crate::chunks`]), so a new stack mostly finds its large subtrees walked;
+//! a root walk (trie node 0) is shared out over a rayon pool
+//! ([`crate::walk::walk_par`], bit-identical to one thread). A CD class's
+//! verdict walks its members on the calling thread; classes are interned by
+//! content ([`crate::cache::Classes`]), so equal classes of different walks
+//! share their verdicts.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 

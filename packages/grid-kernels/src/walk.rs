@@ -27,6 +27,12 @@
 //! so lengths and tails are offsets and nothing is copied while walking; only
 //! CD tails are copied out.
 //!
+//! Through the subtree memo ([`crate::chunks`]), a frame that is a memo
+//! point has its children's output appended from a chunk (replayed under this
+//! walk's allowed set) instead of being walked; a subtree whose every byte
+//! loops the frame's live scanner state is admitted whole ([`Walker`]'s
+//! `uniform`). Both give the output of the plain walk, node for node.
+//!
 //! Parallel walks ([`walk_par`]): the children of the walk's node are cut into
 //! runs of consecutive subtrees of about equal size, each run is walked by its
 //! own walker (own frames, own allowed-set memos) on rayon's current pool, and
