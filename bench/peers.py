@@ -52,6 +52,11 @@ advance, llguidance ``validate_tokens``, xgrammar ``accept_token`` +
 admits must be admitted by each peer (the translations are supersets of GRID's
 language up to lexing details, see ``bench/peer_grammars.py``).
 
+Threads. numpy's and torch's thread pools are held to one thread (set before
+they are imported): the bench uses numpy for bookkeeping at every step, and
+their idle threads spin after each call, taking one of the host's two cores
+from whichever engine is timed next.
+
 Sampling. ``grid-guide`` runs on the first ``--guide-replays`` replays, the
 Python path (hundreds of ms per cold mask) on the first ``--python-replays``,
 xgrammar (seconds per mask on these grammars) on the first
@@ -66,12 +71,20 @@ Run: ``nox -s peers`` (its own environment: xgrammar requires torch), or
 
 from __future__ import annotations
 
+import os
+
+# numpy (bookkeeping at every step) and torch (xgrammar's bitmask) keep thread
+# pools whose idle threads spin for a while after each call: on this 2-core
+# host they took a core from whichever engine was timed next (GRID's cold walks
+# run on two threads). One thread each, set before they are imported.
+for _pool in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_pool, "1")
+
 import argparse
 import gc
 import importlib.metadata
 import importlib.util
 import json
-import os
 import statistics
 import sys
 import time

@@ -45,7 +45,10 @@ STATEMENTS = {
         b"select  yer\tfrom employees_public -- c\n where sal='a''b';",
     ),
 }
-CELLS = [pytest.param("sqlite", "qwen", id="sqlite-qwen"), pytest.param("crud", "cl100k", id="crud-cl100k")]
+CELLS = [
+    pytest.param("sqlite", "qwen", id="sqlite-qwen"),
+    pytest.param("crud", "cl100k", id="crud-cl100k"),
+]
 OTHER_STACKS = 3
 
 
