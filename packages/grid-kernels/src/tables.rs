@@ -175,6 +175,59 @@ pub struct GrammarTables {
     pub(crate) la_read: Vec<bool>,
     /// Per DFA state: the bytes that lead back to it (a 256-bit set).
     pub(crate) loops: Vec<[u64; 4]>,
+    /// Per DFA state: every valid multi-byte UTF-8 character leads it back to
+    /// itself, through states live for at least its terminals (the body of a
+    /// string literal or a comment over UTF-8 text).
+    pub(crate) text: Vec<bool>,
+}
+
+/// [`GrammarTables::text`] of state `q`: each multi-byte character shape
+/// (lead byte, then its continuation ranges) is followed over every byte of
+/// each range; no byte may die, every state in between must be live for
+/// `live[q]`, and every character must end in `q`.
+fn text_state(dfa: &Dfa, q: usize) -> bool {
+    const SHAPES: [&[(u8, u8)]; 8] = [
+        &[(0xC2, 0xDF), (0x80, 0xBF)],
+        &[(0xE0, 0xE0), (0xA0, 0xBF), (0x80, 0xBF)],
+        &[(0xE1, 0xEC), (0x80, 0xBF), (0x80, 0xBF)],
+        &[(0xED, 0xED), (0x80, 0x9F), (0x80, 0xBF)],
+        &[(0xEE, 0xEF), (0x80, 0xBF), (0x80, 0xBF)],
+        &[(0xF0, 0xF0), (0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)],
+        &[(0xF1, 0xF3), (0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)],
+        &[(0xF4, 0xF4), (0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)],
+    ];
+    let live_q = dfa.live.row(q);
+    SHAPES.iter().all(|shape| {
+        let mut states = vec![q];
+        for (k, &(lo, hi)) in shape.iter().enumerate() {
+            let mut next: Vec<usize> = Vec::new();
+            for &s in &states {
+                for b in lo..=hi {
+                    let e = dfa.next[s * dfa.n_classes + dfa.class_of[b as usize] as usize];
+                    if e < 0 {
+                        return false;
+                    }
+                    let t = (e >> 1) as usize;
+                    if !next.contains(&t) {
+                        next.push(t);
+                    }
+                }
+            }
+            let last = k + 1 == shape.len();
+            let live = |t: &usize| {
+                dfa.live
+                    .row(*t)
+                    .iter()
+                    .zip(live_q)
+                    .all(|(l, m)| m & !l == 0)
+            };
+            if (last && next != [q]) || (!last && !next.iter().all(live)) {
+                return false;
+            }
+            states = next;
+        }
+        true
+    })
 }
 
 /// [`GrammarTables::la_read`] of every DFA state: the least fixpoint of
@@ -296,11 +349,13 @@ impl GrammarTables {
                 set
             })
             .collect();
+        let text = (0..dfa.accept.len()).map(|q| text_state(&dfa, q)).collect();
         Ok(Self {
             accepts_category,
             emittable,
             la_read,
             loops,
+            text,
             width,
             n_terminals: t,
             dfa,

@@ -56,6 +56,9 @@ pub struct Trie {
     /// 256-bit set); lets a walk take a subtree whole when no byte in it can
     /// leave the scanner's state ([`Trie::subtree_bytes`]).
     subtree_bytes: Vec<[u64; 4]>,
+    /// Per node: every path of its subtree, read from a UTF-8 character
+    /// boundary (its own edge first), is a prefix of valid UTF-8.
+    utf8: Vec<bool>,
 }
 
 impl Trie {
@@ -167,6 +170,7 @@ impl Trie {
             })
             .collect();
         let subtree_bytes = subtree_bytes(&nodes);
+        let utf8 = utf8_prefixes(&nodes);
         Ok(Self {
             nodes,
             alias_offset,
@@ -177,6 +181,7 @@ impl Trie {
             spell_at,
             spellings,
             subtree_bytes,
+            utf8,
         })
     }
 
@@ -218,6 +223,13 @@ impl Trie {
     #[inline]
     pub fn subtree_bytes(&self, i: usize) -> &[u64; 4] {
         &self.subtree_bytes[i]
+    }
+
+    /// Every path of the subtree at `i`, read from a character boundary, is a
+    /// prefix of valid UTF-8.
+    #[inline]
+    pub fn utf8_subtree(&self, i: usize) -> bool {
+        self.utf8[i]
     }
 
     /// `token_bytes(id)`: the path to the node spelling `id`; empty for a
@@ -275,6 +287,63 @@ fn subtree_bytes(nodes: &[TrieNode]) -> Vec<[u64; 4]> {
     out
 }
 
+/// The phases of a UTF-8 decoder: at a boundary, or the continuation bytes
+/// still owed with the range the next one must lie in.
+const UTF8_PHASES: usize = 8;
+
+/// The decoder phase after `byte` in phase `phase`, or `None` (invalid).
+/// Phases: 0 boundary; 1 one more in 80-BF; 2 two more (80-BF first); 3 two
+/// more (A0-BF first: E0); 4 two more (80-9F first: ED); 5 three more (80-BF
+/// first); 6 three more (90-BF first: F0); 7 three more (80-8F first: F4).
+pub(crate) fn utf8_step(phase: usize, byte: u8) -> Option<usize> {
+    let cont = |lo: u8, hi: u8, next: usize| (lo..=hi).contains(&byte).then_some(next);
+    match phase {
+        0 => match byte {
+            0x00..=0x7F => Some(0),
+            0xC2..=0xDF => Some(1),
+            0xE0 => Some(3),
+            0xE1..=0xEC | 0xEE..=0xEF => Some(2),
+            0xED => Some(4),
+            0xF0 => Some(6),
+            0xF1..=0xF3 => Some(5),
+            0xF4 => Some(7),
+            _ => None,
+        },
+        1 => cont(0x80, 0xBF, 0),
+        2 => cont(0x80, 0xBF, 1),
+        3 => cont(0xA0, 0xBF, 1),
+        4 => cont(0x80, 0x9F, 1),
+        5 => cont(0x80, 0xBF, 2),
+        6 => cont(0x90, 0xBF, 2),
+        _ => cont(0x80, 0x8F, 2),
+    }
+}
+
+/// [`Trie::utf8_subtree`] of every node: per phase, whether every path of the
+/// subtree read from that phase is valid, children before parents.
+fn utf8_prefixes(nodes: &[TrieNode]) -> Vec<bool> {
+    let mut valid = vec![0u8; nodes.len()];
+    for i in (1..nodes.len()).rev() {
+        let mut ok = 0u8;
+        for phase in 0..UTF8_PHASES {
+            let Some(next) = utf8_step(phase, nodes[i].edge) else {
+                continue;
+            };
+            let (mut c, end) = (i + 1, i + nodes[i].size as usize);
+            let mut all = true;
+            while c < end && all {
+                all = valid[c] >> next & 1 == 1;
+                c += nodes[c].size as usize;
+            }
+            if all {
+                ok |= 1 << phase;
+            }
+        }
+        valid[i] = ok;
+    }
+    valid.iter().map(|v| v & 1 == 1).collect()
+}
+
 fn spell(
     edge: &[u8],
     size: &[u32],
@@ -315,4 +384,59 @@ fn spell(
         spell_at.push(spellings.len() as u32);
     }
     Ok((spell_at, spellings))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(edge: u8, size: u32) -> TrieNode {
+        TrieNode {
+            size,
+            token: 0,
+            edge,
+        }
+    }
+
+    #[test]
+    fn utf8_steps_follow_the_encoding() {
+        let read = |bytes: &[u8]| bytes.iter().try_fold(0, |p, &b| utf8_step(p, b));
+        assert_eq!(read("aé中😀".as_bytes()), Some(0));
+        assert_eq!(read(&"中".as_bytes()[..2]), Some(1), "a prefix owes bytes");
+        for bad in [
+            &b"\xa9"[..],
+            b"\xc3A",
+            b"\xe0\x80",
+            b"\xed\xa0",
+            b"\xf4\x90",
+            b"\xf5",
+            b"\xc0",
+        ] {
+            assert_eq!(read(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn utf8_subtrees_hold_only_valid_prefixes() {
+        // root; "a"; "\xc3" with children "A" (invalid) and "\xa9" ("é");
+        // a lone "\xa9"; "\xc2" with the one child "\xa0".
+        let nodes = [
+            node(0, 8),
+            node(b'a', 1),
+            node(0xC3, 3),
+            node(b'A', 1),
+            node(0xA9, 1),
+            node(0xA9, 1),
+            node(0xC2, 2),
+            node(0xA0, 1),
+        ];
+        let got = utf8_prefixes(&nodes);
+        assert_eq!(&got[1..], [true, false, true, false, false, true, false]);
+        let bytes = subtree_bytes(&nodes);
+        // Node 2's subtree: 0xC3, 'A' (0x41) and 0xA9, one bit per byte.
+        assert_eq!(
+            bytes[2],
+            [0, 1 << (0x41 - 64), 1 << (0xA9 - 128), 1 << (0xC3 - 192)]
+        );
+    }
 }

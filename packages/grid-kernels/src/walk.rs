@@ -521,14 +521,23 @@ impl<'w> Walker<'w> {
         }
     }
 
-    /// Every byte in the subtree at `c` (its edge included) leads the state
-    /// `scan.q` back to itself, and `q` is live under A by the DFA alone: the
-    /// walk below `c` would admit every token it spells and meet no death (so
-    /// no pick, no CD entry), whatever the lexicon node or the last accept.
+    /// No path of the subtree at `c` (its edge included) can leave the state
+    /// `scan.q` for good, and `q` is live under A by the DFA alone: the walk
+    /// below `c` would admit every token it spells and meet no death (so no
+    /// pick, no CD entry), whatever the lexicon node or the last accept.
+    /// Either every byte in the subtree leads `q` back to itself, or every
+    /// ASCII byte does, `q` is a text state (every UTF-8 character leads it
+    /// back, through live states) and every path is a prefix of valid UTF-8.
     #[inline]
     fn uniform(&mut self, c: usize, scan: &Scan) -> bool {
-        let (bytes, loops) = (self.trie.subtree_bytes(c), &self.g.loops[scan.q as usize]);
-        bytes.iter().zip(loops).all(|(b, l)| b & !l == 0) && self.g.live_dfa_in(scan.q, self.a)
+        let q = scan.q as usize;
+        let (bytes, loops) = (self.trie.subtree_bytes(c), &self.g.loops[q]);
+        let escape = |i: usize| bytes[i] & !loops[i] != 0;
+        // Words 0-1 hold the ASCII bytes, 2-3 the others.
+        let ascii_closed = !escape(0) && !escape(1);
+        let closed = ascii_closed
+            && ((!escape(2) && !escape(3)) || (self.g.text[q] && self.trie.utf8_subtree(c)));
+        closed && self.g.live_dfa_in(scan.q, self.a)
     }
 
     /// After an ignored pick at node `c`: scan its requeued tail
