@@ -482,16 +482,7 @@ impl<'w> Walker<'w> {
             let pos = f.pos as usize;
             self.buf[pos] = b;
             if let Some(next) = g.step(f.scan, f.pos + 1 - f.rstart, b) {
-                if g.live_in(next.q, next.ln, self.a) {
-                    if here.token >= 0 {
-                        self.out.ci.push(c as u32);
-                    }
-                } else if !viable_emission(g, &next, self.a) {
-                    continue;
-                }
-                if here.size > 1 {
-                    self.enter(c, here.size, next, f.rstart, f.pos + 1);
-                }
+                self.judge(c, next, f.rstart, f.pos + 1);
                 continue;
             }
             // The byte kills the automaton: emit the last accepted lexeme.
@@ -544,7 +535,7 @@ impl<'w> Walker<'w> {
     /// `buf[tail_start..=pos]` from the start state and judge `c` and its
     /// subtree from there (pushing its frame, or using its chunk).
     fn requeue(&mut self, c: usize, tail_start: usize, pos: usize) {
-        let (g, here) = (self.g, self.trie.nodes[c]);
+        let g = self.g;
         match g.rescan(&self.buf[tail_start..=pos], self.a) {
             Rescan::Dead => {}
             Rescan::Emit { terminal, tail } => {
@@ -554,18 +545,26 @@ impl<'w> Walker<'w> {
             Rescan::Stay { scan, start } => {
                 // As in grid-core, liveness is asked even of an empty
                 // requeued remainder (the start state).
-                if g.live_in(scan.q, scan.ln, self.a) {
-                    if here.token >= 0 {
-                        self.out.ci.push(c as u32);
-                    }
-                } else if !viable_emission(g, &scan, self.a) {
-                    return;
-                }
-                if here.size > 1 {
-                    let rstart = (tail_start + start) as u32;
-                    self.enter(c, here.size, scan, rstart, pos as u32 + 1);
-                }
+                self.judge(c, scan, (tail_start + start) as u32, pos as u32 + 1);
             }
+        }
+    }
+
+    /// Node `c`, whose remainder `buf[rstart..pos]` has scan state `scan`:
+    /// its token is CI iff the remainder is live; its children are walked iff
+    /// it is live or its last accept can still be picked.
+    #[inline]
+    fn judge(&mut self, c: usize, scan: Scan, rstart: u32, pos: u32) {
+        let here = self.trie.nodes[c];
+        if self.g.live_in(scan.q, scan.ln, self.a) {
+            if here.token >= 0 {
+                self.out.ci.push(c as u32);
+            }
+        } else if !viable_emission(self.g, &scan, self.a) {
+            return;
+        }
+        if here.size > 1 {
+            self.enter(c, here.size, scan, rstart, pos);
         }
     }
 

@@ -183,26 +183,17 @@ fn root_walks_match() {
         let remainder = hex_bytes(c.get("config")[1]);
         let allowed = hex_set(c.get("allowed")[0], w);
         let out = walk_from(&e.grammar, &e.trie, 0, &remainder, &allowed, false);
-        assert_eq!(
-            out.ci,
-            ints::<u32>(c.get("walk_ci")),
-            "{:?}",
-            c.get("config")
-        );
-        let cd: Vec<String> = out
-            .cd
-            .iter()
-            .map(|x| {
-                let tail: String = out.tail(x).iter().map(|b| format!("{b:02x}")).collect();
-                let tail = if tail.is_empty() { "-".into() } else { tail };
-                format!("{}:{}:{}", x.node, x.terminal, tail)
-            })
-            .collect();
-        assert_eq!(cd, c.get("walk_cd"), "{:?}", c.get("config"));
+        assert_eq!(walk_shape(&out), expected_walk(c), "{:?}", c.get("config"));
     }
 }
 
-/// The root walk of `c` in the fixture's notation: CI nodes and `node:terminal:tail`.
+/// The root walk the fixture records for `c`.
+fn expected_walk(c: &Config<'_>) -> (Vec<u32>, Vec<String>) {
+    let cd = c.get("walk_cd").iter().map(|s| s.to_string()).collect();
+    (ints::<u32>(c.get("walk_ci")), cd)
+}
+
+/// A walk in the fixture's notation: CI nodes and `node:terminal:tail`.
 fn walk_shape(out: &grid_kernels::walk::WalkOutput) -> (Vec<u32>, Vec<String>) {
     let cd = out
         .cd
@@ -240,16 +231,9 @@ fn walks_through_the_subtree_memo_match() {
                     false,
                     Some(&chunks),
                 );
-                let expected = (
-                    ints::<u32>(c.get("walk_ci")),
-                    c.get("walk_cd")
-                        .iter()
-                        .map(|s| s.to_string())
-                        .collect::<Vec<_>>(),
-                );
                 assert_eq!(
                     walk_shape(&out),
-                    expected,
+                    expected_walk(c),
                     "min_nodes {min_nodes}, round {round}: {:?}",
                     c.get("config")
                 );
