@@ -16,7 +16,8 @@ numbers inside an exponent (``2.5e-``: a last accept the walk below may still
 pick, with bytes after it that the tails of its deaths carry, also inside
 sub-chunks),
 string literals and quoted identifiers after an escaped quote, whitespace runs
-(chunks of holes), the analyst lexicon (categories in the key).
+(chunks of holes), the analyst lexicon (categories in the key: each identifier
+position is walked again with no category and with each one alone).
 """
 
 from __future__ import annotations
@@ -72,16 +73,22 @@ def test_memoized_walks_equal_make_entry(grammar: str, vocab: str) -> None:
     namespaces = itertools.count(1000)
     _, hits0, misses0 = kernels.memo_stats
     walks = 0
+    cats = engine.scanner.lexicon.categories
     for i, config in enumerate(found):
         others = [stacks[(i * 7 + k * 13) % len(stacks)] for k in range(OTHER_STACKS)]
-        for node in [config.node, *others]:
-            allowed = engine.parser.allowed(node)
+        sets = [engine.parser.allowed(node) for node in [config.node, *others]]
+        if sets[0] & cats:
+            # The same stack with no lexicon category, then with each one alone:
+            # allowed sets that differ in their categories only.
+            bits = [1 << t for t in range(cats.bit_length()) if cats >> t & 1]
+            sets += [sets[0] & ~cats | b for b in [0, *bits]]
+        for allowed in sets:
             ns = next(namespaces)
             nodes, cd = walk_from(engine.scanner, engine.trie, 0, config.remainder, allowed, False)
             key = dataclasses.replace(engine.key(0, config.normal, allowed), namespace=ns)
             expected = make_entry(key, engine.ids(nodes), cd, engine.vocab.n_vocab)
             got = kernels.register(ns, 0, config.remainder, allowed, raw_key=False)
-            where = f"remainder {config.remainder!r} under the stack {node.states()}"
+            where = f"remainder {config.remainder!r} under the allowed set {allowed:#x}"
             assert (got.encoding, got.payload, got.cd) == (
                 expected.encoding,
                 expected.payload,
