@@ -29,17 +29,49 @@ from test_kernels_parity import Pair, configurations, main_thread_stamps, pair, 
 import grid_kernels
 from grid_core import kernels as kernels_module
 from grid_core.cache import make_entry
-from grid_core.lexer import Config
+from grid_core.lexer import Config, Normal
 from grid_core.walk import walk_from
 
 SAMPLE = 12
+
+
+def check_entry(
+    p: Pair, namespace: int, root: int, pending: bytes, a: int, normal: Normal | None
+) -> None:
+    """The walk of ``(root, pending)`` under ``a``, keyed by ``normal`` (a root
+    walk's normal form) or by its raw bytes (None), registered in Rust and
+    through ``kernels.cold_entry``: both equal ``make_entry`` of the
+    pure-Python walk, field for field."""
+    engine, kernels = p.engine, p.kernels
+    nodes, sub_cd = walk_from(engine.scanner, engine.trie, root, pending, a, root != 0)
+    form = pending if normal is None else normal
+    key = dataclasses.replace(engine.key(root, form, a), namespace=namespace)
+    expected = make_entry(key, engine.ids(nodes), sub_cd, engine.vocab.n_vocab)
+    got = kernels.register(namespace, root, pending, a, raw_key=normal is None)
+    where = f"root {root} pending {pending!r} key {key}"
+    assert (got.kind, got.encoding, got.payload) == (
+        expected.kind,
+        expected.encoding,
+        expected.payload,
+    ), where
+    assert got.cd == expected.cd, where
+    assert got.entry_id == expected.entry_id, where
+    assert [t for t, _ in got.classes] == list(dict.fromkeys(t for _, t, _ in sub_cd))
+    entry = kernels_module.cold_entry(engine, key, root, pending, a)
+    assert (entry.kind, entry.encoding, entry.payload, entry.cd, entry.entry_id) == (
+        expected.kind,
+        expected.encoding,
+        expected.payload,
+        expected.cd,
+        expected.entry_id,
+    ), where
 
 
 def check_entries(p: Pair, config: Config, namespace: int) -> int:
     """Root walk (keyed by its normal form, and by its raw bytes as
     ``Engine.walk(0, bytes)`` keys it) and the first CD class's sub-walks:
     Rust handle == make_entry."""
-    engine, kernels = p.engine, p.kernels
+    engine = p.engine
     allowed = engine.parser.allowed(config.node)
     walks = [(0, config.remainder, allowed, config.normal), (0, config.remainder, allowed, None)]
     _, cd = walk_from(engine.scanner, engine.trie, 0, config.remainder, allowed, False)
@@ -47,28 +79,7 @@ def check_entries(p: Pair, config: Config, namespace: int) -> int:
         after = engine.parser.allowed(engine.parser.shift(config.node, cd[0][1]))
         walks += [(n, tail, after, None) for n, t, tail in cd[:6] if t == cd[0][1]]
     for root, pending, a, normal in walks:
-        nodes, sub_cd = walk_from(engine.scanner, engine.trie, root, pending, a, root != 0)
-        form = pending if normal is None else normal
-        key = dataclasses.replace(engine.key(root, form, a), namespace=namespace)
-        expected = make_entry(key, engine.ids(nodes), sub_cd, engine.vocab.n_vocab)
-        got = kernels.register(namespace, root, pending, a, raw_key=normal is None)
-        where = f"root {root} pending {pending!r} key {key}"
-        assert (got.kind, got.encoding, got.payload) == (
-            expected.kind,
-            expected.encoding,
-            expected.payload,
-        ), where
-        assert got.cd == expected.cd, where
-        assert got.entry_id == expected.entry_id, where
-        assert [t for t, _ in got.classes] == list(dict.fromkeys(t for _, t, _ in sub_cd))
-        entry = kernels_module.cold_entry(engine, key, root, pending, a)
-        assert (entry.kind, entry.encoding, entry.payload, entry.cd, entry.entry_id) == (
-            expected.kind,
-            expected.encoding,
-            expected.payload,
-            expected.cd,
-            expected.entry_id,
-        ), where
+        check_entry(p, namespace, root, pending, a, normal)
     return len(walks)
 
 

@@ -9,7 +9,8 @@ accept. Here every root walk is registered under a fresh namespace, so the walk
 cache misses and the walk is assembled from the chunks earlier walks made,
 under its own allowed set and under the allowed sets of other
 configurations (same subtrees, other stacks: the reuse the memo exists for).
-Each handle must equal ``make_entry`` of the pure-Python walk.
+Each handle must equal ``make_entry`` of the pure-Python walk
+(``test_kernels_cold.check_entry``).
 
 The statements are chosen for the memo's hard cases: comments after ``/`` and
 numbers inside an exponent (``2.5e-``: a last accept the walk below may still
@@ -22,18 +23,16 @@ position is walked again with no category and with each one alone).
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 
 import pytest
 
 pytest.importorskip("grid_kernels._native")
 
+from test_kernels_cold import check_entry
 from test_kernels_parity import Pair, pair, token_prefixes
 
-from grid_core.cache import make_entry
 from grid_core.lexer import Config
-from grid_core.walk import walk_from
 
 STATEMENTS = {
     "sqlite": (
@@ -83,18 +82,7 @@ def test_memoized_walks_equal_make_entry(grammar: str, vocab: str) -> None:
             bits = [1 << t for t in range(cats.bit_length()) if cats >> t & 1]
             sets += [sets[0] & ~cats | b for b in [0, *bits]]
         for allowed in sets:
-            ns = next(namespaces)
-            nodes, cd = walk_from(engine.scanner, engine.trie, 0, config.remainder, allowed, False)
-            key = dataclasses.replace(engine.key(0, config.normal, allowed), namespace=ns)
-            expected = make_entry(key, engine.ids(nodes), cd, engine.vocab.n_vocab)
-            got = kernels.register(ns, 0, config.remainder, allowed, raw_key=False)
-            where = f"remainder {config.remainder!r} under the allowed set {allowed:#x}"
-            assert (got.encoding, got.payload, got.cd) == (
-                expected.encoding,
-                expected.payload,
-                expected.cd,
-            ), where
-            assert got.entry_id == expected.entry_id, where
+            check_entry(p, next(namespaces), 0, config.remainder, allowed, config.normal)
             walks += 1
     chunks, hits, misses = kernels.memo_stats
     assert walks >= 100 and chunks > 0
