@@ -16,8 +16,10 @@
 //! class memoizes its [`Verdict`] per A' (the union of its members' sub-walk
 //! CI ids, and their own CD entries grouped again, one shift deeper), so a
 //! warm step evaluates one shift and one lookup per class. The verdicts are
-//! never cached in grid-core; here they are a memo of a pure function of (entry,
-//! class, A'), computed from the same cached sub-walks grid-core would consult.
+//! never cached in grid-core; here they are a memo of a pure function of
+//! (class members, A'): the members' sub-walks (`walk_from` of each, what
+//! grid-core's cached sub-walks hold), and classes are interned by content
+//! ([`Classes`]), so equal classes of different entries share the memo.
 //!
 //! Entries are immutable once published; a racing publisher of the same key
 //! gets the entry that won (both walked the same key, so they are equal).
