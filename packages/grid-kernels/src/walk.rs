@@ -30,7 +30,7 @@
 //! Through the subtree memo ([`crate::chunks`]), a frame that is a memo
 //! point has its children's output appended from a chunk (replayed under this
 //! walk's allowed set) instead of being walked; a subtree whose every byte
-//! loops the frame's live scanner state is admitted whole ([`Walker`]'s
+//! loops the frame's live scanner state is admitted whole (the walker's
 //! `uniform`). Both give the output of the plain walk, node for node.
 //!
 //! Parallel walks ([`walk_par`]): the children of the walk's node are cut into
