@@ -59,6 +59,11 @@ pub struct Trie {
     /// Per node: every path of its subtree, read from a UTF-8 character
     /// boundary (its own edge first), is a prefix of valid UTF-8.
     utf8: Vec<bool>,
+    /// The nodes that spell a token, ascending, and per node `i` how many of
+    /// them precede it (`n + 1` entries), so the token nodes of a subtree
+    /// are one slice ([`Trie::token_nodes`]).
+    token_nodes: Vec<u32>,
+    tokens_before: Vec<u32>,
 }
 
 impl Trie {
@@ -171,6 +176,15 @@ impl Trie {
             .collect();
         let subtree_bytes = subtree_bytes(&nodes);
         let utf8 = utf8_prefixes(&nodes);
+        let mut token_nodes = Vec::new();
+        let mut tokens_before = Vec::with_capacity(n + 1);
+        for (i, node) in nodes.iter().enumerate() {
+            tokens_before.push(token_nodes.len() as u32);
+            if node.token >= 0 {
+                token_nodes.push(i as u32);
+            }
+        }
+        tokens_before.push(token_nodes.len() as u32);
         Ok(Self {
             nodes,
             alias_offset,
@@ -182,6 +196,8 @@ impl Trie {
             spellings,
             subtree_bytes,
             utf8,
+            token_nodes,
+            tokens_before,
         })
     }
 
@@ -217,6 +233,14 @@ impl Trie {
     #[inline]
     pub fn ids_at(&self, node: usize) -> &[u32] {
         &self.alias_ids[self.alias_offset[node] as usize..self.alias_offset[node + 1] as usize]
+    }
+
+    /// The nodes of the subtree at `i` (itself included) that spell a token,
+    /// ascending.
+    #[inline]
+    pub fn token_nodes(&self, i: usize) -> &[u32] {
+        let end = i + self.nodes[i].size as usize;
+        &self.token_nodes[self.tokens_before[i] as usize..self.tokens_before[end] as usize]
     }
 
     /// The bytes on the edges of the subtree at `i` (its own edge included).
@@ -262,12 +286,16 @@ impl Trie {
                 c += size(c);
             }
             assert_eq!(c, i + size(i), "subtree of {i} does not tile");
+            let here = self.tokens_before[i + 1] - self.tokens_before[i];
+            assert_eq!(here == 1, self.nodes[i].token >= 0, "token nodes at {i}");
+            if here == 1 {
+                assert_eq!(self.token_nodes[self.tokens_before[i] as usize], i as u32);
+            }
         }
+        assert_eq!(self.tokens_before[n] as usize, self.token_nodes.len());
     }
 }
 
-/// Every id's spelling, read off the trie paths in preorder: `(spell_at,
-/// spellings)` as in [`Trie`]. Each id is spelled at most once.
 /// [`Trie::subtree_bytes`] of every node, children before parents.
 fn subtree_bytes(nodes: &[TrieNode]) -> Vec<[u64; 4]> {
     let mut out = vec![[0u64; 4]; nodes.len()];
@@ -344,6 +372,8 @@ fn utf8_prefixes(nodes: &[TrieNode]) -> Vec<bool> {
     valid.iter().map(|v| v & 1 == 1).collect()
 }
 
+/// Every id's spelling, read off the trie paths in preorder: `(spell_at,
+/// spellings)` as in [`Trie`]. Each id is spelled at most once.
 fn spell(
     edge: &[u8],
     size: &[u32],

@@ -106,6 +106,11 @@ impl WalkOutput {
     }
 }
 
+/// Subtrees of fewer nodes are stepped, never checked for uniformity: the
+/// check reads the subtree's byte set, which costs a small subtree more
+/// memory traffic than walking it.
+const UNIFORM_MIN: u32 = 8;
+
 #[derive(Clone, Copy)]
 struct Frame {
     /// End of this node's subtree (exclusive).
@@ -468,14 +473,9 @@ impl<'w> Walker<'w> {
             let here = nodes[c];
             frame.cursor += here.size;
             let f = *frame;
-            if self.uniform(c, &f.scan) {
+            if here.size >= UNIFORM_MIN && self.uniform(c, &f.scan) {
                 // Every byte below keeps the (live) state: every token is CI.
-                let end = c + here.size as usize;
-                for (n, node) in nodes[c..end].iter().enumerate() {
-                    if node.token >= 0 {
-                        self.out.ci.push((c + n) as u32);
-                    }
-                }
+                self.out.ci.extend_from_slice(self.trie.token_nodes(c));
                 continue;
             }
             let b = here.edge;

@@ -83,6 +83,9 @@ fn engine() -> EngineTables {
     assert_eq!(g.dfa().trans(3, b' '), 3);
     assert_eq!(g.dfa().trans(3, b'a'), -1);
     let t = Trie::new(raw_trie()).expect("toy trie is valid");
+    assert_eq!(t.token_nodes(0), [1, 2, 3, 5, 6, 7, 8]);
+    assert_eq!(t.token_nodes(3), [3, 5, 6]);
+    assert_eq!(t.token_nodes(4), [5]);
     g.check_invariants();
     t.check_invariants();
     EngineTables::new(Arc::new(g), Arc::new(t))
