@@ -98,6 +98,22 @@ impl Payload {
         }
     }
 
+    /// The payload of the ids set in bitmask `words` (`ceil(n_vocab / 32)`).
+    pub fn of_words(words: Vec<u32>, n_vocab: usize) -> Self {
+        let count: usize = words.iter().map(|w| w.count_ones() as usize).sum();
+        let dense = Self {
+            encoding: DENSE,
+            data: words.into(),
+        };
+        if 4 * count <= n_vocab.div_ceil(8) {
+            return Self {
+                encoding: SPARSE,
+                data: dense.ids().into(),
+            };
+        }
+        dense
+    }
+
     /// Bytes of memory the ids take.
     pub fn size(&self) -> usize {
         4 * self.data.len()
@@ -167,20 +183,17 @@ impl Payload {
     }
 }
 
-/// A CD entry waiting for its verdict: the subtree at `node`, whose bytes
-/// emitted the class's terminal and requeued `tail`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Member {
-    pub node: u32,
-    pub tail: Box<[u8]>,
-}
-
 /// The CD entries of one walk that emit one terminal (a verdict class), with
-/// their verdicts memoized per allowed set after the shift.
+/// their verdicts memoized per allowed set after the shift. Member `i` is
+/// the subtree at `nodes[i]`, whose bytes emitted the terminal and requeued
+/// `tails[ends[i - 1]..ends[i]]` (the members stored flat: one allocation per
+/// class, not per member).
 #[derive(Debug)]
 pub struct Class {
     pub terminal: u32,
-    pub members: Vec<Member>,
+    nodes: Vec<u32>,
+    ends: Vec<u32>,
+    tails: Vec<u8>,
     /// The allowed set after the shift -> the verdict.
     verdicts: Mutex<FxMap<Box<[u64]>, Arc<Verdict>>>,
 }
@@ -195,6 +208,48 @@ pub struct Verdict {
 }
 
 impl Class {
+    fn new(terminal: u32) -> Self {
+        Self {
+            terminal,
+            nodes: Vec::new(),
+            ends: Vec::new(),
+            tails: Vec::new(),
+            verdicts: Mutex::new(FxMap::default()),
+        }
+    }
+
+    fn push(&mut self, node: u32, tail: &[u8]) {
+        self.nodes.push(node);
+        self.tails.extend_from_slice(tail);
+        self.ends.push(self.tails.len() as u32);
+    }
+
+    /// Its members, in order: (subtree node, requeued tail).
+    pub fn members(&self) -> impl Iterator<Item = (u32, &[u8])> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        self.nodes
+            .iter()
+            .zip(starts.zip(&self.ends))
+            .map(|(&n, (lo, &hi))| (n, &self.tails[lo as usize..hi as usize]))
+    }
+
+    /// Members in the class.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Same terminal, same members.
+    fn same(&self, other: &Class) -> bool {
+        self.terminal == other.terminal
+            && self.nodes == other.nodes
+            && self.ends == other.ends
+            && self.tails == other.tails
+    }
+
     /// The memoized verdict under `allowed`, if computed.
     pub fn verdict(&self, allowed: &[u64]) -> Option<Arc<Verdict>> {
         let memo = self.verdicts.lock().unwrap_or_else(|e| e.into_inner());
@@ -220,18 +275,14 @@ pub fn group<'a>(
 ) -> Vec<Arc<Class>> {
     let mut classes: Vec<Class> = Vec::new();
     for (node, terminal, tail) in entries {
-        let member = Member {
-            node,
-            tail: tail.into(),
+        let at = match classes.iter().position(|c| c.terminal == terminal) {
+            Some(at) => at,
+            None => {
+                classes.push(Class::new(terminal));
+                classes.len() - 1
+            }
         };
-        match classes.iter_mut().find(|c| c.terminal == terminal) {
-            Some(c) => c.members.push(member),
-            None => classes.push(Class {
-                terminal,
-                members: vec![member],
-                verdicts: Mutex::new(FxMap::default()),
-            }),
-        }
+        classes[at].push(node, tail);
     }
     classes.into_iter().map(|c| table.intern(c)).collect()
 }
@@ -249,17 +300,16 @@ impl Classes {
     pub fn intern(&self, class: Class) -> Arc<Class> {
         let mut h = FxHasher::default();
         h.write_u32(class.terminal);
-        for m in &class.members {
-            h.write_u32(m.node);
-            h.write_usize(m.tail.len());
-            h.write(&m.tail);
+        for n in [&class.nodes, &class.ends] {
+            h.write_usize(n.len());
+            for &x in n {
+                h.write_u32(x);
+            }
         }
+        h.write(&class.tails);
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         let bucket = map.entry(h.finish()).or_default();
-        if let Some(c) = bucket
-            .iter()
-            .find(|c| c.terminal == class.terminal && c.members == class.members)
-        {
+        if let Some(c) = bucket.iter().find(|c| c.same(&class)) {
             return Arc::clone(c);
         }
         let c = Arc::new(class);
@@ -294,8 +344,11 @@ pub struct Entry {
 impl Entry {
     /// Pack a walk's output: CI payload, CD entries and their classes
     /// (interned in `table`).
-    pub fn of_walk(trie: &Trie, walk: WalkOutput, table: &Classes) -> Self {
-        let ci = Payload::of_nodes(trie, &walk.ci);
+    pub fn of_walk(trie: &Trie, mut walk: WalkOutput, table: &Classes) -> Self {
+        let ci = match walk.ids.take() {
+            Some(set) => set.into_payload(trie.n_vocab()),
+            None => Payload::of_nodes(trie, &walk.ci),
+        };
         static SERIAL: AtomicU64 = AtomicU64::new(0);
         let entries = walk.cd.iter().map(|e| (e.node, e.terminal, walk.tail(e)));
         let classes = group(entries, table);
@@ -414,6 +467,15 @@ mod tests {
         dense.or_into(&mut row);
         assert_eq!(row, [0b101000 | 1 | 1 << 9, 2, 1 << 6, 1 << 3]);
         assert!(Payload::of_ids(100, vec![]).is_empty());
+        let mut words = vec![0u32; 4];
+        words[2] = 1 << 6;
+        words[0] = 0b101000;
+        assert_eq!(Payload::of_words(words, 100), sparse);
+        let mut words = vec![0u32; 4];
+        for id in [0, 9, 33, 99] {
+            words[id / 32] |= 1 << (id % 32);
+        }
+        assert_eq!(Payload::of_words(words, 100), dense);
     }
 
     #[test]
@@ -425,7 +487,7 @@ mod tests {
         );
         let shape: Vec<(u32, Vec<u32>)> = classes
             .iter()
-            .map(|c| (c.terminal, c.members.iter().map(|m| m.node).collect()))
+            .map(|c| (c.terminal, c.members().map(|(n, _)| n).collect()))
             .collect();
         assert_eq!(shape, vec![(2, vec![5, 9]), (1, vec![7])]);
         let v = classes[0].remember(

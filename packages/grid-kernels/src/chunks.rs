@@ -50,13 +50,13 @@
 //! emptied when full.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use crate::cache::FxMap;
 use crate::scanner::{Allowed, Scan};
 use crate::tables::{GrammarTables, NO_NODE};
 use crate::trie::Trie;
-use crate::walk::{WalkOutput, Walker};
+use crate::walk::{or_words, set_ids, WalkOutput, Walker};
 
 /// Subtrees of fewer trie nodes than this are walked, not memoized.
 pub const MIN_NODES: u32 = 256;
@@ -64,10 +64,25 @@ pub const MIN_NODES: u32 = 256;
 /// Bytes of chunks the memo holds before it is emptied.
 pub const CAP_BYTES: usize = 256 << 20;
 
+/// Chunks with at least this many fixed CI nodes get a bitmask of their ids
+/// (an OR of `ceil(n_vocab / 32)` words costs about as much as setting the
+/// ids of a few hundred nodes one by one).
+pub const BITS_MIN: usize = 1024;
+
 /// A memoized walk of a subtree's children (see the module header).
 #[derive(Debug, Default)]
 pub struct Chunk {
     pub(crate) parts: Vec<Part>,
+    /// CI nodes in its outputs and sub-chunks, holes aside: the part of its
+    /// CI that does not depend on the allowed set it is replayed under.
+    fixed: usize,
+    /// No CD entry and no hole in it or its sub-chunks.
+    quiet: bool,
+    /// The bytes its bitmask takes once made (0: it gets none).
+    reserve: usize,
+    /// With at least its memo's `bits_min` fixed CI nodes: their token ids
+    /// as bitmask words, made at its first replay in id mode.
+    bits: OnceLock<Box<[u32]>>,
 }
 
 /// One part of a [`Chunk`], in walk order.
@@ -102,23 +117,98 @@ pub(crate) enum Found {
 }
 
 impl Chunk {
-    /// The chunk of consecutive sibling runs, from the chunks of the runs.
-    pub(crate) fn concat(runs: Vec<Chunk>) -> Chunk {
+    /// The chunk of `parts` over `trie`'s vocabulary, which gets a bitmask
+    /// if it has at least `bits_min` fixed CI nodes.
+    pub(crate) fn new(parts: Vec<Part>, trie: &Trie, bits_min: usize) -> Chunk {
+        let mut fixed = 0;
+        let mut quiet = true;
+        for p in &parts {
+            match p {
+                Part::Out { out, .. } => {
+                    fixed += out.ci.len();
+                    quiet &= out.cd.is_empty();
+                }
+                Part::Sub { chunk, .. } => {
+                    fixed += chunk.fixed;
+                    quiet &= chunk.quiet;
+                }
+                Part::Hole { .. } => quiet = false,
+            }
+        }
+        let reserve = if fixed >= bits_min {
+            4 * trie.n_words()
+        } else {
+            0
+        };
         Chunk {
-            parts: runs.into_iter().flat_map(|c| c.parts).collect(),
+            parts,
+            fixed,
+            quiet,
+            reserve,
+            bits: OnceLock::new(),
         }
     }
 
-    /// Bytes of memory the chunk's own parts take (sub-chunks by reference).
+    /// The chunk of consecutive sibling runs, from the chunks of the runs.
+    pub(crate) fn concat(runs: Vec<Chunk>, trie: &Trie, bits_min: usize) -> Chunk {
+        Chunk::new(
+            runs.into_iter().flat_map(|c| c.parts).collect(),
+            trie,
+            bits_min,
+        )
+    }
+
+    /// No CD entry and no hole in it or its sub-chunks: replayed with its
+    /// fixed CI already added, it adds nothing.
+    #[inline]
+    pub(crate) fn quiet(&self) -> bool {
+        self.quiet
+    }
+
+    /// The token ids of its fixed CI nodes as bitmask words over `trie`'s
+    /// vocabulary, made on first use; `None` when it gets no bitmask.
+    pub(crate) fn bits(&self, trie: &Trie) -> Option<&[u32]> {
+        if self.reserve == 0 {
+            return None;
+        }
+        Some(self.bits.get_or_init(|| {
+            let mut words = vec![0u32; trie.n_words()];
+            self.add_fixed(trie, &mut words);
+            words.into()
+        }))
+    }
+
+    /// Set the ids of its fixed CI nodes in `words`.
+    fn add_fixed(&self, trie: &Trie, words: &mut [u32]) {
+        for p in &self.parts {
+            match p {
+                Part::Out { out, .. } => {
+                    for &n in &out.ci {
+                        set_ids(words, trie.ids_at(n as usize));
+                    }
+                }
+                Part::Sub { chunk, .. } => match chunk.bits(trie) {
+                    Some(bits) => or_words(words, bits),
+                    None => chunk.add_fixed(trie, words),
+                },
+                Part::Hole { .. } => {}
+            }
+        }
+    }
+
+    /// Bytes of memory the chunk's own parts take (sub-chunks by reference),
+    /// its bitmask included.
     fn size(&self) -> usize {
-        self.parts
+        let parts: usize = self
+            .parts
             .iter()
             .map(|p| match p {
                 Part::Out { out, from_v } => out.size() + from_v.len(),
                 Part::Sub { v, .. } => 32 + v.len(),
                 Part::Hole { tail, .. } => 16 + tail.len(),
             })
-            .sum()
+            .sum();
+        parts + self.reserve
     }
 }
 
@@ -127,6 +217,7 @@ impl Chunk {
 pub struct Chunks {
     map: RwLock<Memo>,
     min_nodes: u32,
+    bits_min: usize,
     cap_bytes: usize,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -140,17 +231,19 @@ struct Memo {
 
 impl Default for Chunks {
     fn default() -> Self {
-        Self::new(MIN_NODES, CAP_BYTES)
+        Self::new(MIN_NODES, BITS_MIN, CAP_BYTES)
     }
 }
 
 impl Chunks {
     /// A memo of subtrees of at least `min_nodes` nodes, holding at most
-    /// `cap_bytes` of chunks.
-    pub fn new(min_nodes: u32, cap_bytes: usize) -> Self {
+    /// `cap_bytes` of chunks; chunks of at least `bits_min` fixed CI nodes
+    /// get a bitmask of their ids.
+    pub fn new(min_nodes: u32, bits_min: usize, cap_bytes: usize) -> Self {
         Self {
             map: RwLock::new(Memo::default()),
             min_nodes: min_nodes.max(1),
+            bits_min: bits_min.max(1),
             cap_bytes,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -161,6 +254,12 @@ impl Chunks {
     #[inline]
     pub fn min_nodes(&self) -> u32 {
         self.min_nodes
+    }
+
+    /// The fewest fixed CI nodes of a chunk with a bitmask.
+    #[inline]
+    pub fn bits_min(&self) -> usize {
+        self.bits_min
     }
 
     /// Memoized subtrees now.

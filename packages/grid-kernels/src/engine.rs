@@ -35,12 +35,15 @@
 //! ([`crate::chunks`]), so a new stack mostly finds its large subtrees walked;
 //! a root walk (trie node 0) is shared out over a rayon pool
 //! ([`crate::walk::walk_par`], bit-identical to one thread). A CD class's
-//! verdict walks its members on the calling thread; classes are interned by
-//! content ([`crate::cache::Classes`]), so equal classes of different walks
-//! share their verdicts.
+//! verdict walks its members in order, a large class run by run over the same
+//! pool ([`PAR_VERDICT_NODES`]); classes are interned by content
+//! ([`crate::cache::Classes`]), so equal classes of different walks share
+//! their verdicts.
 
+use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use rayon::prelude::*;
 use rayon::ThreadPool;
 
 use crate::bits;
@@ -50,11 +53,16 @@ use crate::chunks::Chunks;
 use crate::error::{KernelError, Result};
 use crate::mask::EngineTables;
 use crate::parser::{NodeId, StackArena};
-use crate::scanner::Scan;
-use crate::walk::{walk_par, walk_with, WalkOutput};
+use crate::scanner::{Allowed, Scan};
+use crate::trie::Trie;
+use crate::walk::{walk_into, walk_par, WalkOutput};
 
 /// Nodes an arena generation holds before new sessions start a fresh one.
 pub const ARENA_CAP: usize = 1 << 18;
+
+/// A verdict whose members' subtrees hold at least this many trie nodes walks
+/// them on the engine's threads (run by run, bit-identical to one thread).
+pub const PAR_VERDICT_NODES: usize = 1 << 14;
 
 /// Bytes of packed rows a generation's row memo holds before it is emptied.
 pub const ROW_MEMO_BYTES: usize = 128 << 20;
@@ -287,8 +295,9 @@ impl Engine {
         }
     }
 
-    /// One uncached walk (`Engine._walk_from`): a root walk spread over the
-    /// engine's threads (or `threads`, when given), a sub-walk on this thread.
+    /// One uncached walk (`Engine._walk_from`), its CI part as token ids: a
+    /// root walk spread over the engine's threads (or `threads`, when given),
+    /// a sub-walk on this thread.
     /// Preconditions: `root` is a trie node; `allowed` has the grammar's width.
     pub fn cold_walk(
         &self,
@@ -299,13 +308,25 @@ impl Engine {
     ) -> WalkOutput {
         let (g, trie) = (&*self.tables.grammar, &*self.tables.trie);
         let chunks = Some(&self.chunks);
+        let mut out = WalkOutput::ids(trie);
         if root != 0 {
             let mut a = g.allowed_sets(allowed);
-            return walk_with(g, trie, root as usize, pending, &mut a, true, chunks);
+            walk_into(
+                g,
+                trie,
+                root as usize,
+                pending,
+                &mut a,
+                true,
+                chunks,
+                &mut out,
+            );
+            return out;
         }
         self.install(threads.unwrap_or(&self.threads), || {
-            walk_par(g, trie, 0, pending, allowed, false, chunks)
-        })
+            walk_par(g, trie, 0, pending, allowed, false, chunks, &mut out)
+        });
+        out
     }
 
     /// The walk below `node` (`walk_from`), checked, spread over `threads`
@@ -322,9 +343,20 @@ impl Engine {
     ) -> Result<WalkOutput> {
         let (node, allowed) = self.tables.check_walk(node, allowed)?;
         let (g, trie) = (&*self.tables.grammar, &*self.tables.trie);
-        Ok(self.install(threads.unwrap_or(&self.threads), || {
-            walk_par(g, trie, node, pending, &allowed, include_self, None)
-        }))
+        let mut out = WalkOutput::default();
+        self.install(threads.unwrap_or(&self.threads), || {
+            walk_par(
+                g,
+                trie,
+                node,
+                pending,
+                &allowed,
+                include_self,
+                None,
+                &mut out,
+            )
+        });
+        Ok(out)
     }
 
     /// The cached walk of `(root, pending, allowed)` under `namespace`; on a
@@ -392,8 +424,11 @@ impl Engine {
     /// else `None`.
     ///
     /// Each member's sub-walk (`walk_from` of its subtree from its tail) is
-    /// walked in place through the subtree memo, all under one allowed-set
-    /// view: a member's walk is not cached on its own, since the verdict memo
+    /// walked in place through the subtree memo, its CI part gathered as ids
+    /// (members whose subtrees hold [`PAR_VERDICT_NODES`] nodes or more are
+    /// cut into runs walked on the engine's threads, the outputs
+    /// concatenated in member order): a member's walk is not cached on its
+    /// own, since the verdict memo
     /// (shared by every walk whose class has these members, see
     /// [`crate::cache::Classes`]) already holds what it contributes, and its
     /// large subtrees are in the memo.
@@ -411,37 +446,66 @@ impl Engine {
         }
         ctx.walks += 1;
         let (g, trie) = (&*self.tables.grammar, &*self.tables.trie);
-        let mut a = g.allowed_sets(allowed);
-        let mut ids: Vec<u32> = Vec::new();
-        let mut deeper: Vec<(u32, u32, Box<[u8]>)> = Vec::new();
-        for m in &class.members {
-            let walk = walk_with(
-                g,
-                trie,
-                m.node as usize,
-                &m.tail,
-                &mut a,
-                true,
-                Some(&self.chunks),
-            );
-            for &n in &walk.ci {
-                ids.extend_from_slice(trie.ids_at(n as usize));
+        let chunks = Some(&self.chunks);
+        let members: Vec<(u32, &[u8])> = class.members().collect();
+        // Members walked in order, run by run; the runs' outputs concatenated.
+        let walk_run = |a: &mut Allowed, run: &[(u32, &[u8])]| {
+            let mut walk = WalkOutput::ids(trie);
+            for &(node, tail) in run {
+                walk_into(g, trie, node as usize, tail, a, true, chunks, &mut walk);
             }
-            deeper.extend(
-                walk.cd
-                    .iter()
-                    .map(|c| (c.node, c.terminal, walk.tail(c).into())),
-            );
-        }
+            walk
+        };
+        let mut a = g.allowed_sets(allowed);
+        let mut walk = self.install(&self.threads, || {
+            let threads = rayon::current_num_threads();
+            let nodes: usize = members
+                .iter()
+                .map(|&(n, _)| trie.node(n as usize).size as usize)
+                .sum();
+            if threads <= 1 || nodes < PAR_VERDICT_NODES {
+                return walk_run(&mut a, &members);
+            }
+            let runs = member_runs(trie, &members, 8 * threads);
+            let parts: Vec<WalkOutput> = runs
+                .par_iter()
+                .map(|run| walk_run(&mut a.clone(), &members[run.clone()]))
+                .collect();
+            let mut walk = WalkOutput::ids(trie);
+            for part in &parts {
+                walk.append(part);
+            }
+            walk
+        });
+        let deeper = walk.cd.iter().map(|c| (c.node, c.terminal, walk.tail(c)));
         let verdict = Verdict {
-            ci: Payload::of_ids(trie.n_vocab(), ids),
-            deeper: group(
-                deeper.iter().map(|(n, t, tail)| (*n, *t, &tail[..])),
-                &self.classes,
+            deeper: group(deeper, &self.classes),
+            ci: walk.ids.take().map_or_else(
+                || Payload::of_ids(trie.n_vocab(), Vec::new()),
+                |set| set.into_payload(trie.n_vocab()),
             ),
         };
         Ok(Some(class.remember(allowed, verdict)))
     }
+}
+
+/// The members of a verdict class cut into at most about `n` runs of
+/// consecutive members whose subtrees hold about equal numbers of trie
+/// nodes, in order.
+fn member_runs(trie: &Trie, members: &[(u32, &[u8])], n: usize) -> Vec<Range<usize>> {
+    let size = |&(node, _): &(u32, &[u8])| trie.node(node as usize).size as usize;
+    let total: usize = members.iter().map(size).sum();
+    let target = total.div_ceil(n.max(1)).max(1);
+    let mut runs = Vec::new();
+    let (mut lo, mut acc) = (0, 0);
+    for (i, m) in members.iter().enumerate() {
+        acc += size(m);
+        if acc >= target || i + 1 == members.len() {
+            runs.push(lo..i + 1);
+            (lo, acc) = (i + 1, 0);
+        }
+    }
+    runs
 }
 
 /// How one fill looks walks up: its namespace, whether it may walk, scratch

@@ -159,7 +159,7 @@ impl StackArena {
     /// Reduce on a virtual overlay, then report whether `t` shifts (`Parser._run`).
     fn run(&self, node: NodeId, t: usize) -> Result<Outcome> {
         let lalr = self.lalr();
-        let (w, n_nt) = (lalr.width(), lalr.n_nonterminals);
+        let w = lalr.width();
         let mut base = node;
         let mut overlay: Vec<u32> = Vec::new();
         let mut state = self.state(node) as usize;
@@ -183,43 +183,93 @@ impl StackArena {
                     Outcome::Error
                 });
             }
-            let n = lalr.rule_len[rule] as usize;
-            if n <= overlay.len() {
-                overlay.truncate(overlay.len() - n);
-            } else {
-                for _ in 0..n - overlay.len() {
-                    base = self.parent(base).ok_or_else(|| KernelError::InvalidStack {
-                        detail: "a reduction pops past the bottom of the stack".into(),
-                    })?;
-                }
-                overlay.clear();
-            }
-            let top = overlay.last().copied().unwrap_or_else(|| self.state(base)) as usize;
-            let g = lalr.goto[top * n_nt + lalr.rule_lhs[rule] as usize];
-            if g < 0 {
-                return Err(KernelError::InvalidStack {
-                    detail: format!("goto from state {top} on a reduced nonterminal is undefined"),
-                });
-            }
-            state = g as usize;
-            overlay.push(g as u32);
+            (base, overlay) = self.reduce(base, overlay, rule)?;
+            state = *overlay.last().expect("a reduction pushes its goto") as usize;
         }
+    }
+
+    /// The stack `overlay` on `base` after reducing by `rule` (not ACCEPT):
+    /// pop `len(rule)` states, push `goto[top][lhs(rule)]` on the overlay.
+    fn reduce(
+        &self,
+        mut base: NodeId,
+        mut overlay: Vec<u32>,
+        rule: usize,
+    ) -> Result<(NodeId, Vec<u32>)> {
+        let lalr = self.lalr();
+        let n = lalr.rule_len[rule] as usize;
+        if n <= overlay.len() {
+            overlay.truncate(overlay.len() - n);
+        } else {
+            for _ in 0..n - overlay.len() {
+                base = self.parent(base).ok_or_else(|| KernelError::InvalidStack {
+                    detail: "a reduction pops past the bottom of the stack".into(),
+                })?;
+            }
+            overlay.clear();
+        }
+        let top = overlay.last().copied().unwrap_or_else(|| self.state(base)) as usize;
+        let g = lalr.goto[top * lalr.n_nonterminals + lalr.rule_lhs[rule] as usize];
+        if g < 0 {
+            return Err(KernelError::InvalidStack {
+                detail: format!("goto from state {top} on a reduced nonterminal is undefined"),
+            });
+        }
+        overlay.push(g as u32);
+        Ok((base, overlay))
     }
 
     /// A(node): the terminals the parser can take (bit T = `$END`), memoized.
     pub fn allowed(&mut self, node: NodeId) -> Result<&[u64]> {
         if self.allowed[node as usize].is_none() {
             let mut a = vec![0u64; self.width];
-            for &t in self.lalr().row_terms(self.state(node) as usize) {
-                if !matches!(self.run(node, t as usize)?, Outcome::Error) {
-                    bits::set(&mut a, t as usize);
-                }
-            }
+            let terms = self.lalr().row_terms(self.state(node) as usize).to_vec();
+            self.allowed_of(node, Vec::new(), &terms, &mut a)?;
             self.allowed[node as usize] = Some(a.into_boxed_slice());
         }
         Ok(self.allowed[node as usize]
             .as_deref()
             .expect("memoized above"))
+    }
+
+    /// Set in `a` each terminal of `terms` that the stack `overlay` on `base`
+    /// shifts after reductions (or, `$END`, accepts): what [`Self::run`]
+    /// decides per terminal, with the terminals that reduce by the same rule
+    /// carried down one reduction together (the stack it leaves does not
+    /// depend on the terminal), so each reduce chain is simulated once.
+    fn allowed_of(
+        &self,
+        base: NodeId,
+        overlay: Vec<u32>,
+        terms: &[u32],
+        a: &mut [u64],
+    ) -> Result<()> {
+        let lalr = self.lalr();
+        let w = lalr.width();
+        let state = overlay.last().copied().unwrap_or_else(|| self.state(base)) as usize;
+        let mut by_rule: Vec<(usize, Vec<u32>)> = Vec::new();
+        for &t in terms {
+            let act = lalr.action[state * w + t as usize];
+            if act > 0 {
+                bits::set(a, t as usize);
+            } else if act < 0 {
+                let rule = (-(act as i64) - 1) as usize;
+                if rule == 0 {
+                    if t as usize == lalr.n_terminals {
+                        bits::set(a, t as usize);
+                    }
+                } else if let Some((_, ts)) = by_rule.iter_mut().find(|(r, _)| *r == rule) {
+                    ts.push(t);
+                } else {
+                    by_rule.push((rule, vec![t]));
+                }
+            }
+        }
+        for (rule, ts) in by_rule {
+            let (base, overlay) = self.reduce(base, overlay.clone(), rule)?;
+            self.allowed_of(base, overlay, &ts, a)?;
+        }
+        Ok(())
     }
 
     /// The stack after reducing and shifting terminal `t` (`Parser.shift`).

@@ -30,7 +30,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::cache::{Class, Payload, Verdict, DENSE};
+use crate::cache::{Class, Payload, Verdict};
 use crate::engine::{lock, Engine, Lookup, Stacks};
 use crate::error::{KernelError, Result};
 use crate::lexer::Config;
@@ -374,8 +374,8 @@ impl Gather<'_> {
     }
 }
 
-/// The CI ids of a root walk and of its CD verdicts, as one payload: dense
-/// when the CI part is (the common case at a root walk), else sparse.
+/// The CI ids of a root walk and of its CD verdicts, as one payload in
+/// grid-core's adaptive encoding.
 fn union(ci: &Payload, parts: &[Arc<Verdict>], n_words: usize) -> Payload {
     if parts.is_empty() {
         return ci.clone();
@@ -385,16 +385,5 @@ fn union(ci: &Payload, parts: &[Arc<Verdict>], n_words: usize) -> Payload {
     for v in parts {
         v.ci.or_into(&mut words);
     }
-    if ci.encoding == DENSE {
-        return Payload {
-            encoding: DENSE,
-            data: words.into(),
-        };
-    }
-    let ids = Payload {
-        encoding: DENSE,
-        data: words.into(),
-    }
-    .ids();
-    Payload::of_ids(32 * n_words, ids)
+    Payload::of_words(words, 32 * n_words)
 }

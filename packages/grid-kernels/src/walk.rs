@@ -42,6 +42,7 @@
 
 use rayon::prelude::*;
 
+use crate::cache::Payload;
 use crate::chunks::{Chunk, Chunks, Found, Part};
 use crate::scanner::{Allowed, Rescan, Scan};
 use crate::tables::GrammarTables;
@@ -58,12 +59,19 @@ pub struct CdEntry {
 }
 
 /// CI nodes and CD entries of one walk, in `walk_from`'s order.
+///
+/// An output made by [`WalkOutput::ids`] gathers the CI part as token ids
+/// instead (an [`IdSet`], alias classes expanded; `ci` stays empty): what an
+/// entry or a verdict keeps, so a walk through the subtree memo adds a large
+/// chunk's ids with one OR of words ([`crate::chunks`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WalkOutput {
     pub ci: Vec<u32>,
     pub cd: Vec<CdEntry>,
     /// The CD entries' tails, concatenated.
     pub tails: Vec<u8>,
+    /// In id mode: the CI token ids.
+    pub ids: Option<IdSet>,
 }
 
 impl WalkOutput {
@@ -71,9 +79,50 @@ impl WalkOutput {
         &self.tails[e.tail_start as usize..e.tail_end as usize]
     }
 
-    /// Append `other` (a walk of later subtrees) after this one.
+    /// An empty output in id mode over `trie`'s vocabulary.
+    pub fn ids(trie: &Trie) -> Self {
+        Self {
+            ids: Some(IdSet::new(trie.n_words())),
+            ..Self::default()
+        }
+    }
+
+    /// An empty output in the same mode as this one.
+    fn like(&self) -> Self {
+        Self {
+            ids: self.ids.as_ref().map(|s| IdSet::new(s.n_words)),
+            ..Self::default()
+        }
+    }
+
+    /// Add the token at trie node `node` to the CI part.
+    #[inline]
+    pub(crate) fn push_ci(&mut self, trie: &Trie, node: u32) {
+        match &mut self.ids {
+            Some(set) => set.add(trie.ids_at(node as usize)),
+            None => self.ci.push(node),
+        }
+    }
+
+    /// Add the tokens at trie nodes `nodes` to the CI part.
+    #[inline]
+    pub(crate) fn extend_ci(&mut self, trie: &Trie, nodes: &[u32]) {
+        match &mut self.ids {
+            Some(set) => {
+                for &n in nodes {
+                    set.add(trie.ids_at(n as usize));
+                }
+            }
+            None => self.ci.extend_from_slice(nodes),
+        }
+    }
+
+    /// Append `other` (a walk of later subtrees, in the same mode) after this one.
     pub(crate) fn append(&mut self, other: &WalkOutput) {
         let shift = self.tails.len() as u32;
+        if let (Some(set), Some(more)) = (&mut self.ids, &other.ids) {
+            set.union(more);
+        }
         self.ci.extend_from_slice(&other.ci);
         self.cd.extend(other.cd.iter().map(|e| CdEntry {
             tail_start: e.tail_start + shift,
@@ -103,6 +152,89 @@ impl WalkOutput {
             tail_start: start,
             tail_end: self.tails.len() as u32,
         });
+    }
+}
+
+/// Distinct token ids gathered by a walk in id mode: a list while there are
+/// few (a walk's CI ids are distinct, so no more than grid-core's sparse
+/// payload holds), else bitmask words; an OR of a bitmask goes to the words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IdSet {
+    n_words: usize,
+    list: Vec<u32>,
+    words: Option<Vec<u32>>,
+}
+
+impl IdSet {
+    /// An empty set over a vocabulary of `n_words` bitmask words.
+    pub fn new(n_words: usize) -> Self {
+        Self {
+            n_words,
+            list: Vec::new(),
+            words: None,
+        }
+    }
+
+    /// Add `ids` (not in the set yet).
+    #[inline]
+    pub fn add(&mut self, ids: &[u32]) {
+        match &mut self.words {
+            Some(words) => set_ids(words, ids),
+            None => {
+                self.list.extend_from_slice(ids);
+                if self.list.len() > self.n_words {
+                    self.spill();
+                }
+            }
+        }
+    }
+
+    /// Add the ids set in bitmask `bits`.
+    pub fn or(&mut self, bits: &[u32]) {
+        or_words(self.spill(), bits);
+    }
+
+    /// Add the ids of `other`.
+    pub fn union(&mut self, other: &IdSet) {
+        match &other.words {
+            Some(bits) => self.or(bits),
+            None => self.add(&other.list),
+        }
+    }
+
+    /// Move to bitmask words; returns them.
+    fn spill(&mut self) -> &mut Vec<u32> {
+        if self.words.is_none() {
+            let mut words = vec![0u32; self.n_words];
+            set_ids(&mut words, &self.list);
+            self.list = Vec::new();
+            self.words = Some(words);
+        }
+        self.words.as_mut().expect("spilled above")
+    }
+
+    /// The ids as grid-core's payload over `n_vocab` ids.
+    pub fn into_payload(self, n_vocab: usize) -> Payload {
+        match self.words {
+            Some(words) => Payload::of_words(words, n_vocab),
+            None => Payload::of_ids(n_vocab, self.list),
+        }
+    }
+}
+
+/// Set the bits of `ids` in bitmask `words`.
+#[inline]
+pub(crate) fn set_ids(words: &mut [u32], ids: &[u32]) {
+    for &id in ids {
+        words[id as usize / 32] |= 1 << (id % 32);
+    }
+}
+
+/// `words |= more`, word by word.
+#[inline]
+pub(crate) fn or_words(words: &mut [u32], more: &[u32]) {
+    for (w, m) in words.iter_mut().zip(more) {
+        *w |= m;
     }
 }
 
@@ -152,36 +284,42 @@ pub fn walk_with(
     chunks: Option<&Chunks>,
 ) -> WalkOutput {
     let mut out = WalkOutput::default();
-    let size = trie.node(node).size;
-    let Some((scan, start)) = begin(g, trie, node, pending, a, include_self, &mut out) else {
-        return out;
-    };
-    if size == 1 {
-        return out;
-    }
-    if let Some(ch) = chunks {
-        if from_memo(
-            g,
-            trie,
-            a,
-            ch,
-            node,
-            size,
-            scan,
-            &pending[start..],
-            &mut out,
-        ) {
-            return out;
-        }
-    }
-    let end = node + size as usize;
-    Walker::new(g, trie, a, pending, &mut out, chunks).run(node + 1, end, (scan, start));
+    walk_into(g, trie, node, pending, a, include_self, chunks, &mut out);
     out
 }
 
-/// [`walk_with`] with the node's children shared out over rayon's current
-/// pool (see the module header); the same output, node for node. A pool of
-/// one thread walks on the calling thread.
+/// [`walk_with`], appending to `out` (in its mode: nodes or ids).
+#[allow(clippy::too_many_arguments)]
+pub fn walk_into(
+    g: &GrammarTables,
+    trie: &Trie,
+    node: usize,
+    pending: &[u8],
+    a: &mut Allowed,
+    include_self: bool,
+    chunks: Option<&Chunks>,
+    out: &mut WalkOutput,
+) {
+    let size = trie.node(node).size;
+    let Some((scan, start)) = begin(g, trie, node, pending, a, include_self, out) else {
+        return;
+    };
+    if size == 1 {
+        return;
+    }
+    if let Some(ch) = chunks {
+        if from_memo(g, trie, a, ch, node, size, scan, &pending[start..], out) {
+            return;
+        }
+    }
+    let end = node + size as usize;
+    Walker::new(g, trie, a, pending, out, chunks).run(node + 1, end, (scan, start));
+}
+
+/// [`walk_into`] an empty `out`, with the node's children shared out over
+/// rayon's current pool (see the module header); the same output, node for
+/// node. A pool of one thread walks on the calling thread.
+#[allow(clippy::too_many_arguments)]
 pub fn walk_par(
     g: &GrammarTables,
     trie: &Trie,
@@ -190,15 +328,15 @@ pub fn walk_par(
     allowed: &[u64],
     include_self: bool,
     chunks: Option<&Chunks>,
-) -> WalkOutput {
+    out: &mut WalkOutput,
+) {
     let mut a = g.allowed_sets(allowed);
     let threads = rayon::current_num_threads();
     if threads <= 1 {
-        return walk_with(g, trie, node, pending, &mut a, include_self, chunks);
+        return walk_into(g, trie, node, pending, &mut a, include_self, chunks, out);
     }
-    let mut out = WalkOutput::default();
-    let Some(start) = begin(g, trie, node, pending, &mut a, include_self, &mut out) else {
-        return out;
+    let Some(start) = begin(g, trie, node, pending, &mut a, include_self, out) else {
+        return;
     };
     let size = trie.node(node).size;
     let runs = child_runs(trie, node, 8 * threads);
@@ -220,21 +358,20 @@ pub fn walk_par(
                         w.finish()
                     })
                     .collect();
-                Some(ch.publish(key, Chunk::concat(parts)))
+                Some(ch.publish(key, Chunk::concat(parts, trie, ch.bits_min())))
             }
             Found::Not => None,
         };
         if let Some(chunk) = chunk {
-            replay(g, trie, &mut a, ch, &chunk, &scan, remainder, &mut out);
-            return out;
+            replay(g, trie, &mut a, ch, &chunk, &scan, remainder, out);
+            return;
         }
     }
-    let runs = child_runs(trie, node, 8 * threads);
     let parts: Vec<WalkOutput> = runs
         .par_iter()
         .map(|&(lo, hi)| {
             let mut a = a.clone();
-            let mut part = WalkOutput::default();
+            let mut part = out.like();
             Walker::new(g, trie, &mut a, pending, &mut part, chunks).run(lo, hi, start);
             part
         })
@@ -242,7 +379,6 @@ pub fn walk_par(
     for part in &parts {
         out.append(part);
     }
-    out
 }
 
 /// Walk the children of `node` (a subtree of `size` nodes) from the frame
@@ -331,7 +467,7 @@ fn begin(
         return None;
     }
     if include_self && trie.node(node).token >= 0 && (!has_pref0 || live0) {
-        out.ci.push(node as u32);
+        out.push_ci(trie, node as u32);
     }
     Some((scan0, start0))
 }
@@ -410,9 +546,9 @@ impl<'w> Walker<'w> {
     /// The chunk made (see [`Walker::building`]).
     pub(crate) fn finish(mut self) -> Chunk {
         self.cut();
-        Chunk {
-            parts: self.build.take().map(|b| b.parts).unwrap_or_default(),
-        }
+        let parts = self.build.take().map(|b| b.parts).unwrap_or_default();
+        let bits_min = self.chunks.map_or(usize::MAX, Chunks::bits_min);
+        Chunk::new(parts, self.trie, bits_min)
     }
 
     /// While a chunk is made: close the current output part.
@@ -475,7 +611,7 @@ impl<'w> Walker<'w> {
             let f = *frame;
             if here.size >= UNIFORM_MIN && self.uniform(c, &f.scan) {
                 // Every byte below keeps the (live) state: every token is CI.
-                self.out.ci.extend_from_slice(self.trie.token_nodes(c));
+                self.out.extend_ci(self.trie, self.trie.token_nodes(c));
                 continue;
             }
             let b = here.edge;
@@ -558,7 +694,7 @@ impl<'w> Walker<'w> {
         let here = self.trie.nodes[c];
         if self.g.live_in(scan.q, scan.ln, self.a) {
             if here.token >= 0 {
-                self.out.ci.push(c as u32);
+                self.out.push_ci(self.trie, c as u32);
             }
         } else if !viable_emission(self.g, &scan, self.a) {
             return;
@@ -574,10 +710,30 @@ impl<'w> Walker<'w> {
     /// the chunk would have). Precondition: no frame is pending.
     pub(crate) fn replay(&mut self, chunk: &Chunk, v: &[u8]) {
         debug_assert!(self.frames.is_empty() && self.build.is_none());
+        self.replay_parts(chunk, v, true);
+    }
+
+    /// [`Walker::replay`], adding the chunk's fixed CI nodes iff `with_ci`
+    /// (else an enclosing chunk's bitmask held them). In id mode a chunk
+    /// with a bitmask adds them with one OR.
+    fn replay_parts(&mut self, chunk: &Chunk, v: &[u8], mut with_ci: bool) {
+        if with_ci && self.out.ids.is_some() {
+            if let Some(bits) = chunk.bits(self.trie) {
+                if let Some(set) = &mut self.out.ids {
+                    set.or(bits);
+                }
+                with_ci = false;
+            }
+        }
+        if !with_ci && chunk.quiet() {
+            return;
+        }
         for part in &chunk.parts {
             match part {
                 Part::Out { out, from_v } => {
-                    self.out.ci.extend_from_slice(&out.ci);
+                    if with_ci {
+                        self.out.extend_ci(self.trie, &out.ci);
+                    }
                     for (e, &flag) in out.cd.iter().zip(from_v) {
                         let head = if flag { v } else { &[] };
                         self.out
@@ -594,7 +750,7 @@ impl<'w> Walker<'w> {
                     } else {
                         more.to_vec()
                     };
-                    self.replay(chunk, &sub_v);
+                    self.replay_parts(chunk, &sub_v, with_ci);
                 }
                 Part::Hole { node, from_v, tail } => {
                     let head = if *from_v { v } else { &[] };
@@ -664,5 +820,37 @@ impl<'w> Walker<'w> {
             rstart,
             pos,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::{DENSE, SPARSE};
+
+    #[test]
+    fn id_sets_spill_to_words_and_pack_like_grid_core() {
+        // 100 ids: 4 words; a list of up to 4 ids, then words.
+        let mut set = IdSet::new(4);
+        set.add(&[70, 3]);
+        set.add(&[5]);
+        assert!(set.words.is_none());
+        let sparse = set.clone().into_payload(100);
+        assert_eq!((sparse.encoding, &*sparse.data), (SPARSE, &[3, 5, 70][..]));
+        set.add(&[9, 33]);
+        assert!(set.words.is_some(), "5 ids spill");
+        let mut other = IdSet::new(4);
+        other.add(&[99]);
+        set.union(&other);
+        let mut more = IdSet::new(4);
+        more.or(&[1 << 1, 0, 0, 0]);
+        set.union(&more);
+        let dense = set.into_payload(100);
+        assert_eq!(dense.encoding, DENSE);
+        assert_eq!(dense.ids(), vec![1, 3, 5, 9, 33, 70, 99]);
+        // A bitmask with few ids still packs sparse.
+        let mut few = IdSet::new(4);
+        few.or(&[0, 1, 0, 0]);
+        assert_eq!(few.into_payload(100).data.as_ref(), &[32]);
     }
 }

@@ -10,8 +10,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use grid_kernels::cache::Payload;
 use grid_kernels::chunks::Chunks;
-use grid_kernels::walk::{walk_from, walk_with};
+use grid_kernels::walk::{walk_from, walk_into, walk_with, WalkOutput};
 use grid_kernels::{bits, EngineTables, GrammarTables, RawGrammar, RawTrie, Trie};
 
 const FIXTURE: &str = include_str!("fixtures/analyst_toy.txt");
@@ -209,34 +210,35 @@ fn walk_shape(out: &grid_kernels::walk::WalkOutput) -> (Vec<u32>, Vec<String>) {
 
 #[test]
 fn walks_through_the_subtree_memo_match() {
-    // Every subtree a memo point (min_nodes 1), then only larger ones; each
-    // configuration walked twice, so the second walk is assembled from the
-    // memo the first (and every earlier configuration) filled.
+    // Every subtree a memo point (min_nodes 1), then only larger ones; every
+    // chunk with a bitmask of its ids (bits_min 1), then larger ones only;
+    // each configuration walked twice in each mode (nodes, ids), so later
+    // walks are assembled from the memo earlier ones filled.
     let (e, configs) = load();
     let w = e.grammar.width();
-    for min_nodes in [1, 2, 8] {
-        let chunks = Chunks::new(min_nodes, 1 << 30);
+    for (min_nodes, bits_min) in [(1, 1), (2, 16), (8, 1 << 20)] {
+        let chunks = Chunks::new(min_nodes, bits_min, 1 << 30);
         let mut after_first = (0, 0);
         for round in 0..2 {
             for c in &configs {
                 let remainder = hex_bytes(c.get("config")[1]);
                 let allowed = hex_set(c.get("allowed")[0], w);
                 let mut a = e.grammar.allowed_sets(&allowed);
-                let out = walk_with(
-                    &e.grammar,
-                    &e.trie,
-                    0,
-                    &remainder,
-                    &mut a,
-                    false,
-                    Some(&chunks),
-                );
-                assert_eq!(
-                    walk_shape(&out),
-                    expected_walk(c),
-                    "min_nodes {min_nodes}, round {round}: {:?}",
+                let expected = expected_walk(c);
+                let at = format!(
+                    "min_nodes {min_nodes}, bits_min {bits_min}, round {round}: {:?}",
                     c.get("config")
                 );
+                let ch = Some(&chunks);
+                let out = walk_with(&e.grammar, &e.trie, 0, &remainder, &mut a, false, ch);
+                assert_eq!(walk_shape(&out), expected, "{at}");
+                let mut ids = WalkOutput::ids(&e.trie);
+                walk_into(
+                    &e.grammar, &e.trie, 0, &remainder, &mut a, false, ch, &mut ids,
+                );
+                let got = ids.ids.take().unwrap().into_payload(e.trie.n_vocab());
+                assert_eq!(got, Payload::of_nodes(&e.trie, &expected.0), "{at}");
+                assert_eq!(walk_shape(&ids).1, expected.1, "{at}");
             }
             if round == 0 {
                 after_first = chunks.stats();

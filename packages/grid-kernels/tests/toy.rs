@@ -19,6 +19,7 @@
 
 use std::sync::Arc;
 
+use grid_kernels::cache::Payload;
 use grid_kernels::parser::StackArena;
 use grid_kernels::scanner::START;
 use grid_kernels::walk::walk_from;
@@ -559,12 +560,25 @@ fn parallel_walks_equal_one_thread() {
     let engine = Engine::new(e.clone(), Threads::Pool(3), "toy");
     for (pending, allowed) in [(&b""[..], A), (b"", B), (b"a", A), (b" ", A | B)] {
         let one = walk_from(&e.grammar, &e.trie, 0, pending, &[allowed], false);
+        // A cold walk gathers token ids: those of the CI nodes.
+        let ids = Payload::of_nodes(&e.trie, &one.ci);
+        let cold = |threads: Option<&Threads>| {
+            let mut out = engine.cold_walk(0, pending, &[allowed], threads);
+            let got = out.ids.take().unwrap().into_payload(e.trie.n_vocab());
+            (got, out)
+        };
+        let expected = (
+            ids,
+            WalkOutput {
+                ci: vec![],
+                ..one.clone()
+            },
+        );
         for threads in [Threads::Pool(1), Threads::Pool(2), Threads::Pool(4)] {
-            assert_eq!(
-                engine.cold_walk(0, pending, &[allowed], Some(&threads)),
-                one
-            );
+            let t = Some(&threads);
+            assert_eq!(engine.walk(0, pending, &[allowed], false, t).unwrap(), one);
+            assert_eq!(cold(t), expected);
         }
-        assert_eq!(engine.cold_walk(0, pending, &[allowed], None), one);
+        assert_eq!(cold(None), expected);
     }
 }
