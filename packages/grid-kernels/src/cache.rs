@@ -12,14 +12,17 @@
 //!
 //! The CD entries of an entry are grouped by emitted terminal, in order of
 //! first appearance: one [`Class`] per terminal, whose verdict against a live
-//! stack depends only on the allowed set A' after shifting the terminal. A
-//! class memoizes its [`Verdict`] per A' (the union of its members' sub-walk
-//! CI ids, and their own CD entries grouped again, one shift deeper), so a
-//! warm step evaluates one shift and one lookup per class. The verdicts are
-//! never cached in grid-core; here they are a memo of a pure function of
-//! (class members, A'): the members' sub-walks (`walk_from` of each, what
-//! grid-core's cached sub-walks hold), and classes are interned by content
-//! ([`Classes`]), so equal classes of different entries share the memo.
+//! stack depends only on the allowed set A' after shifting the terminal. Its
+//! [`Members`] memoize the [`Verdict`] per A' (the union of the members'
+//! sub-walk CI ids, and their own CD entries grouped again, one shift
+//! deeper), so a warm step evaluates one shift and one lookup per class. The
+//! verdicts are never cached in grid-core; here they are a memo of a pure
+//! function of (members, A'): the members' sub-walks (`walk_from` of each,
+//! what grid-core's cached sub-walks hold). The terminal is not an argument
+//! (it only decides A', through the shift), and member lists are interned by
+//! content ([`Classes`]), so the classes of every entry and every terminal
+//! with these members share the memo: the class of tokens that end an
+//! identifier is one memo for every column name, keyword and literal.
 //!
 //! Entries are immutable once published; a racing publisher of the same key
 //! gets the entry that won (both walked the same key, so they are equal).
@@ -183,14 +186,20 @@ impl Payload {
     }
 }
 
-/// The CD entries of one walk that emit one terminal (a verdict class), with
-/// their verdicts memoized per allowed set after the shift. Member `i` is
-/// the subtree at `nodes[i]`, whose bytes emitted the terminal and requeued
-/// `tails[ends[i - 1]..ends[i]]` (the members stored flat: one allocation per
-/// class, not per member).
-#[derive(Debug)]
+/// The CD entries of one walk that emit one terminal (a verdict class).
+#[derive(Clone, Debug)]
 pub struct Class {
     pub terminal: u32,
+    /// The entries, interned: their verdicts are memoized there.
+    pub members: Arc<Members>,
+}
+
+/// The members of a verdict class, with their verdicts memoized per allowed
+/// set after the shift. Member `i` is the subtree at `nodes[i]`, whose bytes
+/// emitted the class's terminal and requeued `tails[ends[i - 1]..ends[i]]`
+/// (stored flat: one allocation per class, not per member).
+#[derive(Debug)]
+pub struct Members {
     nodes: Vec<u32>,
     ends: Vec<u32>,
     tails: Vec<u8>,
@@ -204,13 +213,12 @@ pub struct Class {
 #[derive(Debug)]
 pub struct Verdict {
     pub ci: Payload,
-    pub deeper: Vec<Arc<Class>>,
+    pub deeper: Vec<Class>,
 }
 
-impl Class {
-    fn new(terminal: u32) -> Self {
+impl Members {
+    fn new() -> Self {
         Self {
-            terminal,
             nodes: Vec::new(),
             ends: Vec::new(),
             tails: Vec::new(),
@@ -224,8 +232,8 @@ impl Class {
         self.ends.push(self.tails.len() as u32);
     }
 
-    /// Its members, in order: (subtree node, requeued tail).
-    pub fn members(&self) -> impl Iterator<Item = (u32, &[u8])> + '_ {
+    /// The members, in order: (subtree node, requeued tail).
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &[u8])> + '_ {
         let starts = std::iter::once(0).chain(self.ends.iter().copied());
         self.nodes
             .iter()
@@ -233,7 +241,6 @@ impl Class {
             .map(|(&n, (lo, &hi))| (n, &self.tails[lo as usize..hi as usize]))
     }
 
-    /// Members in the class.
     pub fn len(&self) -> usize {
         self.nodes.len()
     }
@@ -242,12 +249,9 @@ impl Class {
         self.nodes.is_empty()
     }
 
-    /// Same terminal, same members.
-    fn same(&self, other: &Class) -> bool {
-        self.terminal == other.terminal
-            && self.nodes == other.nodes
-            && self.ends == other.ends
-            && self.tails == other.tails
+    /// The same members.
+    fn same(&self, other: &Members) -> bool {
+        self.nodes == other.nodes && self.ends == other.ends && self.tails == other.tails
     }
 
     /// The memoized verdict under `allowed`, if computed.
@@ -267,57 +271,63 @@ impl Class {
 }
 
 /// Group CD entries by emitted terminal, classes and members in order of
-/// first appearance (`Engine.compute_mask`'s `by_terminal`); each class
-/// interned in `table`.
+/// first appearance (`Engine.compute_mask`'s `by_terminal`); each member
+/// list interned in `table`.
 pub fn group<'a>(
     entries: impl IntoIterator<Item = (u32, u32, &'a [u8])>,
     table: &Classes,
-) -> Vec<Arc<Class>> {
-    let mut classes: Vec<Class> = Vec::new();
+) -> Vec<Class> {
+    let mut classes: Vec<(u32, Members)> = Vec::new();
     for (node, terminal, tail) in entries {
-        let at = match classes.iter().position(|c| c.terminal == terminal) {
+        let at = match classes.iter().position(|(t, _)| *t == terminal) {
             Some(at) => at,
             None => {
-                classes.push(Class::new(terminal));
+                classes.push((terminal, Members::new()));
                 classes.len() - 1
             }
         };
-        classes[at].push(node, tail);
+        classes[at].1.push(node, tail);
     }
-    classes.into_iter().map(|c| table.intern(c)).collect()
+    classes
+        .into_iter()
+        .map(|(terminal, members)| Class {
+            terminal,
+            members: table.intern(members),
+        })
+        .collect()
 }
 
-/// Verdict classes interned by content (terminal and members), so that the
-/// equal classes of different walks (the same remainder under two allowed
-/// sets that pick alike, a sub-walk met again) share one verdict memo.
+/// Member lists interned by content, so that the classes of different walks
+/// and terminals with the same members (the same remainder under two allowed
+/// sets that pick alike, a sub-walk met again, every word that ends at the
+/// same bytes) share one verdict memo.
 #[derive(Debug, Default)]
 pub struct Classes {
-    map: Mutex<FxMap<u64, Vec<Arc<Class>>>>,
+    map: Mutex<FxMap<u64, Vec<Arc<Members>>>>,
 }
 
 impl Classes {
-    /// The interned class equal to `class`.
-    pub fn intern(&self, class: Class) -> Arc<Class> {
+    /// The interned member list equal to `members`.
+    pub fn intern(&self, members: Members) -> Arc<Members> {
         let mut h = FxHasher::default();
-        h.write_u32(class.terminal);
-        for n in [&class.nodes, &class.ends] {
+        for n in [&members.nodes, &members.ends] {
             h.write_usize(n.len());
             for &x in n {
                 h.write_u32(x);
             }
         }
-        h.write(&class.tails);
+        h.write(&members.tails);
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         let bucket = map.entry(h.finish()).or_default();
-        if let Some(c) = bucket.iter().find(|c| c.same(&class)) {
-            return Arc::clone(c);
+        if let Some(m) = bucket.iter().find(|m| m.same(&members)) {
+            return Arc::clone(m);
         }
-        let c = Arc::new(class);
-        bucket.push(Arc::clone(&c));
-        c
+        let m = Arc::new(members);
+        bucket.push(Arc::clone(&m));
+        m
     }
 
-    /// Distinct classes interned.
+    /// Distinct member lists interned.
     pub fn len(&self) -> usize {
         let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         map.values().map(Vec::len).sum()
@@ -337,7 +347,7 @@ pub struct Entry {
     /// The CD entries as the walk found them (tails in `tails`).
     pub cd: Vec<CdEntry>,
     pub tails: Vec<u8>,
-    pub classes: Vec<Arc<Class>>,
+    pub classes: Vec<Class>,
     id: OnceLock<[u8; 16]>,
 }
 
@@ -487,23 +497,30 @@ mod tests {
         );
         let shape: Vec<(u32, Vec<u32>)> = classes
             .iter()
-            .map(|c| (c.terminal, c.members().map(|(n, _)| n).collect()))
+            .map(|c| (c.terminal, c.members.iter().map(|(n, _)| n).collect()))
             .collect();
         assert_eq!(shape, vec![(2, vec![5, 9]), (1, vec![7])]);
-        let v = classes[0].remember(
+        let tails: Vec<&[u8]> = classes[0].members.iter().map(|(_, t)| t).collect();
+        assert_eq!(tails, [b"x", b"y"]);
+        let v = classes[0].members.remember(
             &[1],
             Verdict {
                 ci: Payload::of_ids(10, vec![]),
                 deeper: vec![],
             },
         );
-        assert!(Arc::ptr_eq(&classes[0].verdict(&[1]).unwrap(), &v));
-        assert!(classes[0].verdict(&[2]).is_none());
-        // Equal classes of another walk are the same class, memo included.
+        let members = &classes[0].members;
+        assert!(Arc::ptr_eq(&members.verdict(&[1]).unwrap(), &v));
+        assert!(members.verdict(&[2]).is_none());
+        // Equal members of another walk, or of another terminal, are the
+        // same members, memo included.
         let again = group([(5, 2, &b"x"[..]), (9, 2, &b"y"[..])], &table);
-        assert!(Arc::ptr_eq(&again[0], &classes[0]));
+        assert!(Arc::ptr_eq(&again[0].members, members));
+        let other_terminal = group([(5, 3, &b"x"[..]), (9, 3, &b"y"[..])], &table);
+        assert_eq!(other_terminal[0].terminal, 3);
+        assert!(Arc::ptr_eq(&other_terminal[0].members, members));
         let other = group([(5, 2, &b"x"[..])], &table);
-        assert!(!Arc::ptr_eq(&other[0], &classes[0]));
+        assert!(!Arc::ptr_eq(&other[0].members, members));
         assert_eq!(table.len(), 3);
     }
 }

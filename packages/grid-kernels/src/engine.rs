@@ -36,9 +36,9 @@
 //! a root walk (trie node 0) is shared out over a rayon pool
 //! ([`crate::walk::walk_par`], bit-identical to one thread). A CD class's
 //! verdict walks its members in order, a large class run by run over the same
-//! pool ([`PAR_VERDICT_NODES`]); classes are interned by content
-//! ([`crate::cache::Classes`]), so equal classes of different walks share
-//! their verdicts.
+//! pool ([`PAR_VERDICT_NODES`]); member lists are interned by content
+//! ([`crate::cache::Classes`]), so the classes of every walk and terminal
+//! with equal members share their verdicts.
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -47,7 +47,7 @@ use rayon::prelude::*;
 use rayon::ThreadPool;
 
 use crate::bits;
-use crate::cache::{group, Class, Classes, Entry, FxMap, Payload, Verdict, WalkCache};
+use crate::cache::{group, Classes, Entry, FxMap, Members, Payload, Verdict, WalkCache};
 use crate::canonical::Canonical;
 use crate::chunks::Chunks;
 use crate::error::{KernelError, Result};
@@ -149,7 +149,7 @@ pub struct Engine {
     pub cache: WalkCache,
     /// The subtree memo every cold walk of this engine goes through.
     pub chunks: Chunks,
-    /// The verdict classes of its entries, interned (shared verdict memos).
+    /// The member lists of its verdict classes, interned (shared verdict memos).
     pub classes: Classes,
     stacks: Mutex<Arc<Mutex<Stacks>>>,
     threads: Threads,
@@ -419,26 +419,25 @@ impl Engine {
         Ok((entry, id))
     }
 
-    /// The verdict of `class` under `allowed` (the allowed set after its
-    /// shift): memoized, else computed when `ctx.cold` (counted as a walk),
-    /// else `None`.
+    /// The verdict of a class with `members` under `allowed` (the allowed set
+    /// after shifting its terminal): memoized, else computed when `ctx.cold`
+    /// (counted as a walk), else `None`.
     ///
     /// Each member's sub-walk (`walk_from` of its subtree from its tail) is
     /// walked in place through the subtree memo, its CI part gathered as ids
     /// (members whose subtrees hold [`PAR_VERDICT_NODES`] nodes or more are
-    /// cut into runs walked on the engine's threads, the outputs
-    /// concatenated in member order): a member's walk is not cached on its
-    /// own, since the verdict memo
-    /// (shared by every walk whose class has these members, see
+    /// cut into runs walked on the engine's threads, the outputs concatenated
+    /// in member order). A member's walk is not cached on its own: the verdict
+    /// memo (shared by every class with these members, see
     /// [`crate::cache::Classes`]) already holds what it contributes, and its
-    /// large subtrees are in the memo.
+    /// large subtrees are in the subtree memo.
     pub fn verdict(
         &self,
         ctx: &mut Lookup,
-        class: &Class,
+        members: &Members,
         allowed: &[u64],
     ) -> Result<Option<Arc<Verdict>>> {
-        if let Some(v) = class.verdict(allowed) {
+        if let Some(v) = members.verdict(allowed) {
             return Ok(Some(v));
         }
         if !ctx.cold {
@@ -447,7 +446,7 @@ impl Engine {
         ctx.walks += 1;
         let (g, trie) = (&*self.tables.grammar, &*self.tables.trie);
         let chunks = Some(&self.chunks);
-        let members: Vec<(u32, &[u8])> = class.members().collect();
+        let list: Vec<(u32, &[u8])> = members.iter().collect();
         // Members walked in order, run by run; the runs' outputs concatenated.
         let walk_run = |a: &mut Allowed, run: &[(u32, &[u8])]| {
             let mut walk = WalkOutput::ids(trie);
@@ -459,17 +458,17 @@ impl Engine {
         let mut a = g.allowed_sets(allowed);
         let mut walk = self.install(&self.threads, || {
             let threads = rayon::current_num_threads();
-            let nodes: usize = members
+            let nodes: usize = list
                 .iter()
                 .map(|&(n, _)| trie.node(n as usize).size as usize)
                 .sum();
             if threads <= 1 || nodes < PAR_VERDICT_NODES {
-                return walk_run(&mut a, &members);
+                return walk_run(&mut a, &list);
             }
-            let runs = member_runs(trie, &members, 8 * threads);
+            let runs = member_runs(trie, &list, 8 * threads);
             let parts: Vec<WalkOutput> = runs
                 .par_iter()
-                .map(|run| walk_run(&mut a.clone(), &members[run.clone()]))
+                .map(|run| walk_run(&mut a.clone(), &list[run.clone()]))
                 .collect();
             let mut walk = WalkOutput::ids(trie);
             for part in &parts {
@@ -485,7 +484,7 @@ impl Engine {
                 |set| set.into_payload(trie.n_vocab()),
             ),
         };
-        Ok(Some(class.remember(allowed, verdict)))
+        Ok(Some(members.remember(allowed, verdict)))
     }
 }
 

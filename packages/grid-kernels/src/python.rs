@@ -795,7 +795,7 @@ impl PyEntry {
         self.entry
             .classes
             .iter()
-            .map(|c| (c.terminal, c.len()))
+            .map(|c| (c.terminal, c.members.len()))
             .collect()
     }
 

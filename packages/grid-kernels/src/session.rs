@@ -354,14 +354,14 @@ impl Gather<'_> {
     /// Shift each class's terminal on `node` and collect its verdict, then
     /// the verdicts of the classes found one shift deeper. `false`: a walk is
     /// missing and the fill may not walk.
-    fn classes(&mut self, node: NodeId, classes: &[Arc<Class>]) -> Result<bool> {
+    fn classes(&mut self, node: NodeId, classes: &[Class]) -> Result<bool> {
         for class in classes {
             let (shifted, allowed) = {
                 let arena = &mut lock(self.stacks).arena;
                 let shifted = arena.shift(node, class.terminal as usize)?;
                 (shifted, arena.allowed(shifted)?.to_vec())
             };
-            let v = self.engine.verdict(self.lookup, class, &allowed)?;
+            let v = self.engine.verdict(self.lookup, &class.members, &allowed)?;
             let Some(v) = v else {
                 return Ok(false);
             };
