@@ -287,11 +287,14 @@ impl Engine {
         c.bytes
     }
 
-    /// Run `f` on this engine's cold-walk pool.
-    pub fn install<R: Send>(&self, threads: &Threads, f: impl FnOnce() -> R + Send) -> R {
+    /// Run `f` on the pool of `threads`, or on the calling thread when that
+    /// is one thread; `f` is told whether it may spread work over the pool
+    /// (a pool of one thread never wakes another one).
+    pub fn install<R: Send>(&self, threads: &Threads, f: impl FnOnce(bool) -> R + Send) -> R {
         match threads {
-            Threads::Global => f(),
-            Threads::Pool(n) => pool((*n).max(1)).install(f),
+            Threads::Pool(n) if *n <= 1 => f(false),
+            Threads::Global => f(true),
+            Threads::Pool(n) => pool(*n).install(|| f(true)),
         }
     }
 
@@ -323,8 +326,13 @@ impl Engine {
             );
             return out;
         }
-        self.install(threads.unwrap_or(&self.threads), || {
-            walk_par(g, trie, 0, pending, allowed, false, chunks, &mut out)
+        self.install(threads.unwrap_or(&self.threads), |par| {
+            if par {
+                walk_par(g, trie, 0, pending, allowed, false, chunks, &mut out);
+            } else {
+                let mut a = g.allowed_sets(allowed);
+                walk_into(g, trie, 0, pending, &mut a, false, chunks, &mut out);
+            }
         });
         out
     }
@@ -344,17 +352,22 @@ impl Engine {
         let (node, allowed) = self.tables.check_walk(node, allowed)?;
         let (g, trie) = (&*self.tables.grammar, &*self.tables.trie);
         let mut out = WalkOutput::default();
-        self.install(threads.unwrap_or(&self.threads), || {
-            walk_par(
-                g,
-                trie,
-                node,
-                pending,
-                &allowed,
-                include_self,
-                None,
-                &mut out,
-            )
+        self.install(threads.unwrap_or(&self.threads), |par| {
+            if par {
+                walk_par(
+                    g,
+                    trie,
+                    node,
+                    pending,
+                    &allowed,
+                    include_self,
+                    None,
+                    &mut out,
+                );
+            } else {
+                let mut a = g.allowed_sets(&allowed);
+                walk_into(g, trie, node, pending, &mut a, include_self, None, &mut out);
+            }
         });
         Ok(out)
     }
@@ -456,8 +469,8 @@ impl Engine {
             walk
         };
         let mut a = g.allowed_sets(allowed);
-        let mut walk = self.install(&self.threads, || {
-            let threads = rayon::current_num_threads();
+        let mut walk = self.install(&self.threads, |par| {
+            let threads = if par { rayon::current_num_threads() } else { 1 };
             let nodes: usize = list
                 .iter()
                 .map(|&(n, _)| trie.node(n as usize).size as usize)

@@ -58,14 +58,17 @@ def trie_tables(trie: Any, vocab: Any) -> TrieTables:
 
 
 def engine_tables(
-    engine: Any, trie: TrieTables | None = None, threads: int | None = None
+    engine: Any, trie: TrieTables | None = None, threads: int | None = 1
 ) -> EngineTables:
     """The kernels' tables of a ``grid_core.guide.Engine``.
 
     Pass ``trie`` to share one :class:`TrieTables` between engines over the same
     vocabulary (the trie is the large part); otherwise it is built here.
-    ``threads``: the pool cold root walks are spread over (None: rayon's global
-    pool, one thread per CPU unless ``RAYON_NUM_THREADS`` says otherwise).
+    ``threads``: the pool cold walks are spread over (None: rayon's global
+    pool, one thread per CPU unless ``RAYON_NUM_THREADS`` says otherwise). One
+    by default: through the subtree memo a typical cold walk takes a few
+    hundred microseconds, less than waking a second thread costs on a small
+    host (``docs/performance.md``); pass more on a host with idle cores.
     """
     if trie is None:
         trie = trie_tables(engine.trie, engine.vocab)
