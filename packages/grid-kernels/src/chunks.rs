@@ -187,7 +187,8 @@ impl Chunk {
                         set_ids(words, trie.ids_at(n as usize));
                     }
                 }
-                Part::Sub { chunk, .. } => match chunk.bits(trie) {
+                // A sub-chunk's own bitmask is used if made, not made here.
+                Part::Sub { chunk, .. } => match chunk.bits.get() {
                     Some(bits) => or_words(words, bits),
                     None => chunk.add_fixed(trie, words),
                 },

@@ -26,6 +26,9 @@ pub struct RawTrie {
     pub eos_ids: Vec<i32>,
 }
 
+/// Subtrees of at least this many nodes carry a [`Wide`] record.
+pub const WIDE_MIN: u32 = 8;
+
 /// One trie node, packed: what the walk reads at a node is one record, so a
 /// cache line holds several whole nodes (DESIGN.md section 6: "one
 /// DFS-contiguous array of packed nodes").
@@ -37,6 +40,24 @@ pub struct TrieNode {
     pub token: i32,
     /// Byte on the edge into this node (0 for the root).
     pub edge: u8,
+    /// With `size >= WIDE_MIN`: the index of its [`Wide`] record, 24 bits
+    /// little-endian (in what would be padding).
+    wide: [u8; 3],
+}
+
+/// What a walk asks of a large subtree before walking it: the bytes on its
+/// edges, and whether its paths are valid UTF-8 ([`Trie::wide`]). Kept apart
+/// from the nodes, for the subtrees of at least [`WIDE_MIN`] nodes only (one
+/// in seven nodes of a 150k vocabulary), so the records a walk reads stay
+/// few and close together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wide {
+    /// The bytes on the edges of the subtree, its own edge included (a
+    /// 256-bit set).
+    pub bytes: [u64; 4],
+    /// Every path of the subtree, read from a UTF-8 character boundary (its
+    /// own edge first), is a prefix of valid UTF-8.
+    pub utf8: bool,
 }
 
 /// The packed, validated token trie (see `grid_core.trie` for the layout).
@@ -52,13 +73,10 @@ pub struct Trie {
     /// for a special id).
     spell_at: Vec<u32>,
     spellings: Vec<u8>,
-    /// Per node: the bytes on every edge of its subtree, its own included (a
-    /// 256-bit set); lets a walk take a subtree whole when no byte in it can
-    /// leave the scanner's state ([`Trie::subtree_bytes`]).
-    subtree_bytes: Vec<[u64; 4]>,
-    /// Per node: every path of its subtree, read from a UTF-8 character
-    /// boundary (its own edge first), is a prefix of valid UTF-8.
-    utf8: Vec<bool>,
+    /// The [`Wide`] records of the subtrees of at least [`WIDE_MIN`] nodes, in
+    /// preorder; lets a walk take a subtree whole when no byte in it can
+    /// leave the scanner's state.
+    wide: Vec<Wide>,
     /// The nodes that spell a token, ascending, and per node `i` how many of
     /// them precede it (`n + 1` entries), so the token nodes of a subtree
     /// are one slice ([`Trie::token_nodes`]).
@@ -167,15 +185,29 @@ impl Trie {
         }
         let (spell_at, spellings) =
             spell(&raw.edge, &size, &alias_offset, &alias_ids, raw.n_vocab)?;
-        let nodes: Vec<TrieNode> = (0..n)
+        let mut nodes: Vec<TrieNode> = (0..n)
             .map(|i| TrieNode {
                 size: size[i],
                 token: raw.token[i],
                 edge: raw.edge[i],
+                wide: [0; 3],
             })
             .collect();
-        let subtree_bytes = subtree_bytes(&nodes);
-        let utf8 = utf8_prefixes(&nodes);
+        let (bytes, utf8) = (subtree_bytes(&nodes), utf8_prefixes(&nodes));
+        let mut wide = Vec::new();
+        for (i, node) in nodes.iter_mut().enumerate() {
+            if node.size >= WIDE_MIN {
+                let at = u32::try_from(wide.len())
+                    .ok()
+                    .filter(|&w| w < 1 << 24)
+                    .ok_or_else(|| bad_table(T, "more than 2^24 subtrees of 8 nodes"))?;
+                node.wide.copy_from_slice(&at.to_le_bytes()[..3]);
+                wide.push(Wide {
+                    bytes: bytes[i],
+                    utf8: utf8[i],
+                });
+            }
+        }
         let mut token_nodes = Vec::new();
         let mut tokens_before = Vec::with_capacity(n + 1);
         for (i, node) in nodes.iter().enumerate() {
@@ -194,8 +226,7 @@ impl Trie {
             max_depth,
             spell_at,
             spellings,
-            subtree_bytes,
-            utf8,
+            wide,
             token_nodes,
             tokens_before,
         })
@@ -243,17 +274,13 @@ impl Trie {
         &self.token_nodes[self.tokens_before[i] as usize..self.tokens_before[end] as usize]
     }
 
-    /// The bytes on the edges of the subtree at `i` (its own edge included).
+    /// The [`Wide`] record of `node`, a subtree of at least [`WIDE_MIN`]
+    /// nodes (of another, some other record).
     #[inline]
-    pub fn subtree_bytes(&self, i: usize) -> &[u64; 4] {
-        &self.subtree_bytes[i]
-    }
-
-    /// Every path of the subtree at `i`, read from a character boundary, is a
-    /// prefix of valid UTF-8.
-    #[inline]
-    pub fn utf8_subtree(&self, i: usize) -> bool {
-        self.utf8[i]
+    pub fn wide(&self, node: &TrieNode) -> &Wide {
+        debug_assert!(node.size >= WIDE_MIN);
+        let [a, b, c] = node.wide;
+        &self.wide[u32::from_le_bytes([a, b, c, 0]) as usize]
     }
 
     /// `token_bytes(id)`: the path to the node spelling `id`; empty for a
@@ -293,10 +320,18 @@ impl Trie {
             }
         }
         assert_eq!(self.tokens_before[n] as usize, self.token_nodes.len());
+        let wide: Vec<&TrieNode> = self.nodes.iter().filter(|x| x.size >= WIDE_MIN).collect();
+        assert_eq!(wide.len(), self.wide.len());
+        for (k, node) in wide.into_iter().enumerate() {
+            assert!(
+                std::ptr::eq(self.wide(node), &self.wide[k]),
+                "wide records in preorder"
+            );
+        }
     }
 }
 
-/// [`Trie::subtree_bytes`] of every node, children before parents.
+/// [`Wide::bytes`] of every node, children before parents.
 fn subtree_bytes(nodes: &[TrieNode]) -> Vec<[u64; 4]> {
     let mut out = vec![[0u64; 4]; nodes.len()];
     for i in (0..nodes.len()).rev() {
@@ -347,7 +382,7 @@ pub(crate) fn utf8_step(phase: usize, byte: u8) -> Option<usize> {
     }
 }
 
-/// [`Trie::utf8_subtree`] of every node: per phase, whether every path of the
+/// [`Wide::utf8`] of every node: per phase, whether every path of the
 /// subtree read from that phase is valid, children before parents.
 fn utf8_prefixes(nodes: &[TrieNode]) -> Vec<bool> {
     let mut valid = vec![0u8; nodes.len()];
@@ -425,6 +460,7 @@ mod tests {
             size,
             token: 0,
             edge,
+            wide: [0; 3],
         }
     }
 

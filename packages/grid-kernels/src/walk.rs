@@ -46,7 +46,7 @@ use crate::cache::Payload;
 use crate::chunks::{Chunk, Chunks, Found, Part};
 use crate::scanner::{Allowed, Rescan, Scan};
 use crate::tables::GrammarTables;
-use crate::trie::Trie;
+use crate::trie::{Trie, TrieNode, WIDE_MIN};
 
 /// One CD entry: the subtree at `node`, whose bytes emit `terminal` and requeue
 /// `tails[tail_start..tail_end]`.
@@ -237,11 +237,6 @@ pub(crate) fn or_words(words: &mut [u32], more: &[u32]) {
         *w |= m;
     }
 }
-
-/// Subtrees of fewer nodes are stepped, never checked for uniformity: the
-/// check reads the subtree's byte set, which costs a small subtree more
-/// memory traffic than walking it.
-const UNIFORM_MIN: u32 = 8;
 
 #[derive(Clone, Copy)]
 struct Frame {
@@ -609,7 +604,10 @@ impl<'w> Walker<'w> {
             let here = nodes[c];
             frame.cursor += here.size;
             let f = *frame;
-            if here.size >= UNIFORM_MIN && self.uniform(c, &f.scan) {
+            // Subtrees of fewer nodes are stepped, never checked for
+            // uniformity: walking them costs less than reading the check's
+            // record.
+            if here.size >= WIDE_MIN && self.uniform(&here, &f.scan) {
                 // Every byte below keeps the (live) state: every token is CI.
                 self.out.extend_ci(self.trie, self.trie.token_nodes(c));
                 continue;
@@ -648,22 +646,22 @@ impl<'w> Walker<'w> {
         }
     }
 
-    /// No path of the subtree at `c` (its edge included) can leave the state
-    /// `scan.q` for good, and `q` is live under A by the DFA alone: the walk
-    /// below `c` would admit every token it spells and meet no death (so no
+    /// No path of the subtree at `here` (its edge included) can leave the
+    /// state `scan.q` for good, and `q` is live under A by the DFA alone: the
+    /// walk below it would admit every token it spells and meet no death (so no
     /// pick, no CD entry), whatever the lexicon node or the last accept.
     /// Either every byte in the subtree leads `q` back to itself, or every
     /// ASCII byte does, `q` is a text state (every UTF-8 character leads it
     /// back, through live states) and every path is a prefix of valid UTF-8.
+    /// Precondition: `here` roots a subtree of at least [`WIDE_MIN`] nodes.
     #[inline]
-    fn uniform(&mut self, c: usize, scan: &Scan) -> bool {
+    fn uniform(&mut self, here: &TrieNode, scan: &Scan) -> bool {
         let q = scan.q as usize;
-        let (bytes, loops) = (self.trie.subtree_bytes(c), &self.g.loops[q]);
-        let escape = |i: usize| bytes[i] & !loops[i] != 0;
+        let (wide, loops) = (self.trie.wide(here), &self.g.loops[q]);
+        let escape = |i: usize| wide.bytes[i] & !loops[i] != 0;
         // Words 0-1 hold the ASCII bytes, 2-3 the others.
         let ascii_closed = !escape(0) && !escape(1);
-        let closed = ascii_closed
-            && ((!escape(2) && !escape(3)) || (self.g.text[q] && self.trie.utf8_subtree(c)));
+        let closed = ascii_closed && ((!escape(2) && !escape(3)) || (self.g.text[q] && wide.utf8));
         closed && self.g.live_dfa_in(scan.q, self.a)
     }
 
