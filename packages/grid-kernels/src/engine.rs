@@ -32,11 +32,12 @@
 //! bounded by the caps times the number of generations still in use.
 //!
 //! Cold walks: every walk goes through the engine's subtree memo
-//! ([`crate::chunks`]), so a new stack mostly finds its large subtrees walked;
-//! a root walk (trie node 0) is shared out over a rayon pool
-//! ([`crate::walk::walk_par`], bit-identical to one thread). A CD class's
-//! verdict walks its members in order, a large class run by run over the same
-//! pool ([`PAR_VERDICT_NODES`]); member lists are interned by content
+//! ([`crate::chunks`]), so a new stack mostly finds its large subtrees walked.
+//! They run on the calling thread unless the engine is given more threads:
+//! then a root walk (trie node 0) is shared out over a rayon pool
+//! ([`crate::walk::walk_par`], bit-identical to one thread), and a large CD
+//! class's verdict is walked run by run over the same pool
+//! ([`PAR_VERDICT_NODES`]). Member lists are interned by content
 //! ([`crate::cache::Classes`]), so the classes of every walk and terminal
 //! with equal members share their verdicts.
 
@@ -109,13 +110,20 @@ impl Stacks {
 }
 
 /// How a cold walk is spread over threads.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub enum Threads {
     /// rayon's global pool (`RAYON_NUM_THREADS`, else one thread per CPU).
-    #[default]
     Global,
     /// A pool of this many threads (1: the calling thread only).
     Pool(usize),
+}
+
+impl Default for Threads {
+    /// The calling thread: through the subtree memo a typical cold walk
+    /// costs less than waking another thread (`docs/performance.md`).
+    fn default() -> Self {
+        Threads::Pool(1)
+    }
 }
 
 /// A rayon pool of `n` threads, built once per `n` and kept.

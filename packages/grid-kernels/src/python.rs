@@ -412,8 +412,10 @@ impl PyEngineTables {
     #[pyo3(signature = (
         *, trie, n_terminals, dfa_trans, dfa_accept, dfa_live, action, goto, n_nonterminals,
         rule_lhs, rule_len, lexicon_children, lexicon_prefix_cats, lexicon_word_cats,
-        lexicon_categories, pick_order, ignored, schema = None, threads = None
-    ))]
+        lexicon_categories, pick_order, ignored, schema = None, threads = Some(1)
+    ), text_signature = "(*, trie, n_terminals, dfa_trans, dfa_accept, dfa_live, action, goto, \
+        n_nonterminals, rule_lhs, rule_len, lexicon_children, lexicon_prefix_cats, \
+        lexicon_word_cats, lexicon_categories, pick_order, ignored, schema=None, threads=1)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         trie: Py<PyTrieTables>,

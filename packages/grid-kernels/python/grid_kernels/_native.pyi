@@ -77,12 +77,12 @@ class EngineTables:
         pick_order: Sequence[int],
         ignored: int,
         schema: str | None = None,
-        threads: int | None = None,
+        threads: int | None = 1,
     ) -> EngineTables:
         """``schema``: the lexicon's fingerprint (identifier keys carry it; None:
         the empty string).
-        ``threads``: the pool cold root walks are spread over (None: rayon's
-        global pool)."""
+        ``threads``: the pool cold walks are spread over (1: the calling
+        thread; None: rayon's global pool)."""
     @property
     def trie(self) -> TrieTables: ...
     @property
