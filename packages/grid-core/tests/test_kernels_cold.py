@@ -28,6 +28,7 @@ from test_kernels_parity import (
     SQLITE_SCRIPTS,
     Pair,
     configurations,
+    greedy_tokens,
     main_thread_stamps,
     pair,
     trie_tables,
@@ -171,24 +172,17 @@ def test_parallel_verdicts_equal_one_thread(vocab: str) -> None:
     one = grid_kernels.engine_tables(p.engine, shared, threads=1)
     three = grid_kernels.engine_tables(p.engine, shared, threads=3)
     n_words = p.engine.n_words
-    spell: dict[bytes, int] = {}
-    for i, b in enumerate(p.engine.vocab.token_bytes):
-        if b and i not in p.engine.vocab.special_ids:
-            spell.setdefault(b, i)
     walked = 0
     for text in SQLITE_SCRIPTS:
         sessions = (one.session(0), three.session(0))
-        pos = 0
-        while pos < len(text):
-            n = max(k for k in range(1, len(text) - pos + 1) if text[pos : pos + k] in spell)
+        for token in greedy_tokens(p.engine, text):
             rows = [array.array("i", bytes(4 * n_words)) for _ in sessions]
             for s, row in zip(sessions, rows, strict=True):
                 s.fill_next_token_bitmask(row)
-            assert rows[0] == rows[1], (text, text[:pos])
+            assert rows[0] == rows[1], (text, token)
             walked += sessions[1].last_fill == "walked"
             for s in sessions:
-                s.accept_token(spell[text[pos : pos + n]])
-            pos += n
+                s.accept_token(token)
     assert walked > 0
 
 

@@ -107,19 +107,31 @@ def pair(grammar: str, vocab: str) -> Pair:
     return Pair(engine, grid_kernels.engine_tables(engine, shared))
 
 
-def token_prefixes(engine: Engine, text: bytes) -> Iterator[bytes]:
-    """Prefixes of ``text`` at the boundaries of a greedy longest-token
-    tokenization, plus one byte into every multi-byte token (mid-token)."""
+def greedy_tokens(engine: Engine, text: bytes) -> list[int]:
+    """A greedy longest-token tokenization of ``text`` (the smallest id of
+    each spelling; no special ids)."""
     spell: dict[bytes, int] = {}
     for i, b in enumerate(engine.vocab.token_bytes):
         if b and i not in engine.vocab.special_ids:
             spell.setdefault(b, i)
     longest = max(len(b) for b in spell)
+    tokens: list[int] = []
     pos = 0
-    yield b""
     while pos < len(text):
         widths = range(min(longest, len(text) - pos), 0, -1)
         n = next(k for k in widths if text[pos : pos + k] in spell)
+        tokens.append(spell[text[pos : pos + n]])
+        pos += n
+    return tokens
+
+
+def token_prefixes(engine: Engine, text: bytes) -> Iterator[bytes]:
+    """Prefixes of ``text`` at the boundaries of a greedy longest-token
+    tokenization, plus one byte into every multi-byte token (mid-token)."""
+    pos = 0
+    yield b""
+    for token in greedy_tokens(engine, text):
+        n = len(engine.vocab.token_bytes[token])
         if n > 1:
             yield text[: pos + 1]
         pos += n

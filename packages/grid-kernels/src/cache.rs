@@ -43,6 +43,23 @@ use crate::walk::{CdEntry, WalkOutput};
 pub const DENSE: u8 = b'D';
 pub const SPARSE: u8 = b'S';
 
+/// Set the bits of token ids `ids` in bitmask `words` (bit `i % 32` of word
+/// `i / 32`).
+#[inline]
+pub(crate) fn set_ids(words: &mut [u32], ids: &[u32]) {
+    for &id in ids {
+        words[id as usize / 32] |= 1 << (id % 32);
+    }
+}
+
+/// `words |= more`, word by word.
+#[inline]
+pub(crate) fn or_words(words: &mut [u32], more: &[u32]) {
+    for (w, m) in words.iter_mut().zip(more) {
+        *w |= m;
+    }
+}
+
 /// CI token ids of one walk, in grid-core's adaptive encoding.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Payload {
@@ -72,9 +89,7 @@ impl Payload {
         }
         let mut words = vec![0u32; trie.n_words()];
         for &n in nodes {
-            for &id in trie.ids_at(n as usize) {
-                words[id as usize / 32] |= 1 << (id % 32);
-            }
+            set_ids(&mut words, trie.ids_at(n as usize));
         }
         Self {
             encoding: DENSE,
@@ -92,9 +107,7 @@ impl Payload {
             };
         }
         let mut words = vec![0u32; n_vocab.div_ceil(32)];
-        for id in ids {
-            words[id as usize / 32] |= 1 << (id % 32);
-        }
+        set_ids(&mut words, &ids);
         Self {
             encoding: DENSE,
             data: words.into(),
@@ -152,7 +165,7 @@ impl Payload {
             row.copy_from_slice(&self.data);
         } else {
             row.fill(0);
-            self.or_sparse(row);
+            set_ids(row, &self.data);
         }
     }
 
@@ -160,18 +173,9 @@ impl Payload {
     #[inline]
     pub fn or_into(&self, row: &mut [u32]) {
         if self.encoding == DENSE {
-            for (r, w) in row.iter_mut().zip(self.data.iter()) {
-                *r |= w;
-            }
+            or_words(row, &self.data);
         } else {
-            self.or_sparse(row);
-        }
-    }
-
-    #[inline]
-    fn or_sparse(&self, row: &mut [u32]) {
-        for &id in self.data.iter() {
-            row[id as usize / 32] |= 1 << (id % 32);
+            set_ids(row, &self.data);
         }
     }
 

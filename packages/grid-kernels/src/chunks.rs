@@ -52,11 +52,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
-use crate::cache::FxMap;
+use crate::cache::{or_words, set_ids, FxMap};
 use crate::scanner::{Allowed, Scan};
 use crate::tables::{GrammarTables, NO_NODE};
 use crate::trie::Trie;
-use crate::walk::{or_words, set_ids, WalkOutput, Walker};
+use crate::walk::{WalkOutput, Walker};
 
 /// Subtrees of fewer trie nodes than this are walked, not memoized.
 pub const MIN_NODES: u32 = 256;

@@ -296,13 +296,13 @@ impl Engine {
     }
 
     /// Run `f` on the pool of `threads`, or on the calling thread when that
-    /// is one thread; `f` is told whether it may spread work over the pool
-    /// (a pool of one thread never wakes another one).
-    pub fn install<R: Send>(&self, threads: &Threads, f: impl FnOnce(bool) -> R + Send) -> R {
+    /// is one thread (no other thread is woken); `f` gets the number of
+    /// threads it may spread work over.
+    pub fn install<R: Send>(&self, threads: &Threads, f: impl FnOnce(usize) -> R + Send) -> R {
         match threads {
-            Threads::Pool(n) if *n <= 1 => f(false),
-            Threads::Global => f(true),
-            Threads::Pool(n) => pool(*n).install(|| f(true)),
+            Threads::Pool(n) if *n <= 1 => f(1),
+            Threads::Global => f(rayon::current_num_threads()),
+            Threads::Pool(n) => pool(*n).install(|| f(*n)),
         }
     }
 
@@ -318,29 +318,24 @@ impl Engine {
         threads: Option<&Threads>,
     ) -> WalkOutput {
         let (g, trie) = (&*self.tables.grammar, &*self.tables.trie);
-        let chunks = Some(&self.chunks);
+        let (sub, chunks) = (root != 0, Some(&self.chunks));
+        let threads = match sub {
+            true => &Threads::Pool(1),
+            false => threads.unwrap_or(&self.threads),
+        };
         let mut out = WalkOutput::ids(trie);
-        if root != 0 {
-            let mut a = g.allowed_sets(allowed);
-            walk_into(
+        self.install(threads, |n| {
+            walk_par(
                 g,
                 trie,
                 root as usize,
                 pending,
-                &mut a,
-                true,
+                allowed,
+                sub,
                 chunks,
                 &mut out,
-            );
-            return out;
-        }
-        self.install(threads.unwrap_or(&self.threads), |par| {
-            if par {
-                walk_par(g, trie, 0, pending, allowed, false, chunks, &mut out);
-            } else {
-                let mut a = g.allowed_sets(allowed);
-                walk_into(g, trie, 0, pending, &mut a, false, chunks, &mut out);
-            }
+                n,
+            )
         });
         out
     }
@@ -360,22 +355,18 @@ impl Engine {
         let (node, allowed) = self.tables.check_walk(node, allowed)?;
         let (g, trie) = (&*self.tables.grammar, &*self.tables.trie);
         let mut out = WalkOutput::default();
-        self.install(threads.unwrap_or(&self.threads), |par| {
-            if par {
-                walk_par(
-                    g,
-                    trie,
-                    node,
-                    pending,
-                    &allowed,
-                    include_self,
-                    None,
-                    &mut out,
-                );
-            } else {
-                let mut a = g.allowed_sets(&allowed);
-                walk_into(g, trie, node, pending, &mut a, include_self, None, &mut out);
-            }
+        self.install(threads.unwrap_or(&self.threads), |n| {
+            walk_par(
+                g,
+                trie,
+                node,
+                pending,
+                &allowed,
+                include_self,
+                None,
+                &mut out,
+                n,
+            )
         });
         Ok(out)
     }
@@ -477,8 +468,7 @@ impl Engine {
             walk
         };
         let mut a = g.allowed_sets(allowed);
-        let mut walk = self.install(&self.threads, |par| {
-            let threads = if par { rayon::current_num_threads() } else { 1 };
+        let mut walk = self.install(&self.threads, |threads| {
             let nodes: usize = list
                 .iter()
                 .map(|&(n, _)| trie.node(n as usize).size as usize)
@@ -500,10 +490,11 @@ impl Engine {
         let deeper = walk.cd.iter().map(|c| (c.node, c.terminal, walk.tail(c)));
         let verdict = Verdict {
             deeper: group(deeper, &self.classes),
-            ci: walk.ids.take().map_or_else(
-                || Payload::of_ids(trie.n_vocab(), Vec::new()),
-                |set| set.into_payload(trie.n_vocab()),
-            ),
+            ci: walk
+                .ids
+                .take()
+                .expect("walked in id mode")
+                .into_payload(trie.n_vocab()),
         };
         Ok(Some(members.remember(allowed, verdict)))
     }

@@ -30,7 +30,7 @@ use crate::lexer::Config;
 use crate::parser::{NodeId, StackArena};
 use crate::tables::GrammarTables;
 use crate::trie::Trie;
-use crate::walk::{walk_from, walk_with, WalkOutput};
+use crate::walk::{walk_from, walk_into, WalkOutput};
 
 /// One step's mask as trie nodes plus the EOS verdict, with what it cost
 /// (`grid_core.guide.MaskResult`, in nodes).
@@ -213,7 +213,8 @@ impl EngineTables {
                     for k in members {
                         let e = &entries[k];
                         let sub = e.node as usize;
-                        let more = walk_with(g, trie, sub, &e.tail, &mut a, sub != 0, None);
+                        let mut more = WalkOutput::default();
+                        walk_into(g, trie, sub, &e.tail, &mut a, sub != 0, None, &mut more);
                         out.cd_nodes.extend_from_slice(&more.ci);
                         out.cd_walk_ends.push(out.cd_nodes.len() as u32);
                         if !more.cd.is_empty() {

@@ -223,8 +223,8 @@ impl StackArena {
     pub fn allowed(&mut self, node: NodeId) -> Result<&[u64]> {
         if self.allowed[node as usize].is_none() {
             let mut a = vec![0u64; self.width];
-            let terms = self.lalr().row_terms(self.state(node) as usize).to_vec();
-            self.allowed_of(node, Vec::new(), &terms, &mut a)?;
+            let terms = self.lalr().row_terms(self.state(node) as usize);
+            self.allowed_of(node, Vec::new(), terms, &mut a)?;
             self.allowed[node as usize] = Some(a.into_boxed_slice());
         }
         Ok(self.allowed[node as usize]

@@ -42,7 +42,7 @@
 
 use rayon::prelude::*;
 
-use crate::cache::Payload;
+use crate::cache::{or_words, set_ids, Payload};
 use crate::chunks::{Chunk, Chunks, Found, Part};
 use crate::scanner::{Allowed, Rescan, Scan};
 use crate::tables::GrammarTables;
@@ -222,22 +222,6 @@ impl IdSet {
     }
 }
 
-/// Set the bits of `ids` in bitmask `words`.
-#[inline]
-pub(crate) fn set_ids(words: &mut [u32], ids: &[u32]) {
-    for &id in ids {
-        words[id as usize / 32] |= 1 << (id % 32);
-    }
-}
-
-/// `words |= more`, word by word.
-#[inline]
-pub(crate) fn or_words(words: &mut [u32], more: &[u32]) {
-    for (w, m) in words.iter_mut().zip(more) {
-        *w |= m;
-    }
-}
-
 #[derive(Clone, Copy)]
 struct Frame {
     /// End of this node's subtree (exclusive).
@@ -262,28 +246,16 @@ pub fn walk_from(
     allowed: &[u64],
     include_self: bool,
 ) -> WalkOutput {
-    let mut a = g.allowed_sets(allowed);
-    walk_with(g, trie, node, pending, &mut a, include_self, None)
-}
-
-/// [`walk_from`] under a prepared allowed-set view, whose memos carry over
-/// between walks under the same allowed set (the sub-walks of one CD class),
-/// and through the subtree memo `chunks` when given (the same output).
-pub fn walk_with(
-    g: &GrammarTables,
-    trie: &Trie,
-    node: usize,
-    pending: &[u8],
-    a: &mut Allowed,
-    include_self: bool,
-    chunks: Option<&Chunks>,
-) -> WalkOutput {
     let mut out = WalkOutput::default();
-    walk_into(g, trie, node, pending, a, include_self, chunks, &mut out);
+    let mut a = g.allowed_sets(allowed);
+    walk_into(g, trie, node, pending, &mut a, include_self, None, &mut out);
     out
 }
 
-/// [`walk_with`], appending to `out` (in its mode: nodes or ids).
+/// [`walk_from`] appended to `out` (in its mode: nodes or ids), under a
+/// prepared allowed-set view whose memos carry over between walks under the
+/// same allowed set (the sub-walks of one CD class), and through the subtree
+/// memo `chunks` when given (the same output).
 #[allow(clippy::too_many_arguments)]
 pub fn walk_into(
     g: &GrammarTables,
@@ -312,8 +284,8 @@ pub fn walk_into(
 }
 
 /// [`walk_into`] an empty `out`, with the node's children shared out over
-/// rayon's current pool (see the module header); the same output, node for
-/// node. A pool of one thread walks on the calling thread.
+/// `threads` threads of rayon's current pool (see the module header); the
+/// same output, node for node. One thread walks on the calling thread.
 #[allow(clippy::too_many_arguments)]
 pub fn walk_par(
     g: &GrammarTables,
@@ -324,9 +296,9 @@ pub fn walk_par(
     include_self: bool,
     chunks: Option<&Chunks>,
     out: &mut WalkOutput,
+    threads: usize,
 ) {
     let mut a = g.allowed_sets(allowed);
-    let threads = rayon::current_num_threads();
     if threads <= 1 {
         return walk_into(g, trie, node, pending, &mut a, include_self, chunks, out);
     }
@@ -715,11 +687,9 @@ impl<'w> Walker<'w> {
     /// (else an enclosing chunk's bitmask held them). In id mode a chunk
     /// with a bitmask adds them with one OR.
     fn replay_parts(&mut self, chunk: &Chunk, v: &[u8], mut with_ci: bool) {
-        if with_ci && self.out.ids.is_some() {
+        if let (true, Some(set)) = (with_ci, &mut self.out.ids) {
             if let Some(bits) = chunk.bits(self.trie) {
-                if let Some(set) = &mut self.out.ids {
-                    set.or(bits);
-                }
+                set.or(bits);
                 with_ci = false;
             }
         }
@@ -785,27 +755,20 @@ impl<'w> Walker<'w> {
         else {
             return self.push(c, size, scan, rstart, pos);
         };
-        let la = r0 + scan.la_len as usize;
-        if self.build.is_some() {
-            let (inherit, from) = match scan.la_len {
-                0 => (false, p),
-                _ => {
-                    let (from_v, from) = self.tail_from(la);
-                    (from_v, from)
-                }
-            };
-            let v = self.buf[from..p].into();
-            self.cut();
-            if let Some(b) = &mut self.build {
-                b.parts.push(Part::Sub { chunk, inherit, v });
-            }
-        } else {
-            let v = if scan.la_len == 0 {
-                Vec::new()
-            } else {
-                self.buf[la..p].to_vec()
-            };
-            Walker::new(self.g, self.trie, self.a, &[], self.out, self.chunks).replay(&chunk, &v);
+        if self.build.is_none() {
+            let remainder = &self.buf[r0..p];
+            return replay(
+                self.g, self.trie, self.a, ch, &chunk, &scan, remainder, self.out,
+            );
+        }
+        let (inherit, from) = match scan.la_len {
+            0 => (false, p),
+            la => self.tail_from(r0 + la as usize),
+        };
+        let v = self.buf[from..p].into();
+        self.cut();
+        if let Some(b) = &mut self.build {
+            b.parts.push(Part::Sub { chunk, inherit, v });
         }
     }
 

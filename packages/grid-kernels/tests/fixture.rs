@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use grid_kernels::cache::Payload;
 use grid_kernels::chunks::Chunks;
-use grid_kernels::walk::{walk_from, walk_into, walk_with, WalkOutput};
+use grid_kernels::walk::{walk_from, walk_into, WalkOutput};
 use grid_kernels::{bits, EngineTables, GrammarTables, RawGrammar, RawTrie, Trie};
 
 const FIXTURE: &str = include_str!("fixtures/analyst_toy.txt");
@@ -230,7 +230,10 @@ fn walks_through_the_subtree_memo_match() {
                     c.get("config")
                 );
                 let ch = Some(&chunks);
-                let out = walk_with(&e.grammar, &e.trie, 0, &remainder, &mut a, false, ch);
+                let mut out = WalkOutput::default();
+                walk_into(
+                    &e.grammar, &e.trie, 0, &remainder, &mut a, false, ch, &mut out,
+                );
                 assert_eq!(walk_shape(&out), expected, "{at}");
                 let mut ids = WalkOutput::ids(&e.trie);
                 walk_into(
