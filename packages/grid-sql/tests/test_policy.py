@@ -292,3 +292,81 @@ def test_mutated_files_fail_only_with_policy_errors() -> None:
             assert e.path == "m.toml" and (e.line is None or 1 <= e.line <= mutated.count("\n") + 1)
             outcomes["error"] += 1
     assert outcomes["bundle"] and outcomes["error"]
+
+
+# ---------------------------------------------------------------- execution limits
+
+LIMITED = """\
+version = 1
+
+[limits]
+wall_time = 2
+max_rows = 50
+
+[roles.reader]
+verbs = ["SELECT"]
+tables = ["employees"]
+
+[roles.batch]
+verbs = ["SELECT"]
+tables = "*"
+
+[roles.batch.limits]
+wall_time = 30.5
+max_result_bytes = 10_000_000
+"""
+
+
+def test_limits_are_optional_with_the_documented_defaults() -> None:
+    """A file without limits: every role gets DEFAULT_LIMITS, and its fingerprint is the one
+    it had before limits existed (the example policy's, pinned)."""
+    from grid_sql.limits import DEFAULT_LIMITS
+
+    policy = example_policy(example_schema())
+    assert policy.limits == DEFAULT_LIMITS
+    assert all(role.limits == DEFAULT_LIMITS for role in policy.roles.values())
+    assert policy.fingerprint == "3127589fe232e836c183a7b519c6af7c"
+
+
+def test_limits_per_file_and_per_role_key_by_key() -> None:
+    from grid_sql.limits import Limits
+
+    policy = PolicyBundle.loads(LIMITED, "p.toml", example_schema())
+    assert policy.limits == Limits(wall_time=2, max_rows=50)
+    assert policy.role("reader").limits == Limits(wall_time=2, max_rows=50)
+    assert policy.role("batch").limits == Limits(
+        wall_time=30.5, max_rows=50, max_result_bytes=10_000_000
+    )
+
+
+def test_limits_enter_the_fingerprint_only_when_not_the_defaults() -> None:
+    plain = PolicyBundle.loads(BASE)
+    spelled = PolicyBundle.loads(BASE + "[roles.reader.limits]\nwall_time = 5.0\nmax_rows = 1000\n")
+    tighter = PolicyBundle.loads(BASE + "[roles.reader.limits]\nmax_rows = 10\n")
+    assert plain.fingerprint == spelled.fingerprint != tighter.fingerprint
+
+
+@pytest.mark.parametrize(
+    ("extra", "kind", "message"),
+    [
+        ("[limits]\nwall_time = -1\n", PolicyValueError, "p.toml:7: limits.wall_time: wall_time "),
+        ("[limits]\nwall_time = nan\n", PolicyValueError, "limits.wall_time: wall_time must be"),
+        ("[limits]\nmax_rows = 1.5\n", PolicyTypeError, "limits.max_rows: expected an integer"),
+        ("[limits]\nmax_rows = true\n", PolicyTypeError, "expected an integer, got a boolean"),
+        ("[limits]\nmax_memory = 0\n", PolicyValueError, "max_memory must be an integer in"),
+        ("[limits]\nmax_row = 1\n", UnknownKeyError, "p.toml:7: limits.max_row: unknown key"),
+        ("limits = 5\n", PolicyTypeError, "limits: expected a table of limits, got an integer"),
+        (
+            "[roles.reader.limits]\nwall_time = '5s'\n",
+            PolicyTypeError,
+            "p.toml:7: roles.reader.limits.wall_time: expected a number of seconds, got a string",
+        ),
+    ],
+)
+def test_limit_errors_name_file_line_and_field(
+    extra: str, kind: type[PolicyFileError], message: str
+) -> None:
+    text = BASE + extra if extra.startswith("[") else BASE.replace("\n\n", f"\n{extra}\n", 1)
+    with pytest.raises(kind) as info:
+        PolicyBundle.loads(text, "p.toml")
+    assert message in str(info.value)

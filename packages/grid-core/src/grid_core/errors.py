@@ -107,5 +107,9 @@ class PolicyError(GridError):
     """A policy bundle is malformed or names something that does not exist."""
 
 
+class ExecutionError(GridError):
+    """Running a statement on a database was stopped by GRID (a limit was exceeded)."""
+
+
 class ServingError(GridError):
     """A serving-layer request failed; sticky on the request, never thrown into a batch."""

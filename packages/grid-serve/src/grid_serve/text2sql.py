@@ -25,7 +25,10 @@ It composes grid-sql's artifacts into GRID engines and talks to a chat model:
   precondition (the budget holds the shortest completion and EOS) checked before
   a decode, and the sealed audit log of a decode that cannot start.
 - :func:`run_readonly`: execute a statement on a SQLite file opened
-  ``mode=ro``: a write statement fails there instead of writing.
+  ``mode=ro`` (a write statement fails there instead of writing), under the
+  role's execution limits (:func:`grid_sql.execute.run_readonly`: wall time,
+  rows, result bytes, SQLite heap; a limit exceeded is a
+  :class:`~grid_sql.limits.LimitExceededError`).
 
 Policy decisions: the dialect is SQLite (the example database and Spider's);
 the lexicon admits the catalog spelling of each name and its lower, upper and
@@ -58,7 +61,9 @@ from grid_core.trie import TokenTrie, build_trie
 from grid_core.vocab import Vocabulary
 from grid_sql.checker import SemanticChecker, Violation
 from grid_sql.dialects import get_dialect
+from grid_sql.execute import run_readonly as run_limited
 from grid_sql.lexicon import SchemaLexicon
+from grid_sql.limits import DEFAULT_LIMITS, Limits
 from grid_sql.policy import PolicyBundle, RoleGrants
 from grid_sql.projection import RoleProjection, dialect_dfa
 from grid_sql.repair import COLUMN_CATEGORY, plan_retry
@@ -324,21 +329,16 @@ def example_database(directory: Path) -> Path:
 
 
 def run_readonly(
-    db_path: Path, sql: str, max_rows: int = 50
+    db_path: Path, sql: str, max_rows: int = 50, limits: Limits = DEFAULT_LIMITS
 ) -> tuple[list[str], list[tuple[Any, ...]], bool]:
-    """Run ``sql`` on the database opened read-only: (column names, rows, more rows left).
+    """Run ``sql`` on the database opened read-only under ``limits``: (column names, the
+    first ``max_rows`` rows, whether the result has more).
 
-    Raises :class:`sqlite3.Error` when the database refuses the statement.
+    Raises :class:`~grid_sql.limits.LimitExceededError` when the statement exceeds a
+    limit and :class:`sqlite3.Error` when the database refuses it.
     """
-    uri = db_path.resolve().as_uri() + "?mode=ro"
-    db = sqlite3.connect(uri, uri=True)
-    try:
-        cursor = db.execute(sql)
-        columns = [d[0] for d in cursor.description or ()]
-        rows = cursor.fetchmany(max_rows + 1)
-        return columns, rows[:max_rows], len(rows) > max_rows
-    finally:
-        db.close()
+    result = run_limited(db_path, sql, limits, keep=max_rows)
+    return result.columns, result.rows, result.more
 
 
 def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

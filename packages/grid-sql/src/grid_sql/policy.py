@@ -13,7 +13,12 @@ A :class:`PolicyBundle` names *roles*. A role has
   mask can enforce them per table (the SELECT list precedes FROM; DESIGN.md
   section 7), so they are data for the post-parse SemanticChecker; the lexicon
   only narrows ``COLUMN_NAME`` to the union of the granted columns;
-- **CTE names**: the words it may name a common table expression with.
+- **CTE names**: the words it may name a common table expression with;
+- **execution limits** (:class:`~grid_sql.limits.Limits`): how long a
+  statement it runs may take, how many rows and bytes it may return, how much
+  SQLite heap it may use. Optional: ``[limits]`` sets them for every role,
+  ``[roles.NAME.limits]`` per role (key by key over ``[limits]``), and what
+  neither sets is :data:`~grid_sql.limits.DEFAULT_LIMITS`.
 
 The file format is documented in ``docs/policy.md``; :data:`EXAMPLE` is the
 policy of the demo schema (``examples/company.sql``).
@@ -37,7 +42,9 @@ Policy decisions:
   lower-case, with the aliases ``union`` (``set_operations``) and ``with``
   (``cte``).
 - The fingerprint covers the normalised content (roles, verbs, clauses,
-  grants, CTE names), not the file's path, comments or layout.
+  grants, CTE names, and each role's limits when they are not the defaults),
+  not the file's path, comments or layout. A file written before limits
+  existed keeps its fingerprint; spelling out the defaults changes nothing.
 - A CTE name must not be the name of a relation of the schema: the grammars let
   a ``CTE_NAME`` word stand in a table position without its ``WITH``, so such a
   word would open the relation to the role.
@@ -57,6 +64,7 @@ from typing import Any, Final, Literal
 
 from grid_core.errors import PolicyError
 from grid_core.fingerprint import fingerprint
+from grid_sql.limits import DEFAULT_LIMITS, LIMIT_KEYS, Limits, check_limit
 from grid_sql.schema import SchemaSnapshot, ascii_lower
 
 __all__ = [
@@ -67,6 +75,7 @@ __all__ = [
     "EXAMPLE",
     "VERBS",
     "MissingKeyError",
+    "MissingPolicyError",
     "PolicyBundle",
     "PolicyFileError",
     "PolicyReferenceError",
@@ -108,7 +117,7 @@ EXAMPLE: Final = "company.policy.toml"
 """The example policy (package ``grid_sql.examples``), over ``company.sql``."""
 
 _ROLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
-_TOP_KEYS = {"version": "int", "description": "str", "roles": "table"}
+_TOP_KEYS = {"version": "int", "description": "str", "limits": "table", "roles": "table"}
 _ROLE_KEYS = {
     "description": "str",
     "verbs": "array",
@@ -116,7 +125,9 @@ _ROLE_KEYS = {
     "banned_clauses": "array",
     "columns": "table",
     "cte_names": "array",
+    "limits": "table",
 }
+_LIMIT_KEYS = dict.fromkeys(LIMIT_KEYS, "number")
 _REQUIRED_ROLE_KEYS = ("verbs", "tables")
 FORMAT_VERSION = 1
 
@@ -159,6 +170,18 @@ class PolicyReferenceError(PolicyFileError):
     """A relation or column that the schema snapshot does not have, or a CTE name it does."""
 
 
+class MissingPolicyError(PolicyError):
+    """A database of the user's was named without a policy: the example policy is only
+    for the example database, so GRID refuses to guess. ``source`` is the database."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        super().__init__(
+            f"--db {source} needs --policy FILE (the example policy is for the example "
+            f"database only); write a starter policy with: grid policy init --db {source}"
+        )
+
+
 class UnknownRoleError(PolicyError):
     """A role the bundle does not define."""
 
@@ -190,13 +213,16 @@ class Role:
     )
     cte_names: tuple[str, ...] = DEFAULT_CTE_NAMES
     description: str = ""
+    limits: Limits = DEFAULT_LIMITS
 
     def __hash__(self) -> int:  # ``columns`` is a mapping: hash the canonical content
         return hash(fingerprint(self.canonical()))
 
     def canonical(self) -> tuple[Any, ...]:
-        """The role as fingerprintable data (sets sorted, ``*`` kept)."""
+        """The role as fingerprintable data (sets sorted, ``*`` kept; limits only when
+        they are not the defaults, so that fingerprints from before limits stand)."""
         tables = ALL if self.tables == ALL else sorted(self.tables)
+        limits = () if self.limits == DEFAULT_LIMITS else (self.limits.canonical(),)
         return (
             self.name,
             sorted(self.verbs),
@@ -204,6 +230,7 @@ class Role:
             tables,
             {t: ALL if c == ALL else sorted(c) for t, c in self.columns.items()},
             list(self.cte_names),
+            *limits,
         )
 
 
@@ -234,12 +261,17 @@ class RoleGrants:
 
 @dataclass(frozen=True, eq=False)
 class PolicyBundle:
-    """The roles of one policy file. Immutable; compare by ``fingerprint``."""
+    """The roles of one policy file. Immutable; compare by ``fingerprint``.
+
+    ``limits`` are the file's ``[limits]`` over the defaults (what a role without
+    its own ``limits`` gets); each role's resolved limits are ``role(name).limits``.
+    """
 
     roles: Mapping[str, Role]
     description: str = ""
     path: str = "<policy>"
     source: str = field(default="", repr=False)
+    limits: Limits = DEFAULT_LIMITS
 
     @cached_property
     def fingerprint(self) -> str:
@@ -416,8 +448,9 @@ class _Reader:
     def typed(
         self, value: Any, where: tuple[str | int, ...], kind: type | tuple[type, ...], name: str
     ) -> Any:
-        # bool is an int subclass: never accept it for an int
-        if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        # bool is an int subclass: never accept it for a number
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if not isinstance(value, kind) or (isinstance(value, bool) and bool not in kinds):
             raise self.fail(PolicyTypeError, where, f"expected {name}, got {_toml_type(value)}")
         return value
 
@@ -450,10 +483,26 @@ class _Reader:
         raw_roles = self.typed(data["roles"], ("roles",), dict, "a table of roles")
         if not raw_roles:
             raise self.fail(PolicyValueError, ("roles",), "no role is defined")
-        roles = {name: self.role(name, raw) for name, raw in raw_roles.items()}
-        return PolicyBundle(MappingProxyType(roles), description, self.path, source)
+        limits = self.limits(data.get("limits", {}), ("limits",), DEFAULT_LIMITS)
+        roles = {name: self.role(name, raw, limits) for name, raw in raw_roles.items()}
+        return PolicyBundle(MappingProxyType(roles), description, self.path, source, limits)
 
-    def role(self, name: str, raw: Any) -> Role:
+    def limits(self, raw: Any, where: tuple[str | int, ...], base: Limits) -> Limits:
+        """A ``limits`` table over ``base``: each key one limit, each value checked."""
+        data = self.typed(raw, where, dict, "a table of limits")
+        self.keys(data, where, _LIMIT_KEYS)
+        for key, value in data.items():
+            if key == "wall_time":
+                self.typed(value, (*where, key), (int, float), "a number of seconds")
+            else:
+                self.typed(value, (*where, key), int, "an integer")
+            try:
+                check_limit(key, value)
+            except ValueError as e:
+                raise self.fail(PolicyValueError, (*where, key), f"{key} {e}") from None
+        return base.replace(**data)
+
+    def role(self, name: str, raw: Any, limits: Limits = DEFAULT_LIMITS) -> Role:
         where: tuple[str | int, ...] = ("roles", name)
         if not _ROLE_NAME.fullmatch(name):
             raise self.fail(
@@ -528,6 +577,7 @@ class _Reader:
             MappingProxyType(columns),
             tuple(ctes),
             description,
+            self.limits(data.get("limits", {}), (*where, "limits"), limits),
         )
 
 

@@ -1,0 +1,195 @@
+"""Execution limits on real SQLite (grid_sql.execute, grid_sql.limits).
+
+Every runaway statement stops within its limit with a LimitExceededError that
+names the limit and its value: an infinite recursive CTE and a cubic cross join
+by wall time, a large cross join by rows, big values by result bytes, a big
+allocation by the SQLite heap. SQLite's heap limit is process-wide and can only
+be lowered (grid_sql.execute's header), so the tests that set a small one run
+in a subprocess and leave this process's SQLite alone.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from grid_core.errors import ExecutionError, GridError
+from grid_sql.execute import run_readonly
+from grid_sql.limits import DEFAULT_LIMITS, LimitExceededError, Limits, check_limit, value_bytes
+
+RUNAWAY_CTE = (
+    "WITH RECURSIVE cte(id) AS (SELECT 1 UNION ALL SELECT id+1 FROM cte) SELECT max(id) FROM cte;"
+)
+SLOW = 0.5  # seconds: the wall time of the tests that hit it
+SLACK = 2.0  # seconds allowed past it on a busy machine
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A table ``t(a)`` of 1,000 integer rows."""
+    path = tmp_path_factory.mktemp("limits") / "t.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE t (a INTEGER)")
+    con.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(1000)])
+    con.commit()
+    con.close()
+    return path
+
+
+def hits(db: Path, sql: str, limits: Limits) -> tuple[LimitExceededError, float]:
+    t = time.monotonic()
+    with pytest.raises(LimitExceededError) as info:
+        run_readonly(db, sql, limits)
+    return info.value, time.monotonic() - t
+
+
+def test_a_result_within_the_limits_is_returned(db: Path) -> None:
+    result = run_readonly(db, "SELECT a FROM t ORDER BY a LIMIT 5", DEFAULT_LIMITS, keep=2)
+    assert (result.columns, result.rows, result.count, result.more) == (
+        ["a"],
+        [(0,), (1,)],
+        5,
+        True,
+    )
+
+
+def test_the_recursive_cte_stops_within_the_time_limit(db: Path) -> None:
+    error, took = hits(db, RUNAWAY_CTE, Limits(wall_time=SLOW))
+    assert (error.limit, error.value) == ("wall_time", SLOW)
+    assert SLOW <= took < SLOW + SLACK
+    assert str(error) == "limit wall_time = 0.5 s exceeded: the statement ran past 0.5 s"
+    assert isinstance(error, ExecutionError) and isinstance(error, GridError)
+
+
+def test_a_cubic_cross_join_stops_within_the_time_limit(db: Path) -> None:
+    error, took = hits(db, "SELECT count(*) FROM t a, t b, t c", Limits(wall_time=SLOW))
+    assert error.limit == "wall_time" and took < SLOW + SLACK
+
+
+def test_a_large_cross_join_hits_the_row_limit(db: Path) -> None:
+    error, took = hits(db, "SELECT * FROM t a, t b", DEFAULT_LIMITS)
+    assert (error.limit, error.value) == ("max_rows", 1000)
+    assert "more than 1000 rows" in str(error) and took < SLACK
+    # exactly max_rows rows is within the limit
+    assert run_readonly(db, "SELECT * FROM t", Limits(max_rows=1000)).count == 1000
+
+
+def test_wide_rows_hit_the_result_byte_limit(db: Path) -> None:
+    error, _ = hits(db, "SELECT hex(randomblob(500)) FROM t", Limits(max_result_bytes=10_000))
+    assert (error.limit, error.value) == ("max_result_bytes", 10_000)
+    assert "the first 11 rows hold more than 10000 bytes" in str(error)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT randomblob(1e9)",
+        "SELECT length(randomblob(1e9))",
+        "SELECT zeroblob(1e9)",
+        "SELECT length(zeroblob(1e9))",
+    ],
+)
+def test_a_gigabyte_value_hits_the_result_byte_limit(db: Path, sql: str) -> None:
+    error, took = hits(db, sql, DEFAULT_LIMITS)
+    assert error.limit == "max_result_bytes" and took < SLACK
+    assert "string or blob too big" in str(error)
+
+
+def test_printf_of_a_gigabyte_ends_cleanly(db: Path) -> None:
+    """SQLite 3.40's printf pads one character at a time inside one function call, where
+    no progress handler runs: it ends (about 5 s) with a limit or a NULL, never a hang."""
+    sql = "SELECT printf('%.*c', 1000000000, 'x')"
+    try:
+        result = run_readonly(db, sql, Limits(wall_time=SLOW))
+    except LimitExceededError as e:
+        assert e.limit in ("wall_time", "max_result_bytes", "max_memory")
+    else:
+        assert result.rows in ([(None,)], [("",)])
+
+
+def test_writes_still_fail_read_only(db: Path) -> None:
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        run_readonly(db, "DELETE FROM t")
+    with pytest.raises(sqlite3.OperationalError):
+        run_readonly(db, f"ATTACH '{db}' AS other")
+    assert run_readonly(db, "SELECT count(*) FROM t").rows == [(1000,)]
+
+
+_CHILD = """
+import json, sys
+from pathlib import Path
+from grid_sql.execute import run_readonly
+from grid_sql.limits import LimitExceededError, Limits
+out = []
+for sql in sys.argv[2:]:
+    try:
+        out.append(["ok", run_readonly(Path(sys.argv[1]), sql, Limits(**LIMITS)).rows])
+    except LimitExceededError as e:
+        out.append([e.limit, e.value, str(e)])
+print(json.dumps(out))
+"""
+
+
+def run_in_child(db: Path, limits: dict[str, int | float], *sql: str) -> list[list[object]]:
+    code = _CHILD.replace("LIMITS", repr(limits))
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(db), *sql], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    result: list[list[object]] = json.loads(done.stdout)
+    return result
+
+
+def test_big_allocations_hit_the_memory_limit(db: Path) -> None:
+    """With the byte limit above them, 100 MB values hit an 8 MiB SQLite heap."""
+    limits = {"max_memory": 8 << 20, "max_result_bytes": 500_000_000, "wall_time": 20.0}
+    out = run_in_child(
+        db,
+        limits,
+        "SELECT length(randomblob(1e8))",
+        "SELECT length(printf('%.*c', 100000000, 'x'))",
+        "SELECT 1",
+    )
+    for row in out[:2]:
+        assert row[:2] == ["max_memory", 8 << 20]
+        assert "SQLite ran out of its 8388608 byte heap" in str(row[2])
+    assert out[2] == ["ok", [[1]]]  # the connection after a failed allocation is fine
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("wall_time", 0, "must be a number of seconds in (0, 86400], not 0"),
+        ("wall_time", float("nan"), "not nan"),
+        ("wall_time", float("inf"), "not inf"),
+        ("wall_time", "5", "must be a number of seconds"),
+        ("max_rows", 0, "must be an integer in [1, 2**62], not 0"),
+        ("max_rows", True, "must be a number, not a boolean"),
+        ("max_memory", 1.5, "must be an integer"),
+        ("max_result_bytes", 2**63, "must be an integer in [1, 2**62]"),
+        ("max_cpu", 1, "unknown limit 'max_cpu'"),
+    ],
+)
+def test_check_limit_refuses_bad_values(name: str, value: object, message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        check_limit(name, value)
+    assert message in str(info.value)
+
+
+def test_limits_helpers() -> None:
+    assert Limits(5.0, 1000, 1 << 20, 64 << 20) == DEFAULT_LIMITS
+    assert DEFAULT_LIMITS.replace(max_rows=5, wall_time=None).max_rows == 5
+    assert DEFAULT_LIMITS.describe() == (
+        "wall_time 5 s, max_rows 1000 rows, max_result_bytes 1048576 bytes, "
+        "max_memory 67108864 bytes"
+    )
+    assert Limits(wall_time=0.25).postgres_settings() == {"statement_timeout": "250ms"}
+    assert [value_bytes(v) for v in (None, 3, 2.5, "hé", b"\x00\x01")] == [0, 8, 8, 3, 2]
+    with pytest.raises(ValueError):
+        Limits(max_rows=-1)
