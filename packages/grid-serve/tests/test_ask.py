@@ -11,6 +11,7 @@ import math
 import subprocess
 import sys
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +28,39 @@ from grid_sql.policy import PolicyBundle
 from grid_sql.schema import SchemaSnapshot
 
 Q = "How many employees are there?"
+EXAMPLE_POLICY = str(resources.files("grid_sql.examples").joinpath("company.policy.toml"))
 BAD_INPUT = {
-    "missing-db": ([Q, "--db", "/nonexistent/x.sqlite"], "no such file"),
-    "not-a-database": ([Q, "--db", "{policy}"], "file is not a database"),
+    "missing-db": (
+        [Q, "--db", "/nonexistent/x.sqlite", "--policy", EXAMPLE_POLICY],
+        "no such file",
+    ),
+    "not-a-database": ([Q, "--db", "{policy}", "--policy", EXAMPLE_POLICY], "not a database"),
+    "db-without-policy": (
+        [Q, "--db", "/nonexistent/x.sqlite"],
+        "--db /nonexistent/x.sqlite needs --policy FILE (the example policy is for the example "
+        "database only); write a starter policy with: grid policy init --db /nonexistent/x.sqlite",
+    ),
     "unknown-role": ([Q, "--role", "janitor"], "no role 'janitor' in the policy"),
     "malformed-policy": ([Q, "--policy", "{policy}"], "policy.toml:1"),
-    "non-positive-budget": ([Q, "--max-tokens", "0"], "--max-tokens must be positive"),
+    "missing-policy": ([Q, "--policy", "/nonexistent.toml"], "cannot read the file"),
+    "non-positive-budget": ([Q, "--max-tokens", "0"], "argument --max-tokens: must be in [1, "),
+    "budget-over-the-cap": ([Q, "--max-tokens", "99999"], "must be in [1, 4096], not 99999"),
+    "budget-not-a-number": ([Q, "--max-tokens", "ten"], "--max-tokens: not an integer: 'ten'"),
+    "negative-temperature": ([Q, "--temperature", "-1"], "--temperature: must be a finite"),
+    "nan-temperature": ([Q, "--temperature", "nan"], "must be a finite number >= 0, not nan"),
+    "zero-threads": ([Q, "--threads", "0"], "argument --threads: must be in [1, 1024], not 0"),
+    "negative-max-rows": ([Q, "--max-rows", "-1"], "argument --max-rows: must be in [0, "),
+    "zero-wall-time": ([Q, "--limit-wall-time", "0"], "--limit-wall-time: must be a number of"),
+    "zero-row-limit": ([Q, "--limit-rows", "0"], "--limit-rows: must be an integer in [1, "),
+    "bad-byte-limit": ([Q, "--limit-result-bytes", "1e6"], "not an integer: '1e6'"),
+    "bad-memory-limit": ([Q, "--limit-memory", "-5"], "--limit-memory: must be an integer in"),
     "empty-question": ([" "], "the question is empty"),
+    "long-question": (["x" * 4001], "the question is 4001 characters; grid ask takes at most"),
+    "binary-question": (["\x01\x02\x7f"], "the question holds control character U+0001"),
     "missing-model": ([Q, "--model", "/nonexistent/m.gguf"], "no model at /nonexistent/m.gguf"),
+    "audit-is-a-directory": ([Q, "--audit", "/"], "--audit / is a directory"),
+    "audit-in-no-directory": ([Q, "--audit", "/nonexistent/a.jsonl"], "no directory /nonexistent"),
+    "unknown-option": ([Q, "--temprature", "1"], "unrecognized arguments: --temprature 1"),
 }
 
 
@@ -54,14 +80,62 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, argv: list[str], messa
     assert code == 2
     assert stdout == ""
     lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("grid ask: error: "), stderr
+    assert len(lines) == 1 and lines[0].startswith(("grid ask: error: ", "grid: error: "))
     assert message in lines[0]
 
 
-def test_bad_input_never_loads_torch(tmp_path: Path) -> None:
+def test_a_question_that_is_not_utf_8_is_one_line() -> None:
+    """Argument bytes that are not UTF-8 (a real process's argv, not a str)."""
+    out = subprocess.run(
+        [sys.executable.encode(), b"-m", b"grid_serve.ask", b"caf\xe9 \xff?"],
+        capture_output=True,
+    )
+    assert (out.returncode, out.stdout) == (2, b"")
+    assert out.stderr == (
+        b"grid ask: error: QUESTION is not valid UTF-8 (byte 3 of the argument)\n"
+    )
+
+
+def test_limits_come_from_the_policy_and_the_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The role's limits from the policy file, each overridden by its --limit-* option."""
+    from grid_core.cli import Parser
+    from grid_sql.limits import Limits
+
+    policy = tmp_path / "p.toml"
+    policy.write_text(
+        Path(EXAMPLE_POLICY).read_text()
+        + "\n[limits]\nmax_rows = 10\n[roles.x]\nverbs = ['SELECT']\ntables = '*'\n"
+        + "limits.wall_time = 1.5\n"
+    )
+    parser = Parser(prog="grid")
+    ask.ask_command(parser.add_subparsers(dest="command"))
+
+    def limits(*argv: str) -> Limits:
+        args = parser.parse_args(["ask", "q?", "--policy", str(policy), *argv])
+        return ask.inputs(args, tmp_path).limits
+
+    monkeypatch.setattr(ask, "require_framework", lambda: None)  # torch or not
+
+    assert limits() == Limits(max_rows=10)
+    assert limits("--role", "x") == Limits(wall_time=1.5, max_rows=10)
+    assert limits("--role", "x", "--limit-rows", "7", "--limit-memory", "1000000") == Limits(
+        wall_time=1.5, max_rows=7, max_memory=1_000_000
+    )
+    assert limits("--limit-wall-time", "0.25", "--limit-result-bytes", "99") == Limits(
+        wall_time=0.25, max_rows=10, max_result_bytes=99
+    )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--role", "janitor"], ["--temperature", "-1"], ["--limit-rows", "0"], ["--db", "x.db"]],
+)
+def test_bad_input_never_loads_torch(argv: list[str]) -> None:
     code = (
         "import sys; from grid_serve import ask\n"
-        "rc = ask.main(['q', '--role', 'janitor', '--quiet'])\n"
+        f"rc = ask.main(['q', *{argv!r}, '--quiet'])\n"
         "print(rc, 'torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

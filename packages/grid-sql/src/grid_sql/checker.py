@@ -128,6 +128,19 @@ class CheckerError(GridError):
     """The checker was given a malformed schema or statement."""
 
 
+class StatementTooDeepError(CheckerError):
+    """The statement nests deeper than the checker's walk can follow (nested SELECTs
+    recurse; Python's recursion limit bounds them). ``length`` is the statement's size
+    in bytes. The checker cannot vouch for what it cannot read, so this is a refusal."""
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+        super().__init__(
+            f"the statement ({length} bytes) nests too deeply for the checker to read "
+            "(nested SELECTs beyond Python's recursion limit)"
+        )
+
+
 class StatementParseError(CheckerError):
     """The statement is not in the dialect's language L (free mode).
 
@@ -142,7 +155,8 @@ class StatementParseError(CheckerError):
         self.expected = expected
         shown = ", ".join(expected[:12]) + (", ..." if len(expected) > 12 else "")
         what = f"lexeme {lexeme.decode('utf-8', 'replace')!r}" if lexeme else "end of input"
-        super().__init__(f"statement does not parse at byte {offset} ({what}); expected: {shown}")
+        self.detail = f"{what}; expected: {shown}"
+        super().__init__(f"statement does not parse at byte {offset} ({self.detail})")
 
 
 class SchemaError(CheckerError):
@@ -960,30 +974,36 @@ class _Walker:
 
     # -- expressions ----------------------------------------------------------------
 
-    def expr(self, node: Tree | Token, scope: _Scope, env: _Env) -> None:
-        """Resolve every name inside an expression (any subtree, walked generically)."""
-        if _is_token(node):
-            return
-        data = node.data
-        if data == "column_ref":
-            tokens = _tokens(node)
-            qualifier = tokens[0] if len(tokens) == 2 else None
-            self.column_ref(tokens[-1], qualifier, _span(node), scope, dq_fallback=True)
-        elif data == "literal":
-            token = node.children[0]
-            if _is_token(token) and token.type == "DQ_STRING":
-                self.column_ref(token, None, _span(token), scope, dq_fallback=True)
-        elif data == "select_stmt":
-            self.select_stmt(node, scope, env)
-        elif data == "in_target" and any(t.type == "TABLE_NAME" for t in _tokens(node)):
-            token = next(t for t in _tokens(node) if t.type == "TABLE_NAME")
-            source = self.named_source(token, None, env)
-            if source.table is not None:
-                for key in source.table.columns:
-                    self._access(source.table, key, _span(token), "in_table")
-        else:
-            for child in node.children:
-                self.expr(child, scope, env)
+    def expr(self, root: Tree | Token, scope: _Scope, env: _Env) -> None:
+        """Resolve every name inside an expression (any subtree, walked generically).
+
+        The generic part of the walk keeps its own stack (pre-order, left to right, as
+        a recursive walk would visit), so an expression's depth (``1+1+...+1``, deep
+        parentheses) costs no Python stack; only nested SELECTs recurse."""
+        todo = [root]
+        while todo:
+            node = todo.pop()
+            if _is_token(node):
+                continue
+            data = node.data
+            if data == "column_ref":
+                tokens = _tokens(node)
+                qualifier = tokens[0] if len(tokens) == 2 else None
+                self.column_ref(tokens[-1], qualifier, _span(node), scope, dq_fallback=True)
+            elif data == "literal":
+                token = node.children[0]
+                if _is_token(token) and token.type == "DQ_STRING":
+                    self.column_ref(token, None, _span(token), scope, dq_fallback=True)
+            elif data == "select_stmt":
+                self.select_stmt(node, scope, env)
+            elif data == "in_target" and any(t.type == "TABLE_NAME" for t in _tokens(node)):
+                token = next(t for t in _tokens(node) if t.type == "TABLE_NAME")
+                source = self.named_source(token, None, env)
+                if source.table is not None:
+                    for key in source.table.columns:
+                        self._access(source.table, key, _span(token), "in_table")
+            else:
+                todo.extend(reversed(node.children))
 
     def column_ref(
         self,
@@ -1188,7 +1208,10 @@ class SemanticChecker:
         """Resolve every name of one statement (stage 2); no role is involved."""
         data = sql.encode("utf-8") if isinstance(sql, str) else sql
         walker = _Walker(self._tables, data)
-        walker.statement(parse_statement(data, self.dialect))
+        try:
+            walker.statement(parse_statement(data, self.dialect))
+        except RecursionError:
+            raise StatementTooDeepError(len(data)) from None
         return Analysis(
             tuple(walker.uses), tuple(walker.accesses), tuple(_sorted(walker.violations))
         )
@@ -1196,7 +1219,8 @@ class SemanticChecker:
     def check(self, sql: str | bytes, role: str) -> list[Violation]:
         """Every violation of one statement for ``role``, sorted by span.
 
-        Raises `StatementParseError` if the statement does not parse and
+        Raises `StatementParseError` if the statement does not parse,
+        `StatementTooDeepError` if it nests deeper than the walk can follow and
         `GrantError` for a role without grants.
         """
         grants = self._role(role)
@@ -1293,6 +1317,7 @@ __all__ = [
     "SchemaError",
     "SemanticChecker",
     "StatementParseError",
+    "StatementTooDeepError",
     "TableUse",
     "Violation",
     "ViolationKind",

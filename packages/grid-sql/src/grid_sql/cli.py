@@ -10,7 +10,11 @@ defaults ``grid ask`` uses:
 - the **dialect**: ``--dialect NAME`` (default: the schema's); it must be the
   schema's;
 - the **policy**: ``--policy FILE`` (TOML, validated against the schema) or by
-  default the example policy (``examples/company.policy.toml``).
+  default the example policy (``examples/company.policy.toml``). The default
+  holds for the example schema only: ``--db`` or ``--schema`` without
+  ``--policy`` is an error (:class:`~grid_sql.policy.MissingPolicyError`)
+  that points at ``grid policy init`` (:mod:`grid_sql.policy_init`), never the
+  example policy applied to a user's database.
 
 ``grid check SQL [--role NAME]`` gives two verdicts on one statement for one
 role (default: :data:`DEFAULT_ROLE`, else the policy's first role):
@@ -24,11 +28,15 @@ role (default: :data:`DEFAULT_ROLE`, else the policy's first role):
    kills a lexeme can come after the lexeme that is refused);
 2. **checker**: the SemanticChecker's violations (column policy, name
    resolution), each with its byte span, the text there and a one-line message.
+   A statement the checker's parser cannot read (not SQL of the dialect) is
+   "outside the language at byte N", N the offset of the lexeme the parser
+   refused; one nested deeper than its walk follows is refused as such.
 
-Exit status 0 when the statement is in L and the checker accepts it, 1
-otherwise, 2 for bad input (a statement that does not parse in the dialect, a
-dialect the checker does not support, an unknown role, an unreadable schema or
-a malformed policy), printed by the ``grid`` command as one line on stderr.
+Both verdicts are always given. Exit status 0 when the statement is in L and
+the checker accepts it, 1 otherwise (a statement that does not parse included),
+2 for bad input (a statement over :data:`MAX_STATEMENT_BYTES`, a dialect the
+checker does not support, an unknown role, an unreadable schema, a missing or
+malformed policy), printed by the ``grid`` command as one line on stderr.
 
 ``grid compile [--role NAME ...] [--vocab NAME]`` builds every artifact a GRID
 engine reads for the policy's roles (default: all of them) and prints, one
@@ -47,6 +55,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import unicodedata
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -59,16 +68,24 @@ from grid_core.lexer import Lexer, Scanner
 from grid_core.parser import Parser
 from grid_core.reserve import ReserveTable, reserve_table
 from grid_core.trie import build_trie
-from grid_sql.checker import CheckerError, SemanticChecker, Violation, contract_gaps
+from grid_sql.checker import (
+    CheckerError,
+    SemanticChecker,
+    StatementParseError,
+    StatementTooDeepError,
+    Violation,
+    contract_gaps,
+)
 from grid_sql.dialect import Dialect
 from grid_sql.dialects import available_dialects, get_dialect
 from grid_sql.lexicon import SchemaLexicon
-from grid_sql.policy import PolicyBundle, example_policy
+from grid_sql.policy import MissingPolicyError, PolicyBundle, example_policy
 from grid_sql.projection import RoleProjection, dialect_dfa, dialect_grammar
 from grid_sql.schema import SchemaError, SchemaSnapshot, example_schema
 
 __all__ = [
     "DEFAULT_ROLE",
+    "MAX_STATEMENT_BYTES",
     "check_command",
     "compile_command",
     "default_role",
@@ -79,6 +96,10 @@ __all__ = [
 
 #: The role ``grid check`` and ``grid ask`` use when none is named (if the policy has it).
 DEFAULT_ROLE = "analyst"
+
+#: The longest statement ``grid check`` reads (UTF-8 bytes): its language verdict
+#: steps the lexer byte by byte in Python.
+MAX_STATEMENT_BYTES = 100_000
 
 T = TypeVar("T")
 
@@ -99,6 +120,9 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
 
 def _inputs(args: argparse.Namespace) -> tuple[Dialect, SchemaSnapshot, PolicyBundle]:
     """The dialect, schema and policy of ``--dialect/--db/--schema/--policy``."""
+    source = args.db if args.db is not None else args.schema
+    if source is not None and args.policy is None:
+        raise MissingPolicyError(str(source), "--db" if args.db is not None else "--schema")
     if args.db is not None:
         schema = SchemaSnapshot.from_sqlite(args.db)
     elif args.schema is not None:
@@ -159,8 +183,13 @@ def language_verdict(
 
 
 def _excerpt(data: bytes, start: int, end: int) -> str:
-    text = data[start:end].decode("utf-8", "replace")
-    return " ".join(text.split()) or "<end of statement>"
+    """The text of ``data[start:end]`` for one line: blanks folded, control characters
+    escaped (a statement's bytes never drive the terminal), invalid UTF-8 replaced."""
+    text = " ".join(data[start:end].decode("utf-8", "replace").split())
+    return (
+        "".join(f"\\x{ord(c):02x}" if unicodedata.category(c) == "Cc" else c for c in text)
+        or "<end of statement>"
+    )
 
 
 def format_violation(sql: bytes, v: Violation) -> str:
@@ -182,7 +211,17 @@ def _check(args: argparse.Namespace) -> int:
     tables = {t.name: t.column_names for t in schema.tables}
     checker = SemanticChecker(tables, policy.column_grants(schema), dialect=dialect)
     data = args.sql.encode("utf-8")
-    violations = checker.check(data, role)  # StatementParseError: not SQL of the dialect
+    if len(data) > MAX_STATEMENT_BYTES:
+        raise CheckerError(
+            f"the statement is {len(data)} bytes; grid check reads at most {MAX_STATEMENT_BYTES}"
+        )
+    unread = ""
+    try:
+        violations = checker.check(data, role)
+    except StatementParseError as e:  # not SQL of the dialect: outside every role's language
+        violations, unread = [], f"outside the language at byte {e.offset} ({e.detail})"
+    except StatementTooDeepError as e:
+        violations, unread = [], f"REFUSED ({e})"
     lexicon = SchemaLexicon.build(dialect, schema, grants)
     projection = RoleProjection.compile(policy.role(role), dialect, words=lexicon.words)
     leaves = language_verdict(projection, lexicon, dialect, data)
@@ -197,13 +236,15 @@ def _check(args: argparse.Namespace) -> int:
     else:
         shown = _excerpt(data, leaves, leaves + 24)
         out.write(f"language: leaves the role's language at byte {leaves} (`{shown}`)\n")
-    if violations:
+    if unread:
+        out.write(f"checker: {unread}\n")
+    elif violations:
         plural = "" if len(violations) == 1 else "s"
         out.write(f"checker: REFUSED ({len(violations)} violation{plural})\n")
         out.writelines(f"  {format_violation(data, v)}\n" for v in violations)
     else:
         out.write("checker: accepted\n")
-    return 0 if leaves is None and not violations else 1
+    return 0 if leaves is None and not violations and not unread else 1
 
 
 # ================================================================ grid compile

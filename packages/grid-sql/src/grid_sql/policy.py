@@ -73,6 +73,7 @@ __all__ = [
     "CLAUSE_ALIASES",
     "DEFAULT_CTE_NAMES",
     "EXAMPLE",
+    "ROLE_NAME",
     "VERBS",
     "MissingKeyError",
     "MissingPolicyError",
@@ -117,6 +118,8 @@ EXAMPLE: Final = "company.policy.toml"
 """The example policy (package ``grid_sql.examples``), over ``company.sql``."""
 
 _ROLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+#: What a role's name must match (in full).
+ROLE_NAME: Final = _ROLE_NAME
 _TOP_KEYS = {"version": "int", "description": "str", "limits": "table", "roles": "table"}
 _ROLE_KEYS = {
     "description": "str",
@@ -171,14 +174,16 @@ class PolicyReferenceError(PolicyFileError):
 
 
 class MissingPolicyError(PolicyError):
-    """A database of the user's was named without a policy: the example policy is only
-    for the example database, so GRID refuses to guess. ``source`` is the database."""
+    """A database (or schema snapshot) of the user's was named without a policy: the
+    example policy is only for the example database, so GRID refuses to guess.
+    ``source`` is the file, ``option`` the command-line option that named it."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, option: str = "--db") -> None:
         self.source = source
+        self.option = option
         super().__init__(
-            f"--db {source} needs --policy FILE (the example policy is for the example "
-            f"database only); write a starter policy with: grid policy init --db {source}"
+            f"{option} {source} needs --policy FILE (the example policy is for the example "
+            f"database only); write a starter policy with: grid policy init {option} {source}"
         )
 
 

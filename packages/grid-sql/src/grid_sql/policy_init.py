@@ -1,0 +1,151 @@
+"""``grid policy init``: a starter policy for a user's own database.
+
+GRID never applies its example policy to a database of the user's (``--db``
+without ``--policy`` is a :class:`~grid_sql.policy.MissingPolicyError`). This
+command writes the policy to start from, so that a database works in two
+commands::
+
+    grid policy init --db shop.sqlite          # writes shop.policy.toml
+    grid ask "How many orders are there?" --db shop.sqlite --policy shop.policy.toml
+
+``grid policy init (--db FILE | --schema FILE) [--out PATH] [--role NAME] [--force]``
+reads the schema (a SQLite file, opened read-only, or a ``grid.schema/1``
+snapshot) and writes one role (default ``reader``) that may ``SELECT`` from
+every relation, listed by name, with the default execution limits spelled out
+in a ``[limits]`` table (docs/policy.md). ``--out`` defaults to the source's
+path with the suffix ``.policy.toml``; ``-`` prints the policy instead. An
+existing file is kept unless ``--force``.
+
+Policy decisions:
+
+- Relations are listed, not granted with ``*``: a table added to the database
+  later is not granted until someone adds it.
+- The text is validated (:meth:`PolicyBundle.loads` against the schema) before
+  it is written; a CTE name that would clash with a relation is avoided.
+- Names are written as TOML basic strings with every character TOML requires
+  escaped, so any catalog name round-trips.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from grid_core.errors import PolicyError
+from grid_sql.limits import DEFAULT_LIMITS, LIMIT_KEYS
+from grid_sql.policy import DEFAULT_CTE_NAMES, ROLE_NAME, PolicyBundle
+from grid_sql.schema import SchemaSnapshot, ascii_lower
+
+__all__ = ["DEFAULT_STARTER_ROLE", "policy_command", "starter_policy", "toml_string"]
+
+#: The role ``grid policy init`` writes when ``--role`` names none.
+DEFAULT_STARTER_ROLE = "reader"
+
+
+def toml_string(text: str) -> str:
+    """``text`` as a TOML basic string (quote, backslash and control characters escaped)."""
+    out = ['"']
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def starter_policy(schema: SchemaSnapshot, role: str = DEFAULT_STARTER_ROLE) -> str:
+    """The text of a starter policy over ``schema``: one read-only role over every relation,
+    the default limits spelled out. Raises PolicyError for a schema without relations or a
+    role name the format does not allow."""
+    if not ROLE_NAME.fullmatch(role):
+        raise PolicyError(f"role name {role!r} is not {ROLE_NAME.pattern}")
+    if not schema.tables:
+        raise PolicyError(f"{schema.label} has no tables or views: there is nothing to grant")
+    relations = {ascii_lower(t.name) for t in schema.tables}
+    cte = next(
+        name
+        for name in (*DEFAULT_CTE_NAMES, *(f"cte{i}" for i in range(1, len(relations) + 2)))
+        if name not in relations
+    )
+    limits = "\n".join(
+        f"{key} = {getattr(DEFAULT_LIMITS, key)!r}"
+        + ("  # seconds" if key == "wall_time" else "")
+        + ("  # bytes of SQLite heap" if key == "max_memory" else "")
+        for key in LIMIT_KEYS
+    )
+    tables = ",\n".join(f"    {toml_string(t.name)}" for t in schema.tables)
+    cte_line = "" if cte == DEFAULT_CTE_NAMES[0] else f"cte_names = [{toml_string(cte)}]\n"
+    return (
+        f"# GRID policy for {schema.label}, written by `grid policy init` (docs/policy.md).\n"
+        "version = 1\n"
+        f"description = {toml_string(f'Starter policy for {schema.label}: one read-only role')}\n"
+        "\n"
+        "# Limits on every statement GRID runs for any role (the defaults, spelled out);\n"
+        "# a role may override them in its own [roles.NAME.limits] table.\n"
+        "[limits]\n"
+        f"{limits}\n"
+        "\n"
+        "# Read-only: SELECT on every relation of the database. Remove the tables this\n"
+        '# role must not see, or restrict columns: columns.TABLE = ["col", ...].\n'
+        f"[roles.{role}]\n"
+        'description = "SELECT on every relation"\n'
+        'verbs = ["SELECT"]\n'
+        f"tables = [\n{tables},\n]\n"
+        f"{cte_line}"
+    )
+
+
+def policy_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser("policy", help="policy file tools")
+    verbs = p.add_subparsers(dest="verb", required=True)
+    init = verbs.add_parser(
+        "init",
+        help="write a starter policy for a database: one read-only role over every table",
+        description="Write a starter policy for a SQLite database or schema snapshot: one "
+        "read-only role over every table, with the default execution limits.",
+    )
+    source = init.add_mutually_exclusive_group(required=True)
+    source.add_argument("--db", type=Path, help="SQLite database file (read-only)")
+    source.add_argument("--schema", type=Path, help="JSON schema snapshot (grid.schema/1)")
+    init.add_argument(
+        "--out",
+        help="where to write it (default: the source's path with suffix .policy.toml; - prints it)",
+    )
+    init.add_argument(
+        "--role",
+        default=DEFAULT_STARTER_ROLE,
+        help=f"the role's name (default: {DEFAULT_STARTER_ROLE})",
+    )
+    init.add_argument("--force", action="store_true", help="overwrite an existing file")
+    init.set_defaults(func=_init)
+
+
+def _init(args: argparse.Namespace) -> int:
+    if args.db is not None:
+        schema, source, option = SchemaSnapshot.from_sqlite(args.db), args.db, "--db"
+    else:
+        schema, source, option = SchemaSnapshot.load(args.schema), args.schema, "--schema"
+    out = Path(args.out) if args.out not in (None, "-") else None
+    if out is None and args.out is None:
+        out = source.with_name(f"{source.stem}.policy.toml")
+    text = starter_policy(schema, args.role)
+    policy = PolicyBundle.loads(text, str(out or "<stdout>"), schema)  # valid, or a bug here
+    if out is None:
+        sys.stdout.write(text)
+        return 0
+    if out.exists() and not args.force:
+        raise PolicyError(f"{out} exists; pass --force to overwrite it")
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise PolicyError(f"cannot write {out}: {e.strerror or e}") from None
+    n = len(policy.grants(args.role, schema).tables)
+    sys.stdout.write(
+        f"wrote {out}: role {args.role} may SELECT from {n} relation{'s' * (n != 1)} of "
+        f"{schema.label}\nnext: grid ask QUESTION {option} {source} --policy {out}\n"
+    )
+    return 0
