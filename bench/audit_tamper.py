@@ -258,7 +258,7 @@ def masks_along(engine: Engine, records: Log, upto: int) -> list[int]:
     """The mask ids at step ``upto`` of a log (re-driven from its tokens)."""
     guide = engine.guide()
     for obj in records[:upto]:
-        guide.advance(obj["token"])
+        guide.accept_token(obj["token"])
     return guide.mask_ids()
 
 

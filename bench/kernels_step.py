@@ -203,7 +203,7 @@ def warm_python(engine: Engine, seqs: list[list[int]]) -> list[float]:
             for t in seq:
                 t0 = clock()
                 g.mask()
-                g.advance(t)
+                g.accept_token(t)
                 if timed:
                     out.append((clock() - t0) / 1e3)
     return out
@@ -217,7 +217,7 @@ def all_configs(engine: Engine, seqs: list[list[int]]) -> list[Config]:
         for t in seq[:-1]:
             c = g.config
             seen.setdefault((tuple(c.node.states()), c.remainder), c)
-            g.advance(t)
+            g.accept_token(t)
     return list(seen.values())
 
 

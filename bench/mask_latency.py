@@ -307,7 +307,7 @@ def replay(engine: Engine, label: str, stmt: bytes, max_tokens: int, split: bool
                 if not (result.eos and vocab.eos_id in ids and guide.eos_allowed()):
                     rec.outcome, rec.detail = "eos-missing", "EOS not admitted at the end"
                 else:
-                    guide.advance(vocab.eos_id)
+                    guide.accept_token(vocab.eos_id)
                 return rec
             if rec.tokens >= max_tokens:
                 rec.outcome, rec.detail = "truncated", f"stopped at byte {pos} (--max-tokens)"
@@ -320,7 +320,7 @@ def replay(engine: Engine, label: str, stmt: bytes, max_tokens: int, split: bool
                     f"{stmt[pos : pos + 24]!r} after {stmt[:pos][-40:]!r}"
                 )
                 return rec
-            guide.advance(best)
+            guide.accept_token(best)
             rec.tokens += 1
             pos += len(vocab.token_bytes[best])
     except GridError as e:

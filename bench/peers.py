@@ -303,14 +303,14 @@ class GuideStream:
 
     def advance(self, token: int) -> bool:
         try:
-            self.guide.advance(token)
+            self.guide.accept_token(token)
         except GuideError:
             return False
         return True
 
     def refuses(self, token: int) -> bool:
         try:
-            self.guide.fork().advance(token)
+            self.guide.fork().accept_token(token)
         except GuideError:
             return True
         return False

@@ -176,7 +176,7 @@ class Stream:
         admitted = int.from_bytes(packed.tobytes(), "little").bit_count()
         entry = mask_entry_id(packed.tobytes())
         self.audit.append(config.hash, entry, t, engine.vocab.n_vocab - admitted, "sampled")
-        guide.advance(t)
+        guide.accept_token(t)
 
     def step(self) -> tuple[int, float, float]:
         """Guard the token at the current position: (position, CPU us, wall us)."""

@@ -129,7 +129,7 @@ def build_arms(vocab: Vocabulary) -> list[Arm]:
         sqlish = frozenset(
             i for i, b in enumerate(vocab.token_bytes) if b and b.strip().lower() in plausible
         )
-        r0 = reserve_table(engine).reserve(engine.guide().config)
+        r0 = reserve_table(engine).reserve(engine.lexer.initial)
         arms.append(
             Arm(
                 name,
@@ -329,7 +329,7 @@ def rise_sweep(vocab: str, configs: int, seed: int = 1) -> dict[str, Any]:
             t = sample(ids, rng)
             if t in eos:
                 break
-            guide.advance(t)
+            guide.accept_token(t)
     return {
         "vocab": vocab,
         "configs": visited,

@@ -43,13 +43,14 @@ from grid_core.audit import (
 from grid_core.decode import generate
 from grid_core.errors import AuditError
 from grid_core.fingerprint import canonical
+from grid_core.guide import GridGuide
 
 ENGINE = analyst_engine()
 
 
 def honest_log(seed: int = 3, budget: int = 30) -> AuditLog:
     rng = random.Random(seed)
-    return generate(ENGINE.guide(), lambda ids, r: r.choice(ids), budget, rng).audit
+    return generate(GridGuide(ENGINE), lambda ids, r: r.choice(ids), budget, rng).audit
 
 
 LOG = honest_log()

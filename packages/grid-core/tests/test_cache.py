@@ -31,7 +31,7 @@ OFF_FULL = Engine(CRUD, TOY, LEXICON, cache=False)
 def replay(engines: list[Engine], seed: int, steps: int = 40) -> int:
     """Drive one guide per engine with the same random tokens; return masks compared."""
     rng = random.Random(seed)
-    guides = [e.guide() for e in engines]
+    guides = [GridGuide(e) for e in engines]
     compared = 0
     for _ in range(steps):
         masks = [g.mask_ids() for g in guides]
@@ -41,7 +41,7 @@ def replay(engines: list[Engine], seed: int, steps: int = 40) -> int:
         if choice == EOS:
             break
         for g in guides:
-            g.advance(choice)
+            g.accept_token(choice)
     return compared
 
 
@@ -114,9 +114,9 @@ def test_racing_publish_with_a_different_payload_raises() -> None:
 
 def test_generic_entry_at_an_identifier_position_raises() -> None:
     engine = Engine(ANALYST, TOY, LEXICON, dfa=OFF_ANALYST.dfa, trie=OFF_ANALYST.trie)
-    guide = engine.guide()
+    guide = GridGuide(engine)
     for b in b"select * from ":
-        guide.advance(b)
+        guide.accept_token(b)
     config = guide.config
     allowed = engine.parser.allowed(config.node)
     assert allowed & engine.lexicon.categories  # TABLE_NAME: an identifier position
@@ -141,8 +141,8 @@ def test_adaptive_encodings_round_trip() -> None:
 
 
 def test_guides_with_and_without_cache_share_nothing_mutable() -> None:
-    a: GridGuide = Engine(ANALYST, TOY, LEXICON).guide()
-    b: GridGuide = OFF_ANALYST.guide()
+    a: GridGuide = GridGuide(Engine(ANALYST, TOY, LEXICON))
+    b: GridGuide = GridGuide(OFF_ANALYST)
     assert a.mask_ids() == b.mask_ids()
 
 
@@ -155,7 +155,7 @@ def test_cache_on_equals_cache_off_on_a_real_vocabulary() -> None:
     on = Engine(ANALYST, vocab, LEXICON, cache=shared, dfa=off.dfa, trie=off.trie)
     rng = random.Random(7)
     for _ in range(3):
-        g_off, g_on = off.guide(), on.guide()
+        g_off, g_on = GridGuide(off), GridGuide(on)
         text = b"select name from employees where id = 'x';"
         while text:  # follow a SQL statement, token by token, as a model would
             m_off, m_on = g_off.mask_ids(), g_on.mask_ids()
@@ -166,7 +166,7 @@ def test_cache_on_equals_cache_off_on_a_real_vocabulary() -> None:
                 if rng.random() < 0.7
                 else min(fits)
             )
-            g_off.advance(t)
-            g_on.advance(t)
+            g_off.accept_token(t)
+            g_on.accept_token(t)
             text = text[len(vocab.token_bytes[t]) :]
     assert on.t1 is not None and on.t1.hits > 0

@@ -19,7 +19,7 @@ from toy import LEXICON, TOY, analyst_engine
 from grid_core import cli
 from grid_core.audit import AuditLog, mask_entry_id
 from grid_core.decode import generate
-from grid_core.guide import Engine
+from grid_core.guide import Engine, GridGuide
 from grid_core.vocab import cl100k
 
 GRAMMAR = Path(__file__).parent / "grammars" / "crud.lark"
@@ -29,7 +29,7 @@ ENGINE = analyst_engine()
 
 @pytest.fixture(scope="module")
 def log() -> AuditLog:
-    return generate(ENGINE.guide(), lambda ids, r: r.choice(ids), 30, random.Random(5)).audit
+    return generate(GridGuide(ENGINE), lambda ids, r: r.choice(ids), 30, random.Random(5)).audit
 
 
 @pytest.fixture
@@ -199,7 +199,7 @@ def test_replay_with_a_real_vocabulary(
     """End to end with cl100k: a short hand-driven log replays from the command line."""
     vocab = cl100k()
     engine = Engine(ENGINE.grammar, vocab, LEXICON)
-    guide, log, rest = engine.guide(), AuditLog(), b"select * from orders;"
+    guide, log, rest = GridGuide(engine), AuditLog(), b"select * from orders;"
     while not guide.is_terminated():
         ids = guide.mask_ids()
         fits = [i for i in ids if i not in vocab.eos_ids and rest.startswith(vocab.token_bytes[i])]
@@ -207,7 +207,7 @@ def test_replay_with_a_real_vocabulary(
         entry = mask_entry_id(engine.pack(ids).tobytes())
         kind = "eos" if t in vocab.eos_ids else "sampled"
         log.append(guide.config.hash, entry, t, vocab.n_vocab - len(ids), kind)
-        guide.advance(t)
+        guide.accept_token(t)
         rest = rest[len(vocab.token_bytes[t]) :]
     log.close("eos", engine.fingerprints(), {"mode": 1})
     path = tmp_path / "cl100k.jsonl"

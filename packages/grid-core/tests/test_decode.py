@@ -22,7 +22,7 @@ from grid_core.audit import verify
 from grid_core.decode import GREEDY, Sampling, decode, generate
 from grid_core.errors import GuideError
 from grid_core.grammar import load_grammar
-from grid_core.guide import Engine
+from grid_core.guide import Engine, GridGuide
 from grid_core.replay import replay
 from grid_core.reserve import DEFAULT_SAFETY, reserve_table
 from grid_core.vocab import Vocabulary
@@ -52,7 +52,7 @@ def kinds(gen: Any) -> list[str]:
 
 
 def test_singleton_masks_are_forced_without_the_sampler() -> None:
-    gen = generate(ABC_ENGINE.guide(), never, 20, random.Random(0), safety=0)
+    gen = generate(GridGuide(ABC_ENGINE), never, 20, random.Random(0), safety=0)
     assert gen.text == b" a b c ;"
     assert kinds(gen) == ["forced"] * 4 + ["eos"]
     assert (gen.stop_reason, gen.forced, gen.sampled, gen.reserve) == ("eos", 4, 0, 0)
@@ -65,27 +65,27 @@ def test_forced_span_is_bounded() -> None:
         calls.append(ids)
         return ids[0]
 
-    gen = generate(ABC_ENGINE.guide(), spy, 20, random.Random(0), safety=0, jump_forward=2)
+    gen = generate(GridGuide(ABC_ENGINE), spy, 20, random.Random(0), safety=0, jump_forward=2)
     assert kinds(gen) == ["forced", "forced", "sampled", "forced", "eos"]
     assert calls == [[2]]
 
 
 def test_trigger_writes_the_completion_and_eos() -> None:
-    assert reserve_table(ABC_ENGINE).reserve(ABC_ENGINE.guide().config) == 4
-    gen = generate(ABC_ENGINE.guide(), never, 5, random.Random(0), safety=0)
+    assert reserve_table(ABC_ENGINE).reserve(GridGuide(ABC_ENGINE).config) == 4
+    gen = generate(GridGuide(ABC_ENGINE), never, 5, random.Random(0), safety=0)
     assert kinds(gen) == ["reserve"] * 4 + ["eos"]
     assert (gen.stop_reason, gen.text, len(gen.tokens)) == ("reserve", b" a b c ;", 5)
 
 
 def test_budget_below_the_shortest_completion_raises() -> None:
     with pytest.raises(GuideError, match="budget of 4"):
-        generate(ABC_ENGINE.guide(), never, 4, random.Random(0))
+        generate(GridGuide(ABC_ENGINE), never, 4, random.Random(0))
 
 
 def test_terminated_guide_raises() -> None:
-    g = ABC_ENGINE.guide()
+    g = GridGuide(ABC_ENGINE)
     for t in (0, 1, 2, 3, 4):
-        g.advance(t)
+        g.accept_token(t)
     with pytest.raises(GuideError, match="already accepted EOS"):
         generate(g, never, 10, random.Random(0))
 
@@ -96,7 +96,7 @@ def test_terminated_guide_raises() -> None:
 @pytest.mark.parametrize("budget", [8, 9, 12, 20, 40, 80])
 @pytest.mark.parametrize("seed", range(6))
 def test_every_stop_is_in_l_within_budget(budget: int, seed: int) -> None:
-    gen = generate(ENGINE.guide(), uniform, budget, random.Random(seed), safety=3)
+    gen = generate(GridGuide(ENGINE), uniform, budget, random.Random(seed), safety=3)
     assert gen.stop_reason in ("eos", "reserve")
     assert len(gen.tokens) <= budget
     assert gen.tokens[-1] == EOS
@@ -115,11 +115,11 @@ def test_early_trigger_when_a_token_rises_past_the_budget() -> None:
     byte tokens). With 9 tokens of budget and no margin the loop does not take
     b"s": it writes the completion from where it is."""
     table = reserve_table(ENGINE)
-    start = ENGINE.guide().config
+    start = GridGuide(ENGINE).config
     after = ENGINE.lexer.advance(start, b"s")
     assert after is not None
     assert (table.reserve(start), table.reserve(after)) == (7, 11)
-    gen = generate(ENGINE.guide(), lambda ids, rng: token(b"s"), 9, random.Random(0), safety=0)
+    gen = generate(GridGuide(ENGINE), lambda ids, rng: token(b"s"), 9, random.Random(0), safety=0)
     assert (gen.stop_reason, gen.early_triggers, gen.sampled) == ("reserve", 1, 0)
     assert gen.text == b"select * from employees ;" and len(gen.tokens) == 8
 
@@ -131,7 +131,7 @@ def test_demo_call_shape() -> None:
         good = [i for i in ids if TOY.token_bytes[i] == prefer]
         return good[0] if good else rng.choice(ids)
 
-    gen = generate(ENGINE.guide(), partial(sampler, prefer=b"select"), 40, random.Random(1))
+    gen = generate(GridGuide(ENGINE), partial(sampler, prefer=b"select"), 40, random.Random(1))
     assert SPEC.in_language(gen.text) and len(gen.tokens) <= 40
     assert gen.audit.seal is not None
     assert gen.audit.seal["mode"] == {
@@ -144,7 +144,7 @@ def test_demo_call_shape() -> None:
 
 def test_sampler_choosing_a_masked_token_raises() -> None:
     with pytest.raises(GuideError, match="masked token"):
-        generate(ENGINE.guide(), lambda ids, rng: token(b"insert"), 40, random.Random(0))
+        generate(GridGuide(ENGINE), lambda ids, rng: token(b"insert"), 40, random.Random(0))
 
 
 # -- decode(): logits from a model --------------------------------------------------------
@@ -177,7 +177,7 @@ def writer(target: bytes, wrap: bool) -> Any:
 @pytest.mark.parametrize("wrap", [False, True], ids=["list", "tolist"])
 def test_greedy_decode_follows_the_model_inside_the_mask(wrap: bool) -> None:
     target = b"select * from orders;"
-    gen = decode(ENGINE.guide(), writer(target, wrap), 60, GREEDY)
+    gen = decode(GridGuide(ENGINE), writer(target, wrap), 60, GREEDY)
     assert gen.text == target and gen.stop_reason == "eos"
     assert gen.sampled + gen.forced == len(target) and gen.forced > 0  # lexicon words force
 
@@ -190,14 +190,14 @@ def test_masked_logits_are_minus_infinity() -> None:
         values[token(b"insert")] = 100.0
         return values
 
-    gen = decode(ENGINE.guide(), logits, 30, GREEDY)
+    gen = decode(GridGuide(ENGINE), logits, 30, GREEDY)
     assert token(b"insert") not in gen.tokens
     assert SPEC.in_language(gen.text)
 
 
 def test_short_logits_raise() -> None:
     with pytest.raises(GuideError, match="logits of length"):
-        decode(ENGINE.guide(), lambda tokens: [0.0] * 10, 30)
+        decode(GridGuide(ENGINE), lambda tokens: [0.0] * 10, 30)
 
 
 @pytest.mark.parametrize(
@@ -238,5 +238,5 @@ def test_temperature_sampling_decodes_into_l() -> None:
         return [rng.gauss(0.0, 2.0) for _ in range(TOY.n_vocab)]
 
     for seed in range(5):
-        gen = decode(ENGINE.guide(), logits, 30, Sampling(0.8, 50, 0.95), random.Random(seed))
+        gen = decode(GridGuide(ENGINE), logits, 30, Sampling(0.8, 50, 0.95), random.Random(seed))
         assert SPEC.in_language(gen.text) and len(gen.tokens) <= 30

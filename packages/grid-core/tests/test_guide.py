@@ -13,9 +13,9 @@ ENGINE = analyst_engine()
 
 def guide_after(text: bytes, engine: Engine = ENGINE) -> GridGuide:
     """A guide that has read ``text`` one byte token at a time."""
-    g = engine.guide()
+    g = GridGuide(engine)
     for b in text:
-        g.advance(b)
+        g.accept_token(b)
     return g
 
 
@@ -64,10 +64,10 @@ def test_eos_iff_complete(prefix: bytes, eos: bool) -> None:
 
 def test_eos_terminates_and_nothing_follows() -> None:
     g = guide_after(b"select * from orders;")
-    g.advance(EOS)
+    g.accept_token(EOS)
     assert g.is_terminated()
     with pytest.raises(GuideError):
-        g.advance(token(b" "))
+        g.accept_token(token(b" "))
     with pytest.raises(GuideError):
         g.mask_ids()
 
@@ -76,19 +76,19 @@ def test_token_outside_mask_raises_and_changes_nothing() -> None:
     g = guide_after(b"select * from ")
     before = g.config
     with pytest.raises(GuideError):
-        g.advance(token(b"sal"))
+        g.accept_token(token(b"sal"))
     with pytest.raises(GuideError):
-        g.advance(EOS)
+        g.accept_token(EOS)
     with pytest.raises(GuideError):
-        g.advance(10**6)
+        g.accept_token(10**6)
     assert g.config is before
 
 
 def test_rollback_and_fork_are_persistent() -> None:
     g = guide_after(b"select * from")
     fork = g.fork()
-    g.advance(token(b" emplo"))
-    g.advance(token(b"yees"))
+    g.accept_token(token(b" emplo"))
+    g.accept_token(token(b"yees"))
     assert g.steps == len(b"select * from") + 2
     assert fork.steps == len(b"select * from")
     g.rollback(2)

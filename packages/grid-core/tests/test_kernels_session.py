@@ -53,6 +53,7 @@ from toy import ANALYST, LEXICON, TOY
 
 from grid_core import kernels
 from grid_core import vocab as vocab_module
+from grid_core.audit import verify
 from grid_core.complete import shortest_completion
 from grid_core.errors import GuideError
 from grid_core.grammar import Grammar, load_grammar
@@ -138,16 +139,32 @@ def where(c: Cell, g: GridGuide, what: str) -> str:
 
 
 def check_same(c: Cell, g: GridGuide, s: kernels.KernelGuide, what: str) -> array.array[int]:
-    """Masks, configuration, steps, EOS verdict and termination agree; the row."""
+    """Masks, configuration (and its hash), steps, EOS verdict, termination and
+    the audit records so far agree; the row."""
     assert s.steps == g.steps, where(c, g, what)
     assert s.is_terminated() == g.is_terminated(), where(c, g, what)
     assert s.eos_allowed() == g.eos_allowed(), where(c, g, what)
     assert s.config() == (g.config.node.states(), g.config.remainder), where(c, g, what)
+    assert s.config_hash == g.config.hash, where(c, g, what)
+    assert s.output() == g.output(), where(c, g, what)
+    assert s.audit_log().lines() == g.audit_log().lines(), where(c, g, f"{what}: audit records")
     if g.is_terminated():
         return array.array("i")
     row = c.row(s)
     assert row == c.reference_row(g), where(c, g, what)
+    assert s.step_audit() == g.step_audit(), where(c, g, f"{what}: the step's audit fields")
     return row
+
+
+def check_seals(c: Cell, g: GridGuide, s: kernels.KernelGuide) -> None:
+    """Both guides' records sealed alike: the same lines, the same anchor, and
+    the Python verifier accepts the native log."""
+    mode = {"mode": 2, "budget": 64}
+    stop = "eos" if g.is_terminated() else "truncated"
+    native, python = s.seal(stop, mode), g.seal(stop, mode)
+    assert native.lines() == python.lines(), c.name
+    assert native.seal_hash == python.seal_hash
+    assert verify(native.lines(), anchor=python.seal_hash).ok
 
 
 def admitted(row: array.array[int], token: int) -> bool:
@@ -176,16 +193,17 @@ def corpus(grammar: str, slow: bool) -> list[bytes]:
 def replay(c: Cell, statement: bytes) -> int:
     """Replay ``statement`` greedily in a session and a reference guide, checking
     every step; returns the tokens taken. The statement must be in L."""
-    g, s = c.reference.guide(), c.session()
+    g, s = GridGuide(c.reference), c.session()
     pos = 0
     while True:
         row = check_same(c, g, s, f"replay {statement!r} at byte {pos}")
         if pos == len(statement):
             eos = c.engine.vocab.eos_id
             assert admitted(row, eos), where(c, g, f"EOS after {statement!r}")
-            g.advance(eos)
+            g.accept_token(eos)
             s.accept_token(eos)
             check_same(c, g, s, "after EOS")
+            check_seals(c, g, s)
             return g.steps
         rest = statement[pos : pos + c.longest]
         token = next(
@@ -197,7 +215,7 @@ def replay(c: Cell, statement: bytes) -> int:
             None,
         )
         assert token is not None, where(c, g, f"stuck in {statement!r} at byte {pos}")
-        g.advance(token)
+        g.accept_token(token)
         s.accept_token(token)
         pos += len(c.engine.vocab.token_bytes[token])
 
@@ -255,7 +273,7 @@ def mask_ids(g: GridGuide) -> list[int]:
 def fuzz(c: Cell, seed: int, steps: int) -> dict[str, int]:
     """One seeded lockstep run; returns how often each operation ran."""
     rng = random.Random(f"{c.name}/{seed}")
-    pairs = [(c.reference.guide(), c.session())]
+    pairs = [(GridGuide(c.reference), c.session())]
     ops = dict.fromkeys(("accept", "refuse", "draft", "rollback", "fork", "eos"), 0)
     n_vocab = c.engine.vocab.n_vocab
     for _ in range(steps):
@@ -292,7 +310,7 @@ def fuzz(c: Cell, seed: int, steps: int) -> dict[str, int]:
             t = rng.choice(refused)
             before = s.config()
             with pytest.raises(GuideError) as py_err:
-                g.advance(t)
+                g.accept_token(t)
             with pytest.raises(GuideError) as rs_err:
                 s.accept_token(t)
             assert (rs_err.value.step, rs_err.value.token) == (py_err.value.step, t)
@@ -306,10 +324,11 @@ def fuzz(c: Cell, seed: int, steps: int) -> dict[str, int]:
                 if g.is_terminated():
                     break
                 t = choose(c, rng, mask_ids(g))
-                g.advance(t)
-                s.accept_token(t)
+                g.accept_token(t, "forced")
+                s.accept_token(t, "forced")
                 taken += 1
-                check_same(c, g, s, f"seed {seed} draft")
+                if rng.random() < 0.5:  # else the next record's mask is the guide's own fill
+                    check_same(c, g, s, f"seed {seed} draft")
             reject = rng.randint(1, taken)
             g.rollback(reject)
             s.rollback(reject)
@@ -326,20 +345,21 @@ def fuzz(c: Cell, seed: int, steps: int) -> dict[str, int]:
                     for k in range(len(rest), 0, -1)
                     if rest[:k] in c.spelled and admitted(row, c.spelled[rest[:k]])
                 )
-                g.advance(t)
-                s.accept_token(t)
+                g.accept_token(t, "reserve")
+                s.accept_token(t, "reserve")
                 pos += len(c.engine.vocab.token_bytes[t])
             check_same(c, g, s, f"seed {seed} finished")
-            g.advance(c.engine.vocab.eos_id)
+            g.accept_token(c.engine.vocab.eos_id)
             s.accept_token(c.engine.vocab.eos_id)
             ops["eos"] += 1
         else:
             t = choose(c, rng, ids)
-            g.advance(t)
+            g.accept_token(t)
             s.accept_token(t)
             ops["eos" if g.is_terminated() else "accept"] += 1
     for g, s in pairs:
         check_same(c, g, s, f"seed {seed} end")
+        check_seals(c, g, s)
     return ops
 
 
@@ -434,7 +454,7 @@ def test_bad_input_raises_and_writes_nothing() -> None:
     # A good 2-D call writes its row and nothing else.
     s.fill_next_token_bitmask(two_rows, 1)
     assert two[:n_words] == array.array("i", [7]) * n_words
-    assert two[n_words:] == c.reference_row(c.reference.guide())
+    assert two[n_words:] == c.reference_row(GridGuide(c.reference))
 
     for token, reason in [
         (-1, "outside the vocabulary"),
@@ -476,9 +496,9 @@ def test_numpy_rows_are_filled_in_place() -> None:
     a.fill_next_token_bitmask(batch, 0)
     b.fill_next_token_bitmask(batch, 2)
     assert (batch[1] == 7).all()
-    g = c.reference.guide()
+    g = GridGuide(c.reference)
     assert batch[0].tobytes() == c.reference_row(g).tobytes()
-    g.advance(c.spelled[b"SELECT"])
+    g.accept_token(c.spelled[b"SELECT"])
     assert batch[2].tobytes() == c.reference_row(g).tobytes()
     with pytest.raises(TypeError, match="int32"):
         a.fill_next_token_bitmask(np.zeros((1, c.engine.n_words), dtype=np.int64))
@@ -495,7 +515,7 @@ def test_torch_cpu_tensors_are_filled_in_place() -> None:
     t = torch.full((2, c.engine.n_words), 7, dtype=torch.int32)
     s.fill_next_token_bitmask(t, 1)
     assert bool((t[0] == 7).all())
-    assert t[1].numpy().tobytes() == c.reference_row(c.reference.guide()).tobytes()
+    assert t[1].numpy().tobytes() == c.reference_row(GridGuide(c.reference)).tobytes()
     with pytest.raises(TypeError, match=r"torch\.int32"):
         s.fill_next_token_bitmask(torch.zeros((1, c.engine.n_words), dtype=torch.int64))
     if torch.cuda.is_available():

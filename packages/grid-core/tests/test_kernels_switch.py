@@ -22,14 +22,14 @@ TESTS = Path(__file__).parent
 REPLAY = """
 import hashlib, random, sys
 sys.path.insert(0, {tests!r})
-from grid_core.guide import Engine
+from grid_core.guide import Engine, GridGuide
 from toy import ANALYST, LEXICON, TOY, EOS
 engine = Engine(ANALYST, TOY, LEXICON, cache=False)
 cached = Engine(ANALYST, TOY, LEXICON)
 print("kernel" if engine.kernel is not None else "python")
 digest = hashlib.blake2b()
 for seed in range(25):
-    rng, guide, other = random.Random(seed), engine.guide(), cached.guide()
+    rng, guide, other = random.Random(seed), GridGuide(engine), GridGuide(cached)
     for _ in range(30):
         ids = guide.mask_ids()
         assert other.mask_ids() == ids
@@ -39,8 +39,8 @@ for seed in range(25):
         t = rng.choice(ids)
         if t == EOS:
             break
-        guide.advance(t)
-        other.advance(t)
+        guide.accept_token(t)
+        other.accept_token(t)
 print(digest.hexdigest())
 """
 

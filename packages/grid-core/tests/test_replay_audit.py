@@ -25,7 +25,7 @@ from grid_core.audit import AuditLog, Record, mask_entry_id, read, verify
 from grid_core.cache import SharedCache
 from grid_core.decode import Generation, generate
 from grid_core.grammar import load_grammar
-from grid_core.guide import Engine
+from grid_core.guide import Engine, GridGuide
 from grid_core.replay import ReplayVerdict, replay, replay_file
 from grid_core.vocab import Vocabulary
 
@@ -37,18 +37,18 @@ def random_sampler(ids: Sequence[int], rng: random.Random) -> int:
 
 
 def gen(seed: int, budget: int = 30, engine: Engine = ENGINE) -> Generation:
-    return generate(engine.guide(), random_sampler, budget, random.Random(seed))
+    return generate(GridGuide(engine), random_sampler, budget, random.Random(seed))
 
 
 def drive(engine: Engine, tokens: Sequence[int], kinds: Sequence[str]) -> AuditLog:
     """A log written step by step the way the decode loop audits (DESIGN.md section 8)."""
-    guide, log = engine.guide(), AuditLog()
+    guide, log = GridGuide(engine), AuditLog()
     for t, kind in zip(tokens, kinds, strict=True):
         ids = guide.mask_ids()
         blocked = engine.vocab.n_vocab - len(ids)
         entry = mask_entry_id(engine.pack(ids).tobytes())
         log.append(guide.config.hash, entry, t, blocked, kind)  # type: ignore[arg-type]
-        guide.advance(t)
+        guide.accept_token(t)
     return log
 
 

@@ -29,7 +29,7 @@ from grid_core.guide import Engine, GridGuide
 def feed(guide: GridGuide, spellings: list[bytes]) -> None:
     for s in spellings:
         guide.mask_ids()
-        guide.advance(token(s))
+        guide.accept_token(token(s))
 
 
 def history(guide: GridGuide) -> list[GridGuide]:
@@ -42,7 +42,7 @@ def history(guide: GridGuide) -> list[GridGuide]:
 
 def test_open_string_literal_is_constant_work_per_token() -> None:
     engine = analyst_engine()
-    guide = engine.guide()
+    guide = GridGuide(engine)
     feed(guide, [b"select", b" *", b" from", b" ", *[bytes([c]) for c in b"orders where id = '"]])
     opened = guide.steps
     feed(guide, [b"a", b"b"])
@@ -63,7 +63,7 @@ def test_open_string_literal_is_constant_work_per_token() -> None:
 
 def test_forks_inside_a_lexeme_never_see_each_others_bytes() -> None:
     engine = analyst_engine()
-    guide = engine.guide()
+    guide = GridGuide(engine)
     feed(guide, [b"select", b" *", b" from", b" ", *[bytes([c]) for c in b"orders where id = 'ab"]])
     left, right = guide.fork(), guide.fork()
     feed(left, [b"x", b"y"])
@@ -77,7 +77,7 @@ def test_forks_inside_a_lexeme_never_see_each_others_bytes() -> None:
 
 def test_fixed_depth_stream_stops_missing_and_interning() -> None:
     engine = Engine(analyst_engine().grammar, TOY, LEXICON)
-    guide = engine.guide()
+    guide = GridGuide(engine)
     feed(guide, [b"select", b" *", b" from", b" ", *[bytes([c]) for c in b"orders where a = 1"]])
     clause = [bytes([c]) for c in b" and b < 22 and c = 'q'"]
     feed(guide, clause * 3)  # warm-up: every configuration of a round is seen

@@ -39,9 +39,9 @@ TOY_SPEC = Language(ANALYST.to_lark(), LEXICON)
 
 
 def toy_guide(text: bytes) -> GridGuide:
-    g = TOY_ENGINE.guide()
+    g = GridGuide(TOY_ENGINE)
     for b in text:
-        g.advance(b)
+        g.accept_token(b)
     return g
 
 
@@ -111,7 +111,7 @@ def test_sql_costs_are_counted_in_cl100k_tokens(
     assert cost["SELECT"] == cost["STAR"] == 1  # b" SELECT", b" *"
     assert cost["NUMBER"] == 2  # cl100k never glues a space to a digit: b" ", b"0"
     assert table.start_cost == 3  # b" SELECT * ;"
-    assert table.reserve(engine.guide().config) == 3  # b"SELECT * ;": no leading space
+    assert table.reserve(GridGuide(engine).config) == 3  # b"SELECT * ;": no leading space
 
 
 def test_unwritable_vocabulary_raises() -> None:
@@ -134,14 +134,14 @@ def test_grammar_without_ignored_space_raises() -> None:
 def walk(engine: Engine, data: st.DataObject, steps: int) -> list[tuple[GridGuide, bytes]]:
     """(guide, output) at each configuration of a random walk over the mask (no EOS)."""
     eos = set(engine.vocab.eos_ids)
-    g, text, seen = engine.guide(), b"", []
+    g, text, seen = GridGuide(engine), b"", []
     for _ in range(steps):
         seen.append((g.fork(), text))
         ids = [i for i in g.mask_ids() if i not in eos]
         if not ids:
             break
         t = data.draw(st.sampled_from(ids))
-        g.advance(t)
+        g.accept_token(t)
         text += engine.vocab.token_bytes[t]
     return seen
 
@@ -160,7 +160,7 @@ def check_completion(
     for i, t in enumerate(tokens):
         if i == 0:
             assert t in g.mask_ids()
-        w.advance(t)  # raises GuideError for a token outside the mask
+        w.accept_token(t)  # raises GuideError for a token outside the mask
         assert table.reserve(w.config) <= len(tokens) - i - 1, "not met one token at a time"
     assert w.eos_allowed()
     written = b"".join(engine.vocab.token_bytes[t] for t in tokens)
@@ -179,7 +179,7 @@ def test_completion_never_exceeds_reserve(data: st.DataObject) -> None:
         w = g.fork()
         for t in TOY_TABLE.completion(g.config):
             assert t in w.mask_ids()
-            w.advance(t)
+            w.accept_token(t)
         assert EOS in w.mask_ids()
 
 
@@ -215,7 +215,7 @@ def test_reserve_rise_bounded_by_safety_sql(sql: tuple[Engine, ReserveTable, Lan
     spelling, eos = engine.vocab.token_bytes, set(engine.vocab.eos_ids)
     worst = 0
     for _ in range(2):
-        g = engine.guide()
+        g = GridGuide(engine)
         for _ in range(3):
             ids = g.mask_ids()
             r = table.reserve(g.config)
@@ -224,7 +224,7 @@ def test_reserve_rise_bounded_by_safety_sql(sql: tuple[Engine, ReserveTable, Lan
                     nxt = engine.lexer.advance(g.config, spelling[t])
                     assert nxt is not None
                     worst = max(worst, table.reserve(nxt) - r)
-            g.advance(rng.choice([i for i in ids if i not in eos]))
+            g.accept_token(rng.choice([i for i in ids if i not in eos]))
     assert 0 < worst <= DEFAULT_SAFETY
 
 
@@ -247,5 +247,5 @@ def test_no_mask_error_on_completion_paths() -> None:
             assert t in g.mask_ids()
         except MaskError:  # pragma: no cover - would be a bug
             pytest.fail("empty mask on a completion path")
-        g.advance(t)
+        g.accept_token(t)
     assert EOS in g.mask_ids()

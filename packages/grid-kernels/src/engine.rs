@@ -74,6 +74,9 @@ pub struct Stacks {
     pub arena: StackArena,
     rows: FxMap<(u64, NodeId), Arc<Payload>>,
     row_bytes: usize,
+    /// The mask entry id and blocked count of (root entry, stack, EOS): the
+    /// audit fields of a row, emptied with the row memo.
+    audits: FxMap<(u64, NodeId, bool), ([u8; 16], u32)>,
 }
 
 impl Stacks {
@@ -82,7 +85,18 @@ impl Stacks {
             arena,
             rows: FxMap::default(),
             row_bytes: 0,
+            audits: FxMap::default(),
         }
+    }
+
+    /// The memoized audit fields of (`entry serial`, `node`, `eos`).
+    pub fn audit(&self, key: (u64, NodeId, bool)) -> Option<([u8; 16], u32)> {
+        self.audits.get(&key).copied()
+    }
+
+    /// Memoize the audit fields of a row (see [`Self::audit`]).
+    pub fn remember_audit(&mut self, key: (u64, NodeId, bool), audit: ([u8; 16], u32)) {
+        self.audits.insert(key, audit);
     }
 
     /// The memoized row of (`entry`, `node`).
@@ -95,6 +109,7 @@ impl Stacks {
     pub fn remember_row(&mut self, entry: &Entry, node: NodeId, row: Arc<Payload>) {
         if self.row_bytes + row.size() > ROW_MEMO_BYTES {
             self.rows.clear();
+            self.audits.clear();
             self.row_bytes = 0;
         }
         self.row_bytes += row.size();

@@ -21,11 +21,13 @@
 //! | [`cache`]   | cached walks: payloads, verdict classes, entry ids | cache                |
 //! | [`engine`]  | tables + walk cache + shared stack arena           | guide.Engine         |
 //! | [`session`] | one request's accept and fill, rollback, fork      | guide.GridGuide      |
+//! | [`audit`]   | the session's record chain                         | audit                |
 //!
 //! Tables are built once and shared read-only (`Arc`); walks allocate their own
 //! scratch, so any number of threads may walk one table set at once. A cold
 //! root walk is shared out over a rayon pool, bit-identical to one thread.
 
+pub mod audit;
 pub mod bits;
 pub mod cache;
 pub mod canonical;

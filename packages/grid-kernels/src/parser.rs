@@ -37,6 +37,21 @@ const NO_PARENT: u32 = u32::MAX;
 struct Cell {
     parent: u32,
     state: u32,
+    /// The rolling configuration hash of DESIGN.md section 5 (`Node.hash`).
+    hash: u64,
+}
+
+/// `H(node) = low64(BLAKE2b-128(H(parent) || u32(state) || u32(symbol)))`,
+/// little-endian, `symbol` the state's accessing symbol (`Node.__init__`).
+pub fn node_hash(parent: u64, state: u32, symbol: u32) -> u64 {
+    use blake2::digest::consts::U16;
+    use blake2::{Blake2b, Digest};
+    let mut h = Blake2b::<U16>::new();
+    h.update(parent.to_le_bytes());
+    h.update(state.to_le_bytes());
+    h.update(symbol.to_le_bytes());
+    let d = h.finalize();
+    u64::from_le_bytes(d[..8].try_into().expect("16-byte digest"))
 }
 
 /// What simulating the reduce chain of one terminal ends in.
@@ -94,7 +109,17 @@ impl StackArena {
             return id;
         }
         let id = self.cells.len() as NodeId;
-        self.cells.push(Cell { parent, state });
+        let hash = if parent == NO_PARENT {
+            0
+        } else {
+            let symbol = self.lalr().access[state as usize];
+            node_hash(self.cells[parent as usize].hash, state, symbol)
+        };
+        self.cells.push(Cell {
+            parent,
+            state,
+            hash,
+        });
         self.allowed.push(None);
         self.interned.insert((parent, state), id);
         id
@@ -128,6 +153,11 @@ impl StackArena {
 
     pub fn state(&self, node: NodeId) -> u32 {
         self.cells[node as usize].state
+    }
+
+    /// The stack's rolling configuration hash (`Node.hash`; 0 at the bottom).
+    pub fn hash(&self, node: NodeId) -> u64 {
+        self.cells[node as usize].hash
     }
 
     pub fn parent(&self, node: NodeId) -> Option<NodeId> {
@@ -311,7 +341,7 @@ impl StackArena {
     }
 
     /// Assert the arena's invariants (for tests): parents precede children,
-    /// interning is a bijection, states are in range.
+    /// interning is a bijection, states are in range, hashes roll.
     pub fn check_invariants(&self) {
         assert_eq!(self.cells.len(), self.interned.len());
         assert_eq!(self.cells.len(), self.allowed.len());
@@ -319,6 +349,13 @@ impl StackArena {
             assert!(c.parent == NO_PARENT || (c.parent as usize) < i);
             assert!((c.state as usize) < self.lalr().n_states);
             assert_eq!(self.interned[&(c.parent, c.state)], i as NodeId);
+            if c.parent != NO_PARENT {
+                let p = self.cells[c.parent as usize].hash;
+                assert_eq!(
+                    c.hash,
+                    node_hash(p, c.state, self.lalr().access[c.state as usize])
+                );
+            }
         }
     }
 }

@@ -31,6 +31,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyTuple};
 
+use crate::audit::{self, Kind};
 use crate::bits;
 use crate::engine::{Engine, Threads};
 use crate::error::KernelError;
@@ -656,11 +657,11 @@ impl PyEngineTables {
     }
 
     /// A new session at the initial configuration, caching its walks under
-    /// `namespace`.
-    #[pyo3(signature = (namespace = 0))]
-    fn session(&self, namespace: u64) -> PyResult<PySession> {
+    /// `namespace`; `audit` turns its record chain on.
+    #[pyo3(signature = (namespace = 0, audit = false))]
+    fn session(&self, namespace: u64, audit: bool) -> PyResult<PySession> {
         Ok(PySession {
-            inner: Session::new(Arc::clone(&self.inner), namespace).map_err(to_pyerr)?,
+            inner: Session::new(Arc::clone(&self.inner), namespace, audit).map_err(to_pyerr)?,
             last: None,
         })
     }
@@ -806,7 +807,7 @@ impl PyEntry {
     }
 }
 
-/// One request's guide (`GridGuide` with audit off), the whole step in Rust.
+/// One request's guide (`GridGuide`), the whole step and its audit record in Rust.
 #[pyclass(module = "grid_kernels._native", name = "Session")]
 struct PySession {
     inner: Session,
@@ -816,9 +817,115 @@ struct PySession {
 
 #[pymethods]
 impl PySession {
-    /// Accept one token: lexer advance and shift/reduce, one call.
-    fn accept_token(&mut self, token: i64) -> PyResult<()> {
-        self.inner.accept_token(token).map_err(to_pyerr)
+    /// Accept one token: lexer advance and shift/reduce, one call; with audit
+    /// on, its record (`kind`: sampled, forced or reserve; EOS is recorded as
+    /// eos). A record whose mask must be walked first releases the GIL.
+    #[pyo3(signature = (token, kind = "sampled"))]
+    fn accept_token(&mut self, py: Python<'_>, token: i64, kind: &str) -> PyResult<()> {
+        let kind = Kind::parse(kind)
+            .filter(|k| *k != Kind::Eos)
+            .ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "an audit kind is 'sampled', 'forced' or 'reserve', not {kind:?}"
+                ))
+            })?;
+        let session = &mut self.inner;
+        if session.audited() && !session.prepare_record(false).map_err(to_pyerr)? {
+            py.allow_threads(|| session.prepare_record(true))
+                .map_err(to_pyerr)?;
+        }
+        session.accept_token(token, kind).map_err(to_pyerr)
+    }
+
+    /// How many leading `tokens` would be accepted; the session is unchanged.
+    fn validate_tokens(&mut self, tokens: Vec<i64>) -> PyResult<usize> {
+        self.inner.validate_tokens(&tokens).map_err(to_pyerr)
+    }
+
+    /// The bytes accepted so far (EOS excluded).
+    fn output<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, self.inner.output())
+    }
+
+    /// The ids of the current mask, ascending (EOS ids included when legal).
+    fn mask_ids(&mut self, py: Python<'_>) -> PyResult<Vec<u32>> {
+        let mut row = vec![0u32; self.inner.n_words()];
+        let session = &mut self.inner;
+        let mut filled = session.fill(&mut row, false).map_err(to_pyerr)?;
+        if filled == Filled::Cold {
+            filled = py
+                .allow_threads(|| session.fill(&mut row, true))
+                .map_err(to_pyerr)?;
+        }
+        self.last = Some(filled);
+        let mut ids = Vec::new();
+        for (i, &w) in row.iter().enumerate() {
+            let mut w = w;
+            while w != 0 {
+                ids.push(32 * i as u32 + w.trailing_zeros());
+                w &= w - 1;
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Audit is on.
+    #[getter]
+    fn audited(&self) -> bool {
+        self.inner.audited()
+    }
+
+    /// The configuration hash of the current step (`Config.hash`).
+    #[getter]
+    fn config_hash(&self) -> u64 {
+        self.inner.config_hash()
+    }
+
+    /// The audit fields of the current step's mask once a fill (audit on)
+    /// computed them: (configuration hash, mask entry id hex, blocked
+    /// count), else None.
+    fn step_audit(&self) -> Option<(u64, String, u32)> {
+        self.inner
+            .step_audit()
+            .map(|(h, id, blocked)| (h, audit::hex(&id), blocked))
+    }
+
+    /// The audit records so far, each `(step, config_hash, mask_entry_id,
+    /// token, blocked_count, kind, prev_hash, hash)` as grid-core writes
+    /// them (hashes chained here); empty with audit off.
+    #[allow(clippy::type_complexity)]
+    fn records(
+        &mut self,
+    ) -> Vec<(
+        usize,
+        String,
+        String,
+        u32,
+        u32,
+        &'static str,
+        String,
+        String,
+    )> {
+        let Some(chain) = self.inner.chain() else {
+            return Vec::new();
+        };
+        let hashes = chain.hashes().to_vec();
+        let mut prev = audit::genesis();
+        let mut out = Vec::with_capacity(hashes.len());
+        for (i, (r, h)) in chain.records().iter().zip(&hashes).enumerate() {
+            out.push((
+                i,
+                format!("{:016x}", r.config_hash()),
+                audit::hex(&r.entry_id),
+                r.token,
+                r.blocked,
+                r.kind.name(),
+                audit::hex(&prev),
+                audit::hex(h),
+            ));
+            prev = *h;
+        }
+        out
     }
 
     /// Write the mask into row `row` of `bitmask`. A warm fill runs with the

@@ -1,12 +1,16 @@
 //! A serving session: one request's guide, the whole step in-kernel.
 //!
-//! Mirrors `grid_core.guide.GridGuide` (DESIGN.md section 8) for guides with
-//! audit off, with the same contract and the same masks bit for bit:
+//! Mirrors `grid_core.guide.GridGuide` (DESIGN.md section 8), with the same
+//! contract, the same masks and the same audit records bit for bit:
 //!
 //! - [`Session::accept_token`]: lexer advance of the token's bytes and
-//!   shift/reduce on the interned stack arena (`GridGuide.advance`); a token
-//!   the mask refuses, a special token, EOS before a sentence or any token after
-//!   EOS is a [`KernelError::Guide`] and changes nothing.
+//!   shift/reduce on the interned stack arena (`GridGuide.accept_token`); a
+//!   token the mask refuses, a special token, EOS before a sentence or any
+//!   token after EOS is a [`KernelError::Guide`] and changes nothing. With
+//!   audit on, an accepted token appends its record (configuration hash,
+//!   mask entry id and blocked count of the step's mask, token, kind) to the
+//!   session's [`Chain`]; the step's mask is the one its last fill wrote, or
+//!   is filled into scratch first.
 //! - [`Session::fill`]: the packed mask of the current configuration into one
 //!   row of a caller's bitmask (`GridGuide.mask`): the CI words of the root
 //!   walk's cache entry, then per CD verdict class one shift on the live stack
@@ -18,7 +22,15 @@
 //!   false`) reports a cache miss instead of walking, so the caller can
 //!   release the GIL first.
 //! - [`Session::rollback`], [`Session::fork`], [`Session::is_terminated`],
-//!   [`Session::eos_allowed`]: as on `GridGuide`.
+//!   [`Session::eos_allowed`]: as on `GridGuide`; rollback drops the
+//!   records of the undone steps, a fork copies the chain.
+//!
+//! Audit cost. A step's configuration hash is kept as its parts (the stack
+//! node's rolling hash, the remainder's length and polynomial digest, updated
+//! per token in O(|token|)); the mask entry id and blocked count of a row
+//! are memoized beside the row memo, keyed by (root entry, stack, EOS), so a
+//! warm audited step hashes nothing: the record hashes are chained when the
+//! records are read ([`crate::audit`]).
 //!
 //! State. A session shares its engine (tables, trie, walk cache, stack arena);
 //! what it owns is its history: the bytes accepted so far and, per step, the
@@ -30,6 +42,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::audit::{extend_digest, mask_entry_id, Chain, Kind, Record};
 use crate::cache::{Class, Payload, Verdict};
 use crate::engine::{lock, Engine, Lookup, Stacks};
 use crate::error::{KernelError, Result};
@@ -49,6 +62,10 @@ struct Step {
     terminated: bool,
     /// The EOS gate of this configuration, once computed.
     eos: Option<bool>,
+    /// The remainder's polynomial digest (`Config.digest`).
+    digest: u64,
+    /// The entry id and blocked count of this configuration's mask, once filled.
+    mask: Option<([u8; 16], u32)>,
 }
 
 /// What [`Session::fill`] did.
@@ -76,13 +93,15 @@ pub struct Session {
     steps: Vec<Step>,
     /// The namespace and scratch of walk lookups.
     lookup: Lookup,
+    /// The audit records of the history (None: audit off).
+    chain: Option<Chain>,
 }
 
 impl Session {
     /// A session at the initial configuration; its walks are cached under
-    /// `namespace` (grid-core's cache namespace). Its output is refused past
-    /// 4 GiB (offsets are `u32`).
-    pub fn new(engine: Arc<Engine>, namespace: u64) -> Result<Self> {
+    /// `namespace` (grid-core's cache namespace); `audit` turns the record
+    /// chain on. Its output is refused past 4 GiB (offsets are `u32`).
+    pub fn new(engine: Arc<Engine>, namespace: u64, audit: bool) -> Result<Self> {
         let stacks = engine.stacks();
         let root = lock(&stacks).arena.from_states(&[0])?;
         Ok(Self {
@@ -96,11 +115,14 @@ impl Session {
                 scan: START,
                 terminated: false,
                 eos: None,
+                digest: 0,
+                mask: None,
             }],
             lookup: Lookup {
                 namespace,
                 ..Lookup::default()
             },
+            chain: audit.then(Chain::default),
         })
     }
 
@@ -177,8 +199,72 @@ impl Session {
         Ok(!self.is_terminated() && self.gate()?)
     }
 
-    /// Accept one token (`GridGuide.advance`); see the module header.
-    pub fn accept_token(&mut self, token: i64) -> Result<()> {
+    /// Audit is on.
+    pub fn audited(&self) -> bool {
+        self.chain.is_some()
+    }
+
+    /// Make sure the current step's mask entry id and blocked count are known
+    /// (audit on, not terminated), filling into scratch if no fill did. `cold`
+    /// as in [`Self::fill`]: `false` means a missing walk returns `Ok(false)`.
+    pub fn prepare_record(&mut self, cold: bool) -> Result<bool> {
+        if self.chain.is_none() || self.is_terminated() || self.current().mask.is_some() {
+            return Ok(true);
+        }
+        let mut scratch = vec![0u32; self.n_words()];
+        Ok(self.fill(&mut scratch, cold)? != Filled::Cold)
+    }
+
+    /// The audit fields of the current step's mask, once a fill has computed
+    /// them: (configuration hash, mask entry id, blocked count).
+    pub fn step_audit(&self) -> Option<(u64, [u8; 16], u32)> {
+        let s = self.current();
+        let (id, blocked) = s.mask?;
+        let stack = lock(&self.stacks).arena.hash(s.node);
+        Some((
+            crate::audit::config_hash(stack, u64::from(s.out_len - s.rem_start), s.digest),
+            id,
+            blocked,
+        ))
+    }
+
+    /// The configuration hash of the current step (`Config.hash`).
+    pub fn config_hash(&self) -> u64 {
+        let s = self.current();
+        let stack = lock(&self.stacks).arena.hash(s.node);
+        crate::audit::config_hash(stack, u64::from(s.out_len - s.rem_start), s.digest)
+    }
+
+    /// The audit chain (None: audit off).
+    pub fn chain(&mut self) -> Option<&mut Chain> {
+        self.chain.as_mut()
+    }
+
+    /// Append the record of taking `token` at the current step (audit on;
+    /// [`Self::prepare_record`] has run).
+    fn record(&mut self, token: u32, kind: Kind) {
+        if self.chain.is_none() {
+            return;
+        }
+        let s = self.current();
+        let (entry_id, blocked) = s.mask.expect("prepare_record fills the step's mask");
+        let stack = lock(&self.stacks).arena.hash(s.node);
+        let chain = self.chain.as_mut().expect("audit on");
+        debug_assert_eq!(chain.len(), self.steps.len() - 1);
+        chain.push(Record {
+            stack,
+            rem_len: u64::from(s.out_len - s.rem_start),
+            rem_digest: s.digest,
+            entry_id,
+            token,
+            blocked,
+            kind,
+        });
+    }
+
+    /// Accept one token (`GridGuide.accept_token`); see the module header.
+    /// `kind` is the audit record's (EOS is always recorded as `eos`).
+    pub fn accept_token(&mut self, token: i64, kind: Kind) -> Result<()> {
         let trie = Arc::clone(&self.engine.tables.trie);
         if self.is_terminated() {
             return Err(self.guide_error(Some(token), "the guide has already accepted EOS"));
@@ -191,9 +277,12 @@ impl Session {
             if !self.gate()? {
                 return Err(self.guide_error(Some(token), "EOS before the output is a sentence"));
             }
+            self.prepare_record(true)?;
+            self.record(id as u32, Kind::Eos);
             self.steps.push(Step {
                 terminated: true,
                 eos: Some(true),
+                mask: None,
                 ..s
             });
             return Ok(());
@@ -205,6 +294,7 @@ impl Session {
         if self.output.len() + spelling.len() > u32::MAX as usize {
             return Err(self.guide_error(Some(token), "the output would exceed 4 GiB"));
         }
+        self.prepare_record(true)?;
         let g = &*self.engine.tables.grammar;
         let from = self.output.len();
         self.output.extend_from_slice(spelling);
@@ -232,6 +322,12 @@ impl Session {
             let reason = format!("{} is not in the mask", crate::escape_bytes(spelling));
             return Err(self.guide_error(Some(token), reason));
         };
+        let digest = if start == s.rem_start as usize {
+            extend_digest(s.digest, &self.output[from..])
+        } else {
+            extend_digest(0, &self.output[start..])
+        };
+        self.record(id as u32, kind);
         self.steps.push(Step {
             node,
             rem_start: start as u32,
@@ -239,6 +335,8 @@ impl Session {
             scan,
             terminated: false,
             eos: None,
+            digest,
+            mask: None,
         });
         Ok(())
     }
@@ -301,7 +399,40 @@ impl Session {
                 row[id as usize / 32] |= 1 << (id % 32);
             }
         }
+        if self.chain.is_some() && self.current().mask.is_none() {
+            let key = (root.serial, s.node, eos);
+            let memo = lock(&self.stacks).audit(key);
+            let mask = memo.unwrap_or_else(|| {
+                let admitted: u32 = row.iter().map(|w| w.count_ones()).sum();
+                let n_vocab = engine.tables.trie.n_vocab() as u32;
+                let audit = (mask_entry_id(row), n_vocab - admitted);
+                lock(&self.stacks).remember_audit(key, audit);
+                audit
+            });
+            self.steps.last_mut().expect("initial step").mask = Some(mask);
+        }
         Ok(filled)
+    }
+
+    /// How many leading `tokens` would be accepted (`GridGuide.validate_tokens`):
+    /// accepted with audit off, then rolled back; the session is unchanged.
+    pub fn validate_tokens(&mut self, tokens: &[i64]) -> Result<usize> {
+        let chain = self.chain.take();
+        let mut n = 0;
+        for &t in tokens {
+            if self.accept_token(t, Kind::Sampled).is_err() {
+                break;
+            }
+            n += 1;
+        }
+        let undone = self.rollback(n);
+        self.chain = chain;
+        undone.map(|()| n)
+    }
+
+    /// The bytes accepted so far (EOS excluded).
+    pub fn output(&self) -> &[u8] {
+        &self.output
     }
 
     /// Undo the last `n` accepted tokens (`GridGuide.rollback`).
@@ -313,6 +444,10 @@ impl Session {
         self.steps.truncate(self.steps.len() - n);
         let len = self.current().out_len as usize;
         self.output.truncate(len);
+        let kept = self.steps();
+        if let Some(chain) = self.chain.as_mut() {
+            chain.truncate(kept);
+        }
         Ok(())
     }
 
@@ -332,6 +467,13 @@ impl Session {
             assert!(s.rem_start <= s.out_len);
         }
         assert_eq!(self.current().out_len as usize, self.output.len());
+        for s in &self.steps {
+            let rem = &self.output[s.rem_start as usize..s.out_len as usize];
+            assert_eq!(s.digest, extend_digest(0, rem), "a step's remainder digest");
+        }
+        if let Some(chain) = &self.chain {
+            assert_eq!(chain.len(), self.steps(), "one record per accepted token");
+        }
         lock(&self.stacks).arena.check_invariants();
     }
 

@@ -101,6 +101,10 @@ pub struct Lalr {
     pub(crate) rule_len: Vec<u32>,
     pub(crate) row_start: Vec<u32>,
     pub(crate) row_terms: Vec<u32>,
+    /// The accessing symbol of each state, grid-core's numbering: terminal
+    /// `t` is `t`, nonterminal `n` is `n_terminals + 1 + n` (the start state
+    /// has none: `u32::MAX`, grid-core's `-1` masked to 32 bits).
+    pub(crate) access: Vec<u32>,
 }
 
 impl Lalr {
@@ -486,6 +490,21 @@ impl GrammarTables {
             row_terms.extend((0..w as u32).filter(|&t| raw.action[s * w + t as usize] != 0));
         }
         row_start.push(row_terms.len() as u32);
+        let mut access = vec![u32::MAX; n_states];
+        for s in 0..n_states {
+            for t in 0..w {
+                let a = raw.action[s * w + t];
+                if a > 0 {
+                    access[(a - 1) as usize] = t as u32;
+                }
+            }
+            for n in 0..n_nt {
+                let g = raw.goto[s * n_nt + n];
+                if g >= 0 {
+                    access[g as usize] = (raw.n_terminals + 1 + n) as u32;
+                }
+            }
+        }
         Ok(Lalr {
             n_states,
             n_terminals: raw.n_terminals,
@@ -496,6 +515,7 @@ impl GrammarTables {
             rule_len,
             row_start,
             row_terms,
+            access,
         })
     }
 

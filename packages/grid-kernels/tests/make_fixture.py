@@ -123,7 +123,7 @@ def main() -> None:
         )
 
     for script in SCRIPTS:
-        guide = engine.guide()
+        guide = GridGuide(engine)
         rest = script
         while rest:
             ids = guide.mask_ids()
@@ -132,19 +132,19 @@ def main() -> None:
                 key=lambda i: len(TOY.token_bytes[i]),
             )
             record(guide, choice)
-            guide.advance(choice)
+            guide.accept_token(choice)
             rest = rest[len(TOY.token_bytes[choice]) :]
         assert guide.is_complete(), script
         record(guide, TOY.eos_ids[0])
     for _ in range(REPLAYS):
-        guide = engine.guide()
+        guide = GridGuide(engine)
         for _ in range(STEPS):
             if len(guide.config.remainder) > MAX_REMAINDER:
                 break  # long identifiers and comments add size, not coverage
             ids = [i for i in guide.mask_ids() if i not in TOY.eos_ids]
             choice = pick(rng, ids)
             record(guide, choice)
-            guide.advance(choice)
+            guide.accept_token(choice)
     out = HERE / "fixtures" / "analyst_toy.txt"
     out.write_text("\n".join(lines) + "\n")
     print(f"wrote {out} ({len(seen)} configurations)")

@@ -19,6 +19,7 @@
 
 use std::sync::Arc;
 
+use grid_kernels::audit::Kind;
 use grid_kernels::cache::Payload;
 use grid_kernels::parser::StackArena;
 use grid_kernels::scanner::START;
@@ -401,7 +402,7 @@ fn session_fills_match_compute_mask_on_every_short_replay() {
     // step the session's fill equals the uncached reference, and a token is
     // accepted iff it is in that mask.
     let engine = serving();
-    let mut frontier = vec![Session::new(Arc::clone(&engine), 0).unwrap()];
+    let mut frontier = vec![Session::new(Arc::clone(&engine), 0, true).unwrap()];
     let mut checked = 0;
     for _ in 0..4 {
         let mut next = Vec::new();
@@ -415,7 +416,7 @@ fn session_fills_match_compute_mask_on_every_short_replay() {
                 let mut f = s.fork();
                 let admitted = row[0] >> t & 1 == 1;
                 assert_eq!(
-                    f.accept_token(t).is_ok(),
+                    f.accept_token(t, Kind::Sampled).is_ok(),
                     admitted,
                     "token {t} at {states:?}"
                 );
@@ -452,25 +453,25 @@ fn spellings_come_off_the_trie() {
 #[test]
 fn session_replay_eos_rollback_and_fork() {
     let engine = serving();
-    let mut s = Session::new(Arc::clone(&engine), 0).unwrap();
+    let mut s = Session::new(Arc::clone(&engine), 0, true).unwrap();
     let mut row = vec![0u32; 1];
     s.fill(&mut row, true).unwrap();
     assert_eq!(row, vec![0b0011_1101]);
     assert!(!s.eos_allowed().unwrap());
-    s.accept_token(3).unwrap(); // "ab": A shifted, "b" pending
+    s.accept_token(3, Kind::Sampled).unwrap(); // "ab": A shifted, "b" pending
     assert_eq!(s.config(), (vec![0, 1], b"b".to_vec()));
     assert!(s.eos_allowed().unwrap());
     let mut other = s.fork();
     s.fill(&mut row, true).unwrap();
     assert_eq!(row[0] >> 7 & 1, 1, "EOS admitted after \"ab\"");
-    s.accept_token(7).unwrap();
+    s.accept_token(7, Kind::Sampled).unwrap();
     assert!(s.is_terminated() && !s.eos_allowed().unwrap());
     assert_eq!(s.steps(), 2);
     s.rollback(2).unwrap();
     assert_eq!((s.steps(), s.config()), (0, (vec![0], Vec::new())));
     // The fork did not move.
     assert_eq!(other.config(), (vec![0, 1], b"b".to_vec()));
-    other.accept_token(2).unwrap(); // " ": B emitted and shifted, " " pending
+    other.accept_token(2, Kind::Sampled).unwrap(); // " ": B emitted and shifted, " " pending
     assert_eq!(other.config(), (vec![0, 1, 2], b" ".to_vec()));
     other.rollback(1).unwrap();
     assert_eq!(other.config(), (vec![0, 1], b"b".to_vec()));
@@ -481,7 +482,7 @@ fn session_replay_eos_rollback_and_fork() {
 #[test]
 fn session_contract_errors_change_nothing() {
     let engine = serving();
-    let mut s = Session::new(engine, 0).unwrap();
+    let mut s = Session::new(engine, 0, true).unwrap();
     let guide = |r: Result<(), KernelError>| match r {
         Err(KernelError::Guide {
             step,
@@ -491,15 +492,21 @@ fn session_contract_errors_change_nothing() {
         other => panic!("expected a guide error, got {other:?}"),
     };
     assert_eq!(
-        guide(s.accept_token(8)),
+        guide(s.accept_token(8, Kind::Sampled)),
         (0, Some(8), "outside the vocabulary".into())
     );
-    assert_eq!(guide(s.accept_token(-1)).2, "outside the vocabulary");
     assert_eq!(
-        guide(s.accept_token(7)).2,
+        guide(s.accept_token(-1, Kind::Sampled)).2,
+        "outside the vocabulary"
+    );
+    assert_eq!(
+        guide(s.accept_token(7, Kind::Sampled)).2,
         "EOS before the output is a sentence"
     );
-    assert_eq!(guide(s.accept_token(1)).2, "b'b' is not in the mask");
+    assert_eq!(
+        guide(s.accept_token(1, Kind::Sampled)).2,
+        "b'b' is not in the mask"
+    );
     assert_eq!(
         guide(s.rollback(1)),
         (0, None, "cannot roll back 1 of 0 tokens".into())
@@ -514,10 +521,10 @@ fn session_contract_errors_change_nothing() {
         })
     ));
     assert_eq!(wrong, vec![9, 9]);
-    s.accept_token(4).unwrap(); // "a b"
-    s.accept_token(7).unwrap();
+    s.accept_token(4, Kind::Sampled).unwrap(); // "a b"
+    s.accept_token(7, Kind::Sampled).unwrap();
     assert_eq!(
-        guide(s.accept_token(0)),
+        guide(s.accept_token(0, Kind::Sampled)),
         (2, Some(0), "the guide has already accepted EOS".into())
     );
     let mut row = vec![9u32; 1];
@@ -535,7 +542,7 @@ fn session_contract_errors_change_nothing() {
 #[test]
 fn warm_fills_need_no_walk() {
     let engine = serving();
-    let mut s = Session::new(Arc::clone(&engine), 0).unwrap();
+    let mut s = Session::new(Arc::clone(&engine), 0, true).unwrap();
     let mut row = vec![0u32; 1];
     assert_eq!(s.fill(&mut row, false).unwrap(), Filled::Cold);
     assert_eq!(row, vec![0], "a cold miss writes nothing");
@@ -545,12 +552,12 @@ fn warm_fills_need_no_walk() {
         cached >= 1,
         "the root walk is cached (small CD sub-walks walk in place)"
     );
-    let mut again = Session::new(Arc::clone(&engine), 0).unwrap();
+    let mut again = Session::new(Arc::clone(&engine), 0, true).unwrap();
     let mut row2 = vec![0u32; 1];
     assert_eq!(again.fill(&mut row2, false).unwrap(), Filled::Row);
     assert_eq!((row2, engine.cache.len()), (row.clone(), cached));
     // Another namespace is another key.
-    let mut other = Session::new(Arc::clone(&engine), 1).unwrap();
+    let mut other = Session::new(Arc::clone(&engine), 1, false).unwrap();
     assert_eq!(other.fill(&mut row, false).unwrap(), Filled::Cold);
 }
 
@@ -581,4 +588,67 @@ fn parallel_walks_equal_one_thread() {
         }
         assert_eq!(cold(None), expected);
     }
+}
+
+#[test]
+fn session_audit_records_each_accepted_token() {
+    // Each record carries the mask its step filled (entry id over the row,
+    // blocked = vocabulary - admitted), the configuration hash of that step
+    // and the token; rollback drops records, a refused token adds none.
+    use grid_kernels::audit::{config_hash, extend_digest, mask_entry_id};
+    let engine = serving();
+    let mut s = Session::new(Arc::clone(&engine), 0, true).unwrap();
+    let mut rows = Vec::new();
+    let mut tokens_taken = Vec::new();
+    for kind in [Kind::Forced, Kind::Sampled, Kind::Reserve] {
+        let mut row = vec![0u32; 1];
+        s.fill(&mut row, true).unwrap();
+        let (h, id, blocked) = s.step_audit().unwrap();
+        assert_eq!(h, s.config_hash());
+        assert_eq!(id, mask_entry_id(&row));
+        assert_eq!(blocked, 8 - row[0].count_ones());
+        let admitted = |t: i64| row[0] >> t & 1 == 1;
+        if let Some(refused) = (0..7).find(|&t| !admitted(t)) {
+            assert!(s.accept_token(refused, Kind::Sampled).is_err());
+        }
+        let token = (0..7).find(|&t| admitted(t)).expect("a non-EOS token");
+        rows.push(row);
+        s.accept_token(token, kind).unwrap();
+        tokens_taken.push(token as u32);
+    }
+    let (_, remainder) = s.config();
+    assert_eq!(s.config_hash(), {
+        let stack = {
+            let mut arena = engine.tables.arena();
+            let (states, _) = s.config();
+            let states: Vec<i64> = states.into_iter().map(i64::from).collect();
+            let node = arena.from_states(&states).unwrap();
+            arena.hash(node)
+        };
+        config_hash(stack, remainder.len() as u64, extend_digest(0, &remainder))
+    });
+    let chain = s.chain().unwrap();
+    assert_eq!(chain.len(), 3);
+    let kinds: Vec<Kind> = chain.records().iter().map(|r| r.kind).collect();
+    assert_eq!(kinds, vec![Kind::Forced, Kind::Sampled, Kind::Reserve]);
+    let tokens: Vec<u32> = chain.records().iter().map(|r| r.token).collect();
+    assert_eq!(tokens, tokens_taken);
+    for (r, row) in chain.records().iter().zip(&rows) {
+        assert_eq!(r.entry_id, mask_entry_id(row));
+    }
+    let before = chain.hashes().to_vec();
+    s.rollback(2).unwrap();
+    assert_eq!(s.chain().unwrap().len(), 1);
+    assert_eq!(s.chain().unwrap().hashes()[0], before[0]);
+    // No fill before this accept: the record's mask is filled into scratch.
+    s.accept_token(i64::from(tokens_taken[1]), Kind::Sampled)
+        .unwrap();
+    assert_eq!(
+        s.chain().unwrap().records()[1].entry_id,
+        mask_entry_id(&rows[1])
+    );
+    assert_eq!(s.chain().unwrap().hashes()[1], before[1]);
+    s.check_invariants();
+    let off = Session::new(engine, 0, false).unwrap();
+    assert!(off.step_audit().is_none());
 }

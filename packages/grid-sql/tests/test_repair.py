@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from grid_core.grammar import load_grammar
-from grid_core.guide import Engine
+from grid_core.guide import Engine, GridGuide
 from grid_core.vocab import Vocabulary
 from grid_spec.spec import Language
 from grid_sql.checker import SemanticChecker, ViolationKind
@@ -100,8 +100,8 @@ def test_tighter_lexicon_masks_the_removed_column_in_a_grid_core_engine() -> Non
     assert plan.lexicon is not None
     for lexicon, salary_allowed in ((LEXICON, True), (plan.lexicon, False)):
         engine, words = _engine(lexicon)
-        guide = engine.guide()
-        guide.advance(256)  # "SELECT "
+        guide = GridGuide(engine)
+        guide.accept_token(256)  # "SELECT "
         allowed = set(guide.mask_ids())
         assert (256 + words.index(b"salary ") in allowed) == salary_allowed
         assert 256 + words.index(b"name ") in allowed

@@ -242,6 +242,20 @@ class AuditLog:
         self.seal: dict[str, Any] | None = None
         self.seal_hash: str | None = None
 
+    @classmethod
+    def of_chain(cls, chain: Iterable[tuple[Record, str]]) -> AuditLog:
+        """An unsealed log of records already chained elsewhere (the native guide's),
+        each with its hash. The links are checked (each record's ``prev_hash`` is the
+        previous hash, steps count from 0); the hashes themselves are the chainer's
+        (``tests/test_guide_protocol.py`` checks them against :meth:`Record.digest`)."""
+        log = cls()
+        for record, digest in chain:
+            if record.step != len(log.records) or record.prev_hash != log.head:
+                raise AuditError(f"record {record.step} does not link to the chain before it")
+            log.records.append(record)
+            log.hashes.append(digest)
+        return log
+
     @property
     def head(self) -> str:
         return self.hashes[-1] if self.hashes else GENESIS

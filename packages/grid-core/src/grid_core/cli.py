@@ -23,7 +23,8 @@ Bad input never shows a traceback, in every subcommand (:func:`main`):
 
 - a command line argparse refuses (an unknown option, a missing or malformed
   value) is one line ``grid CMD: error: ...`` and exit 2, without the usage
-  text (``grid CMD --help`` prints it);
+  text (``grid CMD --help`` prints it). Every error message is printed as one
+  line (:func:`one_line`: control characters escaped);
 - a text argument that is not valid UTF-8 (the operating system hands Python
   its bytes as lone surrogates) is refused the same way; paths may be any bytes;
 - a :class:`~grid_core.errors.GridError` from the command is one line, exit 2;
@@ -40,6 +41,7 @@ import contextlib
 import json
 import os
 import sys
+import unicodedata
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -210,10 +212,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+def one_line(text: str) -> str:
+    """``text`` as one line: control characters (newlines included) and line separators
+    escaped, as ``repr`` writes them. A message that quotes user input (an argument with a
+    newline) or spans lines (an LALR conflict) stays one line, and no terminal escape
+    sequence reaches the terminal."""
+    return "".join(
+        repr(c)[1:-1] if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text
+    )
+
+
 def _say(line: str) -> None:
     """One line on stderr (a closed stderr is ignored: there is nobody left to tell)."""
     with contextlib.suppress(BrokenPipeError, ValueError):
-        print(line, file=sys.stderr)
+        print(one_line(line), file=sys.stderr)
 
 
 def _silence_stdout() -> None:

@@ -27,6 +27,12 @@ configuration (an *early trigger*, counted in :class:`Generation`). So every
 stop is EOS at a sentence of L within the budget, for any sampler: no
 rollback, no search.
 
+The loop drives any :class:`~grid_core.protocol.Guide` (the native session by
+default, ``Engine.guide()``): it reads the mask as ids, accepts each token
+with its kind, and the guide keeps the audit records; the loop seals them. The
+reserve is read from a Python configuration the loop advances beside the guide
+(one lexer step per token, the reserve memoized per stack node).
+
 The model is a callable from the token ids so far to next-step logits: any
 sequence of floats, or anything with ``tolist()`` (a numpy array or a torch
 tensor, 1-D or of shape (1, V)); grid-core imports neither. Sampling applies
@@ -43,10 +49,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from grid_core.audit import AuditLog, Kind, mask_entry_id
+from grid_core.audit import AuditLog, Kind
 from grid_core.errors import GuideError, MaskError
-from grid_core.guide import GridGuide, MaskResult
+from grid_core.guide import GridGuide
 from grid_core.lexer import Config
+from grid_core.protocol import Guide
 from grid_core.reserve import DEFAULT_SAFETY, reserve_table
 
 __all__ = [
@@ -147,23 +154,37 @@ def _gather(logits: Any, ids: Sequence[int], step: int) -> list[float]:
     return [float(values[i]) for i in ids]
 
 
-class _Loop:
-    """One mode-1 decode: the guide, its audit log and the counts."""
+def configuration(guide: Guide) -> Config:
+    """The Python configuration at a guide's current point: its own for a
+    :class:`GridGuide`, else the lexer's over the guide's output (a configuration
+    is a function of the bytes read, whatever their tokenization)."""
+    if isinstance(guide, GridGuide):
+        return guide.config
+    lexer = guide.engine.lexer
+    config = lexer.advance(lexer.initial, guide.output())
+    assert config is not None, "a guide's output is a viable prefix"
+    return config
 
-    def __init__(self, guide: GridGuide, budget: int, safety: int, jump_forward: int) -> None:
+
+class _Loop:
+    """One mode-1 decode: the guide, the configuration beside it, and the counts."""
+
+    def __init__(self, guide: Guide, budget: int, safety: int, jump_forward: int) -> None:
         if guide.is_terminated():
             raise GuideError(guide.steps, None, "the guide has already accepted EOS")
         if safety < 0 or jump_forward < 0:
             raise ValueError("safety and jump_forward must be non-negative")
+        if not guide.audited:
+            raise GuideError(guide.steps, None, "mode 1 audits every step: the guide must audit")
         self.guide, self.budget = guide, budget
         self.safety, self.jump_forward = safety, jump_forward
         engine = guide.engine
         self.engine, self.vocab, self.table = engine, engine.vocab, reserve_table(engine)
         self.eos = frozenset(self.vocab.eos_ids)
-        self.audit = AuditLog()
         self.tokens: list[int] = []
         self.counts = {"sampled": 0, "forced": 0, "reserve": 0, "early": 0, "rise": 0}
-        self.reserve = self.table.reserve(guide.config)
+        self.config = configuration(guide)
+        self.reserve = self.table.reserve(self.config)
         if self.reserve + 1 > budget:
             raise GuideError(
                 guide.steps,
@@ -172,32 +193,28 @@ class _Loop:
                 f"({self.reserve} tokens and EOS)",
             )
 
-    def record(
-        self, config: Config, mask: tuple[list[int], MaskResult], token: int, kind: Kind
-    ) -> None:
-        """Audit one step (``mask``: its ids and result), then take its token."""
-        ids, result = mask
-        packed = self.engine.pack_result(result).tobytes()
-        kind = "eos" if token in self.eos else kind
-        blocked = self.vocab.n_vocab - len(ids)
-        self.audit.append(config.hash, mask_entry_id(packed), token, blocked, kind)
-        self.guide.advance(token)
+    def take(self, token: int, kind: Kind, after: Config | None) -> None:
+        """Accept ``token`` (the guide records the step) and move the configuration."""
+        self.guide.accept_token(token, kind)
         self.tokens.append(token)
-        if kind != "eos":
-            self.counts[kind] += 1
+        if token in self.eos:
+            return
+        self.counts[kind] += 1
+        if after is None:
+            after = self.engine.lexer.advance(self.config, self.vocab.token_bytes[token])
+            assert after is not None, "an accepted token extends the configuration"
+        self.config = after
 
-    def write_completion(self, mask: tuple[list[int], MaskResult] | None) -> str:
-        """Write the reserve's completion and EOS (``mask``: the current step's, if known)."""
+    def write_completion(self) -> str:
+        """Write the reserve's completion and EOS."""
         guide = self.guide
-        for token in [*self.table.completion(guide.config), self.vocab.eos_ids[0]]:
-            if mask is None:
-                mask = guide.mask_and_ids()
-            ids = mask[0]
-            i = bisect.bisect_left(ids, token)
-            if i == len(ids) or ids[i] != token:
-                raise MaskError(guide.steps, f"the reserve completion's token {token} is masked")
-            self.record(guide.config, mask, token, "reserve")
-            mask = None
+        for token in [*self.table.completion(self.config), self.vocab.eos_ids[0]]:
+            try:
+                self.take(token, "reserve", None)
+            except GuideError:
+                raise MaskError(
+                    guide.steps, f"the reserve completion's token {token} is masked"
+                ) from None
         assert len(self.tokens) <= self.budget
         return "reserve"
 
@@ -208,11 +225,9 @@ class _Loop:
             left = self.budget - len(self.tokens) - 1
             assert self.reserve <= left, "reserve invariant"
             if left <= self.reserve + self.safety:
-                stop = self.write_completion(None)
+                stop = self.write_completion()
                 break
-            config = guide.config
-            mask = guide.mask_and_ids()
-            ids = mask[0]
+            ids = guide.mask_ids()
             kind: Kind
             if len(ids) == 1 and span < self.jump_forward:
                 token, kind, span = ids[0], "forced", span + 1
@@ -222,22 +237,21 @@ class _Loop:
                 if i == len(ids) or ids[i] != token:
                     raise GuideError(guide.steps, token, "the sampler chose a masked token")
             if token in self.eos:
-                self.record(config, mask, token, kind)
+                self.take(token, kind, None)
                 stop = "eos"
                 break
-            nxt = lexer.advance(config, spelling[token])
+            nxt = lexer.advance(self.config, spelling[token])
             assert nxt is not None, "a token of the mask leaves the language"
             after = self.table.reserve(nxt)
             if after > left - 1:
                 self.counts["early"] += 1
-                stop = self.write_completion(mask)
+                stop = self.write_completion()
                 break
-            self.record(config, mask, token, kind)
+            self.take(token, kind, nxt)
             self.counts["rise"] = max(self.counts["rise"], after - self.reserve)
             self.reserve = after
-        self.audit.close(
+        audit = guide.seal(
             stop,
-            self.engine.fingerprints(),
             {
                 "mode": 1,
                 "budget": self.budget,
@@ -251,7 +265,7 @@ class _Loop:
             text,
             tuple(self.tokens),
             stop,
-            self.audit,
+            audit,
             c["sampled"],
             c["forced"],
             c["reserve"],
@@ -261,7 +275,7 @@ class _Loop:
 
 
 def decode(
-    guide: GridGuide,
+    guide: Guide,
     logits: LogitsFn,
     budget: int,
     sampling: Sampling = GREEDY,
@@ -286,7 +300,7 @@ def decode(
 
 
 def generate(
-    guide: GridGuide,
+    guide: Guide,
     sampler: IdSampler,
     budget: int,
     rng: random.Random,

@@ -18,8 +18,13 @@ The mask of a configuration (DESIGN.md sections 4, 6 and 8):
 
 An empty mask at a viable prefix is a bug: :class:`MaskError`, never a mask.
 
-Guides are persistent: each step is a cell (configuration, previous cell), so
-``fork()`` is O(1) and ``rollback(n)`` is n pointer hops.
+Guides are persistent: each step is a cell (configuration, previous cell,
+the step's audit record), so ``fork()`` is O(1) and ``rollback(n)`` is n
+pointer hops, records included.
+
+:meth:`Engine.guide` is the one way adapters get a guide: the native session
+(:class:`grid_core.kernels.KernelGuide`) when grid-kernels is loaded, else a
+:class:`GridGuide`; both speak :class:`grid_core.protocol.Guide`.
 """
 
 from __future__ import annotations
@@ -28,10 +33,11 @@ import array
 import functools
 import itertools
 import sys
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from grid_core import kernels
+from grid_core.audit import AuditLog, Kind, mask_entry_id
 from grid_core.cache import (
     CDGroup,
     Entry,
@@ -50,6 +56,7 @@ from grid_core.grammar import Grammar
 from grid_core.lexer import Config, Lexer, Normal, Scanner
 from grid_core.lexicon import Lexicon, build_lexicon
 from grid_core.parser import Node, Parser
+from grid_core.protocol import Guide, write_row
 from grid_core.trie import TokenTrie, build_trie
 from grid_core.vocab import Vocabulary
 from grid_core.walk import CDEntry, walk_from
@@ -131,8 +138,13 @@ class Engine:
             "trie": self.trie.fingerprint,
         }
 
-    def guide(self) -> GridGuide:
-        return GridGuide(self)
+    def guide(self, *, audit: bool = True) -> Guide:
+        """A guide at the initial configuration: the native session when the
+        kernels are loaded (``self.kernel``), else the Python :class:`GridGuide`.
+        ``audit`` turns the per-step records on (DESIGN.md section 9)."""
+        if self.kernel is not None:
+            return kernels.session(self, audit=audit)
+        return GridGuide(self, audit=audit)
 
     def walk(
         self, root: int, pending: bytes, allowed: int
@@ -280,22 +292,33 @@ class Engine:
         return words
 
 
+Record = tuple[int, str, int, int, Kind]
+"""A step's audit fields before chaining: (config hash, mask entry id, token, blocked, kind)."""
+
+
 @dataclass(frozen=True, eq=False)
 class _Step:
-    """One cell of a guide's persistent history."""
+    """One cell of a guide's persistent history: the configuration after the
+    step's token, and the record of taking it (None at the start or with audit off)."""
 
     config: Config
     previous: _Step | None
     count: int
     terminated: bool = False
+    record: Record | None = None
+    token: int = -1
 
 
 class GridGuide:
-    """Per-request guide: masks, advance, EOS, rollback, fork (DESIGN.md section 8)."""
+    """The Python guide (:class:`grid_core.protocol.Guide`; DESIGN.md section 8):
+    masks, accept, EOS, rollback, fork and the audit records, the reference the
+    native guide is checked against."""
 
-    def __init__(self, engine: Engine, _step: _Step | None = None) -> None:
+    def __init__(self, engine: Engine, _step: _Step | None = None, *, audit: bool = True) -> None:
         self.engine = engine
+        self.audited = audit
         self._step = _step or _Step(engine.lexer.initial, None, 0)
+        self._audit_memo: tuple[_Step, tuple[int, str, int]] | None = None
 
     @property
     def config(self) -> Config:
@@ -339,19 +362,49 @@ class GridGuide:
 
     def mask(self) -> array.array[int]:
         """The mask as a packed int32 bitmask over the vocabulary."""
-        return self.engine.pack_result(self.compute())
+        return self._packed(self.compute())
 
-    def advance(self, token_id: int) -> None:
-        """Accept one token. A token outside the mask raises :class:`GuideError`."""
+    def _packed(self, result: MaskResult) -> array.array[int]:
+        """``result`` packed, remembering its audit fields for this step."""
+        packed = self.engine.pack_result(result)
+        if self.audited and (self._audit_memo is None or self._audit_memo[0] is not self._step):
+            ids = result.bits.bit_count() + (len(self.engine.vocab.eos_ids) if result.eos else 0)
+            blocked = self.engine.vocab.n_vocab - ids
+            fields = (self.config.hash, mask_entry_id(packed.tobytes()), blocked)
+            self._audit_memo = (self._step, fields)
+        return packed
+
+    def fill_next_token_bitmask(self, bitmask: object, row: int = 0) -> None:
+        """Write the mask into row ``row`` of ``bitmask`` (:mod:`grid_core.protocol`)."""
+        write_row(bitmask, row, self.mask().tobytes())
+
+    def step_audit(self) -> tuple[int, str, int]:
+        """(configuration hash, mask entry id, blocked count) of the current step's mask."""
+        memo = self._audit_memo
+        if memo is None or memo[0] is not self._step:
+            audited, self.audited = self.audited, True
+            try:
+                self.mask()
+            finally:
+                self.audited = audited
+            memo = self._audit_memo
+            assert memo is not None
+        return memo[1]
+
+    def accept_token(self, token_id: int, kind: Kind = "sampled") -> None:
+        """Accept one token. A token outside the mask raises :class:`GuideError`;
+        with audit on, the step's record is kept (EOS recorded as ``eos``)."""
         vocab = self.engine.vocab
         if self.is_terminated():
             raise GuideError(self.steps, token_id, "the guide has already accepted EOS")
         if not 0 <= token_id < vocab.n_vocab:
             raise GuideError(self.steps, token_id, "outside the vocabulary")
+        assert kind in ("sampled", "forced", "reserve"), f"an accepted token's kind, not {kind!r}"
         if token_id in vocab.eos_ids:
             if not self.engine.lexer.eos_allowed(self.config):
                 raise GuideError(self.steps, token_id, "EOS before the output is a sentence")
-            self._step = _Step(self.config, self._step, self.steps + 1, True)
+            record = self._record(token_id, "eos")
+            self._step = _Step(self.config, self._step, self.steps + 1, True, record, token_id)
             return
         if token_id in vocab.special_ids:
             raise GuideError(self.steps, token_id, "special tokens are never admitted")
@@ -359,10 +412,31 @@ class GridGuide:
         if nxt is None or not self.engine.lexer.is_viable(nxt):
             spelling = vocab.token_bytes[token_id]
             raise GuideError(self.steps, token_id, f"{spelling!r} is not in the mask")
-        self._step = _Step(nxt, self._step, self.steps + 1)
+        record = self._record(token_id, kind)
+        self._step = _Step(nxt, self._step, self.steps + 1, False, record, token_id)
+
+    def _record(self, token: int, kind: Kind) -> Record | None:
+        if not self.audited:
+            return None
+        config_hash, entry_id, blocked = self.step_audit()
+        return (config_hash, entry_id, token, blocked, kind)
+
+    def accept_tokens(self, tokens: Sequence[int], kind: Kind = "sampled") -> int:
+        """Accept in order up to the first refused token; how many were accepted."""
+        for n, token in enumerate(tokens):
+            try:
+                self.accept_token(token, kind)
+            except GuideError:
+                return n
+        return len(tokens)
+
+    def validate_tokens(self, tokens: Sequence[int]) -> int:
+        """How many leading ``tokens`` would be accepted (the guide is unchanged)."""
+        probe = GridGuide(self.engine, self._step, audit=False)
+        return probe.accept_tokens(tokens)
 
     def rollback(self, n: int = 1) -> None:
-        """Undo the last ``n`` accepted tokens."""
+        """Undo the last ``n`` accepted tokens (and their records)."""
         if not 0 <= n <= self.steps:
             raise GuideError(self.steps, None, f"cannot roll back {n} of {self.steps} tokens")
         step = self._step
@@ -373,4 +447,34 @@ class GridGuide:
 
     def fork(self) -> GridGuide:
         """An independent guide at the same point, sharing all history (O(1))."""
-        return GridGuide(self.engine, self._step)
+        return GridGuide(self.engine, self._step, audit=self.audited)
+
+    def output(self) -> bytes:
+        """The bytes accepted so far (EOS excluded)."""
+        spelling, parts = self.engine.vocab.token_bytes, []
+        step = self._step
+        while step.previous is not None:
+            if not step.terminated:
+                parts.append(spelling[step.token])
+            step = step.previous
+        return b"".join(reversed(parts))
+
+    def audit_log(self) -> AuditLog:
+        """The records of the steps so far, chained (unsealed)."""
+        records: list[Record] = []
+        step: _Step | None = self._step
+        while step is not None and step.previous is not None:
+            if step.record is None:
+                raise GuideError(self.steps, None, "this guide does not audit its steps")
+            records.append(step.record)
+            step = step.previous
+        log = AuditLog()
+        for config_hash, entry_id, token, blocked, kind in reversed(records):
+            log.append(config_hash, entry_id, token, blocked, kind)
+        return log
+
+    def seal(self, stop_reason: str, mode: Mapping[str, object]) -> AuditLog:
+        """The records so far, sealed with the engine's fingerprints."""
+        log = self.audit_log()
+        log.close(stop_reason, self.engine.fingerprints(), mode)
+        return log

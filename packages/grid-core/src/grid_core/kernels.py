@@ -8,11 +8,12 @@ are checked against bit for bit (``tests/test_kernels_parity.py``,
 ``tests/test_kernels_cold.py``). A build whose ``ABI_VERSION`` is not the one
 this grid-core expects is refused with an error, never used.
 
-Serving (:func:`session`): a :class:`KernelGuide` is ``GridGuide``'s serving
-surface (accept a token, fill a bitmask row, rollback, fork) on a native
-``grid_kernels.Session``, each step one call into Rust. It is for guides with
-audit off; ``GridGuide`` stays the reference and gives the same masks bit for
-bit (``tests/test_kernels_session.py``). Its errors are grid-core's:
+Serving (:func:`session`): a :class:`KernelGuide` is the native implementation
+of the guide protocol (:mod:`grid_core.protocol`) on a ``grid_kernels.Session``,
+each step one call into Rust, audit records included; ``Engine.guide()``
+returns one whenever the kernels are loaded. ``GridGuide`` stays the reference
+and gives the same masks, records and seals bit for bit
+(``tests/test_guide_protocol.py``). Its errors are grid-core's:
 :class:`GuideError` for a token outside the mask or a step after EOS,
 :class:`MaskError` for an empty mask; a bitmask of the wrong kind, shape or
 dtype is a ``TypeError`` or ``ValueError``.
@@ -21,11 +22,14 @@ dtype is a ``TypeError`` or ``ValueError``.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
+from grid_core.audit import AuditLog, Kind, Record
 from grid_core.cache import Entry, Key
 from grid_core.errors import GridError, GuideError, MaskError
+from grid_core.protocol import is_tensor, tensor_view
 
 ABI_VERSION = 2
 
@@ -89,29 +93,31 @@ def cold_entry(engine: Any, key: Key, root: int, pending: bytes, allowed: int) -
     return Entry(handle.kind, handle.encoding, handle.payload, handle.cd, handle.entry_id)
 
 
-def session(engine: Any) -> KernelGuide:
+def session(engine: Any, *, audit: bool = True) -> KernelGuide:
     """A :class:`KernelGuide` at the initial configuration of ``engine`` (a
-    ``grid_core.guide.Engine`` built with the kernels loaded)."""
+    ``grid_core.guide.Engine`` built with the kernels loaded); ``audit`` turns
+    its per-step records on."""
     if engine.kernel is None:
         raise KernelsError(
             "this engine has no kernels (grid-kernels is not installed, or GRID_KERNELS=0)"
         )
     namespace = engine.shared.namespace if engine.shared is not None else 0
-    return KernelGuide(engine.kernel.session(namespace))
+    return KernelGuide(engine, engine.kernel.session(namespace, audit))
 
 
 class KernelGuide:
-    """``GridGuide`` with audit off, on a native session (see the module header).
+    """The native guide (:class:`grid_core.protocol.Guide`) on a ``grid_kernels.Session``.
 
-    The methods are ``GridGuide``'s serving verbs; each is one call into Rust
-    plus this thin layer, which maps the native ``SessionError`` to
-    :class:`GuideError` / :class:`MaskError` and views a CPU ``torch.int32``
-    bitmask as the int32 buffer the kernels write.
+    Each verb is one call into Rust plus this thin layer, which maps the native
+    ``SessionError`` to :class:`GuideError` / :class:`MaskError` and views a CPU
+    ``torch.int32`` bitmask as the int32 buffer the kernels write. Audit records
+    are kept and chained natively; :meth:`audit_log` reads them out.
     """
 
-    __slots__ = ("_native", "_tensor", "_view")
+    __slots__ = ("_native", "_tensor", "_view", "engine")
 
-    def __init__(self, native: Any) -> None:
+    def __init__(self, engine: Any, native: Any) -> None:
+        self.engine = engine
         self._native = native
         self._tensor: Any = None
         self._view: Any = None
@@ -121,6 +127,11 @@ class KernelGuide:
         """Tokens accepted so far (EOS included)."""
         steps: int = self._native.steps
         return steps
+
+    @property
+    def audited(self) -> bool:
+        on: bool = self._native.audited
+        return on
 
     @property
     def n_words(self) -> int:
@@ -135,41 +146,56 @@ class KernelGuide:
         last: str | None = self._native.last_fill
         return last
 
-    def accept_token(self, token_id: int) -> None:
-        """Accept one token (``GridGuide.advance``); a refused one raises :class:`GuideError`."""
+    def accept_token(self, token_id: int, kind: Kind = "sampled") -> None:
+        """Accept one token; a refused one raises :class:`GuideError` (protocol)."""
         try:
-            self._native.accept_token(token_id)
+            self._native.accept_token(token_id, kind)
         except Exception as e:
             raise _grid_error(e) from None
 
-    advance = accept_token
+    def accept_tokens(self, tokens: Sequence[int], kind: Kind = "sampled") -> int:
+        """Accept in order up to the first refused token; how many were accepted."""
+        for n, token in enumerate(tokens):
+            try:
+                self.accept_token(token, kind)
+            except GuideError:
+                return n
+        return len(tokens)
+
+    def validate_tokens(self, tokens: Sequence[int]) -> int:
+        """How many leading ``tokens`` would be accepted (the guide is unchanged)."""
+        n: int = self._native.validate_tokens(list(tokens))
+        return n
 
     def fill_next_token_bitmask(self, bitmask: Any, row: int = 0) -> None:
-        """Write the mask into row ``row`` of ``bitmask`` (bit ``i % 32`` of word
-        ``i // 32`` is token ``i``; the row overwritten, nothing else touched).
-
-        ``bitmask``: a writable C-contiguous int32 buffer shaped ``(n_words,)``
-        or ``(batch, n_words)`` (numpy ``int32``, ``array('i')``), or a CPU
-        ``torch.int32`` tensor of that shape (viewed, not copied).
-        """
-        if bitmask is not self._tensor and _is_tensor(bitmask):
-            self._tensor, self._view = bitmask, _tensor_view(bitmask)
+        """Write the mask into row ``row`` of ``bitmask`` (:mod:`grid_core.protocol`);
+        a CPU ``torch.int32`` tensor is viewed, not copied."""
+        if bitmask is not self._tensor and is_tensor(bitmask):
+            self._tensor, self._view = bitmask, tensor_view(bitmask)
         buffer = self._view if bitmask is self._tensor else bitmask
         try:
             self._native.fill_next_token_bitmask(buffer, row)
         except Exception as e:
             raise _grid_error(e) from None
 
+    def mask_ids(self) -> list[int]:
+        """The admitted ids, ascending (EOS ids included when EOS is legal)."""
+        try:
+            ids: list[int] = self._native.mask_ids()
+        except Exception as e:
+            raise _grid_error(e) from None
+        return ids
+
     def rollback(self, n: int = 1) -> None:
-        """Undo the last ``n`` accepted tokens."""
+        """Undo the last ``n`` accepted tokens (and their records)."""
         try:
             self._native.rollback(n)
         except Exception as e:
             raise _grid_error(e) from None
 
     def fork(self) -> KernelGuide:
-        """An independent guide at the same point."""
-        return KernelGuide(self._native.fork())
+        """An independent guide at the same point, with the same records."""
+        return KernelGuide(self.engine, self._native.fork())
 
     def is_terminated(self) -> bool:
         """EOS has been accepted."""
@@ -178,13 +204,57 @@ class KernelGuide:
 
     def eos_allowed(self) -> bool:
         """EOS is legal now."""
-        ok: bool = self._native.eos_allowed()
+        try:
+            ok: bool = self._native.eos_allowed()
+        except Exception as e:
+            raise _grid_error(e) from None
         return ok
+
+    def step_audit(self) -> tuple[int, str, int]:
+        """(configuration hash, mask entry id, blocked count) of the current step's mask."""
+        fields = self._native.step_audit()
+        if fields is None:
+            self.mask_ids()  # fills, and so computes them
+            fields = self._native.step_audit()
+            if fields is None:
+                raise GuideError(self.steps, None, "this guide does not audit its steps")
+        config_hash, entry_id, blocked = fields
+        return config_hash, entry_id, blocked
+
+    def audit_log(self) -> AuditLog:
+        """The records of the steps so far, chained natively (unsealed)."""
+        if not self.audited:
+            raise GuideError(self.steps, None, "this guide does not audit its steps")
+        return AuditLog.of_chain(
+            [
+                (Record(step, config, entry, token, blocked, kind, prev), digest)
+                for step, config, entry, token, blocked, kind, prev, digest in (
+                    self._native.records()
+                )
+            ]
+        )
+
+    def seal(self, stop_reason: str, mode: Mapping[str, object]) -> AuditLog:
+        """The records so far, sealed with the engine's fingerprints."""
+        log = self.audit_log()
+        log.close(stop_reason, self.engine.fingerprints(), mode)
+        return log
+
+    def output(self) -> bytes:
+        """The bytes accepted so far (EOS excluded)."""
+        out: bytes = self._native.output()
+        return out
 
     def config(self) -> tuple[list[int], bytes]:
         """The current configuration: (LALR states bottom first, remainder)."""
         config: tuple[list[int], bytes] = self._native.config()
         return config
+
+    @property
+    def config_hash(self) -> int:
+        """The configuration hash of the current step (``Config.hash``)."""
+        h: int = self._native.config_hash
+        return h
 
 
 def _grid_error(e: Exception) -> Exception:
@@ -196,20 +266,3 @@ def _grid_error(e: Exception) -> Exception:
     if e.kind == "mask":
         return MaskError(e.step, e.reason)
     return GuideError(e.step, e.token, e.reason)
-
-
-def _is_tensor(obj: Any) -> bool:
-    return type(obj).__module__.startswith("torch") and hasattr(obj, "data_ptr")
-
-
-def _tensor_view(tensor: Any) -> Any:
-    """A CPU int32 tensor's memory as a numpy array (shared, not copied)."""
-    if tensor.device.type != "cpu":
-        raise ValueError(
-            f"the bitmask tensor is on {tensor.device}; fill a CPU tensor and copy it over"
-        )
-    if str(tensor.dtype) != "torch.int32":
-        raise TypeError(f"the bitmask tensor must be torch.int32, not {tensor.dtype}")
-    if not tensor.is_contiguous():
-        raise ValueError("the bitmask tensor must be contiguous")
-    return tensor.numpy()

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Literal
 
 from grid_core.audit import GENESIS, Record, mask_entry_id, read, read_lines
-from grid_core.guide import Engine
+from grid_core.guide import Engine, GridGuide
 
 Stage = Literal["chain", "artifacts", "replay", "seal"]
 
@@ -104,7 +104,7 @@ def replay(lines: Iterable[str], engine: Engine, anchor: str | None = None) -> R
 
     vocab = engine.vocab
     eos_ids = frozenset(vocab.eos_ids)
-    guide = engine.guide()
+    guide = GridGuide(engine, audit=False)  # the Python reference re-derives each record
     head, in_reserve, forced_run = GENESIS, False, 0
     jump = seal["mode"].get("jump_forward")
     for i, (rec, logged_hash) in enumerate(zip(log.records, log.hashes, strict=True)):
@@ -150,7 +150,7 @@ def replay(lines: Iterable[str], engine: Engine, anchor: str | None = None) -> R
         if expected != rec or expected.digest() != logged_hash:
             return diverges("hash", "the record does not chain as recomputed")
         head = logged_hash
-        guide.advance(rec.token)
+        guide.accept_token(rec.token)
 
     n = len(log.records)
 

@@ -157,9 +157,10 @@ class EngineTables:
         None: the engine's pool), the CD classes, the payload, the entry id
         (``make_entry``'s, byte for byte) and publication in this engine's
         cache, where sessions find it. An entry already cached is returned."""
-    def session(self, namespace: int = 0) -> Session:
+    def session(self, namespace: int = 0, audit: bool = False) -> Session:
         """A new :class:`Session` at the initial configuration; its walks are
-        cached in this engine under ``namespace`` (grid-core's cache namespace)."""
+        cached in this engine under ``namespace`` (grid-core's cache namespace);
+        ``audit`` turns its record chain on (``grid_core.audit``)."""
 
 @final
 class Entry:
@@ -195,14 +196,37 @@ class SessionError(ValueError):
 
 @final
 class Session:
-    """One request's guide (``grid_core.guide.GridGuide`` with audit off), each
-    step one call into Rust. It shares its engine's tables, walk cache and
-    interned stacks; it owns its history (the accepted bytes and one small
-    record per step)."""
+    """One request's guide (``grid_core.guide.GridGuide``), each step one call
+    into Rust, its audit records included. It shares its engine's tables, walk
+    cache and interned stacks; it owns its history (the accepted bytes, one
+    small record per step and, with audit on, one audit record per step)."""
 
-    def accept_token(self, token: int) -> None:
-        """``GridGuide.advance``: lexer advance and shift/reduce. A refused
-        token raises :class:`SessionError` and changes nothing."""
+    def accept_token(
+        self, token: int, kind: Literal["sampled", "forced", "reserve"] = "sampled"
+    ) -> None:
+        """``GridGuide.accept_token``: lexer advance and shift/reduce, and with
+        audit on the step's record (EOS recorded as ``eos``). A refused token
+        raises :class:`SessionError` and changes nothing; a kind that is not
+        one of the three raises ``ValueError``."""
+    def validate_tokens(self, tokens: list[int]) -> int:
+        """How many leading ``tokens`` would be accepted; nothing changes."""
+    def output(self) -> bytes:
+        """The bytes accepted so far (EOS excluded)."""
+    def mask_ids(self) -> list[int]:
+        """The current mask as ascending token ids (EOS ids when legal)."""
+    @property
+    def audited(self) -> bool:
+        """Audit is on."""
+    @property
+    def config_hash(self) -> int:
+        """The current configuration's hash (``Config.hash``)."""
+    def step_audit(self) -> tuple[int, str, int] | None:
+        """(configuration hash, mask entry id, blocked count) of the current
+        step's mask once a fill with audit on computed them, else None."""
+    def records(self) -> list[tuple[int, str, str, int, int, str, str, str]]:
+        """The audit records so far, ``(step, config_hash, mask_entry_id,
+        token, blocked_count, kind, prev_hash, hash)`` as ``grid_core.audit``
+        writes them, chained here; empty with audit off."""
     def fill_next_token_bitmask(self, bitmask: Buffer, row: int = 0) -> None:
         """Write the mask into row ``row`` of ``bitmask``: bit ``i % 32`` of
         word ``i // 32`` is token ``i`` (``GridGuide.mask``), the whole row

@@ -1,0 +1,140 @@
+"""The guide protocol: the serving verbs every adapter drives a guide through.
+
+Reference: DESIGN.md section 8 (the per-token hot path) and section 11 (one
+guide protocol). Two implementations stand behind ``Engine.guide()``:
+:class:`grid_core.guide.GridGuide` (pure Python, the reference) and
+:class:`grid_core.kernels.KernelGuide` (a native ``grid_kernels`` session, the
+default whenever grid-kernels is installed; ``GRID_KERNELS=0`` forces
+Python). They agree bit for bit: masks, errors, audit records and seals
+(``tests/test_guide_protocol.py``).
+
+Contract (a *step* is one accepted token, EOS included):
+
+- ``fill_next_token_bitmask(bitmask, row=0)``: write the exact mask of the
+  current configuration into one row of an int32 bitmask (bit ``i % 32`` of
+  word ``i // 32`` is token ``i``; EOS ids iff EOS is legal); an empty mask
+  at a viable prefix raises :class:`~grid_core.errors.MaskError`, after EOS
+  :class:`~grid_core.errors.GuideError`. ``bitmask``: a writable C-contiguous
+  int32 buffer shaped ``(n_words,)`` or ``(batch, n_words)`` (numpy,
+  ``array('i')``) or a CPU ``torch.int32`` tensor.
+- ``mask_ids()``: the same mask as ascending token ids.
+- ``accept_token(token, kind="sampled")``: take one token of the mask; a
+  token outside it raises :class:`~grid_core.errors.GuideError` and changes
+  nothing. With audit on, the step's record is appended (``kind`` is
+  ``sampled``, ``forced`` or ``reserve``; EOS is always recorded as ``eos``).
+- ``accept_tokens(tokens, kind)``: accept in order, stopping at the first
+  refused token (nothing of it is taken); returns how many were accepted.
+- ``validate_tokens(tokens)``: how many leading tokens would be accepted; the
+  guide (and its audit) is left unchanged.
+- ``rollback(n)``: undo the last ``n`` steps and their records; ``fork()``:
+  an independent guide at the same point with the same records.
+- ``is_terminated()``: EOS was accepted; ``eos_allowed()``: EOS is legal now
+  (not terminated, and the output is a sentence of L).
+- ``step_audit()``: the audit fields of the current step's mask
+  ``(config_hash, mask_entry_id, blocked_count)``; ``audit_log()``: the
+  records so far, unsealed; ``seal(stop_reason, mode)``: those records sealed
+  with the engine's fingerprints (DESIGN.md section 9).
+- ``output()``: the bytes accepted so far (EOS excluded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from grid_core.audit import AuditLog, Kind
+
+if TYPE_CHECKING:
+    from grid_core.guide import Engine
+
+__all__ = ["Guide", "write_row"]
+
+
+@runtime_checkable
+class Guide(Protocol):
+    """One request's guide (see the module header)."""
+
+    engine: Engine
+
+    @property
+    def steps(self) -> int: ...
+
+    @property
+    def audited(self) -> bool: ...
+
+    def fill_next_token_bitmask(self, bitmask: Any, row: int = 0) -> None: ...
+
+    def mask_ids(self) -> list[int]: ...
+
+    def accept_token(self, token: int, kind: Kind = "sampled") -> None: ...
+
+    def accept_tokens(self, tokens: Sequence[int], kind: Kind = "sampled") -> int: ...
+
+    def validate_tokens(self, tokens: Sequence[int]) -> int: ...
+
+    def rollback(self, n: int = 1) -> None: ...
+
+    def fork(self) -> Guide: ...
+
+    def is_terminated(self) -> bool: ...
+
+    def eos_allowed(self) -> bool: ...
+
+    def step_audit(self) -> tuple[int, str, int]: ...
+
+    def audit_log(self) -> AuditLog: ...
+
+    def seal(self, stop_reason: str, mode: Mapping[str, object]) -> AuditLog: ...
+
+    def output(self) -> bytes: ...
+
+
+def write_row(bitmask: Any, row: int, words: bytes) -> None:
+    """Copy one packed row (``n_words * 4`` bytes, little-endian words) into row
+    ``row`` of a caller's bitmask (the Python guide's fill; checks as the
+    kernels' own: a writable C-contiguous int32 buffer or CPU ``torch.int32``
+    tensor, one or two dimensions, rows of ``n_words`` words)."""
+    if is_tensor(bitmask):
+        bitmask = tensor_view(bitmask)
+    try:
+        view = memoryview(bitmask)
+    except TypeError:
+        raise TypeError(
+            f"the bitmask must be a buffer of int32, not {type(bitmask).__name__}"
+        ) from None
+    with view:
+        if view.readonly:
+            raise TypeError("the bitmask buffer is read-only")
+        if view.itemsize != 4 or view.format.lstrip("@=<") not in ("i", "I", "l", "L"):
+            raise TypeError(f"the bitmask must be int32, not items of format {view.format!r}")
+        if not view.c_contiguous:
+            raise ValueError("the bitmask buffer must be C-contiguous")
+        n_words = len(words) // 4
+        if view.ndim not in (1, 2):
+            raise ValueError(
+                f"the bitmask must be shaped (n_words,) or (batch, n_words), not {view.ndim}-D"
+            )
+        rows, width = (1, view.shape[0]) if view.ndim == 1 else view.shape  # type: ignore[index, misc]
+        if width != n_words:
+            raise ValueError(f"the bitmask rows have {width} words, expected {n_words}")
+        if not 0 <= row < rows:
+            raise ValueError(f"row {row} is out of range 0..{rows} of the bitmask")
+        flat = view.cast("B")
+        flat[row * len(words) : (row + 1) * len(words)] = words
+
+
+def is_tensor(obj: Any) -> bool:
+    return type(obj).__module__.startswith("torch") and hasattr(obj, "data_ptr")
+
+
+def tensor_view(tensor: Any) -> Any:
+    """A CPU int32 tensor's memory as a numpy array (shared, not copied)."""
+    if tensor.device.type != "cpu":
+        raise ValueError(
+            f"the bitmask tensor is on {tensor.device}; fill a CPU tensor and copy it over"
+        )
+    if str(tensor.dtype) != "torch.int32":
+        raise TypeError(f"the bitmask tensor must be torch.int32, not {tensor.dtype}")
+    if not tensor.is_contiguous():
+        raise ValueError("the bitmask tensor must be contiguous")
+    return tensor.numpy()

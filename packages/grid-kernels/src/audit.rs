@@ -1,0 +1,234 @@
+//! A session's audit chain: grid-core's records (`grid_core.audit`), byte for byte.
+//!
+//! Every accepted token appends one record `(step, config_hash,
+//! mask_entry_id, token, blocked_count, kind, prev_hash)` (DESIGN.md section
+//! 9). The record's hash is `BLAKE2b-256(prev_hash || canonical([schema,
+//! step, hex(config_hash), hex(entry_id), token, blocked, kind,
+//! hex(prev_hash)]))`, chained from the genesis constant
+//! `BLAKE2b-256(b"grid.audit.genesis/1")`; the configuration hash is
+//! `low64(BLAKE2b-128(H(stack) || u64(|r|) || u64(digest(r))))`
+//! (`Config.hash`), with `digest` the remainder's polynomial hash modulo
+//! 2^61 - 1 ([`extend_digest`]).
+//!
+//! What a step stores is the record's fields, not its hashes: the hashes are
+//! chained when the records are read ([`Chain::hashes`]), once per record
+//! (a rolled-back record is never hashed), so a warm step's audit is a push
+//! of a few words. The seal is written by grid-core over the records read.
+
+use blake2::digest::consts::{U16, U32};
+use blake2::{Blake2b, Digest};
+
+use crate::canonical::Canonical;
+
+/// The audit format's schema name (`grid_core.audit.SCHEMA`).
+pub const SCHEMA: &str = "grid.audit/1";
+
+/// The modulus of the remainder digest (`grid_core.lexer.DIGEST_MODULUS`).
+pub const DIGEST_MODULUS: u64 = (1 << 61) - 1;
+
+/// The digest of `r + data` from that of `r`: the bytes as a base-256 number
+/// modulo 2^61 - 1 (`grid_core.lexer.extend_digest`).
+pub fn extend_digest(mut digest: u64, data: &[u8]) -> u64 {
+    for &b in data {
+        digest = ((u128::from(digest) * 256 + u128::from(b)) % u128::from(DIGEST_MODULUS)) as u64;
+    }
+    digest
+}
+
+/// The configuration hash of a stack hash and a remainder's length and digest.
+pub fn config_hash(stack: u64, len: u64, digest: u64) -> u64 {
+    let mut h = Blake2b::<U16>::new();
+    h.update(stack.to_le_bytes());
+    h.update(len.to_le_bytes());
+    h.update(digest.to_le_bytes());
+    u64::from_le_bytes(h.finalize()[..8].try_into().expect("16-byte digest"))
+}
+
+/// The content address of a packed mask row (`grid_core.audit.mask_entry_id`):
+/// BLAKE2b-128 of its words as little-endian bytes.
+pub fn mask_entry_id(row: &[u32]) -> [u8; 16] {
+    let mut h = Blake2b::<U16>::new();
+    for w in row {
+        h.update(w.to_le_bytes());
+    }
+    h.finalize().into()
+}
+
+/// The genesis constant a chain starts from.
+pub fn genesis() -> [u8; 32] {
+    Blake2b::<U32>::digest(b"grid.audit.genesis/1").into()
+}
+
+/// A record's kind (`grid_core.audit.KINDS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Sampled,
+    Forced,
+    Reserve,
+    Eos,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Sampled => "sampled",
+            Kind::Forced => "forced",
+            Kind::Reserve => "reserve",
+            Kind::Eos => "eos",
+        }
+    }
+
+    /// The kind named `name`, if it is one.
+    pub fn parse(name: &str) -> Option<Kind> {
+        [Kind::Sampled, Kind::Forced, Kind::Reserve, Kind::Eos]
+            .into_iter()
+            .find(|k| k.name() == name)
+    }
+}
+
+/// One step's record, before hashing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// The stack's rolling hash and the remainder's length and digest, at the
+    /// configuration the mask was computed at.
+    pub stack: u64,
+    pub rem_len: u64,
+    pub rem_digest: u64,
+    pub entry_id: [u8; 16],
+    pub token: u32,
+    pub blocked: u32,
+    pub kind: Kind,
+}
+
+impl Record {
+    pub fn config_hash(&self) -> u64 {
+        config_hash(self.stack, self.rem_len, self.rem_digest)
+    }
+
+    /// This record's hash as step `step` after `prev`.
+    pub fn hash(&self, step: usize, prev: &[u8; 32]) -> [u8; 32] {
+        let mut c = Canonical::new();
+        c.list(8)
+            .str(SCHEMA)
+            .int(step as i64)
+            .str(&format!("{:016x}", self.config_hash()))
+            .str(&hex(&self.entry_id))
+            .int(i64::from(self.token))
+            .int(i64::from(self.blocked))
+            .str(self.kind.name())
+            .str(&hex(prev));
+        let mut h = Blake2b::<U32>::new();
+        h.update(prev);
+        h.update(&c.bytes);
+        h.finalize().into()
+    }
+}
+
+/// Lowercase hex of bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The records of one history, and the hashes chained so far over a prefix
+/// of them (invariant: `hashes.len() <= records.len()`, and `hashes[i]` is
+/// the hash of `records[i]` as step `i` after `hashes[i - 1]` or genesis).
+#[derive(Clone, Debug, Default)]
+pub struct Chain {
+    records: Vec<Record>,
+    hashes: Vec<[u8; 32]>,
+}
+
+impl Chain {
+    pub fn push(&mut self, record: Record) {
+        self.records.push(record);
+    }
+
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Keep the first `n` records.
+    pub fn truncate(&mut self, n: usize) {
+        self.records.truncate(n);
+        self.hashes.truncate(n);
+    }
+
+    pub fn records(&self) -> &[Record] {
+        &self.records
+    }
+
+    /// Every record's hash, chaining the ones not hashed yet.
+    pub fn hashes(&mut self) -> &[[u8; 32]] {
+        for i in self.hashes.len()..self.records.len() {
+            let prev = self.hashes.last().copied().unwrap_or_else(genesis);
+            let h = self.records[i].hash(i, &prev);
+            self.hashes.push(h);
+        }
+        &self.hashes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_extends() {
+        assert_eq!(extend_digest(0, b""), 0);
+        assert_eq!(extend_digest(0, b"\x01\x02"), 258);
+        let whole = extend_digest(0, b"select * from employees");
+        assert_eq!(
+            extend_digest(extend_digest(0, b"select * "), b"from employees"),
+            whole
+        );
+        // 2^61 - 1 wraps: 256^8 mod (2^61 - 1) = 2^64 mod (2^61 - 1) = 8.
+        assert_eq!(extend_digest(1, &[0; 8]), 8);
+    }
+
+    #[test]
+    fn genesis_is_the_documented_constant() {
+        // hashlib.blake2b(b"grid.audit.genesis/1", digest_size=32).hexdigest()[:16]
+        assert_eq!(hex(&genesis()).len(), 64);
+        assert_ne!(genesis(), [0; 32]);
+    }
+
+    #[test]
+    fn chain_hashes_once_and_truncates() {
+        let r = Record {
+            stack: 1,
+            rem_len: 0,
+            rem_digest: 0,
+            entry_id: [7; 16],
+            token: 5,
+            blocked: 9,
+            kind: Kind::Sampled,
+        };
+        let mut c = Chain::default();
+        c.push(r);
+        c.push(Record {
+            kind: Kind::Eos,
+            ..r
+        });
+        let hs = c.hashes().to_vec();
+        assert_eq!(hs[0], r.hash(0, &genesis()));
+        assert_eq!(
+            hs[1],
+            Record {
+                kind: Kind::Eos,
+                ..r
+            }
+            .hash(1, &hs[0])
+        );
+        c.truncate(1);
+        c.push(r);
+        let again = c.hashes().to_vec();
+        assert_eq!(again[0], hs[0]);
+        assert_ne!(again[1], hs[1], "a different kind changes the hash");
+        assert_eq!(Kind::parse("forced"), Some(Kind::Forced));
+        assert_eq!(Kind::parse("nope"), None);
+    }
+}
