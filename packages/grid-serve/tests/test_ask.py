@@ -406,3 +406,62 @@ def test_no_repair_reports_the_refusal_without_a_retry(
     assert lines[4:6] == ["repair: off (--no-repair)", "the refused statement is not run"]
     assert lines[-1].startswith(f"audit: {log} (")
     assert not (tmp_path / "audit.retry.jsonl").exists()
+
+
+RUNAWAY = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT max(x) FROM c;"
+
+
+@pytest.mark.parametrize(
+    ("sql", "argv", "line"),
+    [
+        (
+            RUNAWAY,
+            ["--limit-wall-time", "0.5"],
+            "stopped: limit wall_time = 0.5 s exceeded: the statement ran past 0.5 s",
+        ),
+        (
+            "SELECT name FROM employees;",
+            ["--limit-rows", "2"],
+            "stopped: limit max_rows = 2 rows exceeded: the statement returns more than 2 rows",
+        ),
+        (
+            "SELECT length(zeroblob(1000000000)) FROM departments;",
+            [],
+            "stopped: limit max_result_bytes = 1048576 bytes exceeded: a value grew past 1048576 "
+            "bytes (SQLite: string or blob too big)",
+        ),
+    ],
+    ids=["wall-time", "rows", "result-bytes"],
+)
+def test_a_statement_over_its_limits_is_stopped_with_one_line(
+    lm: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    sql: str,
+    argv: list[str],
+    line: str,
+) -> None:
+    """The execution step of ``grid ask`` under the role's limits and the --limit-* options:
+    the accepted statement (fixed here, in place of the model's) stops at its limit, one
+    line on stdout naming it, exit 1, the audit log still written."""
+    from types import SimpleNamespace
+
+    import grid_serve.model
+    from grid_core.audit import AuditLog
+
+    def fixed(decode: Any, engines: Any, role: str, retries: int = 1) -> tuple[Any, ...]:
+        log = AuditLog()
+        log.close("eos", engines[role].engine.fingerprints(), {"mode": 1})
+        return (text2sql.Attempt(SimpleNamespace(audit=log), sql, ()),)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(grid_serve.model, "load_model", lambda source=None: lm)
+    monkeypatch.setattr(text2sql, "answer", fixed)
+    audit = tmp_path / "audit.jsonl"
+    code = ask.main(["Count to infinity.", *argv, "--quiet", "--audit", str(audit)])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 1
+    assert out[1:4] == [sql, "checker: accepted", "repair: not engaged (the checker accepted "
+                        "the statement)"]  # fmt: skip
+    assert out[4] == line and out[5].startswith(f"audit: {audit} (0 records, sealed ")
+    assert verify_file(audit).ok
