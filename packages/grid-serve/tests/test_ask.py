@@ -465,3 +465,23 @@ def test_a_statement_over_its_limits_is_stopped_with_one_line(
                         "the statement)"]  # fmt: skip
     assert out[4] == line and out[5].startswith(f"audit: {audit} (0 records, sealed ")
     assert verify_file(audit).ok
+
+
+def test_the_prompt_must_fit_the_cap_and_the_context() -> None:
+    """A prompt over MAX_PROMPT_TOKENS, or one that with the budget exceeds the model's
+    context (``max_position_embeddings``), is a ServingError naming both numbers."""
+    import argparse
+    from types import SimpleNamespace
+
+    from grid_core.errors import ServingError
+
+    loaded = SimpleNamespace(
+        name="tiny", model=SimpleNamespace(config=SimpleNamespace(max_position_embeddings=100))
+    )
+    budget = argparse.Namespace(max_tokens=20)
+    ask._check_prompt(loaded, [0] * 80, budget)  # 80 + 20 fits exactly
+    with pytest.raises(ServingError, match=r"prompt is 81 tokens and --max-tokens is 20: "):
+        ask._check_prompt(loaded, [0] * 81, budget)
+    huge = SimpleNamespace(name="big", model=SimpleNamespace(config=SimpleNamespace()))
+    with pytest.raises(ServingError, match=f"prompts with at most {ask.MAX_PROMPT_TOKENS}"):
+        ask._check_prompt(huge, [0] * (ask.MAX_PROMPT_TOKENS + 1), budget)
