@@ -107,16 +107,19 @@ impl Record {
 
     /// This record's hash as step `step` after `prev`.
     pub fn hash(&self, step: usize, prev: &[u8; 32]) -> [u8; 32] {
-        let mut c = Canonical::new();
+        let mut c = Canonical {
+            bytes: Vec::with_capacity(320),
+        };
+        let (mut config, mut entry, mut link) = ([0u8; 16], [0u8; 32], [0u8; 64]);
         c.list(8)
             .str(SCHEMA)
             .int(step as i64)
-            .str(&format!("{:016x}", self.config_hash()))
-            .str(&hex(&self.entry_id))
+            .str(hex_into(&self.config_hash().to_be_bytes(), &mut config))
+            .str(hex_into(&self.entry_id, &mut entry))
             .int(i64::from(self.token))
             .int(i64::from(self.blocked))
             .str(self.kind.name())
-            .str(&hex(prev));
+            .str(hex_into(prev, &mut link));
         let mut h = Blake2b::<U32>::new();
         h.update(prev);
         h.update(&c.bytes);
@@ -126,7 +129,18 @@ impl Record {
 
 /// Lowercase hex of bytes.
 pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    let mut out = vec![0u8; 2 * bytes.len()];
+    hex_into(bytes, &mut out).to_owned()
+}
+
+/// Lowercase hex of `bytes` written into `out` (twice as long), as a `&str`.
+fn hex_into<'a>(bytes: &[u8], out: &'a mut [u8]) -> &'a str {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for (i, b) in bytes.iter().enumerate() {
+        out[2 * i] = DIGITS[usize::from(b >> 4)];
+        out[2 * i + 1] = DIGITS[usize::from(b & 15)];
+    }
+    std::str::from_utf8(out).expect("hex digits are ASCII")
 }
 
 /// The records of one history, and the hashes chained so far over a prefix
@@ -187,6 +201,16 @@ mod tests {
         );
         // 2^61 - 1 wraps: 256^8 mod (2^61 - 1) = 2^64 mod (2^61 - 1) = 8.
         assert_eq!(extend_digest(1, &[0; 8]), 8);
+    }
+
+    #[test]
+    fn hex_is_lowercase_and_big_endian_for_ints() {
+        assert_eq!(hex(&[0x00, 0xab, 0x0f]), "00ab0f");
+        let mut buf = [0u8; 16];
+        assert_eq!(
+            hex_into(&0x0123_4567_89ab_cdefu64.to_be_bytes(), &mut buf),
+            "0123456789abcdef"
+        );
     }
 
     #[test]

@@ -42,7 +42,7 @@
 //! with equal members share their verdicts.
 
 use std::ops::Range;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use rayon::prelude::*;
 use rayon::ThreadPool;
@@ -68,15 +68,30 @@ pub const PAR_VERDICT_NODES: usize = 1 << 14;
 /// Bytes of packed rows a generation's row memo holds before it is emptied.
 pub const ROW_MEMO_BYTES: usize = 128 << 20;
 
+/// A memoized row: the CI and CD ids of (root entry, stack), and the audit
+/// fields (mask entry id, blocked count) of the row without and with the EOS
+/// ids, computed on first use by an audited session.
+#[derive(Debug)]
+pub struct Row {
+    pub ids: Payload,
+    pub audit: [OnceLock<([u8; 16], u32)>; 2],
+}
+
+impl Row {
+    pub fn new(ids: Payload) -> Self {
+        Self {
+            ids,
+            audit: [OnceLock::new(), OnceLock::new()],
+        }
+    }
+}
+
 /// One arena generation: the interned stacks and the row memo keyed by them.
 #[derive(Debug)]
 pub struct Stacks {
     pub arena: StackArena,
-    rows: FxMap<(u64, NodeId), Arc<Payload>>,
+    rows: FxMap<(u64, NodeId), Arc<Row>>,
     row_bytes: usize,
-    /// The mask entry id and blocked count of (root entry, stack, EOS): the
-    /// audit fields of a row, emptied with the row memo.
-    audits: FxMap<(u64, NodeId, bool), ([u8; 16], u32)>,
 }
 
 impl Stacks {
@@ -85,36 +100,24 @@ impl Stacks {
             arena,
             rows: FxMap::default(),
             row_bytes: 0,
-            audits: FxMap::default(),
         }
     }
 
-    /// The memoized audit fields of (`entry serial`, `node`, `eos`).
-    pub fn audit(&self, key: (u64, NodeId, bool)) -> Option<([u8; 16], u32)> {
-        self.audits.get(&key).copied()
-    }
-
-    /// Memoize the audit fields of a row (see [`Self::audit`]).
-    pub fn remember_audit(&mut self, key: (u64, NodeId, bool), audit: ([u8; 16], u32)) {
-        self.audits.insert(key, audit);
-    }
-
     /// The memoized row of (`entry`, `node`).
-    pub fn row(&self, entry: &Entry, node: NodeId) -> Option<Arc<Payload>> {
+    pub fn row(&self, entry: &Entry, node: NodeId) -> Option<Arc<Row>> {
         self.rows.get(&(entry.serial, node)).cloned()
     }
 
     /// Memoize the row of (`entry`, `node`), emptying the memo first if it
     /// would exceed [`ROW_MEMO_BYTES`].
-    pub fn remember_row(&mut self, entry: &Entry, node: NodeId, row: Arc<Payload>) {
-        if self.row_bytes + row.size() > ROW_MEMO_BYTES {
+    pub fn remember_row(&mut self, entry: &Entry, node: NodeId, row: Arc<Row>) {
+        if self.row_bytes + row.ids.size() > ROW_MEMO_BYTES {
             self.rows.clear();
-            self.audits.clear();
             self.row_bytes = 0;
         }
-        self.row_bytes += row.size();
+        self.row_bytes += row.ids.size();
         if let Some(old) = self.rows.insert((entry.serial, node), row) {
-            self.row_bytes -= old.size();
+            self.row_bytes -= old.ids.size();
         }
     }
 
@@ -142,7 +145,7 @@ impl Default for Threads {
 }
 
 /// A rayon pool of `n` threads, built once per `n` and kept.
-fn pool(n: usize) -> Arc<ThreadPool> {
+pub(crate) fn pool(n: usize) -> Arc<ThreadPool> {
     static POOLS: Mutex<Vec<(usize, Arc<ThreadPool>)>> = Mutex::new(Vec::new());
     let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((_, p)) = pools.iter().find(|(k, _)| *k == n) {

@@ -1023,6 +1023,74 @@ impl PySession {
     }
 }
 
+/// Fill the rows of many sessions in one call, the GIL released, over
+/// `threads` threads: session `i` writes row `rows[i]` (default: row `i`) of
+/// `bitmask`, a `(batch, n_words)` int32 buffer. Returns one entry per
+/// session: None, or the `SessionError` its fill raised (its row untouched).
+#[pyfunction]
+#[pyo3(signature = (sessions, bitmask, rows = None, threads = 1))]
+fn fill_next_token_bitmasks(
+    py: Python<'_>,
+    mut sessions: Vec<PyRefMut<'_, PySession>>,
+    bitmask: &Bound<'_, PyAny>,
+    rows: Option<Vec<i64>>,
+    threads: usize,
+) -> PyResult<Vec<Option<PyObject>>> {
+    let Some(first) = sessions.first() else {
+        return Ok(Vec::new());
+    };
+    let n_words = first.inner.n_words();
+    if sessions.iter().any(|s| s.inner.n_words() != n_words) {
+        return Err(PyValueError::new_err(
+            "the sessions of one batch must share one vocabulary width",
+        ));
+    }
+    let rows: Vec<i64> = rows.unwrap_or_else(|| (0..sessions.len() as i64).collect());
+    if rows.len() != sessions.len() {
+        return Err(PyValueError::new_err(format!(
+            "{} rows for {} sessions",
+            rows.len(),
+            sessions.len()
+        )));
+    }
+    let (buf, _) = bitmask_row(bitmask, 0, n_words)?;
+    let total = buf.item_count() / n_words;
+    // SAFETY: `buf` is a writable, C-contiguous, 4-byte-aligned export of
+    // `total * n_words` int32 items (checked by `bitmask_row`), kept alive
+    // until it drops at the end of this function, after every write; u32
+    // and i32 share size and alignment. The slice is split into disjoint rows
+    // below, each handed to at most one session.
+    let all: &mut [u32] =
+        unsafe { std::slice::from_raw_parts_mut(buf.buf_ptr() as *mut u32, total * n_words) };
+    let mut free: Vec<Option<&mut [u32]>> = all.chunks_mut(n_words).map(Some).collect();
+    let mut work: Vec<(&mut Session, &mut [u32])> = Vec::with_capacity(sessions.len());
+    for (s, &r) in sessions.iter_mut().zip(&rows) {
+        let row = usize::try_from(r)
+            .ok()
+            .and_then(|r| free.get_mut(r))
+            .ok_or_else(|| {
+                PyValueError::new_err(format!("row {r} is out of range 0..{total} of the bitmask"))
+            })?
+            .take()
+            .ok_or_else(|| PyValueError::new_err(format!("row {r} is given to two sessions")))?;
+        work.push((&mut s.inner, row));
+    }
+    let results = py.allow_threads(|| crate::session::fill_batch(&mut work, threads));
+    drop(work);
+    drop(buf);
+    let mut out = Vec::with_capacity(results.len());
+    for (s, r) in sessions.iter_mut().zip(results) {
+        match r {
+            Ok(filled) => {
+                s.last = Some(filled);
+                out.push(None);
+            }
+            Err(e) => out.push(Some(to_pyerr(e).value(py).clone().into_any().unbind())),
+        }
+    }
+    Ok(out)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ABI_VERSION", crate::ABI_VERSION)?;
@@ -1031,5 +1099,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyEngineTables>()?;
     m.add_class::<PySession>()?;
     m.add_class::<PyEntry>()?;
+    m.add_function(wrap_pyfunction!(fill_next_token_bitmasks, m)?)?;
     Ok(())
 }

@@ -44,7 +44,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::audit::{extend_digest, mask_entry_id, Chain, Kind, Record};
 use crate::cache::{Class, Payload, Verdict};
-use crate::engine::{lock, Engine, Lookup, Stacks};
+use crate::engine::{lock, Engine, Lookup, Row, Stacks};
 use crate::error::{KernelError, Result};
 use crate::lexer::Config;
 use crate::parser::NodeId;
@@ -64,6 +64,8 @@ struct Step {
     eos: Option<bool>,
     /// The remainder's polynomial digest (`Config.digest`).
     digest: u64,
+    /// The stack's rolling hash (`Node.hash`).
+    stack_hash: u64,
     /// The entry id and blocked count of this configuration's mask, once filled.
     mask: Option<([u8; 16], u32)>,
 }
@@ -116,6 +118,7 @@ impl Session {
                 terminated: false,
                 eos: None,
                 digest: 0,
+                stack_hash: 0, // the bottom of every stack hashes to 0
                 mask: None,
             }],
             lookup: Lookup {
@@ -218,21 +221,14 @@ impl Session {
     /// The audit fields of the current step's mask, once a fill has computed
     /// them: (configuration hash, mask entry id, blocked count).
     pub fn step_audit(&self) -> Option<(u64, [u8; 16], u32)> {
-        let s = self.current();
-        let (id, blocked) = s.mask?;
-        let stack = lock(&self.stacks).arena.hash(s.node);
-        Some((
-            crate::audit::config_hash(stack, u64::from(s.out_len - s.rem_start), s.digest),
-            id,
-            blocked,
-        ))
+        let (id, blocked) = self.current().mask?;
+        Some((self.config_hash(), id, blocked))
     }
 
     /// The configuration hash of the current step (`Config.hash`).
     pub fn config_hash(&self) -> u64 {
         let s = self.current();
-        let stack = lock(&self.stacks).arena.hash(s.node);
-        crate::audit::config_hash(stack, u64::from(s.out_len - s.rem_start), s.digest)
+        crate::audit::config_hash(s.stack_hash, u64::from(s.out_len - s.rem_start), s.digest)
     }
 
     /// The audit chain (None: audit off).
@@ -248,11 +244,10 @@ impl Session {
         }
         let s = self.current();
         let (entry_id, blocked) = s.mask.expect("prepare_record fills the step's mask");
-        let stack = lock(&self.stacks).arena.hash(s.node);
         let chain = self.chain.as_mut().expect("audit on");
         debug_assert_eq!(chain.len(), self.steps.len() - 1);
         chain.push(Record {
-            stack,
+            stack: s.stack_hash,
             rem_len: u64::from(s.out_len - s.rem_start),
             rem_digest: s.digest,
             entry_id,
@@ -312,12 +307,12 @@ impl Session {
             Some((node, start, scan)) => {
                 let empty = start == self.output.len();
                 g.is_viable(arena, node, &scan, empty)?
-                    .then_some((node, start, scan))
+                    .then(|| (node, start, scan, arena.hash(node)))
             }
             None => None,
         };
         drop(stacks);
-        let Some((node, start, scan)) = next else {
+        let Some((node, start, scan, stack_hash)) = next else {
             self.output.truncate(from);
             let reason = format!("{} is not in the mask", crate::escape_bytes(spelling));
             return Err(self.guide_error(Some(token), reason));
@@ -336,6 +331,7 @@ impl Session {
             terminated: false,
             eos: None,
             digest,
+            stack_hash,
             mask: None,
         });
         Ok(())
@@ -366,8 +362,8 @@ impl Session {
         };
         let memo = lock(&self.stacks).row(&root, s.node);
         let memo_hit = memo.is_some();
-        let ids = match memo {
-            Some(ids) => ids,
+        let memo = match memo {
+            Some(memo) => memo,
             None => {
                 let mut parts: Vec<Arc<Verdict>> = Vec::new();
                 let mut walk = Gather {
@@ -379,11 +375,12 @@ impl Session {
                 if !walk.classes(s.node, &root.classes)? {
                     return Ok(Filled::Cold);
                 }
-                let ids = Arc::new(union(&root.ci, &parts, n_words));
-                lock(&self.stacks).remember_row(&root, s.node, Arc::clone(&ids));
-                ids
+                let memo = Arc::new(Row::new(union(&root.ci, &parts, n_words)));
+                lock(&self.stacks).remember_row(&root, s.node, Arc::clone(&memo));
+                memo
             }
         };
+        let ids = &memo.ids;
         let filled = match (memo_hit, self.lookup.walks) {
             (true, _) => Filled::Row,
             (false, 0) => Filled::Classes,
@@ -400,14 +397,10 @@ impl Session {
             }
         }
         if self.chain.is_some() && self.current().mask.is_none() {
-            let key = (root.serial, s.node, eos);
-            let memo = lock(&self.stacks).audit(key);
-            let mask = memo.unwrap_or_else(|| {
+            let mask = *memo.audit[usize::from(eos)].get_or_init(|| {
                 let admitted: u32 = row.iter().map(|w| w.count_ones()).sum();
                 let n_vocab = engine.tables.trie.n_vocab() as u32;
-                let audit = (mask_entry_id(row), n_vocab - admitted);
-                lock(&self.stacks).remember_audit(key, audit);
-                audit
+                (mask_entry_id(row), n_vocab - admitted)
             });
             self.steps.last_mut().expect("initial step").mask = Some(mask);
         }
@@ -467,10 +460,17 @@ impl Session {
             assert!(s.rem_start <= s.out_len);
         }
         assert_eq!(self.current().out_len as usize, self.output.len());
+        let stacks = lock(&self.stacks);
         for s in &self.steps {
             let rem = &self.output[s.rem_start as usize..s.out_len as usize];
             assert_eq!(s.digest, extend_digest(0, rem), "a step's remainder digest");
+            assert_eq!(
+                s.stack_hash,
+                stacks.arena.hash(s.node),
+                "a step's stack hash"
+            );
         }
+        drop(stacks);
         if let Some(chain) = &self.chain {
             assert_eq!(chain.len(), self.steps(), "one record per accepted token");
         }
@@ -528,4 +528,24 @@ fn union(ci: &Payload, parts: &[Arc<Verdict>], n_words: usize) -> Payload {
         v.ci.or_into(&mut words);
     }
     Payload::of_words(words, 32 * n_words)
+}
+
+/// Fill many sessions' rows in one call (llguidance's
+/// `fill_next_token_bitmask_par`, xgrammar's batch matcher): `work[i]` is a
+/// session and the row it writes, rows disjoint. With `threads > 1` the
+/// sessions are shared out over a pool of that many threads; each fill is
+/// the session's own [`Session::fill`] (walking where it must), so the rows
+/// are bit-identical to filling them one by one, in any order. One result per
+/// session: a failed fill (a terminated session, an empty mask) leaves its row
+/// untouched and the others go on.
+pub fn fill_batch(work: &mut [(&mut Session, &mut [u32])], threads: usize) -> Vec<Result<Filled>> {
+    use rayon::prelude::*;
+    if threads <= 1 || work.len() <= 1 {
+        return work.iter_mut().map(|(s, row)| s.fill(row, true)).collect();
+    }
+    crate::engine::pool(threads).install(|| {
+        work.par_iter_mut()
+            .map(|(s, row)| s.fill(row, true))
+            .collect()
+    })
 }

@@ -5,6 +5,7 @@ verdict, rows and a sealed audit log; a refused statement gets one constrained r
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import math
@@ -161,6 +162,13 @@ def test_ask_end_to_end_on_the_defaults(
     import grid_serve.model
 
     monkeypatch.setattr(grid_serve.model, "load_model", lambda source=None: lm)
+    if importlib.util.find_spec("grid_kernels") is not None:
+        from grid_core.guide import GridGuide
+
+        def python_guide(*args: Any, **kwargs: Any) -> None:
+            raise AssertionError("grid ask ran on the Python guide with grid-kernels installed")
+
+        monkeypatch.setattr(GridGuide, "__init__", python_guide)
     log = tmp_path / "audit.jsonl"
     code = ask.main(["How many departments are there?", "--audit", str(log)])
     out, err = capsys.readouterr()

@@ -124,10 +124,35 @@ def test_applied_mask_is_the_guides_mask_at_every_step(
     guide = role.engine.guide()
     for step, (applied, token) in enumerate(zip(record.steps, out.tokens, strict=True)):
         assert applied == guide.mask_ids(), f"step {step}"
-        guide.advance(token)
+        guide.accept_token(token)
     if out.stop_reason == "truncated":
         assert language(role).is_viable_prefix(out.text)
         assert out.audit.seal is not None and out.audit.seal["stop_reason"] == "truncated"
+
+
+def test_the_adapters_run_on_the_native_guide_and_match_python(
+    lm: Any, engines: Any, schema: SchemaSnapshot
+) -> None:
+    """Fails if the processor (or ``for_engine``) runs on the Python guide while
+    grid-kernels is installed, or if the native guide's mode-2 outcome or mode-1
+    generation (tokens, audit lines, seal) differs from the Python guide's."""
+    pytest.importorskip("grid_kernels._native")
+    from grid_core.guide import GridGuide
+    from grid_core.kernels import KernelGuide
+
+    role = engines["analyst"]
+    assert all(
+        isinstance(g, KernelGuide) for g in GridLogitsProcessor.for_engine(role.engine, 2).guides
+    )
+    ids = prompt(lm, role, schema, "How many departments are there?")
+    guides = (role.engine.guide(), GridGuide(role.engine))
+    mode2 = [constrained_generate(lm.model, [g], [ids], 24)[0][0] for g in guides]
+    assert mode2[0].tokens == mode2[1].tokens
+    assert mode2[0].audit.lines() == mode2[1].audit.lines()
+    guides = (role.engine.guide(), GridGuide(role.engine))
+    mode1 = [decode_with_model(lm.model, g, ids, 40)[0] for g in guides]
+    assert mode1[0].tokens == mode1[1].tokens
+    assert mode1[0].audit.lines() == mode1[1].audit.lines()
 
 
 def test_truncation_is_sealed_as_mode_2(lm: Any, engines: Any, schema: SchemaSnapshot) -> None:

@@ -449,6 +449,10 @@ class GridGuide:
         """An independent guide at the same point, sharing all history (O(1))."""
         return GridGuide(self.engine, self._step, audit=self.audited)
 
+    def config_key(self) -> Config:
+        """The configuration itself (immutable; hashed by identity)."""
+        return self.config
+
     def output(self) -> bytes:
         """The bytes accepted so far (EOS excluded)."""
         spelling, parts = self.engine.vocab.token_bytes, []

@@ -250,11 +250,31 @@ class KernelGuide:
         config: tuple[list[int], bytes] = self._native.config()
         return config
 
+    def config_key(self) -> tuple[tuple[int, ...], bytes]:
+        """The configuration as (stack states, remainder): exact, hashable."""
+        states, remainder = self._native.config()
+        return tuple(states), remainder
+
     @property
     def config_hash(self) -> int:
         """The configuration hash of the current step (``Config.hash``)."""
         h: int = self._native.config_hash
         return h
+
+
+def fill_batch(
+    guides: Sequence[KernelGuide], bitmask: Any, *, threads: int = 1
+) -> list[Exception | None]:
+    """Row ``i`` of ``bitmask`` filled by ``guides[i]`` in one native call, the GIL
+    released, over ``threads`` threads (``grid_core.protocol.fill_rows``)."""
+    import grid_kernels
+
+    if is_tensor(bitmask):
+        bitmask = tensor_view(bitmask)
+    errors = grid_kernels.fill_next_token_bitmasks(
+        [g._native for g in guides], bitmask, None, threads
+    )
+    return [None if e is None else _grid_error(e) for e in errors]
 
 
 def _grid_error(e: Exception) -> Exception:

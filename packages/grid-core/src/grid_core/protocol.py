@@ -34,20 +34,23 @@ Contract (a *step* is one accepted token, EOS included):
   ``(config_hash, mask_entry_id, blocked_count)``; ``audit_log()``: the
   records so far, unsealed; ``seal(stop_reason, mode)``: those records sealed
   with the engine's fingerprints (DESIGN.md section 9).
-- ``output()``: the bytes accepted so far (EOS excluded).
+- ``output()``: the bytes accepted so far (EOS excluded); ``config_key()``:
+  a hashable key of the current configuration, equal keys meaning equal
+  masks (what a row cache keys on).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from grid_core.audit import AuditLog, Kind
+from grid_core.errors import GridError
 
 if TYPE_CHECKING:
     from grid_core.guide import Engine
 
-__all__ = ["Guide", "write_row"]
+__all__ = ["Guide", "fill_rows", "write_row"]
 
 
 @runtime_checkable
@@ -87,6 +90,31 @@ class Guide(Protocol):
     def seal(self, stop_reason: str, mode: Mapping[str, object]) -> AuditLog: ...
 
     def output(self) -> bytes: ...
+
+    def config_key(self) -> Hashable: ...
+
+
+def fill_rows(guides: Sequence[Guide], bitmask: Any, *, threads: int = 1) -> list[Exception | None]:
+    """Fill row ``i`` of ``bitmask`` with ``guides[i]``'s mask, for every guide: the
+    batch form of ``fill_next_token_bitmask``. Native guides are filled in one call
+    into the kernels with the GIL released, shared out over ``threads`` threads;
+    any other guide row by row. Bit-identical to filling the rows one by one. A
+    guide's failure does not stop the others: one entry per guide, None or the
+    error its fill raised (its row untouched), as grid-core's error classes."""
+    from grid_core import kernels  # the kernels module imports this one
+
+    native = [g for g in guides if isinstance(g, kernels.KernelGuide)]
+    if native and len(native) == len(guides):
+        return kernels.fill_batch(native, bitmask, threads=threads)
+    out: list[Exception | None] = []
+    for i, guide in enumerate(guides):
+        try:
+            guide.fill_next_token_bitmask(bitmask, i)
+        except GridError as e:
+            out.append(e)
+        else:
+            out.append(None)
+    return out
 
 
 def write_row(bitmask: Any, row: int, words: bytes) -> None:

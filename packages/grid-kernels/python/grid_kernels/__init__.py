@@ -30,6 +30,7 @@ from grid_kernels._native import (
     Session,
     SessionError,
     TrieTables,
+    fill_next_token_bitmasks,
 )
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "SessionError",
     "TrieTables",
     "engine_tables",
+    "fill_next_token_bitmasks",
     "trie_tables",
 ]
 

@@ -256,3 +256,13 @@ class Session:
         cold), None before any fill."""
     def config(self) -> tuple[list[int], bytes]:
         """The current configuration: (LALR states bottom first, remainder)."""
+
+def fill_next_token_bitmasks(
+    sessions: list[Session], bitmask: Buffer, rows: list[int] | None = None, threads: int = 1
+) -> list[SessionError | None]:
+    """Fill many sessions' rows in one call, the GIL released, over ``threads``
+    threads (bit-identical to filling them one by one): session ``i`` writes row
+    ``rows[i]`` (default ``i``) of a ``(batch, n_words)`` int32 buffer. One entry
+    per session: None, or the error its fill raised (that row untouched, the
+    others filled). A session given twice, a row given twice or out of range,
+    or sessions of different widths raise before anything is written."""

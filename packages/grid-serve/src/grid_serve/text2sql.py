@@ -181,8 +181,9 @@ class RoleEngines:
 
 
 def _star_column(rule: Rule) -> bool:
-    """A ``result_column`` production of ``*`` or ``q.*`` (the checker's grammar contract)."""
-    return rule.origin == "result_column" and "STAR" in rule.expansion
+    """A result-column production of ``*`` or ``q.*`` (the checker's grammar contract:
+    ``result_column``, or ``star_column`` where the dialect keeps starred lists apart)."""
+    return rule.origin in ("result_column", "star_column") and "STAR" in rule.expansion
 
 
 def schema_ddl(schema: SchemaSnapshot, grants: RoleGrants) -> str:
@@ -243,7 +244,7 @@ def shortest_statement(engine: Engine) -> int:
     """Tokens of the shortest statement a fresh guide of ``engine`` writes, EOS included:
     the reserve of the initial configuration plus one. A mode-1 decode starts iff its
     budget is at least this (``grid_core.decode``)."""
-    return reserve_table(engine).reserve(engine.guide().config) + 1
+    return reserve_table(engine).reserve(engine.lexer.initial) + 1
 
 
 def budget_refusal(engine: Engine, budget: int) -> AuditLog:

@@ -5,19 +5,20 @@ Reference: DESIGN.md section 7 (mode 1 and mode 2 termination), section 9
 state on the request, never an exception thrown into the batch).
 
 **Mode 2** (:class:`GridLogitsProcessor`): ``model.generate`` owns the loop and
-GRID only masks. The processor keeps one :class:`~grid_core.guide.GridGuide`
-per batch row. At each call it
+GRID only masks. The processor keeps one guide per batch row (the protocol of
+:mod:`grid_core.protocol`; ``Engine.guide()`` gives the native session when
+grid-kernels is installed). At each call it
 
 1. *catches up*: the columns of ``input_ids`` past what it has seen are the
    tokens sampled since the last call (one per call; none on the first call,
    which only records the prompt length); each row's guide accepts its token
-   and the row's audit log records the step (configuration hash and mask
-   address from the previous call, token, blocked count, kind ``sampled`` or
-   ``eos``);
-2. *masks*: each row's exact mask (``GridGuide.mask_ids``, EOS only at ACCEPT),
-   packed into int32 words (``Engine.pack``), stacked into one ``[batch, words]``
-   tensor, unpacked on the logits' device and applied with one in-place
-   ``masked_fill_(-inf)`` (:mod:`grid_serve.torch`).
+   and records the step itself (configuration hash and mask entry id of the
+   mask it filled at the previous call, token, blocked count, kind
+   ``sampled`` or ``eos``);
+2. *masks*: each row's guide fills its exact mask (EOS only at ACCEPT) into
+   its row of one CPU ``[batch, words]`` int32 tensor
+   (``fill_next_token_bitmask``), which is unpacked on the logits' device and
+   applied with one in-place ``masked_fill_(-inf)`` (:mod:`grid_serve.torch`).
 
 ``generate`` samples the last token after the last call, so
 :meth:`GridLogitsProcessor.finish` takes the returned sequences, catches up
@@ -61,7 +62,6 @@ and jump-forward). :func:`decode_with_model` is the one-call form.
 
 from __future__ import annotations
 
-import bisect
 import inspect
 import random
 import time
@@ -72,11 +72,12 @@ from typing import Any
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
-from grid_core.audit import AuditLog, Kind, mask_entry_id
+from grid_core.audit import AuditLog
 from grid_core.decode import GREEDY, Generation, Sampling, decode
 from grid_core.errors import ServingError
-from grid_core.guide import Engine, GridGuide
-from grid_serve.torch import apply_bitmask_, bitmask_tensor
+from grid_core.guide import Engine
+from grid_core.protocol import Guide
+from grid_serve.torch import apply_bitmask_
 
 __all__ = [
     "CausalLMLogits",
@@ -107,11 +108,10 @@ class RowOutcome:
 
 @dataclass(eq=False)
 class _Row:
-    guide: GridGuide
-    audit: AuditLog = field(default_factory=AuditLog)
+    guide: Guide
     tokens: list[int] = field(default_factory=list)
-    pending: tuple[int, str, int] | None = None
-    """The current step's (configuration hash, mask entry id, blocked count)."""
+    filled: bool = False
+    """The guide filled the current step's mask (the one its next token is drawn under)."""
     error: BaseException | None = None
 
     @property
@@ -119,7 +119,7 @@ class _Row:
         return self.error is not None or self.guide.is_terminated()
 
     def fail(self, error: BaseException) -> None:
-        self.error, self.pending = error, None
+        self.error, self.filled = error, False
 
 
 # Without torch installed (a lint-only environment) LogitsProcessor is Any.
@@ -134,7 +134,7 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
 
     def __init__(
         self,
-        guides: Sequence[GridGuide],
+        guides: Sequence[Guide],
         *,
         budget: int | None = None,
         stop_on_exit: bool = False,
@@ -144,13 +144,20 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         vocabs = {g.engine.vocab.fingerprint for g in guides}
         if len(vocabs) != 1:
             raise ServingError("the guides of one batch must share one vocabulary")
+        if not all(g.audited for g in guides):
+            raise ServingError("every row is audited: build the guides with audit on")
         self.vocab = guides[0].engine.vocab
         self.vocab.check_byte_complete()  # warns: completeness (never soundness) is void
         self.budget = budget
         self.stop_on_exit = stop_on_exit
         self._rows = [_Row(g) for g in guides]
         self._eos = frozenset(self.vocab.eos_ids)
-        self._eos_only = guides[0].engine.pack(self.vocab.eos_ids).tobytes()
+        engine = guides[0].engine
+        self._eos_only = torch.frombuffer(
+            bytearray(engine.pack(self.vocab.eos_ids).tobytes()), dtype=torch.int32
+        )
+        self._bitmask = torch.zeros((len(guides), engine.n_words), dtype=torch.int32)
+        """The CPU rows the guides fill, reused at every call."""
         self._seen: int | None = None  # columns of input_ids already consumed
         self._finished = False
         self.mask_seconds = 0.0
@@ -164,7 +171,7 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         return cls([engine.guide() for _ in range(batch_size)], budget=budget)
 
     @property
-    def guides(self) -> tuple[GridGuide, ...]:
+    def guides(self) -> tuple[Guide, ...]:
         return tuple(r.guide for r in self._rows)
 
     @property
@@ -190,8 +197,9 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             self._seen = input_ids.shape[1]
         self._catch_up(input_ids)
         tops = scores.argmax(-1).tolist() if self.stop_on_exit else [None] * len(self._rows)
-        masks = [self._mask(row, top) for row, top in zip(self._rows, tops, strict=True)]
-        apply_bitmask_(scores, bitmask_tensor(masks, scores.device))
+        for i, (row, top) in enumerate(zip(self._rows, tops, strict=True)):
+            self._mask(i, row, top)
+        apply_bitmask_(scores, self._bitmask)
         self.mask_seconds += time.perf_counter() - t0
         return scores
 
@@ -206,34 +214,32 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
                 self._accept(row, int(token))
 
     def _accept(self, row: _Row, token: int) -> None:
-        if row.pending is None:
+        if not row.filled:
             row.fail(ServingError(f"token {token} arrived before its step's mask"))
             return
-        config_hash, entry, blocked = row.pending
         try:
-            row.guide.advance(token)
+            row.guide.accept_token(token)  # records the step (EOS as eos)
         except Exception as e:  # sticky: the row fails, the batch goes on
             row.fail(e)
             return
-        kind: Kind = "eos" if token in self._eos else "sampled"
-        row.audit.append(config_hash, entry, token, blocked, kind)
         row.tokens.append(token)
-        row.pending = None
+        row.filled = False
 
-    def _mask(self, row: _Row, top: int | None) -> bytes:
+    def _mask(self, i: int, row: _Row, top: int | None) -> None:
+        """Fill batch row ``i``: the guide's exact mask, or EOS only."""
+        out = self._bitmask[i]
         if row.done:
-            return self._eos_only
-        guide = row.guide
+            out.copy_(self._eos_only)
+            return
         try:
-            ids, result = guide.mask_and_ids()
-            packed = guide.engine.pack_result(result).tobytes()
+            row.guide.fill_next_token_bitmask(self._bitmask, i)
         except Exception as e:  # sticky: the row fails, the batch goes on
             row.fail(e)
-            return self._eos_only
-        row.pending = (guide.config.hash, mask_entry_id(packed), self.vocab.n_vocab - len(ids))
-        if top is not None and _has(ids, self.vocab.eos_ids[0]) and not _has(ids, top):
-            return self._eos_only  # exit intent at ACCEPT: EOS, a member of the exact mask
-        return packed
+            out.copy_(self._eos_only)
+            return
+        row.filled = True
+        if top is not None and _bit(out, self.vocab.eos_ids[0]) and not _bit(out, top):
+            out.copy_(self._eos_only)  # exit intent at ACCEPT: EOS, a member of the exact mask
 
     def finish(self, sequences: torch.Tensor) -> list[RowOutcome]:
         """Catch up with ``generate``'s output (``[batch, prompt + new]``) and seal every row."""
@@ -249,25 +255,30 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         for row in self._rows:
             guide = row.guide
             stop = "eos" if guide.is_terminated() else "error" if row.error else "truncated"
-            row.audit.close(stop, guide.engine.fingerprints(), mode)
+            audit = guide.seal(stop, mode)
             spell = self.vocab.token_bytes
             text = b"".join(spell[t] for t in row.tokens if t not in self._eos)
-            complete = guide.is_terminated() or (row.error is None and guide.is_complete())
-            outcomes.append(
-                RowOutcome(tuple(row.tokens), text, stop, complete, row.audit, row.error)
-            )
+            complete = guide.is_terminated() or (row.error is None and _complete(guide))
+            outcomes.append(RowOutcome(tuple(row.tokens), text, stop, complete, audit, row.error))
         return outcomes
 
 
-def _has(ids: Sequence[int], token: int) -> bool:
-    """``token in ids`` for ascending ``ids``."""
-    i = bisect.bisect_left(ids, token)
-    return i < len(ids) and ids[i] == token
+def _bit(row: torch.Tensor, token: int) -> bool:
+    """Whether a filled bitmask row admits ``token``."""
+    return bool(int(row[token >> 5]) >> (token & 31) & 1)
+
+
+def _complete(guide: Guide) -> bool:
+    """The guide's output is a sentence of L (a failed guide's verdict is no)."""
+    try:
+        return guide.eos_allowed()
+    except Exception:
+        return False
 
 
 def constrained_generate(
     model: Any,
-    guides: Sequence[GridGuide],
+    guides: Sequence[Guide],
     prompts: Sequence[Sequence[int]],
     max_new_tokens: int,
     *,
@@ -367,7 +378,7 @@ class ExitIntentLogits:
     mask is untouched: EOS is a member of it.
     """
 
-    def __init__(self, inner: Callable[[Sequence[int]], torch.Tensor], guide: GridGuide) -> None:
+    def __init__(self, inner: Callable[[Sequence[int]], torch.Tensor], guide: Guide) -> None:
         self.inner, self.guide = inner, guide
         self.exits = 0
 
@@ -385,21 +396,14 @@ class ExitIntentLogits:
         return out
 
 
-def _admissible(guide: GridGuide, token: int) -> bool:
-    """Whether the guide's mask admits ``token`` (one lexer step, no mask computed)."""
-    vocab = guide.engine.vocab
-    if token in vocab.eos_ids:
-        return guide.eos_allowed()
-    if not 0 <= token < vocab.n_vocab or token in vocab.special_ids:
-        return False
-    lexer = guide.engine.lexer
-    nxt = lexer.advance(guide.config, vocab.token_bytes[token])
-    return nxt is not None and lexer.is_viable(nxt)
+def _admissible(guide: Guide, token: int) -> bool:
+    """Whether the guide's mask admits ``token`` (the guide unchanged)."""
+    return guide.validate_tokens([token]) == 1
 
 
 def decode_with_model(
     model: Any,
-    guide: GridGuide,
+    guide: Guide,
     prompt_ids: Sequence[int],
     budget: int,
     sampling: Sampling = GREEDY,

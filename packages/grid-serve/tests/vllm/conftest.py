@@ -13,6 +13,7 @@ reach the Hub (``HF_HUB_OFFLINE=1``), before anything imports it.
 from __future__ import annotations
 
 import os
+import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,8 @@ from grid_core.vocab import ByteIncompleteWarning, Vocabulary, smollm2
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Each request's sealed audit log goes to GRID_AUDIT_DIR: a temporary one here.
+os.environ.setdefault("GRID_AUDIT_DIR", tempfile.mkdtemp(prefix="grid-audit-"))
 
 try:
     import vllm.v1.structured_output  # noqa: F401

@@ -10,7 +10,11 @@ EOS); the GRID vocabulary read from its tokenizer.json also counts id 0
 from __future__ import annotations
 
 import array
+import gc
+import json
+import os
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +26,9 @@ pytest.importorskip(
 from conftest import ANALYST, CLERK, INTERN
 from vllm_harness import request, row_bytes, wait_grammar
 
+from grid_core.audit import verify
 from grid_core.guide import GridGuide
+from grid_core.replay import replay
 from grid_core.vocab import Vocabulary
 from grid_serve.vllm.backend import GridBackend, GridGrammar, model_vocabulary
 
@@ -97,7 +103,7 @@ def test_replay_masks_equal_the_guide_bit_for_bit(
     a, grammar_a = compiled(manager, config, tokenizer, "a", spec)
     eos_ids = list(grammar_a.engine.vocab.eos_ids)
     b, _ = compiled(manager, config, tokenizer, "b", spec, stop_token_ids=eos_ids)
-    reference = grammar_a.engine.guide()
+    reference = GridGuide(grammar_a.engine)
     requests = {"a": a, "b": b}
     for token in [*ids, 2]:
         bitmask = manager.grammar_bitmask(requests, ["a", "b"], {})
@@ -105,8 +111,44 @@ def test_replay_masks_equal_the_guide_bit_for_bit(
         assert row_bytes(bitmask, 1) == reference.mask().tobytes()
         for r in requests.values():
             assert manager.accept_tokens(r, [token])
-        reference.advance(token)
+        reference.accept_token(token)
     assert grammar_a.is_terminated() and reference.is_terminated()
+
+
+def test_requests_run_on_the_native_guide_and_are_audited(
+    manager: Any, config: Any, tokenizer: Any
+) -> None:
+    """Fails if a request's guide is the Python one while grid-kernels is installed, or
+    if a request that ends (at EOS, or dropped before it) leaves no sealed log in
+    GRID_AUDIT_DIR that ``grid audit verify`` and ``grid audit replay`` accept."""
+    pytest.importorskip("grid_kernels._native")
+    from grid_core.kernels import KernelGuide
+
+    sql = REPLAYS["analyst-join"][1]
+    ids = tokenizer.encode(sql, add_special_tokens=False)
+    r, grammar = compiled(manager, config, tokenizer, "audited-eos", ANALYST)
+    assert isinstance(grammar.guide, KernelGuide) and grammar.guide.audited
+    for token in [*ids, 2]:
+        manager.grammar_bitmask({"audited-eos": r}, ["audited-eos"], {})
+        assert manager.accept_tokens(r, [token])
+    logs = Path(os.environ["GRID_AUDIT_DIR"])
+    lines = (logs / "audited-eos.jsonl").read_text().splitlines()
+    seal = json.loads(lines[-1])["seal"]
+    assert (seal["stop_reason"], seal["record_count"]) == ("eos", len(ids) + 1)
+    assert verify(lines).ok and replay(lines, grammar.engine).ok
+
+    r2, dropped = compiled(manager, config, tokenizer, "audited-cut", ANALYST)
+    engine = dropped.engine
+    for token in ids[:3]:
+        manager.grammar_bitmask({"audited-cut": r2}, ["audited-cut"], {})
+        assert manager.accept_tokens(r2, [token])
+    r2.structured_output_request._grammar = None  # vLLM frees a finished request's grammar
+    del dropped
+    gc.collect()
+    lines = (logs / "audited-cut.jsonl").read_text().splitlines()
+    seal = json.loads(lines[-1])["seal"]
+    assert (seal["stop_reason"], seal["record_count"]) == ("truncated", 3)
+    assert replay(lines, engine).ok
 
 
 def test_speculative_fill_accept_rollback(spec_config: Any, tokenizer: Any) -> None:
@@ -121,22 +163,22 @@ def test_speculative_fill_accept_rollback(spec_config: Any, tokenizer: Any) -> N
         r, grammar = compiled(manager, spec_config, tokenizer, "s", ANALYST)
         sql = "SELECT name, budget FROM departments;"
         ids = tokenizer.encode(sql, add_special_tokens=False)
-        reference = grammar.engine.guide()
+        reference = GridGuide(grammar.engine)
         for step, token in enumerate(ids[:-2]):
             drafts = ids[step + 1 : step + 3]
             assert manager.accept_tokens(r, [token])
-            reference.advance(token)
+            reference.accept_token(token)
             bitmask = manager.grammar_bitmask({"s": r}, ["s"], {"s": drafts})
             expected = reference.fork()
             for row, draft in enumerate([None, *drafts]):
                 if draft is not None:
-                    expected.advance(draft)
+                    expected.accept_token(draft)
                 assert row_bytes(bitmask, row) == reference_row(expected, {2}), (step, row)
             assert grammar.guide.steps == reference.steps  # drafts rolled back
         bad = tokenizer.encode(")", add_special_tokens=False)
         bitmask = manager.grammar_bitmask({"s": r}, ["s"], {"s": [ids[-2], bad[0]]})
         after = reference.fork()
-        after.advance(ids[-2])
+        after.accept_token(ids[-2])
         assert row_bytes(bitmask, 1) == reference_row(after, {2})
         assert row_bytes(bitmask, 2) == row_bytes(bitmask, 1)
         assert grammar.guide.steps == reference.steps
@@ -175,7 +217,7 @@ def test_a_grammar_failure_is_sticky_on_its_request(
     stop_only = array.array("I", bytes(len(row_bytes(bitmask, 0))))
     stop_only[0] = 1 << 2
     assert row_bytes(bitmask, 0) == stop_only.tobytes()
-    assert row_bytes(bitmask, 1) == reference_row(healthy.engine.guide(), {2})
+    assert row_bytes(bitmask, 1) == reference_row(GridGuide(healthy.engine), {2})
     select = tokenizer.encode("SELECT", add_special_tokens=False)
     assert not manager.accept_tokens(a, select)
     assert manager.accept_tokens(b, select)

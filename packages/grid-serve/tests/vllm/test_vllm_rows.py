@@ -35,9 +35,9 @@ def ids_of(vocab: Vocabulary, text: bytes) -> int:
 
 
 def advanced(engine: Engine, *pieces: bytes) -> GridGuide:
-    guide = engine.guide()
+    guide = GridGuide(engine)
     for piece in pieces:
-        guide.advance(ids_of(engine.vocab, piece))
+        guide.accept_token(ids_of(engine.vocab, piece))
     return guide
 
 
@@ -50,10 +50,10 @@ def bits(row: bytes) -> set[int]:
 def test_rows_under_the_eos_ids_equal_the_guide_mask(engine: Engine) -> None:
     """Along a statement, fails if a row differs from GridGuide.mask() in any bit."""
     stops = StopSet(engine.vocab, None)
-    guide = engine.guide()
+    guide = GridGuide(engine)
     for piece in (b"SELECT", b" name", b" FROM", b" departments", b";"):
         assert stops.row(guide) == guide.mask().tobytes()
-        guide.advance(ids_of(engine.vocab, piece))
+        guide.accept_token(ids_of(engine.vocab, piece))
     assert guide.eos_allowed() and stops.row(guide) == guide.mask().tobytes()
 
 
@@ -109,7 +109,7 @@ def test_rows_ahead_are_computed_on_the_pool_and_kept_per_configuration(
     gate.set()
     assert rows.row(guide) == guide.mask().tobytes()
     assert rows.ready(guide)
-    guide.advance(ids_of(engine.vocab, b" name"))
+    guide.accept_token(ids_of(engine.vocab, b" name"))
     assert rows.row(guide) == guide.mask().tobytes()  # nothing submitted: computed here
     gate.clear()
     pool.submit(gate.wait)

@@ -358,7 +358,7 @@ def _compile(args: argparse.Namespace) -> int:
         assert engine.tables.fingerprint == tables.fingerprint, "LALR construction is stable"
         report.line(f"{role} engine", "-", s, "scanner, parser, kernel tables (LALR again)")
         reserve, s = report.build(f"{role}: reserve table", partial(reserve_table, engine))
-        shortest = reserve.reserve(engine.guide().config)
+        shortest = reserve.reserve(engine.lexer.initial)
         detail = f"shortest statement: {shortest} tokens + EOS"
         report.line(f"{role} reserve", reserve_fingerprint(reserve), s, detail)
     report.out.write(f"total {time.perf_counter() - report.t0:.2f}s\n")

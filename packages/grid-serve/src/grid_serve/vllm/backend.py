@@ -26,7 +26,9 @@ exception thrown into the engine's batch loop).
   (:class:`~grid_serve.vllm.rows.RowsAhead`), :data:`MASK_WORKERS` threads;
   its :class:`~grid_serve.vllm.rows.RoundClock` is driven by the defer patch.
 
-:class:`GridGrammar` (one per request) holds a :class:`~grid_core.guide.GridGuide`:
+:class:`GridGrammar` (one per request) holds a guide from ``Engine.guide()``
+(:mod:`grid_core.protocol`: the native session whenever grid-kernels is
+installed), with audit on:
 
 - ``accept_tokens`` advances it (tokens after termination are ignored, as
   vLLM's other backends do) and submits the next row to the pool; a refused
@@ -39,6 +41,17 @@ exception thrown into the engine's batch loop).
   request *failed*: from then on its row admits the stop ids only and
   ``accept_tokens`` returns False, which makes vLLM finish the request with an
   error at its next token, while the rest of the batch goes on.
+
+**Audit.** Every request's guide records each accepted token (DESIGN.md
+section 9); the log is sealed once, with stop reason ``eos`` when the request
+accepts a stop id, else (the grammar is dropped: vLLM finished it on a length
+limit, a stop string or an abort; or ``reset``) ``truncated``, or ``error``
+for a failed request, with ``mode: 2``. The sealed log goes to the backend's
+audit sink (:attr:`GridBackend.audit_sink`, a callable ``(request_id, log)``):
+by default :class:`AuditDirectory` over ``GRID_AUDIT_DIR``, else
+``$XDG_STATE_HOME/grid/audit`` (``~/.local/state/grid/audit``), one
+``<request_id>.jsonl`` per request, which ``grid audit verify`` and ``grid
+audit replay`` read. A sink that fails is logged, never raised into vLLM.
 """
 
 from __future__ import annotations
@@ -46,7 +59,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import tempfile
+import weakref
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,15 +75,28 @@ from vllm.v1.structured_output.backend_types import (
     StructuredOutputOptions,
 )
 
+from grid_core.audit import AuditLog
 from grid_core.errors import TokenizerError
 from grid_core.guide import Engine
+from grid_core.protocol import Guide
 from grid_core.vocab import Vocabulary, from_hf_tokenizer_json
 from grid_serve.model import PROBES
 from grid_serve.torch import bitmask_tensor
 from grid_serve.vllm.rows import RoundClock, RowsAhead, StopSet
 from grid_serve.vllm.spec import EngineCompiler, GrammarSpecError, GridSpec
 
-__all__ = ["BACKEND", "MASK_WORKERS", "GridBackend", "GridGrammar", "model_vocabulary"]
+__all__ = [
+    "BACKEND",
+    "MASK_WORKERS",
+    "AuditDirectory",
+    "AuditSink",
+    "GridBackend",
+    "GridGrammar",
+    "model_vocabulary",
+]
+
+AuditSink = Callable[[str, AuditLog], None]
+"""Where a request's sealed audit log goes: ``sink(request_id, log)``."""
 
 #: The backend's name in vLLM's ``structured_outputs_config.backend``.
 BACKEND = "grid"
@@ -113,6 +142,28 @@ def model_vocabulary(tokenizer: Any, vocab_size: int) -> Vocabulary:
     return vocab
 
 
+class AuditDirectory:
+    """The default audit sink: one ``<request_id>.jsonl`` per request in ``path``
+    (created on first use; characters of the id outside ``[A-Za-z0-9._-]`` become
+    ``_``; a second log of one id gets a ``.N`` suffix, never overwrites)."""
+
+    def __init__(self, path: Path | str | None = None) -> None:
+        if path is None:
+            path = os.environ.get("GRID_AUDIT_DIR") or (
+                Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local/state")
+                / "grid/audit"
+            )
+        self.path = Path(path)
+
+    def __call__(self, request_id: str, log: AuditLog) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        stem = re.sub(r"[^A-Za-z0-9._-]", "_", request_id) or "request"
+        target, n = self.path / f"{stem}.jsonl", 1
+        while target.exists():
+            target, n = self.path / f"{stem}.{n}.jsonl", n + 1
+        log.write(target)
+
+
 @dataclass
 class GridBackend(StructuredOutputBackend):  # type: ignore[misc, unused-ignore]
     """GRID's engine-level backend (see the module header)."""
@@ -122,6 +173,8 @@ class GridBackend(StructuredOutputBackend):  # type: ignore[misc, unused-ignore]
         self.compiler = EngineCompiler(self.grid_vocab)
         self.mask_pool = ThreadPoolExecutor(MASK_WORKERS, thread_name_prefix="grid-masks")
         self.clock = RoundClock()
+        self.audit_sink: AuditSink = AuditDirectory()
+        """Where each request's sealed audit log goes (module header)."""
 
     def compile_grammar(
         self,
@@ -136,7 +189,8 @@ class GridBackend(StructuredOutputBackend):  # type: ignore[misc, unused-ignore]
                 f"{request_type.name} constraint",
             )
         engine = self.compiler.engine(GridSpec.parse(grammar_spec))
-        grammar = GridGrammar(engine, StopSet(self.grid_vocab, stop_token_ids), self.mask_pool)
+        stops = StopSet(self.grid_vocab, stop_token_ids)
+        grammar = GridGrammar(engine, stops, self.mask_pool, lambda: self.audit_sink)
         grammar.prime()
         return grammar
 
@@ -151,11 +205,21 @@ class GridBackend(StructuredOutputBackend):  # type: ignore[misc, unused-ignore]
 class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
     """GRID's request-level grammar (see the module header)."""
 
-    def __init__(self, engine: Engine, stops: StopSet, pool: ThreadPoolExecutor) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        stops: StopSet,
+        pool: ThreadPoolExecutor,
+        sink: Callable[[], AuditSink] | None = None,
+    ) -> None:
         self.engine = engine
         self.stops = stops
-        self.guide = engine.guide()
+        self.sink = sink or (lambda: AuditDirectory())
+        self._request = [""]
+        """The id vLLM names the request by (known from its first accepted token), in a
+        cell the sealing finalizer shares (it must not hold the grammar itself)."""
         self.rows = RowsAhead(stops, pool)
+        self._start()
         self.error: BaseException | None = None
         """Why the request failed (sticky), or None."""
         self.deferred = False
@@ -167,7 +231,22 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
         """Compute the current row in this thread (a new request's first row)."""
         self._row()
 
+    def _start(self) -> None:
+        """A fresh guide, whose log is sealed and sent to the sink once (module header)."""
+        self.guide = self.engine.guide(audit=True)
+        self._sealer = weakref.finalize(
+            self, _seal, self.guide, self.sink, self._request, "truncated"
+        )
+        self._sealer.atexit = True
+
+    def _end(self, stop: str) -> None:
+        """Seal now with ``stop`` (a no-op if already sealed)."""
+        if self._sealer.alive:
+            self._sealer.detach()
+            _seal(self.guide, self.sink, self._request, stop)
+
     def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
+        self._request[0] = request_id
         if self.error is not None:
             return False
         self.skipped = 0
@@ -182,7 +261,9 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
                     self.guide.steps,
                 )
                 return False
-        if not self.guide.is_terminated():
+        if self.guide.is_terminated():
+            self._end("eos")
+        else:
             self.rows.submit(self.guide)
         return True
 
@@ -215,8 +296,9 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
         return self.guide.is_terminated()
 
     def reset(self) -> None:
+        self._end("error" if self.error is not None else "truncated")
         self.rows.clear()
-        self.guide = self.engine.guide()
+        self._start()
         self.error = None
         self.rows.submit(self.guide)
 
@@ -249,3 +331,14 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
     def _fail(self, error: BaseException) -> None:
         self.error = error
         logger.error("GRID: request failed after %d tokens: %s", self.guide.steps, error)
+        self._end("error")
+
+
+def _seal(guide: Guide, sink: Callable[[], AuditSink], request: list[str], stop: str) -> None:
+    """Seal ``guide``'s records (``mode: 2``) and hand them to the sink; a failure is
+    logged, never raised (it may run in a finalizer)."""
+    request_id = request[0]
+    try:
+        sink()(request_id or "request", guide.seal(stop, {"mode": 2}))
+    except Exception:
+        logger.exception("GRID: request %s: the audit log could not be written", request_id)

@@ -22,16 +22,16 @@ Policy decisions:
   vocabulary's other EOS ids (an end-of-turn token the engine would not stop
   on) are never admitted. A stop id the guide accepts is the guide's EOS step
   (``vocab.eos_ids[0]``), whatever its spelling. When the stop ids are the
-  vocabulary's EOS ids, a row equals :meth:`GridGuide.mask` bit for bit. No
+  vocabulary's EOS ids, a row equals the guide's own fill bit for bit. No
   stop ids (None or empty) means the vocabulary's EOS ids.
 - Rows are computed ahead (:class:`RowsAhead`): after each accepted token the
   row of the new configuration is submitted to a worker pool, so it is computed
   while the engine schedules and runs the forward pass; ``ready`` tells whether
   it is done, and ``wait`` waits for it until a deadline (the defer patch,
   :mod:`grid_serve.vllm.defer`, with a :class:`RoundClock`). Rows are keyed by
-  the configuration object: configurations are immutable and a guide's history
-  is persistent, so a rollback returns to an object whose row is known. A row
-  asked for with nothing submitted is computed in the caller's thread.
+  the guide's exact configuration key (``config_key()``: equal keys, equal
+  masks), so a rollback returns to a key whose row is known. A row asked for
+  with nothing submitted is computed in the caller's thread.
 - No head-of-line blocking: one request's slow row (a cold schema) must not
   hold back the warm rows queued behind it on the pool. A row that has not
   started when it is asked for is taken back from the pool and computed in the
@@ -40,8 +40,11 @@ Policy decisions:
   keeps its place in the queue and is waited for (``wait``: until a deadline).
 - Thread use: one caller thread at a time per :class:`RowsAhead` (the engine's
   thread that drives the request); the pool's threads only compute rows, each
-  on a fork of the guide taken at submission (GridGuide engines are
-  thread-safe: interning and the cache tables are locked, memos idempotent).
+  on a fork of the guide taken at submission (engines are thread-safe: the
+  native engine's arena and caches are locked, and a cold walk runs with the
+  GIL released; the Python engine's interning and tables are locked, its
+  memos idempotent). The request's own guide records each step when it
+  accepts the token: its mask is the one the fork filled (a row-memo hit).
 """
 
 from __future__ import annotations
@@ -50,12 +53,11 @@ import array
 import statistics
 import time
 from collections import OrderedDict, deque
-from collections.abc import Collection
+from collections.abc import Collection, Hashable
 from concurrent.futures import Executor, Future
 
 from grid_core.errors import GuideError, ServingError
-from grid_core.guide import GridGuide
-from grid_core.lexer import Config
+from grid_core.protocol import Guide
 from grid_core.vocab import Vocabulary
 
 __all__ = ["STEAL_BELOW", "RoundClock", "RowsAhead", "StopSet"]
@@ -84,9 +86,10 @@ class StopSet:
         self._clear = sorted(eos | ids) if ids != eos else []
         self._stops = sorted(ids)
 
-    def row(self, guide: GridGuide) -> bytes:
+    def row(self, guide: Guide) -> bytes:
         """The row of the guide's configuration (the guide must not be terminated)."""
-        packed = guide.mask()
+        packed = array.array("i", bytes(4 * ((self.vocab.n_vocab + 31) // 32)))
+        guide.fill_next_token_bitmask(packed)
         if not self._clear:
             return packed.tobytes()
         words = array.array("I")
@@ -105,7 +108,7 @@ class StopSet:
             words[i >> 5] |= 1 << (i & 31)
         return words.tobytes()
 
-    def accept(self, guide: GridGuide, token: int) -> bool:
+    def accept(self, guide: Guide, token: int) -> bool:
         """Advance ``guide`` by ``token`` if the stop rule and the grammar admit it.
 
         A stop id is the guide's EOS step, admitted only where EOS is legal; an
@@ -115,12 +118,12 @@ class StopSet:
         if token in self.ids:
             if not guide.eos_allowed():
                 return False
-            guide.advance(self.eos_step)
+            guide.accept_token(self.eos_step)
             return True
         if token in self.vocab.eos_ids:
             return False
         try:
-            guide.advance(token)
+            guide.accept_token(token)
         except GuideError:
             return False
         return True
@@ -137,22 +140,22 @@ class RowsAhead:
         self.stops = stops
         self.pool = pool
         self.keep = keep
-        self._rows: OrderedDict[int, tuple[Config, Future[bytes]]] = OrderedDict()
+        self._rows: OrderedDict[Hashable, Future[bytes]] = OrderedDict()
         self.last_seconds = 0.0
         """How long the request's most recent row took to compute."""
 
-    def submit(self, guide: GridGuide) -> Future[bytes]:
+    def submit(self, guide: Guide) -> Future[bytes]:
         """The row of the guide's configuration, submitted to the pool unless known."""
         known = self._lookup(guide)
         if known is not None:
             return known
-        return self._remember(guide.config, self.pool.submit(self._compute, guide.fork()))
+        return self._remember(guide.config_key(), self.pool.submit(self._compute, guide.fork()))
 
-    def ready(self, guide: GridGuide) -> bool:
+    def ready(self, guide: Guide) -> bool:
         """Whether the row of the guide's configuration is computed (it is submitted if not)."""
         return self.submit(guide).done()
 
-    def row(self, guide: GridGuide) -> bytes:
+    def row(self, guide: Guide) -> bytes:
         """The row of the guide's configuration: computed here if nothing was submitted
         or a warm request's row has not started (module header), else waited for.
 
@@ -163,7 +166,7 @@ class RowsAhead:
             known = self._here(guide)
         return known.result()
 
-    def wait(self, guide: GridGuide, timeout: float) -> bool:
+    def wait(self, guide: Guide, timeout: float) -> bool:
         """Whether the row of the guide's configuration is computed within ``timeout``
         seconds: a warm request's row that has not started is computed here (module
         header), anything else is waited for on the pool."""
@@ -179,38 +182,38 @@ class RowsAhead:
             return False
         return True
 
-    def _compute(self, guide: GridGuide) -> bytes:
+    def _compute(self, guide: Guide) -> bytes:
         t0 = time.perf_counter()
         try:
             return self.stops.row(guide)
         finally:
             self.last_seconds = time.perf_counter() - t0
 
-    def _here(self, guide: GridGuide) -> Future[bytes]:
+    def _here(self, guide: Guide) -> Future[bytes]:
         done: Future[bytes] = Future()
         try:
             done.set_result(self._compute(guide))
         except Exception as e:
             done.set_exception(e)
-        return self._remember(guide.config, done)
+        return self._remember(guide.config_key(), done)
 
     def clear(self) -> None:
-        for _, future in self._rows.values():
+        for future in self._rows.values():
             future.cancel()
         self._rows.clear()
 
-    def _lookup(self, guide: GridGuide) -> Future[bytes] | None:
-        hit = self._rows.get(id(guide.config))
+    def _lookup(self, guide: Guide) -> Future[bytes] | None:
+        key = guide.config_key()
+        hit = self._rows.get(key)
         if hit is None:
             return None
-        self._rows.move_to_end(id(guide.config))
-        return hit[1]
+        self._rows.move_to_end(key)
+        return hit
 
-    def _remember(self, config: Config, future: Future[bytes]) -> Future[bytes]:
-        # The configuration is kept with its row so that its id is never reused meanwhile.
-        self._rows[id(config)] = (config, future)
+    def _remember(self, key: Hashable, future: Future[bytes]) -> Future[bytes]:
+        self._rows[key] = future
         while len(self._rows) > self.keep:
-            _, (_, old) = self._rows.popitem(last=False)
+            _, old = self._rows.popitem(last=False)
             old.cancel()
         return future
 

@@ -1,0 +1,244 @@
+"""The guide protocol (grid_core.protocol): one contract, two implementations, one result.
+
+``Engine.guide()`` gives the native session when grid-kernels is loaded and the
+Python ``GridGuide`` otherwise; both must produce the same masks, records and
+seals (the per-step lockstep of masks and records is
+``test_kernels_session.py``). Here, the whole mode-1 loop is run on both with
+the same sampler and seed, on the toy vocabulary and on real ones, with budgets
+that make the reserve trigger fire: every token, count, audit line and seal
+hash must be equal, and the native log must replay against the Python
+reference (``grid audit replay``).
+"""
+
+from __future__ import annotations
+
+import array
+import random
+from collections.abc import Sequence
+from functools import cache
+
+import pytest
+from toy import ANALYST, EOS, LEXICON, TOY, analyst_engine
+
+from grid_core import vocab as vocab_module
+from grid_core.audit import verify
+from grid_core.decode import generate
+from grid_core.errors import GuideError
+from grid_core.grammar import load_grammar
+from grid_core.guide import Engine, GridGuide
+from grid_core.protocol import Guide
+from grid_core.replay import replay
+from grid_core.trie import build_trie
+
+native = pytest.importorskip("grid_kernels._native")
+
+from grid_core.kernels import KernelGuide  # noqa: E402
+
+
+@cache
+def sqlite_engine(vocab: str) -> Engine:
+    dialects = pytest.importorskip("grid_sql.dialects")
+    v = {"cl100k": vocab_module.cl100k, "qwen": vocab_module.qwen}[vocab]()
+    return Engine(load_grammar(dialects.SQLITE.grammar_text, "sqlite"), v, trie=build_trie(v))
+
+
+def test_engine_guide_is_native_when_the_kernels_are_loaded() -> None:
+    """Fails if ``Engine.guide()`` hands out the Python guide while the kernels are
+    loaded, or the native one on an engine without them (``GRID_KERNELS=0``)."""
+    engine = analyst_engine()
+    assert engine.kernel is not None
+    guide = engine.guide()
+    assert isinstance(guide, KernelGuide) and guide.audited
+    assert isinstance(guide, Guide) and isinstance(GridGuide(engine), Guide)
+    assert not engine.guide(audit=False).audited
+    python = Engine(ANALYST, TOY, LEXICON)
+    python.kernel = None
+    assert type(python.guide()) is GridGuide
+
+
+def uniform(ids: Sequence[int], rng: random.Random) -> int:
+    return rng.choice(ids)
+
+
+def biased(ids: Sequence[int], rng: random.Random) -> int:
+    """Avoids EOS most of the time, so that budgets run out and the reserve writes."""
+    others = [i for i in ids if i != EOS] or list(ids)
+    return rng.choice(list(ids) if rng.random() < 0.1 else others)
+
+
+def same_generation(engine: Engine, sampler: object, budget: int, seed: int) -> int:
+    """Generate on both guides; fail on any difference; return the tokens."""
+    runs = []
+    for guide in (GridGuide(engine), engine.guide()):
+        runs.append(generate(guide, sampler, budget, random.Random(seed)))  # type: ignore[arg-type]
+    py, rs = runs
+    where = f"budget {budget} seed {seed}"
+    assert rs.tokens == py.tokens and rs.text == py.text, where
+    assert (rs.stop_reason, rs.sampled, rs.forced, rs.reserve, rs.early_triggers) == (
+        py.stop_reason,
+        py.sampled,
+        py.forced,
+        py.reserve,
+        py.early_triggers,
+    ), where
+    assert rs.audit.lines() == py.audit.lines(), where
+    assert rs.audit.seal_hash == py.audit.seal_hash and verify(rs.audit.lines()).ok
+    return len(rs.tokens)
+
+
+def test_mode1_decode_is_the_same_on_both_guides_toy() -> None:
+    """40 decodes of the CRUD analyst grammar with its lexicon: free runs, and
+    budgets small enough that the reserve trigger writes the completion."""
+    engine = analyst_engine()
+    reserve_runs = 0
+    for seed in range(20):
+        same_generation(engine, uniform, 40, seed)
+        out = generate(engine.guide(), biased, 12, random.Random(seed))
+        reserve_runs += out.stop_reason == "reserve"
+        same_generation(engine, biased, 12, seed)
+    assert reserve_runs > 0, "no budget made the reserve write"
+
+
+@pytest.mark.parametrize("vocab", ["cl100k", "qwen"])
+def test_mode1_decode_is_the_same_on_both_guides_real_vocabularies(vocab: str) -> None:
+    engine = sqlite_engine(vocab)
+    for seed, budget in [(0, 24), (1, 40), (2, 16)]:
+        assert same_generation(engine, uniform, budget, seed) > 1
+
+
+def test_native_logs_replay_against_the_python_reference() -> None:
+    """A native mode-1 log is re-derived record by record by ``replay`` (which runs
+    the Python guide): fails if any field differs."""
+    engine = sqlite_engine("cl100k")
+    for seed in range(3):
+        gen = generate(engine.guide(), uniform, 30, random.Random(seed))
+        verdict = replay(gen.audit.lines(), engine)
+        assert verdict.ok, verdict
+
+
+def test_accept_validate_and_rollback_agree() -> None:
+    """accept_tokens stops at the first refused token, validate_tokens leaves the
+    guide (and its records) as they were, rollback drops records: alike on both."""
+    engine = analyst_engine()
+    statement = [t for t in generate(GridGuide(engine), uniform, 30, random.Random(3)).tokens]
+    for guide in (GridGuide(engine), engine.guide()):
+        assert guide.validate_tokens([*statement, EOS]) == len(statement)
+        assert guide.steps == 0 and guide.audit_log().records == []
+        bad = [statement[0], -1, statement[1]]
+        assert guide.accept_tokens(bad) == 1 and guide.steps == 1
+        guide.rollback(1)
+        assert guide.accept_tokens(statement, "forced") == len(statement)
+        assert guide.is_terminated()
+        assert [r.kind for r in guide.audit_log().records][-1] == "eos"
+        with pytest.raises(GuideError):
+            guide.accept_token(statement[0])
+        guide.rollback(2)
+        assert len(guide.audit_log().records) == guide.steps == len(statement) - 2
+    py, rs = GridGuide(engine), engine.guide()
+    for g in (py, rs):
+        g.accept_tokens(statement[:3], "forced")
+    assert rs.audit_log().lines() == py.audit_log().lines()
+    assert rs.step_audit() == py.step_audit()
+    assert rs.output() == py.output()
+
+
+def test_python_fill_writes_one_row_like_the_native_fill() -> None:
+    """GridGuide's fill (protocol.write_row) and the kernels' write the same row of a
+    two-row buffer and nothing else; bad buffers are refused alike."""
+    engine = analyst_engine()
+    n = engine.n_words
+    for guide in (GridGuide(engine), engine.guide()):
+        buf = array.array("i", [7]) * (2 * n)
+        np = pytest.importorskip("numpy")
+        rows = np.frombuffer(buf, dtype=np.int32).reshape(2, n)
+        guide.fill_next_token_bitmask(rows, 1)
+        assert list(rows[0]) == [7] * n
+        assert bytes(rows[1].tobytes()) == GridGuide(engine).mask().tobytes()
+        with pytest.raises(ValueError, match="out of range"):
+            guide.fill_next_token_bitmask(rows, 2)
+        with pytest.raises(ValueError):
+            guide.fill_next_token_bitmask(array.array("i", [0]) * (n + 1))
+        with pytest.raises(TypeError):
+            guide.fill_next_token_bitmask(array.array("q", [0]) * n)
+
+
+def test_an_unaudited_guide_cannot_drive_mode_1() -> None:
+    engine = analyst_engine()
+    for guide in (GridGuide(engine, audit=False), engine.guide(audit=False)):
+        with pytest.raises(GuideError, match="audit"):
+            generate(guide, uniform, 20, random.Random(0))
+
+
+def spelled_tokens(engine: Engine, statement: bytes) -> list[int]:
+    """The tokens a model writing ``statement`` takes (at each step the admitted token
+    whose spelling is the longest prefix of the rest), EOS last."""
+    spelled: dict[bytes, int] = {}
+    for i, b in enumerate(engine.vocab.token_bytes):
+        if b:
+            spelled.setdefault(b, i)
+    guide, out, pos = engine.guide(audit=False), [], 0
+    while pos < len(statement):
+        ids = set(guide.mask_ids())
+        rest = statement[pos : pos + 32]
+        token = next(
+            spelled[rest[:k]]
+            for k in range(len(rest), 0, -1)
+            if rest[:k] in spelled and spelled[rest[:k]] in ids
+        )
+        guide.accept_token(token)
+        out.append(token)
+        pos += len(engine.vocab.token_bytes[token])
+    return [*out, engine.vocab.eos_id]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_batch_fill_equals_row_by_row(threads: int) -> None:
+    """``fill_rows`` over native guides (one kernels call, GIL released, on 1 and 2
+    threads) writes, at every step of every replay of the corpora, exactly the rows
+    the guides write one by one; a terminated guide's entry is its error and its
+    row is left as it was. Fails on any differing word."""
+    np = pytest.importorskip("numpy")
+    from test_differential import STATEMENTS
+    from test_kernels_parity import SQLITE_SCRIPTS
+
+    from grid_core.protocol import fill_rows
+
+    cells = [(sqlite_engine("cl100k"), list(SQLITE_SCRIPTS)), (analyst_engine(), STATEMENTS)]
+    for engine, statements in cells:
+        seqs = [spelled_tokens(engine, s) for s in statements]
+        guides = [engine.guide() for _ in seqs]
+        n = engine.n_words
+        for step in range(max(map(len, seqs)) + 1):
+            batch = np.full((len(guides), n), 7, dtype=np.int32)
+            errors = fill_rows(guides, batch, threads=threads)
+            for i, (guide, error) in enumerate(zip(guides, errors, strict=True)):
+                if guide.is_terminated():
+                    assert isinstance(error, GuideError)
+                    assert (batch[i] == 7).all()
+                    continue
+                assert error is None
+                one = np.zeros(n, dtype=np.int32)
+                guide.fill_next_token_bitmask(one)
+                assert (batch[i] == one).all(), (engine, i, step)
+                guide.accept_token(seqs[i][step])
+        assert all(g.is_terminated() for g in guides)
+        for g, seq in zip(guides, seqs, strict=True):
+            assert [r.token for r in g.audit_log().records] == seq
+
+
+def test_batch_fill_refuses_bad_batches_before_writing() -> None:
+    np = pytest.importorskip("numpy")
+    from grid_core.protocol import fill_rows
+
+    engine = analyst_engine()
+    g = engine.guide()
+    batch = np.full((2, engine.n_words), 7, dtype=np.int32)
+    with pytest.raises(ValueError, match="out of range"):
+        fill_rows([g, engine.guide(), engine.guide()], batch)
+    import grid_kernels
+
+    with pytest.raises(ValueError, match="two sessions"):
+        grid_kernels.fill_next_token_bitmasks(
+            [engine.guide()._native, engine.guide()._native], batch, [1, 1]
+        )
+    assert (batch == 7).all()
