@@ -239,10 +239,24 @@ def ask_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
         "override the role's limits from the policy (docs/policy.md; defaults: 5 s, "
         "1000 rows, 1 MiB of result, 64 MiB of SQLite heap)",
     )
-    limits.add_argument("--limit-wall-time", type=_limit("wall_time"), metavar="SECONDS")
-    limits.add_argument("--limit-rows", type=_limit("max_rows"), metavar="N")
-    limits.add_argument("--limit-result-bytes", type=_limit("max_result_bytes"), metavar="N")
-    limits.add_argument("--limit-memory", type=_limit("max_memory"), metavar="BYTES")
+    limits.add_argument(
+        "--limit-wall-time",
+        type=_limit("wall_time"),
+        metavar="SECONDS",
+        help="wall-clock time of the statement's run",
+    )
+    limits.add_argument(
+        "--limit-rows", type=_limit("max_rows"), metavar="N", help="rows it may return"
+    )
+    limits.add_argument(
+        "--limit-result-bytes",
+        type=_limit("max_result_bytes"),
+        metavar="N",
+        help="bytes of its result (and of any one value it computes)",
+    )
+    limits.add_argument(
+        "--limit-memory", type=_limit("max_memory"), metavar="BYTES", help="SQLite's heap"
+    )
     p.add_argument("--audit", type=Path, help="audit log path (default: a new temp directory)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=_ask)
