@@ -102,12 +102,15 @@ def test_parse_error_names_offset_and_expected() -> None:
     assert "COLUMN_NAME" in err.value.expected
 
 
-def test_parse_reads_a_keyword_spelled_word_as_an_identifier() -> None:
-    # GRID's pick: a keyword is a column where the keyword is not viable.
+def test_parse_reads_a_keyword_only_as_the_keyword() -> None:
+    # Keywords are reserved (DESIGN.md section 11): a column named like one is quoted.
     checker = SemanticChecker({"train": ["From", "To"]}, {"r": {"train": ["To"]}})
-    assert kinds(checker.check("SELECT From FROM train;", "r")) == [
+    assert kinds(checker.check('SELECT "From" FROM train;', "r")) == [
         ("column_not_granted", "train", "From")
     ]
+    with pytest.raises(StatementParseError) as err:
+        parse_statement("SELECT From FROM train;")
+    assert (err.value.offset, err.value.lexeme) == (7, b"From")
 
 
 def test_grammar_contract_holds_for_sqlite() -> None:

@@ -12,7 +12,7 @@ from functools import cache
 
 import pytest
 
-from grid_core.errors import EmptyLanguageError, PolicyError
+from grid_core.errors import EmptyLanguageError, GuideError, PolicyError
 from grid_core.grammar import Grammar, Rule
 from grid_core.guide import Engine, GridGuide
 from grid_core.lexer import Lexer, Scanner
@@ -521,8 +521,11 @@ def test_empty_lexicon_categories_are_cut(guides: dict[str, Engine]) -> None:
     seeing = Engine(projection.grammar, vocab, lexicon.lexicon, dfa=dfa)
     assert "from_clause" not in projection.grammar.nonterminals
     assert "update_stmt" not in projection.grammar.nonterminals  # UPDATE needs a table
-    # `FROM` is now only a free name (an alias: SELECT 1 AS "FROM"), which can end
-    after = spelled(seeing, feed(seeing, [b"SELECT 1 FROM "]).mask_ids())
+    # `FROM` stays a keyword, never a free name (DESIGN.md section 11): with no FROM
+    # clause left, `SELECT 1 FROM` does not end there, and `SELECT 1` can end.
+    with pytest.raises(GuideError):
+        feed(seeing, [b"SELECT 1 FROM "])
+    after = spelled(seeing, feed(seeing, [b"SELECT 1 "]).mask_ids())
     assert b";" in after and b" (" not in after
     assert not {b"UPDATE", b" UPDATE"} & spelled(seeing, seeing.guide().mask_ids())
     with pytest.raises(EmptyLanguageError, match="empty lexicon categories"):

@@ -30,13 +30,23 @@ Policy decisions:
   `keyword_functions`: keywords that the grammar never lets an opening
   parenthesis follow (SQLite's REPLACE, PostgreSQL's LEFT/RIGHT), so the
   keyword lexeme `left` and the function lexeme `left(` never collide.
+- **Keywords are reserved** (DESIGN.md section 11: "cutting a production never
+  turns a keyword into an identifier"). The bare form of every identifier
+  terminal is generated from data: `bare_identifier` minus `reserved_identifiers`
+  (every keyword of the grammar and the database's `never_identifiers`) for
+  `_BARE_IDENT`, used by the lexicon categories; minus `reserved_free_names`
+  (those and the database's `never_free_names`) for `_BARE_FREE_NAME`, used by
+  the free names `ALIAS_NAME` and `QUALIFIER`. So a keyword-spelled word is a
+  keyword everywhere, in L1 and in every role projection: a role whose
+  projection cut `UNION` cannot write `FROM t union;` with `union` read as an
+  alias, which L1 and the database would refuse. The exclusion is a regular
+  language written out as a trie-shaped regex (`_bare_pattern`): GRID's
+  patterns have no lookarounds. A reserved word stays available quoted.
 - Identifiers are spelled with `spell_identifier`: bare when the word is a bare
   identifier and neither a keyword of the grammar nor a reserved word of the
-  database, else in the first quote form that can hold it. A lexicon builder
-  must not admit a reserved word bare: GRID lets a keyword act as an identifier
-  where the keyword is not viable, the database may not (PostgreSQL reads
-  `SELECT FROM t` as an empty target list over t; with a column lexicon word
-  `from`, GRID would read a column `from` aliased `t`).
+  database, else in the first quote form that can hold it (the bare form of a
+  keyword is in no identifier terminal's language, so a lexicon word spelled
+  like one would fail the build).
 """
 
 from __future__ import annotations
@@ -139,6 +149,12 @@ class Dialect:
     keyword_case: KeywordCase = "insensitive"
     # The database's own keywords: a schema word spelled like one is quoted.
     reserved_words: frozenset[str] = frozenset()
+    # Words the database never reads as a bare identifier (table, column, alias or
+    # qualifier), keywords of the grammar or not; a subset of `reserved_words`.
+    never_identifiers: frozenset[str] = frozenset()
+    # Words the database reads as a bare table or column name but refuses as a bare
+    # alias or qualifier (SQLite's `SELECT 1 match`, PostgreSQL's `SELECT 1 year`).
+    never_free_names: frozenset[str] = frozenset()
     functions: tuple[str, ...]
     keyword_functions: frozenset[str] = frozenset()
     type_names: tuple[str, ...]
@@ -168,6 +184,18 @@ class Dialect:
         return frozenset(w.lower() for w in (*self.reserved_words, *self.keywords))
 
     @property
+    def reserved_identifiers(self) -> frozenset[str]:
+        """Words no identifier terminal takes bare, lower case: every keyword of the
+        grammar and the database's `never_identifiers` (see the module header)."""
+        return frozenset(w.lower() for w in (*self.keywords, *self.never_identifiers))
+
+    @property
+    def reserved_free_names(self) -> frozenset[str]:
+        """Words no free name (alias, qualifier) takes bare, lower case:
+        `reserved_identifiers` and the database's `never_free_names`."""
+        return self.reserved_identifiers | {w.lower() for w in self.never_free_names}
+
+    @property
     def grammar_text(self) -> str:
         """The complete grammar: the `.lark` file plus the generated terminals."""
         base = (
@@ -185,10 +213,16 @@ class Dialect:
         return tuple(parse_corpus(source.read_text(encoding="utf-8")))
 
     def generated_terminals(self) -> str:
-        """Keyword and word-class terminal definitions, in lark syntax."""
+        """Keyword, word-class and bare-identifier terminal definitions, in lark syntax."""
         flag = "i" if self.keyword_case == "insensitive" else ""
+        first, rest = self._identifier_classes()
+        fold = self.keyword_case == "insensitive"
         lines = [
             f"// {'-' * 64} generated from {type(self).__name__}",
+            "// bare identifiers: bare_identifier minus the reserved words (any letter case",
+            "// when keywords are case-insensitive); quoted forms are in the .lark file",
+            f"_BARE_IDENT: /{_bare_pattern(first, rest, self.reserved_identifiers, fold)}/",
+            f"_BARE_FREE_NAME: /{_bare_pattern(first, rest, self.reserved_free_names, fold)}/",
             f"// keywords (priority {KEYWORD_PRIORITY})",
         ]
         for word in sorted(set(self.keywords)):
@@ -207,6 +241,19 @@ class Dialect:
         return "\n".join(lines) + "\n"
 
     # ------------------------------------------------------------ identifiers
+
+    def _identifier_classes(self) -> tuple[int, int]:
+        """The byte sets (as ints) of `bare_identifier`, which must read `[F][R]*`."""
+        m = re.fullmatch(r"\[([^\]]+)\]\[([^\]]+)\]\*", self.bare_identifier)
+        if m is None:
+            raise DialectDefinitionError(
+                self.name, f"bare_identifier {self.bare_identifier!r} is not of the form [F][R]*"
+            )
+        sets = []
+        for body in m.groups():
+            cls = re.compile(f"[{body}]", re.ASCII)
+            sets.append(sum(1 << b for b in range(256) if cls.fullmatch(chr(b))))
+        return sets[0], sets[1]
 
     def is_bare_identifier(self, word: str) -> bool:
         """True when `word` may be written without quotes in every identifier position."""
@@ -258,6 +305,11 @@ class Dialect:
         for required in REQUIRED_TERMINALS:
             if required not in names:
                 raise DialectDefinitionError(self.name, f"grammar lacks terminal {required}")
+        stray = sorted(set(self.never_identifiers) - set(self.reserved_words))
+        if stray:
+            raise DialectDefinitionError(
+                self.name, f"never_identifiers {stray} are not reserved_words (spelled bare)"
+            )
         unused = sorted(w for w in lowered if w.upper() not in names)
         if unused:
             raise DialectDefinitionError(self.name, f"keywords no rule uses: {unused}")
@@ -306,6 +358,125 @@ def build_lalr(grammar_text: str) -> Any:
             raise NotImplementedError("GRID lexes; this parser is for its tables only")
 
     return lark.Lark(grammar_text, parser="lalr", lexer=_NoLexer, strict=True)
+
+
+def _bare_pattern(first: int, rest: int, words: frozenset[str], fold: bool) -> str:
+    """A regex for the words of `[first][rest]*` that are not in `words`.
+
+    `first` and `rest` are byte sets (bit b set iff byte b is in the class);
+    `words` are lower case; with `fold`, a word is excluded in every ASCII letter
+    case (the pattern is then one `(?i:...)` group). The words are laid out as a
+    trie, and an identifier that is not one of them either *leaves* the trie (it
+    follows trie edges, then takes a byte of its class that no edge takes, then
+    runs free) or *stays* in it (it follows trie edges and ends at a node that
+    ends no excluded word): `LEAVE [rest]* | STAY`. Every leaving path shares the
+    one free tail, so the automaton has about one state per trie node. A word
+    outside `[first][rest]*` excludes nothing. Written without lookarounds, which
+    GRID's patterns do not have (grid_core.regex_bytes).
+    """
+    trie: dict[str, Any] = {}
+    for word in sorted(words):
+        node = trie
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}  # the end of an excluded word
+
+    def edge(ch: str) -> int:
+        bits = 1 << ord(ch)
+        if fold and ch.isascii() and ch.isalpha():
+            bits |= 1 << ord(ch.swapcase())
+        return bits
+
+    def edges(node: dict[str, Any], cls: int) -> list[tuple[int, dict[str, Any]]]:
+        out = []
+        for ch in sorted(k for k in node if k):
+            if edge(ch) & cls == edge(ch):  # else the word leaves [first][rest]*
+                out.append((edge(ch), node[ch]))
+        return out
+
+    def group(alternatives: list[str], optional: bool) -> str:
+        if len(alternatives) == 1 and not optional:
+            return alternatives[0]
+        return f"(?:{'|'.join(alternatives)})" + ("?" if optional else "")
+
+    def leave(node: dict[str, Any], depth: int) -> str | None:
+        cls = first if depth == 0 else rest
+        alternatives, taken = [], 0
+        for bits, child in edges(node, cls):
+            taken |= bits
+            sub = leave(child, depth + 1)
+            if sub is not None:
+                alternatives.append(_byte_class(bits, fold) + sub)
+        if cls & ~taken:
+            alternatives.append(_byte_class(cls & ~taken, fold))
+        return group(alternatives, False) if alternatives else None
+
+    def stay(node: dict[str, Any], depth: int) -> str | None:
+        cls = first if depth == 0 else rest
+        alternatives = []
+        for bits, child in edges(node, cls):
+            sub = stay(child, depth + 1)
+            if sub is not None:
+                alternatives.append(_byte_class(bits, fold) + sub)
+        may_end = depth > 0 and "" not in node
+        if not alternatives:
+            return "" if may_end else None
+        return group(alternatives, may_end)
+
+    parts = []
+    left = leave(trie, 0)
+    if left is not None:
+        parts.append(left + _byte_class(rest, fold) + "*")
+    stayed = stay(trie, 0)
+    if stayed:
+        parts.append(stayed)
+    assert parts, "an identifier language minus finitely many words is never empty"
+    pattern = group(parts, False)
+    return f"(?i:{pattern})" if fold else pattern
+
+
+_UPPER = sum(1 << b for b in range(65, 91))
+
+
+def _byte_class(bits: int, fold: bool) -> str:
+    """A regex class for a byte set, as ranges (a literal for one letter or digit).
+    With `fold` the set is closed under ASCII case and is read under `(?i)`, so its
+    upper-case letters are left out. Only literals and ranges, no categories such
+    as `\\w`: every reader of the grammar must take the pattern, the peer-grammar
+    translation of bench/peer_grammars.py included."""
+    if fold:
+        bits &= ~_UPPER
+    return _positive_class(bits)
+
+
+def _positive_class(bits: int) -> str:
+    members = [b for b in range(256) if bits >> b & 1]
+    if len(members) == 1 and chr(members[0]).isascii() and chr(members[0]).isalnum():
+        return chr(members[0])
+    return f"[{_ranges(bits)}]"
+
+
+def _ranges(bits: int) -> str:
+    """The inside of a regex class holding exactly the bytes of `bits`."""
+    runs: list[tuple[int, int]] = []
+    for b in range(256):
+        if not bits >> b & 1:
+            continue
+        if runs and runs[-1][1] == b - 1:
+            runs[-1] = (runs[-1][0], b)
+        else:
+            runs.append((b, b))
+
+    def char(b: int) -> str:
+        c = chr(b)
+        if c in "\\]^-[/":
+            return "\\" + c
+        return c if 0x21 <= b <= 0x7E else f"\\x{b:02x}"
+
+    return "".join(
+        char(a) if a == b else char(a) + char(b) if b == a + 1 else f"{char(a)}-{char(b)}"
+        for a, b in runs
+    )
 
 
 def _word_pattern(word: str) -> str:

@@ -129,7 +129,10 @@ PROJECTION_RULES: dict[str, ProjectionRules] = {
                     Cut("in_target", "TABLE_NAME"),  # `x IN t` reads t like a subquery
                     Cut("primary", "select_stmt"),  # scalar subquery and EXISTS
                 ),
-                "set_operations": (Cut("compound_select", "compound_operator"),),
+                "set_operations": (
+                    Cut("compound_select", "compound_operator"),
+                    Cut("compound_values", "compound_operator"),  # ... UNION VALUES (1)
+                ),
                 "cte": (Cut("with_clause"), Cut("table_or_subquery", "CTE_NAME")),
                 "recursive_cte": (Cut("with_clause", "RECURSIVE"),),
                 "join": (Cut("join_source", "join_source"), Cut("update_stmt", "from_clause")),
@@ -163,6 +166,7 @@ PROJECTION_RULES: dict[str, ProjectionRules] = {
                 "recursive_cte": (Cut("with_clause", "RECURSIVE"),),
                 "join": (
                     Cut("join_source", "join_source"),
+                    Cut("table_ref", "joined_table"),  # a join in parentheses
                     Cut("update_stmt", "from_clause"),
                     Cut("delete_stmt", "USING"),
                 ),

@@ -14,6 +14,14 @@ Decisions a reader should know:
 - `date '...'`, `interval '...'` are single TYPED_STRING lexemes (see the grammar).
 - Unquoted identifiers fold to lower case in PostgreSQL (`identifier_case`): a
   lexicon builder must admit the spelling the model is to write.
+- Keywords are reserved: a keyword of the grammar or a reserved key word of
+  PostgreSQL (`never_identifiers`) is no bare identifier anywhere, so that no
+  role projection can read a keyword as a name (DESIGN.md section 11).
+  PostgreSQL itself accepts its non-reserved key words as names (`first`,
+  `rows`, ...); GRID writes such names quoted.
+- A column alias takes AS (`SELECT 1 AS year`): PostgreSQL refuses some bare
+  column labels (`SELECT 1 year`, the "requires AS" key words).
+- `*` and `q.*` need a FROM clause in a SELECT (RETURNING * needs none).
 """
 
 from __future__ import annotations
@@ -56,8 +64,6 @@ RESERVED_WORDS = frozenset((
 ))  # fmt: skip
 
 FUNCTIONS = (
-    # conditional
-    "coalesce", "nullif", "greatest", "least",
     # math
     "abs", "cbrt", "ceil", "ceiling", "degrees", "div", "exp", "floor", "ln", "log",
     "log10", "mod", "pi", "power", "radians", "random", "round", "sign", "sqrt",
@@ -66,8 +72,8 @@ FUNCTIONS = (
     "ascii", "btrim", "char_length", "character_length", "chr", "concat", "concat_ws",
     "format", "initcap", "left", "length", "lower", "lpad", "ltrim", "md5",
     "octet_length", "regexp_replace", "repeat", "replace", "reverse", "right", "rpad",
-    "rtrim", "split_part", "starts_with", "strpos", "substr", "substring", "translate",
-    "trim", "upper",
+    "rtrim", "split_part", "starts_with", "strpos", "substr", "translate",
+    "upper",
     # formatting and date/time
     "to_char", "to_date", "to_number", "to_timestamp", "age", "clock_timestamp",
     "date_part", "date_trunc", "make_date", "make_interval", "make_timestamp", "now",
@@ -85,14 +91,24 @@ FUNCTIONS = (
     "json_build_object", "jsonb_build_object", "json_build_array", "to_json", "to_jsonb",
 )  # fmt: skip
 
+# Type names by the modifiers PostgreSQL 15 takes after them (measured with CAST on a
+# server): none (TYPE_NAME), one (SIZED_TYPE_NAME: `varchar(20)`), one or two
+# (SCALED_TYPE_NAME: `numeric(10,2)`).
 TYPE_NAMES = (
-    "smallint", "integer", "int", "bigint", "int2", "int4", "int8", "decimal",
-    "numeric", "real", "double precision", "float", "float4", "float8", "money",
-    "text", "varchar", "character varying", "char", "character", "boolean", "bool",
-    "date", "time", "time with time zone", "time without time zone", "timestamp",
-    "timestamp with time zone", "timestamp without time zone", "timestamptz",
-    "interval", "uuid", "json", "jsonb", "bytea",
+    "smallint", "integer", "int", "bigint", "int2", "int4", "int8", "real",
+    "double precision", "float4", "float8", "money", "text", "boolean", "bool", "date",
+    "time with time zone", "time without time zone", "timestamp with time zone",
+    "timestamp without time zone", "uuid", "json", "jsonb", "bytea",
 )  # fmt: skip
+SIZED_TYPE_NAMES = (
+    "float", "varchar", "character varying", "char", "character", "time", "timestamp",
+    "timestamptz", "interval",
+)  # fmt: skip
+SCALED_TYPE_NAMES = ("decimal", "numeric")
+
+# Functions that are key words in PostgreSQL with a syntax of their own (gram.y's
+# func_expr_common_subexpr): a plain argument list and nothing after the call.
+SPECIAL_FUNCTIONS = ("coalesce(", "nullif(", "greatest(", "least(", "substring(", "trim(")
 
 DATETIME_FIELDS = (
     "century", "day", "decade", "dow", "doy", "epoch", "hour", "isodow", "isoyear",
@@ -108,11 +124,17 @@ class PostgresDialect(Dialect):
     corpus_file: str = "corpus/postgres.txt"
     keywords: tuple[str, ...] = KEYWORDS
     reserved_words: frozenset[str] = RESERVED_WORDS
+    never_identifiers: frozenset[str] = RESERVED_WORDS
     functions: tuple[str, ...] = FUNCTIONS
     # LEFT and RIGHT name joins and never precede "(" there; left( and right( are calls.
     keyword_functions: frozenset[str] = frozenset({"left", "right"})
     type_names: tuple[str, ...] = TYPE_NAMES
-    word_classes: tuple[tuple[str, tuple[str, ...]], ...] = (("DATETIME_FIELD", DATETIME_FIELDS),)
+    word_classes: tuple[tuple[str, tuple[str, ...]], ...] = (
+        ("DATETIME_FIELD", DATETIME_FIELDS),
+        ("SIZED_TYPE_NAME", SIZED_TYPE_NAMES),
+        ("SCALED_TYPE_NAME", SCALED_TYPE_NAMES),
+        ("SPECIAL_FUNCTION_NAME", SPECIAL_FUNCTIONS),
+    )
     identifier_quotes: tuple[QuoteForm, ...] = (QuoteForm(open='"', close='"'),)
     identifier_case: IdentifierCase = "fold-lower"
     description: str = "PostgreSQL 15: SELECT/INSERT/UPDATE/DELETE, RETURNING, ON CONFLICT"

@@ -11,6 +11,13 @@ free mode (see bench/results/dialect_coverage/). Decisions a reader should know:
 - Scalar functions open with the lexeme `name(` (no blank before the
   parenthesis); the five standard aggregates are keywords (`count (*)` is fine).
 - Bare identifiers are ASCII (`[A-Za-z_][A-Za-z0-9_$]*`); other names are quoted.
+- Keywords are reserved: a keyword of the grammar, or a word SQLite never reads
+  as a name (`NEVER_IDENTIFIERS`), is no bare identifier anywhere; the words of
+  `NEVER_FREE_NAMES` are no bare alias or qualifier. SQLite itself accepts some
+  keywords as names (its `%fallback ID`: `first`, `rows`, `replace`, ...); GRID
+  does not, so that no role projection can read a keyword as a name
+  (DESIGN.md section 11). Such names are written quoted.
+- `*` and `q.*` need a FROM clause (SQLite: "no tables specified").
 """
 
 from __future__ import annotations
@@ -54,6 +61,28 @@ RESERVED_WORDS = frozenset((
     "vacuum", "values", "view", "virtual", "when", "where", "window", "with", "without",
 ))  # fmt: skip
 
+# Keywords SQLite 3.40 never reads as a bare name: outside parse.y's `%fallback ID`
+# list (and not admitted by `nm`/`ids` otherwise), or, like CAST and RAISE, taken as
+# the start of their construct. Measured with Python's sqlite3 (3.40.1): each word
+# refused bare as a table, a column, an alias and a qualifier.
+NEVER_IDENTIFIERS = frozenset((
+    "add", "all", "alter", "and", "as", "autoincrement", "between", "case", "cast",
+    "check", "collate", "commit", "constraint", "create", "default", "deferrable",
+    "delete", "distinct", "drop", "else", "escape", "except", "exists", "foreign", "from",
+    "group", "having", "in", "index", "insert", "intersect", "into", "is", "isnull",
+    "join", "limit", "not", "nothing", "notnull", "null", "on", "or", "order", "primary",
+    "raise", "references", "returning", "select", "set", "table", "then", "to",
+    "transaction", "union", "unique", "update", "using", "values", "when", "where",
+))  # fmt: skip
+
+# Words SQLite reads as a bare table or column name but refuses as a bare alias
+# (`SELECT 1 match`: the JOIN_KW and LIKE_KW tokens, INDEXED) or as a qualifier
+# (`current_date.x`), measured as above. Most are keywords of the grammar anyway.
+NEVER_FREE_NAMES = frozenset((
+    "cross", "current_date", "current_time", "current_timestamp", "full", "glob",
+    "indexed", "inner", "left", "like", "match", "natural", "outer", "regexp", "right",
+))  # fmt: skip
+
 FUNCTIONS = (
     # core scalar functions (sqlite.org/lang_corefunc.html)
     "abs", "changes", "char", "coalesce", "format", "hex", "ifnull", "iif", "instr",
@@ -93,6 +122,8 @@ class SqliteDialect(Dialect):
     corpus_file: str = "corpus/sqlite.txt"
     keywords: tuple[str, ...] = KEYWORDS
     reserved_words: frozenset[str] = RESERVED_WORDS
+    never_identifiers: frozenset[str] = NEVER_IDENTIFIERS
+    never_free_names: frozenset[str] = NEVER_FREE_NAMES
     functions: tuple[str, ...] = FUNCTIONS
     # REPLACE starts `REPLACE INTO` and ends `INSERT OR REPLACE`, never before "(".
     keyword_functions: frozenset[str] = frozenset({"replace"})
