@@ -242,3 +242,74 @@ def test_batch_fill_refuses_bad_batches_before_writing() -> None:
             [engine.guide()._native, engine.guide()._native], batch, [1, 1]
         )
     assert (batch == 7).all()
+
+
+def test_memory_caps_hold_with_masks_unchanged() -> None:
+    """An adversarial run (40 random generations, every mask compared) on an engine
+    whose caches are capped at 1 MiB each stays under every cap, evicts, and fills
+    the same rows as an uncapped engine; then a small repeated corpus on a fresh
+    capped engine is served from the row memo at every step of its second pass
+    (hit rate 100%). Fails on a cap passed, no eviction, a differing row or a miss."""
+    np = pytest.importorskip("numpy")
+    capped, free = sqlite_engine_fresh(), sqlite_engine("cl100k")
+    cap = 1 << 20
+    capped.kernel.set_caps(cap, cap, cap)
+    rng = random.Random(7)
+    n = capped.n_words
+    for _ in range(40):
+        a, b = capped.guide(audit=False), free.guide(audit=False)
+        for _ in range(24):
+            ra, rb = np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int32)
+            a.fill_next_token_bitmask(ra)
+            b.fill_next_token_bitmask(rb)
+            assert (ra == rb).all()
+            ids = np.flatnonzero(np.unpackbits(ra.view(np.uint8), bitorder="little"))
+            t = int(rng.choice(ids))
+            if t in capped.vocab.eos_ids:
+                break
+            a.accept_token(t)
+            b.accept_token(t)
+    memory = capped.kernel.memory()
+    assert all(held <= limit for held, limit, _ in memory.values()), memory
+    assert sum(evicted for _, _, evicted in memory.values()) > 0, memory
+
+    from test_kernels_parity import SQLITE_SCRIPTS
+
+    fresh = sqlite_engine_fresh()
+    fresh.kernel.set_caps(8 << 20, 8 << 20, 8 << 20)
+    seqs = [spelled_tokens(fresh, s) for s in SQLITE_SCRIPTS[:3]]
+    row = np.zeros(fresh.n_words, dtype=np.int32)
+    served = []
+    for _ in range(2):
+        served = []
+        for seq in seqs:
+            g = fresh.guide()
+            for t in seq:
+                g.fill_next_token_bitmask(row)
+                served.append(g.last_fill)
+                g.accept_token(t)
+    assert served and all(s == "row" for s in served), served
+
+
+def sqlite_engine_fresh() -> Engine:
+    """A new sqlite/cl100k engine (its own kernel caches), sharing the trie."""
+    engine = sqlite_engine("cl100k")
+    return Engine(engine.grammar, engine.vocab, dfa=engine.dfa, trie=engine.trie)
+
+
+def test_cache_caps_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from grid_core.kernels import KernelsError, cache_caps
+
+    monkeypatch.delenv("GRID_CACHE_MB", raising=False)
+    assert cache_caps() is None
+    monkeypatch.setenv("GRID_CACHE_MB", "10")
+    assert cache_caps() == (4 << 20, 4 << 20, 2 << 20)
+    engine = Engine(ANALYST, TOY, LEXICON)
+    assert {k: v[1] for k, v in engine.kernel.memory().items()} == {
+        "walks": 4 << 20,
+        "chunks": 4 << 20,
+        "rows": 2 << 20,
+    }
+    monkeypatch.setenv("GRID_CACHE_MB", "-1")
+    with pytest.raises(KernelsError, match="GRID_CACHE_MB"):
+        cache_caps()

@@ -30,12 +30,13 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use blake2::digest::consts::U16;
 use blake2::{Blake2b, Digest};
 
 use crate::canonical::Canonical;
+use crate::lru::Lru;
 use crate::trie::Trie;
 use crate::walk::{CdEntry, WalkOutput};
 
@@ -207,9 +208,16 @@ pub struct Members {
     nodes: Vec<u32>,
     ends: Vec<u32>,
     tails: Vec<u8>,
-    /// The allowed set after the shift -> the verdict.
-    verdicts: Mutex<FxMap<Box<[u64]>, Arc<Verdict>>>,
+    /// The allowed set after the shift -> the verdict, at most
+    /// [`VERDICT_MEMO_BYTES`] per member list (least recently used evicted).
+    verdicts: Mutex<Lru<Box<[u64]>, Arc<Verdict>>>,
 }
+
+/// Bytes of verdicts one member list's memo holds. The memos live and die
+/// with their member lists, which live as long as an entry (or a verdict)
+/// of the walk cache refers to them ([`Classes`] holds them weakly), so the
+/// verdicts held are bounded by the walk cache's cap times this.
+pub const VERDICT_MEMO_BYTES: usize = 1 << 20;
 
 /// A class's verdict under one allowed set A' (after shifting its terminal):
 /// the CI ids of its members' sub-walks, and the CD entries those found,
@@ -226,7 +234,7 @@ impl Members {
             nodes: Vec::new(),
             ends: Vec::new(),
             tails: Vec::new(),
-            verdicts: Mutex::new(FxMap::default()),
+            verdicts: Mutex::new(Lru::new(VERDICT_MEMO_BYTES)),
         }
     }
 
@@ -266,11 +274,16 @@ impl Members {
 
     /// Memoize `verdict` under `allowed`; a verdict already there wins.
     pub fn remember(&self, allowed: &[u64], verdict: Verdict) -> Arc<Verdict> {
+        let size = 64
+            + 8 * allowed.len()
+            + verdict.ci.size()
+            + verdict.deeper.len() * std::mem::size_of::<Class>();
+        let verdict = Arc::new(verdict);
         let mut memo = self.verdicts.lock().unwrap_or_else(|e| e.into_inner());
-        Arc::clone(
-            memo.entry(allowed.into())
-                .or_insert_with(|| Arc::new(verdict)),
-        )
+        match memo.insert(allowed.into(), Arc::clone(&verdict), size) {
+            Some(kept) => Arc::clone(kept),
+            None => verdict,
+        }
     }
 }
 
@@ -307,7 +320,16 @@ pub fn group<'a>(
 /// same bytes) share one verdict memo.
 #[derive(Debug, Default)]
 pub struct Classes {
-    map: Mutex<FxMap<u64, Vec<Arc<Members>>>>,
+    /// Content hash -> the member lists alive with that hash (held weakly: a
+    /// list lives as long as a class of a cached entry or verdict holds it).
+    map: Mutex<Interned>,
+}
+
+#[derive(Debug, Default)]
+struct Interned {
+    lists: FxMap<u64, Vec<Weak<Members>>>,
+    /// Sweep the dead lists when this many hashes are held (then twice what stays).
+    sweep_at: usize,
 }
 
 impl Classes {
@@ -321,20 +343,38 @@ impl Classes {
             }
         }
         h.write(&members.tails);
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        let bucket = map.entry(h.finish()).or_default();
-        if let Some(m) = bucket.iter().find(|m| m.same(&members)) {
-            return Arc::clone(m);
+        let mut guard = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let interned = &mut *guard;
+        if interned.lists.len() >= interned.sweep_at.max(1024) {
+            // Drop the hashes whose lists all died (amortized O(1) per intern).
+            interned.lists.retain(|_, bucket| {
+                bucket.retain(|m| m.strong_count() > 0);
+                !bucket.is_empty()
+            });
+            interned.sweep_at = 2 * interned.lists.len();
+        }
+        let bucket = interned.lists.entry(h.finish()).or_default();
+        bucket.retain(|m| m.strong_count() > 0);
+        if let Some(m) = bucket
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|m| m.same(&members))
+        {
+            return m;
         }
         let m = Arc::new(members);
-        bucket.push(Arc::clone(&m));
+        bucket.push(Arc::downgrade(&m));
         m
     }
 
-    /// Distinct member lists interned.
+    /// Distinct member lists interned and alive.
     pub fn len(&self) -> usize {
-        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        map.values().map(Vec::len).sum()
+        let interned = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        interned
+            .lists
+            .values()
+            .map(|b| b.iter().filter(|m| m.strong_count() > 0).count())
+            .sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -356,6 +396,14 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// Bytes of memory the entry takes, about (what the walk cache counts).
+    pub fn size(&self) -> usize {
+        64 + self.ci.size()
+            + self.cd.len() * std::mem::size_of::<CdEntry>()
+            + self.tails.len()
+            + self.classes.len() * std::mem::size_of::<Class>()
+    }
+
     /// Pack a walk's output: CI payload, CD entries and their classes
     /// (interned in `table`).
     pub fn of_walk(trie: &Trie, mut walk: WalkOutput, table: &Classes) -> Self {
@@ -431,22 +479,65 @@ impl Hasher for FxHasher {
 
 pub type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
-/// Walk key bytes -> entry; thread-safe, entries immutable.
-#[derive(Debug, Default)]
+/// Walk key bytes -> entry; thread-safe, entries immutable, at most a cap of
+/// bytes held (least recently used evicted: [`crate::lru`]).
+#[derive(Debug)]
 pub struct WalkCache {
-    map: RwLock<FxMap<Box<[u8]>, Arc<Entry>>>,
+    map: RwLock<Lru<Box<[u8]>, Arc<Entry>>>,
 }
 
+impl Default for WalkCache {
+    fn default() -> Self {
+        Self::new(WALK_CACHE_BYTES)
+    }
+}
+
+/// Bytes of entries a walk cache holds by default before it evicts.
+pub const WALK_CACHE_BYTES: usize = 256 << 20;
+
 impl WalkCache {
+    /// An empty cache of at most `cap` bytes of entries (least recently used evicted).
+    pub fn new(cap: usize) -> Self {
+        Self {
+            map: RwLock::new(Lru::new(cap)),
+        }
+    }
+
     pub fn get(&self, key: &[u8]) -> Option<Arc<Entry>> {
         let map = self.map.read().unwrap_or_else(|e| e.into_inner());
         map.get(key).cloned()
     }
 
-    /// Publish `entry` under `key` unless present; returns the entry stored.
+    /// Publish `entry` under `key` unless present; returns the entry stored
+    /// (an entry larger than the cap is returned, not kept).
     pub fn publish(&self, key: &[u8], entry: Entry) -> Arc<Entry> {
+        let size = entry.size() + key.len();
+        let entry = Arc::new(entry);
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
-        Arc::clone(map.entry(key.into()).or_insert_with(|| Arc::new(entry)))
+        match map.insert(key.into(), Arc::clone(&entry), size) {
+            Some(kept) => Arc::clone(kept),
+            None => entry,
+        }
+    }
+
+    /// (bytes held, cap, entries evicted so far).
+    pub fn usage(&self) -> (usize, usize, u64) {
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        (map.bytes(), map.cap(), map.evicted())
+    }
+
+    pub fn set_cap(&self, cap: usize) {
+        self.map
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .set_cap(cap);
+    }
+
+    pub fn check_invariants(&self) {
+        self.map
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .check_invariants();
     }
 
     pub fn len(&self) -> usize {

@@ -52,7 +52,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
-use crate::cache::{or_words, set_ids, FxMap};
+use crate::cache::{or_words, set_ids};
+use crate::lru::Lru;
 use crate::scanner::{Allowed, Scan};
 use crate::tables::{GrammarTables, NO_NODE};
 use crate::trie::Trie;
@@ -219,16 +220,11 @@ pub struct Chunks {
     map: RwLock<Memo>,
     min_nodes: u32,
     bits_min: usize,
-    cap_bytes: usize,
     hits: AtomicU64,
     misses: AtomicU64,
 }
 
-#[derive(Debug, Default)]
-struct Memo {
-    chunks: FxMap<Box<[u8]>, Arc<Chunk>>,
-    bytes: usize,
-}
+type Memo = Lru<Box<[u8]>, Arc<Chunk>>;
 
 impl Default for Chunks {
     fn default() -> Self {
@@ -242,10 +238,9 @@ impl Chunks {
     /// get a bitmask of their ids.
     pub fn new(min_nodes: u32, bits_min: usize, cap_bytes: usize) -> Self {
         Self {
-            map: RwLock::new(Memo::default()),
+            map: RwLock::new(Lru::new(cap_bytes)),
             min_nodes: min_nodes.max(1),
             bits_min: bits_min.max(1),
-            cap_bytes,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
@@ -265,7 +260,24 @@ impl Chunks {
 
     /// Memoized subtrees now.
     pub fn len(&self) -> usize {
-        self.read().chunks.len()
+        self.read().len()
+    }
+
+    /// (bytes held, cap, chunks evicted so far).
+    pub fn usage(&self) -> (usize, usize, u64) {
+        let memo = self.read();
+        (memo.bytes(), memo.cap(), memo.evicted())
+    }
+
+    pub fn set_cap(&self, cap: usize) {
+        self.map
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .set_cap(cap);
+    }
+
+    pub fn check_invariants(&self) {
+        self.read().check_invariants();
     }
 
     pub fn is_empty(&self) -> bool {
@@ -274,9 +286,7 @@ impl Chunks {
 
     /// Drop every chunk (the counters stay).
     pub fn clear(&self) {
-        let mut memo = self.map.write().unwrap_or_else(|e| e.into_inner());
-        memo.chunks.clear();
-        memo.bytes = 0;
+        self.map.write().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
     /// (hits, misses) so far.
@@ -308,7 +318,7 @@ impl Chunks {
         let Some(key) = memo_key(g, c, scan, a) else {
             return Found::Not;
         };
-        if let Some(chunk) = self.read().chunks.get(&key[..]) {
+        if let Some(chunk) = self.read().get(&key[..]) {
             self.hits.fetch_add(1, Ordering::Relaxed);
             return Found::Hit(Arc::clone(chunk));
         }
@@ -342,22 +352,17 @@ impl Chunks {
         Some(self.publish(key, w.finish()))
     }
 
-    /// Publish `chunk` under `key` unless present (emptying the memo first if
-    /// it would exceed its cap); returns the chunk stored.
+    /// Publish `chunk` under `key` unless present (evicting the least
+    /// recently used chunks first if it would exceed its cap); returns the
+    /// chunk stored.
     pub(crate) fn publish(&self, key: Vec<u8>, chunk: Chunk) -> Arc<Chunk> {
         let size = chunk.size() + key.len();
-        let mut memo = self.map.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(found) = memo.chunks.get(&key[..]) {
-            return Arc::clone(found);
-        }
-        if memo.bytes + size > self.cap_bytes {
-            memo.chunks.clear();
-            memo.bytes = 0;
-        }
-        memo.bytes += size;
         let chunk = Arc::new(chunk);
-        memo.chunks.insert(key.into(), Arc::clone(&chunk));
-        chunk
+        let mut memo = self.map.write().unwrap_or_else(|e| e.into_inner());
+        match memo.insert(key.into(), Arc::clone(&chunk), size) {
+            Some(kept) => Arc::clone(kept),
+            None => chunk,
+        }
     }
 }
 

@@ -25,7 +25,8 @@
 //! copy. It is a memo of a pure function: on a miss the CD verdicts are
 //! evaluated class by class against the live stack (one shift each, each
 //! class's verdict memoized per allowed set), exactly as grid-core does; it
-//! holds at most [`ROW_MEMO_BYTES`] and is emptied when full. Interned nodes
+//! holds at most a cap of bytes ([`ROW_MEMO_BYTES`] by default), evicting
+//! the least recently used rows ([`crate::lru`]). Interned nodes
 //! are never freed one by one; instead the arena is a *generation*: once it
 //! holds more than [`ARENA_CAP`] nodes, sessions created from then on start a
 //! fresh one, and the old one is freed with its last session. Memory stays
@@ -42,16 +43,18 @@
 //! with equal members share their verdicts.
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use rayon::prelude::*;
 use rayon::ThreadPool;
 
 use crate::bits;
-use crate::cache::{group, Classes, Entry, FxMap, Members, Payload, Verdict, WalkCache};
+use crate::cache::{group, Classes, Entry, Members, Payload, Verdict, WalkCache};
 use crate::canonical::Canonical;
 use crate::chunks::Chunks;
 use crate::error::{KernelError, Result};
+use crate::lru::Lru;
 use crate::mask::EngineTables;
 use crate::parser::{NodeId, StackArena};
 use crate::scanner::{Allowed, Scan};
@@ -65,7 +68,7 @@ pub const ARENA_CAP: usize = 1 << 18;
 /// them on the engine's threads (run by run, bit-identical to one thread).
 pub const PAR_VERDICT_NODES: usize = 1 << 14;
 
-/// Bytes of packed rows a generation's row memo holds before it is emptied.
+/// Bytes of packed rows a generation's row memo holds by default.
 pub const ROW_MEMO_BYTES: usize = 128 << 20;
 
 /// A memoized row: the CI and CD ids of (root entry, stack), and the audit
@@ -90,16 +93,14 @@ impl Row {
 #[derive(Debug)]
 pub struct Stacks {
     pub arena: StackArena,
-    rows: FxMap<(u64, NodeId), Arc<Row>>,
-    row_bytes: usize,
+    rows: Lru<(u64, NodeId), Arc<Row>>,
 }
 
 impl Stacks {
-    fn new(arena: StackArena) -> Self {
+    fn new(arena: StackArena, row_cap: usize) -> Self {
         Self {
             arena,
-            rows: FxMap::default(),
-            row_bytes: 0,
+            rows: Lru::new(row_cap),
         }
     }
 
@@ -108,17 +109,16 @@ impl Stacks {
         self.rows.get(&(entry.serial, node)).cloned()
     }
 
-    /// Memoize the row of (`entry`, `node`), emptying the memo first if it
-    /// would exceed [`ROW_MEMO_BYTES`].
+    /// (bytes held, cap, rows evicted so far) of the row memo.
+    pub fn usage(&self) -> (usize, usize, u64) {
+        (self.rows.bytes(), self.rows.cap(), self.rows.evicted())
+    }
+
+    /// Memoize the row of (`entry`, `node`), evicting the least recently used
+    /// rows first if the memo would exceed its cap.
     pub fn remember_row(&mut self, entry: &Entry, node: NodeId, row: Arc<Row>) {
-        if self.row_bytes + row.ids.size() > ROW_MEMO_BYTES {
-            self.rows.clear();
-            self.row_bytes = 0;
-        }
-        self.row_bytes += row.ids.size();
-        if let Some(old) = self.rows.insert((entry.serial, node), row) {
-            self.row_bytes -= old.ids.size();
-        }
+        let size = row.ids.size() + 64;
+        self.rows.insert((entry.serial, node), row, size);
     }
 
     /// Rows memoized now.
@@ -178,6 +178,8 @@ pub struct Engine {
     /// The member lists of its verdict classes, interned (shared verdict memos).
     pub classes: Classes,
     stacks: Mutex<Arc<Mutex<Stacks>>>,
+    /// The row memo's cap for new arena generations.
+    row_cap: AtomicUsize,
     threads: Threads,
     /// The lexicon's fingerprint (`IdentKey.schema`).
     schema: String,
@@ -193,7 +195,8 @@ impl Engine {
             cache: WalkCache::default(),
             chunks: Chunks::default(),
             classes: Classes::default(),
-            stacks: Mutex::new(Arc::new(Mutex::new(Stacks::new(arena)))),
+            stacks: Mutex::new(Arc::new(Mutex::new(Stacks::new(arena, ROW_MEMO_BYTES)))),
+            row_cap: AtomicUsize::new(ROW_MEMO_BYTES),
             threads,
             schema: schema.into(),
         }
@@ -203,9 +206,27 @@ impl Engine {
     pub fn stacks(&self) -> Arc<Mutex<Stacks>> {
         let mut current = lock(&self.stacks);
         if lock(&current).arena.len() > ARENA_CAP {
-            *current = Arc::new(Mutex::new(Stacks::new(self.tables.arena())));
+            let cap = self.row_cap.load(Ordering::Relaxed);
+            *current = Arc::new(Mutex::new(Stacks::new(self.tables.arena(), cap)));
         }
         Arc::clone(&current)
+    }
+
+    /// Set the memory caps in bytes: the walk cache, the subtree memo and
+    /// the row memo (of the current and later arena generations). Each
+    /// evicts its least recently used entries at once if it holds more.
+    pub fn set_caps(&self, walks: usize, chunks: usize, rows: usize) {
+        self.cache.set_cap(walks);
+        self.chunks.set_cap(chunks);
+        self.row_cap.store(rows, Ordering::Relaxed);
+        lock(&lock(&self.stacks)).rows.set_cap(rows);
+    }
+
+    /// Bytes held, cap and evictions of the walk cache, the subtree memo and
+    /// the current generation's row memo.
+    pub fn usage(&self) -> [(usize, usize, u64); 3] {
+        let rows = lock(&lock(&self.stacks)).usage();
+        [self.cache.usage(), self.chunks.usage(), rows]
     }
 
     /// The key of a walk (see the module header): a root walk's is its

@@ -19,6 +19,7 @@
 //! | [`fill`]    | alias expansion into a packed int32 bitmask        | guide.Engine.pack    |
 //! | [`canonical`] | grid-core's canonical encoding (entry ids)       | fingerprint.canonical |
 //! | [`cache`]   | cached walks: payloads, verdict classes, entry ids | cache                |
+//! | [`lru`]     | byte-capped memo maps, least recently used evicted | (kernels only)       |
 //! | [`engine`]  | tables + walk cache + shared stack arena           | guide.Engine         |
 //! | [`session`] | one request's accept and fill, rollback, fork      | guide.GridGuide      |
 //! | [`audit`]   | the session's record chain                         | audit                |
@@ -36,6 +37,7 @@ pub mod engine;
 pub mod error;
 pub mod fill;
 pub mod lexer;
+pub mod lru;
 pub mod mask;
 pub mod parser;
 pub mod scanner;

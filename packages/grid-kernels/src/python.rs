@@ -722,6 +722,22 @@ impl PyEngineTables {
         self.inner.chunks.clear();
     }
 
+    /// Set the memory caps in bytes of the walk cache, the subtree memo and
+    /// the row memo; each evicts its least recently used entries (at once if
+    /// it holds more).
+    fn set_caps(&self, walks: usize, chunks: usize, rows: usize) {
+        self.inner.set_caps(walks, chunks, rows);
+    }
+
+    /// `{"walks" | "chunks" | "rows": (bytes held, cap, evicted so far)}`
+    /// (rows: the current arena generation's memo).
+    fn memory(&self) -> std::collections::HashMap<&'static str, (usize, usize, u64)> {
+        let [walks, chunks, rows] = self.inner.usage();
+        [("walks", walks), ("chunks", chunks), ("rows", rows)]
+            .into_iter()
+            .collect()
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "EngineTables(n_terminals={}, n_vocab={})",

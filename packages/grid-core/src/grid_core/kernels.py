@@ -62,21 +62,40 @@ def load() -> ModuleType | None:
 _tries: dict[str, Any] = {}
 
 
+def cache_caps() -> tuple[int, int, int] | None:
+    """The memory caps ``GRID_CACHE_MB`` sets, in bytes: (walk cache, subtree memo,
+    row memo) as 2/5, 2/5 and 1/5 of it; None when unset (the kernels' defaults:
+    256, 256 and 128 MiB). A value that is no positive integer is a
+    :class:`KernelsError`."""
+    raw = os.environ.get("GRID_CACHE_MB", "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) <= 0:
+        raise KernelsError(f"GRID_CACHE_MB must be a positive number of MiB, not {raw!r}")
+    total = int(raw) << 20
+    return total * 2 // 5, total * 2 // 5, total // 5
+
+
 def engine_tables(engine: Any) -> Any:
     """The kernels' tables of an Engine, or None on the Python path.
 
     The trie tables (the large part) are built once per tokenizer trie and
-    shared by every engine over it; the grammar tables are per engine.
+    shared by every engine over it; the grammar tables are per engine, with
+    their caches capped as :func:`cache_caps` says (least recently used evicted).
     """
     native = load()
     if native is None:
         return None
+    caps = cache_caps()
     trie = _tries.get(engine.trie.fingerprint)
     if trie is None:
         trie = _tries.setdefault(
             engine.trie.fingerprint, native.trie_tables(engine.trie, engine.vocab)
         )
-    return native.engine_tables(engine, trie)
+    tables = native.engine_tables(engine, trie)
+    if caps is not None:
+        tables.set_caps(*caps)
+    return tables
 
 
 def cold_entry(engine: Any, key: Key, root: int, pending: bytes, allowed: int) -> Entry:

@@ -157,6 +157,12 @@ class EngineTables:
         None: the engine's pool), the CD classes, the payload, the entry id
         (``make_entry``'s, byte for byte) and publication in this engine's
         cache, where sessions find it. An entry already cached is returned."""
+    def set_caps(self, walks: int, chunks: int, rows: int) -> None:
+        """Set the memory caps in bytes of the walk cache, the subtree memo and the
+        row memo; each evicts its least recently used entries when full (at once
+        if it holds more). Masks are unchanged: every cache is a memo."""
+    def memory(self) -> dict[str, tuple[int, int, int]]:
+        """``{"walks" | "chunks" | "rows": (bytes held, cap, evicted so far)}``."""
     def session(self, namespace: int = 0, audit: bool = False) -> Session:
         """A new :class:`Session` at the initial configuration; its walks are
         cached in this engine under ``namespace`` (grid-core's cache namespace);
