@@ -35,11 +35,21 @@ native = pytest.importorskip("grid_kernels._native")
 from grid_core.kernels import KernelGuide  # noqa: E402
 
 
+#: A schema lexicon for the sqlite dialect (its three lexicon categories), as a
+#: deployment has: the reserve table needs a word per category.
+SQLITE_LEXICON = {
+    "TABLE_NAME": [b"employees", b"departments", b"singer", b"stadium", b"concert", b"t"],
+    "COLUMN_NAME": [b"id", b"name", b"budget", b"country", b"age", b"sid", b"x", b"y"],
+    "CTE_NAME": [b"recent"],
+}
+
+
 @cache
 def sqlite_engine(vocab: str) -> Engine:
     dialects = pytest.importorskip("grid_sql.dialects")
     v = {"cl100k": vocab_module.cl100k, "qwen": vocab_module.qwen}[vocab]()
-    return Engine(load_grammar(dialects.SQLITE.grammar_text, "sqlite"), v, trie=build_trie(v))
+    grammar = load_grammar(dialects.SQLITE.grammar_text, "sqlite")
+    return Engine(grammar, v, SQLITE_LEXICON, trie=build_trie(v))
 
 
 def test_engine_guide_is_native_when_the_kernels_are_loaded() -> None:
@@ -294,7 +304,7 @@ def test_memory_caps_hold_with_masks_unchanged() -> None:
 def sqlite_engine_fresh() -> Engine:
     """A new sqlite/cl100k engine (its own kernel caches), sharing the trie."""
     engine = sqlite_engine("cl100k")
-    return Engine(engine.grammar, engine.vocab, dfa=engine.dfa, trie=engine.trie)
+    return Engine(engine.grammar, engine.vocab, engine.lexicon, dfa=engine.dfa, trie=engine.trie)
 
 
 def test_cache_caps_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
