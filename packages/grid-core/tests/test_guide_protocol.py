@@ -34,7 +34,6 @@ native = pytest.importorskip("grid_kernels._native")
 
 from grid_core.kernels import KernelGuide  # noqa: E402
 
-
 #: A schema lexicon for the sqlite dialect (its three lexicon categories), as a
 #: deployment has: the reserve table needs a word per category.
 SQLITE_LEXICON = {
