@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import platform
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,5 +33,33 @@ def host_description() -> dict[str, Any]:
         "python": sys.version.split()[0],
         "loadavg_start": os.getloadavg(),
         "grid_kernels": kernels.load() is not None,
+        "engine": engine_source(),
         "note": "shared 2-core machine: absolute times are noisy; compare ratios from one run",
     }
+
+
+def engine_source() -> dict[str, Any]:
+    """Where the measured engine came from: the grid-core package's directory, the
+    loaded grid-kernels binary's digest, and the checkout's commit (a benchmark may
+    run a clean export of a commit through PYTHONPATH while the tree is being edited)."""
+    import grid_core
+
+    out: dict[str, Any] = {"grid_core": str(Path(grid_core.__file__).parent)}
+    try:
+        import grid_kernels._native as native
+
+        out["grid_kernels_so_sha256"] = hashlib.sha256(
+            Path(native.__file__).read_bytes()
+        ).hexdigest()
+        out["grid_kernels_so"] = native.__file__
+    except ImportError:
+        pass
+    with contextlib.suppress(OSError):
+        out["checkout_head"] = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).parent,
+        ).stdout.strip()
+    out["export"] = os.environ.get("GRID_BENCH_EXPORT", "")
+    return out

@@ -6,21 +6,29 @@ SQL corpus (Spider dev gold, the sqlite dialect of grid-sql, free identifiers)
 over real vocabularies (Qwen and Llama-3 by default), and what a cold cache
 miss costs before and after moving it into Rust:
 
-1. **first sight**: each statement is replayed once in a fresh session (a
-   model writing it: at each step the admitted token whose spelling is the
-   longest prefix of the rest); every step's fill is timed and classified by
-   how it was served (``Session.last_fill``): ``row`` (its walk cached and its
-   stack seen before: one copy), ``classes`` (walks cached, CD verdicts
-   evaluated against the live stack), ``walked`` (a walk was cold). The hit
-   rate is the share of steps that walked nothing. A replay that gets stuck,
-   or ends without EOS admitted, is *rejected* (a completeness bug).
-2. **warm**: the same token sequences replayed ``--passes`` times in fresh
-   sessions: one warm serving step = ``fill_next_token_bitmask`` then
-   ``accept_token``, timed per token with ``perf_counter_ns`` around the two
-   native calls (``native``), and through grid-core's wrapper (``wrapper``);
-   the Python ``GridGuide`` (``mask()`` + ``advance``, its caches warm) on the
-   first ``--python-replays`` statements for the ratio. Target: native warm
-   p50 under 5 us.
+1. **first sight**: each statement is replayed once in a fresh guide from
+   ``Engine.guide()`` (the native guide, audit on: the path the adapters run;
+   a model writing the statement: at each step the admitted token whose
+   spelling is the longest prefix of the rest); every step's fill is timed and
+   classified by how it was served (``last_fill``): ``row`` (its walk cached
+   and its stack seen before: one copy), ``classes`` (walks cached, CD
+   verdicts evaluated against the live stack), ``walked`` (a walk was cold).
+   The hit rate is the share of steps that walked nothing. A replay that gets
+   stuck, or ends without EOS admitted, is *rejected* (a completeness bug).
+2. **warm, audit on and off**: the same token sequences replayed ``--passes``
+   times, each in fresh guides of four variants taking turns (rotating order,
+   so that they share the host's load): the raw native session with audit off
+   and on (``engine.kernel.session(0, audit)``: ``native_off``, ``native_on``)
+   and the protocol guide (``engine.guide(audit=...)``: ``guide_off``,
+   ``guide_on``, the headline). One warm serving step = ``fill_next_token_bitmask``
+   then ``accept_token``, timed per token with ``perf_counter_ns`` (the GC off
+   during a pass). After each audited replay its records are read once
+   (native ``records()``; the guide's ``audit_log()``), timed and divided by
+   its steps. Audit's cost per warm step = (``guide_on`` p50 - ``guide_off``
+   p50) + the ``audit_log()`` read per step. Targets: ``guide_on`` p50 under
+   5 us; audit's cost at most 0.5 us per step (issue #13). The Python
+   ``GridGuide`` (same verbs, audit on, caches warm) runs on the first
+   ``--python-replays`` statements for the ratio.
 3. **cold miss per entry**: root walks of ``--cold-configs`` configurations
    sampled from the replays, each a real miss: ``python`` (``walk_from`` +
    ``make_entry``, the pure-Python path), ``composed`` (the kernels' walk, then
@@ -62,7 +70,7 @@ from grid_core import kernels
 from grid_core import vocab as vocab_module
 from grid_core.cache import make_entry
 from grid_core.grammar import Grammar, load_grammar
-from grid_core.guide import Engine
+from grid_core.guide import Engine, GridGuide
 from grid_core.lexer import Config
 from grid_core.vocab import Vocabulary
 from grid_core.walk import walk_from
@@ -120,13 +128,14 @@ def first_sight(
     by_kind: dict[str, list[float]] = {"row": [], "classes": [], "walked": []}
     rejected = 0
     for stmt in stmts:
-        s = engine.kernel.session()
+        s = engine.guide()  # the native guide, audit on: what the adapters run
+        assert isinstance(s, kernels.KernelGuide) and s.audited
         seq: list[int] = []
         pos = 0
         while True:
             t0 = time.perf_counter_ns()
             s.fill_next_token_bitmask(row)
-            by_kind[s.last_fill].append((time.perf_counter_ns() - t0) / 1e3)
+            by_kind[s.last_fill or "walked"].append((time.perf_counter_ns() - t0) / 1e3)
             if pos == len(stmt):
                 if not admitted(row, eos):
                     rejected += 1
@@ -153,56 +162,88 @@ def first_sight(
     return seqs, by_kind, rejected
 
 
-def warm_native(engine: Engine, seqs: list[list[int]], passes: int) -> dict[str, list[float]]:
-    """Warm steps on the native session: fill + accept per token, in us."""
+VARIANTS = ("native_off", "native_on", "guide_off", "guide_on")
+
+
+def warm_audit(engine: Engine, seqs: list[list[int]], passes: int) -> dict[str, Any]:
+    """Warm steps, audit off and on: fill + accept per token, in us, on the raw
+    native session (``engine.kernel.session(0, audit)``) and through the protocol
+    guide (``engine.guide(audit=...)``, what the adapters call). The four variants
+    replay each sequence in turn (the order rotating), so that they share the
+    host's load. After each audited replay the records are read once: the native
+    ``records()`` and the guide's ``audit_log()`` (records into ``AuditLog``, the
+    links checked), timed and divided by the replay's steps."""
     row = array.array("i", bytes(4 * engine.n_words))
-    out: dict[str, list[float]] = {"step": [], "fill": [], "accept": [], "not_row": []}
+    out: dict[str, Any] = {v: [] for v in VARIANTS}
+    out |= {f"{v}_fill": [] for v in VARIANTS} | {f"{v}_accept": [] for v in VARIANTS}
+    out |= {"records_us_per_step": [], "audit_log_us_per_step": [], "not_row": 0}
+    records_total = [0.0, 0]  # us, steps
+    audit_log_total = [0.0, 0]
     clock = time.perf_counter_ns
+    k = engine.kernel
+    n = 0
     for _ in range(passes):
         gc.collect()
-        for seq in seqs:
-            s = engine.kernel.session()
-            for t in seq:
-                t0 = clock()
-                s.fill_next_token_bitmask(row)
-                t1 = clock()
-                s.accept_token(t)
-                t2 = clock()
-                out["step"].append((t2 - t0) / 1e3)
-                out["fill"].append((t1 - t0) / 1e3)
-                out["accept"].append((t2 - t1) / 1e3)
-                if s.last_fill != "row":
-                    out["not_row"].append(1.0)
-    return out
-
-
-def warm_wrapper(engine: Engine, seqs: list[list[int]]) -> list[float]:
-    """Warm steps through grid-core's KernelGuide, in us."""
-    row = array.array("i", bytes(4 * engine.n_words))
-    out = []
-    clock = time.perf_counter_ns
-    gc.collect()
-    for seq in seqs:
-        g = kernels.session(engine)
-        for t in seq:
-            t0 = clock()
-            g.fill_next_token_bitmask(row)
-            g.accept_token(t)
-            out.append((clock() - t0) / 1e3)
+        gc.disable()
+        try:
+            for seq in seqs:
+                n += 1
+                order = VARIANTS[n % 4 :] + VARIANTS[: n % 4]
+                for v in order:
+                    audit = v.endswith("_on")
+                    g: Any = (
+                        k.session(0, audit) if v.startswith("native") else engine.guide(audit=audit)
+                    )
+                    step, fill, accept = out[v], out[f"{v}_fill"], out[f"{v}_accept"]
+                    for t in seq:
+                        t0 = clock()
+                        g.fill_next_token_bitmask(row)
+                        t1 = clock()
+                        g.accept_token(t)
+                        t2 = clock()
+                        step.append((t2 - t0) / 1e3)
+                        fill.append((t1 - t0) / 1e3)
+                        accept.append((t2 - t1) / 1e3)
+                        if g.last_fill != "row":
+                            out["not_row"] += 1
+                    if v == "native_on":
+                        t0 = clock()
+                        records = g.records()
+                        us = (clock() - t0) / 1e3
+                        assert len(records) == len(seq)
+                        out["records_us_per_step"].append(us / len(seq))
+                        records_total[0] += us
+                        records_total[1] += len(seq)
+                    elif v == "guide_on":
+                        t0 = clock()
+                        log = g.audit_log()
+                        us = (clock() - t0) / 1e3
+                        assert len(log.records) == len(seq)
+                        out["audit_log_us_per_step"].append(us / len(seq))
+                        audit_log_total[0] += us
+                        audit_log_total[1] += len(seq)
+                    else:
+                        assert v.endswith("_off") and not g.audited
+        finally:
+            gc.enable()
+    out["records_us_per_step_total"] = records_total[0] / max(1, records_total[1])
+    out["audit_log_us_per_step_total"] = audit_log_total[0] / max(1, audit_log_total[1])
     return out
 
 
 def warm_python(engine: Engine, seqs: list[list[int]]) -> list[float]:
-    """Warm steps of the Python GridGuide (``mask()`` + ``advance``), second pass, in us."""
+    """Warm steps of the Python reference ``GridGuide`` (audit on, through the protocol:
+    ``fill_next_token_bitmask`` + ``accept_token``), second pass, in us."""
+    row = array.array("i", bytes(4 * engine.n_words))
     out: list[float] = []
     clock = time.perf_counter_ns
     for timed in (False, True):
         gc.collect()
         for seq in seqs:
-            g = engine.guide()
+            g = GridGuide(engine)
             for t in seq:
                 t0 = clock()
-                g.mask()
+                g.fill_next_token_bitmask(row)
                 g.accept_token(t)
                 if timed:
                     out.append((clock() - t0) / 1e3)
@@ -213,7 +254,7 @@ def all_configs(engine: Engine, seqs: list[list[int]]) -> list[Config]:
     """The distinct configurations along the replays, in order."""
     seen: dict[tuple[tuple[int, ...], bytes], Config] = {}
     for seq in seqs:
-        g = engine.guide()
+        g = GridGuide(engine, audit=False)
         for t in seq[:-1]:
             c = g.config
             seen.setdefault((tuple(c.node.states()), c.remainder), c)
@@ -344,14 +385,32 @@ def run_vocab(name: str, grammar: Grammar, args: argparse.Namespace) -> dict[str
     seqs, sight, rejected = first_sight(engine, stmts)
     steps = sum(len(v) for v in sight.values())
     hit_rate = (len(sight["row"]) + len(sight["classes"])) / steps
-    warm = warm_native(engine, seqs, args.passes)
-    wrapper = warm_wrapper(engine, seqs)
+    warm = warm_audit(engine, seqs, args.passes)
     python = warm_python(engine, seqs[: args.python_replays])
     every = all_configs(engine, seqs)
     configs = random.Random(args.seed).sample(every, min(args.cold_configs, len(every)))
     cold = cold_miss(engine, configs, args.python_cold)
     cold["largest_walks"] = largest_walks(engine, every, args.largest)
-    native = quantiles(warm["step"])
+    q = {v: quantiles(warm[v]) for v in VARIANTS}
+    native = q["guide_on"]  # the headline: the protocol guide, audit on
+    delta = {
+        "native_p50": q["native_on"]["p50"] - q["native_off"]["p50"],
+        "guide_p50": q["guide_on"]["p50"] - q["guide_off"]["p50"],
+        "native_mean": statistics.fmean(warm["native_on"]) - statistics.fmean(warm["native_off"]),
+        "guide_mean": statistics.fmean(warm["guide_on"]) - statistics.fmean(warm["guide_off"]),
+    }
+    read = {
+        "native_records_median": statistics.median(warm["records_us_per_step"]),
+        "native_records_total": warm["records_us_per_step_total"],
+        "guide_audit_log_median": statistics.median(warm["audit_log_us_per_step"]),
+        "guide_audit_log_total": warm["audit_log_us_per_step_total"],
+    }
+    # Audit's cost per warm step: the on-off difference of the fill + accept p50, plus
+    # the records read once at the end, amortized over the steps (the median over the
+    # replays: a preempted read is the host's, not the audit's): through the protocol
+    # guide (``audit_log()``) and on the raw session (``records()``).
+    audit_cost = max(0.0, delta["guide_p50"]) + read["guide_audit_log_median"]
+    audit_cost_native = max(0.0, delta["native_p50"]) + read["native_records_median"]
     out = {
         "n_vocab": engine.vocab.n_vocab,
         "n_words": engine.n_words,
@@ -362,25 +421,34 @@ def run_vocab(name: str, grammar: Grammar, args: argparse.Namespace) -> dict[str
         "first_sight_fill_us": {kind: quantiles(xs) for kind, xs in sight.items()},
         "first_sight_hit_rate": hit_rate,
         "warm_step_us": {
-            "native": native,
-            "native_fill": quantiles(warm["fill"]),
-            "native_accept": quantiles(warm["accept"]),
-            "wrapper": quantiles(wrapper),
+            **q,
+            **{f"{v}_fill": quantiles(warm[f"{v}_fill"]) for v in VARIANTS},
+            **{f"{v}_accept": quantiles(warm[f"{v}_accept"]) for v in VARIANTS},
             "python_guide": quantiles(python),
-            "warm_fills_not_from_row_memo": len(warm["not_row"]),
+            "warm_fills_not_from_row_memo": warm["not_row"],
         },
+        "audit_on_minus_off_us": delta,
+        "audit_read_us_per_step": read,
+        "audit_cost_us_per_step": audit_cost,
+        "audit_cost_native_us_per_step": audit_cost_native,
+        "target_audit_cost_at_most_0_5us": audit_cost <= 0.5,
         "python_over_native_p50": statistics.median(python) / native["p50"],
         "target_warm_p50_under_5us": native["p50"] < 5.0,
         "cold_miss": cold,
     }
-    q = out["warm_step_us"]
     print(
         f"{name}: {len(stmts)} statements, {out['tokens']} tokens, {rejected} rejected; "
         f"first sight hit rate {hit_rate:.3f}; build {build_s:.1f} s\n"
-        f"  warm step native p50/p90/p99 {native['p50']:.2f}/{native['p90']:.2f}/"
-        f"{native['p99']:.2f} us (fill p50 {q['native_fill']['p50']:.2f}, accept p50 "
-        f"{q['native_accept']['p50']:.2f}); wrapper p50 {q['wrapper']['p50']:.2f} us; "
-        f"Python guide p50 {q['python_guide']['p50']:.0f} us "
+        "  warm step p50/p90/p99 us (fill + accept): "
+        + "; ".join(f"{v} {q[v]['p50']:.2f}/{q[v]['p90']:.2f}/{q[v]['p99']:.2f}" for v in VARIANTS)
+        + f"\n  audit on - off: p50 native {delta['native_p50']:+.3f}, guide "
+        f"{delta['guide_p50']:+.3f} us (means {delta['native_mean']:+.3f}, "
+        f"{delta['guide_mean']:+.3f}); records read per step (median over replays): native "
+        f"{read['native_records_median']:.3f} us, audit_log() {read['guide_audit_log_median']:.3f}"
+        f" us; audit cost per step {audit_cost:.3f} us (native {audit_cost_native:.3f}; "
+        "target <= 0.5: "
+        f"{'met' if audit_cost <= 0.5 else 'NOT met'})\n"
+        f"  Python guide p50 {statistics.median(python):.0f} us "
         f"({out['python_over_native_p50']:.0f}x)\n"
         "  first sight fill p50 us: "
         + ", ".join(

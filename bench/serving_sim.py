@@ -19,7 +19,15 @@ mask pool) in an engine loop shaped like vLLM's synchronous one:
    its script (checked to be admitted by its row);
 5. *accept*: each guide advances and its next row is submitted to the mask pool
    (one worker thread: half of this 2-CPU host), where it is computed during
-   the next round's schedule, forward and fills.
+   the next round's schedule, forward and fills; a request that accepted EOS
+   has its audit log sealed (``seal("eos", {"mode": 2})``), in the round, as the
+   backend does before handing it to its audit sink.
+
+The guides are the adapters' own: ``Engine.guide()``, the native guide
+(``grid_core.kernels.KernelGuide``) with its audit on, driven only through the
+protocol verbs (``fill_next_token_bitmask`` on a fork in the pool,
+``accept_token``, ``eos_allowed``, ``fork``, ``config_key``, ``seal``); every
+sealed log is verified after the run (one record per token, EOS included).
 
 A request's script is a real statement of its role's language, tokenized
 longest-match over SmolLM2's vocabulary (the GGUF one), then EOS. Four
@@ -44,6 +52,18 @@ Arms:
   schema is cold in every one; ``--cold-repeats`` (5) runs per setting,
   interleaved, summarised by their medians.
 
+- **batch fill**: batches of 32 and 128 warm requests; at every round the
+  rows of all live requests are filled into one ``(batch, n_words)`` int32
+  bitmask three ways on the same configurations: row by row
+  (``fill_next_token_bitmask(bitmask, i)`` per guide, what the adapters do)
+  and ``grid_core.protocol.fill_rows`` (one native call, the GIL released) on
+  1 and 2 threads; the speed-up is the row-by-row time over the batch call's
+  (sums over all rounds, and the median of per-round ratios). Then the same
+  batches decode under a 20 ms fake forward (``--forward-ms``) with each fill
+  strategy, the fill *after* the forward (serial: nothing overlapped) and, for
+  ``fill_rows``, on a thread *during* the forward (overlapped: its GIL
+  released), against the control (no masks): TPOT and the overhead.
+
 Run: ``uv run --frozen python bench/serving_sim.py`` (main environment: no
 torch, no vLLM). Writes ``bench/results/serving_sim.json``.
 """
@@ -52,6 +72,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -63,7 +84,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grid_core.guide import GridGuide
+import numpy as np
+
+from grid_core import kernels
+from grid_core.audit import AuditLog, verify
+from grid_core.protocol import Guide, fill_rows
 from grid_core.vocab import ByteIncompleteWarning, Vocabulary, smollm2
 from grid_serve.vllm.rows import RowsAhead, StopSet
 from grid_serve.vllm.spec import EngineCompiler, GridSpec
@@ -130,13 +155,14 @@ class Request:
     rid: int
     grammar: Grammar | None  # None: unconstrained (the control)
     script: list[int]
-    guide: GridGuide | None = None
+    guide: Guide | None = None
     rows: RowsAhead | None = None
     stops: StopSet | None = None
     pos: int = 0
     joined: float = 0.0
     ready: Future[None] | None = None  # the compile, for a request injected cold
     token_times: list[float] = field(default_factory=list)
+    log: AuditLog | None = None  # sealed when the request accepted EOS
     skipped: int = 0  # rounds skipped in a row
     skips: int = 0  # rounds skipped in all
 
@@ -166,7 +192,8 @@ class Sim:
         """Compile the request's grammar and compute its first row (as the backend does)."""
         assert r.grammar is not None
         engine = self.compiler.engine(r.grammar.spec)
-        r.guide = engine.guide()
+        r.guide = engine.guide()  # the adapters' guide: native, audit on
+        assert isinstance(r.guide, kernels.KernelGuide) and r.guide.audited
         r.stops = self.stops
         r.rows = RowsAhead(self.stops, self.pool)
         r.rows.row(r.guide)
@@ -232,7 +259,9 @@ class Sim:
                     row = rows[r.rid]
                     assert row[token >> 3] >> (token & 7) & 1, (r.rid, r.pos)
                     assert r.stops.accept(r.guide, token)
-                    if not r.guide.is_terminated():
+                    if r.guide.is_terminated():
+                        r.log = r.guide.seal("eos", {"mode": 2})  # as the backend does
+                    else:
                         r.rows.submit(r.guide)
                 r.pos += 1
                 r.skipped = 0
@@ -292,7 +321,7 @@ def batch(gs: list[Grammar], n: int, constrained: bool, first: int = 0) -> list[
 def warm_arm(sim: Sim, gs: list[Grammar], sizes: list[int], repeats: int) -> list[dict[str, Any]]:
     results = []
     for n in sizes:
-        grid_t, ctrl_t, grid_steps, skips = [], [], [], 0
+        grid_t, ctrl_t, grid_steps, skips, logs = [], [], [], 0, 0
         for _ in range(repeats):
             control = batch(gs, n, False)
             sim.run(control, defer=True)
@@ -303,6 +332,7 @@ def warm_arm(sim: Sim, gs: list[Grammar], sizes: list[int], repeats: int) -> lis
             grid_steps += sim.run(grid, defer=True)
             grid_t += [tpot(r) for r in grid]
             skips += sum(r.skips for r in grid)
+            logs += check_logs(grid)
         c, g = statistics.median(ctrl_t), statistics.median(grid_t)
         results.append(
             {
@@ -313,6 +343,169 @@ def warm_arm(sim: Sim, gs: list[Grammar], sizes: list[int], repeats: int) -> lis
                 "grid_step_p50_ms": round(1e3 * statistics.median(grid_steps), 3),
                 "grid_step_max_ms": round(1e3 * max(grid_steps), 3),
                 "grid_rounds_skipped": skips,
+                "audit_logs_verified": logs,
+                "repeats": repeats,
+            }
+        )
+        print(json.dumps(results[-1]), flush=True)
+    return results
+
+
+def check_logs(reqs: list[Request]) -> int:
+    """Every request's sealed log verifies and holds one record per token (EOS included)."""
+    for r in reqs:
+        assert r.log is not None, f"request {r.rid}: no sealed log"
+        assert len(r.log.records) == len(r.script), (r.rid, len(r.log.records), len(r.script))
+        assert verify(r.log.lines()).ok, f"request {r.rid}: its sealed log does not verify"
+    return len(reqs)
+
+
+def plain(sim: Sim, gs: list[Grammar], n: int) -> list[Request]:
+    """``n`` requests with fresh guides (``Engine.guide()``: native, audit on), no rows ahead."""
+    reqs = batch(gs, n, True)
+    for r in reqs:
+        assert r.grammar is not None
+        r.guide = sim.compiler.engine(r.grammar.spec).guide()
+        assert isinstance(r.guide, kernels.KernelGuide) and r.guide.audited
+        r.stops = sim.stops
+    return reqs
+
+
+def fill_each(guides: list[Guide], bitmask: Any) -> None:
+    """Row by row: what an adapter does without the batch call."""
+    for i, g in enumerate(guides):
+        g.fill_next_token_bitmask(bitmask, i)
+
+
+def fill_batch(guides: list[Guide], bitmask: Any, threads: int) -> None:
+    errors = fill_rows(guides, bitmask, threads=threads)
+    assert not any(errors), errors
+
+
+def accept_round(reqs: list[Request], bitmask: Any | None, now: float) -> None:
+    """Each live request takes its script's next token (checked in its row when masked);
+    a request that accepted EOS is sealed."""
+    for i, r in enumerate(reqs):
+        token = r.script[r.pos]
+        if r.guide is not None and r.stops is not None:
+            assert bitmask is not None and int(bitmask[i, token >> 5]) >> (token & 31) & 1
+            assert r.stops.accept(r.guide, token)
+            if r.guide.is_terminated():
+                r.log = r.guide.seal("eos", {"mode": 2})
+        r.pos += 1
+        r.token_times.append(now)
+
+
+def batch_fill_arm(
+    sim: Sim,
+    gs: list[Grammar],
+    sizes: list[int],
+    threads: list[int],
+    repeats: int,
+    pool: ThreadPoolExecutor,
+) -> list[dict[str, Any]]:
+    """The batch fill (module header): its speed-up over row-by-row fills, then TPOT."""
+    n_words = (sim.vocab.n_vocab + 31) // 32
+    results = []
+    for n in sizes:
+        bitmask = np.zeros((n, n_words), dtype=np.int32)
+        # 1. The fill alone, three ways on the same configurations at every round.
+        ways = ["rows", *(f"fill_rows_{t}t" for t in threads)]
+        spent: dict[str, list[float]] = {w: [] for w in ways}
+        rounds = filled = 0
+        for _ in range(repeats):
+            live = plain(sim, gs, n)
+            while live:
+                guides = [r.guide for r in live if r.guide is not None]
+                view = bitmask[: len(guides)]
+                reference = None
+                rounds += 1
+                filled += len(guides)
+                order = ways[rounds % len(ways) :] + ways[: rounds % len(ways)]
+                for way in order:  # rotating: none always first
+                    view[:] = 0
+                    t0 = time.perf_counter()
+                    if way == "rows":
+                        fill_each(guides, view)
+                    else:
+                        fill_batch(guides, view, int(way.removeprefix("fill_rows_")[:-1]))
+                    spent[way].append(time.perf_counter() - t0)
+                    if reference is None:
+                        reference = view.copy()
+                    assert np.array_equal(view, reference), f"{way}: a row differs"
+                accept_round(live, view, time.perf_counter())
+                live = [r for r in live if not r.done]
+        fill = {
+            w: {
+                "round_p50_us": round(1e6 * statistics.median(xs), 1),
+                "per_row_us": round(1e6 * sum(xs) / filled, 3),
+            }
+            for w, xs in spent.items()
+        }
+        speedup = {
+            w: {
+                "total": round(sum(spent["rows"]) / sum(spent[w]), 3),
+                "round_median": round(
+                    statistics.median(a / b for a, b in zip(spent["rows"], spent[w], strict=True)),
+                    3,
+                ),
+            }
+            for w in ways[1:]
+        }
+        # 2. Decoding under the fake forward: control, and each fill strategy.
+        modes = ["control", "rows", *(f"fill_rows_{t}t" for t in threads)]
+        modes += [f"fill_rows_{t}t_overlapped" for t in threads]
+        tpots: dict[str, list[float]] = {m: [] for m in modes}
+        steps: dict[str, list[float]] = {m: [] for m in modes}
+        logs = 0
+        for _ in range(repeats):
+            for mode in modes:  # interleaved: the host's load drifts
+                live = batch(gs, n, False) if mode == "control" else plain(sim, gs, n)
+                everyone = list(live)
+                while live:
+                    t0 = time.perf_counter()
+                    forward_end = t0 + sim.forward_s
+                    guides = [r.guide for r in live if r.guide is not None]
+                    view = bitmask[: len(live)]
+                    job = None
+                    if mode.endswith("_overlapped"):
+                        t = int(mode.removeprefix("fill_rows_").split("t_")[0])
+                        job = pool.submit(fill_batch, guides, view, t)
+                    pause = forward_end - time.perf_counter()
+                    if pause > 0:
+                        time.sleep(pause)  # the GPU's time
+                    if job is not None:
+                        job.result()
+                    elif mode == "rows":
+                        fill_each(guides, view)
+                    elif mode != "control":
+                        fill_batch(guides, view, int(mode.removeprefix("fill_rows_")[:-1]))
+                    accept_round(live, None if mode == "control" else view, time.perf_counter())
+                    live = [r for r in live if not r.done]
+                    steps[mode].append(time.perf_counter() - t0)
+                tpots[mode] += [tpot(r) for r in everyone]
+                if mode != "control":
+                    logs += check_logs(everyone)
+        control = statistics.median(tpots["control"])
+        decode = {
+            m: {
+                "tpot_ms": round(1e3 * statistics.median(tpots[m]), 3),
+                "overhead_pct": round(100 * (statistics.median(tpots[m]) / control - 1), 2),
+                "round_p50_ms": round(1e3 * statistics.median(steps[m]), 3),
+                "round_max_ms": round(1e3 * max(steps[m]), 3),
+            }
+            for m in modes
+        }
+        results.append(
+            {
+                "batch": n,
+                "rounds": rounds,
+                "rows_filled": filled,
+                "fill": fill,
+                "speedup_over_rows": speedup,
+                "forward_ms": round(1e3 * sim.forward_s, 3),
+                "decode": decode,
+                "audit_logs_verified": logs,
                 "repeats": repeats,
             }
         )
@@ -358,10 +551,14 @@ def main() -> int:
     parser.add_argument("--sizes", default="1,8,32")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--cold-repeats", type=int, default=5)
+    parser.add_argument("--batch-sizes", default="32,128", help="batch fill arm (empty: skip)")
+    parser.add_argument("--batch-threads", default="1,2", help="fill_rows threads")
     parser.add_argument("--cold-only", choices=["on", "off"], help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     warnings.simplefilter("ignore", ByteIncompleteWarning)
+    host = host_description() if args.cold_only is None else {}
+    host["uptime_start"] = os.popen("uptime").read().strip()
     vocab = smollm2()
     sim = Sim(vocab, args.forward_ms / 1e3)
     with tempfile.TemporaryDirectory(prefix="grid-sim-") as tmp:
@@ -371,6 +568,17 @@ def main() -> int:
             print(json.dumps(cold_arm(sim, gs, Path(tmp), args.cold_only == "on")))
             return 0
         warm = warm_arm(sim, gs, [int(s) for s in args.sizes.split(",")], args.repeats)
+        fills = []
+        if args.batch_sizes:
+            with ThreadPoolExecutor(1, thread_name_prefix="fill-rows") as pool:
+                fills = batch_fill_arm(
+                    sim,
+                    gs,
+                    [int(s) for s in args.batch_sizes.split(",")],
+                    [int(t) for t in args.batch_threads.split(",")],
+                    args.repeats,
+                    pool,
+                )
     runs: dict[str, list[dict[str, Any]]] = {"on": [], "off": []}
     for _ in range(args.cold_repeats):
         for setting in ("on", "off"):  # interleaved: the host's load drifts
@@ -386,9 +594,12 @@ def main() -> int:
             "runs": rs,
         }
         for setting, rs in runs.items()
+        if rs
     ]
+    host["loadavg_end"] = os.getloadavg()
+    host["uptime_end"] = os.popen("uptime").read().strip()
     result = {
-        "host": host_description(),
+        "host": host,
         "forward_ms": args.forward_ms,
         "mask_workers": 1,
         "grammars": [
@@ -396,6 +607,7 @@ def main() -> int:
             for g in gs
         ],
         "warm": warm,
+        "batch_fill": fills,
         "cold_schema_into_hot_batch": cold,
     }
     args.out.write_text(json.dumps(result, indent=2) + "\n")

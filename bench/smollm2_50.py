@@ -54,6 +54,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
 import transformers
+from host import engine_source
 
 from grid_core.audit import verify
 from grid_core.replay import replay
@@ -196,6 +197,7 @@ def main() -> None:
         resummarize(args.out)
         return
     torch.set_num_threads(args.threads)
+    uptime_start = os.popen("uptime").read().strip()
     transformers.logging.set_verbosity_error()  # type: ignore[no-untyped-call]
     warnings.simplefilter("ignore")
     budget = args.max_new_tokens
@@ -304,6 +306,9 @@ def main() -> None:
             "transformers": transformers.__version__,
             "torch_threads": args.threads,
             "date": time.strftime("%Y-%m-%d"),
+            "uptime_start": uptime_start,
+            "uptime_end": os.popen("uptime").read().strip(),
+            "engine": engine_source(),
         },
         "settings": {"max_new_tokens": budget, "greedy": True, "stop_on_exit": True},
         "model": {"name": lm.name, "load_seconds": load_s, "converted": lm.converted},
