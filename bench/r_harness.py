@@ -65,7 +65,7 @@ from host import host_description
 
 from grid_core.audit import AuditLog, mask_entry_id
 from grid_core.cache import SharedCache
-from grid_core.guide import Engine
+from grid_core.guide import Engine, GridGuide
 from grid_core.reserve import reserve_table
 from grid_core.trie import build_trie
 from grid_core.vocab import Vocabulary, cl100k
@@ -162,7 +162,11 @@ class Stream:
 
     def restart(self) -> None:
         """A fresh guide and audit log, fed the opening (untimed)."""
-        self.guide, self.audit, self.position = self.engine.guide(), AuditLog(), 0
+        # The Python guide: the guard below reads its configuration and compute()
+        # (Engine.guide() is the native guide when grid-kernels is installed); the
+        # records are kept here, so the guide's own audit is off.
+        self.guide = GridGuide(self.engine, audit=False)
+        self.audit, self.position = AuditLog(), 0
         for t in self.head:
             self.guard(t)
 

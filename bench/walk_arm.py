@@ -64,7 +64,7 @@ from grid_core.audit import verify
 from grid_core.cache import SharedCache
 from grid_core.decode import DEFAULT_JUMP_FORWARD, generate
 from grid_core.errors import MaskError
-from grid_core.guide import Engine
+from grid_core.guide import Engine, GridGuide
 from grid_core.replay import replay
 from grid_core.reserve import DEFAULT_SAFETY, reserve_table
 from grid_core.trie import build_trie
@@ -308,7 +308,7 @@ def rise_sweep(vocab: str, configs: int, seed: int = 1) -> dict[str, Any]:
         engine, table = arm.engine, reserve_table(arm.engine)
         spelling, eos = engine.vocab.token_bytes, set(engine.vocab.eos_ids)
         sample = walk_sampler(arm)
-        guide = engine.guide()
+        guide = GridGuide(engine)  # its Python configuration is read below
         for _ in range(rng.randint(1, 40)):
             if visited >= configs:
                 break
