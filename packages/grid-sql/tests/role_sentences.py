@@ -84,7 +84,9 @@ class Speller:
     grammar: Grammar
     dfa: ByteDFA
     words: Mapping[str, Sequence[bytes]]
-    _fixed: dict[str, tuple[bytes, ...]] = field(default_factory=dict)
+    free_names: list[bytes] = field(default_factory=list, init=False)
+    """The pool of ALIAS_NAME (and, with a dot, QUALIFIER) lexemes."""
+    _fixed: dict[str, tuple[bytes, ...]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         keywords = {w.upper() for w in self.dialect.keywords}
@@ -101,7 +103,7 @@ class Speller:
         )
         free = [w for w in free if " " not in w]
         quoted = [self.dialect.quote_identifier(w) for w in ("select", "union", "x y", "order")]
-        self._free = [w.encode() for w in free + quoted]
+        self.free_names = [w.encode() for w in free + quoted]
         self._functions = sorted(self.dialect.functions)
         used = {s for r in self.grammar.rules for s in r.expansion}
         for t in self.grammar.terminals:
@@ -123,9 +125,9 @@ class Speller:
             assert words, f"{name} has no word: the projection should have cut it"
             return words[choose(len(words))]
         if name == d.alias_terminal:
-            return self._free[choose(len(self._free))]
+            return self.free_names[choose(len(self.free_names))]
         if name == d.qualifier_terminal:
-            names = [*sorted(self.words.get(d.table_category, ())), *self._free]
+            names = [*sorted(self.words.get(d.table_category, ())), *self.free_names]
             return names[choose(len(names))] + b"."
         if name == "FUNCTION_NAME":
             return self._functions[choose(len(self._functions))].encode() + b"("
