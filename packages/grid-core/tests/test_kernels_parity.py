@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import array
 import random
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -296,47 +295,45 @@ def test_bad_input_raises_on_real_tables() -> None:
 # ------------------------------------------------------------------ the GIL
 
 
-def main_thread_stamps(worker: Callable[[], None]) -> list[float]:
-    """Run ``worker`` on a thread while the main thread records time stamps as fast
-    as it can. The switch interval is raised so the interpreter never forces the GIL
-    away within one call: a stamp falls inside a call's window only if the call
-    released the GIL."""
-    old = sys.getswitchinterval()
-    sys.setswitchinterval(0.5)
-    stamps: list[float] = []
+def releases_the_gil(call: Callable[[], object]) -> None:
+    """Fail unless ``call``, run on a worker thread, releases the GIL while it walks.
+
+    Deterministic, no timing: the kernels' GIL probe (armed here) makes the
+    GIL-free part of a cold call wait until a Python thread releases it; this
+    thread, running Python, releases it as soon as it sees the call waiting.
+    Had the call kept the GIL, this thread could not run: the wait times out
+    (30 s) and the probe reports it.
+    """
+    import grid_kernels._native as native
+
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            call()
+        except BaseException as e:
+            errors.append(e)
+
+    native._probe_arm()
     try:
         thread = threading.Thread(target=worker)
         thread.start()
-        while thread.is_alive():
-            stamps.append(time.perf_counter())
-            time.sleep(0)
-        thread.join()
+        while not native._probe_reached() and thread.is_alive():
+            time.sleep(0.001)  # runs only while the worker leaves the GIL free
+        reached = native._probe_reached()
+        native._probe_release()
+        thread.join(60)
     finally:
-        sys.setswitchinterval(old)
-    return stamps
+        timed_out = native._probe_disarm()
+    assert not errors, errors
+    assert reached, "the call never reached the probe: it did not walk"
+    assert not timed_out, "the call held the GIL while it walked"
 
 
 def test_cold_walks_release_the_gil() -> None:
-    """While a worker thread runs cold walks, the main thread runs Python.
-
-    The switch interval is raised so that the interpreter never forces the GIL
-    away from a thread within one walk: the main thread can record a time
-    stamp inside a walk's window only if the walk itself released the GIL.
-    """
+    """A cold walk (``EngineTables.walk``) runs with the GIL released."""
     p = pair("sqlite", "qwen")
     config = p.engine.lexer.advance(p.engine.lexer.initial, b"SELECT a -- every token fits")
     assert config is not None
     allowed = p.engine.parser.allowed(config.node)
-    windows: list[tuple[float, float]] = []
-
-    def worker() -> None:
-        for _ in range(10):
-            t0 = time.perf_counter()
-            p.kernels.walk(0, config.remainder, allowed)
-            windows.append((t0, time.perf_counter()))
-
-    stamps = main_thread_stamps(worker)
-    inside = sum(1 for s in stamps if any(t0 < s < t1 for t0, t1 in windows))
-    walked = sum(t1 - t0 for t0, t1 in windows)
-    print(f"{inside} main-thread iterations during {walked * 1e3:.1f} ms of walks")
-    assert inside > 50, (inside, walked)
+    releases_the_gil(lambda: p.kernels.walk(0, config.remainder, allowed))

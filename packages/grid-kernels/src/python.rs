@@ -509,7 +509,10 @@ impl PyEngineTables {
         let threads = threads.map(|n| threads_of(Some(n))).transpose()?;
         let engine = &*self.inner;
         let out = py
-            .allow_threads(|| engine.walk(node, &pending, &allowed, include_self, threads.as_ref()))
+            .allow_threads(|| {
+                gil_probe::point();
+                engine.walk(node, &pending, &allowed, include_self, threads.as_ref())
+            })
             .map_err(to_pyerr)?;
         let cd = out.cd.iter().map(|e| {
             PyTuple::new(
@@ -686,6 +689,7 @@ impl PyEngineTables {
         let engine = &*self.inner;
         let (entry, id) = py
             .allow_threads(|| {
+                gil_probe::point();
                 engine.register(
                     namespace,
                     root,
@@ -967,7 +971,10 @@ impl PySession {
         let mut filled = session.fill(words, false).map_err(to_pyerr)?;
         if filled == Filled::Cold {
             filled = py
-                .allow_threads(|| session.fill(words, true))
+                .allow_threads(|| {
+                    gil_probe::point();
+                    session.fill(words, true)
+                })
                 .map_err(to_pyerr)?;
         }
         drop(buf);
@@ -1091,7 +1098,10 @@ fn fill_next_token_bitmasks(
             .ok_or_else(|| PyValueError::new_err(format!("row {r} is given to two sessions")))?;
         work.push((&mut s.inner, row));
     }
-    let results = py.allow_threads(|| crate::session::fill_batch(&mut work, threads));
+    let results = py.allow_threads(|| {
+        gil_probe::point();
+        crate::session::fill_batch(&mut work, threads)
+    });
     drop(work);
     drop(buf);
     let mut out = Vec::with_capacity(results.len());
@@ -1107,6 +1117,91 @@ fn fill_next_token_bitmasks(
     Ok(out)
 }
 
+/// A deterministic check that a call releases the GIL (the tests' probe, no
+/// timing involved): armed, the GIL-free part of a cold walk, a cold session
+/// fill or a batch fill first waits until a *Python* thread calls
+/// `_probe_release()`, for at most 30 seconds. If the call held the GIL no
+/// Python thread could run meanwhile: the wait times out and `_probe_disarm()`
+/// reports it. Unarmed, a probe point is one uncontended lock.
+mod gil_probe {
+    use std::sync::{Arc, Condvar, Mutex};
+    use std::time::Duration;
+
+    #[derive(Default)]
+    pub struct Probe {
+        released: Mutex<bool>,
+        cv: Condvar,
+        reached: Mutex<bool>,
+        timed_out: Mutex<bool>,
+    }
+
+    pub static PROBE: Mutex<Option<Arc<Probe>>> = Mutex::new(None);
+
+    fn get<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wait for the release if armed (see the module doc).
+    pub fn point() {
+        let Some(p) = get(&PROBE).clone() else {
+            return;
+        };
+        *get(&p.reached) = true;
+        let guard = get(&p.released);
+        let (guard, wait) =
+            p.cv.wait_timeout_while(guard, Duration::from_secs(30), |released| !*released)
+                .unwrap_or_else(|e| e.into_inner());
+        drop(guard);
+        if wait.timed_out() {
+            *get(&p.timed_out) = true;
+        }
+    }
+
+    pub fn arm() {
+        *get(&PROBE) = Some(Arc::new(Probe::default()));
+    }
+
+    pub fn reached() -> bool {
+        get(&PROBE).as_ref().is_some_and(|p| *get(&p.reached))
+    }
+
+    pub fn release() {
+        if let Some(p) = get(&PROBE).clone() {
+            *get(&p.released) = true;
+            p.cv.notify_all();
+        }
+    }
+
+    /// Disarm; whether a probe point timed out (the GIL was held).
+    pub fn disarm() -> bool {
+        get(&PROBE).take().is_some_and(|p| *get(&p.timed_out))
+    }
+}
+
+/// Arm the GIL probe (tests only; see `gil_probe`).
+#[pyfunction]
+fn _probe_arm() {
+    gil_probe::arm();
+}
+
+/// A call reached an armed probe point.
+#[pyfunction]
+fn _probe_reached() -> bool {
+    gil_probe::reached()
+}
+
+/// Let the call waiting at the probe point go on.
+#[pyfunction]
+fn _probe_release() {
+    gil_probe::release();
+}
+
+/// Disarm the probe; True if a probe point timed out (its call held the GIL).
+#[pyfunction]
+fn _probe_disarm() -> bool {
+    gil_probe::disarm()
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ABI_VERSION", crate::ABI_VERSION)?;
@@ -1116,5 +1211,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySession>()?;
     m.add_class::<PyEntry>()?;
     m.add_function(wrap_pyfunction!(fill_next_token_bitmasks, m)?)?;
+    m.add_function(wrap_pyfunction!(_probe_arm, m)?)?;
+    m.add_function(wrap_pyfunction!(_probe_reached, m)?)?;
+    m.add_function(wrap_pyfunction!(_probe_release, m)?)?;
+    m.add_function(wrap_pyfunction!(_probe_disarm, m)?)?;
     Ok(())
 }

@@ -9,6 +9,7 @@ the statement form, which must be granted. Audit logs must verify and replay.
 
 from __future__ import annotations
 
+import math
 import random
 import warnings
 from typing import Any
@@ -249,3 +250,35 @@ def test_mode1_reserve_completes_under_a_tight_budget(
     assert gen.stop_reason in ("eos", "reserve") and len(gen.tokens) <= 30
     assert_in_role(gen.text, role, schema)
     assert replay(gen.audit.lines(), role.engine).ok
+
+
+def test_masked_argmax_is_greedy_sampling() -> None:
+    """The torch greedy choice under a packed row equals ``Sampling.choose`` at
+    temperature 0 over the row's ids (ties to the lowest id; non-finite logits
+    ignored; None when no admitted logit is finite). 200 random cases."""
+    import array
+
+    from grid_core.decode import GREEDY
+    from grid_serve.transformers import masked_argmax
+
+    rng = random.Random(3)
+    for case in range(200):
+        width = rng.choice([31, 32, 100, 1000])
+        ids = sorted(rng.sample(range(width), rng.randint(1, min(width, 20))))
+        row = array.array("i", [0]) * ((width + 31) // 32)
+        for i in ids:
+            row[i >> 5] = (
+                (row[i >> 5] | (1 << (i & 31))) if (i & 31) != 31 else row[i >> 5] | -(1 << 31)
+            )
+        values = [float(rng.choice([0, 1, 2, 3])) for _ in range(width)]
+        if case % 7 == 0:
+            values[ids[0]] = float("nan")
+        if case % 11 == 0:
+            for i in ids:
+                values[i] = float("-inf")
+        got = masked_argmax(torch.tensor(values), row)
+        finite = [i for i in ids if math.isfinite(values[i])]
+        if not finite:
+            assert got is None, case
+        else:
+            assert got == GREEDY.choose(ids, [values[i] for i in ids], rng), case

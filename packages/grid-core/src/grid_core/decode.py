@@ -42,9 +42,10 @@ top-p over the admitted ids.
 
 from __future__ import annotations
 
-import bisect
+import array
 import math
 import random
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,7 +63,9 @@ __all__ = [
     "Generation",
     "IdSampler",
     "LogitsFn",
+    "Picker",
     "Sampling",
+    "StepMask",
     "decode",
     "generate",
 ]
@@ -75,6 +78,10 @@ IdSampler = Callable[[Sequence[int], random.Random], int]
 
 LogitsFn = Callable[[Sequence[int]], Any]
 """``logits(token_ids_so_far) -> logits`` for the next step (a sequence, array or tensor)."""
+
+Picker = Callable[[Any, "array.array[int]"], int | None]
+"""``pick(logits, row) -> token | None``: a token chosen from ``logits`` under the packed
+mask ``row``, or None to leave the choice to the sampling parameters."""
 
 
 @dataclass(frozen=True)
@@ -154,6 +161,36 @@ def _gather(logits: Any, ids: Sequence[int], step: int) -> list[float]:
     return [float(values[i]) for i in ids]
 
 
+class StepMask:
+    """One step's mask as the packed row the guide filled: its size, membership in
+    O(1), and the ids only when a sampler asks for them (a mask can hold most of
+    the vocabulary; building its id list is the costly part of a step)."""
+
+    __slots__ = ("_guide", "_ids", "count", "row")
+
+    def __init__(self, row: array.array[int], count: int, guide: Guide) -> None:
+        self.row = row
+        """The packed int32 row (bit ``i % 32`` of word ``i // 32`` is token ``i``)."""
+        self.count = count
+        """How many ids the mask admits (EOS ids included when EOS is legal)."""
+        self._guide = guide
+        self._ids: list[int] | None = None
+
+    def admits(self, token: int) -> bool:
+        return 0 <= token < 32 * len(self.row) and bool(self.row[token >> 5] >> (token & 31) & 1)
+
+    def ids(self) -> list[int]:
+        """The admitted ids, ascending (built once)."""
+        if self._ids is None:
+            self._ids = self._guide.mask_ids()
+        return self._ids
+
+    def only(self) -> int:
+        """The one id of a singleton mask."""
+        assert self.count == 1
+        return int.from_bytes(self.row.tobytes(), sys.byteorder).bit_length() - 1
+
+
 def configuration(guide: Guide) -> Config:
     """The Python configuration at a guide's current point: its own for a
     :class:`GridGuide`, else the lexer's over the guide's output (a configuration
@@ -218,8 +255,9 @@ class _Loop:
         assert len(self.tokens) <= self.budget
         return "reserve"
 
-    def run(self, choose: Callable[[list[int]], int]) -> Generation:
+    def run(self, choose: Callable[[StepMask], int]) -> Generation:
         guide, lexer, spelling = self.guide, self.engine.lexer, self.vocab.token_bytes
+        row = array.array("i", bytes(4 * self.engine.n_words))
         span = 0
         while True:
             left = self.budget - len(self.tokens) - 1
@@ -227,14 +265,14 @@ class _Loop:
             if left <= self.reserve + self.safety:
                 stop = self.write_completion()
                 break
-            ids = guide.mask_ids()
+            guide.fill_next_token_bitmask(row)
+            mask = StepMask(row, self.vocab.n_vocab - guide.step_audit()[2], guide)
             kind: Kind
-            if len(ids) == 1 and span < self.jump_forward:
-                token, kind, span = ids[0], "forced", span + 1
+            if mask.count == 1 and span < self.jump_forward:
+                token, kind, span = mask.only(), "forced", span + 1
             else:
-                token, kind, span = choose(ids), "sampled", 0
-                i = bisect.bisect_left(ids, token)
-                if i == len(ids) or ids[i] != token:
+                token, kind, span = choose(mask), "sampled", 0
+                if not mask.admits(token):
                     raise GuideError(guide.steps, token, "the sampler chose a masked token")
             if token in self.eos:
                 self.take(token, kind, None)
@@ -283,18 +321,27 @@ def decode(
     *,
     safety: int = DEFAULT_SAFETY,
     jump_forward: int = DEFAULT_JUMP_FORWARD,
+    pick: Picker | None = None,
 ) -> Generation:
     """Mode 1 with a model: ``logits(tokens so far)`` gives each sampled step's logits.
 
     Forced and reserve steps do not call the model. ``rng`` defaults to
-    ``random.Random(0)``.
+    ``random.Random(0)``. ``pick(logits, row)``, when given, chooses first: a token
+    from the logits under the step's packed mask row (a framework's own masked
+    argmax, say: grid-serve's greedy one), which must be one the row admits, or
+    None to leave the step to ``sampling``.
     """
     loop = _Loop(guide, budget, safety, jump_forward)
     draw = rng or random.Random(0)
 
-    def choose(ids: list[int]) -> int:
-        values = _gather(logits(tuple(loop.tokens)), ids, guide.steps)
-        return sampling.choose(ids, values, draw)
+    def choose(mask: StepMask) -> int:
+        values = logits(tuple(loop.tokens))
+        if pick is not None:
+            token = pick(values, mask.row)
+            if token is not None:
+                return token
+        ids = mask.ids()
+        return sampling.choose(ids, _gather(values, ids, guide.steps), draw)
 
     return loop.run(choose)
 
@@ -310,4 +357,4 @@ def generate(
 ) -> Generation:
     """Mode 1 with a sampler over mask ids, ``sampler(ids, rng) -> token`` (no model)."""
     loop = _Loop(guide, budget, safety, jump_forward)
-    return loop.run(lambda ids: sampler(ids, rng))
+    return loop.run(lambda mask: sampler(mask.ids(), rng))

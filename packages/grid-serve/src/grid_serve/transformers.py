@@ -77,7 +77,7 @@ from grid_core.decode import GREEDY, Generation, Sampling, decode
 from grid_core.errors import ServingError
 from grid_core.guide import Engine
 from grid_core.protocol import Guide
-from grid_serve.torch import apply_bitmask_
+from grid_serve.torch import apply_bitmask_, unpack_bitmask
 
 __all__ = [
     "CausalLMLogits",
@@ -423,4 +423,20 @@ def decode_with_model(
     fn: Callable[[Sequence[int]], torch.Tensor] = logits
     if stop_on_exit:
         fn = ExitIntentLogits(logits, guide)
-    return decode(guide, fn, budget, sampling, rng, **decode_kwargs), logits
+    pick = masked_argmax if sampling.temperature == 0 else None
+    return decode(guide, fn, budget, sampling, rng, pick=pick, **decode_kwargs), logits
+
+
+def masked_argmax(logits: torch.Tensor, row: Any) -> int | None:
+    """Greedy choice under a packed mask row, on the logits' device: the admitted
+    token of the highest logit, the lowest id among ties (as ``Sampling.choose`` at
+    temperature 0). None when no admitted logit is finite (then ``Sampling``
+    decides, as it would without this)."""
+    words = torch.frombuffer(row, dtype=torch.int32)
+    row_logits = logits.reshape(-1)
+    allowed = unpack_bitmask(words.to(row_logits.device), row_logits.shape[-1])
+    masked = row_logits.masked_fill(~allowed | row_logits.isnan(), float("-inf"))
+    best = int(masked.argmax())
+    if not torch.isfinite(masked[best]):
+        return None
+    return best
