@@ -71,3 +71,22 @@ def test_one_dimensional_logits() -> None:
     logits = torch.zeros(33)
     apply_bitmask_(logits, bitmask_tensor([pack([32], 33)])[0])
     assert torch.isfinite(logits).nonzero().flatten().tolist() == [32]
+
+
+def test_the_cpu_fast_path_blocks_what_the_torch_unpack_blocks() -> None:
+    """The numpy unpack (CPU) and the torch unpack (any device) give the same -inf
+    set, for random rows and for logits narrower and wider than the bitmask
+    (columns past the words are blocked). Fails on any differing column."""
+    rng = random.Random(5)
+    for _ in range(50):
+        n_words = rng.randint(1, 6)
+        width = rng.randint(1, 32 * n_words + 40)
+        words = torch.tensor(
+            [[rng.randint(-(2**31), 2**31 - 1) for _ in range(n_words)] for _ in range(3)],
+            dtype=torch.int32,
+        )
+        logits = torch.randn(3, width)
+        fast = apply_bitmask_(logits.clone(), words)
+        allowed = unpack_bitmask(words, width)
+        expected = logits.clone().masked_fill_(~allowed, float("-inf"))
+        assert torch.equal(fast, expected)

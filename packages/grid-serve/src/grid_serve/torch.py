@@ -61,7 +61,22 @@ def apply_bitmask_(logits: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
     """Set every logit whose token the bitmask does not admit to -inf, in place.
 
     ``logits`` is ``[batch, width]`` (or ``[width]`` with ``words`` ``[n_words]``);
-    returns ``logits``.
+    returns ``logits``. On CPU the blocked set is unpacked by numpy from the
+    words' bytes (one pass, about twice as fast as the torch unpack, which runs
+    on other devices); both give the same set.
     """
-    allowed = unpack_bitmask(words.to(logits.device, non_blocking=True), logits.shape[-1])
+    width = logits.shape[-1]
+    if logits.device.type == "cpu" and words.device.type == "cpu" and words.is_contiguous():
+        import numpy as np  # a dependency of transformers and of vLLM, not of grid-serve's core
+
+        packed = np.invert(words.numpy().view(np.uint8))
+        blocked = np.unpackbits(packed, axis=-1, bitorder="little").view(np.bool_)
+        have = blocked.shape[-1]
+        if have >= width:
+            blocked = blocked[..., :width]
+        else:
+            pad = np.ones((*blocked.shape[:-1], width - have), dtype=np.bool_)
+            blocked = np.concatenate([blocked, pad], axis=-1)
+        return logits.masked_fill_(torch.from_numpy(blocked), float("-inf"))
+    allowed = unpack_bitmask(words.to(logits.device, non_blocking=True), width)
     return logits.masked_fill_(allowed.logical_not_(), float("-inf"))
