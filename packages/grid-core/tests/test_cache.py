@@ -170,3 +170,31 @@ def test_cache_on_equals_cache_off_on_a_real_vocabulary() -> None:
             g_on.accept_token(t)
             text = text[len(vocab.token_bytes[t]) :]
     assert on.t1 is not None and on.t1.hits > 0
+
+
+#: Two lexicon categories over one regex, with a word in both: which one a
+#: configuration allows is what its identifier key must tell apart.
+TWO_CATEGORIES = {
+    "TABLE_NAME": [b"employees", b"orders", b"notes"],
+    "COLUMN_NAME": [b"id", b"name", b"orders", b"notes_id"],
+}
+
+
+@pytest.mark.parametrize("path", ["python", "kernels"])
+def test_cache_on_equals_cache_off_with_two_lexicon_categories(path: str) -> None:
+    """OBL-KEY1 on each backend by itself (``python``: the kernels switched off, as
+    ``GRID_KERNELS=0`` does): 60 seeded replays of the full CRUD grammar with two
+    lexicon categories, every mask of the cached engine (T1 and a shared T2) equal
+    to the uncached one's. Fails if an identifier key forgets what separates two
+    configurations (dropping the allowed set from ``IdentKey`` is caught here)."""
+    off = Engine(CRUD, TOY, TWO_CATEGORIES, cache=False)
+    on = Engine(
+        CRUD, TOY, TWO_CATEGORIES, cache=SharedCache(off.family), dfa=off.dfa, trie=off.trie
+    )
+    if path == "python":
+        off.kernel = on.kernel = None
+    elif on.kernel is None:
+        pytest.skip("grid-kernels is not installed")
+    compared = sum(replay([off, on], seed) for seed in range(60))
+    assert compared > 600
+    assert on.t1 is not None and on.t1.hits > 0
