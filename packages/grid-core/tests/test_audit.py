@@ -394,3 +394,23 @@ def test_unsealable_mode_is_a_user_error() -> None:
     with pytest.raises(AuditError, match="fingerprints"):
         log.close("eos", {"grammar": 3}, {})  # type: ignore[dict-item]
     assert log.seal is None
+
+
+def test_reseal_adds_outcome_flags_and_keeps_the_chain() -> None:
+    """``reseal`` keeps every record and hash, changes only the seal (which still
+    verifies and replays), refuses an unsealed log and a flag that would rename one."""
+    from grid_core.audit import reseal
+    from grid_core.errors import AuditError
+    from grid_core.replay import replay
+
+    log = honest_log(5)
+    out = reseal(log, {"role": "analyst", "run": "ok: 3 rows"})
+    assert out.records == log.records and out.hashes == log.hashes
+    assert out.seal is not None and out.seal["mode"]["run"] == "ok: 3 rows"
+    assert out.seal_hash != log.seal_hash
+    assert verify(out.lines(), anchor=out.seal_hash).ok
+    assert replay(out.lines(), ENGINE).ok
+    with pytest.raises(AuditError, match="already has"):
+        reseal(log, {"mode": 2})
+    with pytest.raises(AuditError, match="sealed"):
+        reseal(AuditLog(), {"x": 1})

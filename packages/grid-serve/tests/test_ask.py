@@ -5,6 +5,7 @@ verdict, rows and a sealed audit log; a refused statement gets one constrained r
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import io
 import json
@@ -188,6 +189,20 @@ def test_ask_end_to_end_on_the_defaults(
     assert verify_file(log).ok
     seal = json.loads(log.read_text().splitlines()[-1])["seal"]
     assert seal["mode"]["mode"] == 1 and seal["stop_reason"] in ("eos", "reserve")
+    # The seal records the outcome: role, the question's hash, the statement, the
+    # checker's verdict and how it ran (each decode's log, whatever happened after it).
+    mode = seal["mode"]
+    question = hashlib.blake2b(b"How many departments are there?", digest_size=16).hexdigest()
+    assert (mode["role"], mode["question_blake2b"]) == ("analyst", question)
+    assert mode["statement"].strip() == lines[1].strip()
+    assert mode["verdict"] == "accepted" or mode["verdict"].startswith("refused: ")
+    final_run = json.loads(
+        (log if lines[2] == "checker: accepted" else tmp_path / "audit.retry.jsonl")
+        .read_text()
+        .splitlines()[-1]
+    )["seal"]["mode"]["run"]
+    assert final_run.startswith("ok: ") == ran
+    assert final_run.startswith(("ok: ", "not run", "sqlite refused: ", "stopped: "))
     assert "generating (budget 96 tokens)" in err  # progress, plain lines (not a terminal)
     assert "not byte-complete" in err
 

@@ -449,11 +449,11 @@ def token_ids(engine: Engine) -> dict[bytes, int]:
 def feed(engine: Engine, pieces: list[bytes]) -> GridGuide:
     """A guide after the pieces, each split greedily into the longest vocabulary tokens."""
     ids = token_ids(engine)
-    guide = engine.guide()
+    guide = GridGuide(engine)
     for piece in pieces:
         while piece:
             n = max(k for k in range(1, len(piece) + 1) if piece[:k] in ids)
-            guide.advance(ids[piece[:n]])
+            guide.accept_token(ids[piece[:n]])
             piece = piece[n:]
     return guide
 
@@ -481,14 +481,14 @@ def test_analyst_guide_never_admits_salaries(guides: dict[str, Engine]) -> None:
 
 def test_analyst_guide_statement_head(guides: dict[str, Engine]) -> None:
     analyst = guides["analyst"]
-    head = spelled(analyst, analyst.guide().mask_ids())
+    head = spelled(analyst, GridGuide(analyst).mask_ids())
     assert b"SELECT" in head and b"WITH" in head
     for verb in (b"ins", b"del", b"rep", b"upd"):
         assert not any(t.lstrip().lower().startswith(verb) for t in head), verb
     for verb in (b"INSERT", b"DELETE", b"REPLACE", b"UPDATE"):
         assert verb not in head and b" " + verb not in head
     admin = guides["admin"]
-    admin_head = spelled(admin, admin.guide().mask_ids())
+    admin_head = spelled(admin, GridGuide(admin).mask_ids())
     assert {b"INSERT", b"DELETE", b"replace", b"UPDATE"} <= admin_head  # positive control
     # after a WITH clause, only SELECT may follow for the analyst
     guide = feed(analyst, [b"WITH cte AS (SELECT 1) "])
@@ -527,6 +527,6 @@ def test_empty_lexicon_categories_are_cut(guides: dict[str, Engine]) -> None:
         feed(seeing, [b"SELECT 1 FROM "])
     after = spelled(seeing, feed(seeing, [b"SELECT 1 "]).mask_ids())
     assert b";" in after and b" (" not in after
-    assert not {b"UPDATE", b" UPDATE"} & spelled(seeing, seeing.guide().mask_ids())
+    assert not {b"UPDATE", b" UPDATE"} & spelled(seeing, GridGuide(seeing).mask_ids())
     with pytest.raises(EmptyLanguageError, match="empty lexicon categories"):
         RoleProjection.compile(Role("x", frozenset({"UPDATE"}), ()), SQLITE, words=lexicon.words)

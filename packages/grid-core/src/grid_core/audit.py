@@ -462,6 +462,22 @@ def read(lines: Iterable[str], anchor: str | None = None) -> tuple[Verdict, Audi
     return Verdict(True, count, anchored=anchor is not None), log
 
 
+def reseal(log: AuditLog, extra: Mapping[str, object]) -> AuditLog:
+    """``log``'s records under a new seal whose mode flags add ``extra`` (same stop
+    reason and fingerprints). For a caller that learns more about a run after its
+    decode and before it publishes the log (``grid ask``: the role, the question's
+    hash, the statement, the checker's verdict, how it ran): the old seal is
+    dropped, never written. ``extra`` must not rename a flag the seal has."""
+    if log.seal is None or log.seal_hash is None:
+        raise AuditError("only a sealed log is resealed")
+    clash = sorted(set(extra) & set(log.seal["mode"]))
+    if clash:
+        raise AuditError(f"the seal already has the mode flags {clash}")
+    out = AuditLog.of_chain(zip(log.records, log.hashes, strict=True))
+    out.close(log.seal["stop_reason"], log.seal["fingerprints"], {**log.seal["mode"], **extra})
+    return out
+
+
 def verify(lines: Iterable[str], anchor: str | None = None) -> Verdict:
     """Check a JSON Lines audit log: every record's hash and link, then the seal.
 

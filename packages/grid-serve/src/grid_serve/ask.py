@@ -48,6 +48,7 @@ never pays for torch. ``python -m grid_serve.ask`` runs the command alone.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import math
 import os
@@ -63,6 +64,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from grid_core.audit import AuditLog, reseal
 from grid_core.errors import ServingError
 from grid_serve import text2sql
 from grid_sql.cli import DEFAULT_ROLE, default_role, format_violation
@@ -445,12 +447,50 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
 
     attempts = text2sql.answer(decode, engines, role, retries=0 if args.no_repair else 1)
     logs = [audit_path, audit_path.with_name(f"{audit_path.stem}.retry{audit_path.suffix}")]
-    for attempt, path in zip(attempts, logs, strict=False):
-        attempt.generation.audit.write(path)
+    question = hashlib.blake2b(args.question.encode("utf-8"), digest_size=16).hexdigest()
+    ran = "not run"
+    sealed: list[AuditLog] = []
+    try:
+        code, ran = _report(sys.stdout, attempts, args, db, role, grants, loaded.name, given)
+    except BaseException as e:
+        ran, code = f"error: {type(e).__name__}", 1
+        raise
+    finally:
+        # Every decode is recorded, whatever happened after it (issue #15): each log's
+        # seal carries the outcome, and the logs are written before anything else.
+        for i, (attempt, path) in enumerate(zip(attempts, logs, strict=False)):
+            final = i == len(attempts) - 1
+            outcome = {
+                "role": role,
+                "question_blake2b": question,
+                "statement": attempt.sql,
+                "verdict": attempt.verdict,
+                "run": ran if final else "not run: retried",
+            }
+            log = reseal(attempt.generation.audit, outcome)
+            log.write(path)
+            sealed.append(log)
+    for log, path, label in zip(sealed, logs, ("audit", "audit (retry)"), strict=False):
+        sys.stdout.write(f"{label}: {path} ({len(log.records)} records, sealed {log.seal_hash})\n")
+    return code
 
-    out = sys.stdout
+
+def _report(
+    out: TextIO,
+    attempts: Sequence[text2sql.Attempt],
+    args: argparse.Namespace,
+    db: Path,
+    role: str,
+    grants: RoleGrants,
+    model_name: str,
+    given: Inputs,
+) -> tuple[int, str]:
+    """Print the attempts and their verdicts, run the final statement if it was
+    accepted, print its rows; return the exit status and how it ran (the seal's
+    ``run`` flag: ``ok: N rows``, ``not run``, ``sqlite refused: ...``, ``stopped:
+    ...``)."""
     tables = ", ".join(grants.tables)
-    out.write(f"-- role {role} on {db.name} (tables: {tables}); {loaded.name}\n")
+    out.write(f"-- role {role} on {db.name} (tables: {tables}); {model_name}\n")
     first, final = attempts[0], attempts[-1]
     _write_attempt(out, first)
     if len(attempts) > 1:
@@ -469,34 +509,30 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
             f"repair: {outcome}: {'the same' if same else 'a new'} statement; violations: "
             f"{n} before, {len(final.violations)} after\n"
         )
+    elif first.error:
+        out.write("repair: not engaged (the checker could not judge the statement)\n")
     elif first.violations:
         out.write("repair: off (--no-repair)\n")
     else:
         out.write("repair: not engaged (the checker accepted the statement)\n")
-    code = 0
     sql = final.sql.strip()
-    if final.violations:
+    if final.violations or final.error:
         out.write("the refused statement is not run\n")
-        code = 1
-    else:
-        try:
-            columns, rows, more = text2sql.run_readonly(db, sql, args.max_rows, given.limits)
-        except sqlite3.Error as e:
-            out.write(f"sqlite refused it: {e}\n")
-            code = 1
-        except LimitExceededError as e:
-            out.write(f"stopped: {e}\n")
-            code = 1
-        else:
-            if columns:
-                out.write(text2sql.format_table(columns, rows) + "\n")
-            n = len(rows)
-            shown = f"{n}+ rows, first {n} shown" if more else _count(n, "row")
-            out.write(f"({shown})\n")
-    for attempt, path, label in zip(attempts, logs, ("audit", "audit (retry)"), strict=False):
-        log = attempt.generation.audit
-        out.write(f"{label}: {path} ({len(log.records)} records, sealed {log.seal_hash})\n")
-    return code
+        return 1, "not run"
+    try:
+        columns, rows, more = text2sql.run_readonly(db, sql, args.max_rows, given.limits)
+    except sqlite3.Error as e:
+        out.write(f"sqlite refused it: {e}\n")
+        return 1, f"sqlite refused: {e}"
+    except LimitExceededError as e:
+        out.write(f"stopped: {e}\n")
+        return 1, f"stopped: {e}"
+    if columns:
+        out.write(text2sql.format_table(columns, rows) + "\n")
+    n = len(rows)
+    shown = f"{n}+ rows, first {n} shown" if more else _count(n, "row")
+    out.write(f"({shown})\n")
+    return 0, f"ok: {n}{'+' * more} rows"
 
 
 def _check_prompt(loaded: Any, prompt: Sequence[int], args: argparse.Namespace) -> None:
@@ -523,6 +559,9 @@ def _count(n: int, noun: str) -> str:
 def _write_attempt(out: TextIO, attempt: text2sql.Attempt) -> None:
     """The statement, then the checker's verdict (one line per violation, with its span)."""
     out.write(f"{attempt.sql.strip()}\n")
+    if attempt.error:
+        out.write(f"checker: REFUSED (it cannot judge the statement: {attempt.error})\n")
+        return
     if not attempt.violations:
         out.write("checker: accepted\n")
         return

@@ -52,7 +52,7 @@ from typing import Any
 from grid_core.audit import AuditLog
 from grid_core.cache import SharedCache
 from grid_core.decode import Generation
-from grid_core.errors import ServingError
+from grid_core.errors import GridError, ServingError
 from grid_core.grammar import Grammar, Rule
 from grid_core.guide import Engine
 from grid_core.lexicon import Lexicon
@@ -281,6 +281,19 @@ class Attempt:
     feedback: str = ""
     removed: tuple[str, ...] = ()
     star: bool = True
+    error: str = ""
+    """Why the checker could not judge the statement ("" when it did): such an
+    attempt is refused and not retried."""
+
+    @property
+    def verdict(self) -> str:
+        """``accepted``, ``refused: N violation(s)`` or ``error: ...`` (the seal's flag)."""
+        if self.error:
+            return f"error: {self.error}"
+        if self.violations:
+            n = len(self.violations)
+            return f"refused: {n} violation{'s' * (n != 1)}"
+        return "accepted"
 
 
 def answer(
@@ -293,7 +306,9 @@ def answer(
     the lexicon tightened by the ``column_not_granted`` violations so far, and no ``*``
     result column once a violation came from one (the feedback says not to use it; the
     mask then enforces it). The last attempt is the answer: accepted iff it has no
-    violation. Every statement is a sentence of L, so the checker never fails to parse it.
+    violation. Every statement is a sentence of L, which the checker's grammar contains;
+    should the checker still fail on one, the attempt records why (``Attempt.error``),
+    counts as refused, and the pass stops there.
     """
     built = engines[role]
     checker = checker_for(engines.schema, built.grants)
@@ -303,7 +318,11 @@ def answer(
     for _ in range(retries + 1):
         gen = decode(feedback, engines.retry_engine(role, words, star=star))
         sql = gen.text.decode("utf-8", "replace")
-        violations = tuple(checker.check(sql, role))
+        try:
+            violations = tuple(checker.check(sql, role))
+        except GridError as e:  # a statement of L the checker cannot judge: refused, kept
+            attempts.append(Attempt(gen, sql, (), feedback, (), star, str(e)))
+            break
         gone: set[bytes] = set(spelled) - set(words[COLUMN_CATEGORY]) if words else set()
         removed = tuple(sorted({name for word in gone for name in spelled[word]}))
         attempts.append(Attempt(gen, sql, violations, feedback, removed, star))
