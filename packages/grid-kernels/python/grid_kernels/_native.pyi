@@ -277,9 +277,12 @@ def _probe_arm() -> None:
     """Tests only: arm the GIL probe. The GIL-free part of the next cold walk
     (``EngineTables.walk``), cold session fill or batch fill waits until a Python
     thread calls :func:`_probe_release` (at most 30 s)."""
+
 def _probe_reached() -> bool:
     """A call is waiting at the armed probe."""
+
 def _probe_release() -> None:
     """Let the waiting call go on."""
+
 def _probe_disarm() -> bool:
     """Disarm the probe; True if a call timed out waiting (it held the GIL)."""
