@@ -14,7 +14,19 @@ from typing import Literal, final
 
 from typing_extensions import Buffer
 
-__all__ = ["ABI_VERSION", "EngineTables", "Entry", "Session", "SessionError", "TrieTables"]
+__all__ = [
+    "ABI_VERSION",
+    "EngineTables",
+    "Entry",
+    "Session",
+    "SessionError",
+    "TrieTables",
+    "_probe_arm",
+    "_probe_disarm",
+    "_probe_reached",
+    "_probe_release",
+    "fill_next_token_bitmasks",
+]
 
 ABI_VERSION: int
 """Version of the table and buffer layout shared with grid_core."""
