@@ -522,22 +522,14 @@ impl WalkCache {
 
     /// (bytes held, cap, entries evicted so far).
     pub fn usage(&self) -> (usize, usize, u64) {
-        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
-        (map.bytes(), map.cap(), map.evicted())
+        self.map.read().unwrap_or_else(|e| e.into_inner()).usage()
     }
 
+    /// Change the cap (evicting at once if the cache holds more).
     pub fn set_cap(&self, cap: usize) {
-        self.map
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .set_cap(cap);
-    }
-
-    pub fn check_invariants(&self) {
-        self.map
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .check_invariants();
+        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        map.set_cap(cap);
+        map.check_invariants();
     }
 
     pub fn len(&self) -> usize {

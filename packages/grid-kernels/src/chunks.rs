@@ -265,19 +265,15 @@ impl Chunks {
 
     /// (bytes held, cap, chunks evicted so far).
     pub fn usage(&self) -> (usize, usize, u64) {
-        let memo = self.read();
-        (memo.bytes(), memo.cap(), memo.evicted())
+        self.read().usage()
     }
 
+    /// Change the cap (evicting at once if the memo holds more).
     pub fn set_cap(&self, cap: usize) {
         self.map
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .set_cap(cap);
-    }
-
-    pub fn check_invariants(&self) {
-        self.read().check_invariants();
     }
 
     pub fn is_empty(&self) -> bool {

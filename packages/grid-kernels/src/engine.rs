@@ -111,7 +111,7 @@ impl Stacks {
 
     /// (bytes held, cap, rows evicted so far) of the row memo.
     pub fn usage(&self) -> (usize, usize, u64) {
-        (self.rows.bytes(), self.rows.cap(), self.rows.evicted())
+        self.rows.usage()
     }
 
     /// Memoize the row of (`entry`, `node`), evicting the least recently used

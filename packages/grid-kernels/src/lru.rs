@@ -146,6 +146,11 @@ impl<K: Hash + Eq, V> Lru<K, V> {
         self.evicted
     }
 
+    /// (bytes held, cap, values evicted so far).
+    pub fn usage(&self) -> (usize, usize, u64) {
+        (self.bytes, self.cap, self.evicted)
+    }
+
     /// Assert the invariants of the module header (for tests).
     pub fn check_invariants(&self) {
         assert_eq!(self.bytes, self.map.values().map(|s| s.size).sum::<usize>());

@@ -56,7 +56,7 @@ from grid_core.grammar import Grammar
 from grid_core.lexer import Config, Lexer, Normal, Scanner
 from grid_core.lexicon import Lexicon, build_lexicon
 from grid_core.parser import Node, Parser
-from grid_core.protocol import Guide, write_row
+from grid_core.protocol import Guide, accept_in_order, write_row
 from grid_core.trie import TokenTrie, build_trie
 from grid_core.vocab import Vocabulary
 from grid_core.walk import CDEntry, walk_from
@@ -423,12 +423,7 @@ class GridGuide:
 
     def accept_tokens(self, tokens: Sequence[int], kind: Kind = "sampled") -> int:
         """Accept in order up to the first refused token; how many were accepted."""
-        for n, token in enumerate(tokens):
-            try:
-                self.accept_token(token, kind)
-            except GuideError:
-                return n
-        return len(tokens)
+        return accept_in_order(self, tokens, kind)
 
     def validate_tokens(self, tokens: Sequence[int]) -> int:
         """How many leading ``tokens`` would be accepted (the guide is unchanged)."""

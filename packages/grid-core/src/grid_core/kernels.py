@@ -29,7 +29,7 @@ from typing import Any
 from grid_core.audit import AuditLog, Kind, Record
 from grid_core.cache import Entry, Key
 from grid_core.errors import GridError, GuideError, MaskError
-from grid_core.protocol import is_tensor, tensor_view
+from grid_core.protocol import accept_in_order, is_tensor, tensor_view
 
 ABI_VERSION = 2
 
@@ -174,12 +174,7 @@ class KernelGuide:
 
     def accept_tokens(self, tokens: Sequence[int], kind: Kind = "sampled") -> int:
         """Accept in order up to the first refused token; how many were accepted."""
-        for n, token in enumerate(tokens):
-            try:
-                self.accept_token(token, kind)
-            except GuideError:
-                return n
-        return len(tokens)
+        return accept_in_order(self, tokens, kind)
 
     def validate_tokens(self, tokens: Sequence[int]) -> int:
         """How many leading ``tokens`` would be accepted (the guide is unchanged)."""

@@ -45,12 +45,12 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from grid_core.audit import AuditLog, Kind
-from grid_core.errors import GridError
+from grid_core.errors import GridError, GuideError
 
 if TYPE_CHECKING:
     from grid_core.guide import Engine
 
-__all__ = ["Guide", "fill_rows", "write_row"]
+__all__ = ["Guide", "accept_in_order", "fill_rows", "write_row"]
 
 
 @runtime_checkable
@@ -92,6 +92,17 @@ class Guide(Protocol):
     def output(self) -> bytes: ...
 
     def config_key(self) -> Hashable: ...
+
+
+def accept_in_order(guide: Guide, tokens: Sequence[int], kind: Kind = "sampled") -> int:
+    """``guide.accept_tokens``: accept ``tokens`` in order up to the first one the
+    guide refuses (which changes nothing); how many were accepted."""
+    for n, token in enumerate(tokens):
+        try:
+            guide.accept_token(token, kind)
+        except GuideError:
+            return n
+    return len(tokens)
 
 
 def fill_rows(guides: Sequence[Guide], bitmask: Any, *, threads: int = 1) -> list[Exception | None]:
