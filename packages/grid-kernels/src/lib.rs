@@ -61,6 +61,21 @@ pub use walk::{CdEntry, WalkOutput};
 /// reporting another version is refused rather than used.
 pub const ABI_VERSION: u32 = 2;
 
+/// Whether the named planted fault is on: with feature `planted-faults`, when
+/// `GRID_PLANTED_FAULT` names it (grid-core's `tests/test_planted_faults.py`);
+/// in every other build a constant `false` that compiles away.
+#[cfg(feature = "planted-faults")]
+pub fn planted(name: &str) -> bool {
+    std::env::var("GRID_PLANTED_FAULT").is_ok_and(|v| v == name)
+}
+
+/// Whether the named planted fault is on: never, without `planted-faults`.
+#[cfg(not(feature = "planted-faults"))]
+#[inline(always)]
+pub fn planted(_name: &str) -> bool {
+    false
+}
+
 /// Bytes as Python would print them (`b'..'` with escapes), for messages.
 pub(crate) fn escape_bytes(data: &[u8]) -> String {
     let mut s = String::from("b'");

@@ -391,7 +391,7 @@ impl Session {
             return Err(KernelError::EmptyMask { step: self.steps() });
         }
         ids.write(row);
-        if eos {
+        if eos && !crate::planted("fill-skips-eos") {
             for &id in engine.tables.trie.eos_ids() {
                 row[id as usize / 32] |= 1 << (id % 32);
             }
@@ -434,6 +434,11 @@ impl Session {
             let reason = format!("cannot roll back {n} of {} tokens", self.steps());
             return Err(self.guide_error(None, reason));
         }
+        let n = if n > 0 && crate::planted("rollback-keeps-one-cell") {
+            n - 1
+        } else {
+            n
+        };
         self.steps.truncate(self.steps.len() - n);
         let len = self.current().out_len as usize;
         self.output.truncate(len);
