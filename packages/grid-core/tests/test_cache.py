@@ -22,7 +22,10 @@ from grid_core.cache import (
     SharedCache,
     make_entry,
 )
+from grid_core.grammar import load_grammar
 from grid_core.guide import Engine, GridGuide
+from grid_core.vocab import Vocabulary
+from grid_spec import Language
 
 OFF_ANALYST = Engine(ANALYST, TOY, LEXICON, cache=False)
 OFF_FULL = Engine(CRUD, TOY, LEXICON, cache=False)
@@ -198,3 +201,72 @@ def test_cache_on_equals_cache_off_with_two_lexicon_categories(path: str) -> Non
     compared = sum(replay([off, on], seed) for seed in range(60))
     assert compared > 600
     assert on.t1 is not None and on.t1.hits > 0
+
+
+#: Two schemas of one dialect family (same terminals, DFA and trie, so one T2):
+#: an identifier entry one publishes must never serve the other.
+OTHER_SCHEMA = {
+    "TABLE_NAME": [b"invoices", b"orders", b"emp"],
+    "COLUMN_NAME": [b"total", b"id", b"ordered_at"],
+}
+
+
+@pytest.mark.parametrize("path", ["python", "kernels"])
+def test_two_schemas_share_t2_but_no_identifier_entry(path: str) -> None:
+    """Two schemas share one T2 (generic entries are hit across them), and every mask
+    of each equals its own uncached engine's: an identifier key must carry the
+    schema fingerprint (a T2 hit across schemas is caught here, on each backend)."""
+    offs = [Engine(CRUD, TOY, words, cache=False) for words in (TWO_CATEGORIES, OTHER_SCHEMA)]
+    shared = SharedCache(offs[0].family)
+    assert offs[1].family == shared.family
+    ons = [Engine(CRUD, TOY, off.lexicon, cache=shared, dfa=off.dfa, trie=off.trie) for off in offs]
+    if path == "python":
+        for e in (*offs, *ons):
+            e.kernel = None
+    elif ons[0].kernel is None:
+        pytest.skip("grid-kernels is not installed")
+    for seed in range(12):
+        replay([offs[0], ons[0]], seed)
+    before = shared.table.hits
+    for seed in range(12):
+        replay([offs[1], ons[1]], seed)
+    assert shared.table.hits > before  # the second schema hit entries the first published
+
+
+#: A hand-checkable grammar where the normal form's ``v`` (the bytes after the
+#: last accepted prefix) is not determined by the DFA state: after ``ab`` and
+#: ``abb`` the automaton is in one state (inside ``C``), the last accept is ``a``
+#: in both, and only ``v`` (``b`` or ``bb``) tells whether ``x`` or ``y`` follows.
+V_GRAMMAR = """
+start: A B X | A B B Y | C
+A: "a"
+B: "b"
+C: /ab+c/
+X: "x"
+Y: "y"
+"""
+BYTES = Vocabulary.from_spellings("bytes", [bytes([i]) for i in range(256)] + [b""], {256}, (256,))
+
+
+@pytest.mark.parametrize("path", ["python", "kernels"])
+def test_the_normal_form_key_keeps_v(path: str) -> None:
+    """``ab`` admits ``x`` and ``abb`` admits ``y`` (the specification's masks), with
+    the cache on and off, in either order: a key that dropped ``v`` would hand the
+    first configuration's walk to the second."""
+    grammar = load_grammar(V_GRAMMAR, "v")
+    spec = Language(grammar.to_lark())
+    off = Engine(grammar, BYTES, cache=False)
+    on = Engine(grammar, BYTES, cache=SharedCache(off.family), dfa=off.dfa, trie=off.trie)
+    if path == "python":
+        off.kernel = on.kernel = None
+    elif on.kernel is None:
+        pytest.skip("grid-kernels is not installed")
+    for text in (b"ab", b"abb", b"abbb", b"ab"):
+        expected = sorted(spec.mask(BYTES.token_bytes, BYTES.special_ids, 256, text))
+        for engine in (off, on):
+            guide = GridGuide(engine)
+            for b in text:
+                guide.accept_token(b)
+            assert guide.mask_ids() == expected, (text, engine.t1 is not None)
+    assert spec.mask(BYTES.token_bytes, {256}, 256, b"ab") == set(b"bcx")
+    assert spec.mask(BYTES.token_bytes, {256}, 256, b"abb") == set(b"bcy")

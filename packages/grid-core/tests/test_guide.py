@@ -52,6 +52,9 @@ def test_alias_ids_share_a_verdict() -> None:
         pytest.param(b"select * from employees", False, id="needs-semicolon"),
         pytest.param(b"select * from employees;", True, id="complete"),
         pytest.param(b"select * from employees; --done", True, id="trailing-comment"),
+        # "-" is live (a prefix of a comment) but no lexeme: EOS waits for the lexeme.
+        pytest.param(b"select * from employees; -", False, id="pending-comment-opener"),
+        pytest.param(b"select * from employees;\n", True, id="trailing-newline"),
         pytest.param(b"select * from employees where", False, id="dangling-where"),
     ],
 )
