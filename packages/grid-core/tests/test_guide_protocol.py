@@ -200,12 +200,13 @@ def spelled_tokens(engine: Engine, statement: bytes) -> list[int]:
     return [*out, engine.vocab.eos_id]
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_batch_fill_equals_row_by_row(threads: int) -> None:
+@pytest.mark.parametrize(("threads", "reverse"), [(1, False), (2, False), (1, True)])
+def test_batch_fill_equals_row_by_row(threads: int, reverse: bool) -> None:
     """``fill_rows`` over native guides (one kernels call, GIL released, on 1 and 2
-    threads) writes, at every step of every replay of the corpora, exactly the rows
-    the guides write one by one; a terminated guide's entry is its error and its
-    row is left as it was. Fails on any differing word."""
+    threads; guide ``i`` to row ``i`` or, ``reverse``, to the mirrored row) writes,
+    at every step of every replay of the corpora, exactly the rows the guides
+    write one by one; a terminated guide's entry is its error and its row is left
+    as it was. Fails on any differing word."""
     np = pytest.importorskip("numpy")
     from test_differential import STATEMENTS
     from test_kernels_parity import SQLITE_SCRIPTS
@@ -219,16 +220,17 @@ def test_batch_fill_equals_row_by_row(threads: int) -> None:
         n = engine.n_words
         for step in range(max(map(len, seqs)) + 1):
             batch = np.full((len(guides), n), 7, dtype=np.int32)
-            errors = fill_rows(guides, batch, threads=threads)
+            rows = [len(guides) - 1 - i if reverse else i for i in range(len(guides))]
+            errors = fill_rows(guides, batch, rows=rows if reverse else None, threads=threads)
             for i, (guide, error) in enumerate(zip(guides, errors, strict=True)):
                 if guide.is_terminated():
                     assert isinstance(error, GuideError)
-                    assert (batch[i] == 7).all()
+                    assert (batch[rows[i]] == 7).all()
                     continue
                 assert error is None
                 one = np.zeros(n, dtype=np.int32)
                 guide.fill_next_token_bitmask(one)
-                assert (batch[i] == one).all(), (engine, i, step)
+                assert (batch[rows[i]] == one).all(), (engine, i, step)
                 guide.accept_token(seqs[i][step])
         assert all(g.is_terminated() for g in guides)
         for g, seq in zip(guides, seqs, strict=True):
@@ -244,6 +246,8 @@ def test_batch_fill_refuses_bad_batches_before_writing() -> None:
     batch = np.full((2, engine.n_words), 7, dtype=np.int32)
     with pytest.raises(ValueError, match="out of range"):
         fill_rows([g, engine.guide(), engine.guide()], batch)
+    with pytest.raises(ValueError, match="1 rows for 2 guides"):
+        fill_rows([g, engine.guide()], batch, rows=[0])
     import grid_kernels
 
     with pytest.raises(ValueError, match="two sessions"):
@@ -322,3 +326,18 @@ def test_cache_caps_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("GRID_CACHE_MB", "-1")
     with pytest.raises(KernelsError, match="GRID_CACHE_MB"):
         cache_caps()
+
+
+def test_batch_fill_of_python_guides_writes_the_given_rows() -> None:
+    """``fill_rows`` over Python guides fills row by row into ``rows``: the same
+    words as the native batch, nothing written to the rows it was not given."""
+    np = pytest.importorskip("numpy")
+    from grid_core.protocol import fill_rows
+
+    engine = analyst_engine()
+    batch = np.full((3, engine.n_words), 7, dtype=np.int32)
+    assert fill_rows([GridGuide(engine), GridGuide(engine)], batch, rows=[2, 0]) == [None, None]
+    native = np.zeros(engine.n_words, dtype=np.int32)
+    engine.guide().fill_next_token_bitmask(native)
+    assert (batch[0] == native).all() and (batch[2] == native).all()
+    assert (batch[1] == 7).all()

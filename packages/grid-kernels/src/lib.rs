@@ -17,6 +17,7 @@
 //! | [`chunks`]  | the subtree memo: walks keyed by what they read of A | (kernels only)     |
 //! | [`mask`]    | CD verdict classes + EOS: the whole mask           | guide.Engine.compute_mask |
 //! | [`fill`]    | alias expansion into a packed int32 bitmask        | guide.Engine.pack    |
+//! | [`apply`]   | a packed bitmask applied to float32 logits         | (grid-serve's apply_bitmask_) |
 //! | [`canonical`] | grid-core's canonical encoding (entry ids)       | fingerprint.canonical |
 //! | [`cache`]   | cached walks: payloads, verdict classes, entry ids | cache                |
 //! | [`lru`]     | byte-capped memo maps, least recently used evicted | (kernels only)       |
@@ -28,6 +29,7 @@
 //! scratch, so any number of threads may walk one table set at once. A cold
 //! root walk is shared out over a rayon pool, bit-identical to one thread.
 
+pub mod apply;
 pub mod audit;
 pub mod bits;
 pub mod cache;

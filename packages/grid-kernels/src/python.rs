@@ -1117,6 +1117,73 @@ fn fill_next_token_bitmasks(
     Ok(out)
 }
 
+/// Set every logit of `logits` whose token `bitmask` does not admit to -inf,
+/// in place (`crate::apply`), the GIL released. `logits`: a writable,
+/// C-contiguous float32 buffer shaped `(width,)` or `(batch, width)`;
+/// `bitmask`: a C-contiguous int32 buffer shaped `(n_words,)` or `(batch,
+/// n_words)`, with as many rows. Columns at or past `32 * n_words` are blocked.
+#[pyfunction]
+fn apply_token_bitmask(
+    py: Python<'_>,
+    logits: &Bound<'_, PyAny>,
+    bitmask: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let kind = logits.get_type().name()?;
+    let scores = PyBuffer::<f32>::get(logits).map_err(|_| {
+        PyTypeError::new_err(format!(
+            "the logits must be a buffer of float32, not {kind}"
+        ))
+    })?;
+    let kind = bitmask.get_type().name()?;
+    let words = PyBuffer::<i32>::get(bitmask).map_err(|_| {
+        PyTypeError::new_err(format!("the bitmask must be a buffer of int32, not {kind}"))
+    })?;
+    if scores.readonly() {
+        return Err(PyTypeError::new_err("the logits buffer is read-only"));
+    }
+    if !scores.is_c_contiguous() || !words.is_c_contiguous() {
+        return Err(PyValueError::new_err(
+            "the logits and the bitmask must be C-contiguous",
+        ));
+    }
+    let shape = |b: &[usize], what: &str| match *b {
+        [n] => Ok((1, n)),
+        [r, n] => Ok((r, n)),
+        ref s => Err(PyValueError::new_err(format!(
+            "the {what} must be 1-D or 2-D, not {}-D",
+            s.len()
+        ))),
+    };
+    let (rows, width) = shape(scores.shape(), "logits")?;
+    let (mask_rows, n_words) = shape(words.shape(), "bitmask")?;
+    if rows != mask_rows || scores.dimensions() != words.dimensions() {
+        return Err(PyValueError::new_err(format!(
+            "logits shaped {:?} for a bitmask shaped {:?}",
+            scores.shape(),
+            words.shape()
+        )));
+    }
+    if rows == 0 || width == 0 {
+        return Ok(());
+    }
+    let aligned = |p: usize, a: usize| p.is_multiple_of(a);
+    if !aligned(scores.buf_ptr() as usize, 4) || !aligned(words.buf_ptr() as usize, 4) {
+        return Err(PyValueError::new_err("the buffers must be 4-byte aligned"));
+    }
+    let (out, mask) = (scores.buf_ptr() as usize, words.buf_ptr() as usize);
+    py.allow_threads(|| {
+        // SAFETY: `scores` is a writable, C-contiguous, aligned export of
+        // `rows * width` float32 and `words` one of `rows * n_words` int32
+        // (checked above), both alive until this function returns; u32 and
+        // i32 share size and alignment. The two exports are read and written
+        // only here, on this thread.
+        let logits = unsafe { std::slice::from_raw_parts_mut(out as *mut f32, rows * width) };
+        let words = unsafe { std::slice::from_raw_parts(mask as *const u32, rows * n_words) };
+        crate::apply::apply_rows(logits, width, words, n_words);
+    });
+    Ok(())
+}
+
 /// A deterministic check that a call releases the GIL (the tests' probe, no
 /// timing involved): armed, the GIL-free part of a cold walk, a cold session
 /// fill or a batch fill first waits until a *Python* thread calls
@@ -1211,6 +1278,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySession>()?;
     m.add_class::<PyEntry>()?;
     m.add_function(wrap_pyfunction!(fill_next_token_bitmasks, m)?)?;
+    m.add_function(wrap_pyfunction!(apply_token_bitmask, m)?)?;
     m.add_function(wrap_pyfunction!(_probe_arm, m)?)?;
     m.add_function(wrap_pyfunction!(_probe_reached, m)?)?;
     m.add_function(wrap_pyfunction!(_probe_release, m)?)?;

@@ -73,10 +73,18 @@ def test_one_dimensional_logits() -> None:
     assert torch.isfinite(logits).nonzero().flatten().tolist() == [32]
 
 
-def test_the_cpu_fast_path_blocks_what_the_torch_unpack_blocks() -> None:
-    """The numpy unpack (CPU) and the torch unpack (any device) give the same -inf
-    set, for random rows and for logits narrower and wider than the bitmask
-    (columns past the words are blocked). Fails on any differing column."""
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_the_native_apply_blocks_what_the_torch_unpack_blocks(
+    dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CPU float32 logits go through the kernels' one-pass apply (counted here),
+    other dtypes through the torch unpack; both give the torch unpack's -inf set,
+    admitted logits (NaN and inf included) untouched, for random rows and for
+    logits narrower and wider than the bitmask. Fails on any differing column."""
+    native = pytest.importorskip("grid_kernels")
+    calls = []
+    real = native.apply_token_bitmask
+    monkeypatch.setattr(native, "apply_token_bitmask", lambda *a: calls.append(1) or real(*a))
     rng = random.Random(5)
     for _ in range(50):
         n_words = rng.randint(1, 6)
@@ -85,8 +93,22 @@ def test_the_cpu_fast_path_blocks_what_the_torch_unpack_blocks() -> None:
             [[rng.randint(-(2**31), 2**31 - 1) for _ in range(n_words)] for _ in range(3)],
             dtype=torch.int32,
         )
-        logits = torch.randn(3, width)
+        logits = torch.randn(3, width).to(dtype)
+        logits[0, 0], logits[1, -1] = float("nan"), float("inf")
         fast = apply_bitmask_(logits.clone(), words)
         allowed = unpack_bitmask(words, width)
         expected = logits.clone().masked_fill_(~allowed, float("-inf"))
-        assert torch.equal(fast, expected)
+        assert torch.equal(fast.isnan(), expected.isnan())
+        assert torch.equal(fast.nan_to_num(0.5), expected.nan_to_num(0.5))
+    assert len(calls) == (50 if dtype == torch.float32 else 0)
+
+
+def test_the_native_apply_refuses_mismatched_buffers() -> None:
+    native = pytest.importorskip("grid_kernels")
+    logits, words = torch.zeros(2, 64), torch.zeros(3, 2, dtype=torch.int32)
+    with pytest.raises(ValueError, match="logits shaped"):
+        native.apply_token_bitmask(logits.numpy(), words.numpy())
+    with pytest.raises(TypeError, match="float32"):
+        native.apply_token_bitmask(logits.double().numpy(), words[:2].numpy())
+    with pytest.raises(ValueError, match="C-contiguous"):
+        native.apply_token_bitmask(torch.zeros(64, 2).t().numpy(), words[:2].numpy())

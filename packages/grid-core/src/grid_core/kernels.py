@@ -277,16 +277,21 @@ class KernelGuide:
 
 
 def fill_batch(
-    guides: Sequence[KernelGuide], bitmask: Any, *, threads: int = 1
+    guides: Sequence[KernelGuide],
+    bitmask: Any,
+    *,
+    rows: Sequence[int] | None = None,
+    threads: int = 1,
 ) -> list[Exception | None]:
-    """Row ``i`` of ``bitmask`` filled by ``guides[i]`` in one native call, the GIL
-    released, over ``threads`` threads (``grid_core.protocol.fill_rows``)."""
+    """Row ``rows[i]`` (default ``i``) of ``bitmask`` filled by ``guides[i]`` in one
+    native call, the GIL released, over ``threads`` threads
+    (``grid_core.protocol.fill_rows``)."""
     import grid_kernels
 
     if is_tensor(bitmask):
         bitmask = tensor_view(bitmask)
     errors = grid_kernels.fill_next_token_bitmasks(
-        [g._native for g in guides], bitmask, None, threads
+        [g._native for g in guides], bitmask, None if rows is None else list(rows), threads
     )
     return [None if e is None else _grid_error(e) for e in errors]
 

@@ -105,22 +105,32 @@ def accept_in_order(guide: Guide, tokens: Sequence[int], kind: Kind = "sampled")
     return len(tokens)
 
 
-def fill_rows(guides: Sequence[Guide], bitmask: Any, *, threads: int = 1) -> list[Exception | None]:
-    """Fill row ``i`` of ``bitmask`` with ``guides[i]``'s mask, for every guide: the
-    batch form of ``fill_next_token_bitmask``. Native guides are filled in one call
-    into the kernels with the GIL released, shared out over ``threads`` threads;
-    any other guide row by row. Bit-identical to filling the rows one by one. A
-    guide's failure does not stop the others: one entry per guide, None or the
-    error its fill raised (its row untouched), as grid-core's error classes."""
+def fill_rows(
+    guides: Sequence[Guide],
+    bitmask: Any,
+    *,
+    rows: Sequence[int] | None = None,
+    threads: int = 1,
+) -> list[Exception | None]:
+    """Fill row ``rows[i]`` (default ``i``) of ``bitmask`` with ``guides[i]``'s mask,
+    for every guide: the batch form of ``fill_next_token_bitmask``. Native guides
+    are filled in one call into the kernels with the GIL released, shared out
+    over ``threads`` threads; any other guide row by row. Bit-identical to
+    filling the rows one by one. A guide's failure does not stop the others: one
+    entry per guide, None or the error its fill raised (its row untouched), as
+    grid-core's error classes."""
     from grid_core import kernels  # the kernels module imports this one
 
+    targets = list(range(len(guides))) if rows is None else list(rows)
+    if len(targets) != len(guides):
+        raise ValueError(f"{len(targets)} rows for {len(guides)} guides")
     native = [g for g in guides if isinstance(g, kernels.KernelGuide)]
     if native and len(native) == len(guides):
-        return kernels.fill_batch(native, bitmask, threads=threads)
+        return kernels.fill_batch(native, bitmask, rows=targets, threads=threads)
     out: list[Exception | None] = []
-    for i, guide in enumerate(guides):
+    for guide, row in zip(guides, targets, strict=True):
         try:
-            guide.fill_next_token_bitmask(bitmask, i)
+            guide.fill_next_token_bitmask(bitmask, row)
         except GridError as e:
             out.append(e)
         else:

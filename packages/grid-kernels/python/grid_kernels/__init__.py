@@ -30,6 +30,7 @@ from grid_kernels._native import (
     Session,
     SessionError,
     TrieTables,
+    apply_token_bitmask,
     fill_next_token_bitmasks,
 )
 
@@ -40,6 +41,7 @@ __all__ = [
     "Session",
     "SessionError",
     "TrieTables",
+    "apply_token_bitmask",
     "engine_tables",
     "fill_next_token_bitmasks",
     "trie_tables",

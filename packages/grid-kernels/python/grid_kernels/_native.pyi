@@ -25,6 +25,7 @@ __all__ = [
     "_probe_disarm",
     "_probe_reached",
     "_probe_release",
+    "apply_token_bitmask",
     "fill_next_token_bitmasks",
 ]
 
@@ -284,6 +285,13 @@ def fill_next_token_bitmasks(
     per session: None, or the error its fill raised (that row untouched, the
     others filled). A session given twice, a row given twice or out of range,
     or sessions of different widths raise before anything is written."""
+
+def apply_token_bitmask(logits: Buffer, bitmask: Buffer) -> None:
+    """Set every logit whose token ``bitmask`` does not admit to -inf, in place,
+    the GIL released: ``logits`` a writable C-contiguous float32 buffer shaped
+    ``(width,)`` or ``(batch, width)``, ``bitmask`` an int32 buffer shaped
+    ``(n_words,)`` or ``(batch, n_words)`` with as many rows. Columns at or past
+    ``32 * n_words`` are blocked; admitted logits are left bit for bit."""
 
 def _probe_arm() -> None:
     """Tests only: arm the GIL probe. The GIL-free part of the next cold walk

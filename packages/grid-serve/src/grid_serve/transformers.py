@@ -15,10 +15,12 @@ grid-kernels is installed). At each call it
    and records the step itself (configuration hash and mask entry id of the
    mask it filled at the previous call, token, blocked count, kind
    ``sampled`` or ``eos``);
-2. *masks*: each row's guide fills its exact mask (EOS only at ACCEPT) into
-   its row of one CPU ``[batch, words]`` int32 tensor
-   (``fill_next_token_bitmask``), which is unpacked on the logits' device and
-   applied with one in-place ``masked_fill_(-inf)`` (:mod:`grid_serve.torch`).
+2. *masks*: the live rows' guides fill their exact masks (EOS only at
+   ACCEPT) into their rows of one CPU ``[batch, words]`` int32 tensor, in one
+   batch call (:func:`grid_core.protocol.fill_rows`: one native call with the
+   GIL released when the guides are native), and the bitmask is applied in
+   place (:func:`grid_serve.torch.apply_bitmask_`: one native pass over CPU
+   float32 logits, else an unpack on the logits' device).
 
 ``generate`` samples the last token after the last call, so
 :meth:`GridLogitsProcessor.finish` takes the returned sequences, catches up
@@ -76,7 +78,7 @@ from grid_core.audit import AuditLog
 from grid_core.decode import GREEDY, Generation, Sampling, decode
 from grid_core.errors import ServingError
 from grid_core.guide import Engine
-from grid_core.protocol import Guide
+from grid_core.protocol import Guide, fill_rows
 from grid_serve.torch import apply_bitmask_, unpack_bitmask
 
 __all__ = [
@@ -153,11 +155,13 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         self._rows = [_Row(g) for g in guides]
         self._eos = frozenset(self.vocab.eos_ids)
         engine = guides[0].engine
-        self._eos_only = torch.frombuffer(
-            bytearray(engine.pack(self.vocab.eos_ids).tobytes()), dtype=torch.int32
-        )
         self._bitmask = torch.zeros((len(guides), engine.n_words), dtype=torch.int32)
         """The CPU rows the guides fill, reused at every call."""
+        self._words = self._bitmask.numpy()
+        """The same memory, as numpy (cheap reads and row writes)."""
+        self._eos_words = torch.frombuffer(
+            bytearray(engine.pack(self.vocab.eos_ids).tobytes()), dtype=torch.int32
+        ).numpy()
         self._seen: int | None = None  # columns of input_ids already consumed
         self._finished = False
         self.mask_seconds = 0.0
@@ -196,9 +200,9 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
                 )
             self._seen = input_ids.shape[1]
         self._catch_up(input_ids)
-        tops = scores.argmax(-1).tolist() if self.stop_on_exit else [None] * len(self._rows)
-        for i, (row, top) in enumerate(zip(self._rows, tops, strict=True)):
-            self._mask(i, row, top)
+        self._fill()
+        if self.stop_on_exit:
+            self._exit_intent(scores)
         apply_bitmask_(scores, self._bitmask)
         self.mask_seconds += time.perf_counter() - t0
         return scores
@@ -225,21 +229,32 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         row.tokens.append(token)
         row.filled = False
 
-    def _mask(self, i: int, row: _Row, top: int | None) -> None:
-        """Fill batch row ``i``: the guide's exact mask, or EOS only."""
-        out = self._bitmask[i]
-        if row.done:
-            out.copy_(self._eos_only)
-            return
-        try:
-            row.guide.fill_next_token_bitmask(self._bitmask, i)
-        except Exception as e:  # sticky: the row fails, the batch goes on
-            row.fail(e)
-            out.copy_(self._eos_only)
-            return
-        row.filled = True
-        if top is not None and _bit(out, self.vocab.eos_ids[0]) and not _bit(out, top):
-            out.copy_(self._eos_only)  # exit intent at ACCEPT: EOS, a member of the exact mask
+    def _fill(self) -> None:
+        """Fill every row: a live row's exact mask (its guides in one batch call),
+        EOS only for a row that is done or whose fill fails."""
+        live = [i for i, row in enumerate(self._rows) if not row.done]
+        errors = fill_rows([self._rows[i].guide for i in live], self._words, rows=live)
+        for i, error in zip(live, errors, strict=True):
+            if error is None:
+                self._rows[i].filled = True
+            else:  # sticky: the row fails, the batch goes on
+                self._rows[i].fail(error)
+        for i, row in enumerate(self._rows):
+            if not row.filled:
+                self._words[i] = self._eos_words
+
+    def _exit_intent(self, scores: torch.Tensor) -> None:
+        """EOS only on each filled row where EOS is legal and the model's own top
+        token (before masking) is one the mask refuses (module header)."""
+        eos = self.vocab.eos_ids[0]
+        words = self._words
+        cpu = scores.device.type == "cpu" and scores.dtype == torch.float32
+        for i, row in enumerate(self._rows):
+            if not row.filled or not _admits(words[i], eos):
+                continue
+            top = int(scores[i].numpy().argmax() if cpu else scores[i].argmax())
+            if not _admits(words[i], top):
+                words[i] = self._eos_words
 
     def finish(self, sequences: torch.Tensor) -> list[RowOutcome]:
         """Catch up with ``generate``'s output (``[batch, prompt + new]``) and seal every row."""
@@ -263,9 +278,9 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         return outcomes
 
 
-def _bit(row: torch.Tensor, token: int) -> bool:
-    """Whether a filled bitmask row admits ``token``."""
-    return bool(int(row[token >> 5]) >> (token & 31) & 1)
+def _admits(words: Any, token: int) -> bool:
+    """Whether a filled bitmask row (a numpy view of its words) admits ``token``."""
+    return bool(int(words[token >> 5]) >> (token & 31) & 1)
 
 
 def _complete(guide: Guide) -> bool:
