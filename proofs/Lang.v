@@ -20,6 +20,14 @@
       spellings, are masked: two ids may share a spelling (an alias class).
     - A decoder choice is [Emit t] for a token id or [Eos]; EOS is a choice
       of its own so that it enters the mask only through the EOS gate.
+    - At the level of token ids (section [Ids]) the model follows the guide
+      as written (grid_core/guide.py: [GridGuide.mask_and_ids],
+      [Engine.pack_result], [GridGuide.accept_token]; grid_core/vocab.py):
+      [eos] marks the EOS ids, every one of them special; the mask over ids
+      [id_mask] admits an EOS id iff the output is a sentence, never another
+      special id, and a non-special id iff the output stays viable; the
+      guide [accepts] a token sequence when each id was in the mask at the
+      output so far and no id follows an accepted EOS.
 
     The mask of DESIGN.md section 4:
       M(w) = { t in V \ specials : w ++ spell t in Prefix(L) }  U  { EOS iff w in L } *)
@@ -82,3 +90,29 @@ Section Vocabulary.
     now rewrite app_nil_r.
   Qed.
 End Vocabulary.
+
+(** Token ids, special tokens included, as the guide handles them. *)
+Section Ids.
+  Context {B Tok : Type}.
+  Variable spell : Tok -> list B.
+  Variable special : Tok -> Prop.
+  (** [eos t]: [t] is one of [Vocabulary.eos_ids]. *)
+  Variable eos : Tok -> Prop.
+  Variable L : lang B.
+
+  (** The mask over ids at output [w]: CI ids U CD ids (non-special, viable)
+      U EOS ids iff [w] is a sentence.  Other special ids are in no trie and
+      never admitted. *)
+  Definition id_mask (w : list B) (t : Tok) : Prop :=
+    (eos t /\ L w) \/ (~ special t /\ Prefix L (w ++ spell t)).
+
+  (** The guide accepts [ts] in order: each id was in the mask at the output
+      so far, and nothing was accepted after an EOS id (the guide is then
+      terminated).  EOS ids add no bytes to the output ([GridGuide.output]);
+      before the end no EOS id occurs, so the output is [output spell ts]. *)
+  Inductive accepts : list Tok -> Prop :=
+  | accepts_nil : accepts []
+  | accepts_snoc ts t :
+      accepts ts -> Forall (fun u => ~ eos u) ts ->
+      id_mask (output spell ts) t -> accepts (ts ++ [t]).
+End Ids.
