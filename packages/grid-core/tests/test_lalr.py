@@ -26,7 +26,6 @@ import os
 import random
 import subprocess
 import sys
-import time
 from array import array
 from collections.abc import Sequence
 from functools import cache
@@ -1074,10 +1073,12 @@ def test_check_invariants_catches_a_stale_fingerprint() -> None:
         tables.check_invariants()
 
 
-def test_build_time_of_the_sql_subset() -> None:
-    """Not a benchmark (see the report); a guard against an accidental blow-up."""
+def test_builds_of_the_sql_subset_are_reproducible() -> None:
+    """A guard against an accidental blow-up that no load can trip: rebuilt, the
+    tables are the same, state for state (233 states: a canonical LR(1) or a
+    lost merge would show here). How long a build takes is a benchmark's business,
+    never a test's (a time bound fails on a busy machine)."""
     g = lark_case("sql_select").grammar
-    start = time.perf_counter()
-    for _ in range(5):
-        build_lalr(*g)
-    assert (time.perf_counter() - start) / 5 < 1.0
+    first, second = build_lalr(*g), build_lalr(*g)
+    assert first.n_states == second.n_states == 233
+    assert first.fingerprint == second.fingerprint

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -13,19 +12,24 @@ from grid_core.registry import GrammarRegistry
 
 
 def test_concurrent_waiters_share_one_build() -> None:
+    """The build returns only once every asker has called ``get`` (a handshake, not a
+    sleep): whichever thread builds, the others ask while it runs or after."""
     registry: GrammarRegistry[object] = GrammarRegistry()
     started = threading.Barrier(8)
+    arrived = threading.Semaphore(0)
     calls = []
 
     def build() -> object:
         calls.append(1)
-        time.sleep(0.2)
+        for _ in range(8):
+            assert arrived.acquire(timeout=60)
         return object()
 
     results: list[object] = []
 
     def ask() -> None:
         started.wait()
+        arrived.release()
         results.append(registry.get("fp", build))
 
     threads = [threading.Thread(target=ask) for _ in range(8)]
@@ -38,16 +42,21 @@ def test_concurrent_waiters_share_one_build() -> None:
 
 
 def test_a_failing_build_gives_every_waiter_the_same_exception() -> None:
-    registry: GrammarRegistry[object] = GrammarRegistry()
+    """As above, on a clock that stands still: a late asker is inside the failure's
+    TTL however late it runs."""
+    registry: GrammarRegistry[object] = GrammarRegistry(clock=lambda: 0.0)
     started = threading.Barrier(6)
+    arrived = threading.Semaphore(0)
     errors: list[BaseException] = []
 
     def build() -> object:
-        time.sleep(0.1)
+        for _ in range(6):
+            assert arrived.acquire(timeout=60)
         return load_grammar('start: missing ";"\n')  # raises UndefinedSymbolError
 
     def ask() -> None:
         started.wait()
+        arrived.release()
         try:
             registry.get("bad", build)
         except GrammarError as e:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from grid_core.errors import ExecutionError, GridError
+from grid_sql import execute
 from grid_sql.execute import run_readonly
 from grid_sql.limits import DEFAULT_LIMITS, LimitExceededError, Limits, check_limit, value_bytes
 
@@ -27,7 +28,29 @@ RUNAWAY_CTE = (
     "WITH RECURSIVE cte(id) AS (SELECT 1 UNION ALL SELECT id+1 FROM cte) SELECT max(id) FROM cte;"
 )
 SLOW = 0.5  # seconds: the wall time of the tests that hit it
-SLACK = 2.0  # seconds allowed past it on a busy machine
+TICK = 0.001  # seconds the ticking clock advances per reading
+
+
+class TickingClock:
+    """A deterministic clock for ``grid_sql.execute``: every reading advances it by
+    TICK, so a deadline falls after a fixed number of readings (progress-handler
+    calls and fetched rows), whatever the machine's load. How long a statement
+    runs is then counted in those readings, never measured."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        self.now += TICK
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> TickingClock:
+    """``grid_sql.execute`` reads the ticking clock (this test only)."""
+    ticking = TickingClock()
+    monkeypatch.setattr(execute, "time", ticking)
+    return ticking
 
 
 @pytest.fixture(scope="module")
@@ -42,11 +65,14 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def hits(db: Path, sql: str, limits: Limits) -> tuple[LimitExceededError, float]:
-    t = time.monotonic()
+def hits(
+    db: Path, sql: str, limits: Limits, clock: TickingClock
+) -> tuple[LimitExceededError, float]:
+    """The error ``sql`` stops with, and the ticking clock's time it took."""
+    start = clock.now
     with pytest.raises(LimitExceededError) as info:
         run_readonly(db, sql, limits)
-    return info.value, time.monotonic() - t
+    return info.value, clock.now - start
 
 
 def test_a_result_within_the_limits_is_returned(db: Path) -> None:
@@ -59,29 +85,45 @@ def test_a_result_within_the_limits_is_returned(db: Path) -> None:
     )
 
 
-def test_the_recursive_cte_stops_within_the_time_limit(db: Path) -> None:
-    error, took = hits(db, RUNAWAY_CTE, Limits(wall_time=SLOW))
+def test_the_recursive_cte_stops_at_the_time_limit(db: Path) -> None:
+    """On the real clock: the statement never ends by itself, so ending at all is
+    the interrupt's doing, and never before the limit (a lower bound no load can
+    break; how far past it is counted on the ticking clock below)."""
+    start = time.monotonic()
+    with pytest.raises(LimitExceededError) as info:
+        run_readonly(db, RUNAWAY_CTE, Limits(wall_time=SLOW))
+    assert time.monotonic() - start >= SLOW
+    error = info.value
     assert (error.limit, error.value) == ("wall_time", SLOW)
-    assert SLOW <= took < SLOW + SLACK
     assert str(error) == "limit wall_time = 0.5 s exceeded: the statement ran past 0.5 s"
     assert isinstance(error, ExecutionError) and isinstance(error, GridError)
 
 
-def test_a_cubic_cross_join_stops_within_the_time_limit(db: Path) -> None:
-    error, took = hits(db, "SELECT count(*) FROM t a, t b, t c", Limits(wall_time=SLOW))
-    assert error.limit == "wall_time" and took < SLOW + SLACK
+def test_the_recursive_cte_stops_at_the_first_reading_past_the_limit(
+    db: Path, clock: TickingClock
+) -> None:
+    error, took = hits(db, RUNAWAY_CTE, Limits(wall_time=SLOW), clock)
+    assert (error.limit, error.value) == ("wall_time", SLOW)
+    assert SLOW < took <= SLOW + 3 * TICK
 
 
-def test_a_large_cross_join_hits_the_row_limit(db: Path) -> None:
-    error, took = hits(db, "SELECT * FROM t a, t b", DEFAULT_LIMITS)
+def test_a_cubic_cross_join_stops_at_the_time_limit(db: Path, clock: TickingClock) -> None:
+    error, took = hits(db, "SELECT count(*) FROM t a, t b, t c", Limits(wall_time=SLOW), clock)
+    assert error.limit == "wall_time" and SLOW < took <= SLOW + 3 * TICK
+
+
+def test_a_large_cross_join_hits_the_row_limit(db: Path, clock: TickingClock) -> None:
+    """The 1,001st row stops it, long before the wall time would."""
+    error, took = hits(db, "SELECT * FROM t a, t b", DEFAULT_LIMITS, clock)
     assert (error.limit, error.value) == ("max_rows", 1000)
-    assert "more than 1000 rows" in str(error) and took < SLACK
+    assert "more than 1000 rows" in str(error) and took < DEFAULT_LIMITS.wall_time / 2
     # exactly max_rows rows is within the limit
     assert run_readonly(db, "SELECT * FROM t", Limits(max_rows=1000)).count == 1000
 
 
-def test_wide_rows_hit_the_result_byte_limit(db: Path) -> None:
-    error, _ = hits(db, "SELECT hex(randomblob(500)) FROM t", Limits(max_result_bytes=10_000))
+def test_wide_rows_hit_the_result_byte_limit(db: Path, clock: TickingClock) -> None:
+    limits = Limits(max_result_bytes=10_000)
+    error, _ = hits(db, "SELECT hex(randomblob(500)) FROM t", limits, clock)
     assert (error.limit, error.value) == ("max_result_bytes", 10_000)
     assert "the first 11 rows hold more than 10000 bytes" in str(error)
 
@@ -95,9 +137,11 @@ def test_wide_rows_hit_the_result_byte_limit(db: Path) -> None:
         "SELECT length(zeroblob(1e9))",
     ],
 )
-def test_a_gigabyte_value_hits_the_result_byte_limit(db: Path, sql: str) -> None:
-    error, took = hits(db, sql, DEFAULT_LIMITS)
-    assert error.limit == "max_result_bytes" and took < SLACK
+def test_a_gigabyte_value_hits_the_result_byte_limit(
+    db: Path, sql: str, clock: TickingClock
+) -> None:
+    error, took = hits(db, sql, DEFAULT_LIMITS, clock)
+    assert error.limit == "max_result_bytes" and took < DEFAULT_LIMITS.wall_time / 2
     assert "string or blob too big" in str(error)
 
 
@@ -124,6 +168,7 @@ def test_writes_still_fail_read_only(db: Path) -> None:
 _CHILD = """
 import json, sys
 from pathlib import Path
+from grid_sql import execute
 from grid_sql.execute import run_readonly
 from grid_sql.limits import LimitExceededError, Limits
 out = []
