@@ -47,7 +47,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from grid_core.trie import TokenTrie, build_trie
+from grid_core.trie import TokenTrie, build_trie, pack_python
 from grid_core.vocab import Vocabulary, cl100k, llama3, qwen, smollm2
 
 TOY_SPELLINGS = [b"a", b"ab", b"abc", b"b", b"ab", b"", b"bcd", b"c", b"ba", b"ac"]
@@ -200,6 +200,7 @@ def test_random_vocabularies(spellings: list[bytes], data: st.DataObject) -> Non
     vocab = Vocabulary.from_spellings("random", [*spellings, b""], specials, [eos])
     trie = build_trie(vocab)
     trie.check_invariants(vocab)
+    assert_packed_alike(vocab, trie)
 
     expected: dict[bytes, list[int]] = {}
     for t, b in enumerate(vocab.token_bytes):
@@ -230,10 +231,24 @@ def test_random_vocabularies(spellings: list[bytes], data: st.DataObject) -> Non
 # The four real vocabularies.
 
 
+def assert_packed_alike(vocab: Vocabulary, trie: TokenTrie) -> None:
+    """``trie`` (built by ``build_trie``: natively when the kernels are loaded) has
+    exactly the arrays of the Python reference packing."""
+    arrays = (trie.edge, trie.token, trie.size, trie.alias_offset, trie.alias_ids)
+    for name, got, want in zip(
+        ("edge", "token", "size", "alias_offset", "alias_ids"),
+        arrays,
+        pack_python(vocab),
+        strict=True,
+    ):
+        assert got.typecode == want.typecode and got == want, name
+
+
 @pytest.mark.parametrize("name", GOLDEN)
 def test_real_trie(name: str) -> None:
     vocab = LOADERS[name]()
     trie = real_trie(name)
+    assert_packed_alike(vocab, trie)
     nodes, fan_out = GOLDEN[name]
     assert trie.n_nodes == nodes
     assert len(list(trie.children(0))) == fan_out
@@ -261,11 +276,13 @@ print(json.dumps(out))
 
 
 def test_fingerprints_stable_across_processes() -> None:
-    # This process is the first; a fresh interpreter with another hash seed is the second.
+    # This process is the first (its tries packed natively when the kernels are
+    # loaded); a fresh interpreter with another hash seed and the Python packing
+    # is the second.
     result = subprocess.run(
         [sys.executable, "-c", _FINGERPRINT_SCRIPT],
         capture_output=True,
-        env={**os.environ, "PYTHONHASHSEED": "12345"},
+        env={**os.environ, "PYTHONHASHSEED": "12345", "GRID_KERNELS": "0"},
         text=True,
         timeout=120,
         check=True,
@@ -275,3 +292,9 @@ def test_fingerprints_stable_across_processes() -> None:
     assert there.pop("imported") == []
     here = {name: [LOADERS[name]().fingerprint, real_trie(name).fingerprint] for name in GOLDEN}
     assert there == here
+
+
+def test_native_packing_refuses_a_special_id_outside_the_vocabulary() -> None:
+    native = pytest.importorskip("grid_kernels")
+    with pytest.raises(ValueError, match="special id 3 is outside the vocabulary of 2 ids"):
+        native.pack_trie([b"a", b"b"], [3])

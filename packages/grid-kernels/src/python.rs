@@ -1117,6 +1117,41 @@ fn fill_next_token_bitmasks(
     Ok(out)
 }
 
+/// grid-core's `build_trie` arrays for a vocabulary (`crate::trie::RawTrie::pack`):
+/// `token_bytes[i]` spells id `i`; ids in `special_ids` and empty spellings are
+/// left out. Returns `(edge, token, size, alias_offset, alias_ids)` as
+/// little-endian bytes: uint8 edges, int32 for the rest.
+#[pyfunction]
+fn pack_trie<'py>(
+    py: Python<'py>,
+    token_bytes: Vec<Bound<'py, PyBytes>>,
+    special_ids: Vec<i64>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let spellings: Vec<&[u8]> = token_bytes.iter().map(|b| b.as_bytes()).collect();
+    let mut special = vec![false; spellings.len()];
+    for id in special_ids {
+        let slot = usize::try_from(id).ok().and_then(|i| special.get_mut(i));
+        *slot.ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "special id {id} is outside the vocabulary of {} ids",
+                spellings.len()
+            ))
+        })? = true;
+    }
+    let raw = RawTrie::pack(&spellings, &special);
+    let le = |v: &[i32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    PyTuple::new(
+        py,
+        [
+            PyBytes::new(py, &raw.edge),
+            PyBytes::new(py, &le(&raw.token)),
+            PyBytes::new(py, &le(&raw.size)),
+            PyBytes::new(py, &le(&raw.alias_offset)),
+            PyBytes::new(py, &le(&raw.alias_ids)),
+        ],
+    )
+}
+
 /// Set every logit of `logits` whose token `bitmask` does not admit to -inf,
 /// in place (`crate::apply`), the GIL released. `logits`: a writable,
 /// C-contiguous float32 buffer shaped `(width,)` or `(batch, width)`;
@@ -1279,6 +1314,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyEntry>()?;
     m.add_function(wrap_pyfunction!(fill_next_token_bitmasks, m)?)?;
     m.add_function(wrap_pyfunction!(apply_token_bitmask, m)?)?;
+    m.add_function(wrap_pyfunction!(pack_trie, m)?)?;
     m.add_function(wrap_pyfunction!(_probe_arm, m)?)?;
     m.add_function(wrap_pyfunction!(_probe_reached, m)?)?;
     m.add_function(wrap_pyfunction!(_probe_release, m)?)?;

@@ -84,6 +84,69 @@ pub struct Trie {
     tokens_before: Vec<u32>,
 }
 
+impl RawTrie {
+    /// Pack a vocabulary's spellings into the DFS layout, exactly as
+    /// grid-core's `build_trie` does (same arrays, bit for bit): every id whose
+    /// spelling is non-empty and which is not in `special` is in the trie,
+    /// once; the distinct spellings sorted bytewise are the spelling-bearing
+    /// nodes in preorder, and one pass with a stack of open ancestors emits
+    /// the inner nodes and closes each subtree when the next spelling leaves
+    /// it. `eos_ids` is left empty (the vocabulary's, not the trie's).
+    pub fn pack(spellings: &[&[u8]], special: &[bool]) -> Self {
+        let n_vocab = spellings.len();
+        // (spelling, id), sorted: spellings bytewise, the ids of one ascending.
+        let mut order: Vec<(&[u8], u32)> = spellings
+            .iter()
+            .enumerate()
+            .filter(|&(t, b)| !b.is_empty() && !special.get(t).copied().unwrap_or(false))
+            .map(|(t, &b)| (b, t as u32))
+            .collect();
+        order.sort_unstable();
+        let mut raw = RawTrie {
+            edge: vec![0],
+            token: vec![-1],
+            size: vec![0],
+            alias_offset: vec![0],
+            alias_ids: Vec::with_capacity(order.len()),
+            n_vocab,
+            eos_ids: Vec::new(),
+        };
+        let mut stack: Vec<usize> = vec![0];
+        let mut prev: &[u8] = b"";
+        let mut i = 0;
+        while i < order.len() {
+            let spelling = order[i].0;
+            let common = prev
+                .iter()
+                .zip(spelling)
+                .take_while(|(a, b)| a == b)
+                .count();
+            while stack.len() > common + 1 {
+                let node = stack.pop().expect("the root stays on the stack");
+                raw.size[node] = (raw.edge.len() - node) as i32;
+            }
+            for &byte in &spelling[common..] {
+                stack.push(raw.edge.len());
+                raw.edge.push(byte);
+                raw.token.push(-1);
+                raw.size.push(0);
+                raw.alias_offset.push(raw.alias_ids.len() as i32);
+            }
+            *raw.token.last_mut().expect("a spelling is not empty") = order[i].1 as i32;
+            while i < order.len() && order[i].0 == spelling {
+                raw.alias_ids.push(order[i].1 as i32);
+                i += 1;
+            }
+            prev = spelling;
+        }
+        while let Some(node) = stack.pop() {
+            raw.size[node] = (raw.edge.len() - node) as i32;
+        }
+        raw.alias_offset.push(raw.alias_ids.len() as i32);
+        raw
+    }
+}
+
 impl Trie {
     /// Validate and take over a raw trie: shapes, the preorder tiling of every
     /// subtree, sorted children, alias classes consistent with `token`.
@@ -453,6 +516,22 @@ fn spell(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn pack_lays_out_preorder_with_alias_classes() {
+        let spellings: [&[u8]; 6] = [b"ab", b"a", b"", b"b", b"ab", b"x"];
+        let raw = RawTrie::pack(&spellings, &[false, false, false, false, false, true]);
+        // Nodes: root, a, ab, b.
+        assert_eq!(raw.edge, [0, b'a', b'b', b'b']);
+        assert_eq!(raw.token, [-1, 1, 0, 3]);
+        assert_eq!(raw.size, [4, 2, 1, 1]);
+        assert_eq!(raw.alias_offset, [0, 0, 1, 3, 4]);
+        assert_eq!(raw.alias_ids, [1, 0, 4, 3]);
+        let mut raw = raw;
+        raw.eos_ids = vec![2];
+        Trie::new(raw).expect("a packed trie is valid");
+    }
+
     use super::*;
 
     fn node(edge: u8, size: u32) -> TrieNode {

@@ -187,7 +187,61 @@ class TokenTrie:
 
 
 def build_trie(vocab: Vocabulary) -> TokenTrie:
-    """Pack the non-special, non-empty spellings of ``vocab`` into a :class:`TokenTrie`."""
+    """Pack the non-special, non-empty spellings of ``vocab`` into a :class:`TokenTrie`.
+
+    The packing runs in the kernels when they are loaded (``grid_kernels.pack_trie``,
+    about 10x faster on a 150k vocabulary) and in :func:`pack_python` otherwise;
+    both give the same arrays, bit for bit (``tests/test_trie.py``).
+    """
+    from grid_core import kernels  # the kernels module sits above this one
+
+    native = kernels.load()
+    if native is None:
+        edge, token, size, alias_offset, alias_ids = pack_python(vocab)
+    else:
+        packed = native.pack_trie(list(vocab.token_bytes), sorted(vocab.special_ids))
+        edge, token, size, alias_offset, alias_ids = (
+            _from_le(code, raw) for code, raw in zip("Biiii", packed, strict=True)
+        )
+    digest = fingerprint(
+        (
+            _LAYOUT,
+            vocab.fingerprint,
+            _le_bytes(edge),
+            _le_bytes(token),
+            _le_bytes(size),
+            _le_bytes(alias_offset),
+            _le_bytes(alias_ids),
+        )
+    )
+    return TokenTrie(
+        edge=edge,
+        token=token,
+        size=size,
+        alias_offset=alias_offset,
+        alias_ids=alias_ids,
+        n_vocab=len(vocab.token_bytes),
+        vocab_fingerprint=vocab.fingerprint,
+        fingerprint=digest,
+    )
+
+
+def _from_le(typecode: str, raw: bytes) -> array.array[int]:
+    """An array of ``typecode`` from little-endian bytes, in the host's order."""
+    a = array.array(typecode)
+    a.frombytes(raw)
+    if sys.byteorder != "little":
+        a.byteswap()
+    return a
+
+
+def pack_python(
+    vocab: Vocabulary,
+) -> tuple[
+    array.array[int], array.array[int], array.array[int], array.array[int], array.array[int]
+]:
+    """The trie's arrays ``(edge, token, size, alias_offset, alias_ids)``, in Python
+    (the reference; see the module header's *Build*)."""
     groups: dict[bytes, list[int]] = {}
     specials = vocab.special_ids
     for t, b in enumerate(vocab.token_bytes):
@@ -227,24 +281,4 @@ def build_trie(vocab: Vocabulary) -> TokenTrie:
     alias_offset.append(len(alias_ids))
 
     # alias_offset[i] was appended before node i's ids, so it is node i's start.
-    digest = fingerprint(
-        (
-            _LAYOUT,
-            vocab.fingerprint,
-            _le_bytes(edge),
-            _le_bytes(token),
-            _le_bytes(size),
-            _le_bytes(alias_offset),
-            _le_bytes(alias_ids),
-        )
-    )
-    return TokenTrie(
-        edge=edge,
-        token=token,
-        size=size,
-        alias_offset=alias_offset,
-        alias_ids=alias_ids,
-        n_vocab=len(vocab.token_bytes),
-        vocab_fingerprint=vocab.fingerprint,
-        fingerprint=digest,
-    )
+    return edge, token, size, alias_offset, alias_ids

@@ -32,6 +32,7 @@ from grid_kernels._native import (
     TrieTables,
     apply_token_bitmask,
     fill_next_token_bitmasks,
+    pack_trie,
 )
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "apply_token_bitmask",
     "engine_tables",
     "fill_next_token_bitmasks",
+    "pack_trie",
     "trie_tables",
 ]
 

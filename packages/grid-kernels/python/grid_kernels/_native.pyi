@@ -27,6 +27,7 @@ __all__ = [
     "_probe_release",
     "apply_token_bitmask",
     "fill_next_token_bitmasks",
+    "pack_trie",
 ]
 
 ABI_VERSION: int
@@ -292,6 +293,14 @@ def apply_token_bitmask(logits: Buffer, bitmask: Buffer) -> None:
     ``(width,)`` or ``(batch, width)``, ``bitmask`` an int32 buffer shaped
     ``(n_words,)`` or ``(batch, n_words)`` with as many rows. Columns at or past
     ``32 * n_words`` are blocked; admitted logits are left bit for bit."""
+
+def pack_trie(
+    token_bytes: list[bytes], special_ids: list[int]
+) -> tuple[bytes, bytes, bytes, bytes, bytes]:
+    """grid-core's ``build_trie`` arrays for a vocabulary, bit for bit: ``(edge,
+    token, size, alias_offset, alias_ids)`` as little-endian bytes (uint8 edges,
+    int32 for the rest). Empty spellings and ``special_ids`` are left out; a
+    special id outside the vocabulary is a ``ValueError``."""
 
 def _probe_arm() -> None:
     """Tests only: arm the GIL probe. The GIL-free part of the next cold walk
