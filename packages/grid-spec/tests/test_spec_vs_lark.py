@@ -94,7 +94,12 @@ def test_prefixes_agree_with_independent_check_on_all_mutations() -> None:
     assert _prefix_disagreements(MUTATIONS, MUTATIONS) == []
 
 
-@settings(derandomize=True, max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    derandomize=True,
+    deadline=None,
+    max_examples=300,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(st.binary(max_size=40), st.lists(st.binary(min_size=1, max_size=4), max_size=6))
 def test_arbitrary_bytes_never_crash(w: bytes, vocab: list[bytes]) -> None:
     viable = SPEC.is_viable_prefix(w)
