@@ -4,8 +4,12 @@ The engine decides viability operationally (DESIGN.md section 3): the
 incremental scan-and-shift of the output succeeds (``Lexer.advance``) and the
 trailing remainder is live under the stack's allowed set (``Lexer.is_viable``).
 The Coq theorems read Prefix(L) semantically: some extension is in L. Nothing
-proves the two equal for GRID's maximal-munch lexer; proofs/README.md ("The
-Prefix(L) gap") states what would have to hold. This module checks both
+proves the two equal; proofs/Prefix.v shows, for a model of the maximal-munch
+lexer, that a semantic prefix the engine rejects ends in a *dead-but-emittable*
+remainder (dead under the allowed set, its longest accepted prefix still
+picked), and that the other inclusion is exactly "every operationally viable
+configuration has a completion". proofs/README.md ("The Prefix(L) gap")
+states what would have to hold. This module checks both
 directions on the free-mode sqlite and postgres dialects:
 
 1. **semantic => operational** on sentences: every prefix of every gold
@@ -170,9 +174,17 @@ def test_every_prefix_of_gold_and_generated_statements_is_viable(name: str) -> N
     assert bad == KNOWN_GAPS[name]
     # Each known gap is a real one: grid-spec agrees the prefix is not viable
     # (same operational definition) while the statement it cuts is in L.
+    # Each is dead but emittable, the only kind proofs/Prefix.v allows
+    # (prefix_gap_dead_emittable): a remainder that is not live while its
+    # longest accepted prefix has a pick under the stack's allowed set.
+    lexer, scanner = engine.lexer, engine.scanner
     for p in bad:
         assert not spec.is_viable_prefix(p)
         assert any(s.startswith(p) and spec.in_language(s) for s in statements)
+        config = lexer.advance(lexer.initial, p)
+        assert config is not None and config.size and not lexer.is_viable(config)
+        _, _, la_len, la_cands = config.scan
+        assert la_len and scanner.pick(la_cands, engine.parser.allowed(config.node)) >= 0
 
 
 def test_every_prefix_of_spider_dev_gold_is_viable() -> None:
