@@ -116,7 +116,7 @@ class Speller:
 
     def _categories(self) -> set[str]:
         d = self.dialect
-        return {*d.lexicon_categories, d.alias_terminal, d.qualifier_terminal, "FUNCTION_NAME"}
+        return {*d.lexicon_categories, d.alias_terminal, d.qualifier_terminal, d.function_category}
 
     def spell(self, name: str, choose: Choose) -> bytes:
         d = self.dialect
@@ -129,8 +129,9 @@ class Speller:
         if name == d.qualifier_terminal:
             names = [*sorted(self.words.get(d.table_category, ())), *self.free_names]
             return names[choose(len(names))] + b"."
-        if name == "FUNCTION_NAME":
-            return self._functions[choose(len(self._functions))].encode() + b"("
+        if name == d.function_category:  # the role's calls when its policy lists them
+            calls = sorted(self.words.get(name, ())) or [f.encode() + b"(" for f in self._functions]
+            return calls[choose(len(calls))]
         if name in self._fixed:
             options = self._fixed[name]
             return options[choose(len(options))]

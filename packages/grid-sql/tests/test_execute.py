@@ -238,3 +238,23 @@ def test_limits_helpers() -> None:
     assert [value_bytes(v) for v in (None, 3, 2.5, "hé", b"\x00\x01")] == [0, 8, 8, 3, 2]
     with pytest.raises(ValueError):
         Limits(max_rows=-1)
+
+
+def test_postgres_statement_timeout_stops_the_runaway_cte() -> None:
+    """``Limits.postgres_settings()`` on the PostgreSQL server CI starts: the session's
+    ``statement_timeout`` cancels the recursive CTE of issue 15 (SQLSTATE 57014) within
+    about its wall time, and a statement inside the limit runs. GRID has no PostgreSQL
+    run path of its own: this is the setting a caller's session takes."""
+    from pg_server import running_server
+
+    settings = Limits(wall_time=0.25).postgres_settings()
+    assert settings == {"statement_timeout": "250ms"}
+    sets = "".join(f"SET {key} = '{value}';\n" for key, value in settings.items())
+    with running_server("SELECT 1;") as server:
+        t0 = time.monotonic()
+        done = server.run(sets + RUNAWAY_CTE + "\n", "-v", "VERBOSITY=verbose")
+        elapsed = time.monotonic() - t0
+        assert "57014" in done.stderr and "statement timeout" in done.stderr, done.stderr
+        assert elapsed < 10, f"the timeout did not stop the statement ({elapsed:.1f} s)"
+        fine = server.run(sets + "SELECT count(*) FROM generate_series(1, 1000);\n")
+        assert fine.stdout.strip() == "1000" and fine.stderr == "", fine.stderr

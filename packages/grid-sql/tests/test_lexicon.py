@@ -136,7 +136,7 @@ def test_origins_map_words_to_catalog_names(lexicons: dict[str, SchemaLexicon]) 
 def test_word_lists_feed_build_lexicon(lexicons: dict[str, SchemaLexicon]) -> None:
     lex = lexicons["clerk"]
     lists = lex.word_lists()
-    assert set(lists) == {"TABLE_NAME", "COLUMN_NAME", "CTE_NAME"}
+    assert set(lists) == {"TABLE_NAME", "COLUMN_NAME", "CTE_NAME", "FUNCTION_NAME"}
     assert lists["TABLE_NAME"] == sorted(lex.words["TABLE_NAME"])
     table = dialect_grammar(SQLITE).terminal_id("TABLE_NAME")
     assert lex.lexicon.words[table] == lex.words["TABLE_NAME"]
@@ -190,3 +190,37 @@ def test_a_word_outside_its_pattern_is_a_build_error() -> None:
     assert info.value.word in {b"Home", b"home", b"HOME"}
     with pytest.raises(DialectDefinitionError, match="never_identifiers"):
         careless.check_invariants()
+
+
+# ---------------------------------------------------------------- functions (issue 15)
+
+
+def test_function_grants_are_a_lexicon_category() -> None:
+    """A role's granted functions are FUNCTION_NAME words in three case forms; the
+    default leaves randomblob, zeroblob, printf and format out; every function granted
+    adds no category (the word class is then exact); none granted is an empty category,
+    and the projection cuts function calls. Fails if a function outside the grant is a
+    word, or a granted one is missing."""
+    from grid_sql.cli import language_verdict
+    from grid_sql.projection import RoleProjection
+
+    schema = example_schema()
+    intern = SchemaLexicon.build(SQLITE, schema, example_policy().grants("intern", schema))
+    calls = intern.words["FUNCTION_NAME"]
+    assert {b"substr(", b"SUBSTR(", b"Substr(", b"random(", b"replace("} <= calls
+    assert not {w for w in calls if w.lower().startswith((b"randomblob", b"zeroblob"))}
+    assert not {w for w in calls if w.lower() in (b"printf(", b"format(")}
+    assert len(calls) == 3 * len(SQLITE.default_functions)
+    assert intern.origins["FUNCTION_NAME"][b"Upper("] == {"upper"}
+    assert "FUNCTION_NAME" not in SchemaLexicon.build(SQLITE, schema).words  # full grants
+    text = 'version = 1\n[roles.r]\nverbs = ["SELECT"]\ntables = "*"\nfunctions = %s\n'
+    for listed, words in (('"*"', None), ("[]", 0), ('["Upper"]', 3)):
+        policy = PolicyBundle.loads(text % listed, "p.toml", schema)
+        lex = SchemaLexicon.build(SQLITE, schema, policy.grants("r", schema))
+        got = lex.words.get("FUNCTION_NAME")
+        assert (None if got is None else len(got)) == words
+        projection = RoleProjection.compile(policy.role("r"), SQLITE, words=lex.words)
+        upper = language_verdict(projection, lex, SQLITE, b"SELECT upper(name) FROM orders;")
+        assert (upper is None) == (words != 0)
+        rb = language_verdict(projection, lex, SQLITE, b"SELECT randomblob(9) FROM orders;")
+        assert (rb is None) == (words is None)

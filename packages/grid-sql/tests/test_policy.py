@@ -86,10 +86,10 @@ def test_unknown_role() -> None:
 def test_fingerprint_ignores_layout_comments_and_order() -> None:
     one = PolicyBundle.loads(
         'version = 1\n[roles.a]\nverbs = ["SELECT", "INSERT"]\ntables = ["t", "u"]\n'
-        'columns.t = ["x", "y"]\n[roles.b]\nverbs = []\ntables = "*"\n'
+        'columns.t = ["x", "y"]\n[roles.b]\nverbs = ["DELETE"]\ntables = "*"\n'
     )
     two = PolicyBundle.loads(
-        "# the same policy\nversion = 1\nroles.b = { verbs = [], tables = '*' }\n"
+        "# the same policy\nversion = 1\nroles.b = { verbs = ['delete'], tables = '*' }\n"
         "[roles.a]\ntables = ['u', 't']  # order is no content\n"
         "verbs = ['insert', 'select']\n[roles.a.columns]\nt = ['y', 'x']\n",
         "elsewhere.toml",
@@ -195,6 +195,20 @@ ERRORS = {
         PolicyTypeError, 7, "roles.reader.columns.employees",
     ),
     "role is a string": ('version = 1\nroles.r = "admin"\n', PolicyTypeError, 2, "roles.r"),
+    "no verb": (BASE.replace('["SELECT"]', "[]"), PolicyValueError, 4, "roles.reader.verbs"),
+    "no table": (
+        BASE.replace('["employees"]', "[]"), PolicyValueError, 5, "roles.reader.tables",
+    ),
+    "functions is a word": (
+        BASE + 'functions = "all"\n', PolicyValueError, 6, "roles.reader.functions",
+    ),
+    "functions is a number": (
+        BASE + "functions = 3\n", PolicyTypeError, 6, "roles.reader.functions",
+    ),
+    "function twice in two cases": (
+        BASE + 'functions = ["upper", "UPPER"]\n',
+        PolicyValueError, 6, "roles.reader.functions[1]",
+    ),
     "bad role name": (
         'version = 1\n[roles."two words"]\nverbs = []\ntables = []\n',
         PolicyValueError, 2, 'roles."two words"',
@@ -238,12 +252,20 @@ REFERENCE_ERRORS = {
         7, "roles.reader.columns.employees[1]", "has no column 'salary'",
     ),
     "unknown table under all tables": (
-        'version = 1\n[roles.r]\nverbs = []\ntables = "*"\ncolumns.payroll = "*"\n',
+        'version = 1\n[roles.r]\nverbs = ["SELECT"]\ntables = "*"\ncolumns.payroll = "*"\n',
         5, "roles.r.columns.payroll", "no relation 'payroll'",
     ),
     "cte name spells a relation": (
         BASE + 'cte_names = ["recent", "Salaries"]\n',
         6, "roles.reader.cte_names[1]", "is the name of relation 'salaries'",
+    ),
+    "a function that reads files": (
+        BASE + 'functions = ["upper", "load_extension"]\n',
+        6, "roles.reader.functions[1]", "the sqlite dialect has no function 'load_extension'",
+    ),
+    "a function of another dialect": (
+        BASE + 'functions = ["repeat"]\n',
+        6, "roles.reader.functions[0]", "the sqlite dialect has no function 'repeat'",
     ),
 }  # fmt: skip
 
@@ -370,3 +392,71 @@ def test_limit_errors_name_file_line_and_field(
     with pytest.raises(kind) as info:
         PolicyBundle.loads(text, "p.toml")
     assert message in str(info.value)
+
+
+# ---------------------------------------------------------------- functions (issue 15)
+
+
+def test_functions_default_to_the_dialects_safe_list() -> None:
+    """A role without ``functions`` may call every SQLite function but the allocators
+    over a size; ``"*"`` is every function (no restriction); a list is resolved case-
+    insensitively to the dialect's spelling. Fails if the default grants randomblob,
+    zeroblob, printf or format, or if a list is not what the role gets."""
+    from grid_sql.dialects import POSTGRES, SQLITE
+
+    schema = example_schema()
+    unsafe = {"randomblob", "zeroblob", "printf", "format"}
+    assert {name for name, _ in SQLITE.unsafe_functions} == unsafe
+    assert {name for name, _ in POSTGRES.unsafe_functions} == {"repeat", "lpad", "rpad", "format"}
+    for role in ("analyst", "clerk", "admin", "intern"):
+        granted = example_policy(schema).grants(role, schema).functions
+        assert granted == SQLITE.default_functions and not unsafe & set(granted)
+        assert set(granted) | unsafe == set(SQLITE.functions)
+    every = PolicyBundle.loads(BASE + 'functions = "*"\n', "p.toml", schema)
+    assert every.grants("reader", schema).functions is None
+    listed = PolicyBundle.loads(BASE + 'functions = ["Upper", "ROUND"]\n', "p.toml", schema)
+    assert listed.grants("reader", schema).functions == ("round", "upper")  # dialect order
+    none = PolicyBundle.loads(BASE + "functions = []\n", "p.toml", schema)
+    assert none.grants("reader", schema).functions == ()
+
+
+def test_functions_enter_the_fingerprint_only_when_listed() -> None:
+    """A file without ``functions`` keeps the fingerprint it had before functions were
+    policy; listing them (or ``*``) changes it, in any order and case."""
+    plain = PolicyBundle.loads(BASE)
+    upper = PolicyBundle.loads(BASE + 'functions = ["upper", "lower"]\n')
+    same = PolicyBundle.loads(BASE + 'functions = ["LOWER", "upper"]\n')
+    every = PolicyBundle.loads(BASE + 'functions = "*"\n')
+    assert upper.fingerprint == same.fingerprint
+    assert len({plain.fingerprint, upper.fingerprint, every.fingerprint}) == 3
+
+
+def test_a_relation_named_cte_moves_the_default_cte_name(tmp_path: Path) -> None:
+    """A table named ``cte`` (issue 15: it broke every role) is granted, and a role that
+    names no CTE gets ``cte1`` (``cte2`` when ``cte1`` is taken too); a role that lists
+    ``cte`` itself is still an error naming the clash."""
+    import sqlite3
+
+    path = tmp_path / "cte.sqlite"
+    with sqlite3.connect(path) as db:
+        db.executescript("CREATE TABLE cte (id INTEGER); CREATE TABLE CTE1 (id INTEGER);")
+    schema = SchemaSnapshot.from_sqlite(path)
+    policy = PolicyBundle.loads('version = 1\n[roles.r]\nverbs = ["SELECT"]\ntables = "*"\n')
+    grants = policy.grants("r", schema)
+    assert grants.tables == ("CTE1", "cte") and grants.cte_names == ("cte2",)
+    listed = PolicyBundle.loads(
+        'version = 1\n[roles.r]\nverbs = ["SELECT"]\ntables = "*"\ncte_names = ["cte"]\n'
+    )
+    with pytest.raises(PolicyReferenceError, match="CTE name 'cte' is the name of relation"):
+        listed.grants("r", schema)
+
+
+def test_all_tables_of_a_schema_without_relations_is_an_error(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "empty.sqlite"
+    sqlite3.connect(path).close()
+    schema = SchemaSnapshot.from_sqlite(path)
+    policy = PolicyBundle.loads('version = 1\n[roles.r]\nverbs = ["SELECT"]\ntables = "*"\n')
+    with pytest.raises(PolicyReferenceError, match=r"roles\.r\.tables: .* has no relation"):
+        policy.grants("r", schema)

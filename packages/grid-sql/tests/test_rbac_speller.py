@@ -6,10 +6,11 @@ example policy and schema, grid-core's masks, SQLite's authorizer. The full run
 (``nox -s rbac``); here the speller runs at every *relation* and *verb*
 position of the two roles with something forbidden and a mixed grant (analyst:
 SELECT only; clerk: no DELETE, so no REPLACE), after a blank and after nothing,
-and the oracle at a sample of free-name positions. Planted faults (a lexicon
-that admits a forbidden table, a projection that keeps forbidden verbs, a
-grammar that lets a free name stand for a table) show that each check fails
-when it should.
+and the oracle at a sample of free-name positions; functions (issue 15) at the
+first three positions where a call may stand, for intern and admin. Planted
+faults (a lexicon that admits a forbidden table or every function, a projection
+that keeps forbidden verbs, a grammar that lets a free name stand for a table)
+show that each check fails when it should.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from grid_sql.speller import (
     TokenIndex,
     find_positions,
     forbidden_verbs,
+    function_controls,
+    function_targets,
     identifier_terminals,
     keyword_terminals,
     probe_role,
@@ -83,7 +86,9 @@ def positions(e: Engine, keep: Callable[[int], bool]) -> list[Position]:
     return [p for p in found if keep(e.parser.allowed(p.node))]
 
 
-def probe(role: str, e: Engine, at: list[Position], oracle: bool = False) -> RoleProbe:
+def probe(
+    role: str, e: Engine, at: list[Position], oracle: bool = False, functions: bool = False
+) -> RoleProbe:
     _, _, index, _, schema, policy = world()
     grants = policy.grants(role, schema)
     return probe_role(
@@ -95,7 +100,14 @@ def probe(role: str, e: Engine, at: list[Position], oracle: bool = False) -> Rol
         glues=(b" ", b""),
         oracle=Oracle.example() if oracle else None,
         positions=at,
+        functions=functions,
     )
+
+
+def calls(e: Engine) -> Callable[[int], bool]:
+    """Positions where a function call may come next."""
+    call = 1 << e.grammar.terminal_id("FUNCTION_NAME")
+    return lambda allowed: bool(allowed & call)
 
 
 def relation_or_verb(e: Engine) -> Callable[[int], bool]:
@@ -116,7 +128,8 @@ def test_positions_hit_every_identifier_and_verb_goal(role: str) -> None:
     e = engine(role)
     _, _, _, _, schema, _ = world()
     ident, keywords = identifier_terminals(e, SQLITE, schema), keyword_terminals(e, SQLITE)
-    found, goals, missed = find_positions(e, ident | keywords)
+    call = 1 << e.grammar.terminal_id("FUNCTION_NAME")
+    found, goals, missed = find_positions(e, ident | keywords | call)
     assert missed == frozenset()
     _, _, _, _, _, policy = world()
     banned = {v.name for v in verb_targets(e.grammar, policy.role(role).verbs) if v.forbidden}
@@ -125,63 +138,57 @@ def test_positions_hit_every_identifier_and_verb_goal(role: str) -> None:
     assert {g for p in found for g in p.goals} == goals
     names = {e.grammar.terminals[t].name for _, t in goals}
     assert {"TABLE_NAME", "COLUMN_NAME", "ALIAS_NAME", "QUALIFIER", "STRING", "SELECT"} <= names
+    assert "FUNCTION_NAME" in names
 
 
-@pytest.mark.parametrize("role", ["analyst", "clerk"])
-def test_no_bypass_at_relation_and_verb_positions(role: str) -> None:
-    """No forbidden table or verb is spelled at any relation or verb position, every
-    token the search tries gets the same verdict from the mask and the reference
-    lexer, and every allowed name is spelled at every position it may stand.
+@pytest.mark.parametrize("role", ["intern", "admin"])
+def test_no_forbidden_function_is_spelled(role: str) -> None:
+    """Issue 15's function policy at mask level: at positions where a call may stand,
+    no function outside the role's grant (the default leaves out randomblob, zeroblob,
+    printf and format) is spelled as FUNCTION_NAME in any case or token path; every
+    granted function is reached there; SQLite's authorizer sees the granted calls
+    and no other.
 
-    Fails on a bypass (a lexicon, projection or mask that admits a forbidden name),
-    on a mask/lexer disagreement, or when the search reaches no allowed name.
+    Fails on a function bypass (a lexicon or word class admitting a function the
+    policy does not grant), on a mask/lexer disagreement, or on a control not reached.
     """
     e = engine(role)
-    at = positions(e, relation_or_verb(e))
-    result = probe(role, e, at, oracle=True)
-    assert result.bypasses == []
-    assert result.disagreements == []
-    assert result.witness_violations == []
-    assert result.controls_missing == []
-    assert result.controls_reached == result.controls_expected >= 20
-    assert result.control_forms.keys() == {"bare", 'quoted ""'}
-    assert result.relation_positions >= 10 and result.keyword_positions >= 9
-    assert result.forbidden_verb_goals == []
-    assert result.targets_forbidden and result.trials > 100_000
-    assert result.oracle_controls_seen >= 25
-
-
-def test_witnesses_of_free_readings_touch_no_forbidden_table() -> None:
-    """Forbidden names read as an alias, a qualifier, a string or a quoted string are
-    completed into sentences that SQLite compiles without touching the table.
-
-    Fails when a free name reaches a table for SQLite (a grammar placing a free
-    terminal where SQLite reads a relation), or when no witness is built.
-    """
-    e = engine("analyst")
-    alias, qualifier = e.grammar.terminal_id("ALIAS_NAME"), e.grammar.terminal_id("QUALIFIER")
-    free = positions(e, lambda a: bool(a >> alias & 1))[:3]
-    free += positions(e, lambda a: bool(a >> qualifier & 1))[:3]
-    result = probe("analyst", e, free, oracle=True)
-    assert result.witness_violations == []
+    at = positions(e, calls(e))[:3]
+    result = probe(role, e, at, oracle=True, functions=True)
+    _, _, _, _, schema, policy = world()
+    granted = set(policy.grants(role, schema).functions or ())
+    assert {"randomblob", "zeroblob", "printf", "format"}.isdisjoint(granted)
+    assert {"substr", "upper", "round", "random"} <= granted == set(result.functions)
+    forbidden = {t.split(" ")[1] for t in result.targets_forbidden if t.startswith("function")}
+    assert forbidden == {"randomblob", "zeroblob", "printf", "format"}
+    assert result.function_positions == 3
     assert result.bypasses == [] and result.disagreements == []
-    assert set(result.witness_readings) == {"ALIAS_NAME", "QUALIFIER", "STRING", "DQ_STRING"}
-    assert result.witnesses_compiled > 0
+    assert result.witness_violations == [] and result.controls_missing == []
+    # every granted function at the first position, one more at each other
+    assert result.control_forms["call"] == len(granted) + 2
+    assert result.controls_reached == result.controls_expected >= len(granted) + 2
+    assert result.oracle_controls_seen >= len(granted) // 2
 
 
-def test_a_lexicon_admitting_a_forbidden_table_is_a_bypass() -> None:
-    """The analyst's grammar with the full-grants lexicon: salaries and orders become
-    spellable as TABLE_NAME, and the speller must say so, in every admitted case form.
+def test_a_lexicon_granting_every_function_is_a_bypass() -> None:
+    """The intern's grammar with the full-grants lexicon (no function category): the
+    speller must spell printf( as FUNCTION_NAME, in every case form.
 
-    Fails if the speller cannot see a table bypass (it would pass vacuously).
+    Fails if the speller cannot see a function bypass (it would pass vacuously).
     """
-    e = engine("analyst", lexicon_of="*")
-    table = e.grammar.terminal_id("TABLE_NAME")
-    at = positions(e, lambda a: bool(a >> table & 1))[:1]
-    result = probe("analyst", e, at)
-    spelled = {line.split(" spelled ")[1].split(" after ")[0] for line in result.bypasses}
-    assert {"b'salaries'", "b'SALARIES'", "b'Salaries'", "b'\"salaries\"'", "b'orders'"} <= spelled
-    assert all("reads as TABLE_NAME (ending admitted: True)" in b for b in result.bypasses)
+    e = engine("intern", lexicon_of="*")
+    _, _, index, _, schema, policy = world()
+    at = positions(e, calls(e))[0]
+    targets = {t.name: t for t in function_targets(SQLITE, policy.grants("intern", schema))}
+    speller = Speller(e, index)
+    call = e.grammar.terminal_id("FUNCTION_NAME")
+    for name in ("printf",):
+        assert targets[name].forbidden
+        found = speller.spell(at, b" ", targets[name])
+        assert found is not None
+        spelled = {w for w, (r, ends) in found.spelled.items() if r == call and ends}
+        word = name.encode() + b"("
+        assert {word, word.upper(), word.capitalize()} <= spelled
 
 
 def test_a_projection_keeping_forbidden_verbs_is_a_bypass() -> None:
@@ -238,6 +245,8 @@ def test_oracle_reports_reads_and_writes() -> None:
     assert error is None and ("DELETE", "orders") in seen
     seen, error = oracle.accesses("SELECT salaries.amount FROM employees;")
     assert error is not None and {t for _, t in seen} == {""}
+    seen, error = oracle.accesses("SELECT upper(name), RandomBlob(3) FROM employees;")
+    assert error is None and {("FUNCTION", "upper"), ("FUNCTION", "randomblob")} <= seen
 
 
 def test_token_index_agrees_with_a_scan_of_the_vocabulary() -> None:
@@ -282,6 +291,19 @@ def test_forbidden_sets_follow_the_policy() -> None:
         "qualifier",
     }
     assert {t.name for t in targets if t.forbidden} == {"employees", "orders", "salaries"}
+    functions = function_targets(SQLITE, policy.grants("intern", schema))
+    assert {t.name for t in functions} == set(SQLITE.functions)
+    assert {t.name for t in functions if t.forbidden} == {
+        "randomblob",
+        "zeroblob",
+        "printf",
+        "format",
+    }
+    assert {(t.form, t.home) for t in functions} == {("call", "FUNCTION_NAME")}
+    allowed = [t for t in functions if not t.forbidden]
+    assert function_controls(functions, 0) == [*(t for t in functions if t.forbidden), *allowed]
+    assert function_controls(functions, 1)[-1] == allowed[1]
+    assert len(function_controls(functions, 1)) == 5
 
 
 def test_committed_results_have_no_bypass() -> None:

@@ -20,6 +20,11 @@ Nouns used here:
 - *lexicon category*: an identifier terminal whose words are restricted to an
   allow-list from the catalog in deployment (table, column, CTE names). The mask
   enforces table-level policy through them.
+- *function category* (`function_category`, `FUNCTION_NAME`): the word class of
+  the known functions is also a lexicon category when a role's policy grants
+  only some of them (DESIGN.md section 11, "functions are policy";
+  `grid_sql.lexicon`). `unsafe_functions` names the functions the policy's
+  default leaves out, each with its reason (`default_functions` is the rest).
 
 Policy decisions:
 
@@ -157,6 +162,9 @@ class Dialect:
     never_free_names: frozenset[str] = frozenset()
     functions: tuple[str, ...]
     keyword_functions: frozenset[str] = frozenset()
+    # Functions of `functions` that a role's default function grant leaves out, each
+    # with the reason (an allocator over a size argument, ...); see `default_functions`.
+    unsafe_functions: tuple[tuple[str, str], ...] = ()
     type_names: tuple[str, ...]
     word_classes: tuple[tuple[str, tuple[str, ...]], ...] = ()
     bare_identifier: str = r"[A-Za-z_][A-Za-z0-9_$]*"
@@ -166,6 +174,7 @@ class Dialect:
     table_category: str = "TABLE_NAME"
     column_category: str = "COLUMN_NAME"
     cte_category: str = "CTE_NAME"
+    function_category: str = "FUNCTION_NAME"
     alias_terminal: str = "ALIAS_NAME"
     qualifier_terminal: str = "QUALIFIER"
     description: str = field(default="", compare=False)
@@ -176,6 +185,13 @@ class Dialect:
     def lexicon_categories(self) -> tuple[str, ...]:
         """Terminal names whose words come from an allow-list in deployment."""
         return (self.table_category, self.column_category, self.cte_category)
+
+    @property
+    def default_functions(self) -> tuple[str, ...]:
+        """The functions a role may call when its policy names none: `functions` minus
+        `unsafe_functions` (docs/policy.md, "Functions")."""
+        unsafe = {name for name, _ in self.unsafe_functions}
+        return tuple(f for f in self.functions if f not in unsafe)
 
     @property
     def quoted_words(self) -> frozenset[str]:
@@ -294,6 +310,11 @@ class Dialect:
             raise DialectDefinitionError(
                 self.name,
                 f"function names {sorted(clash - self.keyword_functions)} are keywords",
+            )
+        unknown = sorted({n for n, _ in self.unsafe_functions} - set(self.functions))
+        if unknown:
+            raise DialectDefinitionError(
+                self.name, f"unsafe_functions {unknown} are not in functions"
             )
         import lark  # deferred: only the checks need the parser generator
 

@@ -1,4 +1,4 @@
-"""Schema lexicons (L3): a role's relation, column and CTE names as lexicon words.
+"""Schema lexicons (L3): a role's relation, column, CTE and function names as lexicon words.
 
 A :class:`SchemaLexicon` turns a :class:`~grid_sql.schema.SchemaSnapshot` and a
 role's grants (:class:`~grid_sql.policy.RoleGrants`) into the finite word sets
@@ -18,6 +18,14 @@ dialect's union DFA (shared by L1 and every projection).
 - ``CTE_NAME``: the role's CTE names (none when the role bans ``cte``). They must
   not spell a relation of the catalog: the grammars read a CTE name in a table
   position without checking its WITH (a :class:`LexiconError` otherwise).
+- ``FUNCTION_NAME`` (``Dialect.function_category``): the functions the role may
+  call (DESIGN.md section 11, "functions are policy"), each as its call lexeme
+  ``name(`` in three case forms (``substr(``, ``SUBSTR(``, ``Substr(``): the
+  dialect reads function names case-insensitively, and every case mix would
+  make W_c exponential. A role granted every function of the dialect gets no
+  such category: the word class itself is then the exact set (in any letter
+  case), and the lexicon stays what it was before functions were policy. A role
+  granted none has an empty category, so the projection cuts function calls.
 
 **Spelling** (``spellings``). A catalog name is admitted as the lexemes that the
 database resolves to it, spelled with the dialect's rules
@@ -64,6 +72,7 @@ from grid_sql.schema import SchemaError, SchemaSnapshot, ascii_lower
 
 __all__ = [
     "DEFAULT_CASE_FORMS",
+    "FUNCTION_CASE_FORMS",
     "CaseForm",
     "SchemaLexicon",
     "case_form",
@@ -73,6 +82,8 @@ __all__ = [
 
 CaseForm = Literal["catalog", "lower", "upper", "capitalized"]
 DEFAULT_CASE_FORMS: Final[tuple[CaseForm, ...]] = ("catalog", "lower", "upper", "capitalized")
+#: The case forms of a granted function's call lexeme (the dialect's names are lower case).
+FUNCTION_CASE_FORMS: Final[tuple[CaseForm, ...]] = ("lower", "upper", "capitalized")
 
 _ASCII_UPPER = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
@@ -136,7 +147,7 @@ def spellings(
 def full_grants(
     schema: SchemaSnapshot, cte_names: tuple[str, ...] = DEFAULT_CTE_NAMES
 ) -> RoleGrants:
-    """Every verb on every relation and column of ``schema`` (role name ``*``)."""
+    """Every verb on every relation and column of ``schema``, every function (role ``*``)."""
     return RoleGrants(
         ALL,
         frozenset({"SELECT", "INSERT", "UPDATE", "DELETE"}),
@@ -203,6 +214,12 @@ class SchemaLexicon:
                 for word in words:
                     origins[category].setdefault(word, set()).add(name)
 
+        if grants.functions is not None:
+            calls: dict[bytes, set[str]] = {}
+            for name in grants.functions:
+                for form in FUNCTION_CASE_FORMS:
+                    calls.setdefault(case_form(name, form).encode() + b"(", set()).add(name)
+            origins[dialect.function_category] = calls
         admit(dialect.table_category, grants.columns)
         admit(dialect.column_category, {c for cols in grants.columns.values() for c in cols})
         if "cte" not in grants.banned_clauses:

@@ -14,6 +14,14 @@ A :class:`PolicyBundle` names *roles*. A role has
   section 7), so they are data for the post-parse SemanticChecker; the lexicon
   only narrows ``COLUMN_NAME`` to the union of the granted columns;
 - **CTE names**: the words it may name a common table expression with;
+- **functions**: the functions it may call, enforced by the mask through the
+  lexicon (the dialect's ``FUNCTION_NAME`` class becomes a lexicon category,
+  :mod:`grid_sql.lexicon`). Optional: ``functions = [...]`` lists them,
+  ``"*"`` grants every function of the dialect, and a role that says nothing
+  gets the dialect's safe default (``Dialect.default_functions``: every known
+  function but the allocators over a size argument, such as ``randomblob``,
+  ``zeroblob`` and ``printf`` in SQLite). No dialect has a function that reads
+  files or loads code (``load_extension``, ``readfile``), granted or not;
 - **execution limits** (:class:`~grid_sql.limits.Limits`): how long a
   statement it runs may take, how many rows and bytes it may return, how much
   SQLite heap it may use. Optional: ``[limits]`` sets them for every role,
@@ -42,19 +50,28 @@ Policy decisions:
   lower-case, with the aliases ``union`` (``set_operations``) and ``with``
   (``cte``).
 - The fingerprint covers the normalised content (roles, verbs, clauses,
-  grants, CTE names, and each role's limits when they are not the defaults),
-  not the file's path, comments or layout. A file written before limits
-  existed keeps its fingerprint; spelling out the defaults changes nothing.
+  grants, CTE names, each role's limits when they are not the defaults, and
+  its functions when it lists them), not the file's path, comments or layout.
+  A file written before limits or functions existed keeps its fingerprint;
+  spelling out the default limits changes nothing.
+- Function names are ASCII case-insensitive and resolved against the dialect
+  of the schema (:meth:`PolicyBundle.grants`): a name the dialect does not
+  know is a :class:`PolicyReferenceError`.
 - A CTE name must not be the name of a relation of the schema: the grammars let
   a ``CTE_NAME`` word stand in a table position without its ``WITH``, so such a
-  word would open the relation to the role.
+  word would open the relation to the role. A role that names no CTE gets
+  ``cte``, or, when a relation is named ``cte``, the first of ``cte1``,
+  ``cte2``, ... that names none (so such a table breaks no role).
+- A role grants at least one verb and one relation: ``verbs = []`` and
+  ``tables = []`` (or ``"*"`` over a schema without relations) are errors, not
+  a role that can say nothing, or only ``SELECT 1``.
 """
 
 from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib import resources
@@ -64,6 +81,7 @@ from typing import Any, Final, Literal
 
 from grid_core.errors import PolicyError
 from grid_core.fingerprint import fingerprint
+from grid_sql.dialects import get_dialect
 from grid_sql.limits import DEFAULT_LIMITS, LIMIT_KEYS, Limits, check_limit
 from grid_sql.schema import SchemaSnapshot, ascii_lower
 
@@ -128,6 +146,7 @@ _ROLE_KEYS = {
     "banned_clauses": "array",
     "columns": "table",
     "cte_names": "array",
+    "functions": "array or '*'",
     "limits": "table",
 }
 _LIMIT_KEYS = dict.fromkeys(LIMIT_KEYS, "number")
@@ -219,6 +238,11 @@ class Role:
     cte_names: tuple[str, ...] = DEFAULT_CTE_NAMES
     description: str = ""
     limits: Limits = DEFAULT_LIMITS
+    functions: tuple[str, ...] | Literal["*"] | None = None
+    """The functions the role may call (lower case), ``*`` for all of the dialect's,
+    None for the dialect's default (``Dialect.default_functions``)."""
+    cte_names_given: bool = field(default=False, compare=False)
+    """Whether the file named the CTE names (else a clash with a relation is avoided)."""
 
     def __hash__(self) -> int:  # ``columns`` is a mapping: hash the canonical content
         return hash(fingerprint(self.canonical()))
@@ -228,6 +252,10 @@ class Role:
         they are not the defaults, so that fingerprints from before limits stand)."""
         tables = ALL if self.tables == ALL else sorted(self.tables)
         limits = () if self.limits == DEFAULT_LIMITS else (self.limits.canonical(),)
+        functions: tuple[Any, ...] = ()
+        if self.functions is not None:
+            listed = ALL if self.functions == ALL else sorted(self.functions)
+            functions = (("functions", listed),)
         return (
             self.name,
             sorted(self.verbs),
@@ -236,6 +264,7 @@ class Role:
             {t: ALL if c == ALL else sorted(c) for t, c in self.columns.items()},
             list(self.cte_names),
             *limits,
+            *functions,
         )
 
 
@@ -255,6 +284,9 @@ class RoleGrants:
     unrestricted: frozenset[str]
     cte_names: tuple[str, ...]
     schema_fingerprint: str
+    functions: tuple[str, ...] | None = None
+    """The functions the role may call (the dialect's spelling, its order); None for
+    every function of the dialect (no restriction)."""
 
     @property
     def tables(self) -> tuple[str, ...]:
@@ -354,6 +386,8 @@ class PolicyBundle:
 
         if role.tables == ALL:
             relations = list(schema.tables)
+            if not relations:
+                raise error(("tables",), None, f"{schema.label} has no relation to grant")
         else:
             relations = []
             for i, name in enumerate(role.tables):
@@ -389,7 +423,10 @@ class PolicyBundle:
                     ("columns", written), None, f"no relation {written!r} in {schema.label}"
                 )
         relation_keys = {ascii_lower(t.name): t.name for t in schema.tables}
-        for i, cte in enumerate(role.cte_names):
+        ctes = role.cte_names
+        if not role.cte_names_given:
+            ctes = tuple(_free_cte_name(c, relation_keys) for c in ctes)
+        for i, cte in enumerate(ctes):
             clash = relation_keys.get(ascii_lower(cte))
             if clash is not None:
                 raise error(
@@ -404,9 +441,46 @@ class PolicyBundle:
             role.banned_clauses,
             MappingProxyType(columns),
             frozenset(unrestricted),
-            role.cte_names,
+            ctes,
             schema.fingerprint,
+            self._functions(role, schema, error),
         )
+
+    @staticmethod
+    def _functions(
+        role: Role, schema: SchemaSnapshot, error: Callable[..., PolicyFileError]
+    ) -> tuple[str, ...] | None:
+        """The role's functions in the schema's dialect (None: every one of them)."""
+        dialect = get_dialect(schema.dialect)
+        if role.functions == ALL:
+            return None
+        if role.functions is None:
+            granted = set(dialect.default_functions)
+        else:
+            known = {ascii_lower(f): f for f in dialect.functions}
+            granted = set()
+            for i, name in enumerate(role.functions):
+                found = known.get(ascii_lower(name))
+                if found is None:
+                    raise error(
+                        ("functions", i),
+                        name,
+                        f"the {dialect.name} dialect has no function {name!r} "
+                        f"(grid_sql.dialects.{dialect.name}.FUNCTIONS lists them)",
+                    )
+                granted.add(found)
+        if granted >= set(dialect.functions):
+            return None
+        return tuple(f for f in dialect.functions if f in granted)
+
+
+def _free_cte_name(name: str, relations: Mapping[str, str]) -> str:
+    """``name``, or the first of ``name1``, ``name2``, ... that spells no relation."""
+    n, out = 0, name
+    while ascii_lower(out) in relations:
+        n += 1
+        out = f"{name}{n}"
+    return out
 
 
 def _written_key(role: Role, table: str, schema: SchemaSnapshot) -> str:
@@ -532,6 +606,12 @@ class _Reader:
                     PolicyValueError, (*where, "verbs", i), f"{verb!r} is listed twice", verb
                 )
             verbs.add(verb.upper())
+        if not verbs:
+            raise self.fail(
+                PolicyValueError,
+                (*where, "verbs"),
+                f"no verb is granted: list at least one of {', '.join(VERBS)}",
+            )
         tables: tuple[str, ...] | Literal["*"]
         if data["tables"] == ALL:
             tables = ALL
@@ -543,6 +623,12 @@ class _Reader:
             )
         else:
             tables = tuple(self.strings(data["tables"], (*where, "tables")))
+            if not tables:
+                raise self.fail(
+                    PolicyValueError,
+                    (*where, "tables"),
+                    "no relation is granted: list at least one, or '*' for every relation",
+                )
         banned = set()
         for i, clause in enumerate(
             self.strings(data.get("banned_clauses", []), (*where, "banned_clauses"))
@@ -571,6 +657,28 @@ class _Reader:
             else:
                 columns[table] = tuple(self.strings(cols, at))
         ctes = self.strings(data.get("cte_names", list(DEFAULT_CTE_NAMES)), (*where, "cte_names"))
+        functions: tuple[str, ...] | Literal["*"] | None = None
+        if data.get("functions") == ALL:
+            functions = ALL
+        elif isinstance(data.get("functions"), str):
+            raise self.fail(
+                PolicyValueError,
+                (*where, "functions"),
+                f"expected an array or '*', got {data['functions']!r}",
+            )
+        elif "functions" in data:
+            listed = self.strings(data["functions"], (*where, "functions"))
+            seen: dict[str, int] = {}
+            for i, function in enumerate(listed):
+                if ascii_lower(function) in seen:
+                    raise self.fail(
+                        PolicyValueError,
+                        (*where, "functions", i),
+                        f"{function!r} is listed twice (function names ignore letter case)",
+                        function,
+                    )
+                seen[ascii_lower(function)] = i
+            functions = tuple(ascii_lower(f) for f in listed)
         description = self.typed(
             data.get("description", ""), (*where, "description"), str, "a string"
         )
@@ -583,6 +691,8 @@ class _Reader:
             tuple(ctes),
             description,
             self.limits(data.get("limits", {}), (*where, "limits"), limits),
+            functions,
+            "cte_names" in data,
         )
 
 

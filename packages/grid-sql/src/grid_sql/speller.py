@@ -1,10 +1,11 @@
 """The RBAC speller: forbidden names spelled against a role's mask, token by token, no model.
 
 Question: can a model that only ever picks tokens a role's mask admits write a
-relation the role has no grant for, or a statement verb it lacks? The speller
-answers by exhausting the token paths of a real vocabulary at every position of
-the role's grammar where a name or a verb can stand (issue 5, "RBAC at mask
-level"; ``bench/rbac_speller.py`` runs it over Qwen's vocabulary).
+relation the role has no grant for, a statement verb it lacks, or a function
+its policy does not list? The speller answers by exhausting the token paths of
+a real vocabulary at every position of the role's grammar where a name, a verb
+or a function call can stand (issue 5, "RBAC at mask level", and issue 15,
+"function policy"; ``bench/rbac_speller.py`` runs it over Qwen's vocabulary).
 
 Nouns (used in this sense throughout):
 
@@ -16,29 +17,36 @@ Nouns (used in this sense throughout):
   of a schema relation: lexicon categories, free names, the qualifier, string
   literals) or a *keyword* of the dialect (verbs, statement openers, and the
   words beside which a verb could stand, such as ``INSERT OR``'s conflict
-  actions). A position *hits* (s, t) when t is allowed on its stack and shifted
-  in state s. Tables are spelled at positions where an identifier terminal is
-  allowed, verbs where a keyword is.
+  actions), or the *function terminal* (``FUNCTION_NAME``). A position *hits*
+  (s, t) when t is allowed on its stack and shifted in state s. Tables are
+  spelled at positions where an identifier terminal is allowed, verbs where a
+  keyword is, functions where the function terminal is.
 - **target**: one name in one *form*, as the bytes of its lexeme: a relation
   bare, in each identifier quote of the dialect, as a string literal (SQLite
   reads ``FROM 'salaries'`` as the table) or as a qualifier (``salaries.``); a
-  CTE name or a verb bare. Letter case is not a form: the search matches
-  letters ASCII case-insensitively, so every case variant is one search.
+  CTE name or a verb bare; a function as its call lexeme (form ``call``:
+  ``randomblob(``, the only way the dialects' grammars call a function: a name
+  and its parenthesis are one lexeme). Letter case is not a form: the search
+  matches letters ASCII case-insensitively, so every case variant is one search.
 - **reading**: the terminal the lexer reads a complete lexeme as at a position,
   the contextual pick among its candidates under the stack's allowed set
   (:mod:`grid_core.lexer`); -1 when there is none.
 - **use terminals** of a target: the readings that name what the target names:
-  the table and CTE categories for a relation, the keyword for a verb. Its
-  **home** is the one use terminal where an allowed target must be spellable.
+  the table and CTE categories for a relation, the keyword for a verb, the
+  function terminal for a function. Its **home** is the one use terminal where
+  an allowed target must be spellable.
 - **bypass**: for a *forbidden* target (a relation without grant, a verb the
-  role lacks, and ``REPLACE`` without ``DELETE``: it deletes the rows it
-  conflicts with), a path the mask admits through every byte of the lexeme
-  while its reading is a use terminal. The record says whether the mask also
-  admits a token that ends the lexeme (a byte on which the union DFA dies) or
-  EOS.
-- **positive control**: an allowed target, bare, at a position whose allowed
-  set holds its home: the same search must complete it with that reading, so
-  that zero bypasses cannot come from a search that never spells anything.
+  role lacks, ``REPLACE`` without ``DELETE``: it deletes the rows it conflicts
+  with, and a function the role's policy does not grant), a path the mask
+  admits through every byte of the lexeme while its reading is a use terminal.
+  The record says whether the mask also admits a token that ends the lexeme (a
+  byte on which the union DFA dies) or EOS.
+- **positive control**: an allowed target, bare (a function: its call), at a
+  position whose allowed set holds its home: the same search must complete it
+  with that reading, so that zero bypasses cannot come from a search that
+  never spells anything. Allowed functions are controls at the first position
+  where a call may stand, and one of them in turn at each later one
+  (:func:`function_controls`); forbidden functions are searched at every one.
 
 Search (:meth:`Speller.spell`, per position, glue and target): a depth-first
 walk over the token paths that spell ``glue + target`` after the context. A path
@@ -62,7 +70,10 @@ bypass is followed to its end; cut paths are counted. Not followed either: a
 token that continues the target into a longer lexeme (``salaries_x``,
 ``salaries.``: another target), or that leaves it open past its end (a quoted
 name followed by ``"``): such a lexeme, if the DFA dies before it closes, is
-the target with the same reading as when a closer ends it.
+the target with the same reading as when a closer ends it. A function's
+positive control stops at its first complete call (``until_reached``): only
+forbidden targets need every path, and a complete search of an allowed call
+costs about a second over Qwen's vocabulary.
 
 Precondition (checked when a :class:`Speller` is made; a ``ValueError``
 otherwise): the union DFA does not tell an ASCII letter from its other case, so
@@ -75,12 +86,13 @@ such a free terminal, a *witness* sentence (the context, a blank, the catalog
 spelling, a delimiter, and the completion that grid-core's reserve table writes)
 is compiled by SQLite (``EXPLAIN``) with an authorizer callback. Every witness
 is a sentence of the role's language, so the mask admits it. The authorizer
-must see no table without grant and no write with a verb the role lacks.
-Allowed tables and verbs at their home positions are witnessed too and must be
-seen (SQLite may reject such a sentence, e.g. ``FROM t, t`` is ambiguous under
-``*``; those are listed with SQLite's message), so the oracle cannot pass
-vacuously. Known limit: SQLite authorizes ``REPLACE`` as the insert or update
-it does, so only the mask-level check sees its delete.
+must see no table without grant, no write with a verb the role lacks and no
+call of a function without grant. Allowed tables, verbs and functions at their
+home positions are witnessed too and must be seen (SQLite may reject such a
+sentence, e.g. ``FROM t, t`` is ambiguous under ``*``; those are listed with
+SQLite's message), so the oracle cannot pass vacuously. Known limit: SQLite
+authorizes ``REPLACE`` as the insert or update it does, so only the mask-level
+check sees its delete.
 
 Positions (:func:`find_positions`): for every goal (s, t), a context is built
 from a shortest path from state 0 to s in the LALR automaton (shifts and
@@ -130,6 +142,8 @@ __all__ = [
     "TokenIndex",
     "find_positions",
     "forbidden_verbs",
+    "function_controls",
+    "function_targets",
     "identifier_terminals",
     "keyword_terminals",
     "probe_role",
@@ -213,7 +227,7 @@ class TokenIndex:
 class Target:
     """One name in one form, and the readings that would use it."""
 
-    kind: Literal["table", "cte", "verb"]
+    kind: Literal["table", "cte", "verb", "function"]
     name: str
     form: str
     lexeme: bytes
@@ -259,6 +273,41 @@ def cte_targets(dialect: Dialect, grants: RoleGrants) -> list[Target]:
         Target("cte", c, "bare", c.encode("utf-8"), uses, dialect.cte_category, False)
         for c in grants.cte_names
     ]
+
+
+def granted_functions(dialect: Dialect, grants: RoleGrants) -> frozenset[str]:
+    """The functions ``grants`` lets the role call (every one of the dialect's for None)."""
+    return frozenset(dialect.functions if grants.functions is None else grants.functions)
+
+
+def function_targets(dialect: Dialect, grants: RoleGrants) -> list[Target]:
+    """Every function of the dialect as its call lexeme; forbidden unless granted."""
+    granted = granted_functions(dialect, grants)
+    uses = frozenset({dialect.function_category})
+    return [
+        Target(
+            "function",
+            f,
+            "call",
+            f"{f}(".encode(),
+            uses,
+            dialect.function_category,
+            f not in granted,
+        )
+        for f in sorted(set(dialect.functions))
+    ]
+
+
+def function_controls(calls: Sequence[Target], k: int) -> list[Target]:
+    """The function targets searched at the ``k``-th position (from 0) where a call may
+    stand: every forbidden function; as positive controls, every allowed one at the
+    first such position and one allowed function at each later one, in turn (each
+    control costs a few masks of the whole vocabulary)."""
+    allowed = [t for t in calls if not t.forbidden]
+    if not allowed:
+        return list(calls)
+    i = k % len(allowed)
+    return [*(t for t in calls if t.forbidden), *(allowed if k == 0 else allowed[i : i + 1])]
 
 
 def forbidden_verbs(verbs: frozenset[str]) -> frozenset[str]:
@@ -466,6 +515,10 @@ class Spelling:
     """Tokens on which the mask and the reference lexer disagree (expected: none)."""
 
 
+class _Reached(Exception):
+    """A positive control's search found what it looked for (``until_reached``)."""
+
+
 class Speller:
     """The depth-first search of the module header, over one engine and a vocabulary index.
 
@@ -514,11 +567,15 @@ class Speller:
             self._configs[text] = c if c is not None and lexer.is_viable(c) else None
         return self._configs[text]
 
-    def spell(self, position: Position, glue: bytes, target: Target) -> Spelling | None:
+    def spell(
+        self, position: Position, glue: bytes, target: Target, *, until_reached: bool = False
+    ) -> Spelling | None:
         """Search every token path for ``glue + target`` after the position's context.
 
         None when ``glue`` does not separate them: the target's first byte would
-        continue the context's last lexeme (``FROM`` + ``salaries``).
+        continue the context's last lexeme (``FROM`` + ``salaries``). With
+        ``until_reached`` (for a positive control) the search stops at its first
+        spelling read as a use terminal with an ending admitted.
         """
         engine, lexer, index = self.engine, self.engine.lexer, self.index
         dfa, scanner = engine.dfa, engine.scanner
@@ -599,7 +656,7 @@ class Speller:
             ends = eos or any(i in ids for b in kills for i in index.byte_ids[b])
             if not ends:  # no single-byte ending: look at every admitted token
                 ends = any(after[token_bytes[i][0]] == DEAD for i in ids)
-            out.spelled[spelled] = (reading(spelled), ends)
+            record(spelled, reading(spelled), ends)
             return 1
 
         def visit(c: Config, spelled: bytes) -> int:
@@ -628,16 +685,24 @@ class Speller:
                     paths += visit(nxt, spelled + part) - 1
                 else:
                     whole = spelled + part[: len(word) - done]
-                    out.spelled[whole] = (reading(whole), True)
+                    record(whole, reading(whole), True)
             return paths
 
-        for j in range(max(0, len(pre) - index.longest), len(pre)):
-            if next(index.starting(pre[j:].lower() + low[:1]), None) is None:
-                continue
-            straddle = self.config(pre[:j])
-            assert straddle is not None, "a prefix of a viable prefix is viable"
-            out.paths += step(straddle, pre[j:], b"")
-        out.paths += visit(start, b"")
+        def record(spelled: bytes, r: int, ends: bool) -> None:
+            out.spelled[spelled] = (r, ends)
+            if until_reached and ends and r >= 0 and uses >> r & 1:
+                raise _Reached
+
+        try:  # every path: from each byte boundary of the context's tail, then from its end
+            for j in range(max(0, len(pre) - index.longest), len(pre)):
+                if next(index.starting(pre[j:].lower() + low[:1]), None) is None:
+                    continue
+                straddle = self.config(pre[:j])
+                assert straddle is not None, "a prefix of a viable prefix is viable"
+                out.paths += step(straddle, pre[j:], b"")
+            out.paths += visit(start, b"")
+        except _Reached:
+            pass
         return out
 
 
@@ -649,9 +714,10 @@ class Oracle:
 
     :meth:`accesses` compiles ``EXPLAIN sql`` on an in-memory copy of the schema
     and returns the (action, table) pairs the authorizer was asked about
-    (``READ``, ``INSERT``, ``UPDATE``, ``DELETE``, and ``SELECT`` with the table
-    ``""``; SQLite's own tables aside), and SQLite's error when the statement does
-    not compile. The callbacks of such a statement are kept: they are what SQLite
+    (``READ``, ``INSERT``, ``UPDATE``, ``DELETE``, ``SELECT`` with the table
+    ``""``, and ``FUNCTION`` with the function's name in place of a table;
+    SQLite's own tables aside), and SQLite's error when the statement does not
+    compile. The callbacks of such a statement are kept: they are what SQLite
     resolved before giving up.
     """
 
@@ -661,6 +727,7 @@ class Oracle:
         sqlite3.SQLITE_INSERT: "INSERT",
         sqlite3.SQLITE_UPDATE: "UPDATE",
         sqlite3.SQLITE_DELETE: "DELETE",
+        sqlite3.SQLITE_FUNCTION: "FUNCTION",
     }
 
     def __init__(self, ddl: str) -> None:
@@ -679,6 +746,10 @@ class Oracle:
         self, action: int, arg1: str | None, arg2: str | None, db: str | None, src: str | None
     ) -> int:
         name = self.ACTIONS.get(action)
+        if action == sqlite3.SQLITE_FUNCTION:  # arg2 is the function's name
+            if arg2 is not None:
+                self._seen.add(("FUNCTION", arg2.lower()))
+            return sqlite3.SQLITE_OK
         table = "" if action == sqlite3.SQLITE_SELECT else (arg1 or "")
         if name is not None and not table.lower().startswith("sqlite_"):
             self._seen.add((name, table))
@@ -714,6 +785,8 @@ class RoleProbe:
     role: str
     verbs: list[str]
     tables: list[str]
+    functions: list[str]
+    """The functions the role may call."""
     lalr_states: int
     identifier_terminals: list[str]
     """The identifier terminals some state shifts."""
@@ -727,6 +800,7 @@ class RoleProbe:
     positions: int = 0
     relation_positions: int = 0
     keyword_positions: int = 0
+    function_positions: int = 0
     targets_forbidden: list[str] = field(default_factory=list)
     targets_allowed: list[str] = field(default_factory=list)
     searches: int = 0
@@ -764,12 +838,14 @@ def probe_role(
     glues: Sequence[bytes] = GLUES,
     oracle: Oracle | None = None,
     positions: Iterable[Position] | None = None,
+    functions: bool = True,
 ) -> RoleProbe:
     """Run the speller (and the oracle, if given) for one role (see the module header).
 
-    ``positions`` defaults to :func:`find_positions` over the identifier terminals
-    and the keywords; a subset may be passed for a reduced probe (goal counts
-    still describe the full set).
+    ``positions`` defaults to :func:`find_positions` over the identifier terminals,
+    the keywords and the function terminal; a subset may be passed for a reduced
+    probe (goal counts still describe the full set). ``functions=False`` leaves
+    the function targets out.
     """
     t0 = time.perf_counter()
     grammar = engine.grammar
@@ -777,17 +853,19 @@ def probe_role(
         identifier_terminals(engine, dialect, schema),
         keyword_terminals(engine, dialect),
     )
-    found, goals, missed = find_positions(engine, ident | keyword)
+    call = 1 << grammar.terminal_id(dialect.function_category)
+    found, goals, missed = find_positions(engine, ident | keyword | call)
     shifted = {t for _, t in goals}
     banned = sum(1 << grammar.terminal_id(v) for v in forbidden_verbs(grants.verbs))
     probe = RoleProbe(
         grants.role,
         sorted(grants.verbs),
         sorted(grants.columns),
+        sorted(granted_functions(dialect, grants)),
         engine.tables.n_states,
-        [grammar.terminals[t].name for t in _bits(ident) if t in shifted],
+        [grammar.terminals[t].name for t in _bits(ident | call) if t in shifted],
         sum(1 for t in _bits(keyword) if t in shifted),
-        sum(1 for g in goals if ident >> g[1] & 1),
+        sum(1 for g in goals if (ident | call) >> g[1] & 1),
         sum(1 for g in goals if keyword >> g[1] & 1),
         [f"state {s} shifting {grammar.terminals[t].name}" for s, t in sorted(missed)],
         [
@@ -797,19 +875,24 @@ def probe_role(
     )
     tables = table_targets(dialect, schema, grants) + cte_targets(dialect, grants)
     verbs = verb_targets(grammar, grants.verbs)
-    probe.targets_forbidden = [t.label for t in tables + verbs if t.forbidden]
-    probe.targets_allowed = [t.label for t in tables + verbs if not t.forbidden]
+    calls = function_targets(dialect, grants) if functions else []
+    every = tables + verbs + calls
+    probe.targets_forbidden = [t.label for t in every if t.forbidden]
+    probe.targets_allowed = [t.label for t in every if not t.forbidden]
     relation = sum(
         1 << grammar.terminal_id(c) for c in (dialect.table_category, dialect.cte_category)
     )
     speller = Speller(engine, index)
-    witness = _Witness(engine, grants, oracle, probe) if oracle is not None else None
+    witness = _Witness(engine, dialect, grants, oracle, probe) if oracle is not None else None
     for position in found if positions is None else positions:
         allowed = engine.parser.allowed(position.node)
         probe.positions += 1
         probe.relation_positions += bool(allowed & relation)
         probe.keyword_positions += bool(allowed & keyword)
         here = [*(tables if allowed & ident else ()), *(verbs if allowed & keyword else ())]
+        if allowed & call:
+            here += function_controls(calls, probe.function_positions)
+            probe.function_positions += 1
         for target in here:
             _search(speller, position, target, glues, probe)
             if witness is not None:
@@ -832,8 +915,13 @@ def _search(
     allowed = speller.engine.parser.allowed(position.node)
     use = allowed & sum(1 << grammar.terminal_id(u) for u in target.uses)
     reached = False
+    # A function's positive control stops at its first complete call (a control's
+    # exhaustive search costs about a second per function over Qwen's vocabulary).
+    quick = target.kind == "function" and not target.forbidden
     for glue in glues:
-        spelling = speller.spell(position, glue, target)
+        if quick and reached:
+            break
+        spelling = speller.spell(position, glue, target, until_reached=quick)
         if spelling is None:
             continue
         probe.searches += 1
@@ -855,7 +943,7 @@ def _search(
                 probe.control_forms[target.form] = probe.control_forms.get(target.form, 0) + 1
     if (
         not target.forbidden
-        and target.form == "bare"
+        and target.form in ("bare", "call")
         and allowed >> grammar.terminal_id(target.home) & 1
     ):
         probe.controls_expected += 1
@@ -864,11 +952,20 @@ def _search(
             probe.controls_missing.append(f"{target.label} after {position.context!r}")
 
 
+_ARGUMENTS = (b"1", b"'a'", b"1, 1", b"'a', 1, 1", b"")
+"""Argument lists a call's witness tries, in turn (SQLite checks their number)."""
+
+
 class _Witness:
     """The meaning-level check of (position, target) pairs, in catalog spelling."""
 
     def __init__(
-        self, engine: Engine, grants: RoleGrants, oracle: Oracle, probe: RoleProbe
+        self,
+        engine: Engine,
+        dialect: Dialect,
+        grants: RoleGrants,
+        oracle: Oracle,
+        probe: RoleProbe,
     ) -> None:
         self.engine = engine
         self.reserve = reserve_table(engine)
@@ -876,6 +973,8 @@ class _Witness:
         self.probe = probe
         self.granted = {ascii_lower(t) for t in grants.columns}
         self.verbs = grants.verbs
+        # Keywords SQLite runs as functions (count, sum, like, glob, ...) are grammar.
+        self.functions = granted_functions(dialect, grants) | {k.lower() for k in dialect.keywords}
         self._completions: dict[tuple[Node, bytes], bytes | None] = {}
 
     def sentence(self, text: bytes) -> bytes | None:
@@ -919,15 +1018,27 @@ class _Witness:
             return  # a forbidden use is the search's to report; an allowed free name proves nothing
         if not target.forbidden and (target.kind == "cte" or r != grammar.terminal_id(target.home)):
             return
-        sentence = self.sentence(position.context + b" " + target.lexeme)
-        if sentence is None:
+        # A call is witnessed with arguments until SQLite takes their number.
+        arguments = _ARGUMENTS if target.kind == "function" else (b"",)
+        tried: list[tuple[str, frozenset[tuple[str, str]], str | None]] = []
+        for args in arguments:
+            sentence = self.sentence(position.context + b" " + target.lexeme + args)
+            if sentence is not None:
+                sql = sentence.decode("utf-8", "replace")
+                tried.append((sql, *self.oracle.accesses(sql)))
+                if tried[-1][2] is None:
+                    break
+        if not tried:
             return
-        sql = sentence.decode("utf-8", "replace")
-        seen, error = self.oracle.accesses(sql)
+        sql, seen, error = next((t for t in tried if t[2] is None), tried[0])
         if not target.forbidden:
             probe.oracle_controls_expected += 1
             if target.kind == "table":
-                ok = any(ascii_lower(t) == ascii_lower(target.name) for _, t in seen)
+                ok = any(
+                    ascii_lower(t) == ascii_lower(target.name) for a, t in seen if a != "FUNCTION"
+                )
+            elif target.kind == "function":
+                ok = ("FUNCTION", target.name) in seen
             else:  # SQLite authorizes a REPLACE as the insert or update it does
                 writes = {"INSERT", "UPDATE"} if target.name == "REPLACE" else {target.name}
                 ok = any(a in writes for a, _ in seen)
@@ -943,7 +1054,9 @@ class _Witness:
         bad = sorted(
             f"{a} {t}"
             for a, t in seen
-            if (t and ascii_lower(t) not in self.granted) or (a in VERBS and a not in self.verbs)
+            if (a == "FUNCTION" and t not in self.functions)
+            or (a != "FUNCTION" and t and ascii_lower(t) not in self.granted)
+            or (a in VERBS and a not in self.verbs)
         )
         if bad:
             probe.witness_violations.append(

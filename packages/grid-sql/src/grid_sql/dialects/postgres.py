@@ -9,6 +9,8 @@ Decisions a reader should know:
   (`query_to_xml('select * from t', ...)`, `dblink`, `pg_read_file`, `lo_import`,
   `current_setting`, ...) or has side effects (`nextval`, `set_config`,
   `pg_sleep`). None of those is here; add a function only after asking that.
+  Functions are policy besides: a role calls the functions its policy grants, by
+  default `FUNCTIONS` minus `UNSAFE_FUNCTIONS` (allocators over a size argument).
 - Scalar functions open with the lexeme `name(` (no blank before "("); the five
   standard aggregates are keywords.
 - `date '...'`, `interval '...'` are single TYPED_STRING lexemes (see the grammar).
@@ -91,6 +93,14 @@ FUNCTIONS = (
     "json_build_object", "jsonb_build_object", "json_build_array", "to_json", "to_jsonb",
 )  # fmt: skip
 
+# Functions a role's default function grant leaves out (docs/policy.md, "Functions").
+UNSAFE_FUNCTIONS = (
+    ("repeat", "allocates a string of its count argument's size (repeat('x', 1e9): 1 GB)"),
+    ("lpad", "pads to its length argument (lpad('', 1e9): 1 GB)"),
+    ("rpad", "pads to its length argument (rpad('', 1e9): 1 GB)"),
+    ("format", "a width argument pads to any size (format('%1000000000s', 'x'))"),
+)
+
 # Type names by the modifiers PostgreSQL 15 takes after them (measured with CAST on a
 # server): none (TYPE_NAME), one (SIZED_TYPE_NAME: `varchar(20)`), one or two
 # (SCALED_TYPE_NAME: `numeric(10,2)`).
@@ -128,6 +138,7 @@ class PostgresDialect(Dialect):
     functions: tuple[str, ...] = FUNCTIONS
     # LEFT and RIGHT name joins and never precede "(" there; left( and right( are calls.
     keyword_functions: frozenset[str] = frozenset({"left", "right"})
+    unsafe_functions: tuple[tuple[str, str], ...] = UNSAFE_FUNCTIONS
     type_names: tuple[str, ...] = TYPE_NAMES
     word_classes: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("DATETIME_FIELD", DATETIME_FIELDS),

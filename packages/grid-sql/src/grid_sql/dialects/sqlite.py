@@ -18,6 +18,8 @@ free mode (see bench/results/dialect_coverage/). Decisions a reader should know:
   does not, so that no role projection can read a keyword as a name
   (DESIGN.md section 11). Such names are written quoted.
 - `*` and `q.*` need a FROM clause (SQLite: "no tables specified").
+- Functions are policy: a role calls the functions its policy grants, by default
+  `FUNCTIONS` minus `UNSAFE_FUNCTIONS` (allocators over a size argument).
 """
 
 from __future__ import annotations
@@ -106,6 +108,16 @@ FUNCTIONS = (
     "json_type", "json_valid",
 )  # fmt: skip
 
+# Functions a role's default function grant leaves out (docs/policy.md, "Functions").
+# Functions that read files or load code (load_extension, readfile, writefile, edit,
+# fts3_tokenizer, ...) are in no list: GRID's SQLite dialect has no such word at all.
+UNSAFE_FUNCTIONS = (
+    ("randomblob", "allocates a blob of its argument's size (randomblob(1e9): 1 GB)"),
+    ("zeroblob", "allocates a blob of its argument's size (zeroblob(1e9): 1 GB)"),
+    ("printf", "a width or precision argument pads to any size (printf('%.*c', 1e9, 'x'))"),
+    ("format", "printf under another name: a width or precision pads to any size"),
+)
+
 TYPE_NAMES = (
     "integer", "int", "tinyint", "smallint", "mediumint", "bigint", "int2", "int8",
     "unsigned big int", "real", "double", "double precision", "float", "numeric",
@@ -127,6 +139,7 @@ class SqliteDialect(Dialect):
     functions: tuple[str, ...] = FUNCTIONS
     # REPLACE starts `REPLACE INTO` and ends `INSERT OR REPLACE`, never before "(".
     keyword_functions: frozenset[str] = frozenset({"replace"})
+    unsafe_functions: tuple[tuple[str, str], ...] = UNSAFE_FUNCTIONS
     type_names: tuple[str, ...] = TYPE_NAMES
     word_classes: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("COLLATION_NAME", ("binary", "nocase", "rtrim")),
