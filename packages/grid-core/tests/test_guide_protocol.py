@@ -341,3 +341,79 @@ def test_batch_fill_of_python_guides_writes_the_given_rows() -> None:
     engine.guide().fill_next_token_bitmask(native)
     assert (batch[0] == native).all() and (batch[2] == native).all()
     assert (batch[1] == 7).all()
+
+
+#: A second schema of the toy family, with two lexicon categories sharing a word.
+TWO_CATEGORIES = {
+    "TABLE_NAME": [b"employees", b"orders", b"notes"],
+    "COLUMN_NAME": [b"id", b"name", b"orders", b"notes_id"],
+}
+
+
+@pytest.mark.parametrize(
+    "family",
+    [
+        pytest.param([("crud", LEXICON), ("analyst", LEXICON)], id="two-roles"),
+        pytest.param([("crud", LEXICON), ("crud", TWO_CATEGORIES)], id="two-schemas"),
+        pytest.param(
+            [("analyst", LEXICON), ("crud", TWO_CATEGORIES), ("analyst", TWO_CATEGORIES)],
+            id="roles-and-schemas",
+        ),
+    ],
+)
+def test_native_t2_is_one_cache_for_the_family(family: list[tuple[str, dict]]) -> None:
+    """T2 lives with the native tables: engines built with one ``SharedCache`` share
+    one native walk cache. Along 30 seeded replays per engine (native guides, audit
+    on), every mask equals the Python reference's without any cache; the engines
+    after the first find walks the first published (the family's native cache
+    grows by fewer walks than the same replays add to a fresh cache); identifier
+    walks and verdicts are never served across lexicons (the two-schemas cases
+    would fail on a mask). Fails on any differing mask or if nothing is shared."""
+    from toy import CRUD
+
+    from grid_core.cache import SharedCache
+    from grid_core.kernels import _shared
+
+    grammars = {"crud": CRUD, "analyst": ANALYST}
+    base = Engine(CRUD, TOY, LEXICON, cache=False)
+
+    def build(shared: SharedCache) -> list[Engine]:
+        return [
+            Engine(grammars[g], TOY, words, cache=shared, dfa=base.dfa, trie=base.trie)
+            for g, words in family
+        ]
+
+    refs = [Engine(grammars[g], TOY, words, cache=False) for g, words in family]
+    for ref in refs:
+        ref.kernel = None  # the Python reference, uncached
+
+    def replays(engine: Engine, ref: Engine) -> None:
+        for seed in range(30):
+            rng = random.Random(seed)
+            guide, python = engine.guide(), GridGuide(ref)
+            assert isinstance(guide, KernelGuide)
+            for _ in range(25):
+                mask = guide.mask_ids()
+                assert mask == python.mask_ids(), (seed, guide.output())
+                token = rng.choice(mask)
+                guide.accept_token(token)
+                python.accept_token(token)
+                if token == EOS:
+                    break
+
+    shared = SharedCache(base.family)
+    engines = build(shared)
+    walks = _shared[shared]
+    grown = []
+    for engine, ref in zip(engines, refs, strict=True):
+        before = walks.cached_walks
+        replays(engine, ref)
+        grown.append(walks.cached_walks - before)
+    alone = []
+    for i, ref in enumerate(refs):
+        fresh = SharedCache(base.family)
+        engine = build(fresh)[i]
+        replays(engine, ref)
+        alone.append(_shared[fresh].cached_walks)
+    assert grown[0] == alone[0]
+    assert sum(grown[1:]) < sum(alone[1:]), (grown, alone)

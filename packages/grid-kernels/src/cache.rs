@@ -208,7 +208,7 @@ pub struct Members {
     nodes: Vec<u32>,
     ends: Vec<u32>,
     tails: Vec<u8>,
-    /// The allowed set after the shift -> the verdict, at most
+    /// The verdict key (allowed set after the shift, lexicon tag) -> the verdict, at most
     /// [`VERDICT_MEMO_BYTES`] per member list (least recently used evicted).
     verdicts: Mutex<Lru<Box<[u64]>, Arc<Verdict>>>,
 }
@@ -266,14 +266,16 @@ impl Members {
         self.nodes == other.nodes && self.ends == other.ends && self.tails == other.tails
     }
 
-    /// The memoized verdict under `allowed`, if computed.
-    pub fn verdict(&self, allowed: &[u64]) -> Option<Arc<Verdict>> {
+    /// The memoized verdict under `key` (the allowed set after the shift,
+    /// then the lexicon's tag: [`crate::engine::Engine::verdict_key`]), if computed.
+    pub fn verdict(&self, key: &[u64]) -> Option<Arc<Verdict>> {
         let memo = self.verdicts.lock().unwrap_or_else(|e| e.into_inner());
-        memo.get(allowed).cloned()
+        memo.get(key).cloned()
     }
 
-    /// Memoize `verdict` under `allowed`; a verdict already there wins.
-    pub fn remember(&self, allowed: &[u64], verdict: Verdict) -> Arc<Verdict> {
+    /// Memoize `verdict` under `key`; a verdict already there wins.
+    pub fn remember(&self, key: &[u64], verdict: Verdict) -> Arc<Verdict> {
+        let allowed = key;
         let size = 64
             + 8 * allowed.len()
             + verdict.ci.size()

@@ -168,38 +168,103 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// What the engines of one dialect family share: grid-core's T2
+/// (`SharedCache`), the one walk cache of every engine built with it.
+///
+/// A family is the engines with the same terminals, DFA and trie
+/// (`Engine.family`); their walks at a generic position do not depend on the
+/// grammar or the lexicon, so a generic key is shared by all of them, while an
+/// identifier key and every verdict carry the lexicon's tag (grid-core's
+/// `IdentKey.schema`, its verdict memo key). It holds the walk cache, the
+/// interned member lists of the cached walks' verdict classes (with their
+/// verdict memos) and the tags of the lexicons seen.
+#[derive(Debug)]
+pub struct Shared {
+    /// The family (`Engine.family`): engines of another family are refused.
+    pub family: String,
+    pub cache: WalkCache,
+    /// The member lists of verdict classes, interned (shared verdict memos).
+    pub classes: Classes,
+    schemas: Mutex<Vec<String>>,
+}
+
+impl Shared {
+    pub fn new(family: impl Into<String>) -> Self {
+        Self {
+            family: family.into(),
+            cache: WalkCache::default(),
+            classes: Classes::default(),
+            schemas: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The tag of a lexicon fingerprint: its index among those seen, so a key
+    /// carries 8 bytes for it (distinct fingerprints, distinct tags).
+    pub fn tag(&self, schema: &str) -> u64 {
+        let mut schemas = lock(&self.schemas);
+        let at = match schemas.iter().position(|s| s == schema) {
+            Some(at) => at,
+            None => {
+                schemas.push(schema.to_owned());
+                schemas.len() - 1
+            }
+        };
+        at as u64
+    }
+}
+
 /// One grammar's tables, the walk cache and the stack arena its sessions share.
 #[derive(Debug)]
 pub struct Engine {
     pub tables: EngineTables,
-    pub cache: WalkCache,
+    /// The walk cache and verdict classes, shared with the engine's family
+    /// when it was built with a [`Shared`] (else its own).
+    pub shared: Arc<Shared>,
     /// The subtree memo every cold walk of this engine goes through.
     pub chunks: Chunks,
-    /// The member lists of its verdict classes, interned (shared verdict memos).
-    pub classes: Classes,
     stacks: Mutex<Arc<Mutex<Stacks>>>,
     /// The row memo's cap for new arena generations.
     row_cap: AtomicUsize,
     threads: Threads,
-    /// The lexicon's fingerprint (`IdentKey.schema`).
+    /// The lexicon's fingerprint (`IdentKey.schema`) and its tag in `shared`.
     schema: String,
+    schema_tag: u64,
 }
 
 impl Engine {
     /// `schema`: the fingerprint of the lexicon in `tables` (grid-core's
-    /// `Lexicon.fingerprint`), which identifier keys carry.
-    pub fn new(tables: EngineTables, threads: Threads, schema: impl Into<String>) -> Self {
+    /// `Lexicon.fingerprint`), which identifier keys carry. `shared`: the
+    /// family's shared tier (None: the engine's own); the caller vouches that
+    /// `tables` belong to its family.
+    pub fn new(
+        tables: EngineTables,
+        threads: Threads,
+        schema: impl Into<String>,
+        shared: Option<Arc<Shared>>,
+    ) -> Self {
         let arena = tables.arena();
+        let schema = schema.into();
+        let shared = shared.unwrap_or_else(|| Arc::new(Shared::new("")));
+        let schema_tag = shared.tag(&schema);
         Self {
             tables,
-            cache: WalkCache::default(),
+            shared,
             chunks: Chunks::default(),
-            classes: Classes::default(),
             stacks: Mutex::new(Arc::new(Mutex::new(Stacks::new(arena, ROW_MEMO_BYTES)))),
             row_cap: AtomicUsize::new(ROW_MEMO_BYTES),
             threads,
-            schema: schema.into(),
+            schema,
+            schema_tag,
         }
+    }
+
+    /// The verdict memo key of `allowed` (the allowed set after a shift) in
+    /// this engine: the set, then the lexicon's tag.
+    pub fn verdict_key(&self, allowed: &[u64]) -> Vec<u64> {
+        let mut key = Vec::with_capacity(allowed.len() + 1);
+        key.extend_from_slice(allowed);
+        key.push(self.schema_tag);
+        key
     }
 
     /// The arena generation a new session interns its stacks in.
@@ -212,11 +277,12 @@ impl Engine {
         Arc::clone(&current)
     }
 
-    /// Set the memory caps in bytes: the walk cache, the subtree memo and
-    /// the row memo (of the current and later arena generations). Each
-    /// evicts its least recently used entries at once if it holds more.
+    /// Set the memory caps in bytes: the walk cache (the family's, when
+    /// shared), the subtree memo and the row memo (of the current and later
+    /// arena generations). Each evicts its least recently used entries at
+    /// once if it holds more.
     pub fn set_caps(&self, walks: usize, chunks: usize, rows: usize) {
-        self.cache.set_cap(walks);
+        self.shared.cache.set_cap(walks);
         self.chunks.set_cap(chunks);
         self.row_cap.store(rows, Ordering::Relaxed);
         lock(&lock(&self.stacks)).rows.set_cap(rows);
@@ -226,7 +292,7 @@ impl Engine {
     /// the current generation's row memo.
     pub fn usage(&self) -> [(usize, usize, u64); 3] {
         let rows = lock(&lock(&self.stacks)).usage();
-        [self.cache.usage(), self.chunks.usage(), rows]
+        [self.shared.cache.usage(), self.chunks.usage(), rows]
     }
 
     /// The key of a walk (see the module header): a root walk's is its
@@ -278,15 +344,20 @@ impl Engine {
     }
 
     /// The lookup bytes of `key` under `namespace` and `allowed`, into `out`:
-    /// `ns u64 | root u32 | A | ('N' q u32 [ln i32 if ident] p v  or  'R' tail)`,
-    /// fixed-width fields first (A and p have the grammar's width; whether ln
-    /// is there is a function of A), so the bytes are injective.
+    /// `ns u64 | kind | root u32 | A | [lexicon tag u64 if ident] | ('N' q u32
+    /// [ln i32 if ident] p v  or  'R' tail)`, kind `I` (identifier) or `G`
+    /// (generic), fixed-width fields first (A and p have the family's width),
+    /// so the bytes are injective over the family's engines.
     pub fn walk_key(&self, out: &mut Vec<u8>, namespace: u64, key: &WalkKey<'_>, allowed: &[u64]) {
         out.clear();
         out.extend_from_slice(&namespace.to_le_bytes());
+        out.push(if key.ident { b'I' } else { b'G' });
         out.extend_from_slice(&key.root.to_le_bytes());
         for w in allowed {
             out.extend_from_slice(&w.to_le_bytes());
+        }
+        if key.ident {
+            out.extend_from_slice(&self.schema_tag.to_le_bytes());
         }
         match &key.form {
             Form::Raw(tail) => {
@@ -425,7 +496,7 @@ impl Engine {
         let (namespace, cold, buf) = (ctx.namespace, ctx.cold, &mut ctx.key);
         let key = self.key_of(root, pending, scan, allowed, false)?;
         self.walk_key(buf, namespace, &key, allowed);
-        if let Some(e) = self.cache.get(buf) {
+        if let Some(e) = self.shared.cache.get(buf) {
             return Ok(Some(e));
         }
         if !cold {
@@ -433,8 +504,8 @@ impl Engine {
         }
         ctx.walks += 1;
         let walk = self.cold_walk(root, pending, allowed, None);
-        let e = Entry::of_walk(&self.tables.trie, walk, &self.classes);
-        Ok(Some(self.cache.publish(buf, e)))
+        let e = Entry::of_walk(&self.tables.trie, walk, &self.shared.classes);
+        Ok(Some(self.shared.cache.publish(buf, e)))
     }
 
     /// The cold miss of grid-core's `Engine.walk`, whole: key, lookup, walk
@@ -457,12 +528,12 @@ impl Engine {
         let key = self.key_of(root, pending, None, &allowed, raw)?;
         let mut buf = Vec::new();
         self.walk_key(&mut buf, namespace, &key, &allowed);
-        let entry = match self.cache.get(&buf) {
+        let entry = match self.shared.cache.get(&buf) {
             Some(e) => e,
             None => {
                 let walk = self.cold_walk(root, pending, &allowed, threads);
-                self.cache
-                    .publish(&buf, Entry::of_walk(&self.tables.trie, walk, &self.classes))
+                let e = Entry::of_walk(&self.tables.trie, walk, &self.shared.classes);
+                self.shared.cache.publish(&buf, e)
             }
         };
         let canonical = self.canonical_key(namespace, &key, &allowed);
@@ -488,7 +559,8 @@ impl Engine {
         members: &Members,
         allowed: &[u64],
     ) -> Result<Option<Arc<Verdict>>> {
-        if let Some(v) = members.verdict(allowed) {
+        let memo = self.verdict_key(allowed);
+        if let Some(v) = members.verdict(&memo) {
             return Ok(Some(v));
         }
         if !ctx.cold {
@@ -528,14 +600,14 @@ impl Engine {
         });
         let deeper = walk.cd.iter().map(|c| (c.node, c.terminal, walk.tail(c)));
         let verdict = Verdict {
-            deeper: group(deeper, &self.classes),
+            deeper: group(deeper, &self.shared.classes),
             ci: walk
                 .ids
                 .take()
                 .expect("walked in id mode")
                 .into_payload(trie.n_vocab()),
         };
-        Ok(Some(members.remember(allowed, verdict)))
+        Ok(Some(members.remember(&memo, verdict)))
     }
 }
 

@@ -390,6 +390,42 @@ impl PyTrieTables {
 type Stats = (Vec<u32>, Vec<u32>, bool, usize, usize);
 
 /// One grammar's tables (DFA, LALR, lexicon, pick order) with a shared trie.
+/// The walk cache the engines of one dialect family share (grid-core's T2):
+/// pass it, with the engine's family, to each `EngineTables` of the family.
+#[pyclass(frozen, module = "grid_kernels._native", name = "SharedWalks")]
+struct PySharedWalks {
+    inner: Arc<crate::engine::Shared>,
+}
+
+#[pymethods]
+impl PySharedWalks {
+    #[new]
+    fn new(family: String) -> Self {
+        Self {
+            inner: Arc::new(crate::engine::Shared::new(family)),
+        }
+    }
+
+    #[getter]
+    fn family(&self) -> &str {
+        &self.inner.family
+    }
+
+    /// Walks cached for the family.
+    #[getter]
+    fn cached_walks(&self) -> usize {
+        self.inner.cache.len()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "SharedWalks(family={:?}, cached_walks={})",
+            self.inner.family,
+            self.inner.cache.len()
+        )
+    }
+}
+
 #[pyclass(frozen, module = "grid_kernels._native", name = "EngineTables")]
 struct PyEngineTables {
     inner: Arc<Engine>,
@@ -413,10 +449,12 @@ impl PyEngineTables {
     #[pyo3(signature = (
         *, trie, n_terminals, dfa_trans, dfa_accept, dfa_live, action, goto, n_nonterminals,
         rule_lhs, rule_len, lexicon_children, lexicon_prefix_cats, lexicon_word_cats,
-        lexicon_categories, pick_order, ignored, schema = None, threads = Some(1)
+        lexicon_categories, pick_order, ignored, schema = None, threads = Some(1),
+        shared = None, family = None
     ), text_signature = "(*, trie, n_terminals, dfa_trans, dfa_accept, dfa_live, action, goto, \
         n_nonterminals, rule_lhs, rule_len, lexicon_children, lexicon_prefix_cats, \
-        lexicon_word_cats, lexicon_categories, pick_order, ignored, schema=None, threads=1)")]
+        lexicon_word_cats, lexicon_categories, pick_order, ignored, schema=None, threads=1, \
+        shared=None, family=None)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         trie: Py<PyTrieTables>,
@@ -437,7 +475,20 @@ impl PyEngineTables {
         ignored: &Bound<'_, PyAny>,
         schema: Option<String>,
         threads: Option<i64>,
+        shared: Option<Py<PySharedWalks>>,
+        family: Option<String>,
     ) -> PyResult<Self> {
+        let family_walks = match (shared, family) {
+            (None, _) => None,
+            (Some(s), Some(f)) if s.get().inner.family == f => Some(Arc::clone(&s.get().inner)),
+            (Some(s), f) => {
+                return Err(PyValueError::new_err(format!(
+                    "a shared walk cache serves one family ({:?}), not {:?}",
+                    s.get().inner.family,
+                    f
+                )))
+            }
+        };
         let w = bits::width_for(n_terminals + 1);
         let raw = RawGrammar {
             n_terminals,
@@ -464,6 +515,7 @@ impl PyEngineTables {
                 tables,
                 threads_of(threads)?,
                 schema.unwrap_or_default(),
+                family_walks,
             )),
             trie,
         })
@@ -708,10 +760,10 @@ impl PyEngineTables {
         })
     }
 
-    /// Walks in the engine's cache.
+    /// Walks in the engine's cache (its family's, when shared).
     #[getter]
     fn cached_walks(&self) -> usize {
-        self.inner.cache.len()
+        self.inner.shared.cache.len()
     }
 
     /// The subtree memo's (chunks held, hits, misses).
@@ -1310,6 +1362,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SessionError", m.py().get_type::<SessionError>())?;
     m.add_class::<PyTrieTables>()?;
     m.add_class::<PyEngineTables>()?;
+    m.add_class::<PySharedWalks>()?;
     m.add_class::<PySession>()?;
     m.add_class::<PyEntry>()?;
     m.add_function(wrap_pyfunction!(fill_next_token_bitmasks, m)?)?;

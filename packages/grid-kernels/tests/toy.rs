@@ -381,7 +381,7 @@ fn more_than_64_terminals_walk_the_same() {
 // ------------------------------------------------------------------ sessions
 
 fn serving() -> Arc<Engine> {
-    Arc::new(Engine::new(engine(), Threads::Global, "toy"))
+    Arc::new(Engine::new(engine(), Threads::Global, "toy", None))
 }
 
 /// The reference: `compute_mask` of the session's configuration on a fresh
@@ -547,7 +547,7 @@ fn warm_fills_need_no_walk() {
     assert_eq!(s.fill(&mut row, false).unwrap(), Filled::Cold);
     assert_eq!(row, vec![0], "a cold miss writes nothing");
     assert_eq!(s.fill(&mut row, true).unwrap(), Filled::Walked);
-    let cached = engine.cache.len();
+    let cached = engine.shared.cache.len();
     assert!(
         cached >= 1,
         "the root walk is cached (small CD sub-walks walk in place)"
@@ -555,7 +555,7 @@ fn warm_fills_need_no_walk() {
     let mut again = Session::new(Arc::clone(&engine), 0, true).unwrap();
     let mut row2 = vec![0u32; 1];
     assert_eq!(again.fill(&mut row2, false).unwrap(), Filled::Row);
-    assert_eq!((row2, engine.cache.len()), (row.clone(), cached));
+    assert_eq!((row2, engine.shared.cache.len()), (row.clone(), cached));
     // Another namespace is another key.
     let mut other = Session::new(Arc::clone(&engine), 1, false).unwrap();
     assert_eq!(other.fill(&mut row, false).unwrap(), Filled::Cold);
@@ -564,7 +564,7 @@ fn warm_fills_need_no_walk() {
 #[test]
 fn parallel_walks_equal_one_thread() {
     let e = engine();
-    let engine = Engine::new(e.clone(), Threads::Pool(3), "toy");
+    let engine = Engine::new(e.clone(), Threads::Pool(3), "toy", None);
     for (pending, allowed) in [(&b""[..], A), (b"", B), (b"a", A), (b" ", A | B)] {
         let one = walk_from(&e.grammar, &e.trie, 0, pending, &[allowed], false);
         // A cold walk gathers token ids: those of the CI nodes.

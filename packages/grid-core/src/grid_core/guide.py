@@ -117,11 +117,11 @@ class Engine:
         self.parser = Parser(self.tables)
         self.lexer = Lexer(self.scanner, self.parser)
         self.n_words = (vocab.n_vocab + 31) // 32
-        self.kernel = kernels.engine_tables(self)
         self.t1 = MaskTable() if cache is not False else None
         self.shared = cache if isinstance(cache, SharedCache) else None
         if self.shared is not None:
             assert self.shared.family == self.family, "a shared cache serves one dialect family"
+        self.kernel = kernels.engine_tables(self)
 
     @property
     def family(self) -> str:

@@ -22,12 +22,13 @@ dtype is a ``TypeError`` or ``ValueError``.
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
 from grid_core.audit import AuditLog, Kind, Record
-from grid_core.cache import Entry, Key
+from grid_core.cache import Entry, Key, SharedCache
 from grid_core.errors import GridError, GuideError, MaskError
 from grid_core.protocol import accept_in_order, is_tensor, tensor_view
 
@@ -60,6 +61,8 @@ def load() -> ModuleType | None:
 
 
 _tries: dict[str, Any] = {}
+_shared: weakref.WeakKeyDictionary[SharedCache, Any] = weakref.WeakKeyDictionary()
+"""The native walk cache of each T2 (made on its first engine, gone with it)."""
 
 
 def cache_caps() -> tuple[int, int, int] | None:
@@ -82,6 +85,9 @@ def engine_tables(engine: Any) -> Any:
     The trie tables (the large part) are built once per tokenizer trie and
     shared by every engine over it; the grammar tables are per engine, with
     their caches capped as :func:`cache_caps` says (least recently used evicted).
+    An engine built with a :class:`~grid_core.cache.SharedCache` (T2) shares one
+    native walk cache with every other engine built with it: T2 lives with the
+    native tables, keyed as grid-core keys it.
     """
     native = load()
     if native is None:
@@ -92,7 +98,12 @@ def engine_tables(engine: Any) -> Any:
         trie = _tries.setdefault(
             engine.trie.fingerprint, native.trie_tables(engine.trie, engine.vocab)
         )
-    tables = native.engine_tables(engine, trie)
+    shared = None
+    if engine.shared is not None:
+        shared = _shared.get(engine.shared)
+        if shared is None:
+            shared = _shared.setdefault(engine.shared, native.SharedWalks(engine.shared.family))
+    tables = native.engine_tables(engine, trie, shared=shared)
     if caps is not None:
         tables.set_caps(*caps)
     return tables

@@ -29,6 +29,7 @@ from grid_kernels._native import (
     Entry,
     Session,
     SessionError,
+    SharedWalks,
     TrieTables,
     apply_token_bitmask,
     fill_next_token_bitmasks,
@@ -41,6 +42,7 @@ __all__ = [
     "Entry",
     "Session",
     "SessionError",
+    "SharedWalks",
     "TrieTables",
     "apply_token_bitmask",
     "engine_tables",
@@ -64,7 +66,10 @@ def trie_tables(trie: Any, vocab: Any) -> TrieTables:
 
 
 def engine_tables(
-    engine: Any, trie: TrieTables | None = None, threads: int | None = 1
+    engine: Any,
+    trie: TrieTables | None = None,
+    threads: int | None = 1,
+    shared: SharedWalks | None = None,
 ) -> EngineTables:
     """The kernels' tables of a ``grid_core.guide.Engine``.
 
@@ -75,6 +80,8 @@ def engine_tables(
     by default: through the subtree memo a typical cold walk takes a few
     hundred microseconds, less than waking a second thread costs on a small
     host (``docs/performance.md``); pass more on a host with idle cores.
+    ``shared``: the walk cache of the engine's family (``engine.family``), shared
+    with the family's other engines (grid-core's T2); None gives it its own.
     """
     if trie is None:
         trie = trie_tables(engine.trie, engine.vocab)
@@ -98,4 +105,6 @@ def engine_tables(
         ignored=engine.scanner.ignored,
         schema=engine.lexicon.fingerprint,
         threads=threads,
+        shared=shared,
+        family=engine.family if shared is not None else None,
     )

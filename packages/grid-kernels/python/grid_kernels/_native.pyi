@@ -20,6 +20,7 @@ __all__ = [
     "Entry",
     "Session",
     "SessionError",
+    "SharedWalks",
     "TrieTables",
     "_probe_arm",
     "_probe_disarm",
@@ -66,6 +67,18 @@ class TrieTables:
         special id: exactly the ids the trie does not spell)."""
 
 @final
+class SharedWalks:
+    """The walk cache the engines of one dialect family share (grid-core's T2,
+    ``SharedCache``): generic keys are shared by every engine of the family,
+    identifier keys and verdicts by the engines of one lexicon."""
+
+    def __new__(cls, family: str) -> SharedWalks: ...
+    @property
+    def family(self) -> str: ...
+    @property
+    def cached_walks(self) -> int: ...
+
+@final
 class EngineTables:
     """One grammar's validated tables (union DFA, LALR(1), lexicon, pick order,
     ignored set) over a shared :class:`TrieTables`. Immutable; any number of
@@ -92,11 +105,16 @@ class EngineTables:
         ignored: int,
         schema: str | None = None,
         threads: int | None = 1,
+        shared: SharedWalks | None = None,
+        family: str | None = None,
     ) -> EngineTables:
         """``schema``: the lexicon's fingerprint (identifier keys carry it; None:
         the empty string).
         ``threads``: the pool cold walks are spread over (1: the calling
-        thread; None: rayon's global pool)."""
+        thread; None: rayon's global pool).
+        ``shared``: the walk cache of the engine's dialect family, shared with
+        the family's other engines; ``family`` must be its family (else a
+        ``ValueError``). None: the engine's own cache."""
     @property
     def trie(self) -> TrieTables: ...
     @property
@@ -107,7 +125,8 @@ class EngineTables:
     def n_words(self) -> int: ...
     @property
     def cached_walks(self) -> int:
-        """Walks in the engine's cache (shared by its sessions)."""
+        """Walks in the engine's cache (shared by its sessions, and by its
+        family's engines when built with a :class:`SharedWalks`)."""
     @property
     def memo_stats(self) -> tuple[int, int, int]:
         """The subtree memo's (chunks held, hits, misses): cold walks of this
