@@ -174,12 +174,8 @@ class Lexer:
     def __init__(self, scanner: Scanner, parser: Parser) -> None:
         self.scanner = scanner
         self.parser = parser
-        tables = parser.tables
-        shiftable = 0
-        for s in range(tables.n_states):
-            for t in range(tables.n_terminals):
-                if tables.action[s * parser.width + t]:
-                    shiftable |= 1 << t
+        terminals = {t for row in parser.row_terms for t in row if t < parser.end}
+        shiftable = sum(1 << t for t in terminals)
         self.emittable = shiftable | scanner.ignored
         """Terminals some stack can take, and the ignored ones: the only picks there are."""
         self.initial = self.config(parser.root, b"", 0, START, 0)

@@ -87,11 +87,12 @@ class Parser:
         )
         self._lock = threading.Lock()
         self.root = Node(None, -1, 0)
-        action = tables.action
-        w = self.width
-        self._row_terms = tuple(
-            tuple(t for t in range(w) if action[s * w + t] != 0) for s in range(tables.n_states)
+        action, w = tables.action, self.width
+        self.row_terms = tuple(
+            tuple(t for t, a in enumerate(action[s * w : (s + 1) * w]) if a)
+            for s in range(tables.n_states)
         )
+        """Per state, the symbols (terminals and ``$END``) with an action."""
 
     def push(self, parent: Node, symbol: int, state: int) -> Node:
         key = (parent, symbol, state)
@@ -147,7 +148,7 @@ class Parser:
         a = node._allowed
         if a is None:
             a = 0
-            for t in self._row_terms[node.state]:
+            for t in self.row_terms[node.state]:
                 if self._run(node, t, False):
                     a |= 1 << t
             node._allowed = a
