@@ -433,8 +433,11 @@ class _Spider:
     def run(self, split: str) -> collections.Counter[str]:
         """Check every gold query of ``split``; the counters and the failures."""
         path = SPIDER / f"{split}_gold.sql"
-        if not path.exists():
-            pytest.skip(f"Spider data not found at {path} (set GRID_SPIDER_DIR)")
+        if not path.exists() or not (SPIDER / "database").is_dir():
+            pytest.skip(
+                f"Spider gold and databases not found at {SPIDER} (set GRID_SPIDER_DIR): "
+                "the queries run on the real databases, which the repository does not vendor"
+            )
         stats: collections.Counter[str] = collections.Counter()
         for number, line in enumerate(path.read_text().splitlines(), start=1):
             if not line.strip():

@@ -47,7 +47,10 @@ from grid_sql.schema import SchemaSnapshot, ascii_lower
 SPIDER = Path(__file__).resolve().parents[4] / "shared" / "data" / "spider"
 GOLDEN = Path(__file__).parent / "golden" / "spider_lexicon.json"
 DATABASES = sorted(p.name for p in (SPIDER / "database").iterdir()) if SPIDER.is_dir() else []
-pytestmark = pytest.mark.skipif(not DATABASES, reason="Spider data not available")
+pytestmark = pytest.mark.skipif(
+    not DATABASES,
+    reason=f"Spider databases not found at {SPIDER / 'database'} (not vendored: data/README.md)",
+)
 
 
 def database_file(db: str) -> Path:

@@ -95,7 +95,9 @@ def test_from_sqlite_errors(tmp_path: Path) -> None:
         SchemaSnapshot.from_sqlite_ddl("CREATE TABLE (;", "broken")
 
 
-@pytest.mark.skipif(not SPIDER.is_dir(), reason="Spider data not available")
+@pytest.mark.skipif(
+    not SPIDER.is_dir(), reason=f"Spider databases not found at {SPIDER} (not vendored)"
+)
 def test_spider_database_snapshot() -> None:
     s = SchemaSnapshot.from_sqlite(SPIDER / "orchestra" / "orchestra.sqlite")
     assert s.name == "orchestra"
