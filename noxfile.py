@@ -13,6 +13,7 @@ environment (``uv run --frozen``), so what a session tests is what uv.lock says.
     nox -s r-harness     requirement R: guard cost against position, 16,000-token streams
     nox -s rbac          the exhaustive RBAC speller over Qwen (0 bypasses expected)
     nox -s smollm2-50    50 questions through SmolLM2, modes 1 and 2 vs unconstrained
+    nox -s adversarial   issue 15's attacks put to grid ask with SmolLM2 (0 leaks expected)
     nox -s proofs        the Coq proofs (proofs/check.sh)
     nox -s ci            what CI runs: tests, serve, vllm, lint, docs, proofs
 """
@@ -137,6 +138,20 @@ def smollm2_50(session: nox.Session) -> None:
         external=True,
         env=env,
     )
+
+
+@nox.session
+def adversarial(session: nox.Session) -> None:
+    """The adversarial suite's model cases (bench/adversarial.py): grid ask with SmolLM2,
+    each case in its own process, in the serve session's environment; writes
+    bench/results/adversarial.json. The model-free cases are tests/test_adversarial.py."""
+    env = {
+        "UV_PROJECT_ENVIRONMENT": str(
+            Path(session.create_tmp()).parent.parent / "serve" / "serve-venv"
+        )
+    }
+    args = ("uv", "run", "--frozen", "--group", "serve", "python", "bench/adversarial.py")
+    session.run(*args, *session.posargs, external=True, env=env)
 
 
 @nox.session
