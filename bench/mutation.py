@@ -1,0 +1,220 @@
+"""Mutation campaign (issue 14): mutmut over grid-core's modules, cargo-mutants over the crate.
+
+Python: each module is mutated alone by mutmut 3 in a scratch copy of grid-core
+(``src/grid_core`` and its ``tests/``), on the Python path (``GRID_KERNELS=0``),
+judged by the test files named in :data:`MODULES` (mutmut runs, per mutant, only
+the selected tests that reach the mutated function). Rust: cargo-mutants over
+the named source files of the crate, judged by the crate's own ``cargo test``
+(Rust tests need no Python). Results: ``mutmut.json`` and ``cargo-mutants.json``
+under ``--out`` (per module: mutants, killed, survived, timed out, no tests, and
+the survivors' names), and a ``README.md`` table of both.
+
+Run through ``nox -s mutation`` (it provides mutmut and cargo-mutants); a whole
+campaign takes hours on a 2-core box, so ``--modules`` and ``--rust-files``
+pick a part, and the JSON of a part is merged into what earlier runs wrote.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CORE = ROOT / "packages" / "grid-core"
+CRATE = ROOT / "packages" / "grid-kernels"
+
+#: grid-core module -> the test files (under packages/grid-core/tests) that judge it.
+MODULES: dict[str, list[str]] = {
+    "cache": ["test_cache.py"],
+    "lexer": ["test_guide.py", "test_lexicon.py", "test_parser.py", "test_cache.py"],
+    "parser": ["test_parser.py", "test_guide.py"],
+    "lalr": ["test_lalr.py"],
+    "walk": ["test_guide.py", "test_parser.py", "test_cache.py"],
+    "guide": ["test_guide.py", "test_cache.py", "test_guide_protocol.py"],
+    "reserve": ["test_reserve.py"],
+    "audit": ["test_audit.py", "test_replay_audit.py"],
+    "replay": ["test_replay.py", "test_replay_audit.py"],
+    "lexicon": ["test_lexicon.py", "test_guide.py"],
+}
+#: The crate's files the issue names.
+RUST_FILES = ["walk", "cache", "chunks", "session", "parser", "scanner", "trie"]
+
+STATUS = {1: "killed", 3: "killed", 37: "killed", 0: "survived", 5: "no tests", 33: "no tests"}
+STATUS |= {k: "timeout" for k in (36, 24, -24, 152, 255)}
+
+
+def run_mutmut(module: str, tests: list[str], limit: float | None) -> dict[str, object]:
+    """mutmut over ``grid_core/<module>.py`` in a scratch copy; its counts. Past
+    ``limit`` seconds the run is stopped: mutants it did not reach count as ``not
+    checked``."""
+    with tempfile.TemporaryDirectory(prefix=f"mutmut-{module}-") as scratch:
+        work = Path(scratch)
+        shutil.copytree(
+            CORE / "src" / "grid_core",
+            work / "src" / "grid_core",
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+        shutil.copytree(
+            CORE / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__")
+        )
+        selection = "\n".join(f"    tests/{t}" for t in tests)
+        (work / "setup.cfg").write_text(
+            "[mutmut]\nsource_paths=src\n"
+            f"only_mutate=src/grid_core/{module}.py\n"
+            f"pytest_add_cli_args_test_selection=\n{selection}\n"
+        )
+        start = time.monotonic()
+        run = subprocess.Popen(
+            [sys.executable, "-m", "mutmut", "run", "--max-children", "2"],
+            cwd=work,
+            env={**os.environ, "GRID_KERNELS": "0"},
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            run.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            os.killpg(run.pid, signal.SIGTERM)
+            run.wait()
+        seconds = time.monotonic() - start
+        meta_file = work / "mutants" / "src" / "grid_core" / f"{module}.py.meta"
+        meta = json.loads(meta_file.read_text())
+    by_key = {
+        k: "not checked" if code is None else STATUS.get(code, "suspicious")
+        for k, code in meta["exit_code_by_key"].items()
+    }
+    counts = Counter(by_key.values())
+    return {
+        "tests": tests,
+        "mutants": len(by_key),
+        "killed": counts["killed"],
+        "survived": counts["survived"],
+        "timeout": counts["timeout"],
+        "no tests": counts["no tests"],
+        "not checked": counts["not checked"],
+        "other": sum(v for k, v in counts.items() if k not in {*STATUS.values(), "not checked"}),
+        "score": round(
+            counts["killed"] / max(1, len(by_key) - counts["no tests"] - counts["not checked"]), 3
+        ),
+        "seconds": round(seconds),
+        "survivors": sorted(k for k, v in by_key.items() if v in ("survived", "no tests")),
+    }
+
+
+def run_cargo_mutants(name: str) -> dict[str, object]:
+    """cargo-mutants over ``src/<name>.rs``, judged by ``cargo test``; its counts."""
+    with tempfile.TemporaryDirectory(prefix=f"mutants-{name}-") as scratch:
+        start = time.monotonic()
+        subprocess.run(
+            [
+                *("cargo", "mutants", "--file", f"src/{name}.rs", "--jobs", "1"),
+                *("--timeout", "300", "--output", scratch, "--no-shuffle"),
+            ],
+            cwd=CRATE,
+            stdout=subprocess.DEVNULL,
+            check=False,
+        )
+        seconds = time.monotonic() - start
+        outcomes = json.loads((Path(scratch) / "mutants.out" / "outcomes.json").read_text())
+    results = [o for o in outcomes["outcomes"] if o["scenario"] != "Baseline"]
+    summary = Counter(o["summary"] for o in results)
+
+    def name_of(o: dict[str, Any]) -> str:
+        m = o["scenario"]["Mutant"]
+        where = f"{m['file']}:{m['span']['start']['line']}"
+        return f"{where}: {m['function']['function_name']}: {m['genre']} {m.get('replacement', '')}"
+
+    viable = len(results) - summary["Unviable"]
+    return {
+        "mutants": len(results),
+        "killed": summary["CaughtMutant"],
+        "survived": summary["MissedMutant"],
+        "timeout": summary["Timeout"],
+        "unviable": summary["Unviable"],
+        "score": round(summary["CaughtMutant"] / max(1, viable), 3),
+        "seconds": round(seconds),
+        "survivors": sorted(name_of(o) for o in results if o["summary"] == "MissedMutant"),
+    }
+
+
+def merge(
+    path: Path, tool: str, version: str, results: dict[str, dict[str, object]]
+) -> dict[str, Any]:
+    data = json.loads(path.read_text()) if path.exists() else {"modules": {}}
+    data |= {
+        "tool": tool,
+        "version": version,
+        "host": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} CPUs)",
+    }
+    data["modules"] |= results
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    return data
+
+
+def readme(out: Path) -> None:
+    lines = [
+        "# Mutation campaign (issue 14)",
+        "",
+        "Written by `bench/mutation.py` (`nox -s mutation`). Python modules: mutmut 3 on",
+        "the Python path (`GRID_KERNELS=0`), judged by the test files listed in",
+        "`mutmut.json`; Rust files: cargo-mutants, judged by `cargo test`. Score:",
+        "killed / (mutants - no tests - not checked - unviable). Only the modules",
+        "listed were run, some of them partly (`not checked`: the run's time limit",
+        "came first); see `mutmut.json` and `cargo-mutants.json` for every survivor.",
+        "",
+        "| tool | module | mutants | killed | survived | timed out | no tests / unviable "
+        "| not checked | score | s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for tool, file in (("mutmut", "mutmut.json"), ("cargo-mutants", "cargo-mutants.json")):
+        if not (out / file).exists():
+            continue
+        for module, r in sorted(json.loads((out / file).read_text())["modules"].items()):
+            skipped = r.get("no tests", r.get("unviable", 0))
+            lines.append(
+                f"| {tool} | {module} | {r['mutants']} | {r['killed']} | {r['survived']} "
+                f"| {r['timeout']} | {skipped} | {r.get('not checked', 0)} "
+                f"| {r['score']:.0%} | {r['seconds']} |"
+            )
+    (out / "README.md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--modules", default=",".join(MODULES), help="grid-core modules")
+    parser.add_argument("--rust-files", default=",".join(RUST_FILES), help="crate src/*.rs")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "mutation")
+    parser.add_argument(
+        "--module-limit", type=float, default=None, help="seconds per Python module (partial run)"
+    )
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    modules = [m for m in args.modules.split(",") if m]
+    for module in modules:
+        result = run_mutmut(module, MODULES[module], args.module_limit)
+        print(f"mutmut {module}: { ({k: v for k, v in result.items() if k != 'survivors'}) }")
+        merge(args.out / "mutmut.json", "mutmut", metadata.version("mutmut"), {module: result})
+    for name in [f for f in args.rust_files.split(",") if f]:
+        result = run_cargo_mutants(name)
+        print(f"cargo-mutants {name}: { ({k: v for k, v in result.items() if k != 'survivors'}) }")
+        version = subprocess.run(
+            ["cargo", "mutants", "--version"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+        merge(args.out / "cargo-mutants.json", "cargo-mutants", version, {name: result})
+    readme(args.out)
+
+
+if __name__ == "__main__":
+    main()
