@@ -15,6 +15,7 @@ environment (``uv run --frozen``), so what a session tests is what uv.lock says.
     nox -s smollm2-50    50 questions through SmolLM2, modes 1 and 2 vs unconstrained
     nox -s adversarial   issue 15's attacks put to grid ask with SmolLM2 (0 leaks expected)
     nox -s proofs        the Coq proofs (proofs/check.sh)
+    nox -s mutation      mutmut over grid-core, cargo-mutants over the crate (hours; parts)
     nox -s ci            what CI runs: tests, serve, vllm, lint, docs, proofs
 """
 
@@ -290,6 +291,15 @@ def rbac(session: nox.Session) -> None:
         "bench/results/rbac_speller.json",
         *session.posargs,
     )
+
+
+@nox.session
+def mutation(session: nox.Session) -> None:
+    """The mutation campaign (bench/mutation.py): mutmut 3 over grid-core's modules on the
+    Python path, cargo-mutants over the crate; results under bench/results/mutation/.
+    The whole campaign takes hours on 2 cores: --modules / --rust-files run a part."""
+    session.run("cargo", "install", "--locked", "--quiet", "cargo-mutants", external=True)
+    uv_run(session, "--with", "mutmut==3.8.1", "python", "bench/mutation.py", *session.posargs)
 
 
 @nox.session
