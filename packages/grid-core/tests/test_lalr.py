@@ -53,9 +53,38 @@ class Grammar(NamedTuple):
     rule_names: list[str] | None = None
 
     def build(self) -> LalrTables:
-        tables = build_lalr(self.terminals, self.nonterminals, self.rules, self.rule_names)
+        tables = build_both(self.terminals, self.nonterminals, self.rules, self.rule_names)
         tables.check_invariants()
         return tables
+
+
+def build_both(
+    terminals: Sequence[str],
+    nonterminals: Sequence[str],
+    rules: Sequence[tuple[int, tuple[int, ...]]],
+    rule_names: Sequence[str] | None = None,
+) -> LalrTables:
+    """``build_lalr`` by the kernels (when loaded) and in Python (``GRID_KERNELS=0``):
+    both must give the same tables, every array and the fingerprint, or raise the
+    same error with the same message. Every test here builds through this, so the
+    whole module is a differential of the two constructions."""
+    outcomes: list[LalrTables | Exception] = []
+    for switch in ("1", "0"):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("GRID_KERNELS", switch)
+            try:
+                outcomes.append(build_lalr(terminals, nonterminals, rules, rule_names))
+            except (GrammarError, LALRConflictError) as e:
+                outcomes.append(e)
+    native, python = outcomes
+    if isinstance(python, Exception):
+        assert type(native) is type(python) and str(native) == str(python)
+        raise python
+    assert isinstance(native, LalrTables)
+    assert native.fingerprint == python.fingerprint
+    for name in ("action", "goto", "state_symbol", "kernel_start", "kernel_rule", "kernel_dot"):
+        assert getattr(native, name) == getattr(python, name), name
+    return python
 
 
 def toy(text: str) -> Grammar:
@@ -393,16 +422,16 @@ BAD_INPUTS = {
 def test_malformed_input_raises_grammar_error(case: str) -> None:
     (terminals, nonterminals, rules), message = BAD_INPUTS[case]
     with pytest.raises(GrammarError, match=message):
-        build_lalr(terminals, nonterminals, rules)  # type: ignore[arg-type]
+        build_both(terminals, nonterminals, rules)  # type: ignore[arg-type]
 
 
 def test_rule_names_length_is_checked() -> None:
     with pytest.raises(GrammarError):
-        build_lalr(*LR_EQ[:3], rule_names=["x"])
+        build_both(*LR_EQ[:3], rule_names=["x"])
 
 
 def test_start_rule_alone_accepts_only_the_empty_input() -> None:
-    tables = build_lalr(["a"], ["$start"], [(0, ())])
+    tables = build_both(["a"], ["$start"], [(0, ())])
     tables.check_invariants()
     assert rows(tables) == [{"$END": "acc"}]
     assert lr_run(tables, []) == (ACCEPT, [])
@@ -1079,6 +1108,26 @@ def test_builds_of_the_sql_subset_are_reproducible() -> None:
     lost merge would show here). How long a build takes is a benchmark's business,
     never a test's (a time bound fails on a busy machine)."""
     g = lark_case("sql_select").grammar
-    first, second = build_lalr(*g), build_lalr(*g)
+    first, second = build_both(*g), build_both(*g)
     assert first.n_states == second.n_states == 233
     assert first.fingerprint == second.fingerprint
+
+
+@pytest.mark.parametrize("dialect", ["SQLITE", "POSTGRES"])
+def test_the_sql_dialects_build_alike_natively_and_in_python(dialect: str) -> None:
+    """The real grammars (the two SQL dialects, and a role projection of each that
+    drops the writing verbs): the kernels' construction gives the Python one's
+    tables, array for array."""
+    dialects = pytest.importorskip("grid_sql.dialects")
+    pytest.importorskip("grid_kernels")
+    from grid_core.grammar import load_grammar
+
+    grammar = load_grammar(getattr(dialects, dialect).grammar_text, dialect.lower())
+    names = {t.name for t in grammar.terminals}
+    drop = [t for t in ("INSERT", "UPDATE", "DELETE", "DROP", "CREATE") if t in names]
+    for g in (grammar, grammar.drop_terminals(drop, "reader")):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("GRID_KERNELS", "0")
+            python = g.lalr()
+        native = g.lalr()
+        assert native.fingerprint == python.fingerprint and native.n_states > 100

@@ -11,6 +11,7 @@
 //! | [`tables`]  | validated grammar tables: DFA, LALR, lexicon       | dfa, lalr, lexicon   |
 //! | [`trie`]    | the packed token trie, alias classes, EOS ids      | trie                 |
 //! | [`scanner`] | scan state, step, live, pick, rescan               | lexer.Scanner, walk.rescan |
+//! | [`lalr`]    | LALR(1) table construction (DeRemer-Pennello)     | lalr.build_lalr      |
 //! | [`parser`]  | interned stack arena, allowed sets, shift          | parser               |
 //! | [`lexer`]   | advance, finalize, the EOS gate                    | lexer.Lexer          |
 //! | [`walk`]    | the trie walk: CI nodes and CD entries             | walk.walk_from       |
@@ -38,6 +39,7 @@ pub mod chunks;
 pub mod engine;
 pub mod error;
 pub mod fill;
+pub mod lalr;
 pub mod lexer;
 pub mod lru;
 pub mod mask;

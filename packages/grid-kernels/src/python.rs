@@ -1169,6 +1169,74 @@ fn fill_next_token_bitmasks(
     Ok(out)
 }
 
+/// grid-core's `build_lalr` automaton (`crate::lalr::build`), the GIL
+/// released: `rule_lhs[r] -> rule_rhs[r]` over `n_terminals` terminals and
+/// `n_nonterminals` nonterminals (symbol ids as grid-core numbers them; rule 0
+/// the augmented start rule). Returns `(None, (n_states, action, goto,
+/// state_symbol, kernel_start, kernel_rule, kernel_dot))`, the arrays as
+/// little-endian int32 bytes, or `((kind, state, symbol, first_item,
+/// reduce_item), None)` at the first conflict (kind `"shift/reduce"` or
+/// `"reduce/reduce"`). A symbol out of range is a `ValueError`.
+#[pyfunction]
+fn lalr_tables<'py>(
+    py: Python<'py>,
+    n_terminals: usize,
+    n_nonterminals: usize,
+    rule_lhs: Vec<u32>,
+    rule_rhs: Vec<Vec<u32>>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let (t, n) = (n_terminals, n_nonterminals);
+    if rule_lhs.is_empty() || rule_lhs.len() != rule_rhs.len() {
+        return Err(PyValueError::new_err(format!(
+            "{} left-hand sides for {} rules (at least the start rule)",
+            rule_lhs.len(),
+            rule_rhs.len()
+        )));
+    }
+    let start = rule_lhs[0];
+    for (r, (&a, body)) in rule_lhs.iter().zip(&rule_rhs).enumerate() {
+        let symbol_ok = |x: &u32| (*x as usize) < t || (t < *x as usize && (*x as usize) <= t + n);
+        if a as usize >= n || !body.iter().all(symbol_ok) {
+            return Err(PyValueError::new_err(format!(
+                "rule {r} has a symbol out of range"
+            )));
+        }
+        if (r > 0 && a == start) || body.contains(&(start + t as u32 + 1)) {
+            return Err(PyValueError::new_err(format!(
+                "rule 0 must be the augmented start rule (rule {r} uses its lhs)"
+            )));
+        }
+    }
+    let built = py.allow_threads(|| crate::lalr::build(t, n, &rule_lhs, &rule_rhs));
+    let le = |v: &[i32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    match built {
+        Ok(b) => {
+            let tables = PyTuple::new(
+                py,
+                [
+                    b.n_states.into_pyobject(py)?.into_any(),
+                    PyBytes::new(py, &le(&b.action)).into_any(),
+                    PyBytes::new(py, &le(&b.goto)).into_any(),
+                    PyBytes::new(py, &le(&b.state_symbol)).into_any(),
+                    PyBytes::new(py, &le(&b.kernel_start)).into_any(),
+                    PyBytes::new(py, &le(&b.kernel_rule)).into_any(),
+                    PyBytes::new(py, &le(&b.kernel_dot)).into_any(),
+                ],
+            )?;
+            PyTuple::new(py, [py.None().into_bound(py), tables.into_any()])
+        }
+        Err(c) => {
+            let kind = if c.shift_reduce {
+                "shift/reduce"
+            } else {
+                "reduce/reduce"
+            };
+            let conflict = (kind, c.state, c.symbol, c.first, c.reduce).into_pyobject(py)?;
+            PyTuple::new(py, [conflict.into_any(), py.None().into_bound(py)])
+        }
+    }
+}
+
 /// grid-core's `build_trie` arrays for a vocabulary (`crate::trie::RawTrie::pack`):
 /// `token_bytes[i]` spells id `i`; ids in `special_ids` and empty spellings are
 /// left out. Returns `(edge, token, size, alias_offset, alias_ids)` as
@@ -1368,6 +1436,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fill_next_token_bitmasks, m)?)?;
     m.add_function(wrap_pyfunction!(apply_token_bitmask, m)?)?;
     m.add_function(wrap_pyfunction!(pack_trie, m)?)?;
+    m.add_function(wrap_pyfunction!(lalr_tables, m)?)?;
     m.add_function(wrap_pyfunction!(_probe_arm, m)?)?;
     m.add_function(wrap_pyfunction!(_probe_reached, m)?)?;
     m.add_function(wrap_pyfunction!(_probe_release, m)?)?;

@@ -68,6 +68,7 @@ Policy.
 
 from __future__ import annotations
 
+import functools
 import sys
 from array import array
 from collections.abc import Callable, Sequence
@@ -272,9 +273,25 @@ def build_lalr(
     :class:`~grid_core.errors.GrammarError`.
     """
     g = _Grammar(terminal_names, nonterminal_names, rules, rule_names)
-    lr0 = _Lr0(g)
-    lookaheads = _lalr_lookaheads(g, lr0)
-    return _tables(g, lr0, lookaheads)
+    from grid_core import kernels  # the kernels module sits above this one
+
+    native = kernels.load()
+    if native is None:
+        lr0 = _Lr0(g)
+        return _tables(g, lr0, _lalr_lookaheads(g, lr0))
+    conflict, built = native.lalr_tables(g.t, g.n, g.lhs, g.rhs)
+    if conflict is not None:
+        kind, state, symbol, first, reduce_item = conflict
+        raise LALRConflictError(
+            kind, state, g.symbol_name(symbol), g.item_str(first), g.item_str(reduce_item)
+        )
+    n_states, *arrays = built
+    action, goto, state_symbol, kernel_start, kernel_rule, kernel_dot = (
+        _from_le(raw) for raw in arrays
+    )
+    return _assemble(
+        g, n_states, action, goto, state_symbol, (kernel_start, kernel_rule, kernel_dot)
+    )
 
 
 # --------------------------------------------------------------------------- grammar
@@ -337,7 +354,10 @@ class _Grammar:
                 self.item_dot.append(d)
                 self.item_next.append(body[d] if d < len(body) else -1)
 
-        # nullable[symbol] for every symbol id (terminals and $END never are).
+    @functools.cached_property
+    def nullable(self) -> list[bool]:
+        """``nullable[symbol]`` for every symbol id (terminals and $END never are)."""
+        t, n = self.t, self.n
         nullable = [False] * (t + 1 + n)
         changed = True
         while changed:
@@ -346,14 +366,17 @@ class _Grammar:
                 x = t + 1 + self.lhs[r]
                 if not nullable[x] and all(nullable[y] for y in body):
                     nullable[x] = changed = True
-        self.nullable = nullable
+        return nullable
 
-        # Left corners: the dot-0 items the LR(0) closure adds for a nonterminal.
+    @functools.cached_property
+    def closure_items(self) -> list[tuple[int, ...]]:
+        """Left corners: the dot-0 items the LR(0) closure adds for a nonterminal."""
+        t, n = self.t, self.n
         first_nts: list[set[int]] = [set() for _ in range(n)]
         for r, body in enumerate(self.rhs):
             if body and body[0] > t:
                 first_nts[self.lhs[r]].add(body[0] - t - 1)
-        self.closure_items: list[tuple[int, ...]] = []
+        closure_items: list[tuple[int, ...]] = []
         for a in range(n):
             seen = {a}
             todo = [a]
@@ -362,9 +385,10 @@ class _Grammar:
                     if b not in seen:
                         seen.add(b)
                         todo.append(b)
-            self.closure_items.append(
+            closure_items.append(
                 tuple(self.item_base[r] for b in sorted(seen) for r in self.rules_by_lhs[b])
             )
+        return closure_items
 
     def item_str(self, item: int) -> str:
         r = self.item_rule[item]
@@ -591,9 +615,6 @@ def _tables(g: _Grammar, lr0: _Lr0, lookaheads: dict[tuple[int, int], int]) -> L
                     )
                 raise LALRConflictError(kind, s, g.symbol_name(col), first, reduce_item)
 
-    rule_rhs_start = array("i", [0])
-    for body in g.rhs:
-        rule_rhs_start.append(rule_rhs_start[-1] + len(body))
     state_symbol = array("i", [-1]) * n_states
     for row in lr0.trans:
         for x, target in row.items():
@@ -606,7 +627,26 @@ def _tables(g: _Grammar, lr0: _Lr0, lookaheads: dict[tuple[int, int], int]) -> L
             kernel_rule.append(item_rule[i])
             kernel_dot.append(g.item_dot[i])
         kernel_start.append(len(kernel_rule))
+    return _assemble(
+        g, n_states, action, goto, state_symbol, (kernel_start, kernel_rule, kernel_dot)
+    )
 
+
+def _assemble(
+    g: _Grammar,
+    n_states: int,
+    action: array[int],
+    goto: array[int],
+    state_symbol: array[int],
+    kernels: tuple[array[int], array[int], array[int]],
+) -> LalrTables:
+    """The tables of an automaton (built in Python or by the kernels), with the
+    arrays read off the rules and the fingerprint."""
+    kernel_start, kernel_rule, kernel_dot = kernels
+    t, n = g.t, g.n
+    rule_rhs_start = array("i", [0])
+    for body in g.rhs:
+        rule_rhs_start.append(rule_rhs_start[-1] + len(body))
     tables = LalrTables(
         n_terminals=t,
         n_nonterminals=n,
@@ -667,6 +707,15 @@ def _item_str(
     if rule_name and rule_name != lhs_name:
         text += f" -> {rule_name}"
     return text
+
+
+def _from_le(raw: bytes) -> array[int]:
+    """An int32 array from little-endian bytes, in the host's order."""
+    a = array("i")
+    a.frombytes(raw)
+    if sys.byteorder != "little":
+        a.byteswap()
+    return a
 
 
 def _le_bytes(a: array[int]) -> bytes:

@@ -33,6 +33,7 @@ from grid_kernels._native import (
     TrieTables,
     apply_token_bitmask,
     fill_next_token_bitmasks,
+    lalr_tables,
     pack_trie,
 )
 
@@ -47,6 +48,7 @@ __all__ = [
     "apply_token_bitmask",
     "engine_tables",
     "fill_next_token_bitmasks",
+    "lalr_tables",
     "pack_trie",
     "trie_tables",
 ]

@@ -28,6 +28,7 @@ __all__ = [
     "_probe_release",
     "apply_token_bitmask",
     "fill_next_token_bitmasks",
+    "lalr_tables",
     "pack_trie",
 ]
 
@@ -312,6 +313,19 @@ def apply_token_bitmask(logits: Buffer, bitmask: Buffer) -> None:
     ``(width,)`` or ``(batch, width)``, ``bitmask`` an int32 buffer shaped
     ``(n_words,)`` or ``(batch, n_words)`` with as many rows. Columns at or past
     ``32 * n_words`` are blocked; admitted logits are left bit for bit."""
+
+def lalr_tables(
+    n_terminals: int, n_nonterminals: int, rule_lhs: list[int], rule_rhs: list[tuple[int, ...]]
+) -> tuple[
+    tuple[str, int, int, int, int] | None,
+    tuple[int, bytes, bytes, bytes, bytes, bytes, bytes] | None,
+]:
+    """grid-core's ``build_lalr`` automaton, array for array, the GIL released:
+    ``(None, (n_states, action, goto, state_symbol, kernel_start, kernel_rule,
+    kernel_dot))`` (little-endian int32 bytes), or ``((kind, state, symbol,
+    first_item, reduce_item), None)`` at the first conflict. Symbols are
+    numbered as grid-core numbers them (rule 0 the augmented start rule); one
+    out of range is a ``ValueError``."""
 
 def pack_trie(
     token_bytes: list[bytes], special_ids: list[int]

@@ -1,0 +1,407 @@
+//! LALR(1) table construction, bit-identical to grid-core's `build_lalr`.
+//!
+//! Mirrors `grid_core.lalr` step by step, so that the tables (and so their
+//! fingerprint) are the same arrays: the LR(0) automaton numbered breadth
+//! first from the kernel of rule 0 (closures sorted, successors by symbol
+//! ascending, each kernel a sorted item list), DeRemer-Pennello lookaheads
+//! (`Read` then `Follow` by the digraph algorithm, with a virtual transition
+//! `(0, $start)` whose `Follow` is `{$END}`), then the action and goto tables,
+//! completed rules in ascending order, lookahead columns ascending, the first
+//! conflict reported. The grammar is validated by grid-core before it gets
+//! here (symbol ranges, rule 0 the augmented start rule), and the conflict
+//! message (which names the items) is written there too.
+//!
+//! Symbols: terminals `0..t`, `$END` = `t`, nonterminal `a` = `t + 1 + a`.
+//! An action cell is 0 (error), `s + 1` (shift to `s`) or `-r - 1` (reduce by
+//! rule `r`); a goto cell is the target state or -1.
+
+use std::collections::HashMap;
+
+/// The constructed tables (grid-core's `LalrTables` arrays that depend on
+/// the automaton; the rest are read off the rules there).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Built {
+    pub n_states: usize,
+    pub action: Vec<i32>,
+    pub goto: Vec<i32>,
+    pub state_symbol: Vec<i32>,
+    pub kernel_start: Vec<i32>,
+    pub kernel_rule: Vec<i32>,
+    pub kernel_dot: Vec<i32>,
+}
+
+/// The first conflict met: in `state` on terminal column `symbol`, the
+/// item already there (`first`, a shift item or a completed item) and the
+/// completed item of the rule that would reduce (`reduce`). Items are
+/// numbered as grid-core's `_Grammar` numbers them (`item_base[r] + dot`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Conflict {
+    pub shift_reduce: bool,
+    pub state: usize,
+    pub symbol: usize,
+    pub first: usize,
+    pub reduce: usize,
+}
+
+/// A terminal set over `t + 1` symbols ($END included), as words.
+type Set = Vec<u64>;
+
+fn or_into(a: &mut Set, b: &Set) {
+    for (x, y) in a.iter_mut().zip(b) {
+        *x |= y;
+    }
+}
+
+/// Build the tables of a grammar with `t` terminals and `n` nonterminals
+/// whose rule `r` is `lhs[r] -> rhs[r]`. Preconditions (checked by
+/// grid-core): every symbol is in range and is not `$END`; rule 0 is the
+/// augmented start rule.
+pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built, Conflict> {
+    let sym_nt = |x: u32| x as usize - t - 1;
+    let is_nt = |x: u32| x as usize > t;
+    // Items: item_base[r] + dot; item_next the symbol after the dot or -1.
+    let (mut item_base, mut item_rule, mut item_next) = (Vec::new(), Vec::new(), Vec::new());
+    for (r, body) in rhs.iter().enumerate() {
+        item_base.push(item_rule.len());
+        for d in 0..=body.len() {
+            item_rule.push(r);
+            item_next.push(body.get(d).map_or(-1, |&x| x as i64));
+        }
+    }
+    let mut rules_by_lhs: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (r, &a) in lhs.iter().enumerate() {
+        rules_by_lhs[a as usize].push(r);
+    }
+    let mut nullable = vec![false; t + 1 + n];
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for (r, body) in rhs.iter().enumerate() {
+            let x = t + 1 + lhs[r] as usize;
+            if !nullable[x] && body.iter().all(|&y| nullable[y as usize]) {
+                nullable[x] = true;
+                changed = true;
+            }
+        }
+    }
+    // Left corners: the dot-0 items the LR(0) closure adds for a nonterminal.
+    let mut first_nts: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (r, body) in rhs.iter().enumerate() {
+        if let Some(&x) = body.first() {
+            if is_nt(x) && !first_nts[lhs[r] as usize].contains(&sym_nt(x)) {
+                first_nts[lhs[r] as usize].push(sym_nt(x));
+            }
+        }
+    }
+    let closure_items: Vec<Vec<u32>> = (0..n)
+        .map(|a| {
+            let mut seen = vec![false; n];
+            seen[a] = true;
+            let mut todo = vec![a];
+            while let Some(x) = todo.pop() {
+                for &b in &first_nts[x] {
+                    if !seen[b] {
+                        seen[b] = true;
+                        todo.push(b);
+                    }
+                }
+            }
+            (0..n)
+                .filter(|&b| seen[b])
+                .flat_map(|b| rules_by_lhs[b].iter().map(|&r| item_base[r] as u32))
+                .collect()
+        })
+        .collect();
+
+    // The LR(0) automaton, breadth first.
+    let mut kernels: Vec<Vec<u32>> = vec![vec![item_base[0] as u32]];
+    let mut closures: Vec<Vec<u32>> = Vec::new();
+    let mut trans: Vec<Vec<(u32, u32)>> = Vec::new();
+    let mut index: HashMap<Vec<u32>, u32> = HashMap::from([(kernels[0].clone(), 0)]);
+    let mut s = 0;
+    while s < kernels.len() {
+        let kernel = kernels[s].clone();
+        let mut nts: Vec<usize> = kernel
+            .iter()
+            .filter(|&&i| item_next[i as usize] > t as i64)
+            .map(|&i| item_next[i as usize] as usize - t - 1)
+            .collect();
+        nts.sort_unstable();
+        nts.dedup();
+        let mut closure = kernel.clone();
+        if !nts.is_empty() {
+            let mut added: Vec<u32> = nts
+                .iter()
+                .flat_map(|&a| closure_items[a].iter().copied())
+                .collect();
+            added.sort_unstable();
+            added.dedup();
+            closure.extend(added);
+        }
+        let mut groups: Vec<(u32, Vec<u32>)> = Vec::new();
+        for &i in &closure {
+            let x = item_next[i as usize];
+            if x >= 0 {
+                match groups.iter_mut().find(|(y, _)| *y == x as u32) {
+                    Some((_, g)) => g.push(i + 1),
+                    None => groups.push((x as u32, vec![i + 1])),
+                }
+            }
+        }
+        groups.sort_unstable_by_key(|(x, _)| *x);
+        let mut row = Vec::with_capacity(groups.len());
+        for (x, mut succ) in groups {
+            succ.sort_unstable();
+            let target = match index.get(&succ) {
+                Some(&target) => target,
+                None => {
+                    let target = kernels.len() as u32;
+                    index.insert(succ.clone(), target);
+                    kernels.push(succ);
+                    target
+                }
+            };
+            row.push((x, target));
+        }
+        closures.push(closure);
+        trans.push(row);
+        s += 1;
+    }
+    let goto_of = |q: usize, x: u32| -> usize {
+        let row = &trans[q];
+        let at = row
+            .binary_search_by_key(&x, |&(y, _)| y)
+            .expect("a rule's body is a path of the automaton");
+        row[at].1 as usize
+    };
+
+    // Lookaheads (DeRemer-Pennello): nonterminal transitions x = (p, A), and
+    // the virtual (0, $start).
+    let words = (t + 1).div_ceil(64).max(1);
+    let mut nt_from: Vec<usize> = Vec::new();
+    let mut nt_sym: Vec<u32> = Vec::new();
+    let mut nt_index: Vec<HashMap<u32, usize>> = Vec::with_capacity(trans.len());
+    for (p, row) in trans.iter().enumerate() {
+        let mut ids = HashMap::new();
+        for &(x, _) in row {
+            if is_nt(x) {
+                ids.insert(x, nt_from.len());
+                nt_from.push(p);
+                nt_sym.push(x);
+            }
+        }
+        nt_index.push(ids);
+    }
+    let start_sym = (t + 1) as u32 + lhs[0];
+    let virtual_ = nt_from.len();
+    nt_index[0].insert(start_sym, virtual_);
+    nt_from.push(0);
+    nt_sym.push(start_sym);
+    let n_trans = nt_from.len();
+
+    let mut direct: Vec<Set> = vec![vec![0; words]; n_trans];
+    let mut reads: Vec<Vec<usize>> = vec![Vec::new(); n_trans];
+    for x in 0..virtual_ {
+        let q = goto_of(nt_from[x], nt_sym[x]);
+        for &(c, _) in &trans[q] {
+            if (c as usize) < t {
+                direct[x][c as usize / 64] |= 1 << (c % 64);
+            } else if is_nt(c) && nullable[c as usize] {
+                reads[x].push(nt_index[q][&c]);
+            }
+        }
+    }
+    direct[virtual_][t / 64] |= 1 << (t % 64);
+    let read = digraph(&reads, direct);
+
+    let mut includes: Vec<Vec<usize>> = vec![Vec::new(); n_trans];
+    let mut lookback: HashMap<(usize, usize), Vec<usize>> = HashMap::new();
+    for x in 0..n_trans {
+        let (p, a) = (nt_from[x], nt_sym[x]);
+        for &r in &rules_by_lhs[sym_nt(a)] {
+            let body = &rhs[r];
+            let mut path = Vec::with_capacity(body.len() + 1);
+            path.push(p);
+            let mut q = p;
+            for &y in body {
+                q = goto_of(q, y);
+                path.push(q);
+            }
+            lookback.entry((q, r)).or_default().push(x);
+            for i in (0..body.len()).rev() {
+                let y = body[i];
+                if is_nt(y) {
+                    includes[nt_index[path[i]][&y]].push(x);
+                }
+                if !nullable[y as usize] {
+                    break;
+                }
+            }
+        }
+    }
+    let follow = digraph(&includes, read);
+
+    // The tables.
+    let (w, n_states) = (t + 1, kernels.len());
+    let mut action = vec![0i32; n_states * w];
+    let mut goto = vec![-1i32; n_states * n];
+    for (s, row) in trans.iter().enumerate() {
+        for &(x, target) in row {
+            if (x as usize) < t {
+                action[s * w + x as usize] = target as i32 + 1;
+            } else {
+                goto[s * n + sym_nt(x)] = target as i32;
+            }
+        }
+    }
+    for (s, closure) in closures.iter().enumerate() {
+        let mut complete: Vec<usize> = closure
+            .iter()
+            .filter(|&&i| item_next[i as usize] < 0)
+            .map(|&i| item_rule[i as usize])
+            .collect();
+        complete.sort_unstable();
+        for r in complete {
+            let mut mask: Set = vec![0; words];
+            for &x in lookback.get(&(s, r)).map_or(&[][..], |v| &v[..]) {
+                or_into(&mut mask, &follow[x]);
+            }
+            for col in (0..w).filter(|&c| mask[c / 64] >> (c % 64) & 1 == 1) {
+                let cell = action[s * w + col];
+                if cell == 0 {
+                    action[s * w + col] = -(r as i32) - 1;
+                    continue;
+                }
+                let reduce = item_base[r] + rhs[r].len();
+                let (shift_reduce, first) = if cell > 0 {
+                    let i = closure
+                        .iter()
+                        .find(|&&i| item_next[i as usize] == col as i64)
+                        .expect("a shift has its item");
+                    (true, *i as usize)
+                } else {
+                    let other = (-cell - 1) as usize;
+                    (false, item_base[other] + rhs[other].len())
+                };
+                return Err(Conflict {
+                    shift_reduce,
+                    state: s,
+                    symbol: col,
+                    first,
+                    reduce,
+                });
+            }
+        }
+    }
+    let mut state_symbol = vec![-1i32; n_states];
+    for row in &trans {
+        for &(x, target) in row {
+            state_symbol[target as usize] = x as i32;
+        }
+    }
+    let mut kernel_start = vec![0i32];
+    let (mut kernel_rule, mut kernel_dot) = (Vec::new(), Vec::new());
+    for kernel in &kernels {
+        for &i in kernel {
+            let r = item_rule[i as usize];
+            kernel_rule.push(r as i32);
+            kernel_dot.push((i as usize - item_base[r]) as i32);
+        }
+        kernel_start.push(kernel_rule.len() as i32);
+    }
+    Ok(Built {
+        n_states,
+        action,
+        goto,
+        state_symbol,
+        kernel_start,
+        kernel_rule,
+        kernel_dot,
+    })
+}
+
+/// `F(x) = base(x) U U{ F(y) : x R y }` by DeRemer-Pennello's digraph
+/// (Tarjan's strongly connected components, iterative): grid-core's
+/// `_digraph`. The least solution is unique, so the result does not depend
+/// on the order of the edges.
+fn digraph(relation: &[Vec<usize>], base: Vec<Set>) -> Vec<Set> {
+    let n = base.len();
+    let mut result = base;
+    let mut depth = vec![0usize; n];
+    let done = n + 1;
+    let mut stack: Vec<usize> = Vec::new();
+    for root in 0..n {
+        if depth[root] != 0 {
+            continue;
+        }
+        stack.push(root);
+        depth[root] = stack.len();
+        let mut work = vec![root];
+        let mut heights = vec![stack.len()];
+        let mut cursor = vec![0usize];
+        while let Some(&x) = work.last() {
+            let i = *cursor.last().expect("one cursor per open node");
+            if let Some(&y) = relation[x].get(i) {
+                *cursor.last_mut().expect("one cursor per open node") = i + 1;
+                if depth[y] == 0 {
+                    stack.push(y);
+                    depth[y] = stack.len();
+                    work.push(y);
+                    heights.push(stack.len());
+                    cursor.push(0);
+                } else {
+                    depth[x] = depth[x].min(depth[y]);
+                    let fy = result[y].clone();
+                    or_into(&mut result[x], &fy);
+                }
+                continue;
+            }
+            work.pop();
+            cursor.pop();
+            if depth[x] == heights.pop().expect("one height per open node") {
+                let fx = result[x].clone();
+                loop {
+                    let z = stack.pop().expect("x is on the stack");
+                    depth[z] = done;
+                    result[z].clone_from(&fx);
+                    if z == x {
+                        break;
+                    }
+                }
+            }
+            if let Some(&parent) = work.last() {
+                depth[parent] = depth[parent].min(depth[x]);
+                let fx = result[x].clone();
+                or_into(&mut result[parent], &fx);
+            }
+        }
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `S' -> S; S -> S a | b` (t = 2: a, b; n = 2: S', S).
+    #[test]
+    fn left_recursion_builds() {
+        let (a, b, s) = (0, 1, 4);
+        let built = build(2, 2, &[0, 1, 1], &[vec![s], vec![s, a], vec![b]]).unwrap();
+        assert_eq!(built.n_states, 4);
+        // State 0 shifts b to a state that reduces S -> b on a and $END.
+        let to = built.action[b as usize] - 1;
+        assert!(to > 0);
+        let w = 3;
+        assert_eq!(built.action[to as usize * w], -3);
+        assert_eq!(built.action[to as usize * w + 2], -3);
+    }
+
+    /// `S' -> S; S -> a | a` is a reduce/reduce conflict on $END.
+    #[test]
+    fn conflicts_are_reported() {
+        let err = build(1, 2, &[0, 1, 1], &[vec![3], vec![0], vec![0]]).unwrap_err();
+        assert!(!err.shift_reduce);
+        assert_eq!(err.symbol, 1);
+    }
+}
