@@ -6,12 +6,15 @@ Purpose. Issue 5's last item: for each role of grid-sql's example policy
 (``RoleProjection``, with its ``SchemaLexicon``), reach every identifier and verb
 position of the role's LALR tables and try to spell every relation without
 grant (bare, in each identifier quote, as a string literal, as a qualifier; any
-letter case) and every verb the role lacks with every token path Qwen's
-151,851-token vocabulary offers; the same search must complete the allowed
-names (positive controls). Forbidden names the grammar reads as something else
-(an alias, a string, a qualifier) are completed into sentences and compiled by
-SQLite with an authorizer, which must see no table without grant and no write
-with a verb the role lacks. The method and its nouns: ``grid_sql.speller``.
+letter case), every verb the role lacks and, at every position where a function
+call may stand, every function its policy does not grant (issue 15; the example
+roles get the SQLite dialect's default: randomblob, zeroblob, printf and format
+are out) with every token path Qwen's 151,851-token vocabulary offers; the same
+search must complete the allowed names and calls (positive controls). Forbidden
+names the grammar reads as something else (an alias, a string, a qualifier) are
+completed into sentences and compiled by SQLite with an authorizer, which must
+see no table without grant, no write with a verb the role lacks and no call of
+a function without grant. The method and its nouns: ``grid_sql.speller``.
 
 Engines are built as ``grid_sql.demo`` and ``bench/walk_arm.py`` build them (one
 shared T2 cache); masks are grid-core's (grid-kernels when built).
@@ -108,6 +111,7 @@ def run(roles: Sequence[str] | None, glues: Sequence[bytes], oracle: bool) -> di
             k: sum(r[k] for r in out)
             for k in (
                 "positions",
+                "function_positions",
                 "searches",
                 "trials",
                 "paths",
@@ -142,7 +146,7 @@ def report(p: RoleProbe) -> None:
     print(f"\nrole {p.role}: verbs {', '.join(p.verbs)}; tables {', '.join(p.tables)}")
     print(
         f"  positions {p.positions} ({p.relation_positions} relation, "
-        f"{p.keyword_positions} keyword) "
+        f"{p.keyword_positions} keyword, {p.function_positions} call) "
         f"hit {goals - len(p.goals_missed)}/{goals} goals of {p.lalr_states} LALR states "
         f"({p.identifier_goals} identifier, {p.keyword_goals} keyword); forbidden verbs "
         f"shifted in {len(p.forbidden_verb_goals)} states"

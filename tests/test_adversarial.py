@@ -39,6 +39,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -242,8 +243,6 @@ def test_controls_inside_the_language_and_sqlite(name: str) -> None:
 
 @cache
 def example_ddl() -> str:
-    from importlib import resources
-
     return resources.files("grid_sql.examples").joinpath("company.sql").read_text()
 
 
@@ -334,6 +333,9 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "{load-extension}": policy(
             "load-extension", one_role + 'tables = "*"\nfunctions = ["load_extension"]\n'
         ),
+        "{example-policy}": str(
+            resources.files("grid_sql.examples").joinpath("company.policy.toml")
+        ),
         "{out}": str(root / "out.policy.toml"),
     }
 
@@ -372,6 +374,10 @@ BAD_INPUT: dict[str, tuple[list[str], int | None, str]] = {
     ),
     "check: --db without --policy": (
         ["check", "SELECT 1;", "--db", "{company}"], 2, "grid policy init --db",
+    ),
+    "check: a policy that does not fit the database": (
+        ["check", "SELECT 1;", "--db", "{cte-db}", "--policy", "{example-policy}"], 2,
+        "roles.analyst.tables[0]: no relation 'departments' in cte",
     ),
     "check: tables = []": (
         ["check", "SELECT 1;", "--policy", "{no-table}"], 2,
@@ -423,6 +429,10 @@ BAD_INPUT: dict[str, tuple[list[str], int | None, str]] = {
     "ask: a budget of zero": (["ask", "How many?", "--max-tokens", "0"], 2, "max-tokens"),
     "ask: --db without --policy": (
         ["ask", "How many?", "--db", "{company}"], 2, "needs --policy FILE",
+    ),
+    "ask: a policy that does not fit the database": (
+        ["ask", "How many?", "--db", "{cte-db}", "--policy", "{example-policy}"], 2,
+        "no relation 'departments' in cte",
     ),
     "ask: tables = []": (
         ["ask", "How many?", "--policy", "{no-table}"], 2, "no relation is granted",
