@@ -325,6 +325,9 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
             "keywords", 'CREATE TABLE "select" (id INTEGER); CREATE TABLE "order" ("from" TEXT);'
         ),
         "{empty-name-db}": database("empty", 'CREATE TABLE "" (id INTEGER);'),
+        "{functions-db}": database(
+            "functions", "CREATE TABLE date (datetime TEXT, upper TEXT, randomblob INTEGER);"
+        ),
         "{no-tables-db}": database("none", "PRAGMA user_version = 1;"),
         "{all}": policy("all", one_role + 'tables = "*"\n'),
         "{no-table}": policy("no-table", one_role + "tables = []\n"),
@@ -401,6 +404,10 @@ BAD_INPUT: dict[str, tuple[list[str], int | None, str]] = {
     "check: tables named like keywords": (
         ["check", 'SELECT "from" FROM "order";', "--db", "{keywords-db}", "--policy", "{all}"],
         0, "checker: accepted",
+    ),
+    "check: names that spell functions and types": (
+        ["check", "SELECT datetime, upper(upper), randomblob FROM date;", "--db",
+         "{functions-db}", "--policy", "{all}"], 0, "checker: accepted",
     ),
     "check: a keyword table unquoted": (
         ["check", "SELECT * FROM select;", "--db", "{keywords-db}", "--policy", "{all}"], 1,
