@@ -68,6 +68,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from vllm.v1.structured_output.backend_types import (
     StructuredOutputBackend,
@@ -288,9 +289,15 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
                 self._fail(e)
 
     def fill_bitmask(self, bitmask: torch.Tensor, batch_index: int) -> None:
-        row = bitmask_tensor([self.stops.stop_row() if self.deferred else self._row()])[0]
-        assert bitmask.shape[-1] == row.shape[0], "a bitmask not allocated by GridBackend"
-        bitmask[batch_index].copy_(row)
+        row = self.stops.stop_row() if self.deferred else self._row()
+        words = _words_of(bitmask)
+        if words is None:  # not the CPU int32 tensor GridBackend allocates: copy through torch
+            tensor = bitmask_tensor([row])[0]
+            assert bitmask.shape[-1] == tensor.shape[0], "a bitmask not allocated by GridBackend"
+            bitmask[batch_index].copy_(tensor)
+            return
+        assert words.shape[-1] * 4 == len(row), "a bitmask not allocated by GridBackend"
+        words[batch_index] = np.frombuffer(row, dtype=np.int32)
 
     def is_terminated(self) -> bool:
         return self.guide.is_terminated()
@@ -332,6 +339,28 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
         self.error = error
         logger.error("GRID: request failed after %d tokens: %s", self.guide.steps, error)
         self._end("error")
+
+
+_VIEW: list[tuple[Any, Any]] = [(None, None)]
+"""The last bitmask ``fill_bitmask`` wrote into and its numpy view, as one pair
+(read and replaced whole, so threads never mix two tensors' views); vLLM reuses
+one tensor for every round, and holding it here keeps the view valid."""
+
+
+def _words_of(bitmask: torch.Tensor) -> Any:
+    """A numpy view of a contiguous CPU int32 bitmask (one ``fill_bitmask`` row is
+    then one slice assignment, not a tensor built per row), or None."""
+    tensor, view = _VIEW[0]
+    if bitmask is not tensor:
+        usable = (
+            bitmask.device.type == "cpu"
+            and bitmask.dtype == torch.int32
+            and bitmask.dim() == 2
+            and bitmask.is_contiguous()
+        )
+        view = bitmask.numpy() if usable else None
+        _VIEW[0] = (bitmask, view)
+    return view
 
 
 def _seal(guide: Guide, sink: Callable[[], AuditSink], request: list[str], stop: str) -> None:
