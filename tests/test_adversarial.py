@@ -331,6 +331,11 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "{no-tables-db}": database("none", "PRAGMA user_version = 1;"),
         "{all}": policy("all", one_role + 'tables = "*"\n'),
         "{no-table}": policy("no-table", one_role + "tables = []\n"),
+        "{no-column}": policy(
+            "no-column",
+            'version = 1\n[roles.u]\nverbs = ["UPDATE"]\ntables = ["orders"]\n'
+            "columns.orders = []\n",
+        ),
         "{no-verb}": policy("no-verb", 'version = 1\n[roles.r]\nverbs = []\ntables = "*"\n'),
         "{cte-listed}": policy("cte-listed", one_role + 'tables = "*"\ncte_names = ["cte"]\n'),
         "{load-extension}": policy(
@@ -389,6 +394,10 @@ BAD_INPUT: dict[str, tuple[list[str], int | None, str]] = {
     "check: verbs = []": (
         ["check", "SELECT 1;", "--policy", "{no-verb}"], 2, "roles.r.verbs: no verb is granted",
     ),
+    "check: a role whose language is empty": (
+        ["check", "SELECT 1;", "--policy", "{no-column}"], 2,
+        "empty lexicon categories ['COLUMN_NAME'] leave no statement",
+    ),
     "check: a function that loads code": (
         ["check", "SELECT 1;", "--policy", "{load-extension}"], 2,
         "the sqlite dialect has no function 'load_extension'",
@@ -443,6 +452,10 @@ BAD_INPUT: dict[str, tuple[list[str], int | None, str]] = {
     ),
     "ask: tables = []": (
         ["ask", "How many?", "--policy", "{no-table}"], 2, "no relation is granted",
+    ),
+    "ask: a role whose language is empty": (
+        ["ask", "How many?", "--policy", "{no-column}"], 2,
+        "the projected language of role 'u' is empty",
     ),
     "ask: a table named cte": (
         ["ask", "How many?", "--db", "{cte-db}", "--policy", "{all}"], None, "",

@@ -67,7 +67,7 @@ from typing import Any, TextIO
 from grid_core.audit import AuditLog, reseal
 from grid_core.errors import ServingError
 from grid_serve import text2sql
-from grid_sql.cli import DEFAULT_ROLE, default_role, format_violation
+from grid_sql.cli import DEFAULT_ROLE, default_role, format_violation, role_language
 from grid_sql.limits import LIMIT_KEYS, LimitExceededError, Limits, check_limit
 from grid_sql.policy import PolicyBundle, RoleGrants
 from grid_sql.schema import SchemaSnapshot
@@ -324,6 +324,7 @@ def inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
     policy = PolicyBundle.load(args.policy, schema) if args.policy else example_policy(schema)
     role = args.role or default_role(policy)
     grants = policy.grants(role, schema)
+    role_language(schema, policy, role)  # a role that cannot say anything fails here
     overrides = {key: getattr(args, f"limit_{_FLAG[key]}") for key in LIMIT_KEYS}
     limits = policy.role(role).limits.replace(**overrides)
     require_framework()

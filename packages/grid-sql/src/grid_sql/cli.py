@@ -92,6 +92,7 @@ __all__ = [
     "format_violation",
     "language_verdict",
     "reserve_fingerprint",
+    "role_language",
 ]
 
 #: The role ``grid check`` and ``grid ask`` use when none is named (if the policy has it).
@@ -138,6 +139,19 @@ def _inputs(args: argparse.Namespace) -> tuple[Dialect, SchemaSnapshot, PolicyBu
         )
     policy = PolicyBundle.load(args.policy, schema) if args.policy else example_policy(schema)
     return dialect, schema, policy
+
+
+def role_language(
+    schema: SchemaSnapshot, policy: PolicyBundle, role: str
+) -> tuple[SchemaLexicon, RoleProjection]:
+    """The role's schema lexicon (L3) and projection (L2) over ``schema``, in its dialect:
+    what its mask admits. Raises the GridError that makes the role unusable (an unknown
+    role or name, a word no quote form can hold, a language left empty, e.g. UPDATE with
+    no column granted), so that a command can refuse it before any model work."""
+    dialect = get_dialect(schema.dialect)
+    lexicon = SchemaLexicon.build(dialect, schema, policy.grants(role, schema))
+    projection = RoleProjection.compile(policy.role(role), dialect, words=lexicon.words)
+    return lexicon, projection
 
 
 def default_role(policy: PolicyBundle) -> str:
@@ -222,8 +236,7 @@ def _check(args: argparse.Namespace) -> int:
         violations, unread = [], f"outside the language at byte {e.offset} ({e.detail})"
     except StatementTooDeepError as e:
         violations, unread = [], f"REFUSED ({e})"
-    lexicon = SchemaLexicon.build(dialect, schema, grants)
-    projection = RoleProjection.compile(policy.role(role), dialect, words=lexicon.words)
+    lexicon, projection = role_language(schema, policy, role)
     leaves = language_verdict(projection, lexicon, dialect, data)
 
     out = sys.stdout
