@@ -7,10 +7,18 @@ identifier at lexicon positions, inside strings and comments, right after a
 complete statement. The fast path's mask (CI + CD + EOS, alias classes
 expanded) must equal ``grid_spec.Language.mask`` id for id.
 
-The default suite runs 8 prefixes per vocabulary on the whole vocabulary and 100
-per vocabulary on a seeded sample of 1,500 ids each (every kind of position
-still, the spec restricted exactly to the sample); ``nox -s differential`` runs
-500 per vocabulary on the whole vocabulary (``-m slow``).
+Each backend is checked against the spec on its own, with the spec's mask
+computed once per prefix: ``python`` is grid-core's Python path alone (the
+kernels switched off for that engine: Python walks, Python cache), ``native``
+the guide users get (``Engine.guide()``: the kernels' session, fed the prefix
+one single-byte token at a time, its ``mask_ids``), and ``engine`` what
+``Engine.compute_mask`` gives with the kernels loaded (its cold walks native).
+
+The default suite runs 8 prefixes per vocabulary on the whole vocabulary (all
+three backends) and 100 per vocabulary on a seeded sample of 1,500 ids each
+(``engine`` and ``native``; every kind of position still, the spec restricted
+exactly to the sample); ``nox -s differential`` runs 500 per vocabulary on the
+whole vocabulary (``-m slow``).
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from toy import ANALYST
 
 from grid_core import vocab as vocabularies
 from grid_core.guide import Engine
+from grid_core.kernels import KernelGuide
 from grid_core.vocab import Vocabulary
 from grid_spec import Language
 
@@ -95,8 +104,35 @@ def fast_mask(engine: Engine, w: bytes) -> set[int]:
     return ids | ({engine.vocab.eos_id} if result.eos else set())
 
 
-def mismatches(name: str, n: int, sample: tuple[int, int] | None = None) -> list[str]:
-    """Prefixes where the fast path's mask differs from the spec's.
+def native_mask(engine: Engine, w: bytes) -> set[int]:
+    """The native guide's mask after ``w``, fed as single-byte tokens (the
+    configuration depends on the bytes only, not on how they were tokenized)."""
+    guide = engine.guide()
+    assert isinstance(guide, KernelGuide)
+    trie = engine.trie
+    for b in w:
+        guide.accept_token(trie.ids_at(trie.find(bytes([b])))[0])
+    ids = set(guide.mask_ids())
+    eos = set(engine.vocab.eos_ids)
+    if ids & eos:  # the guide admits every EOS id where EOS is legal; the spec one
+        assert eos <= ids
+        ids = ids - eos | {engine.vocab.eos_id}
+    return ids
+
+
+#: How each backend computes a prefix's mask (see the module header).
+BACKENDS: dict[str, Callable[[Engine, bytes], set[int]]] = {
+    "python": fast_mask,
+    "engine": fast_mask,
+    "native": native_mask,
+}
+
+
+def mismatches(
+    name: str, n: int, sample: tuple[int, int] | None = None, backends: tuple[str, ...] = ()
+) -> list[str]:
+    """Prefixes where a backend's mask differs from the spec's (``backends``: all
+    three by default).
 
     ``sample = (admitted, uniform)`` compares each prefix on a seeded sample of the
     vocabulary instead of all of it: up to ``admitted`` ids of the fast mask (where
@@ -106,24 +142,36 @@ def mismatches(name: str, n: int, sample: tuple[int, int] | None = None) -> list
     its mask skips), so it computes exactly its mask restricted to the sample.
     """
     voc = VOCABS[name]()
-    engine = Engine(ANALYST, voc, LEXICON)
+    engines = {b: engine_for(name, b) for b in backends or tuple(BACKENDS)}
     rng = random.Random(f"differential-{name}")
     out = []
     for w in prefixes(n, seed=len(name)):
-        fast = fast_mask(engine, w)
+        masks = {b: BACKENDS[b](e, w) for b, e in engines.items()}
         spellings = voc.token_bytes
         if sample is not None:
             admitted, uniform = sample
-            ids = sorted(fast - {voc.eos_id})
+            union = set().union(*masks.values())
+            ids = sorted(union - {voc.eos_id})
             chosen = set(rng.sample(ids, min(admitted, len(ids))))
             chosen |= set(rng.sample(range(voc.n_vocab), uniform)) | {voc.eos_id}
             spellings = [b if i in chosen else b"" for i, b in enumerate(voc.token_bytes)]
-            fast &= chosen
+            masks = {b: m & chosen for b, m in masks.items()}
         spec = SPEC.mask(spellings, voc.special_ids, voc.eos_id, w)
-        if fast != spec:
-            diff = sorted(fast ^ spec)[:5]
-            out.append(f"{w!r}: {[(i, voc.token_bytes[i], i in fast) for i in diff]}")
+        for backend, fast in masks.items():
+            if fast != spec:
+                diff = sorted(fast ^ spec)[:5]
+                out.append(f"{backend} {w!r}: {[(i, voc.token_bytes[i], i in fast) for i in diff]}")
     return out
+
+
+def engine_for(name: str, backend: str) -> Engine:
+    """A fresh engine over the vocabulary; ``python``'s without the kernels."""
+    engine = Engine(ANALYST, VOCABS[name](), LEXICON)
+    if backend == "python":
+        engine.kernel = None
+    elif engine.kernel is None:
+        pytest.skip("grid-kernels is not installed: the native and engine backends need it")
+    return engine
 
 
 @pytest.mark.parametrize("name", sorted(VOCABS))
@@ -136,8 +184,9 @@ def test_fast_path_equals_spec(name: str) -> None:
 def test_fast_path_equals_spec_on_100_prefixes(name: str) -> None:
     """A hundred prefixes, each on a sample of 1,500 ids (see :func:`mismatches`): the
     spec's brute force over a whole real vocabulary costs about half a second to a
-    second per prefix here, which 400 prefixes cannot afford in the default suite."""
-    assert mismatches(name, 100, sample=(500, 1000)) == []
+    second per prefix here, which 400 prefixes cannot afford in the default suite
+    (nor can the Python path's walks of a whole vocabulary at every prefix)."""
+    assert mismatches(name, 100, sample=(500, 1000), backends=("engine", "native")) == []
 
 
 @pytest.mark.slow
