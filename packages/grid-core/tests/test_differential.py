@@ -24,7 +24,7 @@ whole vocabulary (``-m slow``).
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pytest
 from toy import ANALYST
@@ -147,7 +147,7 @@ def mismatches(
     out = []
     for w in prefixes(n, seed=len(name)):
         masks = {b: BACKENDS[b](e, w) for b, e in engines.items()}
-        spellings = voc.token_bytes
+        spellings: Sequence[bytes] = voc.token_bytes
         if sample is not None:
             admitted, uniform = sample
             union = set().union(*masks.values())
