@@ -71,3 +71,29 @@ def test_format_table() -> None:
         "1  | Ada",
         "22 | NULL",
     ]
+
+
+def test_the_prompt_spells_hostile_names_as_one_quoted_name() -> None:
+    """A table and columns whose names hold a semicolon, quotes and a comment
+    marker, and a declared type that is SQL of its own: the prompt quotes each name
+    as a statement must spell it and leaves the type out, so no line carries a
+    second statement. Fails if a name is shown bare."""
+    from grid_sql.policy import RoleGrants
+
+    schema = SchemaSnapshot.from_sqlite_ddl(
+        'CREATE TABLE "semi; DROP TABLE x" ("a""b" INTEGER, "c -- d" "TEXT); DROP TABLE y; --", '
+        "ok VARCHAR(10));"
+    )
+    table = schema.tables[0].name
+    grants = RoleGrants(
+        role="r",
+        verbs=frozenset({"select"}),
+        banned_clauses=frozenset(),
+        columns={table: ('a"b', "c -- d", "ok")},
+        unrestricted=frozenset({table}),
+        cte_names=(),
+        schema_fingerprint=schema.fingerprint,
+    )
+    assert schema_ddl(schema, grants) == (
+        'CREATE TABLE "semi; DROP TABLE x" ("a""b" INTEGER, "c -- d", ok VARCHAR(10));'
+    )

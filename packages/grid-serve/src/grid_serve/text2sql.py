@@ -42,6 +42,7 @@ the grants of the tables involved. Its budget is the first attempt's.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -186,16 +187,30 @@ def _star_column(rule: Rule) -> bool:
     return rule.origin in ("result_column", "star_column") and "STAR" in rule.expansion
 
 
+#: A declared column type the prompt shows: type words, then ``(n)`` or ``(n, m)``.
+PLAIN_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_ ]*(\(\s*[+-]?\d+(\s*,\s*[+-]?\d+)?\s*\))?")
+
+
 def schema_ddl(schema: SchemaSnapshot, grants: RoleGrants) -> str:
-    """``CREATE TABLE`` statements of the role's tables, granted columns only, one per line."""
+    """``CREATE TABLE`` statements of the role's tables, granted columns only, one per line.
+
+    Names are spelled as a statement must spell them (``Dialect.spell_identifier``:
+    quoted unless bare), so a name holding quotes, a semicolon or a comment marker
+    reads as the one name it is, never as SQL of its own; a declared type that is
+    not a plain type name (:data:`PLAIN_TYPE`) is left out.
+    """
+    spell = get_dialect(DIALECT).spell_identifier
     lines = []
     for table in schema.tables:
         granted = grants.columns.get(table.name)
         if granted is None:
             continue
         types = {c.name: c.type for c in table.columns}
-        cols = ", ".join(f"{c} {types[c]}".rstrip() for c in granted)
-        lines.append(f"CREATE TABLE {table.name} ({cols});")
+        cols = ", ".join(
+            f"{spell(c)} {types[c] if PLAIN_TYPE.fullmatch(types[c] or '') else ''}".rstrip()
+            for c in granted
+        )
+        lines.append(f"CREATE TABLE {spell(table.name)} ({cols});")
     return "\n".join(lines)
 
 
