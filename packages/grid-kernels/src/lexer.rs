@@ -111,23 +111,36 @@ impl GrammarTables {
     /// The stack once the remainder is lexed to the end of input, or `None`
     /// (`Lexer.finalize`).
     pub fn finalize(&self, arena: &mut StackArena, config: &Config) -> Result<Option<NodeId>> {
-        let mut config = config.clone();
-        while !config.remainder.is_empty() {
-            let Some(emitted) = self.emit(arena, config.node, &config.scan)? else {
-                return Ok(None);
-            };
-            let tail = config.remainder[config.scan.la_len as usize..].to_vec();
-            let fresh = Config {
-                node: emitted,
-                remainder: Vec::new(),
-                scan: START,
-            };
-            let Some(after) = self.advance(arena, &fresh, &tail)? else {
-                return Ok(None);
-            };
-            config = after;
+        self.finalize_at(arena, config.node, &config.scan, &config.remainder)
+    }
+
+    /// [`Self::finalize`] of `(node, remainder, scan)` without copying the
+    /// remainder: the first emission reads only the scan state, so a remainder
+    /// whose last accept no stack can take (an open string literal) is refused
+    /// in O(1), whatever its length (requirement R); only the tail after an
+    /// emission is copied and read again.
+    pub fn finalize_at(
+        &self,
+        arena: &mut StackArena,
+        node: NodeId,
+        scan: &Scan,
+        remainder: &[u8],
+    ) -> Result<Option<NodeId>> {
+        if remainder.is_empty() {
+            return Ok(Some(node));
         }
-        Ok(Some(config.node))
+        let Some(emitted) = self.emit(arena, node, scan)? else {
+            return Ok(None);
+        };
+        let fresh = Config {
+            node: emitted,
+            remainder: Vec::new(),
+            scan: START,
+        };
+        match self.advance(arena, &fresh, &remainder[scan.la_len as usize..])? {
+            Some(after) => self.finalize_at(arena, after.node, &after.scan, &after.remainder),
+            None => Ok(None),
+        }
     }
 
     /// The remainder (empty or with scan state `scan`) is live under the
@@ -149,7 +162,18 @@ impl GrammarTables {
     /// EOS gate: the remainder finalizes and `$END` then reaches ACCEPT
     /// (`Lexer.eos_allowed`).
     pub fn eos_allowed(&self, arena: &mut StackArena, config: &Config) -> Result<bool> {
-        match self.finalize(arena, config)? {
+        self.eos_allowed_at(arena, config.node, &config.scan, &config.remainder)
+    }
+
+    /// [`Self::eos_allowed`] of `(node, remainder, scan)`, the remainder borrowed.
+    pub fn eos_allowed_at(
+        &self,
+        arena: &mut StackArena,
+        node: NodeId,
+        scan: &Scan,
+        remainder: &[u8],
+    ) -> Result<bool> {
+        match self.finalize_at(arena, node, scan, remainder)? {
             Some(node) => arena.accepts(node),
             None => Ok(false),
         }

@@ -46,7 +46,6 @@ use crate::audit::{extend_digest, mask_entry_id, Chain, Kind, Record};
 use crate::cache::{Class, Payload, Verdict};
 use crate::engine::{lock, Engine, Lookup, Row, Stacks};
 use crate::error::{KernelError, Result};
-use crate::lexer::Config;
 use crate::parser::NodeId;
 use crate::scanner::{Scan, START};
 
@@ -184,12 +183,8 @@ impl Session {
         } else if s.scan.la_len == 0 {
             false // a remainder with no accepted prefix cannot finalize
         } else {
-            let config = Config {
-                node: s.node,
-                remainder: self.remainder(&s).to_vec(),
-                scan: s.scan,
-            };
-            g.eos_allowed(arena, &config)?
+            let remainder = &self.output[s.rem_start as usize..s.out_len as usize];
+            g.eos_allowed_at(arena, s.node, &s.scan, remainder)?
         };
         drop(stacks);
         self.steps.last_mut().expect("initial step").eos = Some(eos);
