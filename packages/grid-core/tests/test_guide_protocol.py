@@ -417,3 +417,31 @@ def test_native_t2_is_one_cache_for_the_family(family: list[tuple[str, dict]]) -
         alone.append(_shared[fresh].cached_walks)
     assert grown[0] == alone[0]
     assert sum(grown[1:]) < sum(alone[1:]), (grown, alone)
+
+
+def test_config_key_is_a_mask_key_of_bounded_size() -> None:
+    """The native guide's ``config_key`` (what the vLLM rows are cached by): over 40
+    seeded replays, configurations with equal keys have equal masks; inside an open
+    string literal 3,000 bytes long the key holds none of the literal's bytes (its
+    ``v`` is empty), so a row cache keyed by it stays O(1) per token (requirement
+    R). Fails if the key is the raw remainder, or drops a field two masks differ by."""
+    engine = sqlite_engine("cl100k")
+    seen: dict[object, list[int]] = {}
+    for seed in range(40):
+        rng = random.Random(seed)
+        guide = engine.guide()
+        for _ in range(30):
+            mask = guide.mask_ids()
+            assert seen.setdefault(guide.config_key(), mask) == mask, (seed, guide.output())
+            token = rng.choice([t for t in mask if t not in engine.vocab.eos_ids] or mask)
+            if token in engine.vocab.eos_ids:
+                break
+            guide.accept_token(token)
+    assert len(seen) > 300
+    trie = engine.trie
+    byte = {b: trie.ids_at(trie.find(bytes([b])))[0] for b in b"SELECT 'ab "}
+    guide = engine.guide()
+    for b in b"SELECT '" + b"ab " * 1000:
+        guide.accept_token(byte[b])
+    states, _q, _ln, p, v = guide.config_key()  # type: ignore[misc]
+    assert v == b"" and len(p) <= 64 and len(states) < 10

@@ -1093,6 +1093,17 @@ impl PySession {
         (states, PyBytes::new(py, &remainder))
     }
 
+    /// A key of the current step's mask (`Session::mask_key`): `(states, q,
+    /// ln, p, v)`, `p` as little-endian words; O(stack depth + |v|).
+    fn mask_key<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> (Vec<u32>, u32, i32, Bound<'py, PyBytes>, Bound<'py, PyBytes>) {
+        let (states, q, ln, p, v) = self.inner.mask_key();
+        let p: Vec<u8> = p.iter().flat_map(|w| w.to_le_bytes()).collect();
+        (states, q, ln, PyBytes::new(py, &p), PyBytes::new(py, v))
+    }
+
     fn __repr__(&self) -> String {
         format!("Session(steps={})", self.inner.steps())
     }

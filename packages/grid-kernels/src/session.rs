@@ -161,6 +161,25 @@ impl Session {
         )
     }
 
+    /// A key of the current step's mask: the stack's LALR states and the
+    /// remainder's scanner normal form `(q, ln, p, v)` (grid-core's
+    /// `Config.normal`; `v` empty when `p` is). Equal keys, equal masks and
+    /// EOS gates (OBL-KEY1); its size is O(stack depth + |v|), never that of a
+    /// long pending lexeme (requirement R: a row cache keyed by it stays O(1)
+    /// per token inside a string literal).
+    pub fn mask_key(&self) -> (Vec<u32>, u32, i32, Vec<u64>, &[u8]) {
+        let s = self.current();
+        let p = self.engine.tables.grammar.emittable_candidates(&s.scan);
+        let rem = self.remainder(&s);
+        let v = if crate::bits::is_empty(&p) {
+            &rem[..0]
+        } else {
+            &rem[s.scan.la_len as usize..]
+        };
+        let states = lock(&self.stacks).arena.states(s.node);
+        (states, s.scan.q, s.scan.ln, p, v)
+    }
+
     fn guide_error(&self, token: Option<i64>, reason: impl Into<String>) -> KernelError {
         KernelError::Guide {
             step: self.steps(),

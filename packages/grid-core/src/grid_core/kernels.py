@@ -275,10 +275,13 @@ class KernelGuide:
         config: tuple[list[int], bytes] = self._native.config()
         return config
 
-    def config_key(self) -> tuple[tuple[int, ...], bytes]:
-        """The configuration as (stack states, remainder): exact, hashable."""
-        states, remainder = self._native.config()
-        return tuple(states), remainder
+    def config_key(self) -> tuple[tuple[int, ...], int, int, bytes, bytes]:
+        """A key of the current mask (protocol): the stack's states and the
+        remainder's scanner normal form ``(q, ln, p, v)``. Equal keys, equal masks
+        (OBL-KEY1); O(stack depth + |v|), so a row cache keyed by it stays O(1) per
+        token inside a long string literal (requirement R)."""
+        states, q, ln, p, v = self._native.mask_key()
+        return tuple(states), q, ln, p, v
 
     @property
     def config_hash(self) -> int:

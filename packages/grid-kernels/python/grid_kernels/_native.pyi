@@ -296,6 +296,10 @@ class Session:
         cold), None before any fill."""
     def config(self) -> tuple[list[int], bytes]:
         """The current configuration: (LALR states bottom first, remainder)."""
+    def mask_key(self) -> tuple[list[int], int, int, bytes, bytes]:
+        """A key of the current step's mask: (LALR states, q, ln, p, v), the
+        remainder's scanner normal form (``Config.normal``; ``p`` as
+        little-endian words). Equal keys, equal masks; O(stack depth + |v|)."""
 
 def fill_next_token_bitmasks(
     sessions: list[Session], bitmask: Buffer, rows: list[int] | None = None, threads: int = 1
