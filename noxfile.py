@@ -268,7 +268,8 @@ def walk_arm(session: nox.Session) -> None:
 @nox.session(name="r-harness")
 def r_harness(session: nox.Session) -> None:
     """Requirement R: guard cost per token against position at fixed nesting depths
-    (20 runs x 16,000 tokens per stream, about 9 minutes here)."""
+    (20 runs x 16,000 tokens per stream, about 9 minutes here). The native guide's
+    arm: ``nox -s r-harness -- --guide native --out bench/results/r_harness_native.json``."""
     uv_run(
         session,
         "python",

@@ -12,7 +12,11 @@ does for it: the mask (``GridGuide.compute``: allowed set, cache lookups or
 trie walk, CD verdicts, EOS gate), the reserve trigger
 (``ReserveTable.reserve``), the audit record (configuration hash, packed
 mask, entry id, chained append) and ``GridGuide.advance``. Sampling is not
-part of it: the stream's tokens are given.
+part of it: the stream's tokens are given. With ``--guide native`` the guard
+is what the loop does on the guide users get (``Engine.guide()``, the kernels'
+session, audit on): the fill of the mask into a bitmask, the reserve of the
+Python configuration the loop keeps beside the guide, the accept (the session
+records the step) and that configuration's advance.
 
 Streams (``kind-depth``), each opened at depth ``d`` and kept there:
 
@@ -50,6 +54,7 @@ Run: ``uv run python bench/r_harness.py --help``; results go to
 from __future__ import annotations
 
 import argparse
+import array
 import gc
 import json
 import math
@@ -153,19 +158,30 @@ def stream_tokens(
 
 
 class Stream:
-    """One run's stream under the guard: its guide, its audit log, its position."""
+    """One run's stream under the guard: its guide, its audit log, its position.
 
-    def __init__(self, engine: Engine, head: Sequence[int], tail: Sequence[int]) -> None:
+    ``native``: the guide is ``Engine.guide()`` (the kernels' session, audit on),
+    and the guard is what the decode loop does for a token on it: fill the mask
+    into a bitmask, look up the reserve of the Python configuration the loop
+    keeps beside the guide, accept the token (the native session records the
+    step) and advance that configuration.
+    """
+
+    def __init__(
+        self, engine: Engine, head: Sequence[int], tail: Sequence[int], native: bool = False
+    ) -> None:
         self.engine, self.table = engine, reserve_table(engine)
-        self.head, self.tail = head, tail
+        self.head, self.tail, self.native = head, tail, native
+        self.bitmask = array.array("i", bytes(4 * engine.n_words))
         self.restart()
 
     def restart(self) -> None:
         """A fresh guide and audit log, fed the opening (untimed)."""
-        # The Python guide: the guard below reads its configuration and compute()
-        # (Engine.guide() is the native guide when grid-kernels is installed); the
-        # records are kept here, so the guide's own audit is off.
-        self.guide = GridGuide(self.engine, audit=False)
+        # The Python guide: the guard below reads its configuration and compute();
+        # the records are kept here, so the guide's own audit is off.
+        engine = self.engine
+        self.guide: Any = engine.guide() if self.native else GridGuide(engine, audit=False)
+        self.config = self.engine.lexer.initial
         self.audit, self.position = AuditLog(), 0
         for t in self.head:
             self.guard(t)
@@ -173,6 +189,14 @@ class Stream:
     def guard(self, t: int) -> None:
         """What the decode loop does for one token (see the module header)."""
         engine, guide = self.engine, self.guide
+        if self.native:
+            guide.fill_next_token_bitmask(self.bitmask)
+            self.table.reserve(self.config)
+            guide.accept_token(t)
+            after = engine.lexer.advance(self.config, engine.vocab.token_bytes[t])
+            assert after is not None
+            self.config = after
+            return
         config = guide.config
         result = guide.compute()
         self.table.reserve(config)
@@ -217,14 +241,16 @@ def cache_counts(engine: Engine) -> tuple[int, int, int, int]:
     )
 
 
-def measure(engine: Engine, kind: str, depth: int, n: int, runs: int, seed: int) -> dict[str, Any]:
+def measure(
+    engine: Engine, kind: str, depth: int, n: int, runs: int, seed: int, native: bool = False
+) -> dict[str, Any]:
     streams = []
     for run in range(runs):
         head, tail = stream_tokens(engine, kind, depth, n, seed * 1000 + run)
-        cold = Stream(engine, head, tail)
+        cold = Stream(engine, head, tail, native)
         for _ in range(n):
             cold.step()  # cold pass: fills the interned stacks, memo tables and cache
-        streams.append(Stream(engine, head, tail))
+        streams.append(Stream(engine, head, tail, native))
     # Warm pass, interleaved: at tick k run r guards position (k + r n / runs) mod n,
     # so that load drift on a shared host is spread over every position.
     for r, stream in enumerate(streams):
@@ -300,6 +326,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--no-string", action="store_true", help="skip the open-string stream")
     p.add_argument("--vocab", default="cl100k:2048")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--guide",
+        choices=("python", "native"),
+        default="python",
+        help="the Python GridGuide, or Engine.guide()'s native session (audit on)",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "bench/results/r_harness.json")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
@@ -312,7 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = []
     for kind, depth, n, runs in plan:
         t1 = time.perf_counter()
-        r = measure(engine, kind, depth, n, runs, args.seed)
+        r = measure(engine, kind, depth, n, runs, args.seed, args.guide == "native")
         r["elapsed_s"] = round(time.perf_counter() - t1, 1)
         results.append(r)
         lo, hi = r["pooled_slope_ci95"]
@@ -323,13 +355,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"[{lo:+.2e}, {hi:+.2e}]; binned medians {r['binned_median_slope_us_per_pos']:+.2e} "
             f"[{blo:+.2e}, {bhi:+.2e}]; p50 {r['p50_us']:.0f} us "
             f"(first 1k {r['p50_first_1000_us']:.0f}, last 1k {r['p50_last_1000_us']:.0f}), "
-            f"T1 hit {'no cache' if hit is None else f'{hit:.3f}'}, "
+            f"T1 hit {'n/a' if hit is None else f'{hit:.3f}'}, "
             f"{runs} runs x {n} tokens, {r['elapsed_s']} s",
             flush=True,
         )
     summary = {
         "argv": list(argv) if argv is not None else sys.argv[1:],
         "vocab": args.vocab,
+        "guide": args.guide,
         "seed": args.seed,
         "results": results,
         "host": host_description(),
