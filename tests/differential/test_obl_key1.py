@@ -84,7 +84,9 @@ VOCABS: dict[str, Callable[[], Vocabulary]] = {
     "llama3": vocabularies.llama3,
     "smollm2": vocabularies.smollm2,
 }
-pytestmark = pytest.mark.skipif(not SPIDER.is_dir(), reason="Spider data not available")
+pytestmark = pytest.mark.skipif(
+    not (SPIDER / "database").is_dir(), reason=f"the Spider databases are not at {SPIDER}"
+)
 
 
 @cache
