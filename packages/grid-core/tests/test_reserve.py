@@ -1,15 +1,14 @@
 """The reserve table (grid_core.reserve): token costs, written completions, bounds.
 
-Theorem 4 of docs/guarantees (proofs/Reserve.v) assumes three things of the
-reserve; each has its test here:
-
-- the reserve is 0 exactly when EOS is legal (``reserve_zero_complete``);
-- the completion the guide writes is legal and never longer than the reserve,
-  and every suffix of it is priced no higher than its length, so the reserve
-  is met one token at a time (``reserve_met_stepwise``):
-  ``test_completion_never_exceeds_reserve``;
-- one admitted token raises the reserve by at most the trigger's safety
-  margin (``reserve_growth``): ``test_reserve_rise_bounded_by_safety``.
+Theorem 4 of docs/guarantees (proofs/Reserve.v, ``termination_as_written``)
+assumes of the reserve that the completion the loop writes is legal token by
+token, ends where EOS is legal and is no longer than the reserve
+(``completion_legal``, ``completion_within_reserve``):
+``test_completion_never_exceeds_reserve``. It needs no bound on how much one
+token raises the reserve (the early trigger takes its place);
+``termination_with_reserve`` adds that with a rise of at most the trigger's
+safety margin the early trigger never fires:
+``test_reserve_rise_bounded_by_safety``.
 
 Fixtures: the CRUD analyst projection with the byte-complete toy vocabulary
 of ``toy.py`` (hand-checked table below), and the SQLite dialect's admin

@@ -1,8 +1,10 @@
 """The reserve table: per-configuration completion cost in vocabulary tokens.
 
 Reference: DESIGN.md section 7 (termination, mode 1) and section 8 step 3;
-``proofs/Reserve.v`` (theorem 4) for why a trigger needs a safety margin at
-least the largest one-token rise of the reserve.
+``proofs/Reserve.v`` (theorem 4): the loop terminates with any reserve whose
+written completion is legal and no longer than it; a safety margin of at least
+the largest one-token rise of the reserve keeps the early trigger from firing
+(``termination_with_reserve``).
 
 Vocabulary (used in this sense throughout):
 
