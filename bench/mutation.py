@@ -55,6 +55,24 @@ STATUS = {1: "killed", 3: "killed", 37: "killed", 0: "survived", 5: "no tests", 
 STATUS |= {k: "timeout" for k in (36, 24, -24, 152, 255)}
 
 
+def run_for(
+    command: list[str], cwd: Path, limit: float | None, env: dict[str, str] | None = None
+) -> float:
+    """Run ``command`` in its own process group, stopped whole after ``limit``
+    seconds (None: no limit; its partial results stay where it wrote them); the
+    seconds it ran."""
+    start = time.monotonic()
+    run = subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        run.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGTERM)
+        run.wait()
+    return time.monotonic() - start
+
+
 def run_mutmut(module: str, tests: list[str], limit: float | None) -> dict[str, object]:
     """mutmut over ``grid_core/<module>.py`` in a scratch copy; its counts. Past
     ``limit`` seconds the run is stopped: mutants it did not reach count as ``not
@@ -75,20 +93,12 @@ def run_mutmut(module: str, tests: list[str], limit: float | None) -> dict[str, 
             f"only_mutate=src/grid_core/{module}.py\n"
             f"pytest_add_cli_args_test_selection=\n{selection}\n"
         )
-        start = time.monotonic()
-        run = subprocess.Popen(
+        seconds = run_for(
             [sys.executable, "-m", "mutmut", "run", "--max-children", "2"],
-            cwd=work,
+            work,
+            limit,
             env={**os.environ, "GRID_KERNELS": "0"},
-            stdout=subprocess.DEVNULL,
-            start_new_session=True,
         )
-        try:
-            run.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            os.killpg(run.pid, signal.SIGTERM)
-            run.wait()
-        seconds = time.monotonic() - start
         meta_file = work / "mutants" / "src" / "grid_core" / f"{module}.py.meta"
         meta = json.loads(meta_file.read_text())
     by_key = {
@@ -125,22 +135,14 @@ def run_cargo_mutants(name: str, limit: float | None) -> dict[str, object]:
         check=True,
     ).stdout.splitlines()
     with tempfile.TemporaryDirectory(prefix=f"mutants-{name}-") as scratch:
-        start = time.monotonic()
-        run = subprocess.Popen(
+        seconds = run_for(
             [
                 *("cargo", "mutants", "--file", f"src/{name}.rs", "--jobs", "1"),
                 *("--timeout", "300", "--output", scratch, "--no-shuffle"),
             ],
-            cwd=CRATE,
-            stdout=subprocess.DEVNULL,
-            start_new_session=True,
+            CRATE,
+            limit,
         )
-        try:
-            run.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            os.killpg(run.pid, signal.SIGTERM)
-            run.wait()
-        seconds = time.monotonic() - start
         outcomes_file = Path(scratch) / "mutants.out" / "outcomes.json"
         outcomes = json.loads(outcomes_file.read_text()) if outcomes_file.exists() else {}
     results = [o for o in outcomes.get("outcomes", []) if o["scenario"] != "Baseline"]
