@@ -109,17 +109,12 @@ impl GrammarTables {
     }
 
     /// The stack once the remainder is lexed to the end of input, or `None`
-    /// (`Lexer.finalize`).
-    pub fn finalize(&self, arena: &mut StackArena, config: &Config) -> Result<Option<NodeId>> {
-        self.finalize_at(arena, config.node, &config.scan, &config.remainder)
-    }
-
-    /// [`Self::finalize`] of `(node, remainder, scan)` without copying the
+    /// (`Lexer.finalize`), of `(node, remainder, scan)` without copying the
     /// remainder: the first emission reads only the scan state, so a remainder
     /// whose last accept no stack can take (an open string literal) is refused
     /// in O(1), whatever its length (requirement R); only the tail after an
     /// emission is copied and read again.
-    pub fn finalize_at(
+    pub fn finalize(
         &self,
         arena: &mut StackArena,
         node: NodeId,
@@ -138,7 +133,7 @@ impl GrammarTables {
             scan: START,
         };
         match self.advance(arena, &fresh, &remainder[scan.la_len as usize..])? {
-            Some(after) => self.finalize_at(arena, after.node, &after.scan, &after.remainder),
+            Some(after) => self.finalize(arena, after.node, &after.scan, &after.remainder),
             None => Ok(None),
         }
     }
@@ -173,7 +168,7 @@ impl GrammarTables {
         scan: &Scan,
         remainder: &[u8],
     ) -> Result<bool> {
-        match self.finalize_at(arena, node, scan, remainder)? {
+        match self.finalize(arena, node, scan, remainder)? {
             Some(node) => arena.accepts(node),
             None => Ok(false),
         }
