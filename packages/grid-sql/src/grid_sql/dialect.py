@@ -63,6 +63,7 @@ from typing import Any, Literal
 
 from grid_core.errors import GrammarError
 
+BASE_PACKAGE = "grid_sql.dialects"
 KEYWORD_PRIORITY = 4
 WORD_CLASS_PRIORITY = 3
 
@@ -146,8 +147,12 @@ class Dialect:
     """Declarative knobs of one SQL dialect; subclasses give every field a value."""
 
     name: str
+    # The dialect's delta over `base_grammar` (new rules, `%override`, `%extend`).
     grammar_file: str
     grammar_package: str = "grid_sql.dialects"
+    # The base grammar in grid_sql.dialects the delta applies to; "" when
+    # `grammar_file` is a whole grammar of its own.
+    base_grammar: str = "base.lark"
     # Accept/reject/prefix corpus inside grammar_package (see `parse_corpus`); "" for none.
     corpus_file: str = ""
     keywords: tuple[str, ...]
@@ -213,13 +218,16 @@ class Dialect:
 
     @property
     def grammar_text(self) -> str:
-        """The complete grammar: the `.lark` file plus the generated terminals."""
-        base = (
-            resources.files(self.grammar_package)
-            .joinpath(self.grammar_file)
-            .read_text(encoding="utf-8")
-        )
-        return base.rstrip("\n") + "\n\n" + self.generated_terminals()
+        """The complete grammar: the base grammar (`base_grammar`, unless ""), the
+        dialect's delta (`grammar_file`) and the generated terminals, in that order.
+        The delta's `%override` and `%extend` act on the base's rules (lark's
+        semantics: the composed text is what every reader compiles)."""
+        parts = []
+        if self.base_grammar:
+            parts.append(resources.files(BASE_PACKAGE).joinpath(self.base_grammar))
+        parts.append(resources.files(self.grammar_package).joinpath(self.grammar_file))
+        texts = [part.read_text(encoding="utf-8").rstrip("\n") for part in parts]
+        return "\n\n".join([*texts, self.generated_terminals()])
 
     def corpus(self) -> tuple[CorpusEntry, ...]:
         """The dialect's accept/reject/viable-prefix corpus (empty when it has none)."""
