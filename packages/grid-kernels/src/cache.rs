@@ -180,6 +180,51 @@ impl Payload {
         }
     }
 
+    /// The payload whose grid-core bytes ([`Payload::to_bytes`]) are `bytes`
+    /// under `encoding`, if they are what `make_entry` writes for some id set
+    /// over `n_vocab` tokens: sparse, ascending ids below `n_vocab`, at most
+    /// `ceil(n_vocab / 8) / 4` of them; dense, `ceil(n_vocab / 8)` bytes with
+    /// no bit at or past `n_vocab` and more ids than sparse allows.
+    pub fn from_bytes(encoding: u8, bytes: &[u8], n_vocab: usize) -> Option<Self> {
+        let limit = n_vocab.div_ceil(8);
+        match encoding {
+            SPARSE => {
+                if !bytes.len().is_multiple_of(4) || bytes.len() > limit {
+                    return None;
+                }
+                let ids: Vec<u32> = bytes
+                    .chunks_exact(4)
+                    .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+                    .collect();
+                let ascending = ids.windows(2).all(|w| w[0] < w[1]);
+                let inside = ids.last().is_none_or(|&id| (id as usize) < n_vocab);
+                (ascending && inside).then(|| Self {
+                    encoding: SPARSE,
+                    data: ids.into(),
+                })
+            }
+            DENSE => {
+                if bytes.len() != limit {
+                    return None;
+                }
+                let mut words = vec![0u32; n_vocab.div_ceil(32)];
+                for (i, &b) in bytes.iter().enumerate() {
+                    words[i / 4] |= u32::from(b) << (8 * (i % 4));
+                }
+                let tail = n_vocab % 32;
+                if tail != 0 && words.last().is_some_and(|&w| w >> tail != 0) {
+                    return None;
+                }
+                let count: usize = words.iter().map(|w| w.count_ones() as usize).sum();
+                (4 * count > limit).then(|| Self {
+                    encoding: DENSE,
+                    data: words.into(),
+                })
+            }
+            _ => None,
+        }
+    }
+
     /// grid-core's payload bytes: little-endian int32 ids (sparse) or the
     /// `ceil(n_vocab / 8)`-byte little-endian bitmask (dense).
     pub fn to_bytes(&self, n_vocab: usize) -> Vec<u8> {
@@ -413,14 +458,26 @@ impl Entry {
             Some(set) => set.into_payload(trie.n_vocab()),
             None => Payload::of_nodes(trie, &walk.ci),
         };
+        Self::new(ci, walk.cd, walk.tails, table)
+    }
+
+    /// An entry of these parts, its CD entries' classes interned in `table`.
+    /// Precondition: each CD entry's tail range lies within `tails`.
+    pub fn new(ci: Payload, cd: Vec<CdEntry>, tails: Vec<u8>, table: &Classes) -> Self {
         static SERIAL: AtomicU64 = AtomicU64::new(0);
-        let entries = walk.cd.iter().map(|e| (e.node, e.terminal, walk.tail(e)));
+        let entries = cd.iter().map(|e| {
+            (
+                e.node,
+                e.terminal,
+                &tails[e.tail_start as usize..e.tail_end as usize],
+            )
+        });
         let classes = group(entries, table);
         Self {
             serial: SERIAL.fetch_add(1, Ordering::Relaxed),
             ci,
-            cd: walk.cd,
-            tails: walk.tails,
+            cd,
+            tails,
             classes,
             id: OnceLock::new(),
         }

@@ -45,6 +45,7 @@
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
 
 use rayon::prelude::*;
 use rayon::ThreadPool;
@@ -57,6 +58,7 @@ use crate::error::{KernelError, Result};
 use crate::lru::Lru;
 use crate::mask::EngineTables;
 use crate::parser::{NodeId, StackArena};
+use crate::remote::{Counter, Lock, Read, Remote};
 use crate::scanner::{Allowed, Scan};
 use crate::trie::Trie;
 use crate::walk::{walk_into, walk_par, WalkOutput};
@@ -177,7 +179,9 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// identifier key and every verdict carry the lexicon's tag (grid-core's
 /// `IdentKey.schema`, its verdict memo key). It holds the walk cache, the
 /// interned member lists of the cached walks' verdict classes (with their
-/// verdict memos) and the tags of the lexicons seen.
+/// verdict memos) and the tags of the lexicons seen. With a [`Remote`]
+/// attached, its walk cache is the local tier in front of the family's
+/// shared tier on Redis ([`crate::remote`]).
 #[derive(Debug)]
 pub struct Shared {
     /// The family (`Engine.family`): engines of another family are refused.
@@ -186,6 +190,8 @@ pub struct Shared {
     /// The member lists of verdict classes, interned (shared verdict memos).
     pub classes: Classes,
     schemas: Mutex<Vec<String>>,
+    /// The shared tier behind `cache`, once attached.
+    remote: OnceLock<Arc<Remote>>,
 }
 
 impl Shared {
@@ -195,7 +201,20 @@ impl Shared {
             cache: WalkCache::default(),
             classes: Classes::default(),
             schemas: Mutex::new(Vec::new()),
+            remote: OnceLock::new(),
         }
+    }
+
+    /// Put `remote` behind the walk cache; false if another one already is
+    /// (a tier is attached once, before the first lookup that should use it).
+    pub fn attach(&self, remote: Arc<Remote>) -> bool {
+        let kept = self.remote.get_or_init(|| Arc::clone(&remote));
+        Arc::ptr_eq(kept, &remote)
+    }
+
+    /// The shared tier behind the walk cache, if attached.
+    pub fn remote(&self) -> Option<&Arc<Remote>> {
+        self.remote.get()
     }
 
     /// The tag of a lexicon fingerprint: its index among those seen, so a key
@@ -502,10 +521,72 @@ impl Engine {
         if !cold {
             return Ok(None);
         }
-        ctx.walks += 1;
-        let walk = self.cold_walk(root, pending, allowed, None);
-        let e = Entry::of_walk(&self.tables.trie, walk, &self.shared.classes);
+        let (e, walked) = self.miss(namespace, &key, root, pending, allowed, None);
+        ctx.walks += usize::from(walked);
         Ok(Some(self.shared.cache.publish(buf, e)))
+    }
+
+    /// The entry of a local miss, and whether it was walked here: walked,
+    /// or, with a shared tier attached, read from it when there (checked:
+    /// [`crate::remote`]), else walked and published under the walker's
+    /// lock, or, when another process holds the lock, its entry once there
+    /// (within the tier's wait), else walked here unpublished. A tier that
+    /// fails costs a local walk. Every path gives the same entry content.
+    fn miss(
+        &self,
+        namespace: u64,
+        key: &WalkKey<'_>,
+        root: u32,
+        pending: &[u8],
+        allowed: &[u64],
+        threads: Option<&Threads>,
+    ) -> (Entry, bool) {
+        let walk = || {
+            let w = self.cold_walk(root, pending, allowed, threads);
+            Entry::of_walk(&self.tables.trie, w, &self.shared.classes)
+        };
+        let Some(remote) = self.shared.remote() else {
+            return (walk(), true);
+        };
+        let canonical = self.canonical_key(namespace, key, allowed);
+        let keys = remote.keys(&canonical);
+        let (trie, n_terminals) = (&*self.tables.trie, self.tables.grammar.n_terminals());
+        let read = || remote.read(&keys, &canonical, trie, n_terminals, &self.shared.classes);
+        remote.bump(Counter::Lookups);
+        match read() {
+            Read::Found(e) => {
+                remote.bump(Counter::Hits);
+                return (e, false);
+            }
+            Read::Failed => return (walk(), true),
+            Read::Missing => remote.bump(Counter::Misses),
+        }
+        match remote.try_lock(&keys) {
+            Lock::Taken => {
+                let e = walk();
+                let id = e.entry_id(&canonical, trie.n_vocab());
+                remote.publish(&keys, &e, &id, trie.n_vocab());
+                (e, true)
+            }
+            Lock::Unavailable => (walk(), true),
+            Lock::Held => {
+                remote.bump(Counter::Waits);
+                let deadline = Instant::now() + remote.settings.wait;
+                while Instant::now() < deadline {
+                    std::thread::sleep(remote.settings.poll);
+                    match read() {
+                        Read::Found(e) => {
+                            remote.bump(Counter::WaitHits);
+                            return (e, false);
+                        }
+                        Read::Failed => return (walk(), true),
+                        Read::Missing => {}
+                    }
+                }
+                remote.bump(Counter::WaitTimeouts);
+                (walk(), true)
+            }
+        }
     }
 
     /// The cold miss of grid-core's `Engine.walk`, whole: key, lookup, walk
@@ -531,8 +612,7 @@ impl Engine {
         let entry = match self.shared.cache.get(&buf) {
             Some(e) => e,
             None => {
-                let walk = self.cold_walk(root, pending, &allowed, threads);
-                let e = Entry::of_walk(&self.tables.trie, walk, &self.shared.classes);
+                let (e, _) = self.miss(namespace, &key, root, pending, &allowed, threads);
                 self.shared.cache.publish(&buf, e)
             }
         };

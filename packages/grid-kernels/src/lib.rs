@@ -23,6 +23,8 @@
 //! | [`cache`]   | cached walks: payloads, verdict classes, entry ids | cache                |
 //! | [`lru`]     | byte-capped memo maps, least recently used evicted | (kernels only)       |
 //! | [`engine`]  | tables + walk cache + shared stack arena           | guide.Engine         |
+//! | [`remote`]  | the family's walk cache shared on Redis (checked)  | (kernels only)       |
+//! | [`resp`]    | a minimal Redis client: URL, one RESP2 connection  | (kernels only)       |
 //! | [`session`] | one request's accept and fill, rollback, fork      | guide.GridGuide      |
 //! | [`audit`]   | the session's record chain                         | audit                |
 //!
@@ -44,6 +46,8 @@ pub mod lexer;
 pub mod lru;
 pub mod mask;
 pub mod parser;
+pub mod remote;
+pub mod resp;
 pub mod scanner;
 pub mod session;
 pub mod tables;

@@ -426,6 +426,61 @@ impl PySharedWalks {
     }
 }
 
+/// A family's shared tier on Redis (`crate::remote`): `RemoteWalks(url, key,
+/// family)`, attached behind an engine's walk cache with `attach_remote`.
+#[pyclass(frozen, module = "grid_kernels._native", name = "RemoteWalks")]
+struct PyRemoteWalks {
+    inner: Arc<crate::remote::Remote>,
+}
+
+#[pymethods]
+impl PyRemoteWalks {
+    #[new]
+    fn new(url: &str, key: &[u8], family: &str) -> PyResult<Self> {
+        let remote = crate::remote::Remote::new(url, key, family).map_err(PyValueError::new_err)?;
+        Ok(Self {
+            inner: Arc::new(remote),
+        })
+    }
+
+    /// The prefix of every Redis key of this tier.
+    #[getter]
+    fn prefix(&self) -> &str {
+        self.inner.prefix()
+    }
+
+    /// Every counter by name.
+    fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (name, n) in self.inner.metrics() {
+            d.set_item(name, n)?;
+        }
+        Ok(d)
+    }
+
+    /// The oldest event not yet taken (a log line), waiting at most
+    /// `timeout` seconds for one with the GIL released; None if none came.
+    fn next_event(&self, py: Python<'_>, timeout: f64) -> Option<String> {
+        let wait = std::time::Duration::from_secs_f64(timeout.clamp(0.0, 3600.0));
+        py.allow_threads(|| self.inner.next_event(wait))
+    }
+}
+
+/// Put `remote` behind the walk cache of `tables` (shared by its family);
+/// False if another tier already is. A walk cache of another family than
+/// the tier's is refused.
+#[pyfunction]
+fn attach_remote(tables: &PyEngineTables, remote: &PyRemoteWalks, family: &str) -> PyResult<bool> {
+    let shared = &tables.inner.shared;
+    if !shared.family.is_empty() && shared.family != family {
+        return Err(PyValueError::new_err(format!(
+            "a shared tier for family {family:?} cannot serve the walk cache of {:?}",
+            shared.family
+        )));
+    }
+    Ok(shared.attach(Arc::clone(&remote.inner)))
+}
+
 #[pyclass(frozen, module = "grid_kernels._native", name = "EngineTables")]
 struct PyEngineTables {
     inner: Arc<Engine>,
@@ -1442,6 +1497,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTrieTables>()?;
     m.add_class::<PyEngineTables>()?;
     m.add_class::<PySharedWalks>()?;
+    m.add_class::<PyRemoteWalks>()?;
+    m.add_function(wrap_pyfunction!(attach_remote, m)?)?;
     m.add_class::<PySession>()?;
     m.add_class::<PyEntry>()?;
     m.add_function(wrap_pyfunction!(fill_next_token_bitmasks, m)?)?;

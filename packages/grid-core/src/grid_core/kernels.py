@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
+from grid_core import shared_cache
 from grid_core.audit import AuditLog, Kind, Record
 from grid_core.cache import Entry, Key, SharedCache
 from grid_core.errors import GridError, GuideError, MaskError
@@ -87,7 +88,9 @@ def engine_tables(engine: Any) -> Any:
     their caches capped as :func:`cache_caps` says (least recently used evicted).
     An engine built with a :class:`~grid_core.cache.SharedCache` (T2) shares one
     native walk cache with every other engine built with it: T2 lives with the
-    native tables, keyed as grid-core keys it.
+    native tables, keyed as grid-core keys it. With ``GRID_SHARED_CACHE_URL``
+    set, the family's shared tier on Redis sits behind it
+    (:mod:`grid_core.shared_cache`).
     """
     native = load()
     if native is None:
@@ -106,6 +109,7 @@ def engine_tables(engine: Any) -> Any:
     tables = native.engine_tables(engine, trie, shared=shared)
     if caps is not None:
         tables.set_caps(*caps)
+    shared_cache.attach(native, tables, engine.family)
     return tables
 
 

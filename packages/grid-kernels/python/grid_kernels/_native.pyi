@@ -18,6 +18,7 @@ __all__ = [
     "ABI_VERSION",
     "EngineTables",
     "Entry",
+    "RemoteWalks",
     "Session",
     "SessionError",
     "SharedWalks",
@@ -27,6 +28,7 @@ __all__ = [
     "_probe_reached",
     "_probe_release",
     "apply_token_bitmask",
+    "attach_remote",
     "fill_next_token_bitmasks",
     "lalr_tables",
     "pack_trie",
@@ -78,6 +80,19 @@ class SharedWalks:
     def family(self) -> str: ...
     @property
     def cached_walks(self) -> int: ...
+
+@final
+class RemoteWalks:
+    """A dialect family's shared tier on Redis: entries checked (HMAC under the
+    deployment ``key``, entry id) before use; failures cost local walks."""
+
+    def __new__(cls, url: str, key: bytes, family: str) -> RemoteWalks: ...
+    @property
+    def prefix(self) -> str: ...
+    def metrics(self) -> dict[str, int]: ...
+    def next_event(self, timeout: float) -> str | None: ...
+
+def attach_remote(tables: EngineTables, remote: RemoteWalks, family: str) -> bool: ...
 
 @final
 class EngineTables:
