@@ -10,23 +10,31 @@
 
 /// Mask `logits` (one row of `width` floats) with `words`, in place.
 pub fn apply_row(logits: &mut [f32], words: &[u32]) {
-    let mut chunks = logits.chunks_mut(32);
+    let covered = logits.len().min(32 * words.len());
+    let (head, tail) = logits.split_at_mut(covered);
+    let mut chunks = head.chunks_exact_mut(32);
     for (&w, chunk) in words.iter().zip(&mut chunks) {
         match w {
             u32::MAX => {}
             0 => chunk.fill(f32::NEG_INFINITY),
             _ => {
+                // Whole words of 32 lanes, a select per lane: the loop vectorizes.
                 for (j, x) in chunk.iter_mut().enumerate() {
-                    if w >> j & 1 == 0 {
-                        *x = f32::NEG_INFINITY;
-                    }
+                    *x = if w >> j & 1 == 0 { f32::NEG_INFINITY } else { *x };
                 }
             }
         }
     }
-    for chunk in chunks {
-        chunk.fill(f32::NEG_INFINITY);
+    // A last partial word (a row narrower than its mask).
+    let rest = chunks.into_remainder();
+    if let Some(&w) = words.get(covered / 32) {
+        for (j, x) in rest.iter_mut().enumerate() {
+            if w >> j & 1 == 0 {
+                *x = f32::NEG_INFINITY;
+            }
+        }
     }
+    tail.fill(f32::NEG_INFINITY);
 }
 
 /// Mask each of the `rows` rows of `logits` (`rows * width` floats) with its
@@ -65,6 +73,10 @@ mod tests {
         assert!(blocked[64..].iter().all(|b| *b));
         // A row narrower than the mask reads only its own columns.
         assert_eq!(masked(5, &[0b101, 0]), [false, true, false, true, true]);
+        // A row that ends inside its last word reads that word's low bits.
+        let blocked = masked(40, &[u32::MAX, 0b10]);
+        assert!(blocked[..32].iter().all(|b| !b));
+        assert_eq!(&blocked[32..], [true, false, true, true, true, true, true, true]);
     }
 
     #[test]
