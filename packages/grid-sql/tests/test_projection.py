@@ -21,17 +21,11 @@ from grid_core.parser import Parser
 from grid_core.vocab import cl100k
 from grid_spec.spec import Language
 from grid_sql.dialect import Dialect, DialectDefinitionError
-from grid_sql.dialects import POSTGRES, SQLITE, get_dialect
+from grid_sql.dialects import POSTGRES, SQLITE, available_dialects, get_dialect
 from grid_sql.lexicon import SchemaLexicon
 from grid_sql.policy import CLAUSES, VERBS, PolicyBundle, Role, example_policy
-from grid_sql.projection import (
-    PROJECTION_RULES,
-    Cut,
-    ProjectionRules,
-    RoleProjection,
-    dialect_dfa,
-    dialect_grammar,
-)
+from grid_sql.projection import RoleProjection, dialect_dfa, dialect_grammar
+from grid_sql.projection_rules import STATEMENT_FORMS, Cut, ProjectionRules
 from grid_sql.schema import SchemaSnapshot, example_schema
 
 WORDS = {
@@ -161,7 +155,8 @@ def test_empty_language_names_the_role() -> None:
         RoleProjection.compile(Role("mute", frozenset(), "*"), SQLITE)
     assert info.value.role == "mute"
     # every statement form banned, through clause rules that cut them all
-    rules = PROJECTION_RULES["sqlite"]
+    rules = SQLITE.projection
+    assert rules is not None
     everything = ProjectionRules(
         rules.statement,
         rules.verb_forms,
@@ -380,12 +375,12 @@ def test_same_semantics_as_the_demo_statement_cut() -> None:
 
 
 def test_every_cut_selects_a_rule() -> None:
-    for name, rules in PROJECTION_RULES.items():
+    for name in available_dialects():
+        rules = get_dialect(name).projection
+        assert rules is not None, name
         rules.check(name, dialect_grammar(get_dialect(name)))
         assert set(rules.clauses) == set(CLAUSES), name
-    broken = ProjectionRules(
-        "statement", PROJECTION_RULES["sqlite"].verb_forms, {"join": (Cut("joins"),)}
-    )
+    broken = ProjectionRules("statement", STATEMENT_FORMS, {"join": (Cut("joins"),)})
     with pytest.raises(DialectDefinitionError, match="joins"):
         RoleProjection.compile(ADMIN, SQLITE, rules=broken)
     no_form = ProjectionRules("statement", {"SELECT": "query_stmt"}, {})

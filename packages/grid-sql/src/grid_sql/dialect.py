@@ -59,9 +59,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from grid_core.errors import GrammarError
+
+if TYPE_CHECKING:
+    from grid_sql.projection_rules import ProjectionRules
 
 BASE_PACKAGE = "grid_sql.dialects"
 KEYWORD_PRIORITY = 4
@@ -182,6 +185,15 @@ class Dialect:
     function_category: str = "FUNCTION_NAME"
     alias_terminal: str = "ALIAS_NAME"
     qualifier_terminal: str = "QUALIFIER"
+    # What a role's verbs and banned clauses cut (grid_sql.projection_rules); None:
+    # the dialect cannot be projected for a role.
+    projection: ProjectionRules | None = None
+    # Name resolution, for the SemanticChecker (with `identifier_case`): whether a
+    # double-quoted word that names no column is a string literal (SQLite's
+    # fallback; the grammar then has the terminal DQ_STRING), and the words that
+    # name a table's row id when no column takes them.
+    dq_string_fallback: bool = False
+    rowid_names: frozenset[str] = frozenset()
     description: str = field(default="", compare=False)
 
     # ------------------------------------------------------------ derived data

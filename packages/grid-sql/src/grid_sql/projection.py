@@ -6,11 +6,12 @@ role may not use cut, then reduced by :meth:`grid_core.grammar.Grammar.project`
 projection keeps L1's terminals and their numbering, so one union DFA and one
 lexicon serve L1 and every role.
 
-What is cut, per dialect, is data (:class:`ProjectionRules`, one entry of
-:data:`PROJECTION_RULES` per dialect). A :class:`Cut` selects productions by
-their left-hand side and, optionally, one symbol of their right-hand side;
-nothing is cut at a terminal (cutting the ``INSERT`` terminal alone would leave
-SQLite's ``REPLACE INTO`` open).
+What is cut, per dialect, is data the dialect carries
+(`Dialect.projection`, a :class:`grid_sql.projection_rules.ProjectionRules`). A
+:class:`~grid_sql.projection_rules.Cut` selects productions by their left-hand
+side and, optionally, one symbol of their right-hand side; nothing is cut at a
+terminal (cutting the ``INSERT`` terminal alone would leave SQLite's ``REPLACE
+INTO`` open).
 
 - **Verbs** are cut at the statement forms: a verb the role lacks removes the
   alternatives of ``statement`` that derive its form (``with_clause
@@ -29,9 +30,10 @@ SQLite's ``REPLACE INTO`` open).
   with no word (no table granted, no CTE name) cuts every production that uses
   it, so that the mask never walks into a position no word can fill.
 
-Invariant (checked when a projection is compiled): every :class:`Cut` of the
-dialect's rules selects at least one L1 production, so a renamed rule in a
-grammar cannot silently leave a clause open.
+Invariant (checked when a projection is compiled): every cut of the dialect's
+rules selects at least one L1 production, so a renamed rule in a grammar cannot
+silently leave a clause open, and every clause it names is one of
+:data:`grid_sql.policy.CLAUSES`.
 """
 
 from __future__ import annotations
@@ -39,145 +41,20 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from types import MappingProxyType
 
 from grid_core.dfa import ByteDFA, build_union_dfa
 from grid_core.errors import EmptyLanguageError, PolicyError
 from grid_core.grammar import Grammar, Rule, load_grammar
 from grid_sql.dialect import Dialect, DialectDefinitionError
 from grid_sql.policy import CLAUSES, VERBS, Role
+from grid_sql.projection_rules import ProjectionRules
 
 __all__ = [
-    "PROJECTION_RULES",
-    "Cut",
-    "ProjectionRules",
     "RoleProjection",
     "dialect_dfa",
     "dialect_grammar",
     "project_role",
 ]
-
-
-@dataclass(frozen=True)
-class Cut:
-    """The productions of ``origin`` whose right-hand side uses ``uses`` (all when None)."""
-
-    origin: str
-    uses: str | None = None
-
-    def selects(self, rule: Rule) -> bool:
-        return rule.origin == self.origin and (self.uses is None or self.uses in rule.expansion)
-
-    def __str__(self) -> str:
-        return self.origin if self.uses is None else f"{self.origin} -> ... {self.uses} ..."
-
-
-@dataclass(frozen=True)
-class ProjectionRules:
-    """What a role's verbs and banned clauses cut in one dialect's grammar."""
-
-    statement: str
-    """The nonterminal whose alternatives are the statement forms."""
-    verb_forms: Mapping[str, str]
-    """Verb -> the statement-form nonterminal it names."""
-    clauses: Mapping[str, tuple[Cut, ...]]
-    """Clause (a key of ``policy.CLAUSES``) -> the productions it cuts."""
-    requirements: tuple[tuple[Cut, frozenset[str]], ...] = ()
-    """Productions that also need the given verbs."""
-
-    def cuts(self) -> tuple[Cut, ...]:
-        return (
-            *(c for cuts in self.clauses.values() for c in cuts),
-            *(c for c, _ in self.requirements),
-        )
-
-    def check(self, dialect: str, grammar: Grammar) -> None:
-        """Every verb form and cut selects an L1 production (see the module header)."""
-        statements = [r for r in grammar.rules if r.origin == self.statement]
-        for verb, form in self.verb_forms.items():
-            if not any(form in r.expansion for r in statements):
-                raise DialectDefinitionError(
-                    dialect, f"{self.statement} derives no {form} (the form of {verb})"
-                )
-        for cut in self.cuts():
-            if not any(cut.selects(r) for r in grammar.rules):
-                raise DialectDefinitionError(dialect, f"projection cut {cut} selects no rule")
-        unknown = set(self.clauses) - set(CLAUSES)
-        if unknown:
-            raise DialectDefinitionError(dialect, f"projection rules for unknown clauses {unknown}")
-
-
-_FORMS = MappingProxyType(
-    {
-        "SELECT": "select_stmt",
-        "INSERT": "insert_stmt",
-        "UPDATE": "update_stmt",
-        "DELETE": "delete_stmt",
-    }
-)
-_WINDOW = (Cut("over_clause"), Cut("window_clause"))
-
-PROJECTION_RULES: dict[str, ProjectionRules] = {
-    "sqlite": ProjectionRules(
-        statement="statement",
-        verb_forms=_FORMS,
-        clauses=MappingProxyType(
-            {
-                "subquery": (
-                    Cut("table_or_subquery", "select_stmt"),
-                    Cut("in_target", "select_stmt"),
-                    Cut("in_target", "TABLE_NAME"),  # `x IN t` reads t like a subquery
-                    Cut("primary", "select_stmt"),  # scalar subquery and EXISTS
-                ),
-                "set_operations": (
-                    Cut("compound_select", "compound_operator"),
-                    Cut("compound_values", "compound_operator"),  # ... UNION VALUES (1)
-                ),
-                "cte": (Cut("with_clause"), Cut("table_or_subquery", "CTE_NAME")),
-                "recursive_cte": (Cut("with_clause", "RECURSIVE"),),
-                "join": (Cut("join_source", "join_source"), Cut("update_stmt", "from_clause")),
-                "window": _WINDOW,
-                "returning": (),
-                "on_conflict": (
-                    Cut("insert_verb", "OR"),
-                    Cut("insert_verb", "REPLACE"),
-                    Cut("update_stmt", "OR"),
-                ),
-            }
-        ),
-        requirements=(
-            (Cut("insert_verb", "REPLACE"), frozenset({"DELETE"})),
-            (Cut("conflict_action", "REPLACE"), frozenset({"DELETE"})),
-        ),
-    ),
-    "postgres": ProjectionRules(
-        statement="statement",
-        verb_forms=_FORMS,
-        clauses=MappingProxyType(
-            {
-                "subquery": (
-                    Cut("table_ref", "select_stmt"),  # derived tables, LATERAL
-                    Cut("in_target", "select_stmt"),
-                    Cut("comparison", "select_stmt"),  # = ANY (SELECT ...)
-                    Cut("primary", "select_stmt"),  # scalar subquery and EXISTS
-                ),
-                "set_operations": (Cut("compound_select", "compound_operator"),),
-                "cte": (Cut("with_clause"), Cut("table_ref", "CTE_NAME")),
-                "recursive_cte": (Cut("with_clause", "RECURSIVE"),),
-                "join": (
-                    Cut("join_source", "join_source"),
-                    Cut("table_ref", "joined_table"),  # a join in parentheses
-                    Cut("update_stmt", "from_clause"),
-                    Cut("delete_stmt", "USING"),
-                ),
-                "window": _WINDOW,
-                "returning": (Cut("returning_clause"),),
-                "on_conflict": (Cut("on_conflict"),),
-            }
-        ),
-        requirements=((Cut("on_conflict", "UPDATE"), frozenset({"UPDATE"})),),
-    ),
-}
 
 
 @cache
@@ -232,14 +109,19 @@ class RoleProjection:
         nothing, :class:`PolicyError` for a verb or clause the rules do not know.
         """
         if rules is None:
-            if dialect.name not in PROJECTION_RULES:
+            if dialect.projection is None:
                 raise PolicyError(
                     f"role {role.name!r}: no projection rules for dialect {dialect.name!r} "
-                    "(add a ProjectionRules to grid_sql.projection.PROJECTION_RULES)"
+                    "(give its Dialect value a projection: grid_sql.projection_rules)"
                 )
-            rules = PROJECTION_RULES[dialect.name]
+            rules = dialect.projection
         l1 = grammar or dialect_grammar(dialect)
         rules.check(dialect.name, l1)
+        unknown = sorted(set(rules.clauses) - set(CLAUSES))
+        if unknown:
+            raise DialectDefinitionError(
+                dialect.name, f"projection rules for unknown clauses {unknown}"
+            )
         unknown_verbs = sorted(role.verbs - set(VERBS))
         if unknown_verbs:
             raise PolicyError(f"role {role.name!r}: unknown verbs {unknown_verbs}")

@@ -29,8 +29,10 @@ Decisions a reader should know:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from grid_sql.dialect import Dialect, IdentifierCase, QuoteForm
+from grid_sql.projection_rules import STATEMENT_FORMS, WINDOW_CUTS, Cut, ProjectionRules
 
 KEYWORDS = (
     "all", "and", "any", "as", "asc", "avg", "between", "by", "case", "cast",
@@ -127,6 +129,36 @@ DATETIME_FIELDS = (
 )  # fmt: skip
 
 
+# What a role's verbs and banned clauses cut (grid_sql.projection_rules).
+PROJECTION = ProjectionRules(
+    statement="statement",
+    verb_forms=STATEMENT_FORMS,
+    clauses=MappingProxyType(
+        {
+            "subquery": (
+                Cut("table_ref", "select_stmt"),  # derived tables, LATERAL
+                Cut("in_target", "select_stmt"),
+                Cut("comparison", "select_stmt"),  # = ANY (SELECT ...)
+                Cut("primary", "select_stmt"),  # scalar subquery and EXISTS
+            ),
+            "set_operations": (Cut("compound_select", "compound_operator"),),
+            "cte": (Cut("with_clause"), Cut("table_ref", "CTE_NAME")),
+            "recursive_cte": (Cut("with_clause", "RECURSIVE"),),
+            "join": (
+                Cut("join_source", "join_source"),
+                Cut("table_ref", "joined_table"),  # a join in parentheses
+                Cut("update_stmt", "from_clause"),
+                Cut("delete_stmt", "USING"),
+            ),
+            "window": WINDOW_CUTS,
+            "returning": (Cut("returning_clause"),),
+            "on_conflict": (Cut("on_conflict"),),
+        }
+    ),
+    requirements=((Cut("on_conflict", "UPDATE"), frozenset({"UPDATE"})),),
+)
+
+
 @dataclass(frozen=True, kw_only=True)
 class PostgresDialect(Dialect):
     name: str = "postgres"
@@ -146,6 +178,7 @@ class PostgresDialect(Dialect):
         ("SCALED_TYPE_NAME", SCALED_TYPE_NAMES),
         ("SPECIAL_FUNCTION_NAME", SPECIAL_FUNCTIONS),
     )
+    projection: ProjectionRules | None = PROJECTION
     identifier_quotes: tuple[QuoteForm, ...] = (QuoteForm(open='"', close='"'),)
     identifier_case: IdentifierCase = "fold-lower"
     description: str = "PostgreSQL 15: SELECT/INSERT/UPDATE/DELETE, RETURNING, ON CONFLICT"

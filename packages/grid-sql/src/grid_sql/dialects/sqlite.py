@@ -25,8 +25,10 @@ free mode (see bench/results/dialect_coverage/). Decisions a reader should know:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from grid_sql.dialect import Dialect, QuoteForm
+from grid_sql.projection_rules import STATEMENT_FORMS, WINDOW_CUTS, Cut, ProjectionRules
 
 KEYWORDS = (
     "abort", "all", "and", "as", "asc", "avg", "between", "by", "case", "cast",
@@ -127,6 +129,41 @@ TYPE_NAMES = (
 )  # fmt: skip
 
 
+# What a role's verbs and banned clauses cut (grid_sql.projection_rules).
+PROJECTION = ProjectionRules(
+    statement="statement",
+    verb_forms=STATEMENT_FORMS,
+    clauses=MappingProxyType(
+        {
+            "subquery": (
+                Cut("table_or_subquery", "select_stmt"),
+                Cut("in_target", "select_stmt"),
+                Cut("in_target", "TABLE_NAME"),  # `x IN t` reads t like a subquery
+                Cut("primary", "select_stmt"),  # scalar subquery and EXISTS
+            ),
+            "set_operations": (
+                Cut("compound_select", "compound_operator"),
+                Cut("compound_values", "compound_operator"),  # ... UNION VALUES (1)
+            ),
+            "cte": (Cut("with_clause"), Cut("table_or_subquery", "CTE_NAME")),
+            "recursive_cte": (Cut("with_clause", "RECURSIVE"),),
+            "join": (Cut("join_source", "join_source"), Cut("update_stmt", "from_clause")),
+            "window": WINDOW_CUTS,
+            "returning": (),
+            "on_conflict": (
+                Cut("insert_verb", "OR"),
+                Cut("insert_verb", "REPLACE"),
+                Cut("update_stmt", "OR"),
+            ),
+        }
+    ),
+    requirements=(
+        (Cut("insert_verb", "REPLACE"), frozenset({"DELETE"})),
+        (Cut("conflict_action", "REPLACE"), frozenset({"DELETE"})),
+    ),
+)
+
+
 @dataclass(frozen=True, kw_only=True)
 class SqliteDialect(Dialect):
     name: str = "sqlite"
@@ -144,6 +181,9 @@ class SqliteDialect(Dialect):
     word_classes: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("COLLATION_NAME", ("binary", "nocase", "rtrim")),
     )
+    projection: ProjectionRules | None = PROJECTION
+    dq_string_fallback: bool = True
+    rowid_names: frozenset[str] = frozenset({"rowid", "oid", "_rowid_"})
     identifier_quotes: tuple[QuoteForm, ...] = (
         QuoteForm(open='"', close='"'),
         QuoteForm(open="`", close="`"),
