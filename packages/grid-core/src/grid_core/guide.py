@@ -52,6 +52,7 @@ from grid_core.cache import (
 )
 from grid_core.dfa import ByteDFA, build_union_dfa
 from grid_core.errors import GuideError, MaskError
+from grid_core.events import EventGuide, EventSpec, tracker
 from grid_core.grammar import Grammar
 from grid_core.lexer import Config, Lexer, Normal, Scanner
 from grid_core.lexicon import Lexicon, build_lexicon
@@ -138,13 +139,20 @@ class Engine:
             "trie": self.trie.fingerprint,
         }
 
-    def guide(self, *, audit: bool = True) -> Guide:
+    def guide(self, *, audit: bool = True, events: EventSpec | None = None) -> Guide:
         """A guide at the initial configuration: the native session when the
         kernels are loaded (``self.kernel``), else the Python :class:`GridGuide`.
-        ``audit`` turns the per-step records on (DESIGN.md section 9)."""
+        ``audit`` turns the per-step records on (DESIGN.md section 9); an
+        ``events`` spec wraps it in an :class:`~grid_core.events.EventGuide`
+        with a parse event stream (off by default: ``grid_core.events``)."""
+        inner: Guide
         if self.kernel is not None:
-            return kernels.session(self, audit=audit)
-        return GridGuide(self, audit=audit)
+            inner = kernels.session(self, audit=audit)
+        else:
+            inner = GridGuide(self, audit=audit)
+        if events is None:
+            return inner
+        return EventGuide(inner, tracker(self, events))
 
     def walk(
         self, root: int, pending: bytes, allowed: int

@@ -21,9 +21,11 @@ Definitions, in the order the code follows them:
   boundaries therefore do not depend on the parser.
 * **Picking.** A lexeme's candidates are the terminals whose language contains
   it (for a lexicon terminal, only if the lexeme is one of its words). The pick
-  is the first candidate, by priority (higher first) then name, that is
-  ``%ignore``d (skipped) or that the parser can shift after reductions. No such
-  candidate is an error.
+  is the first candidate in lark's order that is ``%ignore``d (skipped) or that
+  the parser can shift after reductions. No such candidate is an error. Lark's
+  order: priority (higher first); at equal priority a string literal before a
+  pattern (lark's ``UnlessCallback``); then greater maximum width, longer
+  pattern text, name (lark's ``BasicLexer`` sort).
 * **Prefix(L)**: the scan-and-pick of ``w`` succeeds and the pending remainder
   ``r`` is empty or is a prefix of some string of R_t (of W_t for a lexicon
   terminal) for some terminal t that the parser can shift or that is ignored.
@@ -57,6 +59,12 @@ def text(b: bytes) -> str:
     return b.decode("latin-1")
 
 
+def _tie_key(t: Any) -> tuple[int, bool, int, int, str]:
+    """Lark's order of a terminal among the candidates of one lexeme (see the header)."""
+    p = t.pattern
+    return (-t.priority, p.type == "re", -p.max_width, -len(p.to_regexp()), str(t.name))
+
+
 class Language:
     """The language L of a (projected) lark grammar with lexicons, and its prefixes.
 
@@ -71,12 +79,14 @@ class Language:
         start: str = "start",
     ) -> None:
         every = Lark(grammar, parser=None, lexer="basic")  # lexer-only mode keeps all terminals
-        self.lark = Lark(grammar, parser="lalr", lexer="basic", start=start)
+        self.lark = Lark(
+            grammar, parser="lalr", lexer="basic", start=start, propagate_positions=True
+        )
         self.ignored = frozenset(every.ignore_tokens)
         self.regex = {
             t.name: regex.compile(t.pattern.to_regexp(), regex.A) for t in every.terminals
         }
-        self.order = [t.name for t in sorted(every.terminals, key=lambda t: (-t.priority, t.name))]
+        self.order = [t.name for t in sorted(every.terminals, key=_tie_key)]
         self.lexicons = {n: frozenset(map(text, ws)) for n, ws in (lexicons or {}).items()}
         lazy = [t.name for t in every.terminals if LAZY.search(t.pattern.to_regexp())]
         assert not lazy, f"lazy quantifiers (see the module header) in {lazy}"
@@ -109,24 +119,31 @@ class Language:
         p = self.lark.parse_interactive("")
         return p, frozenset(p.accepts())  # type: ignore[no-untyped-call]
 
-    def feed(self, state: State, lexeme: str) -> State | None:
-        """Pick a terminal for ``lexeme`` and shift it; None if no candidate is viable."""
-        p, shiftable = state
+    def pick(self, shiftable: frozenset[str], lexeme: str) -> str | None:
+        """The terminal picked for ``lexeme`` (an ignored one included), or None."""
         for t in self.order:
             if not self.regex[t].fullmatch(lexeme):
                 continue
             if t in self.lexicons and lexeme not in self.lexicons[t]:
                 continue
-            if t in self.ignored:
-                return state
-            if t in shiftable:
-                p = p.copy()
-                try:
-                    p.feed_token(Token(t, lexeme))
-                except UnexpectedInput:  # pragma: no cover - accepts() said it shifts
-                    raise AssertionError(f"lark refused {t} after accepts() admitted it") from None
-                return p, frozenset(p.accepts())
+            if t in self.ignored or t in shiftable:
+                return t
         return None
+
+    def feed(self, state: State, lexeme: str) -> State | None:
+        """Pick a terminal for ``lexeme`` and shift it; None if no candidate is viable."""
+        p, shiftable = state
+        t = self.pick(shiftable, lexeme)
+        if t is None:
+            return None
+        if t in self.ignored:
+            return state
+        p = p.copy()
+        try:
+            p.feed_token(Token(t, lexeme))
+        except UnexpectedInput:  # pragma: no cover - accepts() said it shifts
+            raise AssertionError(f"lark refused {t} after accepts() admitted it") from None
+        return p, frozenset(p.accepts())
 
     def live(self, state: State, r: str) -> bool:
         """The pending remainder can still become a lexeme the parser takes (or skips)."""
@@ -151,6 +168,48 @@ class Language:
         for lexeme in lexed[0]:
             state = self.feed(state, lexeme) if state else None
         return (state, lexed[1]) if state else None
+
+    # -- parse events (grid_core.events) --------------------------------------------
+
+    def events(
+        self, w: bytes, symbols: Mapping[str, str]
+    ) -> list[tuple[str, str, int, int]] | None:
+        """The post-hoc event sequence of a sentence ``w`` (None if ``w`` is not in L):
+        ``(kind, name, start, end)`` for every node of lark's parse tree whose
+        rule name and every token whose terminal name ``symbols`` maps to a kind,
+        in post-order (the order an LR parser completes them)."""
+        lexed = self.lex(text(w), final=True)
+        if lexed is None:
+            return None
+        # One parser fed in place: a copied parser's tokens lose their end positions.
+        parser: Parser = self.lark.parse_interactive("")
+        at = 0
+        for lexeme in lexed[0]:
+            t = self.pick(frozenset(parser.accepts()), lexeme)
+            if t is None:
+                return None
+            if t not in self.ignored:
+                parser.feed_token(_token(t, lexeme, at))
+            at += len(lexeme)
+        if END not in parser.accepts():
+            return None
+        tree = parser.feed_eof()
+        out: list[tuple[str, str, int, int]] = []
+
+        def visit(node: Any) -> None:
+            for child in node.children:
+                if isinstance(child, Token):
+                    if child.type in symbols:
+                        end = int(child.end_pos or 0)
+                        out.append((symbols[child.type], child.type, end - len(child), end))
+                elif child is not None:
+                    visit(child)
+            if node.data in symbols and not node.meta.empty:
+                meta = node.meta
+                out.append((symbols[node.data], str(node.data), meta.start_pos, meta.end_pos))
+
+        visit(tree)
+        return out
 
     # -- the three definitions ---------------------------------------------------
 
@@ -195,3 +254,17 @@ class Language:
             if state is not None and self.live(state, lexed[1]):
                 out.add(i)
         return out
+
+
+def _token(t: str, lexeme: str, at: int) -> Token:
+    """A lark token of terminal ``t`` spelling ``lexeme`` at byte offset ``at``."""
+    return Token(
+        t,
+        lexeme,
+        start_pos=at,
+        line=1,
+        column=at + 1,
+        end_line=1,
+        end_column=at + len(lexeme) + 1,
+        end_pos=at + len(lexeme),
+    )
