@@ -48,6 +48,7 @@ def tests(session: nox.Session) -> None:
     """Every package's default test suite, then the crate's Rust tests."""
     session.run("bash", "scripts/system-deps.sh", external=True)
     session.env["GRID_REQUIRE_POSTGRES"] = "1"  # installed above: a missing server fails
+    session.env["GRID_REQUIRE_REDIS"] = "1"  # likewise redis-server
     pytest(session)
     session.run("cargo", "test", "--quiet", "--manifest-path", CRATE, external=True)
 
