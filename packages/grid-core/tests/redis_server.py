@@ -14,7 +14,7 @@ import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
@@ -60,10 +60,8 @@ class RedisServer:
                 raise RuntimeError(f"redis-server exited with {self.process.returncode}")
             if self.command("PING") == b"+PONG\r\n":
                 return
-            try:
+            with suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=0.01)
-            except subprocess.TimeoutExpired:
-                pass
         raise RuntimeError("redis-server did not answer PING")
 
     def stop(self) -> None:
@@ -76,9 +74,7 @@ class RedisServer:
     def command(self, *args: bytes | str) -> bytes | None:
         """One command's raw reply, or None when nothing answers."""
         parts = [a.encode() if isinstance(a, str) else a for a in args]
-        request = b"*%d\r\n" % len(parts) + b"".join(
-            b"$%d\r\n%s\r\n" % (len(p), p) for p in parts
-        )
+        request = b"*%d\r\n" % len(parts) + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
                 s.sendall(request)

@@ -42,6 +42,9 @@ URL_ENV = "GRID_SHARED_CACHE_URL"
 KEY_ENV = "GRID_SHARED_CACHE_KEY"
 KEY_FILE_ENV = "GRID_SHARED_CACHE_KEY_FILE"
 
+#: The shortest deployment key accepted, in bytes (grid_kernels' remote module agrees).
+MIN_KEY_BYTES = 16
+
 logger = logging.getLogger("grid_core.shared_cache")
 
 
@@ -59,6 +62,12 @@ class SharedCacheConfig:
 
     url: str
     key: bytes = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if len(self.key) < MIN_KEY_BYTES:
+            raise SharedCacheError(
+                KEY_ENV, f"the deployment key has {len(self.key)} bytes; at least {MIN_KEY_BYTES}"
+            )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> SharedCacheConfig | None:
@@ -94,7 +103,7 @@ class SharedTier:
             self.remote = native.RemoteWalks(config.url, config.key, family)
         except ValueError as e:
             raise SharedCacheError(URL_ENV, str(e)) from e
-        self.family = family
+        self.config, self.family = config, family
         threading.Thread(
             target=_log_events, args=(self.remote,), name="grid-shared-cache-log", daemon=True
         ).start()

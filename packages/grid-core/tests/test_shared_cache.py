@@ -1,0 +1,321 @@
+"""The shared tier of the mask cache on a real Redis server (grid_core.shared_cache).
+
+Every test replays Spider dev gold statements (sqlite dialect, cl100k) through
+the native guide and compares every mask row with a process-local engine's
+(no shared tier): the tier may only change where an entry comes from, never a
+mask. Around that:
+
+- two processes share entries: the second's local misses are remote hits
+  (counted), it walks and publishes nothing the first published;
+- planted bad entries (no HMAC, another key's HMAC, a wrong payload or a wrong
+  id under the right HMAC) are rejected, counted and logged;
+- the server killed and restarted mid-replay, and a server that never
+  answers, cost local walks only: failures counted and logged, reconnection
+  automatic;
+- a miss that finds another process's walker lock waits for it, then walks
+  locally without publishing.
+
+The server is Debian's ``redis-server`` on a free loopback port
+(``redis_server.py``); without it these tests skip, and with
+``GRID_REQUIRE_REDIS=1`` (the nox ``tests`` session) they fail.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("grid_kernels._native")
+pytest.importorskip("grid_sql")
+
+import shared_replica
+from redis_server import RedisServer, running_redis
+
+from grid_core import shared_cache
+from grid_core.shared_cache import SharedCacheConfig, SharedCacheError
+
+KEY = b"test deployment key 0123456789"
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def redis() -> Iterator[RedisServer]:
+    with running_redis() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def reference() -> dict[bytes, list[bytes]]:
+    """Mask rows of the statements every test replays, from a process-local engine."""
+    assert shared_cache.SharedCacheConfig.from_env() is None, "the reference must be local"
+    e = shared_replica.engine()
+    return {s: shared_replica.replay(e, s) for s in shared_replica.statements(6, seed=20)}
+
+
+def use_tier(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    monkeypatch.setenv(shared_cache.URL_ENV, url)
+    monkeypatch.setenv(shared_cache.KEY_ENV, KEY.decode())
+
+
+def replay_all(reference: dict[bytes, list[bytes]]) -> None:
+    """Replay every statement on a new engine (an empty local tier), checking each
+    row against the reference."""
+    e = shared_replica.engine()
+    for statement, rows in reference.items():
+        assert shared_replica.replay(e, statement) == rows, statement
+
+
+def tier_of(url: str) -> shared_cache.SharedTier:
+    """The tier this process made for ``url`` (one family here)."""
+    (tier,) = [t for t in shared_cache.tiers() if t.config.url == url]
+    return tier
+
+
+def delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+
+
+# ------------------------------------------------------------------ settings
+
+
+def test_settings_come_from_the_environment(tmp_path: Path) -> None:
+    assert SharedCacheConfig.from_env({}) is None
+    url = "redis://127.0.0.1:6379/0"
+    got = SharedCacheConfig.from_env({shared_cache.URL_ENV: url, shared_cache.KEY_ENV: "k" * 16})
+    assert got == SharedCacheConfig(url, b"k" * 16)
+    assert "k" * 16 not in repr(got)
+    key_file = tmp_path / "key"
+    key_file.write_bytes(b"from a file, 16+ bytes\n")
+    got = SharedCacheConfig.from_env(
+        {shared_cache.URL_ENV: url, shared_cache.KEY_FILE_ENV: str(key_file)}
+    )
+    assert got is not None and got.key == b"from a file, 16+ bytes"
+    url_env, key_env, file_env = (
+        shared_cache.URL_ENV,
+        shared_cache.KEY_ENV,
+        shared_cache.KEY_FILE_ENV,
+    )
+    for env, setting in [
+        ({url_env: url}, key_env),
+        ({key_env: "k" * 16}, url_env),
+        ({url_env: url, file_env: str(tmp_path / "no")}, file_env),
+        ({url_env: url, key_env: "x" * 16, file_env: str(key_file)}, key_env),
+    ]:
+        with pytest.raises(SharedCacheError) as raised:
+            SharedCacheConfig.from_env(env)
+        assert raised.value.setting == setting
+
+
+@pytest.mark.parametrize(
+    ("url", "key", "message"),
+    [
+        ("http://h", KEY, "must start with redis://"),
+        ("redis://h:port", KEY, "port"),
+        ("redis://h?wait_ms=soon", KEY, "wait_ms"),
+        ("redis://h?color=1", KEY, "unknown shared cache setting"),
+    ],
+)
+def test_bad_settings_are_a_typed_error_naming_them(url: str, key: bytes, message: str) -> None:
+    import grid_kernels
+
+    with pytest.raises(SharedCacheError, match=message) as raised:
+        shared_cache.SharedTier(grid_kernels, SharedCacheConfig(url, key), "family")
+    assert raised.value.setting == shared_cache.URL_ENV
+    with pytest.raises(SharedCacheError, match="at least 16") as raised:
+        SharedCacheConfig(url, b"short")
+    assert raised.value.setting == shared_cache.KEY_ENV
+
+
+# ------------------------------------------------------------------ sharing
+
+
+def run_replica(url: str | None, n: int) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRID_SHARED_CACHE")}
+    if url is not None:
+        env |= {shared_cache.URL_ENV: url, shared_cache.KEY_ENV: KEY.decode()}
+    done = subprocess.run(
+        [sys.executable, str(HERE / "shared_replica.py"), str(n), "20"],
+        env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def test_two_processes_share_entries(redis: RedisServer) -> None:
+    url = redis.url + "?wait_ms=0"
+    redis.command("FLUSHALL")
+    local = run_replica(None, 6)
+    first = run_replica(url, 6)
+    second = run_replica(url, 6)
+    assert local["metrics"] == {}
+    assert first["digest"] == second["digest"] == local["digest"]
+    m1, m2 = first["metrics"], second["metrics"]
+    # The first walked and published every miss; the second found them all.
+    assert m1["lookups"] == m1["misses"] == m1["published"] > 0
+    assert m1["hits"] == m1["rejected"] == m1["errors"] == 0
+    assert m2["lookups"] == m2["hits"] == m1["published"]
+    assert m2["misses"] == m2["published"] == m2["rejected"] == m2["errors"] == 0
+    assert len(redis.keys("grid:*:e:*")) == m1["published"]
+    assert redis.keys("grid:*:l:*") == []  # every walker's lock released
+
+
+# ------------------------------------------------------------------ integrity
+
+
+def mac(key: bytes, redis_key: bytes, body: bytes) -> bytes:
+    """The tier's HMAC of a value (grid_kernels' remote module: HMAC-SHA256 of
+    u32 len(key) | key | body)."""
+    return hmac.new(
+        key, len(redis_key).to_bytes(4, "little") + redis_key + body, hashlib.sha256
+    ).digest()
+
+
+def tamper(kind: str, redis_key: bytes, value: bytes) -> bytes:
+    body = value[:-32]
+    if kind == "no-hmac":
+        return body
+    if kind == "other-key":
+        return body + mac(b"another deployment's key", redis_key, body)
+    if kind == "wrong-id":  # the id is bytes 4..20
+        body = body[:4] + bytes(16) + body[20:]
+    elif kind == "wrong-payload":  # payload: after magic, id, encoding and its u32 length
+        encoding, n = body[20:21], int.from_bytes(body[21:25], "little")
+        payload, rest = body[25 : 25 + n], body[25 + n :]
+        if encoding == b"D":  # one more or one fewer token
+            payload = bytes([payload[0] ^ 1]) + payload[1:]
+        else:  # one token fewer, or token 0 where there were none: still canonical
+            payload = payload[:-4] if payload else bytes(4)
+        body = body[:21] + len(payload).to_bytes(4, "little") + payload + rest
+    return body + mac(KEY, redis_key, body)
+
+
+@pytest.mark.parametrize("kind", ["no-hmac", "other-key", "wrong-id", "wrong-payload"])
+def test_planted_bad_entries_are_rejected(
+    redis: RedisServer,
+    reference: dict[bytes, list[bytes]],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    kind: str,
+) -> None:
+    url = redis.url + "?wait_ms=0&lock_ms=60000"
+    use_tier(monkeypatch, url)
+    redis.command("FLUSHALL")
+    replay_all(reference)  # publishes every walk
+    keys = redis.keys("grid:*:e:*")
+    assert keys
+    for k in keys:
+        value = redis.get(k)
+        assert value is not None
+        assert redis.command("SET", k, tamper(kind, k, value)) == b"+OK\r\n"
+        # Hold every walker's lock: a rejected entry is walked locally, not republished.
+        redis.command("SET", k.replace(b":e:", b":l:"), b"test")
+    tier = tier_of(url)
+    before = tier.metrics()
+    caplog.set_level(logging.WARNING, logger="grid_core.shared_cache")
+    replay_all(reference)
+    got = delta(tier.metrics(), before)
+    assert got["rejected"] == got["lookups"] == len(keys)
+    assert "hits" not in got and "published" not in got
+    why = "entry id" if kind.startswith("wrong") else "HMAC"
+    wait_for(lambda: any(why in r.getMessage() for r in caplog.records))
+
+
+def wait_for(condition: Any) -> None:
+    """Wait (with a generous bound) for the logging thread to log what is expected."""
+    done = threading.Event()
+    for _ in range(600):
+        if condition():
+            return
+        done.wait(0.05)
+    raise AssertionError("the expected log record never came")
+
+
+# ------------------------------------------------------------------ faults
+
+
+def test_a_server_killed_and_restarted_mid_replay_costs_local_walks_only(
+    redis: RedisServer,
+    reference: dict[bytes, list[bytes]],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # backoff_ms=0: the first miss after the restart reconnects (no clock involved).
+    url = redis.url + "?wait_ms=0&backoff_ms=0&backoff_max_ms=0"
+    use_tier(monkeypatch, url)
+    caplog.set_level(logging.INFO, logger="grid_core.shared_cache")
+    redis.command("FLUSHALL")
+    statements = list(reference)
+    e = shared_replica.engine()
+    tier = tier_of(url)
+    before = tier.metrics()
+    third = len(statements) // 3
+    for s in statements[:third]:
+        assert shared_replica.replay(e, s) == reference[s]
+    redis.stop()
+    try:
+        for s in statements[third : 2 * third]:
+            assert shared_replica.replay(e, s) == reference[s]
+    finally:
+        redis.start()
+    for s in statements[2 * third :]:
+        assert shared_replica.replay(e, s) == reference[s]
+    got = delta(tier.metrics(), before)
+    assert got["errors"] >= 1 and got["reconnects"] >= 1
+    assert got["published"] >= 1  # published again after the restart
+    assert len(redis.keys("grid:*:e:*")) >= 1
+    wait_for(lambda: any("failed" in r.getMessage() for r in caplog.records))
+    wait_for(lambda: any(r.getMessage().endswith("reconnected") for r in caplog.records))
+
+
+def test_a_server_that_never_answers_costs_local_walks_only(
+    reference: dict[bytes, list[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as silent:  # accepts connections (the backlog) and never replies
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        port = silent.getsockname()[1]
+        url = f"redis://127.0.0.1:{port}/0?timeout_ms=20&backoff_ms=0"
+        use_tier(monkeypatch, url)
+        e = shared_replica.engine()
+        tier = tier_of(url)
+        before = tier.metrics()
+        statement = next(iter(reference))
+        assert shared_replica.replay(e, statement) == reference[statement]
+    got = delta(tier.metrics(), before)
+    assert got["errors"] >= 1 and "hits" not in got and "published" not in got
+
+
+# ------------------------------------------------------------------ single flight
+
+
+def test_a_miss_behind_another_walkers_lock_waits_then_walks_unpublished(
+    redis: RedisServer, reference: dict[bytes, list[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = redis.url + "?wait_ms=1&lock_ms=60000"
+    use_tier(monkeypatch, url)
+    redis.command("FLUSHALL")
+    replay_all(reference)
+    keys = redis.keys("grid:*:e:*")
+    for k in keys:  # the entries gone, every lock held by "another process"
+        redis.command("DEL", k)
+        redis.command("SET", k.replace(b":e:", b":l:"), b"another")
+    tier = tier_of(url)
+    before = tier.metrics()
+    replay_all(reference)
+    got = delta(tier.metrics(), before)
+    assert got["waits"] == got["wait_timeouts"] == got["misses"] == len(keys)
+    assert "published" not in got and "wait_hits" not in got
+    assert redis.keys("grid:*:e:*") == []
