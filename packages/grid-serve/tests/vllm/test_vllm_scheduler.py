@@ -7,7 +7,6 @@ test (a real statement's tokens, checked to be admitted by the step's row).
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -64,10 +63,11 @@ def step(sched: Any, tokens: dict[str, list[int]]) -> tuple[Any, dict[str, Any],
 
 def test_two_roles_decode_to_their_stop(manager: Any, config: Any, tokenizer: Any) -> None:
     """Two GRID requests of two roles decode whole statements, each token admitted by its
-    row, and stop at the model's EOS. A step samples each scheduled request's next
-    planned token (a request the defer holds back samples later); a step takes at least
-    a millisecond, a stand-in for the forward pass. Fails if a row refuses a statement
-    token or a request does not finish with reason stop."""
+    row, and stop at the model's EOS. Before each step the test waits (no clock: a
+    condition with a generous timeout) until every unfinished request's next row is
+    computed, so no round is deferred and each step samples each request's next planned
+    token. Fails if a row refuses a statement token, a round is skipped, or a request
+    does not finish with reason stop."""
     sched = scheduler(config, manager)
     statements = {
         "a": (ANALYST, "SELECT name FROM employees WHERE dept_id = 2;"),
@@ -81,15 +81,14 @@ def test_two_roles_decode_to_their_stop(manager: Any, config: Any, tokenizer: An
         rid: [*tokenizer.encode(sql, add_special_tokens=False), 2]
         for rid, (_, sql) in statements.items()
     }
+    grammars = {rid: r.structured_output_request.grammar for rid, r in reqs.items()}
     finished: dict[str, Any] = {}
-    for _ in range(5000):
-        if len(finished) == len(plans):
-            break
-        time.sleep(0.001)
-        nxt = {
-            rid: [p[reqs[rid].num_output_tokens]] for rid, p in plans.items() if rid not in finished
-        }
-        _, outs, _ = step(sched, nxt)
+    for _ in range(max(map(len, plans.values()))):
+        live = [rid for rid in plans if rid not in finished]
+        wait_until(lambda live=live: all(grammars[rid].mask_ready() for rid in live))
+        nxt = {rid: [plans[rid][reqs[rid].num_output_tokens]] for rid in live}
+        _, outs, skipped = step(sched, nxt)
+        assert not skipped, skipped
         finished |= {rid: o for rid, o in outs.items() if o.finish_reason is not None}
     assert set(finished) == {"a", "c"}
     assert all(o.finish_reason == FinishReason.STOP for o in finished.values()), finished
@@ -209,17 +208,23 @@ def test_without_the_defer_the_batch_waits_for_the_late_row(
     manager: Any, config: Any, tokenizer: Any
 ) -> None:
     """The control: with the patch removed, B's late row is waited for at the bitmask
-    (here until the pool is released 0.3 s later), and B's token is kept. Fails if the
-    bitmask did not wait or B skipped."""
+    (here until another thread releases the pool), and B's token is kept. No clock is
+    read: the releasing thread marks the release, and the bitmask must come back after
+    it. Fails if the bitmask returned before the release or B skipped."""
     defer.remove()
     try:
         sched, _, gate, done = pending_b(manager, config, tokenizer)
         out = sched.schedule()
         assert set(out.num_scheduled_tokens) == {"b", "c"}
-        threading.Timer(0.3, gate.open).start()
-        t0 = time.perf_counter()
+        released = threading.Event()
+
+        def release() -> None:
+            released.set()
+            gate.open()
+
+        threading.Timer(0.3, release).start()
         sched.get_grammar_bitmask(out)
-        assert time.perf_counter() - t0 >= 0.25
+        assert released.is_set(), "the bitmask came back before B's row could be computed"
         from_ = tokenizer.encode(" FROM", add_special_tokens=False)
         sched.update_from_output(out, runner_output(out, {"b": from_, "c": [44]}))
         assert list(sched.requests["b"].output_token_ids) == [*done, *from_]
