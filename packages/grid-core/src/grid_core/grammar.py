@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING
 from lark import Lark
 from lark.exceptions import GrammarError as LarkGrammarError
 from lark.exceptions import LarkError
+from lark.lexer import PatternStr
+from lark.utils import get_regexp_width
 
 from grid_core.errors import EmptyLanguageError, GrammarError, UndefinedSymbolError
 from grid_core.fingerprint import fingerprint
@@ -44,12 +46,35 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Terminal:
-    """A terminal: its name, its pattern over bytes (lark's regexp, flags inline)."""
+    """A terminal: its name, its pattern over bytes (lark's regexp, flags inline).
+
+    ``literal`` is true for a lark string literal (``"where"``, ``"where"i``):
+    its pattern is then ``re.escape`` of the string, inside lark's flag groups.
+    """
 
     name: str
     pattern: str
     priority: int
     ignored: bool
+    literal: bool = False
+
+    @cached_property
+    def tie_key(self) -> tuple[int, int, int, int, str]:
+        """This terminal's place in the pick order (:attr:`Grammar.pick_order`): lark's.
+
+        Priority first (higher first). At equal priority a string literal comes
+        before a pattern (lark's ``UnlessCallback``: a pattern's match that is
+        also an equal-priority literal's text is that literal). Then lark's
+        lexer order: greater maximum width (``sre_parse``'s, as lark computes
+        it), then longer pattern text, then name.
+        """
+        return (
+            -self.priority,
+            0 if self.literal else 1,
+            -get_regexp_width(self.pattern)[1],
+            -len(self.pattern),
+            self.name,
+        )
 
 
 @dataclass(frozen=True)
@@ -120,13 +145,8 @@ class Grammar:
 
     @cached_property
     def pick_order(self) -> tuple[int, ...]:
-        """Terminal ids in the order the contextual pick tries them: priority, then name."""
-        return tuple(
-            sorted(
-                range(self.n_terminals),
-                key=lambda i: (-self.terminals[i].priority, self.terminals[i].name),
-            )
-        )
+        """Terminal ids in the order the contextual pick tries them (:attr:`Terminal.tie_key`)."""
+        return tuple(sorted(range(self.n_terminals), key=lambda i: self.terminals[i].tie_key))
 
     @cached_property
     def fingerprint(self) -> str:
@@ -134,7 +154,7 @@ class Grammar:
             (
                 "grid.grammar.v1",
                 self.start,
-                [(t.name, t.pattern, t.priority, t.ignored) for t in self.terminals],
+                [(t.name, t.pattern, t.priority, t.ignored, t.literal) for t in self.terminals],
                 [(r.origin, r.expansion) for r in self.rules],
             )
         )
@@ -220,12 +240,13 @@ class Grammar:
             alts = [" ".join(r.expansion) for r in self.rules if r.origin == nt]
             lines.append(f"{nt}: " + "\n    | ".join(alts))
         for t in self.terminals:
-            lines.append(f"{t.name}.{t.priority}: /{_lark_regex_body(t.pattern)}/")
+            body = lark_literal(t.pattern) if t.literal else f"/{lark_regex(t.pattern)}/"
+            lines.append(f"{t.name}.{t.priority}: {body}")
         lines += [f"%ignore {t.name}" for t in self.terminals if t.ignored]
         return "\n".join(lines) + "\n"
 
 
-def _lark_regex_body(pattern: str) -> str:
+def lark_regex(pattern: str) -> str:
     """Spell ``pattern`` inside lark's ``/.../`` so that lark reads back the same language.
 
     lark evaluates ``\\n \\t \\x.. \\u..`` in a regexp literal as Python escapes and
@@ -258,6 +279,28 @@ def _lark_regex_body(pattern: str) -> str:
     return "".join(out)
 
 
+_FLAG_GROUP = re.compile(r"\(\?([a-zA-Z]):(.*)\)", re.DOTALL)
+
+
+def lark_literal(pattern: str) -> str:
+    """Spell a string literal's pattern (``re.escape`` inside flag groups) as lark's ``"..."``."""
+    flags = ""
+    while m := _FLAG_GROUP.fullmatch(pattern):
+        flags, pattern = m.group(1) + flags, m.group(2)
+    text = re.sub(r"\\(.)", r"\1", pattern, flags=re.DOTALL)
+    body = "".join(
+        "\\" + c
+        if c in '"\\'
+        else c
+        if " " <= c <= "~"
+        else f"\\x{ord(c):02x}"
+        if ord(c) < 256
+        else f"\\u{ord(c):04x}"
+        for c in text
+    )
+    return f'"{body}"{flags}'
+
+
 def _raw(c: str) -> str:
     return c if " " <= c <= "~" and c != "/" else f"\\x{ord(c):02x}" if ord(c) < 256 else c
 
@@ -266,7 +309,9 @@ def load_grammar(text: str, name: str = "L1", start: str = "start") -> Grammar:
     """Read a lark grammar into the IR (L1). Terminal numbering is frozen here.
 
     Raises :class:`UndefinedSymbolError` for a rule or terminal used but not
-    defined, :class:`GrammarError` for any other problem lark reports.
+    defined (a ``%declare``d terminal included: it has no pattern to lex with),
+    :class:`GrammarError` for a rule priority (an LALR(1) parser has no use for
+    it) and for any other problem lark reports.
     """
     try:
         lark = Lark(text, parser=None, lexer="basic", start=start)
@@ -277,9 +322,25 @@ def load_grammar(text: str, name: str = "L1", start: str = "start") -> Grammar:
         raise GrammarError(f"grammar {name!r}: {e}") from None
     except LarkError as e:
         raise GrammarError(f"grammar {name!r}: {e}") from None
+    defined = {t.name for t in lark.terminals}
+    for r in lark.rules:
+        if r.options.priority is not None:
+            raise GrammarError(
+                f"grammar {name!r}: rule {r.origin.name} has priority {r.options.priority}; "
+                "an LALR(1) parser has no use for rule priorities"
+            )
+        for s in r.expansion:
+            if s.is_term and s.name not in defined:
+                raise UndefinedSymbolError(str(s.name), str(r.origin.name))
     ignored = set(lark.ignore_tokens)
     terminals = tuple(
-        Terminal(_spellable(str(t.name)), t.pattern.to_regexp(), t.priority, t.name in ignored)
+        Terminal(
+            _spellable(str(t.name)),
+            t.pattern.to_regexp(),
+            t.priority,
+            t.name in ignored,
+            isinstance(t.pattern, PatternStr),
+        )
         for t in lark.terminals
     )
     rules = tuple(
