@@ -281,6 +281,21 @@ def r_harness(session: nox.Session) -> None:
     )
 
 
+@nox.session(name="shared-cache")
+def shared_cache(session: nox.Session) -> None:
+    """The shared tier on Redis (issue 20): four replica processes on disjoint shards of
+    Spider dev, with and without it (bench/shared_cache.py; needs redis-server)."""
+    session.run("bash", "scripts/system-deps.sh", external=True)
+    uv_run(
+        session,
+        "python",
+        "bench/shared_cache.py",
+        "--out",
+        "bench/results/shared_cache.json",
+        *session.posargs,
+    )
+
+
 @nox.session
 def rbac(session: nox.Session) -> None:
     """RBAC at mask level: the exhaustive speller over Qwen, every role of the example
