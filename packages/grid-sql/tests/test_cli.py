@@ -188,10 +188,6 @@ BAD_CHECK = {
         ["SELECT 1;", "--policy", "{unknown-table}"],
         "unknown.policy.toml:4: roles.x.tables[0]",
     ),
-    "unsupported-dialect": (
-        ["SELECT 1;", "--dialect", "postgres"],
-        "the SemanticChecker does not support dialect postgres",
-    ),
     "dialect-of-another-schema": (
         ["SELECT 1;", "--db", "{company}", "--dialect", "postgres", "--policy", EXAMPLE_POLICY],
         "a sqlite schema cannot serve dialect postgres",

@@ -90,7 +90,7 @@ from grid_core.grammar import load_grammar
 from grid_core.lexer import START, Scanner
 from grid_core.lexicon import build_lexicon
 from grid_core.parser import Parser
-from grid_sql.dialect import Dialect
+from grid_sql.dialect import Dialect, IdentifierCase
 from grid_sql.dialects import get_dialect
 
 Tree = Any  # lark.Tree (lark is untyped)
@@ -102,8 +102,6 @@ Schema = Mapping[str, Sequence[str]]
 Grants = Mapping[str, Mapping[str, Sequence[str] | None]]
 """Role -> table -> granted column names, or None for every column. A table the
 role's mapping does not name is not granted."""
-
-ROWID_NAMES = frozenset({"rowid", "oid", "_rowid_"})
 
 # The grammar contract (module header): rule and terminal names the walk relies on.
 CONTRACT_RULES = (
@@ -117,8 +115,10 @@ CONTRACT_RULES = (
 )  # fmt: skip
 CONTRACT_TERMINALS = (
     "TABLE_NAME", "CTE_NAME", "COLUMN_NAME", "ALIAS_NAME", "QUALIFIER", "STAR", "AS",
-    "DQ_STRING", "NATURAL", "RIGHT", "FULL", "USING", "SEMICOLON",
+    "NATURAL", "RIGHT", "FULL", "USING", "SEMICOLON",
 )  # fmt: skip
+# Required besides of a dialect whose double-quoted words fall back to strings.
+DQ_STRING = "DQ_STRING"
 
 
 # ================================================================ errors
@@ -126,6 +126,17 @@ CONTRACT_TERMINALS = (
 
 class CheckerError(GridError):
     """The checker was given a malformed schema or statement."""
+
+
+class GrammarContractError(CheckerError):
+    """The dialect's grammar breaks the checker's contract: it lacks rules or
+    terminals the walk relies on (`contract_gaps`), or a parse tree has a shape
+    the walk does not know. ``dialect`` names it; ``problem`` says what is wrong."""
+
+    def __init__(self, dialect: str, problem: str) -> None:
+        self.dialect = dialect
+        self.problem = problem
+        super().__init__(f"dialect {dialect!r} breaks the checker's grammar contract: {problem}")
 
 
 class StatementTooDeepError(CheckerError):
@@ -207,7 +218,7 @@ class ViolationKind(StrEnum):
 
 
 AccessKind = Literal[
-    "reference", "star", "using", "natural", "in_table", "insert", "update", "rowid"
+    "reference", "star", "row", "using", "natural", "in_table", "insert", "update", "rowid"
 ]
 
 
@@ -282,8 +293,43 @@ def _text(token: Token) -> str:
     return str(token.value).encode("latin-1").decode("utf-8", "replace")
 
 
-def _key(token: Token) -> str:
-    return fold(unquote(_text(token)))
+@dataclass(frozen=True)
+class _Names:
+    """A dialect's name resolution (`Dialect.identifier_case`, `rowid_names`,
+    `dq_string_fallback`): the key under which a lexeme or a catalog name compares.
+
+    Under "insensitive" (SQLite) every name folds; under "fold-lower" (PostgreSQL)
+    a bare lexeme folds to lower case and a quoted one keeps its case, and catalog
+    names are exact; under "sensitive" nothing folds."""
+
+    case: IdentifierCase
+    rowid: frozenset[str]
+    dq_fallback: bool
+    whole_row: bool
+
+    @classmethod
+    def of(cls, dialect: Dialect) -> _Names:
+        rowid = frozenset(fold(w) for w in dialect.rowid_names)
+        return cls(
+            dialect.identifier_case,
+            rowid,
+            dialect.dq_string_fallback,
+            dialect.whole_row_references,
+        )
+
+    def lexeme(self, spelling: str) -> str:
+        """The key of an identifier lexeme (quoted or bare)."""
+        word = unquote(spelling)
+        if self.case == "insensitive" or (self.case == "fold-lower" and word == spelling):
+            return fold(word)
+        return word
+
+    def catalog(self, name: str) -> str:
+        """The key of a catalog name (a table or column as the schema spells it)."""
+        return fold(name) if self.case == "insensitive" else name
+
+    def token(self, token: Token) -> str:
+        return self.lexeme(_text(token))
 
 
 def _name(token: Token) -> str:
@@ -386,16 +432,21 @@ def parse_statement(sql: str | bytes, dialect: str | Dialect = "sqlite") -> Tree
 
 
 def contract_gaps(dialect: str | Dialect = "sqlite") -> tuple[str, ...]:
-    """The contract's rule and terminal names that ``dialect``'s grammar lacks."""
+    """The contract's rule and terminal names that ``dialect``'s grammar lacks
+    (`DQ_STRING` only where `Dialect.dq_string_fallback` is set)."""
+    return _contract_gaps(get_dialect(dialect) if isinstance(dialect, str) else dialect)
+
+
+@functools.cache
+def _contract_gaps(value: Dialect) -> tuple[str, ...]:
     import lark
 
-    value = get_dialect(dialect) if isinstance(dialect, str) else dialect
     every = lark.Lark(value.grammar_text, parser=None, lexer="basic")
     rules = {str(r.origin.name) for r in every.rules}
     terminals = {str(t.name) for t in every.terminals}
+    needed = (*CONTRACT_TERMINALS, DQ_STRING) if value.dq_string_fallback else CONTRACT_TERMINALS
     return tuple(
-        [r for r in CONTRACT_RULES if r not in rules]
-        + [t for t in CONTRACT_TERMINALS if t not in terminals]
+        [r for r in CONTRACT_RULES if r not in rules] + [t for t in needed if t not in terminals]
     )
 
 
@@ -410,18 +461,18 @@ class _Table:
     rowid: str | None = None  # key of the column the row id aliases, when known
 
 
-def _catalog(schema: Schema, rowid_aliases: Mapping[str, str]) -> dict[str, _Table]:
-    aliases = {fold(t): fold(c) for t, c in rowid_aliases.items()}
+def _catalog(schema: Schema, rowid_aliases: Mapping[str, str], names: _Names) -> dict[str, _Table]:
+    aliases = {names.catalog(t): names.catalog(c) for t, c in rowid_aliases.items()}
     tables: dict[str, _Table] = {}
     for name, columns in schema.items():
-        key = fold(name)
+        key = names.catalog(name)
         if key in tables:
             raise SchemaError(name)
         cols: dict[str, str] = {}
         for column in columns:
-            if fold(column) in cols:
+            if names.catalog(column) in cols:
                 raise SchemaError(name, column)
-            cols[fold(column)] = column
+            cols[names.catalog(column)] = column
         rowid = aliases.pop(key, None)
         if rowid is not None and rowid not in cols:
             raise SchemaError(name, rowid)
@@ -434,21 +485,24 @@ def _catalog(schema: Schema, rowid_aliases: Mapping[str, str]) -> dict[str, _Tab
 _RoleGrants = dict[str, frozenset[str] | None]  # table key -> column keys (None: all)
 
 
-def _role_grants(tables: Mapping[str, _Table], role: str, grants: Grants) -> _RoleGrants:
+def _role_grants(
+    tables: Mapping[str, _Table], role: str, grants: Grants, names: _Names
+) -> _RoleGrants:
     if role not in grants:
         raise GrantError(role)
     out: _RoleGrants = {}
     for table, columns in grants[role].items():
-        entry = tables.get(fold(table))
+        entry = tables.get(names.catalog(table))
         if entry is None:
             raise GrantError(role, table)
         if columns is None:
             out[entry.key] = None
             continue
         for column in columns:
-            if fold(column) not in entry.columns and fold(column) not in ROWID_NAMES:
+            key = names.catalog(column)
+            if key not in entry.columns and fold(column) not in names.rowid:
                 raise GrantError(role, table, column)
-        out[entry.key] = frozenset(fold(c) for c in columns)
+        out[entry.key] = frozenset(names.catalog(c) for c in columns)
     return out
 
 
@@ -550,7 +604,11 @@ def _span(node: Tree | Token) -> Span:
 class _Walker:
     """One statement's name resolution: fills table uses, accesses, violations."""
 
-    def __init__(self, tables: Mapping[str, _Table], data: bytes) -> None:
+    def __init__(
+        self, tables: Mapping[str, _Table], data: bytes, names: _Names, dialect: str
+    ) -> None:
+        self.names = names
+        self.dialect = dialect
         self.tables = tables
         self.data = data
         self.uses: list[TableUse] = []
@@ -603,13 +661,13 @@ class _Walker:
 
     def _target(self, token: Token, alias: Token | None) -> _Source | None:
         """The base table an INSERT/UPDATE/DELETE writes, as a source."""
-        table = self.tables.get(_key(token))
+        table = self.tables.get(self.names.token(token))
         span = _span(token)
         if table is None:
             self._unknown_table(token)
             return None
         self.uses.append(TableUse(table.name, span))
-        name = _key(alias) if alias is not None else table.key
+        name = self.names.token(alias) if alias is not None else table.key
         label = table.name + (f" AS {_name(alias)}" if alias is not None else "")
         return _Source(name, label, dict(table.columns), table)
 
@@ -627,6 +685,47 @@ class _Walker:
         if source is not None:
             for node in _trees(source):
                 self.select_stmt(node, None, env)
+        if target is None:
+            return
+        alias = next((t for t in _tokens(tree) if t.type == "ALIAS_NAME"), None)
+        if alias is not None:
+            target.name = self.names.token(alias)
+        scope = _Scope(None)
+        scope.sources.append(target)
+        conflict = _child(tree, "on_conflict")
+        if conflict is not None:
+            self.on_conflict(conflict, target, scope, env)
+        self.returning(tree, scope, env)
+
+    def on_conflict(self, tree: Tree, target: _Source, scope: _Scope, env: _Env) -> None:
+        """ON CONFLICT (cols) DO UPDATE SET ... WHERE ...: the conflict columns are
+        read, the SET columns written; `excluded` is the row proposed for insertion
+        (the target's columns), so reading excluded.c reads the inserted value."""
+        inner = _Scope(None)
+        inner.sources.append(target)
+        if target.table is not None:
+            excluded = _Source("excluded", "excluded", dict(target.table.columns))
+            inner.sources.append(excluded)
+        for node in _trees(tree):
+            if node.data == "conflict_target":
+                for token in _tokens(_child(node, "column_list") or node):
+                    self.column_ref(token, None, _span(token), scope, dq_fallback=False)
+            elif node.data == "assignment":
+                column = next(t for t in _tokens(node) if t.type == "COLUMN_NAME")
+                self._write(target, column, "update")
+                for expr in _trees(node):
+                    self.expr(expr, inner, env)
+            else:
+                self.clause(node, inner, env)
+
+    def returning(self, tree: Tree, scope: _Scope, env: _Env) -> None:
+        """RETURNING reads what it names, as a SELECT list over the statement's scope."""
+        clause = _child(tree, "returning_clause")
+        if clause is None:
+            return
+        outputs = _Outputs([])
+        for column in _trees(_child(clause, "result_columns") or clause):
+            self.result_column(column, scope, env, outputs)
 
     def _dml_target(self, tree: Tree) -> tuple[_Scope, _Source | None]:
         """The scope of an UPDATE or DELETE: its target table (under its alias), if known."""
@@ -656,12 +755,20 @@ class _Walker:
         where = _child(tree, "where_clause")
         if where is not None:
             self.clause(where, scope, env)
+        self.returning(tree, scope, env)
 
     def delete_stmt(self, tree: Tree, env: _Env) -> None:
         scope, _ = self._dml_target(tree)
+        deferred: list[Tree] = []
+        using = _child(tree, "join_source") or _child(tree, "table_or_subquery")
+        if using is not None:  # DELETE ... USING (PostgreSQL)
+            self.join_source(using, scope, env, deferred)
+        for expr in deferred:
+            self.expr(expr, scope, env)
         where = _child(tree, "where_clause")
         if where is not None:
             self.clause(where, scope, env)
+        self.returning(tree, scope, env)
 
     def _column_list(self, tree: Tree, target: _Source, via: AccessKind) -> None:
         for token in _tokens(tree):
@@ -669,8 +776,9 @@ class _Walker:
                 self._write(target, token, via)
 
     def _write(self, target: _Source, token: Token, via: AccessKind) -> None:
-        key = _key(token)
-        assert target.table is not None
+        key = self.names.token(token)
+        if target.table is None:
+            return  # an unknown target table is already a violation
         if key in target.table.columns:
             self._access(target.table, key, _span(token), via)
         else:
@@ -694,10 +802,10 @@ class _Walker:
             alias_list = _child(table, "alias_list")
             columns = None
             if alias_list is not None:
-                columns = {_key(t): _name(t) for t in _tokens(alias_list)}
+                columns = {self.names.token(t): _name(t) for t in _tokens(alias_list)}
             body = _child(table, "select_stmt")
             cte = _Cte(_name(name), body, frame, columns, outer)
-            frame.ctes.setdefault(_key(name), cte)
+            frame.ctes.setdefault(self.names.token(name), cte)
         for cte in frame.ctes.values():
             self._walk_cte(cte)
         return frame
@@ -734,9 +842,10 @@ class _Walker:
                 self.order_by(order_by, cores[0][0], env)
             else:
                 self.compound_order_by(order_by, cores, env)
-        limit = _child(tree, "limit_clause")
-        if limit is not None:
-            self.clause(limit, _Scope(outer), env)
+        handled = ("with_clause", "select_core", "compound_select", "order_by_clause")
+        for node in _trees(tree):
+            if node.data not in handled:  # LIMIT, OFFSET, FETCH: outside the SELECT's scope
+                self.clause(node, _Scope(outer), env)
         return cores[0][1]
 
     def select_core(self, tree: Tree, outer: _Scope | None, env: _Env) -> tuple[_Scope, _Outputs]:
@@ -756,15 +865,16 @@ class _Walker:
         for column in columns:
             alias = next((t for t in _tokens(column) if t.type == "ALIAS_NAME"), None)
             if alias is not None:
-                scope.aliases.add(_key(alias))
+                scope.aliases.add(self.names.token(alias))
         outputs = _Outputs([])
         for column in columns:
             self.result_column(column, scope, env, outputs)
         scope.aliases_visible = True
         for expr in deferred:
             self.expr(expr, scope, env)
+        handled = ("from_clause", "result_columns")
         for node in _trees(tree):
-            if node.data in ("where_clause", "group_by_clause", "having_clause", "window_clause"):
+            if node.data not in handled:  # WHERE, GROUP BY, ..., DISTINCT ON (...)
                 self.clause(node, scope, env)
         return scope, outputs
 
@@ -778,12 +888,12 @@ class _Walker:
             self.expr(expr, scope, env)
         alias = tokens.get("ALIAS_NAME")
         if alias is not None:
-            outputs.names.append((_key(alias), _name(alias)))
+            outputs.names.append((self.names.token(alias), _name(alias)))
             return
         expr = exprs[0]
         if not _is_token(expr) and expr.data == "column_ref":
             column = _tokens(expr)[-1]
-            outputs.names.append((_key(column), _name(column)))
+            outputs.names.append((self.names.token(column), _name(column)))
         else:
             start, end = _span(expr)
             text = self.data[start:end].decode("utf-8", "replace")
@@ -796,7 +906,7 @@ class _Walker:
         if qualifier is None:
             sources = scope.sources
         else:
-            key = fold(unquote(_text(qualifier)[:-1]))
+            key = self.names.lexeme(_text(qualifier)[:-1])
             sources = [s for s in scope.sources if s.name == key]
             if not sources:
                 self._unknown_qualifier(qualifier, span, scope)
@@ -812,12 +922,18 @@ class _Walker:
                 if source.table is not None:
                     self._access(source.table, key, span, "star")
 
+    def star_of(self, source: _Source, span: Span, via: AccessKind) -> None:
+        """Every base column of ``source`` is read (a whole-row reference)."""
+        if source.table is not None:
+            for key in source.table.columns:
+                self._access(source.table, key, span, via)
+
     def order_by(self, tree: Tree, scope: _Scope, env: _Env) -> None:
         for term in _trees(tree):
             if term.data != "ordering_term":
                 continue
             expr = term.children[0]
-            if _bare_name(expr) and _key(_tokens(expr)[0]) in scope.aliases:
+            if _bare_name(expr) and self.names.token(_tokens(expr)[0]) in scope.aliases:
                 continue  # a whole-term identifier names a result alias first
             self.expr(term, scope, env)
 
@@ -829,7 +945,7 @@ class _Walker:
             if term.data != "ordering_term":
                 continue
             expr = term.children[0]
-            if _bare_name(expr) and _key(_tokens(expr)[0]) in names:
+            if _bare_name(expr) and self.names.token(_tokens(expr)[0]) in names:
                 continue
             first: tuple[list[TableUse], list[ColumnAccess], list[Violation]] | None = None
             for scope, _ in cores:
@@ -860,7 +976,8 @@ class _Walker:
         if tree.data == "table_or_subquery":
             scope.sources += self.table_or_subquery(tree, scope, env, deferred)
             return
-        assert tree.data == "join_source", tree.data
+        if tree.data != "join_source":
+            raise GrammarContractError(self.dialect, f"a FROM item is a {tree.data} tree")
         parts = _trees(tree)
         self.join_source(parts[0], scope, env, deferred)
         left = list(scope.sources)
@@ -871,8 +988,7 @@ class _Walker:
         constraint = next((p for p in parts if p.data == "join_constraint"), None)
         words = {t.type for t in _tokens(operator)} if operator is not None else set()
         rightward = bool(words & {"RIGHT", "FULL"})
-        if "NATURAL" in words:
-            assert operator is not None
+        if operator is not None and "NATURAL" in words:
             self.natural(operator, left, right, rightward)
         if constraint is None:
             return
@@ -894,10 +1010,16 @@ class _Walker:
             return [source]
         inner = next(c for c in _trees(tree) if c.data != "table_alias")
         if inner.data == "select_stmt":
-            outputs = self.select_stmt(inner, scope.parent, env)
-            name = _key(alias) if alias is not None else ""
+            lateral = any(t.type == "LATERAL" for t in _tokens(tree))
+            outputs = self.select_stmt(inner, scope if lateral else scope.parent, env)
+            name = self.names.token(alias) if alias is not None else ""
             label = f"(subquery) AS {_name(alias)}" if alias is not None else "(subquery)"
-            return [_Source(name, label, outputs.columns(), opaque=outputs.opaque)]
+            columns = outputs.columns()
+            renamed = _child(alias_tree, "alias_list") if alias_tree is not None else None
+            if renamed is not None:  # AS q(a, b): the first columns take the new names
+                new = [(self.names.token(t), _name(t)) for t in _tokens(renamed)]
+                columns = dict(new + list(columns.items())[len(new) :])
+            return [_Source(name, label, columns, opaque=outputs.opaque)]
         nested = _Scope(scope.parent)
         self.join_source(inner, nested, env, deferred)
         return nested.sources
@@ -908,8 +1030,8 @@ class _Walker:
         A CTE's reference to itself before its columns are known (SQLite: a
         circular reference, an error) is read as the schema table if there is one.
         """
-        key = _key(token)
-        name = _key(alias) if alias is not None else key
+        key = self.names.token(token)
+        name = self.names.token(alias) if alias is not None else key
         suffix = f" AS {_name(alias)}" if alias is not None else ""
         cte = env.find(key)
         if cte is not None and cte.state == "walking" and cte.columns is None:
@@ -951,7 +1073,7 @@ class _Walker:
         references then see one of the two: the left one, or for RIGHT joins the
         right one (SQLite 3.39+). A FULL join coalesces both (both are already
         accessed here); the reference is attributed to the right one."""
-        key, span = _key(token), _span(token)
+        key, span = self.names.token(token), _span(token)
         lefts = [s for s in left if s.has(key, False)]
         rights = [s for s in right if s.has(key, False)]
         for side, found in (("left", lefts), ("right", rights)):
@@ -980,7 +1102,7 @@ class _Walker:
         The generic part of the walk keeps its own stack (pre-order, left to right, as
         a recursive walk would visit), so an expression's depth (``1+1+...+1``, deep
         parentheses) costs no Python stack; only nested SELECTs recurse."""
-        todo = [root]
+        todo, dq = [root], self.names.dq_fallback
         while todo:
             node = todo.pop()
             if _is_token(node):
@@ -989,11 +1111,11 @@ class _Walker:
             if data == "column_ref":
                 tokens = _tokens(node)
                 qualifier = tokens[0] if len(tokens) == 2 else None
-                self.column_ref(tokens[-1], qualifier, _span(node), scope, dq_fallback=True)
+                self.column_ref(tokens[-1], qualifier, _span(node), scope, dq_fallback=dq)
             elif data == "literal":
                 token = node.children[0]
                 if _is_token(token) and token.type == "DQ_STRING":
-                    self.column_ref(token, None, _span(token), scope, dq_fallback=True)
+                    self.column_ref(token, None, _span(token), scope, dq_fallback=dq)
             elif data == "select_stmt":
                 self.select_stmt(node, scope, env)
             elif data == "in_target" and any(t.type == "TABLE_NAME" for t in _tokens(node)):
@@ -1014,7 +1136,7 @@ class _Walker:
         *,
         dq_fallback: bool,
     ) -> None:
-        key = _key(column)
+        key = self.names.token(column)
         if qualifier is None:
             self._unqualified(column, key, span, scope, dq_fallback)
         else:
@@ -1034,10 +1156,14 @@ class _Walker:
             if len(hits) > 1:
                 self._ambiguous(column, span, hits)
                 return
+            rows = [s for s in level.sources if s.name == key] if self.names.whole_row else []
+            if rows:  # PostgreSQL: a source's name as a value is its whole row
+                self.star_of(rows[0], span, "row")
+                return
             if level.aliases_visible and key in level.aliases:
                 return
             bases = [s for s in level.sources if s.table is not None]
-            if key in ROWID_NAMES and len(bases) == 1:
+            if fold(key) in self.names.rowid and len(bases) == 1:
                 self._rowid(bases[0], span)
                 return
             level = level.parent
@@ -1054,7 +1180,7 @@ class _Walker:
     def _qualified(
         self, column: Token, key: str, qualifier: Token, span: Span, scope: _Scope
     ) -> None:
-        qkey = fold(unquote(_text(qualifier)[:-1]))
+        qkey = self.names.lexeme(_text(qualifier)[:-1])
         matched: _Source | None = None
         level: _Scope | None = scope
         while level is not None:
@@ -1067,7 +1193,7 @@ class _Walker:
             if len(hits) > 1:
                 self._ambiguous(column, span, hits)
                 return
-            if named and key in ROWID_NAMES and named[0].table is not None:
+            if named and fold(key) in self.names.rowid and named[0].table is not None:
                 self._rowid(named[0], span)
                 return
             matched = matched or (named[0] if named else None)
@@ -1088,7 +1214,8 @@ class _Walker:
     def _rowid(self, source: _Source, span: Span) -> None:
         """A row id read: the column it aliases when known, else the pseudo-column."""
         table = source.table
-        assert table is not None
+        if table is None:
+            return
         if table.rowid is not None:
             self._access(table, table.rowid, span, "reference")
         else:
@@ -1177,8 +1304,14 @@ class SemanticChecker:
         rowid_aliases: Mapping[str, str] | None = None,
     ) -> None:
         self.dialect = get_dialect(dialect) if isinstance(dialect, str) else dialect
-        self._tables = _catalog(schema, rowid_aliases or {})
-        self._grants = {role: _role_grants(self._tables, role, grants) for role in grants}
+        gaps = contract_gaps(self.dialect)
+        if gaps:
+            raise GrammarContractError(self.dialect.name, f"its grammar lacks {', '.join(gaps)}")
+        self._names = _Names.of(self.dialect)
+        self._tables = _catalog(schema, rowid_aliases or {}, self._names)
+        self._grants = {
+            role: _role_grants(self._tables, role, grants, self._names) for role in grants
+        }
 
     @property
     def roles(self) -> tuple[str, ...]:
@@ -1188,7 +1321,7 @@ class SemanticChecker:
         """The columns of ``table`` granted to ``role`` in schema order; every
         column when the grant is None; () when the table is not granted."""
         grants = self._role(role)
-        entry = self._tables.get(fold(table))
+        entry = self._tables.get(self._names.catalog(table))
         if entry is None or entry.key not in grants:
             return ()
         allowed = grants[entry.key]
@@ -1201,13 +1334,13 @@ class SemanticChecker:
 
     def table_columns(self, table: str) -> tuple[str, ...]:
         """The schema's columns of ``table`` (() when it has no such table)."""
-        entry = self._tables.get(fold(table))
+        entry = self._tables.get(self._names.catalog(table))
         return tuple(entry.columns.values()) if entry is not None else ()
 
     def analyze(self, sql: str | bytes) -> Analysis:
         """Resolve every name of one statement (stage 2); no role is involved."""
         data = sql.encode("utf-8") if isinstance(sql, str) else sql
-        walker = _Walker(self._tables, data)
+        walker = _Walker(self._tables, data, self._names, self.dialect.name)
         try:
             walker.statement(parse_statement(data, self.dialect))
         except RecursionError:
@@ -1228,7 +1361,7 @@ class SemanticChecker:
         found = list(analysis.violations)
         refused: set[str] = set()
         for use in analysis.tables:
-            key = fold(use.table)
+            key = self._names.catalog(use.table)
             if key not in grants:
                 refused.add(key)
                 granted = ", ".join(self.granted_tables(role)) or "none"
@@ -1243,13 +1376,13 @@ class SemanticChecker:
                     )
                 )
         for access in analysis.accesses:
-            key = fold(access.table)
+            key = self._names.catalog(access.table)
             if key in refused:
                 continue  # reported once, as the table
             allowed = grants[key]
-            if allowed is None or fold(access.column) in allowed:
+            if allowed is None or self._names.catalog(access.column) in allowed:
                 continue
-            if access.via == "rowid" and allowed & ROWID_NAMES:
+            if access.via == "rowid" and {fold(c) for c in allowed} & self._names.rowid:
                 continue
             found.append(
                 Violation(
@@ -1275,6 +1408,7 @@ class SemanticChecker:
         what = {
             "reference": f"column {column} of {table}",
             "star": f"* expands to column {column} of {table}, which",
+            "row": f"the whole-row reference to {table} reads its column {column}, which",
             "using": f"USING compares column {column} of {table}, which",
             "natural": f"NATURAL JOIN compares column {column} of {table}, which",
             "in_table": f"IN {table} reads every column of {table}, including {column}, which",
@@ -1306,11 +1440,11 @@ def check_statement(
 __all__ = [
     "CONTRACT_RULES",
     "CONTRACT_TERMINALS",
-    "ROWID_NAMES",
     "AccessKind",
     "Analysis",
     "CheckerError",
     "ColumnAccess",
+    "GrammarContractError",
     "GrantError",
     "Grants",
     "Schema",

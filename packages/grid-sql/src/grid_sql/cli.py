@@ -74,7 +74,6 @@ from grid_sql.checker import (
     StatementParseError,
     StatementTooDeepError,
     Violation,
-    contract_gaps,
 )
 from grid_sql.dialect import Dialect
 from grid_sql.dialects import available_dialects, get_dialect
@@ -214,12 +213,6 @@ def format_violation(sql: bytes, v: Violation) -> str:
 
 def _check(args: argparse.Namespace) -> int:
     dialect, schema, policy = _inputs(args)
-    gaps = contract_gaps(dialect)
-    if gaps:
-        raise CheckerError(
-            f"the SemanticChecker does not support dialect {dialect.name} "
-            f"(its grammar lacks {', '.join(gaps)})"
-        )
     role = args.role or default_role(policy)
     grants = policy.grants(role, schema)  # UnknownRoleError for a bad name
     tables = {t.name: t.column_names for t in schema.tables}

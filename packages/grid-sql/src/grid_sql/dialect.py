@@ -47,6 +47,12 @@ Policy decisions:
   alias, which L1 and the database would refuse. The exclusion is a regular
   language written out as a trie-shaped regex (`_bare_pattern`): GRID's
   patterns have no lookarounds. A reserved word stays available quoted.
+- **Parse events** (`events`, DESIGN.md section 8, docs/events.md): the grammar
+  symbols whose completion is an event of the stream `grid_core.events` emits,
+  each with its kind: a rule by its tree name (a reduction), a terminal by its
+  name (each lexeme). The kinds `grid_sql.events` resolves are `verb`, `table`,
+  `alias`, `qualifier`, `column`, `clause_open`, `clause_close` and
+  `statement`. `STATEMENT_EVENTS` is the set both built-in grammars share.
 - Identifiers are spelled with `spell_identifier`: bare when the word is a bare
   identifier and neither a keyword of the grammar nor a reserved word of the
   database, else in the first quote form that can hold it (the bare form of a
@@ -74,6 +80,25 @@ WORD_CLASS_PRIORITY = 3
 _BLANK = r"[ \t\n\r\f]+"
 # Terminals every dialect grammar defines: the lexicon categories and the free names.
 REQUIRED_TERMINALS = ("TABLE_NAME", "COLUMN_NAME", "CTE_NAME", "ALIAS_NAME", "QUALIFIER")
+
+# Parse events of every built-in SQL grammar: (symbol, kind); see `Dialect.events`.
+STATEMENT_EVENTS: tuple[tuple[str, str], ...] = (
+    ("SELECT", "verb"),
+    ("UPDATE", "verb"),
+    ("DELETE", "verb"),
+    ("TABLE_NAME", "table"),
+    ("CTE_NAME", "table"),
+    ("table_alias", "alias"),
+    ("QUALIFIER", "qualifier"),
+    ("COLUMN_NAME", "column"),
+    *((word, "clause_open") for word in ("WITH", "FROM", "WHERE", "GROUP", "HAVING")),
+    *((word, "clause_open") for word in ("ORDER", "LIMIT", "WINDOW")),
+    *(
+        (f"{name}_clause", "clause_close")
+        for name in ("with", "from", "where", "group_by", "having", "order_by", "limit", "window")
+    ),
+    ("start", "statement"),
+)
 
 KeywordCase = Literal["insensitive", "sensitive"]
 IdentifierCase = Literal["insensitive", "fold-lower", "sensitive"]
@@ -185,15 +210,20 @@ class Dialect:
     function_category: str = "FUNCTION_NAME"
     alias_terminal: str = "ALIAS_NAME"
     qualifier_terminal: str = "QUALIFIER"
+    # Parse events: (grammar symbol, kind) pairs (see the module header).
+    events: tuple[tuple[str, str], ...] = STATEMENT_EVENTS
     # What a role's verbs and banned clauses cut (grid_sql.projection_rules); None:
     # the dialect cannot be projected for a role.
     projection: ProjectionRules | None = None
     # Name resolution, for the SemanticChecker (with `identifier_case`): whether a
     # double-quoted word that names no column is a string literal (SQLite's
-    # fallback; the grammar then has the terminal DQ_STRING), and the words that
-    # name a table's row id when no column takes them.
+    # fallback; the grammar then has the terminal DQ_STRING), the words that name a
+    # table's row id when no column takes them, and whole-row references.
     dq_string_fallback: bool = False
     rowid_names: frozenset[str] = frozenset()
+    # Whether a bare name that is no column but names a FROM source is that
+    # source's whole row (PostgreSQL: `SELECT to_json(e) FROM employees e`).
+    whole_row_references: bool = False
     description: str = field(default="", compare=False)
 
     # ------------------------------------------------------------ derived data
@@ -368,6 +398,7 @@ class Dialect:
                 raise DialectDefinitionError(
                     self.name, f"terminal {terminal.name} matches the empty string"
                 )
+        self._check_events(parser, names)
         ident = re.compile(
             next(t for t in parser.terminals if t.name == self.table_category).pattern.to_regexp()
         )
@@ -377,6 +408,29 @@ class Dialect:
                 raise DialectDefinitionError(
                     self.name, f"quote form {form.open}...{form.close} is not in the grammar"
                 )
+
+    def _check_events(self, parser: Any, terminals: set[str]) -> None:
+        """Every event symbol is a terminal or a rule lark's tree keeps (neither
+        inlined by ``?`` nor by a leading ``_``), so the post-hoc sequence of a
+        statement is defined by its tree."""
+        kept: set[str] = set()
+        inlined: set[str] = set()
+        for rule in parser.rules:
+            origin = str(rule.origin.name)
+            if rule.alias is not None:
+                kept.add(str(rule.alias))
+            elif rule.options.expand1 or origin.startswith("_"):
+                inlined.add(origin)
+            else:
+                kept.add(origin)
+        for symbol, kind in self.events:
+            if not kind:
+                raise DialectDefinitionError(self.name, f"event symbol {symbol} has no kind")
+            if symbol in terminals or (symbol in kept and symbol not in inlined):
+                continue
+            raise DialectDefinitionError(
+                self.name, f"event symbol {symbol} is no terminal nor a rule the tree keeps"
+            )
 
 
 def build_lalr(grammar_text: str) -> Any:

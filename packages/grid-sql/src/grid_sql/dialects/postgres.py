@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from grid_sql.dialect import Dialect, IdentifierCase, QuoteForm
+from grid_sql.dialect import STATEMENT_EVENTS, Dialect, IdentifierCase, QuoteForm
 from grid_sql.projection_rules import STATEMENT_FORMS, WINDOW_CUTS, Cut, ProjectionRules
 
 KEYWORDS = (
@@ -136,17 +136,17 @@ PROJECTION = ProjectionRules(
     clauses=MappingProxyType(
         {
             "subquery": (
-                Cut("table_ref", "select_stmt"),  # derived tables, LATERAL
+                Cut("table_or_subquery", "select_stmt"),  # derived tables, LATERAL
                 Cut("in_target", "select_stmt"),
                 Cut("comparison", "select_stmt"),  # = ANY (SELECT ...)
                 Cut("primary", "select_stmt"),  # scalar subquery and EXISTS
             ),
             "set_operations": (Cut("compound_select", "compound_operator"),),
-            "cte": (Cut("with_clause"), Cut("table_ref", "CTE_NAME")),
+            "cte": (Cut("with_clause"), Cut("table_or_subquery", "CTE_NAME")),
             "recursive_cte": (Cut("with_clause", "RECURSIVE"),),
             "join": (
                 Cut("join_source", "join_source"),
-                Cut("table_ref", "joined_table"),  # a join in parentheses
+                Cut("table_or_subquery", "joined_table"),  # a join in parentheses
                 Cut("update_stmt", "from_clause"),
                 Cut("delete_stmt", "USING"),
             ),
@@ -181,6 +181,13 @@ class PostgresDialect(Dialect):
     projection: ProjectionRules | None = PROJECTION
     identifier_quotes: tuple[QuoteForm, ...] = (QuoteForm(open='"', close='"'),)
     identifier_case: IdentifierCase = "fold-lower"
+    whole_row_references: bool = True
+    events: tuple[tuple[str, str], ...] = (
+        *STATEMENT_EVENTS,
+        ("INSERT", "verb"),
+        ("RETURNING", "clause_open"),
+        ("returning_clause", "clause_close"),
+    )
     description: str = "PostgreSQL 15: SELECT/INSERT/UPDATE/DELETE, RETURNING, ON CONFLICT"
 
 

@@ -1,0 +1,167 @@
+"""The SemanticChecker on PostgreSQL: a live server's catalog, its name resolution.
+
+A module fixture starts a real PostgreSQL server (tests/pg_server.py; skipped
+without the binaries unless GRID_REQUIRE_POSTGRES=1) with the corpus schema of
+test_dialect_postgres plus a table with quoted mixed-case names. The checker's
+schema is the server's catalog (`SchemaSnapshot.from_postgres`).
+
+- Agreement with the server: every accept line of `corpus/postgres.txt`, which
+  the server prepares (test_dialect_postgres), resolves in the checker with no
+  name violation (unknown table, column or qualifier, ambiguous column).
+- Column policy on PostgreSQL's own constructs: RETURNING, ON CONFLICT DO
+  UPDATE (and `excluded`), DELETE ... USING, LATERAL, DISTINCT ON, LIMIT and
+  FETCH subqueries, join alias lists; each statement is prepared by the server
+  first, so the verdicts are about statements PostgreSQL takes.
+- Name resolution: a bare name folds to lower case, a quoted one keeps its case.
+- Bad statements are typed errors (`CheckerError`), never asserts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from pg_server import Server, running_server
+from test_dialect_postgres import SCHEMA
+
+from grid_sql.checker import (
+    CheckerError,
+    GrammarContractError,
+    SemanticChecker,
+    StatementParseError,
+    ViolationKind,
+    contract_gaps,
+)
+from grid_sql.dialects import POSTGRES
+from grid_sql.schema import SchemaSnapshot
+
+EXTRA = 'CREATE TABLE "Audit" ("Who" text, who text, "When" date);\n'
+NAME_KINDS = {
+    ViolationKind.UNKNOWN_TABLE,
+    ViolationKind.UNKNOWN_COLUMN,
+    ViolationKind.UNKNOWN_QUALIFIER,
+    ViolationKind.AMBIGUOUS_COLUMN,
+}
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[Server]:
+    with running_server(SCHEMA + EXTRA) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def checker(postgres: Server) -> SemanticChecker:
+    snapshot = SchemaSnapshot.from_postgres(
+        host="127.0.0.1", port=postgres.port, user="postgres", dbname="postgres", psql=postgres.psql
+    )
+    schema = {t.name: t.column_names for t in snapshot.tables}
+    grants = {
+        "admin": dict.fromkeys(schema),
+        # employees without salary; salaries not granted
+        "clerk": {
+            "employees": ("id", "first_name", "last_name", "department_id", "title"),
+            "departments": None,
+            "Audit": ("Who",),
+        },
+    }
+    return SemanticChecker(schema, grants, dialect="postgres")
+
+
+def prepared(server: Server, sql: str) -> None:
+    run = server.run(f"PREPARE s AS {sql}\nDEALLOCATE s;\n")
+    assert "ERROR" not in run.stderr, f"{sql}\n{run.stderr}"
+
+
+def test_contract_holds() -> None:
+    assert contract_gaps("postgres") == ()
+
+
+def test_every_accept_line_resolves_as_the_server_resolves_it(checker: SemanticChecker) -> None:
+    failures = []
+    for entry in POSTGRES.corpus():
+        if entry.kind != "accept":
+            continue
+        found = [v for v in checker.analyze(entry.text).violations if v.kind in NAME_KINDS]
+        if found:
+            failures.append(f"line {entry.line}: {entry.text.decode()}\n    {found[0].message}")
+    assert not failures, "\n".join(failures)
+
+
+DENIED = [
+    ("SELECT first_name FROM employees ORDER BY id LIMIT (SELECT max(salary) FROM employees);",
+     "salary"),
+    ("SELECT first_name FROM employees "
+     "OFFSET (SELECT count(*) FROM employees WHERE salary > 1) ROWS;", "salary"),
+    ("SELECT to_json(e) FROM employees e;", "salary"),
+    ("SELECT DISTINCT ON (salary) first_name FROM employees ORDER BY salary;", "salary"),
+    ("UPDATE employees SET title = 'x' WHERE id = 1 RETURNING salary;", "salary"),
+    ("DELETE FROM employees WHERE id = 1 RETURNING *;", "salary"),
+    ("INSERT INTO employees (id, first_name, last_name) VALUES (9, 'a', 'b') "
+     "ON CONFLICT (id) DO UPDATE SET title = excluded.title RETURNING salary;", "salary"),
+    ("INSERT INTO employees (id, first_name, last_name) VALUES (9, 'a', 'b') "
+     "ON CONFLICT (id) DO UPDATE SET salary = 1;", "salary"),
+    ("DELETE FROM departments d USING employees e WHERE e.department_id = d.id AND e.salary > 9;",
+     "salary"),
+    ("SELECT d.name, x.s FROM departments d, "
+     "LATERAL (SELECT e.salary AS s FROM employees e WHERE e.department_id = d.id) AS x;",
+     "salary"),
+    ("SELECT q.a FROM (SELECT salary FROM employees) AS q(a);", "salary"),
+    ('SELECT who FROM "Audit";', "who"),
+    ('SELECT "When" FROM "Audit";', "When"),
+]  # fmt: skip
+
+ALLOWED = [
+    "SELECT first_name FROM employees ORDER BY id FETCH FIRST 3 ROWS ONLY;",
+    "UPDATE employees SET title = 'x' WHERE id = 1 RETURNING id, title;",
+    "INSERT INTO employees (id, first_name, last_name) VALUES (9, 'a', 'b') "
+    "ON CONFLICT (id) DO UPDATE SET title = excluded.title RETURNING id;",
+    "SELECT d.name, x.t FROM departments d, "
+    "LATERAL (SELECT e.title AS t FROM employees e WHERE e.department_id = d.id) AS x;",
+    "SELECT q.a FROM (SELECT title FROM employees) AS q(a) WHERE q.a IS NOT NULL;",
+    'SELECT "Who" FROM "Audit";',
+    "SELECT e.first_name FROM employees e NATURAL JOIN departments d;",
+]
+
+
+@pytest.mark.parametrize("sql, column", DENIED, ids=range(len(DENIED)))
+def test_denied_columns(postgres: Server, checker: SemanticChecker, sql: str, column: str) -> None:
+    prepared(postgres, sql)
+    found = checker.check(sql, "clerk")
+    assert any(v.kind == ViolationKind.COLUMN_NOT_GRANTED and v.column == column for v in found), (
+        found
+    )
+    assert not [v for v in found if v.kind in NAME_KINDS], found
+
+
+@pytest.mark.parametrize("sql", ALLOWED, ids=range(len(ALLOWED)))
+def test_allowed(postgres: Server, checker: SemanticChecker, sql: str) -> None:
+    prepared(postgres, sql)
+    assert checker.check(sql, "clerk") == []
+
+
+def test_case_rules(checker: SemanticChecker) -> None:
+    """A bare name folds to lower case: `Audit` is the table audit, which does not
+    exist; "Audit" is the table; `WHO` is who, "Who" the other column."""
+    kinds = [v.kind for v in checker.analyze("SELECT who FROM Audit;").violations]
+    assert kinds == [ViolationKind.UNKNOWN_TABLE]
+    accesses = checker.analyze('SELECT WHO, "Who" FROM "Audit";').accesses
+    assert [a.column for a in accesses] == ["who", "Who"]
+
+
+@pytest.mark.parametrize(
+    "sql",
+    ["SELECT FROM;", "SELECT * FROM employees WHERE;", "DELETE employees;", "", "SELECT 1 year;"],
+)
+def test_bad_statements_are_typed_errors(checker: SemanticChecker, sql: str) -> None:
+    with pytest.raises(StatementParseError):
+        checker.check(sql, "clerk")
+
+
+def test_a_dialect_off_the_contract_is_refused() -> None:
+    import dataclasses
+
+    broken = dataclasses.replace(POSTGRES, name="broken", dq_string_fallback=True)
+    with pytest.raises(GrammarContractError, match="DQ_STRING"):
+        SemanticChecker({}, {}, dialect=broken)
+    assert issubclass(GrammarContractError, CheckerError)
