@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from grid_sql.dialect import Dialect, QuoteForm
+from grid_sql.dialect import STATEMENT_EVENTS, Dialect, QuoteForm
 from grid_sql.projection_rules import STATEMENT_FORMS, WINDOW_CUTS, Cut, ProjectionRules
 
 KEYWORDS = (
@@ -189,6 +189,7 @@ class SqliteDialect(Dialect):
         QuoteForm(open="`", close="`"),
         QuoteForm(open="[", close="]", doubling=False),
     )
+    events: tuple[tuple[str, str], ...] = (*STATEMENT_EVENTS, ("insert_verb", "verb"))
     description: str = "SQLite 3.40: SELECT/INSERT/UPDATE/DELETE, CTEs, window functions"
 
 
