@@ -181,6 +181,10 @@ class Dialect:
     # The base grammar in grid_sql.dialects the delta applies to; "" when
     # `grammar_file` is a whole grammar of its own.
     base_grammar: str = "base.lark"
+    # Deltas applied between the base and `grammar_file`, as (package, file): a
+    # dialect that is a delta over another dialect (DuckDB over PostgreSQL) names
+    # that dialect's delta here.
+    grammar_layers: tuple[tuple[str, str], ...] = ()
     # Accept/reject/prefix corpus inside grammar_package (see `parse_corpus`); "" for none.
     corpus_file: str = ""
     keywords: tuple[str, ...]
@@ -261,12 +265,14 @@ class Dialect:
     @property
     def grammar_text(self) -> str:
         """The complete grammar: the base grammar (`base_grammar`, unless ""), the
-        dialect's delta (`grammar_file`) and the generated terminals, in that order.
+        `grammar_layers`, the dialect's delta (`grammar_file`) and the generated
+        terminals, in that order.
         The delta's `%override` and `%extend` act on the base's rules (lark's
         semantics: the composed text is what every reader compiles)."""
         parts = []
         if self.base_grammar:
             parts.append(resources.files(BASE_PACKAGE).joinpath(self.base_grammar))
+        parts += [resources.files(pkg).joinpath(file) for pkg, file in self.grammar_layers]
         parts.append(resources.files(self.grammar_package).joinpath(self.grammar_file))
         texts = [part.read_text(encoding="utf-8").rstrip("\n") for part in parts]
         return "\n\n".join([*texts, self.generated_terminals()])
