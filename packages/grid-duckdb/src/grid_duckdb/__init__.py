@@ -1,0 +1,1 @@
+"""GRID's DuckDB dialect: a plug-in through the `grid.dialects` entry points."""
