@@ -62,6 +62,8 @@ BAD_INPUT = {
     "missing-model": ([Q, "--model", "/nonexistent/m.gguf"], "no model at /nonexistent/m.gguf"),
     "audit-is-a-directory": ([Q, "--audit", "/"], "--audit / is a directory"),
     "audit-in-no-directory": ([Q, "--audit", "/nonexistent/a.jsonl"], "no directory /nonexistent"),
+    "events-is-a-directory": ([Q, "--events", "/"], "--events / is a directory"),
+    "events-in-no-directory": ([Q, "--events", "/nonexistent/e"], "no directory /nonexistent"),
     "unknown-option": ([Q, "--temprature", "1"], "unrecognized arguments: --temprature 1"),
 }
 
@@ -153,6 +155,37 @@ def test_ask_registers_a_subcommand() -> None:
     assert (args.question, args.role, args.max_tokens, args.db) == ("q?", "clerk", 40, None)
     assert args.func is not None and args.no_repair is False
     assert parser.parse_args(["ask", "q?", "--no-repair"]).no_repair is True
+
+
+@pytest.mark.filterwarnings("ignore::grid_core.vocab.ByteIncompleteWarning")
+def test_ask_events_are_the_statements_parse_events(
+    lm: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--events FILE``: one JSON line an event, each attempt's stream equal to the
+    post-hoc events of the statement it wrote, its tables resolved with the grant."""
+    import grid_serve.model
+    from grid_core.events import tracker
+    from grid_sql.dialects import get_dialect
+    from grid_sql.events import event_spec
+    from grid_sql.policy import example_policy
+
+    monkeypatch.setattr(grid_serve.model, "load_model", lambda source=None: lm)
+    events = tmp_path / "events.jsonl"
+    argv = ["How many departments are there?", "--quiet", "--no-repair", "--events", str(events)]
+    ask.main([*argv, "--audit", str(tmp_path / "audit.jsonl")])
+    out = capsys.readouterr().out
+    statement = out.splitlines()[1].strip().encode()
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    assert lines and all(line["attempt"] == 0 for line in lines)
+    assert lines[-1]["kind"] == "statement" and lines[-1]["complete"] is True
+    written = [(line["kind"], line["name"], line["start"], line["end"]) for line in lines]
+    tables = [line for line in lines if line["kind"] == "table"]
+    assert tables and all(t["granted"] is True for t in tables)
+    assert all(statement[line["start"] : line["end"]].decode() == line["text"] for line in lines)
+    schema = SchemaSnapshot.from_sqlite(text2sql.example_database(tmp_path))
+    role_engine = text2sql.RoleEngines(schema, example_policy(schema), lm.vocab)["analyst"].engine
+    spec = event_spec(get_dialect(text2sql.DIALECT), role_engine.grammar)
+    assert written == [e.key for e in tracker(role_engine, spec).parse(statement)]
 
 
 @pytest.mark.filterwarnings("ignore::grid_core.vocab.ByteIncompleteWarning")

@@ -260,6 +260,12 @@ def ask_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
         "--limit-memory", type=_limit("max_memory"), metavar="BYTES", help="SQLite's heap"
     )
     p.add_argument("--audit", type=Path, help="audit log path (default: a new temp directory)")
+    p.add_argument(
+        "--events",
+        metavar="PATH",
+        help="write the statement's parse events as JSON lines to PATH ('-': stdout), each "
+        "as soon as the tokens so far determine it (docs/events.md)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=_ask)
 
@@ -317,6 +323,12 @@ def inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
             raise ServingError(f"--audit {args.audit} is a directory; name a file in it")
         if not args.audit.parent.is_dir():
             raise ServingError(f"no directory {args.audit.parent} for the audit log")
+    if args.events not in (None, "-"):
+        events = Path(args.events)
+        if events.is_dir():
+            raise ServingError(f"--events {events} is a directory; name a file in it")
+        if not events.parent.is_dir():
+            raise ServingError(f"no directory {events.parent} for the events")
     if args.db is not None and args.policy is None:
         raise MissingPolicyError(str(args.db))
     db = args.db if args.db is not None else text2sql.example_database(tmp)
@@ -381,9 +393,13 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
     torch, transformers = load_framework()
 
     from grid_core.decode import GREEDY, Generation, Sampling
+    from grid_core.events import EventGuide
     from grid_core.guide import Engine
+    from grid_serve.event_lines import EventLines
     from grid_serve.model import load_model
     from grid_serve.transformers import decode_with_model
+    from grid_sql.dialects import get_dialect
+    from grid_sql.events import SqlEventReader, event_spec
 
     torch.set_num_threads(args.threads)
     transformers.logging.set_verbosity_error()  # type: ignore[no-untyped-call, unused-ignore]
@@ -424,18 +440,30 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
     _check_prompt(loaded, text2sql.prompt_ids(loaded.tokenizer, args.question, ddl), args)
     sampling = GREEDY if args.temperature == 0 else Sampling(temperature=args.temperature)
 
+    events_out = _events_stream(args.events)
+    streams: list[EventLines] = []
+
     def on_call(tokens: int) -> None:
         progress.update(f"{tokens} tokens")
+        if streams:
+            streams[-1].flush()
 
     def decode(feedback: str, engine: Engine) -> Generation:
         what = "retrying with the checker's feedback" if feedback else "generating"
         progress.start(f"{what} (budget {args.max_tokens} tokens)")
         prompt = text2sql.prompt_ids(loaded.tokenizer, args.question, ddl, feedback=feedback)
+        dialect = get_dialect(text2sql.DIALECT)
+        spec = None if events_out is None else event_spec(dialect, engine.grammar)
+        guide = engine.guide(events=spec)
+        if isinstance(guide, EventGuide):
+            assert events_out is not None
+            reader = SqlEventReader(dialect, grants)
+            streams.append(EventLines(guide, reader, events_out, attempt=len(streams)))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             gen, _ = decode_with_model(
                 loaded.model,
-                engine.guide(),
+                guide,
                 prompt,
                 args.max_tokens,
                 sampling,
@@ -443,10 +471,16 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
                 stop_on_exit=not args.no_exit_stop,
                 on_call=on_call,
             )
+        if streams:
+            streams[-1].flush()
         progress.done(f"{len(gen.tokens)} tokens, stop: {gen.stop_reason}")
         return gen
 
-    attempts = text2sql.answer(decode, engines, role, retries=0 if args.no_repair else 1)
+    try:
+        attempts = text2sql.answer(decode, engines, role, retries=0 if args.no_repair else 1)
+    finally:
+        if events_out is not None and events_out is not sys.stdout:
+            events_out.close()
     logs = [audit_path, audit_path.with_name(f"{audit_path.stem}.retry{audit_path.suffix}")]
     question = hashlib.blake2b(args.question.encode("utf-8"), digest_size=16).hexdigest()
     ran = "not run"
@@ -474,6 +508,15 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
     for log, path, label in zip(sealed, logs, ("audit", "audit (retry)"), strict=False):
         sys.stdout.write(f"{label}: {path} ({len(log.records)} records, sealed {log.seal_hash})\n")
     return code
+
+
+def _events_stream(path: str | None) -> TextIO | None:
+    """Where ``--events`` writes: None (off), stdout for ``-``, else the file (created)."""
+    if path is None:
+        return None
+    if path == "-":
+        return sys.stdout
+    return open(path, "w", encoding="utf-8")
 
 
 def _report(
