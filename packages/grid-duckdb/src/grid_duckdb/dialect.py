@@ -26,6 +26,9 @@ from grid_sql.dialects.postgres import (
     FUNCTIONS as PG_FUNCTIONS,
 )
 from grid_sql.dialects.postgres import (
+    KEYWORDS as PG_KEYWORDS,
+)
+from grid_sql.dialects.postgres import (
     RESERVED_WORDS as PG_RESERVED_WORDS,
 )
 from grid_sql.dialects.postgres import (
@@ -45,6 +48,8 @@ MISSING_FUNCTIONS = frozenset((
     "to_jsonb",
 ))  # fmt: skip
 FUNCTIONS = tuple(f for f in PG_FUNCTIONS if f not in MISSING_FUNCTIONS)
+# PostgreSQL's keywords less TIES (DuckDB has no FETCH ... WITH TIES; duckdb.lark).
+KEYWORDS = tuple(k for k in PG_KEYWORDS if k != "ties")
 # PostgreSQL type names DuckDB does not have.
 TYPE_NAMES = tuple(t for t in PG_TYPE_NAMES if t not in {"money", "jsonb"})
 
@@ -71,6 +76,7 @@ class DuckdbDialect(PostgresDialect):
     grammar_layers: tuple[tuple[str, str], ...] = (("grid_sql.dialects", "postgres.lark"),)
     grammar_file: str = "duckdb.lark"
     corpus_file: str = "corpus/duckdb.txt"
+    keywords: tuple[str, ...] = KEYWORDS
     reserved_words: frozenset[str] = RESERVED_WORDS
     never_identifiers: frozenset[str] = RESERVED_WORDS
     functions: tuple[str, ...] = FUNCTIONS

@@ -1,0 +1,220 @@
+"""The duckdb dialect (a plug-in): its corpus against DuckDB, its catalog, its checker.
+
+Only what is DuckDB's own; grid-sql's dialect kit (tests/test_dialect_kit.py)
+runs on every registered dialect, this plug-in included (grammar build, every
+corpus verdict under grid-spec, the fast path's masks against grid-spec's).
+
+- DuckDB itself (the `duckdb` package, in process) prepares every accept line
+  of `corpus/duckdb.txt` and refuses every reject line, over the PostgreSQL
+  corpus schema (grid-sql's tests/test_dialect_postgres.py).
+- GRID is narrower than DuckDB on purpose in the statements of `NARROWER`.
+- Schema snapshots come from a live DuckDB file's catalog; the SemanticChecker
+  reads every accept line with no name violation against that catalog, and
+  holds column policy on FROM-first statements.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from grid_duckdb.dialect import DUCKDB
+from grid_duckdb.schema import snapshot, snapshot_connection
+from grid_spec.spec import Language
+from grid_sql.checker import SemanticChecker, ViolationKind, contract_gaps
+from grid_sql.dialects import ENTRY_POINT_GROUP, get_dialect
+from grid_sql.lexicon import SchemaLexicon
+from grid_sql.schema import SchemaError
+
+CORPUS = DUCKDB.corpus()
+# The PostgreSQL corpus schema (grid-sql's test_dialect_postgres.SCHEMA), in DuckDB.
+SCHEMA = (Path(__file__).parent / "schema.sql").read_text(encoding="utf-8")
+
+# Statements DuckDB takes and GRID refuses, on purpose (the reasons are the
+# PostgreSQL dialect's: grid_sql.dialects.postgres and postgres.lark).
+NARROWER = [
+    "TRUNCATE employees;",  # DML only
+    "SELECT 1; SELECT 2;",  # one statement per sentence
+    "SELECT * FROM generate_series(1, 10);",  # table functions: an exit from table policy
+    "SELECT * FROM 'employees';",  # DuckDB reads a file or table named by a string
+    "SELECT E'\\x41';",  # lexed differently from a plain string
+    "SELECT $$dollar$$;",
+    "SELECT 1abc;",
+    "SELECT first_name given, last_name family FROM employees;",  # aliases take AS
+    "SELECT 1 AS delete;",  # keywords are reserved
+]
+
+
+def prepares(db: duckdb.DuckDBPyConnection, sql: str) -> str | None:
+    """None when DuckDB prepares (parses and binds) ``sql``, else its error."""
+    try:
+        db.execute(f"PREPARE s AS {sql.rstrip().rstrip(';')}")
+        db.execute("DEALLOCATE s")
+    except duckdb.Error as e:
+        return str(e).split("\n")[0]
+    return None
+
+
+@pytest.fixture(scope="module")
+def database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("duckdb") / "corpus.duckdb"
+    with duckdb.connect(str(path)) as db:
+        db.execute(SCHEMA)
+        db.execute('CREATE TABLE "Audit" ("Who" VARCHAR, "When" DATE)')
+        db.execute("CREATE VIEW payroll AS SELECT id, salary FROM employees")
+    return path
+
+
+@pytest.fixture(scope="module")
+def db(database: Path) -> duckdb.DuckDBPyConnection:
+    return duckdb.connect(str(database), read_only=True)
+
+
+@pytest.fixture(scope="module")
+def checker(database: Path) -> SemanticChecker:
+    tables = {t.name: t.column_names for t in snapshot(database).tables}
+    grants = {
+        "admin": dict.fromkeys(tables),
+        "clerk": {
+            "employees": ("id", "first_name", "last_name", "department_id", "title"),
+            "departments": None,
+        },
+    }
+    return SemanticChecker(tables, grants, dialect="duckdb")
+
+
+# ---------------------------------------------------------------- the plug-in route
+
+
+def test_registered_through_the_entry_point_group() -> None:
+    (entry,) = [e for e in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+                if e.name == "duckdb"]  # fmt: skip
+    assert entry.dist is not None and entry.dist.name == "grid-duckdb"
+    assert get_dialect("duckdb") is entry.load() is DUCKDB
+
+
+def test_grammar_is_a_delta_over_postgres() -> None:
+    postgres = get_dialect("postgres")
+    assert DUCKDB.grammar_layers == (("grid_sql.dialects", "postgres.lark"),)
+    base_and_postgres = postgres.grammar_text.split("// " + "-" * 64 + " generated")[0]
+    assert DUCKDB.grammar_text.startswith(base_and_postgres.rstrip("\n"))
+    DUCKDB.check_invariants()
+    assert contract_gaps("duckdb") == ()
+
+
+# ---------------------------------------------------------------- DuckDB's verdicts
+
+
+def test_corpus_sizes() -> None:
+    kinds = [e.kind for e in CORPUS]
+    assert kinds.count("accept") >= 300
+    assert kinds.count("reject") >= 50
+    assert kinds.count("prefix") >= 30
+    assert sum(e.text.startswith(b"FROM ") for e in CORPUS if e.kind == "accept") >= 10
+
+
+def test_duckdb_prepares_every_accept_line(db: duckdb.DuckDBPyConnection) -> None:
+    errors = []
+    for entry in CORPUS:
+        if entry.kind == "accept":
+            error = prepares(db, entry.text.decode())
+            if error is not None:
+                errors.append(f"line {entry.line}: {entry.text.decode()}\n    {error}")
+    assert not errors, "\n".join(errors)
+
+
+def test_duckdb_refuses_every_reject_line(db: duckdb.DuckDBPyConnection) -> None:
+    taken = [
+        f"line {e.line}: {e.text.decode()}"
+        for e in CORPUS
+        if e.kind == "reject" and prepares(db, e.text.decode()) is None
+    ]
+    assert not taken, "\n".join(taken)
+
+
+def test_grid_is_narrower_on_purpose(db: duckdb.DuckDBPyConnection) -> None:
+    spec = Language(DUCKDB.grammar_text)
+    for sql in NARROWER:
+        assert prepares(db, sql) is None, sql
+        assert not spec.in_language(sql.encode()), sql
+
+
+# ---------------------------------------------------------------- catalog and checker
+
+
+def test_snapshot_reads_the_live_catalog(database: Path, db: duckdb.DuckDBPyConnection) -> None:
+    snap = snapshot(database)
+    assert snap.dialect == "duckdb" and snap.name == "corpus"
+    assert "employees" in snap.table_names and "Audit" in snap.table_names
+    employees = snap.table("EMPLOYEES")  # DuckDB compares names in any case
+    assert employees is not None and employees.column_names[0] == "id"
+    payroll = snap.table("payroll")
+    assert payroll is not None and payroll.kind == "view"
+    assert payroll.column_names == ("id", "salary")
+    assert snapshot_connection(db) == snap
+
+
+def test_snapshot_errors_name_the_file(tmp_path: Path) -> None:
+    with pytest.raises(SchemaError, match="no such file"):
+        snapshot(tmp_path / "missing.duckdb")
+    bad = tmp_path / "bad.duckdb"
+    bad.write_bytes(b"not a database")
+    with pytest.raises(SchemaError, match=r"bad\.duckdb"):
+        snapshot(bad)
+    with (
+        duckdb.connect(str(tmp_path / "ok.duckdb")) as db,
+        pytest.raises(SchemaError, match="no schema named 'nope'"),
+    ):
+        snapshot_connection(db, "nope")
+
+
+def test_lexicon_from_the_snapshot(database: Path) -> None:
+    lexicon = SchemaLexicon.build(DUCKDB, snapshot(database))
+    assert b"employees" in lexicon.words["TABLE_NAME"]
+    assert b'"Audit"' in lexicon.words["TABLE_NAME"]
+    spec = Language(DUCKDB.grammar_text, lexicon.word_lists())
+    assert spec.in_language(b"FROM employees SELECT first_name;")
+    assert not spec.in_language(b"FROM secrets SELECT first_name;")
+
+
+def test_checker_resolves_every_accept_line(checker: SemanticChecker) -> None:
+    names = {
+        ViolationKind.UNKNOWN_TABLE,
+        ViolationKind.UNKNOWN_COLUMN,
+        ViolationKind.UNKNOWN_QUALIFIER,
+        ViolationKind.AMBIGUOUS_COLUMN,
+    }
+    failures = []
+    for entry in CORPUS:
+        if entry.kind == "accept":
+            found = [v for v in checker.analyze(entry.text).violations if v.kind in names]
+            if found:
+                failures.append(f"line {entry.line}: {entry.text.decode()}: {found[0].message}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize(
+    ("sql", "denied"),
+    [
+        ("FROM employees SELECT salary;", ["salary"]),
+        ("FROM employees SELECT *;", ["salary", "hire_date"]),
+        ("FROM employees e SELECT e.first_name WHERE e.salary > 1;", ["salary"]),
+        ("FROM employees e SELECT e.first_name;", []),
+        ("FROM EMPLOYEES SELECT First_Name;", []),  # any case, as DuckDB binds
+        ("FROM salaries SELECT 1;", None),  # a table not granted
+    ],
+)
+def test_column_policy_on_from_first_statements(
+    db: duckdb.DuckDBPyConnection, checker: SemanticChecker, sql: str, denied: list[str] | None
+) -> None:
+    assert prepares(db, sql) is None
+    found = checker.check(sql, "clerk")
+    if denied is None:
+        assert [v.kind for v in found] == [ViolationKind.TABLE_NOT_GRANTED]
+        return
+    columns = {v.column for v in found if v.kind == ViolationKind.COLUMN_NOT_GRANTED}
+    assert set(denied) <= columns and len(found) >= len(denied)
+    assert all(v.kind == ViolationKind.COLUMN_NOT_GRANTED for v in found)
