@@ -28,7 +28,7 @@ import nox
 nox.options.default_venv_backend = "none"
 nox.options.sessions = ["ci"]
 
-PACKAGES = ["grid-spec", "grid-core", "grid-kernels", "grid-sql", "grid-serve"]
+PACKAGES = ["grid-spec", "grid-core", "grid-kernels", "grid-sql", "grid-duckdb", "grid-serve"]
 PYTHON_SOURCES = [f"packages/{p}/src" for p in PACKAGES if p != "grid-kernels"]
 CRATE = "packages/grid-kernels/Cargo.toml"
 
