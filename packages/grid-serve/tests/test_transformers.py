@@ -98,6 +98,40 @@ def test_mode2_outputs_are_sentences_of_the_role(
     assert verdict.ok, verdict
 
 
+def test_event_streamer_yields_text_and_the_statements_events(
+    lm: Any, engines: Any, schema: SchemaSnapshot
+) -> None:
+    """The streamer's text is the row's text; its events are the post-hoc events of
+    the statement, the table's before the statement's last text piece."""
+    from grid_core.events import tracker
+    from grid_serve.text2sql import DIALECT
+    from grid_serve.transformers import EventStreamer
+    from grid_sql.dialects import get_dialect
+    from grid_sql.events import event_spec
+
+    role = engines["analyst"]
+    spec = event_spec(get_dialect(DIALECT), role.engine.grammar)
+    streamer = EventStreamer(role.engine, spec)
+    question = "Which departments have a budget over 300000?"
+    (out,), _ = constrained_generate(
+        lm.model,
+        [role.engine.guide()],
+        [prompt(lm, role, schema, question)],
+        MAX_NEW_TOKENS,
+        stop_on_exit=True,
+        streamer=streamer,
+    )
+    assert out.error is None and out.stop_reason == "eos", out.text
+    items = list(streamer)
+    assert "".join(x for kind, x in items if kind == "text").encode() == out.text
+    events = [x for kind, x in items if kind == "event"]
+    written = out.text
+    assert [e.key for e in events] == [e.key for e in tracker(role.engine, spec).parse(written)]
+    kinds = [kind for kind, _ in items]
+    first_table = next(i for i, (k, x) in enumerate(items) if k == "event" and x.kind == "table")
+    assert first_table < len(kinds) - 1 - kinds[::-1].index("text")
+
+
 def test_applied_mask_is_the_guides_mask_at_every_step(
     lm: Any, engines: Any, schema: SchemaSnapshot
 ) -> None:

@@ -60,11 +60,21 @@ it happens to rank EOS first or the budget runs out.
 ``logits(tokens so far) -> next-step logits``, with an incremental KV cache,
 for :func:`grid_core.decode.decode` (GRID owns the loop, the reserve trigger
 and jump-forward). :func:`decode_with_model` is the one-call form.
+
+**Events beside text** (:class:`EventStreamer`): a ``generate(streamer=...)``
+streamer for one constrained row that yields ``("text", str)`` pieces and
+``("event", Event)`` parse events (``grid_core.events``) in generation order,
+each event as soon as the tokens so far determine it. It reads the bytes of
+the sampled tokens (events are a function of the output, so it needs no access
+to the processor's guide); iterate it from another thread while ``generate``
+runs, as with transformers' ``TextIteratorStreamer``.
 """
 
 from __future__ import annotations
 
+import codecs
 import inspect
+import queue
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -73,16 +83,19 @@ from typing import Any
 
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
+from transformers.generation.streamers import BaseStreamer
 
 from grid_core.audit import AuditLog
 from grid_core.decode import GREEDY, Generation, Sampling, decode
 from grid_core.errors import ServingError
+from grid_core.events import Event, EventSpec, tracker
 from grid_core.guide import Engine
 from grid_core.protocol import Guide, fill_rows
 from grid_serve.torch import apply_bitmask_, unpack_bitmask
 
 __all__ = [
     "CausalLMLogits",
+    "EventStreamer",
     "ExitIntentLogits",
     "GridLogitsProcessor",
     "RowOutcome",
@@ -455,3 +468,66 @@ def masked_argmax(logits: torch.Tensor, row: Any) -> int | None:
     if not torch.isfinite(masked[best]):
         return None
     return best
+
+
+StreamItem = tuple[str, str | Event]
+"""``("text", piece)`` or ``("event", event)``."""
+
+
+class EventStreamer(BaseStreamer):  # type: ignore[misc, unused-ignore]
+    """Text and parse events of one generated row (see the module header).
+
+    Precondition: the row is constrained by GRID with ``engine`` (its tokens are
+    in the mask), and ``generate`` has batch size 1. The first ``put`` is the
+    prompt and is skipped; tokens after EOS (padding) are ignored. Iterating
+    yields the items until ``generate`` calls :meth:`end`.
+    """
+
+    def __init__(self, engine: Engine, spec: EventSpec) -> None:
+        self.engine = engine
+        self.tracker = tracker(engine, spec)
+        self.track = self.tracker.start()
+        self.items: queue.Queue[StreamItem | None] = queue.Queue()
+        self._text = codecs.getincrementaldecoder("utf-8")("replace")
+        self._prompt_seen = False
+
+    def put(self, value: Any) -> None:
+        ids = value.tolist() if hasattr(value, "tolist") else list(value)
+        if ids and isinstance(ids[0], list):
+            if len(ids) != 1:
+                raise ServingError(f"EventStreamer streams one row, not a batch of {len(ids)}")
+            ids = ids[0]
+        if not self._prompt_seen:
+            self._prompt_seen = True
+            return
+        for token in ids:
+            self._take(int(token))
+
+    def end(self) -> None:
+        tail = self._text.decode(b"", final=True)
+        if tail:
+            self.items.put(("text", tail))
+        self.items.put(None)
+
+    def __iter__(self) -> Any:
+        while True:
+            item = self.items.get()
+            if item is None:
+                return
+            yield item
+
+    def _take(self, token: int) -> None:
+        if self.track.terminated:
+            return
+        before = self.track.count
+        vocab = self.engine.vocab
+        if token in vocab.eos_ids:
+            self.track = self.tracker.finish(self.track)
+        else:
+            data = vocab.token_bytes[token]
+            self.track = self.tracker.advance(self.track, data)
+            piece = self._text.decode(data)
+            if piece:
+                self.items.put(("text", piece))
+        for event in self.track.event_list(since=before):
+            self.items.put(("event", event))
