@@ -13,6 +13,7 @@ environment (``uv run --frozen``), so what a session tests is what uv.lock says.
     nox -s r-harness     requirement R: guard cost against position, 16,000-token streams
     nox -s rbac          the exhaustive RBAC speller over Qwen (0 bypasses expected)
     nox -s smollm2-50    50 questions through SmolLM2, modes 1 and 2 vs unconstrained
+    nox -s spider        Spider dev execution accuracy: unconstrained, mode 1, repair
     nox -s adversarial   issue 15's attacks put to grid ask with SmolLM2 (0 leaks expected)
     nox -s proofs        the Coq proofs (proofs/check.sh)
     nox -s mutation      mutmut over grid-core, cargo-mutants over the crate (hours; parts)
@@ -140,6 +141,21 @@ def smollm2_50(session: nox.Session) -> None:
         external=True,
         env=env,
     )
+
+
+@nox.session
+def spider(session: nox.Session) -> None:
+    """Spider dev execution accuracy (bench/spider_ex.py): unconstrained, mode 1 and
+    repair over the 972 executable dev questions of ../shared/data/spider, in the serve
+    session's environment (hours on 2 CPUs; ``-- --resume`` continues a run); writes
+    bench/results/spider_ex/. The serve session runs its 10-question smoke."""
+    env = {
+        "UV_PROJECT_ENVIRONMENT": str(
+            Path(session.create_tmp()).parent.parent / "serve" / "serve-venv"
+        )
+    }
+    args = ("uv", "run", "--frozen", "--group", "serve", "python", "bench/spider_ex.py")
+    session.run(*args, *session.posargs, external=True, env=env)
 
 
 @nox.session

@@ -1,0 +1,405 @@
+"""Spider dev execution accuracy: unconstrained, mode 1 and mode 1 + repair (issue #16).
+
+Purpose. What a user of ``grid ask`` gets on real questions: for every question of
+Spider's dev set whose database has data (972 of 1,034: ``wta_1`` ships no rows and
+is excluded), one model, greedy, the prompt ``grid ask`` builds
+(``grid_serve.text2sql.prompt_ids`` over ``schema_ddl``), three arms:
+
+- **unconstrained**: ``model.generate`` on the same prompt, no GRID; the SQL is the
+  answer up to the closing code fence;
+- **mode1**: GRID's own loop (``decode_with_model``: reserve trigger, jump-forward,
+  exit-intent stop) under the role's guide (``Engine.guide()``: the native session
+  when grid-kernels is installed, audit on);
+- **repair**: mode 1, then the checker, and one constrained retry when it refuses
+  (``grid_serve.text2sql.answer``, what ``grid ask`` runs; ``mode1`` is its first
+  attempt, so the first decode is shared by both arms).
+
+The role is ``grid policy init``'s starter role over the database (SELECT on every
+relation), what a user who points ``grid ask`` at a database gets.
+
+Per question and arm: execution accuracy (the result multisets equal; order-sensitive
+when the gold query has ORDER BY; rows compared as tuples in column order; 5 s and
+the default limits per query, ``grid_sql.execute``), executes without error, in the
+role's language (grid-spec's ``Language``), checker verdict, tokens, seconds, and for
+the constrained arms GRID's own time per token (the decode's time outside the model's
+forward passes) beside the model's. Summaries: per arm, per database, and the paired
+gains mode1 - unconstrained and repair - unconstrained with a 95% interval (normal
+approximation of the mean of the paired differences).
+
+Run: ``uv run nox -s spider`` (full dev set, hours on 2 CPUs), or in the serve
+environment ``python bench/spider_ex.py --limit 10``. ``--data`` defaults to
+``../shared/data/spider``; without it, the vendored ``data/spider`` (one database,
+``concert_singer``, and its questions). Each finished question is appended to
+``<out>/questions.jsonl`` (``--resume`` continues a run); ``summary.json`` is shaped
+``{model_name: {arm: {"n", "ex", "executes", "in_language"}}}`` and ``report.json``
+holds the rest (host, settings, per-database table, paired gains).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import math
+import os
+import platform
+import random
+import re
+import sqlite3
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ARMS = ("unconstrained", "mode1", "repair")
+EXCLUDED = {"wta_1": "the release ships its schema without rows"}
+ORDER_BY = re.compile(r"\border\s+by\b", re.I)
+ROLE = "reader"
+
+
+def questions(data: Path) -> list[dict[str, str]]:
+    """Dev questions whose database is present and has data, in dev.json order."""
+    dev = json.loads((data / "dev.json").read_text())
+    return [
+        {"db_id": q["db_id"], "question": q["question"], "gold": q["query"]}
+        for q in dev
+        if q["db_id"] not in EXCLUDED and database(data, q["db_id"]).exists()
+    ]
+
+
+def database(data: Path, db_id: str) -> Path:
+    return data / "database" / db_id / f"{db_id}.sqlite"
+
+
+def sql_of_answer(text: str) -> str:
+    """The unconstrained answer's SQL: the text up to the closing code fence."""
+    return text.split("```", 1)[0].strip()
+
+
+def execute(db: Path, sql: str) -> tuple[list[tuple[Any, ...]] | None, str]:
+    """All rows of ``sql`` on the database opened read-only under the default limits
+    and a 5 s wall time, or None and why it failed."""
+    from grid_core.errors import GridError
+    from grid_sql.execute import run_readonly
+    from grid_sql.limits import DEFAULT_LIMITS
+
+    limits = DEFAULT_LIMITS.replace(wall_time=5.0)
+    try:
+        result = run_readonly(db, sql, limits, keep=limits.max_rows)
+    except (sqlite3.Error, GridError) as e:
+        return None, f"{type(e).__name__}: {e}"
+    return [tuple(r) for r in result.rows], ""
+
+
+def same_result(gold: list[tuple[Any, ...]], got: list[tuple[Any, ...]], ordered: bool) -> bool:
+    """Execution accuracy's test: equal multisets of rows (equal lists when ``ordered``)."""
+    if ordered:
+        return gold == got
+    return collections.Counter(map(repr, gold)) == collections.Counter(map(repr, got))
+
+
+def judge(sql: str, gold_rows: list[tuple[Any, ...]], ordered: bool, ctx: Any) -> dict[str, Any]:
+    """In the role's language, checker verdict, executes, execution accuracy."""
+    from grid_core.errors import GridError
+    from grid_serve.text2sql import checker_verdict
+
+    out: dict[str, Any] = {"sql": sql, "in_language": ctx.lang.in_language(sql.encode())}
+    try:
+        out["checker"] = [str(v.kind) for v in checker_verdict(ctx.schema, ctx.grants, sql)]
+    except GridError as e:  # the checker cannot judge it (not SQL it parses): recorded
+        out["checker"] = [f"error: {type(e).__name__}"]
+    rows, error = execute(ctx.db, sql) if sql.strip() else (None, "empty statement")
+    out["executes"] = rows is not None
+    out["error"] = error
+    out["ex"] = rows is not None and same_result(gold_rows, rows, ordered)
+    return out
+
+
+class Context:
+    """One database's schema, starter policy, role engines and language."""
+
+    def __init__(self, db: Path, vocab: Any) -> None:
+        from grid_serve.text2sql import RoleEngines, schema_ddl
+        from grid_spec.spec import Language
+        from grid_sql.policy import PolicyBundle
+        from grid_sql.policy_init import starter_policy
+        from grid_sql.schema import SchemaSnapshot
+
+        self.db = db
+        self.schema = SchemaSnapshot.from_sqlite(db)
+        self.policy = PolicyBundle.loads(starter_policy(self.schema, ROLE), self.schema)
+        self.engines = RoleEngines(self.schema, self.policy, vocab)
+        role = self.engines[ROLE]
+        self.grants = role.grants
+        self.ddl = schema_ddl(self.schema, role.grants)
+        self.lang = Language(role.projection.grammar.to_lark(), role.lexicon.word_lists())
+
+
+def run_question(q: dict[str, str], ctx: Context, lm: Any, budget: int) -> dict[str, Any]:
+    import torch
+
+    from grid_core.audit import verify
+    from grid_core.decode import Generation
+    from grid_core.guide import Engine
+    from grid_serve.text2sql import answer, prompt_ids
+    from grid_serve.transformers import decode_with_model
+
+    gold_rows, error = execute(ctx.db, q["gold"])
+    assert gold_rows is not None, f"gold query fails: {error}"
+    ordered = bool(ORDER_BY.search(q["gold"]))
+    rec: dict[str, Any] = {**q, "ordered": ordered}
+    ids = prompt_ids(lm.tokenizer, q["question"], ctx.ddl)
+
+    t = time.perf_counter()
+    with torch.inference_mode():
+        out = lm.model.generate(
+            torch.tensor([ids]),
+            max_new_tokens=budget,
+            do_sample=False,
+            eos_token_id=list(lm.vocab.eos_ids),
+            pad_token_id=lm.vocab.eos_ids[0],
+        )
+    secs = time.perf_counter() - t
+    new = out[0, len(ids) :].tolist()
+    sql = sql_of_answer(lm.tokenizer.decode(new, skip_special_tokens=True))
+    rec["unconstrained"] = {
+        "tokens": len(new),
+        "seconds": secs,
+        **judge(sql, gold_rows, ordered, ctx),
+    }
+
+    timing: list[dict[str, float]] = []
+
+    def decode(feedback: str, engine: Engine) -> Generation:
+        prompt = prompt_ids(lm.tokenizer, q["question"], ctx.ddl, feedback=feedback)
+        t0 = time.perf_counter()
+        gen, logits = decode_with_model(
+            lm.model, engine.guide(), prompt, budget, stop_on_exit=True, rng=random.Random(0)
+        )
+        total = time.perf_counter() - t0
+        timing.append({"seconds": total, "model_seconds": logits.seconds})
+        return gen
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        attempts = answer(decode, ctx.engines, ROLE, retries=1)
+    for arm, last in (("mode1", 0), ("repair", len(attempts) - 1)):
+        gens = [a.generation for a in attempts[: last + 1]]
+        spent = timing[: last + 1]
+        tokens = sum(len(g.tokens) for g in gens)
+        seconds = sum(s["seconds"] for s in spent)
+        model_s = sum(s["model_seconds"] for s in spent)
+        attempt = attempts[last]
+        rec[arm] = {
+            "tokens": tokens,
+            "seconds": seconds,
+            "grid_ms_per_token": 1000 * (seconds - model_s) / max(1, tokens),
+            "model_ms_per_token": 1000 * model_s / max(1, tokens),
+            "stop": attempt.generation.stop_reason,
+            "attempts": last + 1,
+            "verdict": attempt.verdict,
+            "audit_verifies": all(verify(g.audit.lines()).ok for g in gens),
+            **judge(attempt.sql, gold_rows, ordered, ctx),
+        }
+    return rec
+
+
+def fraction(records: Sequence[dict[str, Any]], arm: str, field: str) -> float:
+    return sum(bool(r[arm][field]) for r in records) / max(1, len(records))
+
+
+def paired_gain(records: Sequence[dict[str, Any]], arm: str, base: str) -> dict[str, float]:
+    """Mean of ex(arm) - ex(base) over the questions, with a 95% normal interval."""
+    d = [int(r[arm]["ex"]) - int(r[base]["ex"]) for r in records]
+    n = len(d)
+    mean = sum(d) / max(1, n)
+    sd = statistics.stdev(d) if n > 1 else 0.0
+    half = 1.96 * sd / math.sqrt(n) if n > 1 else float("nan")
+    return {"n": n, "gain": mean, "ci95_low": mean - half, "ci95_high": mean + half}
+
+
+def summarize(
+    records: Sequence[dict[str, Any]], model_name: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(summary.json, the rest of the report)."""
+    summary = {
+        model_name: {
+            arm: {
+                "n": len(records),
+                "ex": fraction(records, arm, "ex"),
+                "executes": fraction(records, arm, "executes"),
+                "in_language": fraction(records, arm, "in_language"),
+            }
+            for arm in ARMS
+        }
+    }
+    by_db: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
+    for r in records:
+        by_db[r["db_id"]].append(r)
+    per_db = {
+        db: {"n": len(rs), **{arm: round(fraction(rs, arm, "ex"), 4) for arm in ARMS}}
+        for db, rs in sorted(by_db.items())
+    }
+    constrained = [r["mode1"] for r in records]
+    report = {
+        "paired_gain": {
+            "mode1_vs_unconstrained": paired_gain(records, "mode1", "unconstrained"),
+            "repair_vs_unconstrained": paired_gain(records, "repair", "unconstrained"),
+            "repair_vs_mode1": paired_gain(records, "repair", "mode1"),
+        },
+        "per_database": per_db,
+        "mode1": {
+            "grid_ms_per_token_median": statistics.median(
+                [c["grid_ms_per_token"] for c in constrained] or [0.0]
+            ),
+            "model_ms_per_token_median": statistics.median(
+                [c["model_ms_per_token"] for c in constrained] or [0.0]
+            ),
+            "stops": dict(collections.Counter(c["stop"] for c in constrained)),
+            "checker_accepts": sum(not c["checker"] for c in constrained),
+        },
+        "repair": {
+            "engaged": sum(r["repair"]["attempts"] > 1 for r in records),
+            "changed_statement": sum(
+                r["repair"]["attempts"] > 1 and r["repair"]["sql"] != r["mode1"]["sql"]
+                for r in records
+            ),
+            "executable_or_refused": sum(
+                r["repair"]["executes"] or bool(r["repair"]["checker"]) for r in records
+            )
+            / max(1, len(records)),
+        },
+    }
+    return summary, report
+
+
+def load_records(path: Path) -> Iterator[dict[str, Any]]:
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                yield json.loads(line)
+
+
+def host() -> dict[str, Any]:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from host import engine_source
+
+    return {
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg(),
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "engine": engine_source(),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="Spider's folder (default: ../shared/data/spider, else data/spider)",
+    )
+    ap.add_argument(
+        "--model",
+        type=Path,
+        default=None,
+        help="a GGUF file or transformers model (default: the embedded SmolLM2)",
+    )
+    ap.add_argument("--limit", type=int, default=0, help="the first N questions (0: all)")
+    ap.add_argument("--max-new-tokens", type=int, default=96)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=Path("bench/results/spider_ex"))
+    ap.add_argument(
+        "--resume", action="store_true", help="keep the questions already in <out>/questions.jsonl"
+    )
+    args = ap.parse_args(argv)
+    root = Path(__file__).resolve().parents[1]
+    data = args.data
+    if data is None:
+        shared = root.parent / "shared" / "data" / "spider"
+        data = shared if (shared / "dev.json").exists() else root / "data" / "spider"
+    todo = questions(data)
+    if args.limit:
+        todo = todo[: args.limit]
+    if not todo:
+        print(f"no question with a database under {data}", file=sys.stderr)
+        return 2
+
+    import torch
+    import transformers
+
+    from grid_serve.model import load_model
+
+    torch.set_num_threads(args.threads)
+    transformers.logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+    t0 = time.perf_counter()
+    lm = load_model(args.model)
+    load_s = time.perf_counter() - t0
+    print(
+        f"model {lm.name}: loaded in {load_s:.1f} s ({len(todo)} questions from {data})", flush=True
+    )
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "questions.jsonl"
+    done = {(r["db_id"], r["question"]): r for r in load_records(path)} if args.resume else {}
+    if not args.resume:
+        path.write_text("")
+    contexts: dict[str, Context] = {}
+    records = []
+    started = time.perf_counter()
+    for n, q in enumerate(todo, start=1):
+        key = (q["db_id"], q["question"])
+        if key in done:
+            records.append(done[key])
+            continue
+        if q["db_id"] not in contexts:
+            contexts.clear()  # one database's engines at a time
+            contexts[q["db_id"]] = Context(database(data, q["db_id"]), lm.vocab)
+        rec = run_question(q, contexts[q["db_id"]], lm, args.max_new_tokens)
+        records.append(rec)
+        with path.open("a") as f:
+            f.write(json.dumps(rec) + "\n")
+        marks = " ".join(
+            f"{arm}={'EX' if rec[arm]['ex'] else ('ok' if rec[arm]['executes'] else '--')}"
+            for arm in ARMS
+        )
+        print(f"[{n}/{len(todo)}] {q['db_id']}: {marks}  {rec['mode1']['sql']!r:.80}", flush=True)
+
+    summary, report = summarize(records, lm.name)
+    report = {
+        "bench": "spider_ex",
+        "host": host(),
+        "settings": {
+            "data": str(data),
+            "questions": len(records),
+            "max_new_tokens": args.max_new_tokens,
+            "greedy": True,
+            "role": f"{ROLE} (grid policy init's starter role)",
+            "excluded": EXCLUDED,
+            "torch_threads": args.threads,
+        },
+        "model": {"name": lm.name, "load_seconds": load_s, "converted": lm.converted},
+        "seconds": time.perf_counter() - started,
+        "summary": summary,
+        **report,
+    }
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    (args.out / "report.json").write_text(json.dumps(report, indent=1) + "\n")
+    print(json.dumps(summary, indent=1))
+    print(json.dumps(report["paired_gain"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
