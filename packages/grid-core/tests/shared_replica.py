@@ -57,29 +57,31 @@ def statements(n: int, seed: int) -> list[bytes]:
     return random.Random(seed).sample(stmts, n)
 
 
+def next_token(row: array.array[int], statement: bytes, pos: int) -> int:
+    """The admitted token with the longest spelling that prefixes ``statement[pos:]``."""
+    _, spelled, longest = vocabulary()
+    rest = statement[pos : pos + longest]
+    return next(
+        spelled[rest[:k]]
+        for k in range(len(rest), 0, -1)
+        if rest[:k] in spelled and row[spelled[rest[:k]] >> 5] >> (spelled[rest[:k]] & 31) & 1
+    )
+
+
 def replay(e: Engine, statement: bytes) -> list[bytes]:
-    """Every mask row (bytes) of ``statement`` replayed greedily (the admitted token
-    with the longest spelling that prefixes the rest), EOS last. In L, or it fails."""
-    v, spelled, longest = vocabulary()
+    """Every mask row (bytes) of ``statement`` replayed greedily (:func:`next_token`),
+    EOS last. In L, or it fails."""
+    v = vocabulary()[0]
     guide: Any = e.guide(audit=False)
     rows, pos = [], 0
     row = array.array("i", bytes(4 * e.n_words))
     while True:
         guide.fill_next_token_bitmask(row)
         rows.append(row.tobytes())
-
-        def admitted(t: int) -> bool:
-            return bool(row[t >> 5] >> (t & 31) & 1)
-
         if pos == len(statement):
-            assert admitted(v.eos_id), f"EOS refused after {statement!r}"
+            assert row[v.eos_id >> 5] >> (v.eos_id & 31) & 1, f"EOS refused after {statement!r}"
             return rows
-        rest = statement[pos : pos + longest]
-        token = next(
-            spelled[rest[:k]]
-            for k in range(len(rest), 0, -1)
-            if rest[:k] in spelled and admitted(spelled[rest[:k]])
-        )
+        token = next_token(row, statement, pos)
         guide.accept_token(token)
         pos += len(v.token_bytes[token])
 

@@ -22,6 +22,7 @@ The server is Debian's ``redis-server`` on a free loopback port
 
 from __future__ import annotations
 
+import array
 import hashlib
 import hmac
 import json
@@ -44,6 +45,7 @@ import shared_replica
 from redis_server import RedisServer, running_redis
 
 from grid_core import shared_cache
+from grid_core.guide import Engine, GridGuide
 from grid_core.shared_cache import SharedCacheConfig, SharedCacheError
 
 KEY = b"test deployment key 0123456789"
@@ -170,6 +172,37 @@ def test_two_processes_share_entries(redis: RedisServer) -> None:
     assert m2["misses"] == m2["published"] == m2["rejected"] == m2["errors"] == 0
     assert len(redis.keys("grid:*:e:*")) == m1["published"]
     assert redis.keys("grid:*:l:*") == []  # every walker's lock released
+
+
+def test_masks_from_the_shared_tier_equal_the_uncached_python_reference(
+    redis: RedisServer, reference: dict[bytes, list[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cache-on equals cache-off: every row of a replay whose root walks all come
+    from Redis equals the pure-Python guide's with no cache at all."""
+    url = redis.url + "?wait_ms=0"
+    use_tier(monkeypatch, url)
+    redis.command("FLUSHALL")
+    statement = min(reference, key=len)
+    replay_all({statement: reference[statement]})  # publishes its walks
+    tier = tier_of(url)
+    before = tier.metrics()
+    rows = shared_replica.replay(shared_replica.engine(), statement)
+    got = delta(tier.metrics(), before)
+    assert got["hits"] == got["lookups"] > 0 and "misses" not in got
+    monkeypatch.delenv(shared_cache.URL_ENV)
+    monkeypatch.delenv(shared_cache.KEY_ENV)
+    off = Engine(shared_replica.grammar(), shared_replica.vocabulary()[0], cache=False)
+    native, off.kernel = off.kernel, None  # the Python walks, uncached
+    guide, pos = GridGuide(off, audit=False), 0
+    for i, row in enumerate(rows):
+        r = guide.compute()
+        want = array.array("i", bytes(4 * off.n_words))
+        native.fill_bitmask(r.ci_ids, r.cd_ids, r.eos, want)
+        assert want.tobytes() == row, f"step {i} of {statement!r}"
+        if pos < len(statement):
+            token = shared_replica.next_token(want, statement, pos)
+            guide.accept_token(token)
+            pos += len(off.vocab.token_bytes[token])
 
 
 # ------------------------------------------------------------------ integrity

@@ -492,7 +492,9 @@ impl Entry {
     /// first id whatever key they pass (an entry is published under one key).
     pub fn entry_id(&self, key: &[u8], n_vocab: usize) -> [u8; 16] {
         *self.id.get_or_init(|| {
-            let mut rest = Canonical::new();
+            let mut rest = Canonical {
+                bytes: Vec::with_capacity(64 + 4 * self.ci.data.len() + 40 * self.cd.len()),
+            };
             rest.list(2)
                 .bytes(&self.ci.to_bytes(n_vocab))
                 .list(self.cd.len());

@@ -38,7 +38,23 @@ impl Canonical {
     }
 
     pub fn int(&mut self, v: i64) -> &mut Self {
-        self.int_digits(v.to_string().as_bytes())
+        // Python's str(int), digits written from the end of a stack buffer.
+        let mut buf = [0u8; 20];
+        let mut at = buf.len();
+        let mut n = v.unsigned_abs();
+        loop {
+            at -= 1;
+            buf[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        if v < 0 {
+            at -= 1;
+            buf[at] = b'-';
+        }
+        self.int_digits(&buf[at..])
     }
 
     /// A non-negative int given as little-endian 64-bit words (a bitset).
@@ -124,6 +140,17 @@ mod tests {
             decimal(&[1, 0, 1 << 11]),
             "696898287454081973172991196020261297061889"
         );
+    }
+
+    #[test]
+    fn ints_are_pythons_decimal() {
+        for v in [0, 7, 10, -1, -10, 1234567890, i64::MAX, i64::MIN] {
+            let mut c = Canonical::new();
+            c.int(v);
+            let digits = v.to_string();
+            assert_eq!(&c.bytes[5..], digits.as_bytes(), "{v}");
+            assert_eq!(c.bytes[..5], [b'i', 0, 0, 0, digits.len() as u8]);
+        }
     }
 
     #[test]

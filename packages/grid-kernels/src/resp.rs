@@ -92,7 +92,7 @@ impl Url {
         })
     }
 
-    /// `host:port`, for messages (no credentials).
+    /// `host:port/db`, for messages (no credentials).
     pub fn address(&self) -> String {
         format!("{}:{}/{}", self.host, self.port, self.db)
     }
