@@ -52,6 +52,13 @@ by default :class:`AuditDirectory` over ``GRID_AUDIT_DIR``, else
 ``$XDG_STATE_HOME/grid/audit`` (``~/.local/state/grid/audit``), one
 ``<request_id>.jsonl`` per request, which ``grid audit verify`` and ``grid
 audit replay`` read. A sink that fails is logged, never raised into vLLM.
+
+**Shared mask cache.** Like ``GRID_AUDIT_DIR``, the shared tier is configured
+by the environment of the engine process: ``GRID_SHARED_CACHE_URL`` and
+``GRID_SHARED_CACHE_KEY`` (or ``GRID_SHARED_CACHE_KEY_FILE``) put every
+compiled engine's family walk cache in front of a Redis server shared by the
+replicas (:mod:`grid_core.shared_cache`; off by default). A bad setting fails
+the first request's grammar compilation with a ``SharedCacheError``.
 """
 
 from __future__ import annotations
