@@ -151,16 +151,12 @@ def _nullable(engine: Engine) -> Any:
     return lambda r: all(s >= base and s - base in empty for s in bodies[r])
 
 
-@dataclass(frozen=True, eq=False)
-class _Cell:
-    """One cell of the span stack: mirrors a parser stack cell, with the byte span
-    of the symbol it holds and the interned parser node it stands for."""
+Cell = tuple[Any, int, int, int]
+"""One cell of the span stack, ``(parent, state, start, end)``: a parser stack
+cell's LALR state with the byte span of the symbol it holds (the root: ``(None,
+0, 0, 0)``). Plain tuples: a token makes several."""
 
-    parent: _Cell | None
-    state: int
-    start: int
-    end: int
-    node: Node
+ROOT: Cell = (None, 0, 0, 0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -174,11 +170,13 @@ class _Chain:
 
 @dataclass(frozen=True, eq=False)
 class Track:
-    """The tracker's persistent state after some tokens: the span stack, the
-    remainder (its start offset, bytes and scan state), the events emitted and
-    those of them not yet realized by a parser action (``ahead``)."""
+    """The tracker's persistent state after some tokens: the span stack and the
+    interned parser node of the same stack (for its allowed set), the remainder
+    (its start offset, bytes and scan state), the events emitted and those of
+    them not yet realized by a parser action (``ahead``)."""
 
-    stack: _Cell
+    stack: Cell
+    node: Node
     pos: int
     remainder: bytes
     scan: ScanState
@@ -222,17 +220,17 @@ class EventTracker:
     # -- the stream -------------------------------------------------------------
 
     def start(self) -> Track:
-        parser = self.engine.parser
-        root = _Cell(None, 0, 0, 0, parser.root)
-        return self._settle(Track(root, 0, b"", START, None, (), 0), [])
+        root = self.engine.parser.root
+        return self._settle(Track(ROOT, root, 0, b"", START, None, (), 0), [])
 
     def advance(self, track: Track, data: bytes) -> Track:
         """The state after one accepted token spelling ``data`` (the guide has
         accepted it, so it scans and shifts)."""
         step = track.step + 1
         realized: list[Event] = []
-        stack, pos, buf, scan = self._scan(
+        stack, node, pos, buf, scan = self._scan(
             track.stack,
+            track.node,
             track.pos,
             track.remainder + data,
             track.scan,
@@ -240,35 +238,42 @@ class EventTracker:
             realized,
             step,
         )
-        moved = Track(stack, pos, buf, scan, track.events, track.ahead, step)
+        moved = Track(stack, node, pos, buf, scan, track.events, track.ahead, step)
         return self._settle(moved, realized)
 
     def finish(self, track: Track) -> Track:
         """The state after EOS: the remainder finalized (as ``Lexer.finalize``),
         then ``$END`` reduced up to accept."""
         step = track.step + 1
-        stack, pos, buf, scan = track.stack, track.pos, track.remainder, track.scan
+        stack, node, pos, buf, scan = (
+            track.stack,
+            track.node,
+            track.pos,
+            track.remainder,
+            track.scan,
+        )
         realized: list[Event] = []
         while buf:
-            stack = self._emit(stack, pos, scan, realized, step)
+            stack, node = self._emit(stack, node, pos, scan, realized, step)
             la_len = scan[2]
-            stack, pos, buf, scan = self._scan(
-                stack, pos + la_len, buf[la_len:], START, 0, realized, step
+            stack, node, pos, buf, scan = self._scan(
+                stack, node, pos + la_len, buf[la_len:], START, 0, realized, step
             )
         stack = self._reduce_all(stack, self.end, realized, step)
-        done = Track(stack, pos, b"", START, track.events, track.ahead, step, True)
+        done = Track(stack, node, pos, b"", START, track.events, track.ahead, step, True)
         return self._record(done, realized, [])
 
     def _scan(
         self,
-        stack: _Cell,
+        stack: Cell,
+        node: Node,
         pos: int,
         buf: bytes,
         scan: ScanState,
         i: int,
         out: list[Event],
         step: int,
-    ) -> tuple[_Cell, int, bytes, ScanState]:
+    ) -> tuple[Cell, Node, int, bytes, ScanState]:
         """Scan ``buf`` (a remainder at offset ``pos`` whose first ``i`` bytes are
         scanned to ``scan``) as ``Lexer.advance`` does: each byte that kills the
         automaton emits the longest accepted lexeme and the rest is scanned again."""
@@ -278,10 +283,10 @@ class EventTracker:
             if nxt is not None:
                 scan, i = nxt, i + 1
                 continue
-            stack = self._emit(stack, pos, scan, out, step)
+            stack, node = self._emit(stack, node, pos, scan, out, step)
             la_len = scan[2]
             pos, buf, i, scan = pos + la_len, buf[la_len:], 0, START
-        return stack, pos, buf, scan
+        return stack, node, pos, buf, scan
 
     def parse(self, data: bytes) -> list[Event]:
         """The post-hoc sequence of a sentence: ``data`` read whole, then EOS."""
@@ -289,59 +294,61 @@ class EventTracker:
 
     # -- parser actions on the span stack ----------------------------------------
 
-    def _emit(self, stack: _Cell, pos: int, scan: ScanState, out: list[Event], step: int) -> _Cell:
+    def _emit(
+        self, stack: Cell, node: Node, pos: int, scan: ScanState, out: list[Event], step: int
+    ) -> tuple[Cell, Node]:
         """Emit the remainder's longest accepted lexeme at ``pos``: reductions, then its shift."""
         _, _, la_len, la_cands = scan
-        t = self.engine.scanner.pick(la_cands, self.engine.parser.allowed(stack.node))
+        t = self.engine.scanner.pick(la_cands, self.engine.parser.allowed(node))
         assert la_len > 0 and t >= 0, "the guide accepted a token the lexer cannot emit"
         if self.engine.scanner.ignored >> t & 1:
-            return stack
-        return self._shift(stack, t, pos, pos + la_len, out, step)
+            return stack, node
+        return self._shift(stack, node, t, pos, pos + la_len, out, step)
 
     def _shift(
-        self, stack: _Cell, t: int, start: int, end: int, out: list[Event], step: int
-    ) -> _Cell:
+        self, stack: Cell, node: Node, t: int, start: int, end: int, out: list[Event], step: int
+    ) -> tuple[Cell, Node]:
+        """Reduce, then shift terminal ``t`` spanning ``[start, end)``; the interned
+        node follows by the parser's memoized shift."""
         stack = self._reduce_all(stack, t, out, step)
-        a = self.action[stack.state * self.width + t]
+        a = self.action[stack[1] * self.width + t]
         assert a > 0, "the terminal shifts after its reductions"
-        node = self.engine.parser.push(stack.node, t, a - 1)
         kind = self.lexemes.get(t)
         if kind is not None:
             out.append(Event(kind, self.engine.grammar.terminals[t].name, start, end, step))
-        return _Cell(stack, a - 1, start, end, node)
+        return (stack, a - 1, start, end), self.engine.parser.shift(node, t)
 
-    def _reduce_all(self, stack: _Cell, t: int, out: list[Event], step: int) -> _Cell:
+    def _reduce_all(self, stack: Cell, t: int, out: list[Event], step: int) -> Cell:
         """Every reduction lookahead ``t`` performs (``$END``: up to accept)."""
+        action, row = self.action, self.width
         while True:
-            a = self.action[stack.state * self.width + t]
+            a = action[stack[1] * row + t]
             if a >= 0 or a == -1:  # a shift, or ACCEPT (rule 0)
                 return stack
             stack = self._reduce(stack, -a - 1, out, step)
 
-    def _reduce(self, stack: _Cell, rule: int, out: list[Event], step: int) -> _Cell:
+    def _reduce(self, stack: Cell, rule: int, out: list[Event], step: int) -> Cell:
         n = self.length[rule]
-        top, first = stack, stack
+        top = first = stack
         for _ in range(n):
             first = stack
-            assert stack.parent is not None, "reduce popped past the root"
-            stack = stack.parent
-        start, end = (first.start, top.end) if n else (stack.end, stack.end)
-        nt = self.lhs[rule]
-        state = self.goto[stack.state * self.n_nt + nt]
-        node = self.engine.parser.push(stack.node, self.base + nt, state)
+            stack = stack[0]
+            assert stack is not None, "reduce popped past the root"
+        start, end = (first[2], top[3]) if n else (stack[3], stack[3])
+        state = self.goto[stack[1] * self.n_nt + self.lhs[rule]]
         marked = self.rules.get(rule)
         if marked is not None:
             out.append(Event(marked[0], marked[1], start, end, step))
-        return _Cell(stack, state, start, end, node)
+        return (stack, state, start, end)
 
     # -- what the prefix forces ------------------------------------------------------
 
     def _settle(self, track: Track, realized: list[Event]) -> Track:
         """Record the realized events and emit those the prefix now forces."""
         forced: list[Event] = []
-        stack = track.stack
+        stack, node = track.stack, track.node
         parser, scanner = self.engine.parser, self.engine.scanner
-        allowed = parser.allowed(stack.node)
+        allowed = parser.allowed(node)
         if track.remainder:
             t = self._forced(track, allowed)
             if t is None:
@@ -349,10 +356,9 @@ class EventTracker:
                 return self._record(track, realized, forced)
             if not scanner.ignored >> t & 1:
                 start = track.pos
-                stack = self._shift(
-                    stack, t, start, start + len(track.remainder), forced, track.step
-                )
-                allowed = parser.allowed(stack.node)
+                end = start + len(track.remainder)
+                stack, node = self._shift(stack, node, t, start, end, forced, track.step)
+                allowed = parser.allowed(node)
         self._common_chain(stack, allowed, forced, track.step)
         return self._record(track, realized, forced)
 
@@ -360,6 +366,8 @@ class EventTracker:
         """Append the new events: realized ones not already emitted ahead, then the
         forced ones not yet emitted. Invariant: ``ahead`` is always a prefix of the
         events still to be realized."""
+        if not (realized or forced or track.ahead):
+            return track
         ahead = list(track.ahead)
         chain = track.events
         for event in realized:
@@ -376,6 +384,7 @@ class EventTracker:
         new_ahead = tuple(forced) if len(forced) >= len(ahead) else tuple(ahead)
         return Track(
             track.stack,
+            track.node,
             track.pos,
             track.remainder,
             track.scan,
@@ -385,11 +394,11 @@ class EventTracker:
             track.terminated,
         )
 
-    def _common_chain(self, stack: _Cell, possible: int, out: list[Event], step: int) -> None:
+    def _common_chain(self, stack: Cell, possible: int, out: list[Event], step: int) -> None:
         """The reductions every terminal of ``possible`` performs first (virtual:
         the span stack built here is dropped)."""
         while possible:
-            rule = self._common_rule(stack.state, possible)
+            rule = self._common_rule(stack[1], possible)
             if rule <= 0:
                 return
             stack = self._reduce(stack, rule, out, step)
