@@ -53,7 +53,6 @@ import importlib.util
 import math
 import os
 import random
-import sqlite3
 import sys
 import tempfile
 import time
@@ -68,6 +67,7 @@ from grid_core.audit import AuditLog, reseal
 from grid_core.errors import ServingError
 from grid_serve import text2sql
 from grid_sql.cli import DEFAULT_ROLE, default_role, format_violation, role_language
+from grid_sql.database import database_for
 from grid_sql.limits import LIMIT_KEYS, LimitExceededError, Limits, check_limit
 from grid_sql.policy import PolicyBundle, RoleGrants
 from grid_sql.schema import SchemaSnapshot
@@ -332,7 +332,7 @@ def inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
     if args.db is not None and args.policy is None:
         raise MissingPolicyError(str(args.db))
     db = args.db if args.db is not None else text2sql.example_database(tmp)
-    schema = SchemaSnapshot.from_sqlite(db)
+    schema = database_for(db).snapshot(db)  # SQLite, or a plug-in's (DuckDB)
     policy = PolicyBundle.load(args.policy, schema) if args.policy else example_policy(schema)
     role = args.role or default_role(policy)
     grants = policy.grants(role, schema)
@@ -437,7 +437,8 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
             f"{shortest} tokens with EOS, --max-tokens is {args.max_tokens}; audit log "
             f"{audit_path} sealed {text2sql.NO_STATEMENT!r} ({refusal.seal_hash})"
         )
-    _check_prompt(loaded, text2sql.prompt_ids(loaded.tokenizer, args.question, ddl), args)
+    prompt = text2sql.prompt_ids(loaded.tokenizer, args.question, ddl, dialect=schema.dialect)
+    _check_prompt(loaded, prompt, args)
     sampling = GREEDY if args.temperature == 0 else Sampling(temperature=args.temperature)
 
     events_out = _events_stream(args.events)
@@ -451,8 +452,10 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
     def decode(feedback: str, engine: Engine) -> Generation:
         what = "retrying with the checker's feedback" if feedback else "generating"
         progress.start(f"{what} (budget {args.max_tokens} tokens)")
-        prompt = text2sql.prompt_ids(loaded.tokenizer, args.question, ddl, feedback=feedback)
-        dialect = get_dialect(text2sql.DIALECT)
+        prompt = text2sql.prompt_ids(
+            loaded.tokenizer, args.question, ddl, feedback=feedback, dialect=schema.dialect
+        )
+        dialect = get_dialect(schema.dialect)
         spec = None if events_out is None else event_spec(dialect, engine.grammar)
         guide = engine.guide(events=spec)
         if isinstance(guide, EventGuide):
@@ -531,7 +534,8 @@ def _report(
 ) -> tuple[int, str]:
     """Print the attempts and their verdicts, run the final statement if it was
     accepted, print its rows; return the exit status and how it ran (the seal's
-    ``run`` flag: ``ok: N rows``, ``not run``, ``sqlite refused: ...``, ``stopped:
+    ``run`` flag: ``ok: N rows``, ``not run``, ``sqlite refused: ...`` (the database
+    backend's name), ``stopped:
     ...``)."""
     tables = ", ".join(grants.tables)
     out.write(f"-- role {role} on {db.name} (tables: {tables}); {model_name}\n")
@@ -565,9 +569,10 @@ def _report(
         return 1, "not run"
     try:
         columns, rows, more = text2sql.run_readonly(db, sql, args.max_rows, given.limits)
-    except sqlite3.Error as e:
-        out.write(f"sqlite refused it: {e}\n")
-        return 1, f"sqlite refused: {e}"
+    except database_for(db).errors as e:
+        engine = database_for(db).name
+        out.write(f"{engine} refused it: {e}\n")
+        return 1, f"{engine} refused: {e}"
     except LimitExceededError as e:
         out.write(f"stopped: {e}\n")
         return 1, f"stopped: {e}"

@@ -30,7 +30,8 @@ It composes grid-sql's artifacts into GRID engines and talks to a chat model:
   rows, result bytes, SQLite heap; a limit exceeded is a
   :class:`~grid_sql.limits.LimitExceededError`).
 
-Policy decisions: the dialect is SQLite (the example database and Spider's);
+Policy decisions: the dialect is the schema's (SQLite for the example database
+and Spider's; a plug-in's, such as DuckDB, for a database file it owns);
 the lexicon admits the catalog spelling of each name and its lower, upper and
 capitalised forms (grid-sql's defaults); the system prompt asks for one SQLite
 statement and nothing else, but nothing relies on the model obeying it. A retry
@@ -53,7 +54,7 @@ from typing import Any
 from grid_core.audit import AuditLog
 from grid_core.cache import SharedCache
 from grid_core.decode import Generation
-from grid_core.errors import GridError, ServingError
+from grid_core.errors import GridError
 from grid_core.grammar import Grammar, Rule
 from grid_core.guide import Engine
 from grid_core.lexicon import Lexicon
@@ -61,8 +62,8 @@ from grid_core.reserve import reserve_table
 from grid_core.trie import TokenTrie, build_trie
 from grid_core.vocab import Vocabulary
 from grid_sql.checker import SemanticChecker, Violation
+from grid_sql.database import database_for
 from grid_sql.dialects import get_dialect
-from grid_sql.execute import run_readonly as run_limited
 from grid_sql.lexicon import SchemaLexicon
 from grid_sql.limits import DEFAULT_LIMITS, Limits
 from grid_sql.policy import PolicyBundle, RoleGrants
@@ -92,10 +93,14 @@ __all__ = [
 ]
 
 DIALECT = "sqlite"
+"""The example database's dialect; a schema's own dialect (``SchemaSnapshot.dialect``)
+is the one its engines, prompt and checker use."""
 SYSTEM_PROMPT = (
     "You write SQLite queries. Answer with exactly one SQL statement that answers "
     "the question over the given tables, ending with a semicolon, and nothing else."
 )
+#: The database named in the system prompt, per dialect (SQLite's is SYSTEM_PROMPT).
+ENGINE_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL", "duckdb": "DuckDB"}
 
 #: The start of the assistant's answer, written into the prompt: chat models
 #: open SQL with a code fence, and GRID's mask would refuse the fence itself.
@@ -132,8 +137,6 @@ class RoleEngines:
     _shared: SharedCache | None = None
 
     def __post_init__(self) -> None:
-        if self.schema.dialect != DIALECT:
-            raise ServingError(f"a {self.schema.dialect} schema: only {DIALECT} is supported")
         self.policy.validate(self.schema)
 
     def __getitem__(self, role: str) -> RoleEngine:
@@ -142,7 +145,7 @@ class RoleEngines:
         return self._built[role]
 
     def _build(self, role: str) -> RoleEngine:
-        dialect = get_dialect(DIALECT)
+        dialect = get_dialect(self.schema.dialect)
         grants = self.policy.grants(role, self.schema)  # UnknownRoleError for a bad name
         lexicon = SchemaLexicon.build(dialect, self.schema, grants)
         projection = RoleProjection.compile(self.policy.role(role), dialect, words=lexicon.words)
@@ -152,7 +155,7 @@ class RoleEngines:
     def _engine(
         self, grammar: Grammar, lexicon: Lexicon | Mapping[str, Collection[bytes]]
     ) -> Engine:
-        dfa = dialect_dfa(get_dialect(DIALECT))
+        dfa = dialect_dfa(get_dialect(self.schema.dialect))
         if self.trie is None:
             self.trie = build_trie(self.vocab)
         if self._shared is None:
@@ -199,7 +202,7 @@ def schema_ddl(schema: SchemaSnapshot, grants: RoleGrants) -> str:
     reads as the one name it is, never as SQL of its own; a declared type that is
     not a plain type name (:data:`PLAIN_TYPE`) is left out.
     """
-    spell = get_dialect(DIALECT).spell_identifier
+    spell = get_dialect(schema.dialect).spell_identifier
     lines = []
     for table in schema.tables:
         granted = grants.columns.get(table.name)
@@ -214,22 +217,30 @@ def schema_ddl(schema: SchemaSnapshot, grants: RoleGrants) -> str:
     return "\n".join(lines)
 
 
-def chat_messages(question: str, ddl: str, feedback: str = "") -> list[dict[str, str]]:
-    """The chat: system instructions, then the tables, the question and, for a retry,
-    the checker's feedback on the rejected statement."""
+def chat_messages(
+    question: str, ddl: str, feedback: str = "", dialect: str = DIALECT
+) -> list[dict[str, str]]:
+    """The chat: system instructions (naming the dialect's database), then the tables,
+    the question and, for a retry, the checker's feedback on the rejected statement."""
     user = f"Tables:\n{ddl}\n\nQuestion: {question}"
     if feedback:
         user += f"\n\n{feedback}"
-    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+    system = SYSTEM_PROMPT.replace("SQLite", ENGINE_NAMES.get(dialect, dialect), 1)
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def prompt_ids(
-    tokenizer: Any, question: str, ddl: str, prefix: str = ANSWER_PREFIX, feedback: str = ""
+    tokenizer: Any,
+    question: str,
+    ddl: str,
+    prefix: str = ANSWER_PREFIX,
+    feedback: str = "",
+    dialect: str = DIALECT,
 ) -> list[int]:
     """The prompt's token ids in the tokenizer's chat template, the assistant turn opened
     and started with ``prefix`` (default: a SQL code fence)."""
     ids = tokenizer.apply_chat_template(
-        chat_messages(question, ddl, feedback), add_generation_prompt=True, tokenize=True
+        chat_messages(question, ddl, feedback, dialect), add_generation_prompt=True, tokenize=True
     )
     if isinstance(ids, Mapping):  # some versions return a BatchEncoding
         ids = ids["input_ids"]
@@ -247,7 +258,7 @@ def _checker_grants(grants: RoleGrants) -> dict[str, dict[str, Sequence[str] | N
 def checker_for(schema: SchemaSnapshot, grants: RoleGrants) -> SemanticChecker:
     """The SemanticChecker of one role's grants over the schema."""
     tables = {t.name: t.column_names for t in schema.tables}
-    return SemanticChecker(tables, _checker_grants(grants), dialect=DIALECT)
+    return SemanticChecker(tables, _checker_grants(grants), dialect=schema.dialect)
 
 
 def checker_verdict(schema: SchemaSnapshot, grants: RoleGrants, sql: str) -> list[Violation]:
@@ -367,12 +378,15 @@ def run_readonly(
     db_path: Path, sql: str, max_rows: int = 50, limits: Limits = DEFAULT_LIMITS
 ) -> tuple[list[str], list[tuple[Any, ...]], bool]:
     """Run ``sql`` on the database opened read-only under ``limits``: (column names, the
-    first ``max_rows`` rows, whether the result has more).
+    first ``max_rows`` rows, whether the result has more). The database's backend is
+    the one that owns the file (:func:`grid_sql.database.database_for`: SQLite, or a
+    plug-in such as DuckDB).
 
     Raises :class:`~grid_sql.limits.LimitExceededError` when the statement exceeds a
-    limit and :class:`sqlite3.Error` when the database refuses it.
+    limit and one of the backend's ``errors`` (:class:`sqlite3.Error` for SQLite)
+    when the database refuses it.
     """
-    result = run_limited(db_path, sql, limits, keep=max_rows)
+    result = database_for(db_path).run(db_path, sql, limits, max_rows)
     return result.columns, result.rows, result.more
 
 

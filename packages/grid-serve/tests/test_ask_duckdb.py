@@ -1,0 +1,86 @@
+"""`grid ask --db FILE.duckdb`: a DuckDB database through the plug-in route.
+
+grid-duckdb registers the `duckdb` dialect (`grid.dialects`) and the DuckDB
+database backend (`grid.databases`); grid ask picks the backend that owns the
+file (`grid_sql.database.database_for`), reads the schema from DuckDB's catalog,
+builds the role's engine in the duckdb dialect, checks the statement with the
+SemanticChecker in that dialect and runs it in DuckDB, read-only, under the
+role's limits. Skipped without grid-duckdb; the end-to-end test also needs the
+`serve` group (torch, transformers, SmolLM2).
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grid_core.audit import verify_file
+from grid_serve import ask, text2sql
+from grid_sql.database import database_for
+from grid_sql.policy import PolicyBundle
+
+duckdb = pytest.importorskip("duckdb")
+pytest.importorskip("grid_duckdb")
+
+POLICY = Path(str(resources.files("grid_sql.examples").joinpath("company.policy.toml")))
+
+
+@pytest.fixture
+def company(tmp_path: Path) -> Path:
+    """The example company database, loaded into a DuckDB file."""
+    path = tmp_path / "company.duckdb"
+    sql = resources.files("grid_sql.examples").joinpath("company.sql").read_text()
+    with duckdb.connect(str(path)) as db:
+        db.execute(sql)
+    return path
+
+
+def test_the_duckdb_backend_owns_the_file(company: Path) -> None:
+    database = database_for(company)
+    assert (database.name, database.dialect) == ("duckdb", "duckdb")
+    schema = database.snapshot(company)
+    assert schema.dialect == "duckdb" and "salaries" in schema.table_names
+    policy = PolicyBundle.load(POLICY, schema)
+    grants = policy.grants("analyst", schema)
+    assert "CREATE TABLE departments" in text2sql.schema_ddl(schema, grants)
+    checker = text2sql.checker_for(schema, grants)
+    assert checker.dialect.name == "duckdb"
+    assert checker.check("FROM departments SELECT count(*);", "analyst") == []
+    _, rows, more = text2sql.run_readonly(company, "FROM departments SELECT count(*);")
+    assert rows == [(3,)] and not more
+    with pytest.raises(duckdb.Error):  # read-only
+        text2sql.run_readonly(company, "DELETE FROM orders;")
+    chat = text2sql.chat_messages("How many?", "", dialect="duckdb")
+    assert chat[0]["content"].startswith("You write DuckDB queries.")
+
+
+@pytest.mark.filterwarnings("ignore::grid_core.vocab.ByteIncompleteWarning")
+def test_ask_end_to_end_on_a_duckdb_file(
+    lm: Any,
+    company: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import grid_serve.model
+
+    monkeypatch.setattr(grid_serve.model, "load_model", lambda source=None: lm)
+    log = tmp_path / "audit.jsonl"
+    argv = ["How many departments are there?", "--db", str(company), "--policy", str(POLICY)]
+    code = ask.main([*argv, "--audit", str(log)])
+    out, _ = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[0].startswith("-- role analyst on company.duckdb")
+    assert lines[1].rstrip().endswith(";")
+    final = [line for line in lines if line.startswith("checker: ")][-1]
+    ran = any(line.endswith(" row)") or line.endswith(" rows)") for line in lines)
+    assert (code == 0) == (final == "checker: accepted" and ran)
+    assert verify_file(log).ok
+    logs = [log, tmp_path / "audit.retry.jsonl"]
+    seal = json.loads([p for p in logs if p.exists()][-1].read_text().splitlines()[-1])["seal"]
+    assert seal["mode"]["run"].startswith(("ok: ", "not run", "duckdb refused: ", "stopped: "))
+    assert seal["mode"]["run"].startswith("ok: ") == ran
