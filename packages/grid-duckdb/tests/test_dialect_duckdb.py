@@ -218,3 +218,36 @@ def test_column_policy_on_from_first_statements(
     columns = {v.column for v in found if v.kind == ViolationKind.COLUMN_NOT_GRANTED}
     assert set(denied) <= columns and len(found) >= len(denied)
     assert all(v.kind == ViolationKind.COLUMN_NOT_GRANTED for v in found)
+
+
+# ---------------------------------------------------------------- the database backend
+
+
+def test_backend_owns_duckdb_files_only(database: Path, tmp_path: Path) -> None:
+    from grid_duckdb.database import DUCKDB_DATABASE, owns
+    from grid_sql.database import database_for
+
+    assert owns(database) and database_for(database) is DUCKDB_DATABASE
+    other = tmp_path / "t.sqlite"
+    other.write_bytes(b"SQLite format 3\x00" + bytes(100))
+    assert not owns(other) and database_for(other).name == "sqlite"
+
+
+def test_backend_runs_read_only_under_limits(database: Path) -> None:
+    from grid_duckdb.database import run_readonly
+    from grid_sql.limits import LimitExceededError, Limits
+
+    result = run_readonly(database, "FROM employees SELECT count(*);", Limits(), 5)
+    assert len(result.columns) == 1 and result.count == 1
+    with pytest.raises(duckdb.Error):
+        run_readonly(database, "DELETE FROM employees;", Limits(), 5)
+    with pytest.raises(duckdb.Error, match="disabled"):
+        run_readonly(database, "SELECT * FROM read_csv('/etc/hostname');", Limits(), 5)
+    with pytest.raises(LimitExceededError, match="max_rows"):
+        run_readonly(database, "SELECT * FROM range(5000);", Limits(max_rows=100), 5)
+    with pytest.raises(LimitExceededError, match="max_result_bytes"):
+        run_readonly(database, "SELECT repeat('x', 5000);", Limits(max_result_bytes=1000), 5)
+    with pytest.raises(LimitExceededError, match="wall_time"):
+        run_readonly(
+            database, "SELECT count(*) FROM range(10000000000000);", Limits(wall_time=0.2), 5
+        )
