@@ -182,6 +182,26 @@ def test_greedy_decode_follows_the_model_inside_the_mask(wrap: bool) -> None:
     assert gen.sampled + gen.forced == len(target) and gen.forced > 0  # lexicon words force
 
 
+@pytest.mark.parametrize("make", [GridGuide, Engine.guide], ids=["python", "default"])
+def test_finish_writes_the_completion_where_the_model_ends(make: Any) -> None:
+    """``finish`` True once the output is ``select * from`` (EOS not legal there): the
+    loop writes the reserve's completion and EOS, stop reason ``exit``; the output is a
+    sentence of L within the budget and its log replays. Fails if the model is asked
+    on after finishing, or the statement stops short of L."""
+    guide = make(ENGINE)
+    asked: list[bytes] = []
+
+    def finish(values: Any) -> bool:
+        asked.append(guide.output())
+        return guide.output() == b"select * from"
+
+    gen = decode(guide, writer(b"select * from orders;", False), 60, GREEDY, finish=finish)
+    assert gen.stop_reason == "exit" and gen.reserve > 0 and asked[-1] == b"select * from"
+    assert gen.text.startswith(b"select * from ") and SPEC.in_language(gen.text)
+    assert kinds(gen)[-1] == "eos" and set(kinds(gen)[-gen.reserve - 1 : -1]) == {"reserve"}
+    assert replay(gen.audit.lines(), ENGINE).ok and verify(gen.audit.lines()).ok
+
+
 def test_masked_logits_are_minus_infinity() -> None:
     """The model prefers b"insert" (projected out): greedy never takes it."""
 

@@ -221,7 +221,7 @@ def test_ask_end_to_end_on_the_defaults(
     assert any(line.startswith(f"audit: {log} (") for line in lines)
     assert verify_file(log).ok
     seal = json.loads(log.read_text().splitlines()[-1])["seal"]
-    assert seal["mode"]["mode"] == 1 and seal["stop_reason"] in ("eos", "reserve")
+    assert seal["mode"]["mode"] == 1 and seal["stop_reason"] in ("eos", "reserve", "exit")
     # The seal records the outcome: role, the question's hash, the statement, the
     # checker's verdict and how it ran (each decode's log, whatever happened after it).
     mode = seal["mode"]

@@ -266,9 +266,9 @@ def test_mode1_with_the_model_stops_in_the_language(
     gen, model = decode_with_model(
         lm.model, role.engine.guide(), ids, 64, rng=random.Random(0), stop_on_exit=True
     )
-    assert gen.stop_reason in ("eos", "reserve") and gen.tokens[-1] in lm.vocab.eos_ids
+    assert gen.stop_reason in ("eos", "reserve", "exit") and gen.tokens[-1] in lm.vocab.eos_ids
     assert_in_role(gen.text, role, schema)
-    assert model.calls == gen.sampled + (gen.stop_reason == "eos")
+    assert model.calls == gen.sampled + (gen.stop_reason in ("eos", "exit"))
     assert replay(gen.audit.lines(), role.engine).ok
 
 
@@ -284,6 +284,41 @@ def test_mode1_reserve_completes_under_a_tight_budget(
     assert gen.stop_reason in ("eos", "reserve") and len(gen.tokens) <= 30
     assert_in_role(gen.text, role, schema)
     assert replay(gen.audit.lines(), role.engine).ok
+
+
+def test_exit_intent_finishes_where_the_model_closes_its_fence(lm: Any, engines: Any) -> None:
+    """``ExitIntentLogits.finish``: True only where EOS is not legal, the model's top
+    token ends its answer (EOS or a closing fence) and the mask refuses it. Then
+    ``decode`` writes the shortest completion: stop reason ``exit``, a sentence of the
+    role. Fails if a fence at an open statement lets the model write on, or a legal
+    top token, a legal EOS or an ordinary refused token finishes."""
+    from grid_serve.transformers import ExitIntentLogits, answer_ends
+
+    role = engines["analyst"]
+    vocab = lm.vocab
+    ends = answer_ends(vocab)
+    fence = next(i for i in sorted(ends) if vocab.token_bytes[i] == b"```")
+    assert set(vocab.eos_ids) <= ends and fence in ends
+    guide = role.engine.guide()
+    for t in lm.tokenizer.encode("SELECT name FROM", add_special_tokens=False):
+        guide.accept_token(t)
+    exit_intent = ExitIntentLogits(lambda tokens: torch.zeros(vocab.n_vocab), guide)
+
+    def top(token: int) -> Any:
+        row = torch.zeros(lm.model.config.vocab_size)
+        row[token] = 10.0
+        return row
+
+    space = lm.tokenizer.encode(" employees", add_special_tokens=False)[0]
+    refused = lm.tokenizer.encode(" salary", add_special_tokens=False)[0]
+    assert not guide.eos_allowed() and guide.validate_tokens([fence]) == 0
+    assert exit_intent.finish(top(fence)) and exit_intent.finish(top(vocab.eos_ids[0]))
+    assert not exit_intent.finish(top(space))  # admitted: the model writes on
+    assert guide.validate_tokens([refused]) == 0 and not exit_intent.finish(top(refused))
+    for t in lm.tokenizer.encode(" employees;", add_special_tokens=False):
+        guide.accept_token(t)
+    assert guide.eos_allowed() and not exit_intent.finish(top(fence))  # EOS's own stop
+    assert exit_intent.finishes == 2
 
 
 def test_masked_argmax_is_greedy_sampling() -> None:

@@ -59,6 +59,7 @@ from grid_core.reserve import DEFAULT_SAFETY, reserve_table
 
 __all__ = [
     "DEFAULT_JUMP_FORWARD",
+    "FINISH",
     "GREEDY",
     "Generation",
     "IdSampler",
@@ -72,6 +73,10 @@ __all__ = [
 
 #: The longest forced span taken in one go.
 DEFAULT_JUMP_FORWARD = 32
+
+#: What a chooser returns for "the model's answer ends here": the loop writes the
+#: reserve's completion and EOS now (stop reason ``exit``), a sentence of L as always.
+FINISH = -1
 
 IdSampler = Callable[[Sequence[int], random.Random], int]
 """``sampler(mask_ids, rng) -> token``: picks one of the admitted ids (EOS included when legal)."""
@@ -88,8 +93,10 @@ mask ``row``, or None to leave the choice to the sampling parameters."""
 class Generation:
     """The outcome of a decode: output, token ids (EOS last), stop reason, sealed audit log.
 
-    ``stop_reason`` is ``eos`` (EOS was sampled or forced) or ``reserve`` (the
-    guide wrote the completion and EOS). ``sampled``, ``forced`` and
+    ``stop_reason`` is ``eos`` (EOS was sampled or forced), ``reserve`` (the
+    budget's trigger: the guide wrote the completion and EOS) or ``exit`` (the
+    model signalled the end of its answer before EOS was legal, and the guide wrote
+    the completion and EOS). ``sampled``, ``forced`` and
     ``reserve`` count the steps of each kind (EOS not included);
     ``early_triggers`` is 1 when the completion was written because a sampled
     token would have raised the reserve past the budget; ``max_rise`` is the
@@ -256,6 +263,9 @@ class _Loop:
         return "reserve"
 
     def run(self, choose: Callable[[StepMask], int]) -> Generation:
+        """Decode to the end. ``choose`` picks each free step's token from the mask, or
+        returns :data:`FINISH`: the model signals the end of its answer where EOS is not
+        yet legal, and the reserve's completion is written now (stop reason ``exit``)."""
         guide, lexer, spelling = self.guide, self.engine.lexer, self.vocab.token_bytes
         row = array.array("i", bytes(4 * self.engine.n_words))
         span = 0
@@ -272,6 +282,10 @@ class _Loop:
                 token, kind, span = mask.only(), "forced", span + 1
             else:
                 token, kind, span = choose(mask), "sampled", 0
+                if token == FINISH:
+                    self.write_completion()
+                    stop = "exit"
+                    break
                 if not mask.admits(token):
                     raise GuideError(guide.steps, token, "the sampler chose a masked token")
             if token in self.eos:
@@ -322,6 +336,7 @@ def decode(
     safety: int = DEFAULT_SAFETY,
     jump_forward: int = DEFAULT_JUMP_FORWARD,
     pick: Picker | None = None,
+    finish: Callable[[Any], bool] | None = None,
 ) -> Generation:
     """Mode 1 with a model: ``logits(tokens so far)`` gives each sampled step's logits.
 
@@ -329,13 +344,18 @@ def decode(
     ``random.Random(0)``. ``pick(logits, row)``, when given, chooses first: a token
     from the logits under the step's packed mask row (a framework's own masked
     argmax, say: grid-serve's greedy one), which must be one the row admits, or
-    None to leave the step to ``sampling``.
+    None to leave the step to ``sampling``. ``finish(logits)``, when given, is asked
+    first at each sampled step: True means the model's answer ends here, and the
+    reserve's completion and EOS are written (stop reason ``exit``; grid-serve's
+    exit-intent stop where EOS is not yet legal).
     """
     loop = _Loop(guide, budget, safety, jump_forward)
     draw = rng or random.Random(0)
 
     def choose(mask: StepMask) -> int:
         values = logits(tuple(loop.tokens))
+        if finish is not None and finish(values):
+            return FINISH
         if pick is not None:
             token = pick(values, mask.row)
             if token is not None:

@@ -50,8 +50,8 @@ from grid_core.guide import Engine, GridGuide
 
 Stage = Literal["chain", "artifacts", "replay", "seal"]
 
-#: Stop reasons that say the output ended with EOS (decode.py's ``eos`` and ``reserve``).
-EOS_STOPS = frozenset({"eos", "reserve"})
+#: Stop reasons that say the output ended with EOS (decode.py's ``eos``, ``reserve`` and ``exit``).
+EOS_STOPS = frozenset({"eos", "reserve", "exit"})
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,7 @@ from grid_core.errors import ServingError
 from grid_core.events import Event, EventSpec, tracker
 from grid_core.guide import Engine
 from grid_core.protocol import Guide, fill_rows
+from grid_core.vocab import Vocabulary
 from grid_serve.torch import apply_bitmask_, unpack_bitmask
 
 __all__ = [
@@ -404,11 +405,30 @@ class ExitIntentLogits:
     row) is not admissible, the returned logits make EOS the top choice by a
     margin of 1e4 (under any temperature up to hundreds, EOS is taken). The
     mask is untouched: EOS is a member of it.
+
+    Where EOS is not yet legal, :meth:`finish` (``decode``'s ``finish``) says
+    whether the model's own top token ends its answer and the mask refuses it:
+    an EOS id, or a token spelled from a closing code fence (`````` ``` ``````:
+    the prompt opens the answer with a fence). The loop then writes the
+    reserve's shortest completion and EOS (stop reason ``exit``) instead of
+    letting the model write on inside the statement with the answer it has
+    ended (the loops of identifiers and comments issue #16 found).
     """
 
     def __init__(self, inner: Callable[[Sequence[int]], torch.Tensor], guide: Guide) -> None:
         self.inner, self.guide = inner, guide
         self.exits = 0
+        self.finishes = 0
+        self.ends = answer_ends(guide.engine.vocab)
+
+    def finish(self, logits: torch.Tensor) -> bool:
+        """True when EOS is not legal yet and the model's top token (over the whole
+        row) ends its answer and is refused: the answer ends here."""
+        top = int(logits.argmax())
+        if top not in self.ends or self.guide.eos_allowed() or _admissible(self.guide, top):
+            return False
+        self.finishes += 1
+        return True
 
     def __call__(self, tokens: Sequence[int]) -> torch.Tensor:
         logits = self.inner(tokens)
@@ -422,6 +442,19 @@ class ExitIntentLogits:
         out = logits.clone()
         out[list(guide.engine.vocab.eos_ids)] = out.max() + 1e4
         return out
+
+
+_ANSWER_ENDS: dict[str, frozenset[int]] = {}
+
+
+def answer_ends(vocab: Vocabulary) -> frozenset[int]:
+    """Token ids that end a model's answer: its EOS ids, and every token spelled from a
+    closing code fence (leading whitespace allowed). Computed once per vocabulary."""
+    ends = _ANSWER_ENDS.get(vocab.fingerprint)
+    if ends is None:
+        fences = (i for i, b in enumerate(vocab.token_bytes) if b.lstrip().startswith(b"```"))
+        ends = _ANSWER_ENDS.setdefault(vocab.fingerprint, frozenset(vocab.eos_ids).union(fences))
+    return ends
 
 
 def _admissible(guide: Guide, token: int) -> bool:
@@ -443,16 +476,20 @@ def decode_with_model(
 ) -> tuple[Generation, CausalLMLogits]:
     """Mode 1 with a transformers model: :func:`grid_core.decode.decode` over its logits.
 
-    ``stop_on_exit`` turns on the exit-intent stop (:class:`ExitIntentLogits`);
+    ``stop_on_exit`` turns on the exit-intent stop (:class:`ExitIntentLogits`: EOS
+    where it is legal, the shortest completion where it is not);
     ``decode_kwargs`` go to ``decode`` (``safety``, ``jump_forward``).
     """
     guide.engine.vocab.check_byte_complete()
     logits = CausalLMLogits(model, prompt_ids, on_call)
     fn: Callable[[Sequence[int]], torch.Tensor] = logits
+    finish = None
     if stop_on_exit:
-        fn = ExitIntentLogits(logits, guide)
+        fn = exit_intent = ExitIntentLogits(logits, guide)
+        finish = exit_intent.finish
     pick = masked_argmax if sampling.temperature == 0 else None
-    return decode(guide, fn, budget, sampling, rng, pick=pick, **decode_kwargs), logits
+    gen = decode(guide, fn, budget, sampling, rng, pick=pick, finish=finish, **decode_kwargs)
+    return gen, logits
 
 
 def masked_argmax(logits: torch.Tensor, row: Any) -> int | None:
