@@ -18,7 +18,13 @@ Phases (one throw-away ``redis-server`` on loopback, no persistence):
    configuration it meets itself);
 2. ``shared``: Redis flushed, the four replicas at once with the tier;
 3. ``restart``: four new replicas (empty local caches, as after a restart) with
-   the tier, Redis warm from phase 2.
+   the tier, Redis warm from phase 2;
+4. ``solo-local`` and ``solo-restart``: shard 0 alone, without the tier, then
+   with Redis warm (the same comparison without the other replicas' load);
+5. ``hit-path``: shard 0 in one process on three engines (no tier; the tier,
+   entries walked here; the tier, entries read from Redis), cold once, then
+   :data:`HIT_PASSES` warm passes interleaved: the warm fill (a local hit) with
+   and without the tier, under the same load.
 
 Measured: cold root walks per replica (walks of the family's walk cache done
 locally: entries cached minus remote hits) and fills that walked anything
@@ -60,6 +66,7 @@ if not SPIDER_DEV.is_file():
     SPIDER_DEV = ROOT / "data/spider/dev_gold.sql"
 KEY = "bench deployment key, not a secret"
 REPLICAS = 4
+HIT_PASSES = 3
 
 
 def statements(n: int, seed: int) -> list[bytes]:
@@ -99,7 +106,8 @@ def replica(shard: list[bytes]) -> dict[str, Any]:
     row = array.array("i", bytes(4 * engine.n_words))
     gc.disable()
     cold = replay(engine, shard, tier, row, spelled, longest, v.token_bytes)
-    warm = replay(engine, shard, tier, row, spelled, longest, v.token_bytes)
+    # The warm pass reads no counters: its fills are timed as served, nothing else.
+    warm = replay(engine, shard, None, row, spelled, longest, v.token_bytes)
     gc.enable()
     metrics = tier.metrics() if tier else {}
     cached = engine.kernel.cached_walks
@@ -123,7 +131,7 @@ def replay(
     token_bytes: list[bytes],
 ) -> list[tuple[int, str, bool, int]]:
     """Replay ``shard``, each statement in a new guide: per fill (statement, last_fill,
-    remote hit, ns)."""
+    remote hit, ns); ``tier`` None: no remote hit is looked for."""
     steps: list[tuple[int, str, bool, int]] = []
 
     def admitted(t: int) -> bool:
@@ -158,6 +166,43 @@ def remote_hits(tier: Any) -> int:
         return 0
     m = tier.metrics()
     return int(m["hits"] + m["wait_hits"])
+
+
+def hit_path(shard: list[bytes], passes: int) -> dict[str, Any]:
+    """The warm fill (a local hit) in one process on three engines, their passes
+    interleaved: no tier, the tier with the entries it walked and published, the
+    tier with the entries it read from Redis. Run with the tier configured."""
+    from grid_core.grammar import load_grammar
+    from grid_core.guide import Engine
+    from grid_core.vocab import cl100k
+    from grid_sql.dialects import SQLITE
+
+    v = cl100k()
+    spelled: dict[bytes, int] = {}
+    for i, b in enumerate(v.token_bytes):
+        if b:
+            spelled.setdefault(b, i)
+    longest, grammar = max(map(len, spelled)), load_grammar(SQLITE.grammar_text, "sqlite")
+    url = os.environ.pop("GRID_SHARED_CACHE_URL")
+    engines = {"no_tier": Engine(grammar, v)}
+    os.environ["GRID_SHARED_CACHE_URL"] = url
+    engines["tier_published"] = Engine(grammar, v)
+    engines["tier_remote_hits"] = Engine(grammar, v)
+    row = array.array("i", bytes(4 * engines["no_tier"].n_words))
+    for e in engines.values():  # cold, in this order: the third reads what the second wrote
+        replay(e, shard, None, row, spelled, longest, v.token_bytes)
+    times: dict[str, list[int]] = {k: [] for k in engines}
+    gc.disable()
+    for _ in range(passes):
+        for name, e in engines.items():
+            steps = replay(e, shard, None, row, spelled, longest, v.token_bytes)
+            times[name] += [s[3] for s in steps]
+    gc.enable()
+    return {
+        k: {"fills": len(t), "p50_us": percentile([x / 1000 for x in t], 50),
+            "p90_us": percentile([x / 1000 for x in t], 90)}
+        for k, t in times.items()
+    }  # fmt: skip
 
 
 # ------------------------------------------------------------------ the driver
@@ -262,7 +307,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.replica:
         shard = Path(args.replica[0]).read_bytes().split(b"\n")
-        Path(args.replica[1]).write_text(json.dumps(replica(shard)))
+        work = hit_path(shard, HIT_PASSES) if "hit-path" in args.replica[0] else replica(shard)
+        Path(args.replica[1]).write_text(json.dumps(work))
         return
     host = host_description()
     stmts = statements(args.statements, args.seed)
@@ -280,6 +326,8 @@ def main() -> None:
         # the remote hit's cost against the local walk without the other replicas' load.
         solo_local = run_phase(shards[:1], None, workdir, "solo-local")
         solo_restart = run_phase(shards[:1], url, workdir, "solo-restart")
+        redis_command(port, "FLUSHALL")
+        hit = run_phase(shards[:1], url, workdir, "hit-path")[0]
         info = redis_command(port, "DBSIZE")
         elapsed = time.time() - t0
     finally:
@@ -334,6 +382,7 @@ def main() -> None:
         },
         "warm_pass_p50_us_local": phases["local"]["warm_pass_p50_us"],
         "warm_pass_p50_us_shared": phases["shared"]["warm_pass_p50_us"],
+        "hit_path_interleaved": hit,
         "redis_dbsize_reply": info.decode().strip(),
         "phases": phases,
         "elapsed_s": round(elapsed, 1),
@@ -344,6 +393,7 @@ def main() -> None:
     for k, v in out.items():
         if not isinstance(v, dict):
             print(f"{k}: {v}")
+    print(f"hit path: {hit}")
     for k in ["remote_hit_fill_us", "local_walk_fill_us", "solo_remote_hit_fill_us",
               "solo_local_walk_fill_us"]:  # fmt: skip
         print(f"{k}: {out[k]}")

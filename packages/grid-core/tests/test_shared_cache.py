@@ -266,6 +266,29 @@ def test_planted_bad_entries_are_rejected(
     wait_for(lambda: any(why in r.getMessage() for r in caplog.records))
 
 
+def test_a_rejected_entry_is_replaced_by_the_walkers(
+    redis: RedisServer, reference: dict[bytes, list[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = redis.url + "?wait_ms=0&backoff_ms=0"
+    use_tier(monkeypatch, url)
+    redis.command("FLUSHALL")
+    replay_all(reference)
+    keys = redis.keys("grid:*:e:*")
+    for k in keys:
+        value = redis.get(k)
+        assert value is not None
+        redis.command("SET", k, tamper("other-key", k, value))
+    tier = tier_of(url)
+    before = tier.metrics()
+    replay_all(reference)  # rejects each, walks it and publishes it again
+    got = delta(tier.metrics(), before)
+    assert got["rejected"] == got["published"] == got["lookups"] == len(keys)
+    before = tier.metrics()
+    replay_all(reference)
+    got = delta(tier.metrics(), before)
+    assert got["hits"] == got["lookups"] == len(keys) and "rejected" not in got
+
+
 def wait_for(condition: Any) -> None:
     """Wait (with a generous bound) for the logging thread to log what is expected."""
     done = threading.Event()

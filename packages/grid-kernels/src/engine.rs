@@ -528,10 +528,11 @@ impl Engine {
 
     /// The entry of a local miss, and whether it was walked here: walked,
     /// or, with a shared tier attached, read from it when there (checked:
-    /// [`crate::remote`]), else walked and published under the walker's
-    /// lock, or, when another process holds the lock, its entry once there
-    /// (within the tier's wait), else walked here unpublished. A tier that
-    /// fails costs a local walk. Every path gives the same entry content.
+    /// [`crate::remote`]), else (missing or rejected) walked and published
+    /// under the walker's lock (a rejected entry is overwritten), or, when
+    /// another process holds the lock, its entry once there (within the
+    /// tier's wait), else walked here unpublished. A tier that fails costs a
+    /// local walk. Every path gives the same entry content.
     fn miss(
         &self,
         namespace: u64,
@@ -560,6 +561,7 @@ impl Engine {
             }
             Read::Failed => return (walk(), true),
             Read::Missing => remote.bump(Counter::Misses),
+            Read::Rejected => {}
         }
         match remote.try_lock(&keys) {
             Lock::Taken => {
@@ -579,7 +581,7 @@ impl Engine {
                             remote.bump(Counter::WaitHits);
                             return (e, false);
                         }
-                        Read::Failed => return (walk(), true),
+                        Read::Failed | Read::Rejected => return (walk(), true),
                         Read::Missing => {}
                     }
                 }

@@ -30,8 +30,8 @@
 //! ([`Payload::from_bytes`]) and its CD entries name trie nodes and
 //! terminals that exist, and its entry id recomputed from the canonical key,
 //! encoding and content equals the one it carries. Anything else is a
-//! rejected entry ([`Counter::Rejected`], an event) and a local walk: never
-//! a mask.
+//! rejected entry ([`Counter::Rejected`], an event) and a local walk, never
+//! a mask; the walk is published over it when this process gets the lock.
 //!
 //! **Faults.** A command that fails (refused connection, timeout, closed
 //! socket, error reply) costs its caller a local walk, never an error: the
@@ -195,7 +195,9 @@ pub enum Lock {
 pub enum Read {
     Found(Entry),
     Missing,
-    /// Unreachable, or the entry was rejected.
+    /// An entry was there and was refused (counted and reported).
+    Rejected,
+    /// The server did not answer.
     Failed,
 }
 
@@ -401,7 +403,7 @@ impl Remote {
                             "shared cache: rejected entry {}: {why}",
                             String::from_utf8_lossy(&keys.entry)
                         ));
-                        Read::Failed
+                        Read::Rejected
                     }
                 }
             }
