@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from grid_core.grammar import load_grammar
 from grid_core.guide import Engine, GridGuide
 from grid_core.vocab import Vocabulary
@@ -65,6 +67,36 @@ def test_feedback_for_a_table_outside_the_grants() -> None:
     assert "table payroll is not granted to role clerk" in text
     assert "- other tables: employees, departments, projects" in text
     assert "(every column)" not in text.split("other tables")[0].split("Granted to")[1]
+
+
+@pytest.mark.parametrize(
+    ("sql", "headline"),
+    [
+        ("SELECT salary FROM employees", "it uses a column the role cannot use."),
+        ("SELECT amount FROM payroll", "it uses a table the role cannot use."),
+        ("SELECT nope FROM projects", "it names a column that no table in its FROM clause has."),
+        ("SELECT x.id FROM projects", "it qualifies a column with a name that is no table or "),
+        (
+            "SELECT name FROM projects, projects AS p2 WHERE budget > 0",
+            "it names a column that two of its tables have, without saying which",
+        ),
+        (
+            "SELECT salary, nope FROM employees",
+            "it uses a column the role cannot use; it names a column that no table in",
+        ),
+    ],
+)
+def test_feedback_headline_is_true_for_the_violations(sql: str, headline: str) -> None:
+    """The headline says what the checker found, never that a statement which uses only
+    granted names "uses names the role cannot use" (issue #16: a role granted every
+    table was told so about a column that does not exist)."""
+    violations = CHECKER.check(sql, "clerk")
+    assert violations
+    first = feedback_text(sql, "clerk", violations, CHECKER).splitlines()[0]
+    assert first.startswith("The SQL statement below was rejected for role clerk: ")
+    assert headline in first
+    grant_kinds = {ViolationKind.TABLE_NOT_GRANTED, ViolationKind.COLUMN_NOT_GRANTED}
+    assert ("cannot use" in first) == any(v.kind in grant_kinds for v in violations)
 
 
 def test_tighten_lexicon_removes_every_spelling_and_only_columns() -> None:

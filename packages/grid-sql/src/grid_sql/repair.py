@@ -67,7 +67,7 @@ def feedback_text(
         return ""
     data = sql.encode("utf-8") if isinstance(sql, str) else sql
     lines = [
-        f"The SQL statement below was rejected for role {role}: it uses names the role cannot use.",
+        f"The SQL statement below was rejected for role {role}: {_headline(violations)}.",
         "",
         data.decode("utf-8", "replace").strip(),
         "",
@@ -97,6 +97,25 @@ def feedback_text(
         advice += " Do not use * or t.* on a table with a column that is not granted."
     lines += ["", advice]
     return "\n".join(lines)
+
+
+#: What each kind of violation says about the statement, in the feedback's headline.
+_WHAT = {
+    ViolationKind.TABLE_NOT_GRANTED: "it uses a table the role cannot use",
+    ViolationKind.COLUMN_NOT_GRANTED: "it uses a column the role cannot use",
+    ViolationKind.UNKNOWN_TABLE: "it names a table that does not exist",
+    ViolationKind.UNKNOWN_COLUMN: "it names a column that no table in its FROM clause has",
+    ViolationKind.UNKNOWN_QUALIFIER: "it qualifies a column with a name that is no table or "
+    "alias of its FROM clause",
+    ViolationKind.AMBIGUOUS_COLUMN: "it names a column that two of its tables have, "
+    "without saying which",
+}
+
+
+def _headline(violations: Sequence[Violation]) -> str:
+    """What is wrong, true for the violations found: one clause per kind, in order."""
+    kinds = dict.fromkeys(v.kind for v in violations)
+    return "; ".join(_WHAT[k] for k in kinds)
 
 
 def _involved_tables(
