@@ -46,11 +46,10 @@ class EventLines:
             output = self.guide.output()
             for event in self.guide.events()[:count]:
                 self.reader.read(event, output)
-        if count == self.written:
-            return
-        output = self.guide.output()
-        for event in self.guide.events(since=self.written):
-            line = {**self.reader.read(event, output), "attempt": self.attempt}
-            self.out.write(json.dumps(line) + "\n")
-        self.written = count
+        if count > self.written:
+            output = self.guide.output()
+            for event in self.guide.events(since=self.written):
+                line = {**self.reader.read(event, output), "attempt": self.attempt}
+                self.out.write(json.dumps(line) + "\n")
+            self.written = count
         self.out.flush()

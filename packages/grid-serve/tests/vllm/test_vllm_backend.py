@@ -221,3 +221,52 @@ def test_a_grammar_failure_is_sticky_on_its_request(
     select = tokenizer.encode("SELECT", add_special_tokens=False)
     assert not manager.accept_tokens(a, select)
     assert manager.accept_tokens(b, select)
+
+
+def test_a_request_with_events_writes_them_as_json_lines(
+    manager: Any,
+    config: Any,
+    tokenizer: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``"events": true``: the request's guide keeps parse events and the backend writes
+    them to GRID_EVENTS_DIR as they are determined; a rollback past written events
+    writes a retract line; at EOS the file holds the statement's post-hoc events.
+    Fails if a line is late (the table not written before the statement ends) or the
+    sequence differs from parsing the final statement."""
+    from grid_core.events import EventGuide, tracker
+
+    monkeypatch.setenv("GRID_EVENTS_DIR", str(tmp_path))
+    sql = "SELECT name FROM departments WHERE budget > 1000;"
+    ids = tokenizer.encode(sql, add_special_tokens=False)
+    r, grammar = compiled(manager, config, tokenizer, "ev", {**ANALYST, "events": True})
+    assert isinstance(grammar.guide, EventGuide)
+    path = tmp_path / "ev.events.jsonl"
+    seen_table_at = None
+    for n, token in enumerate(ids):
+        manager.grammar_bitmask({"ev": r}, ["ev"], {})
+        assert manager.accept_tokens(r, [token])
+        kinds = [json.loads(line)["kind"] for line in path.read_text().splitlines()]
+        if seen_table_at is None and "table" in kinds:
+            seen_table_at = n
+    assert seen_table_at is not None and seen_table_at < len(ids) - 1
+    written = len(path.read_text().splitlines())
+    manager.grammar_bitmask({"ev": r}, ["ev"], {})
+    grammar.rollback(4)  # back into the WHERE clause: its events are retracted
+    retract = json.loads(path.read_text().splitlines()[-1])
+    assert retract["kind"] == "retract" and 0 < retract["count"] <= written
+    for token in [*ids[-4:], 2]:
+        manager.grammar_bitmask({"ev": r}, ["ev"], {})
+        assert manager.accept_tokens(r, [token])
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    kept: list[tuple[str, str, int, int]] = []
+    for line in lines:
+        if line["kind"] == "retract":
+            del kept[len(kept) - line["count"] :]
+        else:
+            kept.append((line["kind"], line["name"], line["start"], line["end"]))
+    spec = grammar.events.spec
+    assert kept == [e.key for e in tracker(grammar.engine, spec).parse(sql.encode())]
+    table = next(line for line in lines if line["kind"] == "table")
+    assert (table["table"], table["granted"]) == ("departments", True)

@@ -23,6 +23,9 @@ def test_parse_reads_every_field_and_defaults_the_policy() -> None:
         json.dumps({"dialect": "postgres", "role": "r", "schema": "/s.json", "policy": "/p.toml"})
     )
     assert full == GridSpec("postgres", "r", "/s.json", "/p.toml")
+    text = '{"dialect": "sqlite", "role": "a", "schema": "example", "events": true}'
+    events = GridSpec.parse(text)
+    assert events == GridSpec("sqlite", "a", "example", "example", events=True)
 
 
 BAD_SPECS = {
@@ -43,6 +46,11 @@ BAD_SPECS = {
         '{"dialect": "sqlite", "role": 3, "schema": "example"}',
         "role",
         "non-empty string",
+    ),
+    "events-not-a-bool": (
+        '{"dialect": "sqlite", "role": "a", "schema": "example", "events": "yes"}',
+        "events",
+        "true or false",
     ),
     "unknown-dialect": (
         '{"dialect": "oracle", "role": "a", "schema": "example"}',

@@ -53,6 +53,19 @@ by default :class:`AuditDirectory` over ``GRID_AUDIT_DIR``, else
 ``<request_id>.jsonl`` per request, which ``grid audit verify`` and ``grid
 audit replay`` read. A sink that fails is logged, never raised into vLLM.
 
+**Parse events.** A request whose grammar spec says ``"events": true`` gets a
+guide with the dialect's parse events (``Engine.guide(events=...)``,
+docs/events.md). The backend keeps them per request and writes them as JSON
+lines (:class:`grid_serve.event_lines.EventLines`: the resolved meaning, the
+role's grants included) to ``<request_id>.events.jsonl`` in ``GRID_EVENTS_DIR``
+(default ``$XDG_STATE_HOME/grid/events``), flushed after every
+``accept_tokens`` and ``rollback``: a speculative rollback past written events
+writes a ``retract`` line. vLLM runs its engine core in another process than
+its API server, so a server reads a request's events by following that file
+(one complete line per event, appended as each is determined; the file is
+complete once the request's audit log is written). The events of a request
+are in memory while it runs (:attr:`GridGrammar.event_lines`).
+
 **Shared mask cache.** Like ``GRID_AUDIT_DIR``, the shared tier is configured
 by the environment of the engine process: ``GRID_SHARED_CACHE_URL`` and
 ``GRID_SHARED_CACHE_KEY`` (or ``GRID_SHARED_CACHE_KEY_FILE``) put every
@@ -73,7 +86,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 import torch
@@ -85,13 +98,17 @@ from vllm.v1.structured_output.backend_types import (
 
 from grid_core.audit import AuditLog
 from grid_core.errors import TokenizerError
+from grid_core.events import EventGuide, EventSpec
 from grid_core.guide import Engine
 from grid_core.protocol import Guide
 from grid_core.vocab import Vocabulary, from_hf_tokenizer_json
+from grid_serve.event_lines import EventLines
 from grid_serve.model import PROBES
 from grid_serve.torch import bitmask_tensor
 from grid_serve.vllm.rows import RoundClock, RowsAhead, StopSet
 from grid_serve.vllm.spec import EngineCompiler, GrammarSpecError, GridSpec
+from grid_sql.dialects import get_dialect
+from grid_sql.events import SqlEventReader, event_spec
 
 __all__ = [
     "BACKEND",
@@ -172,6 +189,26 @@ class AuditDirectory:
         log.write(target)
 
 
+@dataclass(frozen=True)
+class RequestEvents:
+    """A request's event settings: the spec, its reader, and where its lines go."""
+
+    spec: EventSpec
+    reader: SqlEventReader
+
+    def open(self, request_id: str) -> TextIO:
+        """``<request_id>.events.jsonl`` in ``GRID_EVENTS_DIR`` (module header),
+        created; characters outside ``[A-Za-z0-9._-]`` become ``_``."""
+        path = Path(
+            os.environ.get("GRID_EVENTS_DIR")
+            or Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local/state")
+            / "grid/events"
+        )
+        path.mkdir(parents=True, exist_ok=True)
+        stem = re.sub(r"[^A-Za-z0-9._-]", "_", request_id) or "request"
+        return open(path / f"{stem}.events.jsonl", "a", encoding="utf-8")
+
+
 @dataclass
 class GridBackend(StructuredOutputBackend):  # type: ignore[misc, unused-ignore]
     """GRID's engine-level backend (see the module header)."""
@@ -196,9 +233,18 @@ class GridBackend(StructuredOutputBackend):  # type: ignore[misc, unused-ignore]
                 f"the GRID backend takes a grammar spec as `grammar`, not a "
                 f"{request_type.name} constraint",
             )
-        engine = self.compiler.engine(GridSpec.parse(grammar_spec))
+        spec = GridSpec.parse(grammar_spec)
+        engine = self.compiler.engine(spec)
         stops = StopSet(self.grid_vocab, stop_token_ids)
-        grammar = GridGrammar(engine, stops, self.mask_pool, lambda: self.audit_sink)
+        events = None
+        if spec.events:
+            schema = spec.load_schema()
+            grants = spec.load_policy(schema).grants(spec.role, schema)
+            dialect = get_dialect(spec.dialect)
+            events = RequestEvents(
+                event_spec(dialect, engine.grammar), SqlEventReader(dialect, grants)
+            )
+        grammar = GridGrammar(engine, stops, self.mask_pool, lambda: self.audit_sink, events)
         grammar.prime()
         return grammar
 
@@ -219,9 +265,13 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
         stops: StopSet,
         pool: ThreadPoolExecutor,
         sink: Callable[[], AuditSink] | None = None,
+        events: RequestEvents | None = None,
     ) -> None:
         self.engine = engine
         self.stops = stops
+        self.events = events
+        self.event_lines: EventLines | None = None
+        """The request's event stream once its id is known (``"events": true`` only)."""
         self.sink = sink or (lambda: AuditDirectory())
         self._request = [""]
         """The id vLLM names the request by (known from its first accepted token), in a
@@ -241,7 +291,8 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
 
     def _start(self) -> None:
         """A fresh guide, whose log is sealed and sent to the sink once (module header)."""
-        self.guide = self.engine.guide(audit=True)
+        spec = None if self.events is None else self.events.spec
+        self.guide = self.engine.guide(audit=True, events=spec)
         self._sealer = weakref.finalize(
             self, _seal, self.guide, self.sink, self._request, "truncated"
         )
@@ -251,6 +302,9 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
         """Seal now with ``stop`` (a no-op if already sealed)."""
         if self._sealer.alive:
             self._sealer.detach()
+            self._flush_events()
+            if self.event_lines is not None:
+                self.event_lines.out.close()
             _seal(self.guide, self.sink, self._request, stop)
 
     def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
@@ -272,8 +326,22 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
         if self.guide.is_terminated():
             self._end("eos")
         else:
+            self._flush_events()
             self.rows.submit(self.guide)
         return True
+
+    def _flush_events(self) -> None:
+        """Write the events determined since the last flush (``"events": true``)."""
+        if self.events is None or (self.event_lines and self.event_lines.out.closed):
+            return
+        try:
+            if self.event_lines is None:
+                assert isinstance(self.guide, EventGuide)
+                out = self.events.open(self._request[0] or "request")
+                self.event_lines = EventLines(self.guide, self.events.reader, out)
+            self.event_lines.flush()
+        except Exception:
+            logger.exception("GRID: request %s: events could not be written", self._request[0])
 
     def validate_tokens(self, tokens: list[int]) -> list[int]:
         if self.error is not None or self.guide.is_terminated():
@@ -294,6 +362,8 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
                 self.guide.rollback(num_tokens)
             except Exception as e:
                 self._fail(e)
+            else:
+                self._flush_events()
 
     def fill_bitmask(self, bitmask: torch.Tensor, batch_index: int) -> None:
         row = self.stops.stop_row() if self.deferred else self._row()

@@ -12,7 +12,9 @@ to constrain the output to ::
   the path of a schema snapshot file (``grid.schema/1`` JSON, written by
   :meth:`grid_sql.schema.SchemaSnapshot.save`); its dialect must be ``dialect``;
 - ``policy`` (optional, default ``"example"``): ``"example"`` (grid-sql's
-  example policy) or the path of a policy TOML file, checked against the schema.
+  example policy) or the path of a policy TOML file, checked against the schema;
+- ``events`` (optional, default ``false``): ``true`` keeps the request's parse
+  events (``grid_core.events``; how a server reads them: ``grid_serve.vllm.backend``).
 
 Nothing else is accepted: an unknown key, a wrong type or an unknown dialect is
 a :class:`GrammarSpecError` from :meth:`GridSpec.parse`, before anything is
@@ -59,7 +61,7 @@ __all__ = ["EXAMPLE", "EngineCompiler", "GrammarSpecError", "GridSpec"]
 EXAMPLE = "example"
 
 _REQUIRED = ("dialect", "role", "schema")
-_KEYS = (*_REQUIRED, "policy")
+_KEYS = (*_REQUIRED, "policy", "events")
 _SHAPE = '{"dialect": "sqlite", "role": "analyst", "schema": "example"}'
 
 
@@ -81,6 +83,7 @@ class GridSpec:
     role: str
     schema: str
     policy: str = EXAMPLE
+    events: bool = False
 
     @classmethod
     def parse(cls, text: str) -> GridSpec:
@@ -99,15 +102,19 @@ class GridSpec:
         for key in _REQUIRED:
             if key not in data:
                 raise GrammarSpecError(key, "missing")
+        events = data.get("events", False)
+        if not isinstance(events, bool):
+            raise GrammarSpecError("events", f"must be true or false, not {events!r}")
         for key, value in data.items():
-            if not isinstance(value, str) or not value.strip():
+            if key != "events" and (not isinstance(value, str) or not value.strip()):
                 raise GrammarSpecError(key, f"must be a non-empty string, not {value!r}")
         known = available_dialects()
         if data["dialect"] not in known:
             raise GrammarSpecError(
                 "dialect", f"unknown dialect {data['dialect']!r} (known: {', '.join(known)})"
             )
-        return cls(data["dialect"], data["role"], data["schema"], data.get("policy", EXAMPLE))
+        policy = data.get("policy", EXAMPLE)
+        return cls(data["dialect"], data["role"], data["schema"], policy, events)
 
     def load_schema(self) -> SchemaSnapshot:
         """The schema snapshot the spec names, checked to be of the spec's dialect."""
