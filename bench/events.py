@@ -1,0 +1,147 @@
+"""Parse events (issue 19): their per-token cost, and how early a statement's tables are known.
+
+Purpose. ``Engine.guide(events=spec)`` wraps the guide in a
+``grid_core.events.EventGuide`` (docs/events.md). This measures, on Spider dev
+gold statements (grid-sql's sqlite dialect, no lexicon, a real vocabulary):
+
+1. **cost**: each statement is first replayed once (``kernels_step.first_sight``:
+   the native guide, greedy longest admitted token; this warms the caches and
+   gives the token sequences), then ``--passes`` warm passes replay every
+   sequence in fresh guides of two variants taking turns (rotating order, so
+   that they share the host's load): ``off`` = ``engine.guide(audit=False)``
+   (the native session, exactly what a caller gets without events: the same
+   object, nothing of the step changed) and ``on`` = the same with the sqlite
+   dialect's event spec. One warm step = ``fill_next_token_bitmask`` then
+   ``accept_token``, timed per token with ``perf_counter_ns``, the GC off.
+   Target (issue 19): ``on`` at most +10% over ``off`` (p50 and mean).
+2. **tables known before EOS**: in each ``on`` replay, the step of the last
+   ``table`` event (the statement's table set complete in the stream) and the
+   step of EOS; *lead* = EOS step - that step, in tokens. Reported as median,
+   quantiles and a histogram. Statements with no table are counted apart.
+   Every stream is also checked equal to the post-hoc events of its statement.
+
+Times are wall clock on one thread of a shared 2-core host: compare the two
+variants of one run, not absolute times across runs.
+
+Run: ``cd /work/main && uv run python bench/events.py --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import array
+import gc
+import json
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from host import host_description
+from kernels_step import VOCABS, corpus, first_sight, quantiles
+
+from grid_core.events import EventGuide, tracker
+from grid_core.grammar import load_grammar
+from grid_core.guide import Engine
+from grid_sql.dialects import SQLITE
+from grid_sql.events import event_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def replay(guide: Any, seq: list[int], row: array.array[int], times: list[float]) -> None:
+    for token in seq:
+        t0 = time.perf_counter_ns()
+        guide.fill_next_token_bitmask(row)
+        guide.accept_token(token)
+        times.append((time.perf_counter_ns() - t0) / 1e3)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--vocab", default="qwen", choices=sorted(VOCABS))
+    p.add_argument("--replays", type=int, default=300, help="Spider dev statements replayed")
+    p.add_argument("--passes", type=int, default=3, help="warm passes over the replays")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=ROOT / "bench/results/events.json")
+    args = p.parse_args(argv)
+    host = host_description()
+    print(f"host: {host['cpu_model'] or host['machine']}, load {host['loadavg_start']}")
+
+    grammar = load_grammar(SQLITE.grammar_text, "sqlite")
+    engine = Engine(grammar, VOCABS[args.vocab]())
+    assert engine.kernel is not None, "grid-kernels is not loaded (GRID_KERNELS=0?)"
+    spec = event_spec(SQLITE, grammar)
+    stmts = corpus(grammar, engine, args.replays, args.seed)
+    seqs, _, rejected = first_sight(engine, stmts)
+    row = array.array("i", bytes(4 * engine.n_words))
+
+    times: dict[str, list[float]] = {"off": [], "on": []}
+    leads: list[int] = []
+    no_table = mismatched = 0
+    post_hoc = tracker(engine, spec)
+    gc.disable()
+    try:
+        for n in range(args.passes):
+            for i, seq in enumerate(seqs):
+                order = ("off", "on") if (i + n) % 2 == 0 else ("on", "off")
+                for variant in order:
+                    guide = engine.guide(audit=False, events=spec if variant == "on" else None)
+                    replay(guide, seq, row, times[variant])
+                    if variant != "on" or n:
+                        continue
+                    assert isinstance(guide, EventGuide)
+                    events = guide.events()
+                    written = guide.output()
+                    if [e.key for e in events] != [e.key for e in post_hoc.parse(written)]:
+                        mismatched += 1
+                    tables = [e.step for e in events if e.kind == "table"]
+                    if tables:
+                        leads.append(len(seq) - max(tables))
+                    else:
+                        no_table += 1
+    finally:
+        gc.enable()
+
+    cost = {v: quantiles(ts) | {"mean": statistics.fmean(ts)} for v, ts in times.items()}
+    overhead = {stat: cost["on"][stat] / cost["off"][stat] - 1 for stat in ("p50", "p90", "mean")}
+    lead_q = quantiles(leads)
+    histogram = Counter(min(x, 20) for x in leads)
+    summary = {
+        "benchmark": "events",
+        "command": "uv run python bench/events.py " + " ".join(sys.argv[1:]),
+        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "grammar": "sqlite (grid-sql), no lexicon; corpus: Spider dev gold",
+        "host": host | {"loadavg_end": host_description()["loadavg_start"]},
+        "statements": len(seqs),
+        "rejected_replays": rejected,
+        "streams_unequal_to_post_hoc": mismatched,
+        "warm_step_us": cost,
+        "events_overhead": overhead,
+        "target_overhead": 0.10,
+        "tables_known_tokens_before_eos": {
+            "median": statistics.median(leads) if leads else None,
+            "mean": statistics.fmean(leads) if leads else None,
+            "quantiles": lead_q,
+            "p10": sorted(leads)[len(leads) // 10] if leads else None,
+            "p25": sorted(leads)[len(leads) // 4] if leads else None,
+            "min": min(leads, default=None),
+            "histogram_capped_at_20": {str(k): histogram[k] for k in sorted(histogram)},
+            "statements_without_table": no_table,
+        },
+    }
+    print(json.dumps({k: summary[k] for k in ("warm_step_us", "events_overhead")}, indent=1))
+    print(json.dumps(summary["tables_known_tokens_before_eos"], indent=1))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
