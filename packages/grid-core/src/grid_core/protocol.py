@@ -37,6 +37,11 @@ Contract (a *step* is one accepted token, EOS included):
 - ``output()``: the bytes accepted so far (EOS excluded); ``config_key()``:
   a hashable key of the current configuration, equal keys meaning equal
   masks (what a row cache keys on).
+
+Parse events (off by default): ``Engine.guide(events=spec)`` returns a
+:class:`grid_core.events.EventGuide`, a guide of this protocol over either
+implementation that adds ``events(since=0)``: the parse events the accepted
+tokens determine, rollback and fork included (docs/events.md).
 """
 
 from __future__ import annotations
