@@ -147,7 +147,7 @@ def run_question(q: dict[str, str], ctx: Context, lm: Any, budget: int) -> dict[
     from grid_core.audit import verify
     from grid_core.decode import Generation
     from grid_core.guide import Engine
-    from grid_serve.text2sql import answer, prompt_ids
+    from grid_serve.text2sql import Avoid, answer, prompt_ids
     from grid_serve.transformers import decode_with_model
 
     gold_rows, error = execute(ctx.db, q["gold"])
@@ -176,11 +176,17 @@ def run_question(q: dict[str, str], ctx: Context, lm: Any, budget: int) -> dict[
 
     timing: list[dict[str, float]] = []
 
-    def decode(feedback: str, engine: Engine) -> Generation:
+    def decode(feedback: str, engine: Engine, avoid: Avoid | None) -> Generation:
         prompt = prompt_ids(lm.tokenizer, q["question"], ctx.ddl, feedback=feedback)
         t0 = time.perf_counter()
         gen, logits = decode_with_model(
-            lm.model, engine.guide(), prompt, budget, stop_on_exit=True, rng=random.Random(0)
+            lm.model,
+            engine.guide(),
+            prompt,
+            budget,
+            stop_on_exit=True,
+            rng=random.Random(0),
+            avoid=avoid,
         )
         total = time.perf_counter() - t0
         timing.append({"seconds": total, "model_seconds": logits.seconds})

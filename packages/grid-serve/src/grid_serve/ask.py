@@ -449,7 +449,7 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
         if streams:
             streams[-1].flush()
 
-    def decode(feedback: str, engine: Engine) -> Generation:
+    def decode(feedback: str, engine: Engine, avoid: text2sql.Avoid | None) -> Generation:
         what = "retrying with the checker's feedback" if feedback else "generating"
         progress.start(f"{what} (budget {args.max_tokens} tokens)")
         prompt = text2sql.prompt_ids(
@@ -472,6 +472,7 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
                 sampling,
                 random.Random(args.seed),
                 stop_on_exit=not args.no_exit_stop,
+                avoid=avoid,
                 on_call=on_call,
             )
         if streams:

@@ -285,9 +285,22 @@ def budget_refusal(engine: Engine, budget: int) -> AuditLog:
     return log
 
 
-Decode = Callable[[str, Engine], Generation]
-"""``decode(feedback, engine) -> Generation``: one mode-1 decode of the question under a
-fresh guide of ``engine``, prompted with ``feedback`` ("" on the first attempt)."""
+@dataclass(frozen=True)
+class Avoid:
+    """A retry's obligation to differ: ``statement`` (UTF-8) was rejected, and its first
+    violation starts at byte ``at``. A retry that has written ``statement[:k]`` may
+    not take a token that keeps it a prefix of ``statement`` past byte ``at``
+    (``grid_serve.transformers.DivergeLogits``)."""
+
+    statement: bytes
+    at: int
+
+
+Decode = Callable[[str, Engine, Avoid | None], Generation]
+"""``decode(feedback, engine, avoid) -> Generation``: one mode-1 decode of the question
+under a fresh guide of ``engine``, prompted with ``feedback`` ("" on the first attempt)
+and, on a retry, diverging from the rejected statement at the latest where its first
+violation starts (``avoid``; None on the first attempt)."""
 
 
 @dataclass(frozen=True)
@@ -328,7 +341,10 @@ def answer(
     """The repair pass: decode, check, and while the checker refuses, retry up to
     ``retries`` times (0: no repair). The loop of :func:`grid_sql.repair.repair`, with
     one more constraint. Each retry is prompted with the feedback on the attempt before
-    it (:func:`grid_sql.repair.plan_retry`) and decoded under :meth:`RoleEngines.retry_engine`:
+    it (:func:`grid_sql.repair.plan_retry`), told to differ from the rejected statement
+    at the latest where its first violation starts (:class:`Avoid`: a retry never
+    writes it again word for word; issue #16 saw 129 retries that did), and decoded
+    under :meth:`RoleEngines.retry_engine`:
     the lexicon tightened by the ``column_not_granted`` violations so far, and no ``*``
     result column once a violation came from one (the feedback says not to use it; the
     mask then enforces it). The last attempt is the answer: accepted iff it has no
@@ -341,8 +357,9 @@ def answer(
     spelled = built.lexicon.origins[COLUMN_CATEGORY]
     attempts: list[Attempt] = []
     feedback, words, star = "", None, True
+    avoid: Avoid | None = None
     for _ in range(retries + 1):
-        gen = decode(feedback, engines.retry_engine(role, words, star=star))
+        gen = decode(feedback, engines.retry_engine(role, words, star=star), avoid)
         sql = gen.text.decode("utf-8", "replace")
         try:
             violations = tuple(checker.check(sql, role))
@@ -354,6 +371,7 @@ def answer(
         attempts.append(Attempt(gen, sql, violations, feedback, removed, star))
         if not violations:
             break
+        avoid = Avoid(gen.text, min(v.span[0] for v in violations))
         plan = plan_retry(sql, role, violations, checker, words or built.lexicon.word_lists())
         feedback, words = plan.feedback, plan.lexicon or words  # removals accumulate
         star = star and all(v.via != "star" for v in violations)

@@ -72,6 +72,7 @@ runs, as with transformers' ``TextIteratorStreamer``.
 
 from __future__ import annotations
 
+import bisect
 import codecs
 import inspect
 import queue
@@ -92,6 +93,7 @@ from grid_core.events import Event, EventSpec, tracker
 from grid_core.guide import Engine
 from grid_core.protocol import Guide, fill_rows
 from grid_core.vocab import Vocabulary
+from grid_serve.text2sql import Avoid
 from grid_serve.torch import apply_bitmask_, unpack_bitmask
 
 __all__ = [
@@ -444,6 +446,60 @@ class ExitIntentLogits:
         return out
 
 
+class DivergeLogits:
+    """A retry's divergence from a rejected statement, as logits: wraps a ``LogitsFn`` of
+    one guide's decode (``decode_with_model(..., avoid=...)``).
+
+    While the guide's output is ``avoid.statement[:k]`` with ``k <= avoid.at`` (the
+    byte where the statement's first violation starts), every token whose spelling
+    starts with ``statement[k : at + 1]`` gets logit -inf: a sampled step never
+    writes the rejected statement's bytes through the point where it went wrong.
+    The mask is untouched (applied after, as always). Steps the model does not
+    choose (jump-forward's singleton masks, the reserve's completion) are the
+    grammar's: a retry reproduces the statement only if the grammar forces its
+    byte at ``at``, which no violation's span is (a name, a ``*``).
+    """
+
+    def __init__(
+        self, inner: Callable[[Sequence[int]], torch.Tensor], guide: Guide, avoid: Avoid
+    ) -> None:
+        self.inner, self.guide, self.avoid = inner, guide, avoid
+        self.spellings, self.ids = spelling_index(guide.engine.vocab)
+        self.blocked = 0
+
+    def __call__(self, tokens: Sequence[int]) -> torch.Tensor:
+        logits = self.inner(tokens)
+        out, (statement, at) = self.guide.output(), (self.avoid.statement, self.avoid.at)
+        if len(out) > at or not statement.startswith(out):
+            return logits  # diverged already, or past the violation without its byte
+        prefix = statement[len(out) : at + 1]
+        lo = bisect.bisect_left(self.spellings, prefix)
+        hi = lo
+        while hi < len(self.spellings) and self.spellings[hi].startswith(prefix):
+            hi += 1
+        if lo == hi:
+            return logits
+        self.blocked += 1
+        logits = logits.clone()
+        logits[..., list(self.ids[lo:hi])] = float("-inf")
+        return logits
+
+
+_SPELLINGS: dict[str, tuple[list[bytes], tuple[int, ...]]] = {}
+
+
+def spelling_index(vocab: Vocabulary) -> tuple[list[bytes], tuple[int, ...]]:
+    """The vocabulary's non-empty spellings in byte order and their ids, aligned: the
+    ids of the tokens spelled from a prefix are one contiguous run (cached)."""
+    index = _SPELLINGS.get(vocab.fingerprint)
+    if index is None:
+        pairs = sorted((b, i) for i, b in enumerate(vocab.token_bytes) if b)
+        index = _SPELLINGS.setdefault(
+            vocab.fingerprint, ([b for b, _ in pairs], tuple(i for _, i in pairs))
+        )
+    return index
+
+
 _ANSWER_ENDS: dict[str, frozenset[int]] = {}
 
 
@@ -472,20 +528,24 @@ def decode_with_model(
     *,
     stop_on_exit: bool = False,
     on_call: Callable[[int], None] | None = None,
+    avoid: Avoid | None = None,
     **decode_kwargs: Any,
 ) -> tuple[Generation, CausalLMLogits]:
     """Mode 1 with a transformers model: :func:`grid_core.decode.decode` over its logits.
 
     ``stop_on_exit`` turns on the exit-intent stop (:class:`ExitIntentLogits`: EOS
-    where it is legal, the shortest completion where it is not);
+    where it is legal, the shortest completion where it is not); ``avoid`` makes a
+    retry diverge from a rejected statement (:class:`DivergeLogits`);
     ``decode_kwargs`` go to ``decode`` (``safety``, ``jump_forward``).
     """
     guide.engine.vocab.check_byte_complete()
     logits = CausalLMLogits(model, prompt_ids, on_call)
     fn: Callable[[Sequence[int]], torch.Tensor] = logits
+    if avoid is not None:
+        fn = DivergeLogits(fn, guide, avoid)
     finish = None
     if stop_on_exit:
-        fn = exit_intent = ExitIntentLogits(logits, guide)
+        fn = exit_intent = ExitIntentLogits(fn, guide)
         finish = exit_intent.finish
     pick = masked_argmax if sampling.temperature == 0 else None
     gen = decode(guide, fn, budget, sampling, rng, pick=pick, finish=finish, **decode_kwargs)
