@@ -190,3 +190,24 @@ def test_bad_specs_are_refused_naming_the_symbol() -> None:
     small = Engine(nullable, TOY)
     with pytest.raises(EventSpecError, match=r"'a'.*empty"):
         tracker(small, EventSpec((("a", "x"),)))
+
+
+def test_fill_rows_fills_event_guides_as_their_inner_guides() -> None:
+    """The batch fill takes an EventGuide's inner guide (the native batch path when
+    native): rows equal one-by-one fills."""
+    import array
+
+    from grid_core.protocol import fill_rows
+
+    guides = [engine().guide(audit=False, events=SPEC) for _ in range(2)]
+    for b in b"select * from ":
+        guides[1].accept_token(b)
+    batch = array.array("i", bytes(4 * engine().n_words * 2))
+    assert fill_rows(guides, memoryview(batch).cast("B").cast("i", (2, engine().n_words))) == [
+        None,
+        None,
+    ]
+    for i, guide in enumerate(guides):
+        one = array.array("i", bytes(4 * engine().n_words))
+        guide.fill_next_token_bitmask(one)
+        assert batch[i * engine().n_words : (i + 1) * engine().n_words] == one

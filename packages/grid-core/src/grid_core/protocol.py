@@ -125,10 +125,12 @@ def fill_rows(
     entry per guide, None or the error its fill raised (its row untouched), as
     grid-core's error classes."""
     from grid_core import kernels  # the kernels module imports this one
+    from grid_core.events import EventGuide
 
     targets = list(range(len(guides))) if rows is None else list(rows)
     if len(targets) != len(guides):
         raise ValueError(f"{len(targets)} rows for {len(guides)} guides")
+    guides = [g.inner if isinstance(g, EventGuide) else g for g in guides]  # same masks
     native = [g for g in guides if isinstance(g, kernels.KernelGuide)]
     if native and len(native) == len(guides):
         return kernels.fill_batch(native, bitmask, rows=targets, threads=threads)
