@@ -12,7 +12,10 @@ token with the longest spelling that prefixes the rest), timing every
 served (``last_fill``: ``row``, ``classes`` or ``walked``) and whether its root
 lookup was a remote hit (the tier's ``hits`` counter moved).
 
-Phases (one throw-away ``redis-server`` on loopback, no persistence):
+Phases (one throw-away ``redis-server`` on loopback, no persistence, at niceness
+0 even when the bench runs under ``nice``: it stands for a Redis host of its
+own; niced with the replicas on this shared 2-core host, its round trips took
+4-9 ms whenever it waited for a core):
 
 1. ``local``: the four replicas at once, no shared tier (each walks every
    configuration it meets itself);
@@ -44,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import array
+import contextlib
 import gc
 import json
 import os
@@ -183,9 +187,9 @@ def hit_path(shard: list[bytes], passes: int) -> dict[str, Any]:
         if b:
             spelled.setdefault(b, i)
     longest, grammar = max(map(len, spelled)), load_grammar(SQLITE.grammar_text, "sqlite")
-    url = os.environ.pop("GRID_SHARED_CACHE_URL")
+    tier_env = {k: os.environ.pop(k) for k in ("GRID_SHARED_CACHE_URL", "GRID_SHARED_CACHE_KEY")}
     engines = {"no_tier": Engine(grammar, v)}
-    os.environ["GRID_SHARED_CACHE_URL"] = url
+    os.environ.update(tier_env)
     engines["tier_published"] = Engine(grammar, v)
     engines["tier_remote_hits"] = Engine(grammar, v)
     row = array.array("i", bytes(4 * engines["no_tier"].n_words))
@@ -224,6 +228,13 @@ def redis_command(port: int, *args: str) -> bytes:
         return s.recv(1 << 16)
 
 
+def normal_priority() -> None:
+    """Run at niceness 0 when allowed: the server stands for a Redis host of its own,
+    not a process sharing the replicas' (possibly niced) share of these cores."""
+    with contextlib.suppress(OSError):
+        os.nice(-os.nice(0))
+
+
 def start_redis(base: Path) -> tuple[subprocess.Popen[bytes], int]:
     binary = shutil.which("redis-server")
     if binary is None:
@@ -232,7 +243,7 @@ def start_redis(base: Path) -> tuple[subprocess.Popen[bytes], int]:
     proc = subprocess.Popen(
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
          "--dir", str(base)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=normal_priority,
     )  # fmt: skip
     for _ in range(500):
         try:
@@ -276,6 +287,17 @@ def paired(local: list[Any], restart: list[Any]) -> tuple[list[float], list[floa
         if a[1] == "walked" and b[2] and b[1] == "classes"
     ]
     return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def dist(values: list[float]) -> dict[str, float]:
+    """n, p50, p90, p99 and the total (ms) of fill times in us."""
+    return {
+        "n": len(values),
+        "p50": percentile(values, 50),
+        "p90": percentile(values, 90),
+        "p99": percentile(values, 99),
+        "total_ms": round(sum(values) / 1000, 1),
+    }
 
 
 def summarize(results: list[Any], first: int) -> dict[str, Any]:
@@ -360,25 +382,13 @@ def main() -> None:
         ],
         "remote_hit_vs_local_walk": "the same fills: walked locally (phase local) and "
         "served by a remote hit with nothing walked (phase restart)",
-        "remote_hit_fill_us": {
-            "n": len(remote_hit),
-            "p50": percentile(remote_hit, 50),
-            "p99": percentile(remote_hit, 99),
-        },
-        "local_walk_fill_us": {
-            "n": len(local_walk),
-            "p50": percentile(local_walk, 50),
-            "p99": percentile(local_walk, 99),
-        },
-        "solo_remote_hit_fill_us": {
-            "n": len(solo_hit),
-            "p50": percentile(solo_hit, 50),
-            "p99": percentile(solo_hit, 99),
-        },
-        "solo_local_walk_fill_us": {
-            "n": len(solo_walk),
-            "p50": percentile(solo_walk, 50),
-            "p99": percentile(solo_walk, 99),
+        "remote_hit_fill_us": dist(remote_hit),
+        "local_walk_fill_us": dist(local_walk),
+        "solo_remote_hit_fill_us": dist(solo_hit),
+        "solo_local_walk_fill_us": dist(solo_walk),
+        "solo_where_the_local_walk_took_over_1ms": {
+            "local_walk": dist([w for w, h in zip(solo_walk, solo_hit, strict=True) if w > 1000]),
+            "remote_hit": dist([h for w, h in zip(solo_walk, solo_hit, strict=True) if w > 1000]),
         },
         "warm_pass_p50_us_local": phases["local"]["warm_pass_p50_us"],
         "warm_pass_p50_us_shared": phases["shared"]["warm_pass_p50_us"],
@@ -395,7 +405,7 @@ def main() -> None:
             print(f"{k}: {v}")
     print(f"hit path: {hit}")
     for k in ["remote_hit_fill_us", "local_walk_fill_us", "solo_remote_hit_fill_us",
-              "solo_local_walk_fill_us"]:  # fmt: skip
+              "solo_local_walk_fill_us", "solo_where_the_local_walk_took_over_1ms"]:  # fmt: skip
         print(f"{k}: {out[k]}")
 
 
