@@ -141,7 +141,9 @@ class Context:
         self.lang = Language(role.projection.grammar.to_lark(), role.lexicon.word_lists())
 
 
-def run_question(q: dict[str, str], ctx: Context, lm: Any, budget: int) -> dict[str, Any]:
+def run_question(
+    q: dict[str, str], ctx: Context, lm: Any, budget: int, penalty: float = 1.0
+) -> dict[str, Any]:
     import torch
 
     from grid_core.audit import verify
@@ -187,6 +189,7 @@ def run_question(q: dict[str, str], ctx: Context, lm: Any, budget: int) -> dict[
             stop_on_exit=True,
             rng=random.Random(0),
             avoid=avoid,
+            repetition_penalty=penalty,
         )
         total = time.perf_counter() - t0
         timing.append({"seconds": total, "model_seconds": logits.seconds})
@@ -325,6 +328,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=0, help="the first N questions (0: all)")
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument(
+        "--repetition-penalty",
+        type=float,
+        default=None,
+        help="mode 1's repetition penalty (default: grid ask's)",
+    )
     ap.add_argument("--out", type=Path, default=Path("bench/results/spider_ex"))
     ap.add_argument(
         "--resume", action="store_true", help="keep the questions already in <out>/questions.jsonl"
@@ -356,6 +365,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"model {lm.name}: loaded in {load_s:.1f} s ({len(todo)} questions from {data})", flush=True
     )
 
+    from grid_serve.ask import DEFAULT_REPETITION_PENALTY
+
+    penalty = args.repetition_penalty or DEFAULT_REPETITION_PENALTY
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "questions.jsonl"
     done = {(r["db_id"], r["question"]): r for r in load_records(path)} if args.resume else {}
@@ -372,7 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if q["db_id"] not in contexts:
             contexts.clear()  # one database's engines at a time
             contexts[q["db_id"]] = Context(database(data, q["db_id"]), lm.vocab)
-        rec = run_question(q, contexts[q["db_id"]], lm, args.max_new_tokens)
+        rec = run_question(q, contexts[q["db_id"]], lm, args.max_new_tokens, penalty)
         records.append(rec)
         with path.open("a") as f:
             f.write(json.dumps(rec) + "\n")
@@ -394,6 +406,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "role": f"{ROLE} (grid policy init's starter role)",
             "excluded": EXCLUDED,
             "torch_threads": args.threads,
+            "repetition_penalty": penalty,
         },
         "model": {"name": lm.name, "load_seconds": load_s, "converted": lm.converted},
         "seconds": time.perf_counter() - started,

@@ -51,6 +51,8 @@ BAD_INPUT = {
     "budget-not-a-number": ([Q, "--max-tokens", "ten"], "--max-tokens: not an integer: 'ten'"),
     "negative-temperature": ([Q, "--temperature", "-1"], "--temperature: must be a finite"),
     "nan-temperature": ([Q, "--temperature", "nan"], "must be a finite number >= 0, not nan"),
+    "low-penalty": ([Q, "--repetition-penalty", "0.5"], "must be a finite number >= 1, not 0.5"),
+    "word-penalty": ([Q, "--repetition-penalty", "lots"], "--repetition-penalty: not a number"),
     "zero-threads": ([Q, "--threads", "0"], "argument --threads: must be in [1, 1024], not 0"),
     "negative-max-rows": ([Q, "--max-rows", "-1"], "argument --max-rows: must be in [0, "),
     "zero-wall-time": ([Q, "--limit-wall-time", "0"], "--limit-wall-time: must be a number of"),

@@ -321,6 +321,47 @@ def test_exit_intent_finishes_where_the_model_closes_its_fence(lm: Any, engines:
     assert exit_intent.finishes == 2
 
 
+def test_repetition_penalty_reweighs_only_the_tokens_written() -> None:
+    """The CTRL rule on the decode's own tokens: positive logits divided, negative ones
+    multiplied, every other logit bit for bit; 1 is off; below 1 is refused."""
+    from grid_serve.transformers import RepetitionPenaltyLogits
+
+    base = torch.tensor([2.0, -2.0, 4.0, 0.0, -1.0])
+    penalized = RepetitionPenaltyLogits(lambda tokens: base, 2.0)
+    out = penalized([0, 1, 1, 3])
+    assert out.tolist() == [1.0, -4.0, 4.0, 0.0, -1.0] and base.tolist()[0] == 2.0
+    assert penalized([]) is base and RepetitionPenaltyLogits(lambda t: base, 1.0)([0]) is base
+    with pytest.raises(ServingError, match="repetition penalty"):
+        RepetitionPenaltyLogits(lambda t: base, 0.9)
+
+
+def test_the_mask_is_the_last_processor_and_stays_hard(
+    lm: Any, engines: Any, schema: SchemaSnapshot
+) -> None:
+    """Processors a caller adds, and transformers' own repetition penalty, run before
+    GRID's mask: a processor that flattens every logit (it would erase a mask applied
+    before it) cannot take the row out of the role's language; nor can the repetition
+    penalty in mode 1. Fails if GRID's processor is not last."""
+
+    class Flatten(LogitsProcessor):  # type: ignore[misc]
+        def __call__(self, input_ids: Any, scores: Any) -> Any:
+            return torch.zeros_like(scores)
+
+    role = engines["intern"]
+    ids = prompt(lm, role, schema, "What is the budget of each department?")
+    (out,), _ = constrained_generate(
+        lm.model, [role.engine.guide()], [ids], 24, processors=[Flatten()],
+        repetition_penalty=1.3,
+    )  # fmt: skip
+    assert out.error is None and language(role).is_viable_prefix(out.text), out.text
+    assert replay(out.audit.lines(), role.engine).ok
+    gen, _ = decode_with_model(
+        lm.model, role.engine.guide(), ids, 48, stop_on_exit=True, repetition_penalty=1.3
+    )
+    assert_in_role(gen.text, role, schema)
+    assert replay(gen.audit.lines(), role.engine).ok
+
+
 def test_masked_argmax_is_greedy_sampling() -> None:
     """The torch greedy choice under a packed row equals ``Sampling.choose`` at
     temperature 0 over the row's ids (ties to the lowest id; non-finite logits

@@ -87,6 +87,8 @@ __all__ = [
 ]
 
 DEFAULT_MAX_TOKENS = 96
+#: ``--repetition-penalty``'s default (1 is off; docs/serve.md says how it was chosen).
+DEFAULT_REPETITION_PENALTY = 1.0
 #: The longest question (characters) and statement budget (tokens) ``grid ask`` takes.
 MAX_QUESTION_CHARS = 4_000
 MAX_BUDGET = 4_096
@@ -150,6 +152,17 @@ def _int_in(low: int, high: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def _penalty(text: str) -> float:
+    """An argparse type: a finite repetition penalty, at least 1 (1 is off)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (math.isfinite(value) and value >= 1):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 1, not {text}")
+    return value
 
 
 def _temperature(text: str) -> float:
@@ -218,6 +231,13 @@ def ask_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
         "--temperature", type=_temperature, default=0.0, help="0 (default) is greedy; >= 0"
     )
     p.add_argument("--seed", type=int, default=0, help="sampling seed (with --temperature)")
+    p.add_argument(
+        "--repetition-penalty",
+        type=_penalty,
+        default=DEFAULT_REPETITION_PENALTY,
+        help="divide the logits of tokens already written by this (>= 1; 1 is off; default "
+        f"{DEFAULT_REPETITION_PENALTY}); applied before the mask, which stays exact",
+    )
     p.add_argument(
         "--no-exit-stop",
         action="store_true",
@@ -473,6 +493,7 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
                 random.Random(args.seed),
                 stop_on_exit=not args.no_exit_stop,
                 avoid=avoid,
+                repetition_penalty=args.repetition_penalty,
                 on_call=on_call,
             )
         if streams:

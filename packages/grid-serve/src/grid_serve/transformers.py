@@ -75,6 +75,7 @@ from __future__ import annotations
 import bisect
 import codecs
 import inspect
+import math
 import queue
 import random
 import time
@@ -319,8 +320,11 @@ def constrained_generate(
 ) -> tuple[list[RowOutcome], GridLogitsProcessor]:
     """Mode 2 in one call: ``model.generate`` over left-padded prompts with GRID's processor.
 
-    Greedy unless ``generate_kwargs`` say otherwise; ``processors`` run after
-    GRID's (they see masked scores). Returns the outcomes and the processor.
+    Greedy unless ``generate_kwargs`` say otherwise. GRID's mask is applied last of
+    the logits processors, so it stays hard: ``processors`` run before it, as do
+    transformers' own from ``generate_kwargs`` (``repetition_penalty=1.2``, say);
+    only the sampling warpers (temperature, top-k, top-p) come after, and they never
+    raise a -inf logit. Returns the outcomes and the processor.
     """
     if len(guides) != len(prompts):
         raise ServingError(f"{len(guides)} guides for {len(prompts)} prompts")
@@ -339,7 +343,7 @@ def constrained_generate(
             input_ids=ids,
             attention_mask=attention,
             max_new_tokens=max_new_tokens,
-            logits_processor=LogitsProcessorList([processor, *processors]),
+            logits_processor=LogitsProcessorList([*processors, processor]),
             eos_token_id=list(vocab.eos_ids),
             pad_token_id=pad,
             **kwargs,
@@ -398,6 +402,34 @@ class CausalLMLogits:
         self.forwarded += len(want) - known
         self.seconds += time.perf_counter() - t0
         return self._logits
+
+
+class RepetitionPenaltyLogits:
+    """Repetition control for mode 1, before the mask: wraps a ``LogitsFn``.
+
+    Every token id the decode has written so far (prompt excluded) has its logit
+    divided by ``penalty`` when positive and multiplied by it when negative (the
+    CTRL rule transformers' ``repetition_penalty`` applies in mode 2), so a model
+    caught in ``Name, Name, Name`` or ``_LONG_LONG_LONG`` prefers something new.
+    It only reweighs what the mask will then filter: the mask is applied after it,
+    exact and hard. ``penalty`` 1 is off.
+    """
+
+    def __init__(self, inner: Callable[[Sequence[int]], torch.Tensor], penalty: float) -> None:
+        if not (math.isfinite(penalty) and penalty >= 1):
+            raise ServingError(f"the repetition penalty must be a number >= 1, not {penalty}")
+        self.inner, self.penalty = inner, penalty
+
+    def __call__(self, tokens: Sequence[int]) -> torch.Tensor:
+        logits = self.inner(tokens)
+        if self.penalty == 1 or not tokens:
+            return logits
+        seen = torch.tensor(sorted(set(tokens)), dtype=torch.long, device=logits.device)
+        logits = logits.clone()
+        row = logits.reshape(-1)
+        values = row[seen]
+        row[seen] = torch.where(values > 0, values / self.penalty, values * self.penalty)
+        return logits
 
 
 class ExitIntentLogits:
@@ -529,6 +561,7 @@ def decode_with_model(
     stop_on_exit: bool = False,
     on_call: Callable[[int], None] | None = None,
     avoid: Avoid | None = None,
+    repetition_penalty: float = 1.0,
     **decode_kwargs: Any,
 ) -> tuple[Generation, CausalLMLogits]:
     """Mode 1 with a transformers model: :func:`grid_core.decode.decode` over its logits.
@@ -536,11 +569,16 @@ def decode_with_model(
     ``stop_on_exit`` turns on the exit-intent stop (:class:`ExitIntentLogits`: EOS
     where it is legal, the shortest completion where it is not); ``avoid`` makes a
     retry diverge from a rejected statement (:class:`DivergeLogits`);
+    ``repetition_penalty`` reweighs the tokens written so far
+    (:class:`RepetitionPenaltyLogits`; 1 is off); all of them act on the logits
+    before the mask, which is applied last;
     ``decode_kwargs`` go to ``decode`` (``safety``, ``jump_forward``).
     """
     guide.engine.vocab.check_byte_complete()
     logits = CausalLMLogits(model, prompt_ids, on_call)
     fn: Callable[[Sequence[int]], torch.Tensor] = logits
+    if repetition_penalty != 1:
+        fn = RepetitionPenaltyLogits(fn, repetition_penalty)
     if avoid is not None:
         fn = DivergeLogits(fn, guide, avoid)
     finish = None
