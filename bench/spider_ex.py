@@ -211,6 +211,8 @@ def run_question(
             "grid_ms_per_token": 1000 * (seconds - model_s) / max(1, tokens),
             "model_ms_per_token": 1000 * model_s / max(1, tokens),
             "stop": attempt.generation.stop_reason,
+            "max_rise": max(g.max_rise for g in gens),
+            "early_triggers": sum(g.early_triggers for g in gens),
             "attempts": last + 1,
             "verdict": attempt.verdict,
             "audit_verifies": all(verify(g.audit.lines()).ok for g in gens),
@@ -271,6 +273,10 @@ def summarize(
                 [c["model_ms_per_token"] for c in constrained] or [0.0]
             ),
             "stops": dict(collections.Counter(c["stop"] for c in constrained)),
+            "max_rise_histogram": dict(
+                sorted(collections.Counter(c["max_rise"] for c in constrained).items())
+            ),
+            "early_triggers": sum(c["early_triggers"] for c in constrained),
             "checker_accepts": sum(not c["checker"] for c in constrained),
         },
         "repair": {
