@@ -25,18 +25,26 @@ from __future__ import annotations
 
 from grid_core.grammar import load_grammar
 from grid_core.guide import Engine
+from grid_core.trie import TokenTrie
 from grid_core.vocab import Vocabulary
 
 __all__ = ["compile_grammar"]
 
 
 def compile_grammar(
-    text: str, vocab: Vocabulary, *, start: str = "start", name: str = "user"
+    text: str,
+    vocab: Vocabulary,
+    *,
+    start: str = "start",
+    name: str = "user",
+    trie: TokenTrie | None = None,
 ) -> Engine:
     """Compile a lark grammar against ``vocab``: the engine whose guides mask to its language.
 
     The grammar is reduced first (rules no sentence uses are cut). The LALR(1)
     tables and the union DFA are built here, so every refusal (module header)
-    is raised by this call, never later by a guide.
+    is raised by this call, never later by a guide. ``trie``: ``vocab``'s token
+    trie, built once and shared by every grammar compiled against ``vocab``
+    (built here when absent).
     """
-    return Engine(load_grammar(text, name, start).project(lambda _: True, name), vocab)
+    return Engine(load_grammar(text, name, start).project(lambda _: True, name), vocab, trie=trie)

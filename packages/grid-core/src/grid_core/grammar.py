@@ -254,7 +254,9 @@ def lark_regex(pattern: str) -> str:
     written as ``\\xNN`` (lark turns them back into the raw character); a
     backslash escape whose meaning lark would evaluate is replaced by the raw
     character it denotes, re-escaped when it is a regex metacharacter; ``/`` is
-    escaped as ``\\/``.
+    escaped as ``\\/``; ``"`` is written ``\\x22`` (lark reads ``\\"`` in a
+    regexp as ``"``, so an escaped backslash before a quote would lose its
+    backslash).
     """
     out, i = [], 0
     while i < len(pattern):
@@ -274,7 +276,7 @@ def lark_regex(pattern: str) -> str:
             out.append("\\" + n if " " <= n <= "~" else _raw(n))  # "\\<tab>" is a tab
             i += 2
             continue
-        out.append("\\/" if c == "/" else _raw(c))
+        out.append("\\/" if c == "/" else "\\x22" if c == '"' else _raw(c))
         i += 1
     return "".join(out)
 

@@ -1,0 +1,812 @@
+"""JSON Schema, regex and choice requests as GRID grammars (lark text).
+
+:func:`schema_grammar` turns a JSON Schema into a lark grammar whose language
+is a set of JSON texts (UTF-8 bytes) every one of which is an instance of the
+schema. **Soundness is the invariant**: the grammar never admits a text the
+schema rejects. Where GRID narrows the schema's language (below) the text is
+still valid; where it cannot honour a keyword exactly or by a sound
+narrowing, the call raises :class:`SchemaError` naming the keyword and its JSON
+pointer. A keyword is never dropped.
+
+Narrowings (sound, documented in ``docs/json.md``):
+
+- members are written in the order of ``properties``; an optional one may be
+  left out; extra members (``additionalProperties`` true or a schema) follow
+  the declared ones, with ASCII names, no escapes, different from every
+  declared name (so a name is never repeated); an absent
+  ``additionalProperties`` means none (``strict``, as xgrammar's default);
+  ``strict=False`` makes it mean ``true``;
+- a string in a ``pattern`` or a ``format`` is printable ASCII without ``"``
+  and ``\\``; an unanchored pattern may be surrounded by such characters;
+- ``\\u`` escapes never spell a surrogate half; numbers are written as JSON
+  writes them (no leading zeros; ``-0`` allowed only where the bounds allow 0);
+- an ``enum``/``const`` value is written compactly.
+
+Whitespace: none by default (compact, as ``json.dumps(..., separators=(",", ":"))``);
+``whitespace=n`` lets each gap between two tokens hold a run of at most ``n``
+blanks (space, tab, newline, carriage return). Each bracket, comma and colon is
+one terminal that absorbs the run on its open side (after ``{ [ , :``, before
+``} ] , :``); an empty object or array is one terminal, so no gap holds two runs.
+
+Supported: ``type`` (one or a list), ``properties``, ``required``,
+``additionalProperties``, ``items`` (a schema), ``prefixItems`` / ``items`` as a
+list with ``additionalItems``/``items`` false, ``minItems``/``maxItems``,
+``enum``, ``const``, ``minLength``/``maxLength``, ``pattern``, ``format`` (the
+formats in :data:`FORMATS`), ``minimum``/``maximum`` and their exclusive forms
+on integers, ``minimum >= 0`` / ``exclusiveMinimum >= 0`` cut to the sign on numbers only when the
+bound is 0, ``$ref`` to ``#...`` (``$defs``, ``definitions``, recursion),
+``anyOf``, ``oneOf`` whose alternatives have disjoint JSON types, ``allOf`` of
+one schema. Annotations (``title``, ``description``, ``default``, ...) and
+keywords JSON Schema does not define are ignored, as a validator ignores them.
+A grammar that is not LALR(1) is refused later, by :func:`grid_core.compile.compile_grammar`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from grid_core.errors import GrammarError
+from grid_core.grammar import lark_literal, lark_regex
+
+__all__ = [
+    "FORMATS",
+    "SchemaError",
+    "choice_grammar",
+    "json_object_grammar",
+    "regex_grammar",
+    "schema_grammar",
+]
+
+
+class SchemaError(GrammarError):
+    """A JSON Schema keyword GRID cannot honour exactly: ``keyword`` at ``pointer``."""
+
+    def __init__(self, keyword: str, pointer: str, reason: str) -> None:
+        self.keyword = keyword
+        self.pointer = pointer
+        self.reason = reason
+        super().__init__(f"JSON Schema keyword {keyword!r} at {pointer or '#'}: {reason}")
+
+
+# -- byte-level pieces (patterns over the latin-1 view of UTF-8) ---------------
+
+SAFE = r"[ !#-\[\]-~]"
+"""Printable ASCII but ``"`` and ``\\``: a character that is its own JSON spelling."""
+_HEX = "[0-9a-fA-F]"
+_ESCAPE = r'\\(?:["\\/bfnrt]|u(?:[0-9a-cA-CeEfF][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}))'
+_UTF8 = (
+    "[\xc2-\xdf][\x80-\xbf]|\xe0[\xa0-\xbf][\x80-\xbf]|[\xe1-\xec\xee\xef][\x80-\xbf]{2}"
+    "|\xed[\x80-\x9f][\x80-\xbf]|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}"
+    "|\xf4[\x80-\x8f][\x80-\xbf]{2}"
+)
+CHAR = f"(?:{SAFE}|{_ESCAPE}|{_UTF8})"
+"""One character of a JSON string as written: itself, an escape or a UTF-8 sequence."""
+STRING = f'"{CHAR}*"'
+INT = r"-?(?:0|[1-9][0-9]*)"
+NUMBER = INT + r"(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+
+DATE = (
+    r"[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
+    r"|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))"
+)
+TIME = (
+    r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?"
+    r"(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+)
+FORMATS = {
+    "date": DATE,
+    "time": TIME,
+    "date-time": DATE + "T" + TIME,
+    "uuid": r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+    "ipv4": r"(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}"
+    r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])",
+    "email": r"[a-z0-9]+(?:\.[a-z0-9]+)*@[a-z0-9]+(?:-[a-z0-9]+)*(?:\.[a-z0-9]+(?:-[a-z0-9]+)*)+",
+    "hostname": r"[a-z0-9]{1,30}(?:\.[a-z0-9]{1,30}){0,3}",
+    "uri": r"[a-z][a-z0-9+.-]*://[a-zA-Z0-9._~!$&'()*+,;=:@/?-]+",
+}
+"""Each format as a subset of its strings (February up to day 28)."""
+
+_KNOWN = {
+    "type", "properties", "required", "additionalProperties", "items", "prefixItems",
+    "additionalItems", "minItems", "maxItems", "enum", "const", "minLength", "maxLength",
+    "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+    "$ref", "anyOf", "oneOf", "allOf", "not", "if", "then", "else", "multipleOf",
+    "uniqueItems", "contains", "minContains", "maxContains", "minProperties",
+    "maxProperties", "patternProperties", "propertyNames", "dependencies",
+    "dependentRequired", "dependentSchemas", "unevaluatedProperties", "unevaluatedItems",
+    "$dynamicRef", "$recursiveRef",
+}  # fmt: skip
+_TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
+MAX_REPEAT = 128
+"""The largest minItems/maxItems spelled out (one rule per item)."""
+MAX_LENGTH = 128
+"""The largest minLength/maxLength spelled out (a counted repetition of :data:`CHAR`)."""
+
+
+def _ptr(pointer: str, *parts: object) -> str:
+    return pointer + "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+class _Builder:
+    """Rules and terminals of one grammar; each distinct pattern is one terminal."""
+
+    def __init__(self, whitespace: int) -> None:
+        self.rules: dict[str, list[list[str]]] = {}
+        self.terminals: dict[str, str] = {}  # lark spelling -> name
+        self.ws = whitespace
+        self.counter = 0
+
+    def new(self, prefix: str = "n") -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def rule(self, alternatives: list[list[str]], name: str | None = None) -> str:
+        name = name or self.new()
+        self.rules[name] = alternatives
+        return name
+
+    def token(self, spelling: str) -> str:
+        if spelling not in self.terminals:
+            self.terminals[spelling] = f"T{len(self.terminals)}"
+        return self.terminals[spelling]
+
+    def literal(self, text: bytes) -> str:
+        """A terminal for fixed bytes."""
+        return self.token(lark_literal(re.escape(text.decode("latin-1"))))
+
+    def regex(self, pattern: str) -> str:
+        return self.token(f"/{lark_regex(pattern)}/")
+
+    def punct(self, char: str) -> str:
+        """A bracket, comma or colon with the whitespace run on its open side."""
+        if not self.ws:
+            return self.literal(char.encode())
+        run = f"[ \\t\\n\\r]{{0,{self.ws}}}"
+        before = run if char in "}],:" else ""
+        after = run if char in "{[,:" else ""
+        return self.regex(before + re.escape(char) + after)
+
+    def empty(self, pair: str) -> str:
+        if not self.ws:
+            return self.literal(pair.encode())
+        return self.regex(f"{re.escape(pair[0])}[ \\t\\n\\r]{{0,{self.ws}}}{re.escape(pair[1])}")
+
+    def text(self, start: str) -> str:
+        lines = [f"start: {start}"]
+        for name, alts in self.rules.items():
+            lines.append(f"{name}: " + "\n    | ".join(" ".join(a) for a in alts))
+        lines += [f"{name}: {spelling}" for spelling, name in self.terminals.items()]
+        return "\n".join(lines) + "\n"
+
+
+class _Compiler:
+    def __init__(self, root: Any, whitespace: int, strict: bool) -> None:
+        self.root = root
+        self.b = _Builder(whitespace)
+        self.strict = strict
+        self.refs: dict[str, str] = {}
+        self._any: str | None = None
+
+    # -- dispatch ---------------------------------------------------------------
+
+    def value(self, schema: Any, pointer: str) -> str:
+        """The symbol whose language is (a sound narrowing of) ``schema``'s instances."""
+        if schema is True or schema == {}:
+            return self.any_value()
+        if schema is False:
+            raise SchemaError("false", pointer, "the schema admits no instance")
+        if not isinstance(schema, dict):
+            raise SchemaError("schema", pointer, f"not a schema: {schema!r}")
+        for key in schema:
+            if key in _KNOWN and key not in _SUPPORTED:
+                raise SchemaError(key, _ptr(pointer, key), "not supported by GRID")
+        if "$ref" in schema:
+            self.only(schema, pointer, {"$ref"})
+            return self.ref(schema["$ref"], _ptr(pointer, "$ref"))
+        if "allOf" in schema:
+            parts = schema["allOf"]
+            if not isinstance(parts, list) or not parts:
+                raise SchemaError("allOf", _ptr(pointer, "allOf"), "must be a non-empty list")
+            rest = {k: v for k, v in schema.items() if k != "allOf"}
+            merged = rest
+            for i, part in enumerate(parts):
+                merged = self.merge(merged, part, _ptr(pointer, "allOf", i))
+            return self.value(merged, pointer)
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                rest = {k: v for k, v in schema.items() if k != key}
+                parts = schema[key]
+                if not isinstance(parts, list) or not parts:
+                    raise SchemaError(key, _ptr(pointer, key), "must be a non-empty list")
+                if any(k in _KNOWN for k in rest):
+                    parts = [
+                        self.merge(rest, p, _ptr(pointer, key, i)) for i, p in enumerate(parts)
+                    ]
+                return self.union(key, parts, _ptr(pointer, key))
+        if "const" in schema or "enum" in schema:
+            return self.choice(schema, pointer)
+        types = schema.get("type", list(_TYPES))
+        types = [types] if isinstance(types, str) else types
+        for t in types:
+            if t not in _TYPES:
+                raise SchemaError("type", _ptr(pointer, "type"), f"unknown type {t!r}")
+        if "integer" in types and "number" in types:
+            types = [t for t in types if t != "integer"]
+        alts = [[self.typed(t, schema, pointer)] for t in types]
+        return alts[0][0] if len(alts) == 1 else self.b.rule(alts)
+
+    def only(self, schema: dict[str, Any], pointer: str, allowed: set[str]) -> None:
+        for key in schema:
+            if key in _KNOWN and key not in allowed:
+                raise SchemaError(key, _ptr(pointer, key), f"beside {sorted(allowed)[0]!r}")
+
+    def resolve(self, ref: Any, pointer: str) -> Any:
+        """The schema a local ``$ref`` names."""
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            raise SchemaError("$ref", pointer, f"only local references are supported: {ref!r}")
+        target: Any = self.root
+        for part in ref[1:].split("/")[1:] if ref != "#" else []:
+            part = part.replace("~1", "/").replace("~0", "~")
+            try:
+                target = target[int(part) if isinstance(target, list) else part]
+            except (KeyError, IndexError, ValueError, TypeError):
+                raise SchemaError("$ref", pointer, f"{ref!r} resolves to nothing") from None
+        return target
+
+    def merge(self, a: Any, b: Any, pointer: str, depth: int = 0) -> dict[str, Any]:
+        """One schema whose instances are those of both ``a`` and ``b`` (exactly), or an error.
+
+        Keys of one side are kept; on both sides they must be equal, except
+        ``required`` (union), ``type`` (intersection) and ``properties`` (merged
+        by name, a name on both sides merged recursively). A side that closes
+        its object (``additionalProperties`` not true) must already name every
+        property of the result.
+        """
+        if depth > 8:
+            raise SchemaError("allOf", pointer, "references nest too deep to merge")
+        sides = []
+        for x in (a, b):
+            if x is True:
+                x = {}
+            if not isinstance(x, dict):
+                raise SchemaError("allOf", pointer, f"cannot merge {x!r}")
+            if "$ref" in x:
+                extra = {k: v for k, v in x.items() if k != "$ref"}
+                x = self.merge(extra, self.resolve(x["$ref"], pointer), pointer, depth + 1)
+            for k in ("allOf", "anyOf", "oneOf"):
+                if k in x:
+                    raise SchemaError(k, pointer, "nested inside a merged schema")
+            sides.append(x)
+        a, b = sides
+        out = dict(a)
+        for k, v in b.items():
+            if k not in out or out[k] == v:
+                out[k] = v
+            elif k == "required":
+                out[k] = list(dict.fromkeys([*out[k], *v]))
+            elif k == "type":
+                ta = {out[k]} if isinstance(out[k], str) else set(out[k])
+                tb = {v} if isinstance(v, str) else set(v)
+                both = ta & tb | (
+                    {"integer"} if "number" in ta | tb and "integer" in ta | tb else set()
+                )
+                if not both:
+                    raise SchemaError("type", pointer, "merged schemas share no type")
+                out[k] = sorted(both)
+            elif k == "properties":
+                props = dict(out[k])
+                for n, sub in v.items():
+                    props[n] = (
+                        self.merge(props[n], sub, _ptr(pointer, k, n), depth + 1)
+                        if n in props
+                        else sub
+                    )
+                out[k] = props
+            elif k in _KNOWN:
+                raise SchemaError(k, _ptr(pointer, k), "differs between merged schemas")
+        names = set(out.get("properties", {}))
+        for side in (a, b):
+            if (
+                side.get("additionalProperties", True) is not True
+                and set(side.get("properties", {})) != names
+            ):
+                raise SchemaError(
+                    "additionalProperties", pointer, "a merged schema closes its object"
+                )
+        return out
+
+    def ref(self, ref: Any, pointer: str) -> str:
+        if ref not in self.refs:
+            target = self.resolve(ref, pointer)
+            name = self.b.new("r")
+            self.refs[ref] = name
+            self.b.rule([[self.value(target, ref)]], name)
+        return self.refs[ref]
+
+    def union(self, key: str, parts: Any, pointer: str) -> str:
+        if not isinstance(parts, list) or not parts:
+            raise SchemaError(key, pointer, "must be a non-empty list")
+        if key == "oneOf":
+            seen: set[str] = set()
+            for i, p in enumerate(parts):
+                kinds = self.kinds(p, _ptr(pointer, i), set())
+                if kinds & seen:
+                    raise SchemaError(key, _ptr(pointer, i), "alternatives share a JSON type")
+                seen |= kinds
+        return self.b.rule([[self.value(p, _ptr(pointer, i))] for i, p in enumerate(parts)])
+
+    def kinds(self, schema: Any, pointer: str, visiting: set[str]) -> set[str]:
+        """The JSON types ``schema``'s instances can have (integer counted as number)."""
+        if not isinstance(schema, dict) or schema == {}:
+            return set(_TYPES) - {"integer"}
+        if "$ref" in schema and isinstance(schema["$ref"], str):
+            ref = schema["$ref"]
+            if ref in visiting:
+                return set()
+            target: Any = self.root
+            for part in ref[1:].split("/")[1:]:
+                target = target.get(part.replace("~1", "/").replace("~0", "~"), {})
+            return self.kinds(target, ref, visiting | {ref})
+        if "const" in schema or "enum" in schema:
+            values = [schema["const"]] if "const" in schema else schema["enum"]
+            return {_kind(v) for v in values}
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                return set().union(*(self.kinds(p, pointer, visiting) for p in schema[key]))
+        types = schema.get("type", list(_TYPES))
+        types = [types] if isinstance(types, str) else types
+        return {"number" if t == "integer" else t for t in types}
+
+    # -- values -------------------------------------------------------------------
+
+    def choice(self, schema: dict[str, Any], pointer: str) -> str:
+        key = "const" if "const" in schema else "enum"
+        self.only(schema, pointer, {key, "type"})
+        values = [schema["const"]] if key == "const" else schema[key]
+        if not isinstance(values, list):
+            raise SchemaError(key, _ptr(pointer, key), "must be a list")
+        types = schema.get("type")
+        if types is not None:
+            types = {types} if isinstance(types, str) else set(types)
+            values = [v for v in values if _kind(v) in types or (_is_int(v) and "integer" in types)]
+        if not values:
+            raise SchemaError(key, _ptr(pointer, key), "no value has the schema's type")
+        return self.b.rule([[self.b.literal(_compact(v))] for v in values])
+
+    def typed(self, t: str, schema: dict[str, Any], pointer: str) -> str:
+        if t == "null":
+            return self.b.literal(b"null")
+        if t == "boolean":
+            return self.b.rule([[self.b.literal(b"true")], [self.b.literal(b"false")]])
+        if t == "string":
+            return self.string(schema, pointer)
+        if t in ("number", "integer"):
+            return self.number(t, schema, pointer)
+        if t == "array":
+            return self.array(schema, pointer)
+        return self.object(schema, pointer)
+
+    def string(self, schema: dict[str, Any], pointer: str) -> str:
+        lo, hi = schema.get("minLength", 0), schema.get("maxLength")
+        if "pattern" in schema or "format" in schema:
+            if "pattern" in schema and "format" in schema:
+                raise SchemaError("format", _ptr(pointer, "format"), "beside 'pattern'")
+            if lo or hi is not None:
+                raise SchemaError("minLength", pointer, "length bounds beside a pattern or format")
+            if "format" in schema:
+                fmt = schema["format"]
+                if fmt not in FORMATS:
+                    raise SchemaError("format", _ptr(pointer, "format"), f"unknown format {fmt!r}")
+                return self.b.regex(f'"{FORMATS[fmt]}"')
+            return self.b.regex(_pattern(schema["pattern"], _ptr(pointer, "pattern")))
+        if not isinstance(lo, int) or lo < 0 or lo > MAX_LENGTH:
+            raise SchemaError("minLength", _ptr(pointer, "minLength"), f"must be 0..{MAX_LENGTH}")
+        if hi is not None and (not isinstance(hi, int) or hi < lo or hi > MAX_LENGTH):
+            raise SchemaError(
+                "maxLength", _ptr(pointer, "maxLength"), f"must be minLength..{MAX_LENGTH}"
+            )
+        if lo == 0 and hi is None:
+            return self.b.regex(STRING)
+        count = f"{{{lo},}}" if hi is None else f"{{{lo},{hi}}}"
+        return self.b.regex(f'"{CHAR}{count}"')
+
+    def number(self, t: str, schema: dict[str, Any], pointer: str) -> str:
+        bounds = {k: schema[k] for k in _BOUNDS if k in schema}
+        if t == "number" and not bounds:
+            return self.b.regex(NUMBER)
+        if t == "number":
+            for key in ("exclusiveMinimum", "exclusiveMaximum"):
+                if key in bounds and bounds[key] is not False:
+                    raise SchemaError(key, _ptr(pointer, key), "exclusive bounds on a number")
+            lo, hi = bounds.get("minimum"), bounds.get("maximum")
+            for key, v in (("minimum", lo), ("maximum", hi)):
+                if v is not None and not _is_int(v):
+                    raise SchemaError(key, _ptr(pointer, key), "a bound on a number must be whole")
+            return self.b.regex(_decimal_range(_whole(lo), _whole(hi)))
+        lo, hi = _int_bounds(bounds, pointer)
+        whole = INT if lo is None and hi is None else _int_range(lo, hi)
+        return self.b.regex(whole + r"(?:\.0+)?")  # 1.0 is an integer too
+
+    def array(self, schema: dict[str, Any], pointer: str) -> str:
+        lo, hi = schema.get("minItems", 0), schema.get("maxItems")
+        if not isinstance(lo, int) or lo < 0 or lo > MAX_REPEAT:
+            raise SchemaError("minItems", _ptr(pointer, "minItems"), f"must be 0..{MAX_REPEAT}")
+        if hi is not None and (not isinstance(hi, int) or hi < lo or hi > MAX_REPEAT):
+            raise SchemaError(
+                "maxItems", _ptr(pointer, "maxItems"), f"must be minItems..{MAX_REPEAT}"
+            )
+        prefix: list[Any] = schema.get("prefixItems", [])
+        items = schema.get("items", True)
+        if isinstance(items, list):  # draft 4 tuple form
+            prefix, items = items, schema.get("additionalItems", True)
+        elif "additionalItems" in schema:
+            raise SchemaError(
+                "additionalItems", _ptr(pointer, "additionalItems"), "without a tuple"
+            )
+        if prefix:
+            if items is not False or lo > len(prefix) or hi is not None:
+                raise SchemaError("prefixItems", pointer, "only a closed tuple is supported")
+            syms = [self.value(s, _ptr(pointer, "items", i)) for i, s in enumerate(prefix)]
+            comma = self.b.punct(",")
+            body = [x for i, s in enumerate(syms) for x in ([comma, s] if i else [s])]
+            return self.b.rule([[self.b.punct("["), *body, self.b.punct("]")]])
+        item = self.value(items, _ptr(pointer, "items"))
+        comma = self.b.punct(",")
+        tail = self.b.new()
+        if hi is None:  # tail_k: k items written; from max(lo, 1) on, a loop
+            loop = self.b.rule([[comma, item, tail], []], tail)
+        else:
+            loop = self.b.rule([[]], tail)
+        cur = loop
+        for k in range(max(hi if hi is not None else max(lo, 1), 1) - 1, 0, -1):
+            alts: list[list[str]] = [[comma, item, cur]]
+            if k >= lo:
+                alts.append([])
+            cur = self.b.rule(alts)
+        body_alts = [[self.b.punct("["), item, cur, self.b.punct("]")]]
+        if hi == 0:
+            body_alts = []
+        if lo == 0:
+            body_alts.append([self.b.empty("[]")])
+        return self.b.rule(body_alts)
+
+    def object(self, schema: dict[str, Any], pointer: str) -> str:
+        props = schema.get("properties", {})
+        required = schema.get("required", [])
+        extra = schema.get("additionalProperties", None if self.strict else True)
+        if not isinstance(props, dict) or not isinstance(required, list):
+            raise SchemaError("properties", pointer, "malformed properties or required")
+        names = list(props)
+        for r in required:
+            if r not in props:
+                if extra is None or extra is False:
+                    raise SchemaError(
+                        "required", _ptr(pointer, "required"), f"{r!r} cannot be written"
+                    )
+                names.append(r)
+        members = []
+        colon = self.b.punct(":")
+        for n in names:
+            sub = props.get(n, extra)
+            value = self.value(sub, _ptr(pointer, "properties", n))
+            key = self.b.literal(_compact(n))
+            members.append((self.b.rule([[key, colon, value]]), n in required))
+        comma = self.b.punct(",")
+        # after_i: members i.. once one is written; first_i: none written yet, one must be.
+        # Extra members (after the declared ones) are a loop.
+        after = self.b.rule([[]])
+        first: str | None = None
+        if extra not in (None, False):
+            key = self.b.regex(f'"{_not_one_of(names)}"')
+            value = self.value(extra, _ptr(pointer, "additionalProperties"))
+            member = self.b.rule([[key, colon, value]])
+            loop = self.b.new()
+            self.b.rule([[comma, member, loop], []], loop)
+            after = self.b.rule([[loop]])
+            first = self.b.rule([[member, loop]])
+        for m, req in reversed(members):
+            alts = [[m, after]] + ([[first]] if not req and first is not None else [])
+            first = self.b.rule(alts)
+            after = self.b.rule([[comma, m, after]] + ([] if req else [[after]]))
+        any_required = any(r for _, r in members)
+        alts = []
+        if first is not None:
+            alts.append([self.b.punct("{"), first, self.b.punct("}")])
+        if not any_required:
+            alts.append([self.b.empty("{}")])
+        return self.b.rule(alts)
+
+    def any_value(self) -> str:
+        """Any JSON value (members in any order, any names)."""
+        if self._any is None:
+            v = self._any = self.b.new("any")
+            string = self.b.regex(STRING)
+            comma, colon = self.b.punct(","), self.b.punct(":")
+            member = self.b.rule([[string, colon, v]])
+            members = self.b.rule([[member]])
+            self.b.rules[members].append([members, comma, member])
+            items = self.b.rule([[v]])
+            self.b.rules[items].append([items, comma, v])
+            self.b.rule(
+                [
+                    [self.b.literal(b"null")],
+                    [self.b.literal(b"true")],
+                    [self.b.literal(b"false")],
+                    [self.b.regex(NUMBER)],
+                    [string],
+                    [self.b.empty("{}")],
+                    [self.b.punct("{"), members, self.b.punct("}")],
+                    [self.b.empty("[]")],
+                    [self.b.punct("["), items, self.b.punct("]")],
+                ],
+                v,
+            )
+        return self._any
+
+
+_SUPPORTED = {
+    "type", "properties", "required", "additionalProperties", "items", "prefixItems",
+    "additionalItems", "minItems", "maxItems", "enum", "const", "minLength", "maxLength",
+    "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+    "$ref", "anyOf", "oneOf", "allOf",
+}  # fmt: skip
+_BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
+
+
+def _kind(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    return "array" if isinstance(v, list) else "object"
+
+
+def _is_int(v: Any) -> bool:
+    return not isinstance(v, bool) and (
+        isinstance(v, int) or (isinstance(v, float) and v.is_integer())
+    )
+
+
+def _compact(v: Any) -> bytes:
+    return json.dumps(v, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _int_bounds(bounds: dict[str, Any], pointer: str) -> tuple[int | None, int | None]:
+    """Inclusive integer bounds from draft 4 (boolean exclusive) or later keywords."""
+    lo = hi = None
+    for key, v in bounds.items():
+        if isinstance(v, bool):
+            continue
+        if not isinstance(v, (int, float)):
+            raise SchemaError(key, _ptr(pointer, key), "must be a number")
+        if key == "minimum":
+            n = -int(-v // 1)  # ceil
+            if bounds.get("exclusiveMinimum") is True:
+                n = int(v // 1) + 1
+        elif key == "exclusiveMinimum":
+            n = int(v // 1) + 1
+        elif key == "maximum":
+            n = int(v // 1)
+            if bounds.get("exclusiveMaximum") is True:
+                n = -int(-v // 1) - 1
+        else:
+            n = -int(-v // 1) - 1
+        if key.endswith("inimum"):
+            lo = n if lo is None else max(lo, n)
+        else:
+            hi = n if hi is None else min(hi, n)
+    if lo is not None and hi is not None and lo > hi:
+        raise SchemaError("minimum", pointer, "the bounds admit no integer")
+    return lo, hi
+
+
+def _whole(v: Any) -> int | None:
+    return None if v is None else int(v)
+
+
+def _decimal_range(lo: int | None, hi: int | None) -> str:
+    """Decimals without exponent in [lo, hi] (None: unbounded), JSON spelling."""
+    if lo is not None and hi is not None and lo > hi:
+        raise SchemaError("minimum", "", "the bounds admit no number")
+    parts = []
+    if hi is None or hi >= 0:
+        parts.append(_magnitude(max(lo, 0) if lo is not None else 0, hi))
+    if lo is None or lo < 0:
+        parts.append(
+            "-" + _magnitude(-hi if hi is not None and hi < 0 else 0, None if lo is None else -lo)
+        )
+    return "(?:" + "|".join(parts) + ")"
+
+
+def _magnitude(lo: int, hi: int | None) -> str:
+    """Unsigned decimals whose value is in [lo, hi] (whole bounds)."""
+    frac = r"(?:\.[0-9]+)?"
+    if hi is None:
+        return f"{_nat_range(lo, None)}{frac}"
+    alts = [rf"{_nat_range(hi, hi)}(?:\.0+)?"]
+    if lo < hi:
+        alts.append(f"{_nat_range(lo, hi - 1)}{frac}")
+    return "(?:" + "|".join(alts) + ")"
+
+
+def _int_range(lo: int | None, hi: int | None) -> str:
+    """A regex for the decimal integers in [lo, hi] (None: unbounded), JSON spelling."""
+    parts = []
+    if lo is None or lo < 0:
+        # negatives: -n for n in [max(1, -hi), -lo]
+        nlo = 1 if hi is None or hi >= 0 else -hi
+        nhi = None if lo is None else -lo
+        parts.append("-" + _nat_range(nlo, nhi))
+    if hi is None or hi >= 0:
+        parts.append(_nat_range(max(lo or 0, 0), hi))
+    return "(?:" + "|".join(parts) + ")"
+
+
+def _nat_range(lo: int, hi: int | None) -> str:
+    """Naturals in [lo, hi] without leading zeros."""
+    if hi is None:
+        width = len(str(lo))
+        tail = f"[1-9][0-9]{{{width},}}"
+        return f"(?:{_nat_range(lo, 10**width - 1)}|{tail})"
+    alts = []
+    for width in range(len(str(lo)), len(str(hi)) + 1):
+        a, b = max(lo, 10 ** (width - 1) if width > 1 else 0), min(hi, 10**width - 1)
+        if a <= b:
+            alts += _same_width(str(a), str(b))
+    return "(?:" + "|".join(alts) + ")"
+
+
+def _same_width(a: str, b: str) -> list[str]:
+    """Regexes for the numbers between equal-width a <= b, digit by digit."""
+    if not a:
+        return [""]
+    if a[0] == b[0]:
+        return [a[0] + r for r in _same_width(a[1:], b[1:])]
+    n = len(a) - 1
+    out = [a[0] + r for r in _same_width(a[1:], "9" * n)]
+    if int(a[0]) + 1 <= int(b[0]) - 1:
+        out.append(f"[{int(a[0]) + 1}-{int(b[0]) - 1}]" + "[0-9]" * n)
+    out += [b[0] + r for r in _same_width("0" * n, b[1:])]
+    return out
+
+
+def _pattern(pattern: Any, pointer: str) -> str:
+    """A JSON string in ``pattern`` (search semantics): its characters are :data:`SAFE`."""
+    from grid_core.dfa import build_union_dfa
+
+    if not isinstance(pattern, str):
+        raise SchemaError("pattern", pointer, "must be a string")
+    body = pattern
+    head = "" if body.startswith("^") else f"{SAFE}*"
+    body = body[1:] if body.startswith("^") else body
+    tail = "" if body.endswith("$") and not body.endswith("\\$") else f"{SAFE}*"
+    body = body[:-1] if not tail else body
+    body = _rewrite(body)
+    try:
+        dfa = build_union_dfa([("P", f"(?:{body})X")])  # X: the automaton must read bytes
+    except GrammarError as e:
+        raise SchemaError("pattern", pointer, str(e)) from None
+    safe = {ord(c) for c in " !" + "".join(chr(x) for x in range(0x23, 0x7F) if x != 0x5C)}
+    for s in range(len(dfa.accept)):
+        for byte in range(256):
+            if dfa.trans[s * 256 + byte] != -1 and byte not in safe and byte != ord("X"):
+                raise SchemaError(
+                    "pattern", pointer, f"matches byte {byte:#04x}, which GRID cannot spell exactly"
+                )
+    return f'"{head}(?:{body}){tail}"'
+
+
+def _rewrite(body: str) -> str:
+    """``.``, ``\\S`` and negated classes narrowed to :data:`SAFE` characters."""
+    out, i, in_class = [], 0, False
+    while i < len(body):
+        c = body[i]
+        if c == "\\" and i + 1 < len(body):
+            pair = body[i : i + 2]
+            if not in_class and pair == "\\S":
+                out.append(r"[!#-\[\]-~]")
+            elif not in_class and pair == "\\s":
+                out.append(" ")
+            else:
+                out.append(pair)
+            i += 2
+            continue
+        if in_class:
+            if c == "]" and body[i - 1] not in "[^":
+                in_class = False
+            out.append(c)
+        elif c == "[":
+            in_class = True
+            if body[i + 1 : i + 2] == "^":
+                out.append('[^\\x00-\\x1f"\\\\\\x7f-\\xff')
+                i += 2
+                continue
+            out.append(c)
+        elif c == ".":
+            out.append(SAFE)
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def schema_grammar(schema: Any, *, whitespace: int = 0, strict: bool = False) -> str:
+    """The lark grammar of ``schema`` (a parsed JSON Schema); see the module header.
+
+    Raises :class:`SchemaError` naming the keyword and JSON pointer it cannot honour.
+    """
+    if not isinstance(whitespace, int) or whitespace < 0:
+        raise ValueError(f"whitespace must be a non-negative int, not {whitespace!r}")
+    c = _Compiler(schema, whitespace, strict)
+    return c.b.text(c.value(schema, ""))
+
+
+def json_object_grammar(*, whitespace: int = 0) -> str:
+    """Any JSON object (vLLM's ``json_object``)."""
+    return schema_grammar({"type": "object", "additionalProperties": True}, whitespace=whitespace)
+
+
+def regex_grammar(pattern: str) -> str:
+    """Exactly the byte strings ``pattern`` matches in full (Python ``re`` syntax, no anchors)."""
+    return f"start: T0\nT0: /{lark_regex(pattern)}/\n"
+
+
+def choice_grammar(choices: Sequence[str]) -> str:
+    """Exactly one of ``choices`` (UTF-8), as written."""
+    if not choices or not all(isinstance(c, str) and c for c in choices):
+        raise GrammarError(f"a choice request needs non-empty strings, not {choices!r}")
+    b = _Builder(0)
+    return b.text(b.rule([[b.literal(c.encode())] for c in dict.fromkeys(choices)]))
+
+
+_SHORT_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+}
+
+
+def _not_one_of(names: Sequence[str]) -> str:
+    """JSON string contents that decode to none of ``names``, as a regex.
+
+    The contents are written without ``\\u`` and ``\\/`` escapes, so every
+    string has one spelling. A trie of the names, character by character: at
+    each node the text may end (unless a name ends there), follow a child (in
+    its one spelling), or leave the trie with any other character and go on
+    freely. A non-ASCII child leaves only through ASCII characters and escapes
+    (a sound narrowing: a regex cannot subtract one UTF-8 sequence cheaply).
+    """
+    trie: dict[str, Any] = {}
+    for n in names:
+        node = trie
+        for ch in n:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+    escapes = "|".join(re.escape(e) for e in _SHORT_ESCAPES.values())
+    free = f"(?:{SAFE}|{escapes}|{_UTF8})*"
+
+    def rest(node: dict[str, Any]) -> str:
+        alts = [] if "" in node else [""]
+        kids = [k for k in node if k]
+        for k in kids:
+            spelled = json.dumps(k, ensure_ascii=False)[1:-1].encode().decode("latin-1")
+            alts.append(re.escape(spelled) + rest(node[k]))
+        safe_kids = "".join(re.escape(k) for k in kids if " " <= k <= "~")
+        alts.append(f'[^\\x00-\\x1f"\\\\\\x7f-\\xff{safe_kids}]{free}')
+        alts += [re.escape(e) + free for c, e in _SHORT_ESCAPES.items() if c not in kids]
+        if all(k < "\x80" for k in kids):
+            alts.append(f"(?:{_UTF8}){free}")
+        return "(?:" + "|".join(alts) + ")"
+
+    return rest(trie)
