@@ -8,19 +8,25 @@ still valid; where it cannot honour a keyword exactly or by a sound
 narrowing, the call raises :class:`SchemaError` naming the keyword and its JSON
 pointer. A keyword is never dropped.
 
-Narrowings (sound, documented in ``docs/json.md``):
+Narrowings (sound, listed in ``docs/json.md``):
 
 - members are written in the order of ``properties``; an optional one may be
-  left out; extra members (``additionalProperties`` true or a schema) follow
-  the declared ones, with ASCII names, no escapes, different from every
-  declared name (so a name is never repeated); an absent
-  ``additionalProperties`` means none (``strict``, as xgrammar's default);
-  ``strict=False`` makes it mean ``true``;
-- a string in a ``pattern`` or a ``format`` is printable ASCII without ``"``
+  left out; extra members (``additionalProperties`` absent, true or a schema)
+  follow the declared ones, their names written without ``\\u`` or ``\\/``
+  escapes and different from every declared name (so no name repeats);
+  ``strict=True`` reads an absent ``additionalProperties`` as false
+  (xgrammar's default);
+- a string under ``pattern`` or ``format`` is printable ASCII without ``"``
   and ``\\``; an unanchored pattern may be surrounded by such characters;
-- ``\\u`` escapes never spell a surrogate half; numbers are written as JSON
-  writes them (no leading zeros; ``-0`` allowed only where the bounds allow 0);
-- an ``enum``/``const`` value is written compactly.
+  ``format`` values are the subsets in :data:`FORMATS`;
+- ``\\u`` escapes never spell a surrogate half;
+- numbers have no leading zeros; a bounded number has no exponent; an integer
+  has no exponent (``1.0`` is allowed, ``1e0`` is not);
+- an ``enum``/``const`` value is written compactly;
+- ``anyOf`` alternatives are tried by the LALR(1) parser without
+  backtracking: where two alternatives' terminals overlap (an integer and a
+  number item), the lexeme goes to one of them (``Terminal.tie_key``) and an
+  instance only the other accepts is rejected.
 
 Whitespace: none by default (compact, as ``json.dumps(..., separators=(",", ":"))``);
 ``whitespace=n`` lets each gap between two tokens hold a run of at most ``n``
@@ -30,15 +36,18 @@ one terminal that absorbs the run on its open side (after ``{ [ , :``, before
 
 Supported: ``type`` (one or a list), ``properties``, ``required``,
 ``additionalProperties``, ``items`` (a schema), ``prefixItems`` / ``items`` as a
-list with ``additionalItems``/``items`` false, ``minItems``/``maxItems``,
-``enum``, ``const``, ``minLength``/``maxLength``, ``pattern``, ``format`` (the
-formats in :data:`FORMATS`), ``minimum``/``maximum`` and their exclusive forms
-on integers, ``minimum >= 0`` / ``exclusiveMinimum >= 0`` cut to the sign on numbers only when the
-bound is 0, ``$ref`` to ``#...`` (``$defs``, ``definitions``, recursion),
-``anyOf``, ``oneOf`` whose alternatives have disjoint JSON types, ``allOf`` of
-one schema. Annotations (``title``, ``description``, ``default``, ...) and
-keywords JSON Schema does not define are ignored, as a validator ignores them.
-A grammar that is not LALR(1) is refused later, by :func:`grid_core.compile.compile_grammar`.
+list with ``additionalItems``/``items`` false (a closed tuple),
+``minItems``/``maxItems`` (up to :data:`MAX_REPEAT`), ``enum``, ``const``,
+``minLength``/``maxLength`` (up to :data:`MAX_LENGTH`), ``pattern``, ``format``
+(the formats in :data:`FORMATS`), ``minimum``/``maximum`` (integers: any bound,
+exclusive ones too; numbers: whole inclusive bounds), ``$ref`` to ``#...``
+(``$defs``, ``definitions``, recursion), ``anyOf``, ``oneOf`` whose alternatives
+have disjoint JSON types, ``allOf`` and the siblings of ``anyOf``/``oneOf``
+merged into one schema where the merge is exact (:meth:`_Compiler.merge`).
+Annotations (``title``, ``description``, ``default``, ...) and keywords JSON
+Schema does not define are ignored, as a validator ignores them. A grammar that
+is not LALR(1) is refused by :func:`grid_core.compile.compile_grammar`
+(:class:`~grid_core.errors.LALRConflictError`).
 """
 
 from __future__ import annotations
