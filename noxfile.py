@@ -259,6 +259,17 @@ def peers(session: nox.Session) -> None:
     session.run(*args, *session.posargs, external=True, env=env)
 
 
+@nox.session
+def maskbench(session: nox.Session) -> None:
+    """MaskBench's JSON Schemas: GRID, llguidance and xgrammar (bench/maskbench.py), in the
+    peers environment."""
+    peers_venv = Path(session.create_tmp()).parent.parent / "peers" / "peers-venv"
+    env = {"UV_PROJECT_ENVIRONMENT": str(peers_venv), "PYTHONUNBUFFERED": "1"}
+    env |= {pool: "1" for pool in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    args = ("uv", "run", "--frozen", "--group", "peers", "python", "bench/maskbench.py")
+    session.run(*args, *session.posargs, external=True, env=env)
+
+
 @nox.session(name="walk-arm")
 def walk_arm(session: nox.Session) -> None:
     """Termination at scale: 10,000 model-free generations, every stop in L."""
