@@ -40,8 +40,8 @@ def redis_binary() -> str:
 class RedisServer:
     """One server process on a fixed loopback port; ``stop`` and ``start`` again."""
 
-    def __init__(self, binary: str, base: Path) -> None:
-        self.binary, self.base, self.port = binary, base, _free_port()
+    def __init__(self, binary: str, base: Path, extra: tuple[str, ...] = ()) -> None:
+        self.binary, self.base, self.port, self.extra = binary, base, _free_port(), extra
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -52,13 +52,13 @@ class RedisServer:
         assert self.process is None
         self.process = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.base), "--protected-mode", "no"],
+             "--appendonly", "no", "--dir", str(self.base), "--protected-mode", "no", *self.extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         for _ in range(1000):  # until it answers PING (or exits)
             if self.process.poll() is not None:
                 raise RuntimeError(f"redis-server exited with {self.process.returncode}")
-            if self.command("PING") == b"+PONG\r\n":
+            if self.command("PING") in (b"+PONG\r\n", b"-NOAUTH Authentication required.\r\n"):
                 return
             with suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=0.01)
@@ -116,11 +116,12 @@ def _complete(reply: bytes) -> bool:
 
 
 @contextmanager
-def running_redis() -> Iterator[RedisServer]:
-    """A throw-away Redis server; killed and its directory removed on exit."""
+def running_redis(*extra: str) -> Iterator[RedisServer]:
+    """A throw-away Redis server (``extra``: more server options); killed and its
+    directory removed on exit."""
     binary = redis_binary()
     base = Path(tempfile.mkdtemp(prefix="grid-redis-"))
-    server = RedisServer(binary, base)
+    server = RedisServer(binary, base, extra)
     try:
         server.start()
         yield server

@@ -354,6 +354,25 @@ def test_a_server_that_never_answers_costs_local_walks_only(
     assert got["errors"] >= 1 and "hits" not in got and "published" not in got
 
 
+def test_a_password_and_a_database_in_the_url(
+    reference: dict[bytes, list[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AUTH and SELECT as the URL says; a wrong password is a counted failure and
+    local walks, with the same masks."""
+    statement = min(reference, key=len)
+    with running_redis("--requirepass", "s3cret") as server:
+        for password, works in [("s3cret", True), ("wrong", False)]:
+            url = f"redis://:{password}@127.0.0.1:{server.port}/3?backoff_ms=0&wait_ms=0"
+            use_tier(monkeypatch, url)
+            for _ in range(2):  # the second engine reads what the first published
+                replay_all({statement: reference[statement]})
+            m = tier_of(url).metrics()
+            if works:
+                assert m["published"] == m["hits"] > 0 and m["errors"] == 0
+            else:
+                assert m["errors"] == m["lookups"] > 0 and m["hits"] == m["published"] == 0
+
+
 # ------------------------------------------------------------------ single flight
 
 
