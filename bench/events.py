@@ -20,6 +20,12 @@ gold statements (grid-sql's sqlite dialect, no lexicon, a real vocabulary):
    quantiles and a histogram. Statements with no table are counted apart.
    Every stream is also checked equal to the post-hoc events of its statement.
 
+3. **events off, before and after** (``--off-only``): the ``off`` variant
+   alone, so that it can run on an older grid-core (a ``git archive`` of
+   ``packages/grid-core/src`` put first on ``PYTHONPATH``; that grid-core has
+   no events) and on this one: the warm step of a guide without events must
+   not change (``results/events_off_before.json``, ``events_off_after.json``).
+
 Times are wall clock on one thread of a shared 2-core host: compare the two
 variants of one run, not absolute times across runs.
 
@@ -43,11 +49,10 @@ from typing import Any
 from host import host_description
 from kernels_step import VOCABS, corpus, first_sight, quantiles
 
-from grid_core.events import EventGuide, tracker
+import grid_core
 from grid_core.grammar import load_grammar
 from grid_core.guide import Engine
 from grid_sql.dialects import SQLITE
-from grid_sql.events import event_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -69,9 +74,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--passes", type=int, default=3, help="warm passes over the replays")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=ROOT / "bench/results/events.json")
+    p.add_argument("--off-only", action="store_true", help="time the guide without events only")
     args = p.parse_args(argv)
+    if args.off_only:
+        return off_only(args)
     host = host_description()
     print(f"host: {host['cpu_model'] or host['machine']}, load {host['loadavg_start']}")
+
+    from grid_core.events import EventGuide, tracker
+    from grid_sql.events import event_spec
 
     grammar = load_grammar(SQLITE.grammar_text, "sqlite")
     engine = Engine(grammar, VOCABS[args.vocab]())
@@ -140,6 +151,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(summary, indent=2) + "\n")
     print(f"wrote {args.out}")
+    return 0
+
+
+def off_only(args: argparse.Namespace) -> int:
+    """The warm step of ``engine.guide(audit=False)`` alone (works on a grid-core
+    without events)."""
+    host = host_description()
+    grammar = load_grammar(SQLITE.grammar_text, "sqlite")
+    engine = Engine(grammar, VOCABS[args.vocab]())
+    assert engine.kernel is not None, "grid-kernels is not loaded (GRID_KERNELS=0?)"
+    seqs, _, rejected = first_sight(engine, corpus(grammar, engine, args.replays, args.seed))
+    row = array.array("i", bytes(4 * engine.n_words))
+    times: list[float] = []
+    gc.disable()
+    try:
+        for _ in range(args.passes):
+            for seq in seqs:
+                replay(engine.guide(audit=False), seq, row, times)
+    finally:
+        gc.enable()
+    summary = {
+        "benchmark": "events --off-only",
+        "command": "uv run python bench/events.py " + " ".join(sys.argv[1:]),
+        "grid_core": grid_core.__file__,
+        "host": host | {"loadavg_end": host_description()["loadavg_start"]},
+        "statements": len(seqs),
+        "rejected_replays": rejected,
+        "warm_step_us": quantiles(times) | {"mean": statistics.fmean(times)},
+    }
+    print(json.dumps(summary["warm_step_us"]))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(summary, indent=2) + "\n")
     return 0
 
 
