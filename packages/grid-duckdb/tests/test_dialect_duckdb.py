@@ -233,9 +233,15 @@ def test_backend_owns_duckdb_files_only(database: Path, tmp_path: Path) -> None:
     assert not owns(other) and database_for(other).name == "sqlite"
 
 
-def test_backend_runs_read_only_under_limits(database: Path) -> None:
+def test_backend_runs_read_only_under_limits(database: Path, tmp_path: Path) -> None:
+    import shutil
+
     from grid_duckdb.database import run_readonly
     from grid_sql.limits import LimitExceededError, Limits
+
+    # A copy: DuckDB refuses a second connection, with another configuration, to a
+    # file this process holds open (the module's `db` fixture).
+    database = Path(shutil.copy(database, tmp_path / "copy.duckdb"))
 
     result = run_readonly(database, "FROM employees SELECT count(*);", Limits(), 5)
     assert len(result.columns) == 1 and result.count == 1
