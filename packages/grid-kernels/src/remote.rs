@@ -9,11 +9,12 @@
 //! `wait_ms`, then walks locally without publishing.
 //!
 //! **Keys.** Every key starts with the tier's prefix
-//! `grid:<deployment>:<family>:<FORMAT>.<ABI_VERSION>:`, where `<deployment>`
-//! is 16 hex digits of HMAC-SHA256(deployment key, "grid deployment") and
-//! `<family>` 16 hex digits of BLAKE2b of the family fingerprint (DFA and
-//! trie), so a new grammar family, a new entry format or a new key layout
-//! starts an empty namespace. An entry lives at `prefix e:<h>`, its lock at
+//! `grid:<deployment>:<family>:<FORMAT>.<ABI_VERSION>.<crate version>:`, where
+//! `<deployment>` is 16 hex digits of HMAC-SHA256(deployment key, "grid
+//! deployment") and `<family>` 16 hex digits of BLAKE2b of the family
+//! fingerprint (DFA and trie), so a new grammar family, a new entry format, a
+//! new key layout or another release of the walk starts an empty namespace
+//! (replicas of two releases never share entries during a rollout). An entry lives at `prefix e:<h>`, its lock at
 //! `prefix l:<h>`, `h` the hex BLAKE2b-128 of grid-core's canonical key
 //! (namespace, root, form, allowed set, and the lexicon fingerprint at an
 //! identifier position): the key every process computes alike.
@@ -254,10 +255,11 @@ impl Remote {
         let deployment = deployment.finalize().into_bytes();
         let family_hash = Blake2b::<U8>::digest(family.as_bytes());
         let prefix = format!(
-            "grid:{}:{}:{FORMAT}.{}:",
+            "grid:{}:{}:{FORMAT}.{}.{}:",
             hex(&deployment[..8]),
             hex(&family_hash),
-            crate::ABI_VERSION
+            crate::ABI_VERSION,
+            env!("CARGO_PKG_VERSION")
         );
         Ok(Self {
             link: Mutex::new(Link {
