@@ -99,7 +99,7 @@ def test_generated_statements(name: str) -> None:
     checked = 0
     for _ in range(30):  # a draw whose completion the bounded search misses is skipped
         guide = engine.guide(audit=False)
-        for _ in range(rng.randrange(5, 30)):
+        for _ in range(rng.randrange(5, 20)):
             choices = [t for t in guide.mask_ids() if t != EOS]
             if not choices:
                 break
@@ -110,9 +110,9 @@ def test_generated_statements(name: str) -> None:
         if rest is not None:
             check(name, guide.output() + rest)
             checked += 1
-        if checked == 6:
+        if checked == 4:
             break
-    assert checked == 6
+    assert checked == 4
 
 
 def test_event_symbols_are_checked_against_the_grammar() -> None:
