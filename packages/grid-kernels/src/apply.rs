@@ -20,7 +20,11 @@ pub fn apply_row(logits: &mut [f32], words: &[u32]) {
             _ => {
                 // Whole words of 32 lanes, a select per lane: the loop vectorizes.
                 for (j, x) in chunk.iter_mut().enumerate() {
-                    *x = if w >> j & 1 == 0 { f32::NEG_INFINITY } else { *x };
+                    *x = if w >> j & 1 == 0 {
+                        f32::NEG_INFINITY
+                    } else {
+                        *x
+                    };
                 }
             }
         }
@@ -76,7 +80,10 @@ mod tests {
         // A row that ends inside its last word reads that word's low bits.
         let blocked = masked(40, &[u32::MAX, 0b10]);
         assert!(blocked[..32].iter().all(|b| !b));
-        assert_eq!(&blocked[32..], [true, false, true, true, true, true, true, true]);
+        assert_eq!(
+            &blocked[32..],
+            [true, false, true, true, true, true, true, true]
+        );
     }
 
     #[test]
