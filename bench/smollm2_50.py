@@ -155,6 +155,22 @@ def sql_of_answer(text: str) -> str:
     return text.split("```", 1)[0].strip()
 
 
+def unconstrained(lm: Any, ids: list[int], budget: int) -> tuple[list[int], str, float]:
+    """Plain greedy ``generate`` on the prompt, no GRID: the new token ids, their text
+    and the wall seconds."""
+    t = time.perf_counter()
+    with torch.inference_mode():
+        out = lm.model.generate(
+            torch.tensor([ids]),
+            max_new_tokens=budget,
+            do_sample=False,
+            eos_token_id=list(lm.vocab.eos_ids),
+            pad_token_id=lm.vocab.eos_ids[0],
+        )
+    new = out[0, len(ids) :].tolist()
+    return new, lm.tokenizer.decode(new, skip_special_tokens=True), time.perf_counter() - t
+
+
 def judge(
     sql: bytes, lang: Language, schema: SchemaSnapshot, grants: Any, db: Path
 ) -> dict[str, Any]:
@@ -222,18 +238,7 @@ def main() -> None:
         ids = prompt_ids(lm.tokenizer, question, schema_ddl(schema, role.grants))
         rec: dict[str, Any] = {"n": n, "role": role_name, "question": question}
 
-        t = time.perf_counter()
-        with torch.inference_mode():
-            out = lm.model.generate(
-                torch.tensor([ids]),
-                max_new_tokens=budget,
-                do_sample=False,
-                eos_token_id=list(lm.vocab.eos_ids),
-                pad_token_id=lm.vocab.eos_ids[0],
-            )
-        secs = time.perf_counter() - t
-        new = out[0, len(ids) :].tolist()
-        answer = lm.tokenizer.decode(new, skip_special_tokens=True)
+        new, answer, secs = unconstrained(lm, ids, budget)
         sql = sql_of_answer(answer)
         rec["unconstrained"] = {
             "tokens": len(new),

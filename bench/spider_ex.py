@@ -56,6 +56,7 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).parent))  # host.py, smollm2_50.py
 
 ARMS = ("unconstrained", "mode1", "repair")
 EXCLUDED = {"wta_1": "the release ships its schema without rows"}
@@ -75,11 +76,6 @@ def questions(data: Path) -> list[dict[str, str]]:
 
 def database(data: Path, db_id: str) -> Path:
     return data / "database" / db_id / f"{db_id}.sqlite"
-
-
-def sql_of_answer(text: str) -> str:
-    """The unconstrained answer's SQL: the text up to the closing code fence."""
-    return text.split("```", 1)[0].strip()
 
 
 def execute(db: Path, sql: str) -> tuple[list[tuple[Any, ...]] | None, str]:
@@ -144,8 +140,6 @@ class Context:
 def run_question(
     q: dict[str, str], ctx: Context, lm: Any, budget: int, penalty: float = 1.0
 ) -> dict[str, Any]:
-    import torch
-
     from grid_core.audit import verify
     from grid_core.decode import Generation
     from grid_core.guide import Engine
@@ -158,18 +152,10 @@ def run_question(
     rec: dict[str, Any] = {**q, "ordered": ordered}
     ids = prompt_ids(lm.tokenizer, q["question"], ctx.ddl)
 
-    t = time.perf_counter()
-    with torch.inference_mode():
-        out = lm.model.generate(
-            torch.tensor([ids]),
-            max_new_tokens=budget,
-            do_sample=False,
-            eos_token_id=list(lm.vocab.eos_ids),
-            pad_token_id=lm.vocab.eos_ids[0],
-        )
-    secs = time.perf_counter() - t
-    new = out[0, len(ids) :].tolist()
-    sql = sql_of_answer(lm.tokenizer.decode(new, skip_special_tokens=True))
+    from smollm2_50 import sql_of_answer, unconstrained
+
+    new, text, secs = unconstrained(lm, ids, budget)
+    sql = sql_of_answer(text)
     rec["unconstrained"] = {
         "tokens": len(new),
         "seconds": secs,
@@ -225,13 +211,15 @@ def fraction(records: Sequence[dict[str, Any]], arm: str, field: str) -> float:
     return sum(bool(r[arm][field]) for r in records) / max(1, len(records))
 
 
-def paired_gain(records: Sequence[dict[str, Any]], arm: str, base: str) -> dict[str, float]:
+def paired_gain(records: Sequence[dict[str, Any]], arm: str, base: str) -> dict[str, float | None]:
     """Mean of ex(arm) - ex(base) over the questions, with a 95% normal interval."""
     d = [int(r[arm]["ex"]) - int(r[base]["ex"]) for r in records]
     n = len(d)
     mean = sum(d) / max(1, n)
     sd = statistics.stdev(d) if n > 1 else 0.0
-    half = 1.96 * sd / math.sqrt(n) if n > 1 else float("nan")
+    if n < 2:  # no interval from one question
+        return {"n": n, "gain": mean, "ci95_low": None, "ci95_high": None}
+    half = 1.96 * sd / math.sqrt(n)
     return {"n": n, "gain": mean, "ci95_low": mean - half, "ci95_high": mean + half}
 
 
@@ -302,7 +290,6 @@ def load_records(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def host() -> dict[str, Any]:
-    sys.path.insert(0, str(Path(__file__).parent))
     from host import engine_source
 
     return {
