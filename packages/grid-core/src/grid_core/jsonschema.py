@@ -59,6 +59,7 @@ from typing import Any
 
 from grid_core.errors import GrammarError
 from grid_core.grammar import lark_literal, lark_regex
+from grid_core.regex_bytes import compile_pattern
 
 __all__ = [
     "FORMATS",
@@ -763,7 +764,12 @@ def json_object_grammar(*, whitespace: int = 0) -> str:
 
 
 def regex_grammar(pattern: str) -> str:
-    """Exactly the byte strings ``pattern`` matches in full (Python ``re`` syntax, no anchors)."""
+    """Exactly the byte strings ``pattern`` matches in full (Python ``re`` syntax, no anchors).
+
+    The pattern is compiled here, so a construct it cannot have (an anchor, a
+    lookaround) is a :class:`~grid_core.errors.PatternError` from this call.
+    """
+    compile_pattern("REGEX", pattern)
     return f"start: T0\nT0: /{lark_regex(pattern)}/\n"
 
 

@@ -270,3 +270,34 @@ def test_a_request_with_events_writes_them_as_json_lines(
     assert kept == [e.key for e in tracker(grammar.engine, spec).parse(sql.encode())]
     table = next(line for line in lines if line["kind"] == "table")
     assert (table["table"], table["granted"]) == ("departments", True)
+
+
+def test_a_json_schema_request_runs_on_the_native_guide_and_is_audited(
+    manager: Any, config: Any, tokenizer: Any
+) -> None:
+    """A JSON request (vLLM's ``json``) compiles through grid_core.jsonschema: its answer's
+    tokens are in every row, EOS ends it, its sealed log verifies and replays. Fails if
+    the standard request path lost the SQL path's guide, rows or audit."""
+    pytest.importorskip("grid_kernels._native")
+    from vllm.sampling_params import StructuredOutputsParams
+
+    from grid_core.kernels import KernelGuide
+
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "n": {"type": "integer", "minimum": 0}},
+        "required": ["name", "n"],
+        "additionalProperties": False,
+    }
+    params = StructuredOutputsParams(json=schema)
+    ids = tokenizer.encode('{"name":"ab c","n":42}', add_special_tokens=False)
+    r, grammar = compiled(manager, config, tokenizer, "json-eos", params)
+    assert isinstance(grammar.guide, KernelGuide) and grammar.guide.audited
+    for token in [*ids, 2]:
+        manager.grammar_bitmask({"json-eos": r}, ["json-eos"], {})
+        assert manager.accept_tokens(r, [token])
+    lines = (Path(os.environ["GRID_AUDIT_DIR"]) / "json-eos.jsonl").read_text().splitlines()
+    assert json.loads(lines[-1])["seal"]["stop_reason"] == "eos"
+    assert verify(lines).ok and replay(lines, grammar.engine).ok
+    _, again = compiled(manager, config, tokenizer, "json-again", params)
+    assert again.engine is grammar.engine  # single-flight: one engine per (kind, text)

@@ -73,14 +73,35 @@ def test_validation_takes_grid_specs_as_grammar(config: Any, tokenizer: Any) -> 
 
 
 BAD = {
-    "json-schema": ({"json": {"type": "object"}}, "takes a GRID grammar spec"),
-    "regex": ({"regex": "SELECT .*"}, "got regex"),
-    "malformed-spec": ({"grammar": "SELECT 1"}, "GRID grammar spec: not JSON"),
+    "json-schema": ({"json": {"type": "array", "uniqueItems": True}}, "uniqueItems"),
+    "regex": ({"regex": "^SELECT .*"}, "anchor"),
+    "structural-tag": ({"structural_tag": "{}"}, "got structural_tag"),
+    "malformed-spec": ({"grammar": "{SELECT 1"}, "GRID grammar spec: not JSON"),
     "unknown-key": (
         {"grammar": '{"dialect": "sqlite", "role": "a", "schema": "example", "x": 1}'},
         "field 'x'",
     ),
 }
+
+
+STANDARD = {
+    "json": {"json": {"type": "object", "properties": {"n": {"type": "integer"}}}},
+    "json-object": {"json_object": True},
+    "regex": {"regex": "SELECT [a-z]+;"},
+    "choice": {"choice": ["yes", "no"]},
+    "lark": {"grammar": 'start: "a"+\n'},
+}
+
+
+@pytest.mark.parametrize("constraint", STANDARD.values(), ids=STANDARD.keys())
+def test_validation_takes_the_standard_request_types(
+    config: Any, tokenizer: Any, constraint: dict[str, Any]
+) -> None:
+    """JSON, JSON_OBJECT, REGEX, CHOICE and a lark GRAMMAR resolve to ``grid``; fails if
+    one is refused."""
+    params = SamplingParams(structured_outputs=StructuredOutputsParams(**constraint))
+    verify(params, config, tokenizer)
+    assert params.structured_outputs._backend == "grid"
 
 
 @pytest.mark.parametrize(("constraint", "message"), BAD.values(), ids=BAD.keys())

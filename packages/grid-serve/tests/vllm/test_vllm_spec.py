@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from grid_core.errors import GridError
 from grid_core.vocab import Vocabulary
 from grid_serve.vllm.spec import EngineCompiler, GrammarSpecError, GridSpec
 from grid_sql.policy import EXAMPLE as EXAMPLE_POLICY
@@ -147,3 +148,50 @@ def test_the_vllm_free_modules_import_neither_vllm_nor_torch(module: str) -> Non
     code = f"import sys, {module}; print('vllm' in sys.modules, 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+STANDARD = {
+    "json": (
+        json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}),
+        b'{"n":12}',
+        b'{"n":"x"}',
+    ),
+    "json_object": ("", b'{"a":[1,{}]}', b"[1]"),
+    "regex": ("[0-9]{2}-[a-z]+", b"12-ab", b"123-ab"),
+    "choice": (json.dumps(["yes", "no"]), b"no", b"nope"),
+    "grammar": ('start: "a"+ "b"\n', b"aab", b"ba"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(STANDARD))
+def test_standard_requests_compile_to_engines(vocab: Vocabulary, kind: str) -> None:
+    """JSON, JSON_OBJECT, REGEX, CHOICE and a lark GRAMMAR: one engine per (kind, text),
+    accepting what the request means. Fails if a kind is refused or misread."""
+    text, good, bad = STANDARD[kind]
+    compiler = EngineCompiler(vocab)
+    engine = compiler.request_engine(kind, text)
+    assert compiler.request_engine(kind, text) is engine
+    lx = engine.lexer
+    after = lx.advance(lx.initial, good)
+    assert after is not None and lx.eos_allowed(after)
+    after = lx.advance(lx.initial, bad)
+    assert after is None or not lx.eos_allowed(after)
+
+
+@pytest.mark.parametrize(
+    ("kind", "text", "error"),
+    [
+        ("json", "{not json", "not a JSON Schema"),
+        ("json", json.dumps({"type": "array", "uniqueItems": True}), "uniqueItems"),
+        ("choice", '"yes"', "not a list"),
+        ("regex", "^a", "anchor"),
+        ("grammar", "start: a\na: a\n", "start"),
+        ("structural_tag", "{}", "does not serve"),
+    ],
+)
+def test_standard_requests_grid_cannot_serve_are_refused_by_name(
+    vocab: Vocabulary, kind: str, text: str, error: str
+) -> None:
+    compiler = EngineCompiler(vocab)
+    with pytest.raises(GridError, match=error):
+        compiler.request_engine(kind, text)

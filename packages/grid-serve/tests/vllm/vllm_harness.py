@@ -101,7 +101,7 @@ def request(
     config: VllmConfig,
     tokenizer: Any,
     request_id: str,
-    spec: Mapping[str, str] | str | None,
+    spec: Mapping[str, str] | str | StructuredOutputsParams | None,
     *,
     prompt: list[int] | None = None,
     stop_token_ids: list[int] | None = None,
@@ -109,9 +109,12 @@ def request(
 ) -> Request:
     """A request as vLLM's front end makes it: params validated against the engine's
     config (the plugin's validation for ``grid``), the model's EOS added to its stop
-    ids. ``spec`` None: an unconstrained request; a str is passed as is."""
+    ids. ``spec`` None: an unconstrained request; a str is passed as is; a
+    ``StructuredOutputsParams`` (a standard request type) is used as it is."""
     structured = None
-    if spec is not None:
+    if isinstance(spec, StructuredOutputsParams):
+        structured = spec
+    elif spec is not None:
         text = spec if isinstance(spec, str) else json.dumps(spec)
         structured = StructuredOutputsParams(grammar=text)
     params = SamplingParams(

@@ -13,11 +13,14 @@ exception thrown into the engine's batch loop).
 - its GRID vocabulary comes from the engine's tokenizer: the Hugging Face fast
   tokenizer's own ``tokenizer.json`` (:func:`model_vocabulary`), padded to the
   model's logits width and checked on probe strings;
-- ``compile_grammar`` takes ``GRAMMAR`` requests only, whose text is a GRID
-  grammar spec (:mod:`grid_serve.vllm.spec`); vLLM calls it on its compile
-  pool, and an error there fails that request only (vLLM stores it on the
-  request's future and finishes the request with the message). The engine is
-  built once per spec key (single-flight) and the request's first row is
+- ``compile_grammar`` takes ``GRAMMAR`` requests whose text is a GRID grammar
+  spec (:mod:`grid_serve.vllm.spec`), and the standard request types ``JSON``,
+  ``JSON_OBJECT``, ``REGEX``, ``CHOICE`` and ``GRAMMAR`` as lark text
+  (:func:`grid_serve.vllm.spec.request_grammar`, the same audit, single-flight
+  compile and failure isolation); ``STRUCTURAL_TAG`` is refused by name;
+  vLLM calls it on its compile pool, and an error there fails that request
+  only (vLLM stores it on the request's future and finishes the request with
+  the message). The engine is built once per spec key (single-flight) and the request's first row is
   computed there too, so a new request is never scheduled before its first
   mask exists (vLLM holds it in ``WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR``);
 - ``allocate_token_bitmask`` gives the ``[rows, ceil(V / 32)]`` int32 tensor
@@ -106,7 +109,7 @@ from grid_serve.event_lines import EventLines
 from grid_serve.model import PROBES
 from grid_serve.torch import bitmask_tensor
 from grid_serve.vllm.rows import RoundClock, RowsAhead, StopSet
-from grid_serve.vllm.spec import EngineCompiler, GrammarSpecError, GridSpec
+from grid_serve.vllm.spec import EngineCompiler, GridSpec, is_grid_spec
 from grid_sql.dialects import get_dialect
 from grid_sql.events import SqlEventReader, event_spec
 
@@ -227,15 +230,15 @@ class GridBackend(StructuredOutputBackend):  # type: ignore[misc, unused-ignore]
         grammar_spec: str,
         stop_token_ids: set[int] | None = None,
     ) -> GridGrammar:
-        if request_type != StructuredOutputOptions.GRAMMAR:
-            raise GrammarSpecError(
-                "",
-                f"the GRID backend takes a grammar spec as `grammar`, not a "
-                f"{request_type.name} constraint",
-            )
+        stops = StopSet(self.grid_vocab, stop_token_ids)
+        kind = request_type.name.lower()
+        if kind != "grammar" or not is_grid_spec(grammar_spec):
+            engine = self.compiler.request_engine(kind, grammar_spec)
+            grammar = GridGrammar(engine, stops, self.mask_pool, lambda: self.audit_sink, None)
+            grammar.prime()
+            return grammar
         spec = GridSpec.parse(grammar_spec)
         engine = self.compiler.engine(spec)
-        stops = StopSet(self.grid_vocab, stop_token_ids)
         events = None
         if spec.events:
             schema = spec.load_schema()

@@ -15,13 +15,15 @@ scheduler (:mod:`grid_serve.vllm.defer`) unless ``GRID_VLLM_DEFER=0``:
    that class and of ``VllmConfig`` (which embeds it) are rebuilt, so
    ``structured_outputs_config={"backend": "grid"}`` and
    ``--structured-outputs-config '{"backend": "grid"}'`` validate;
-2. request validation: with the engine's backend ``grid``, a request must carry
-   its constraint as ``grammar``, a GRID grammar spec
-   (:meth:`grid_serve.vllm.spec.GridSpec.parse`); anything else is a
-   ``VLLMValidationError`` (an HTTP 400), checked before the request reaches
-   the engine. vLLM's checks that apply to every backend run first (a
-   diffusion model, no tokenizer, a request naming another backend);
-   every other backend name goes to vLLM's own method;
+2. request validation: with the engine's backend ``grid``, a request carries
+   one constraint: ``json``, ``json_object``, ``regex``, ``choice`` or
+   ``grammar`` (a GRID grammar spec, :meth:`grid_serve.vllm.spec.GridSpec.parse`,
+   or a lark grammar); it must translate
+   (:func:`grid_serve.vllm.spec.request_grammar`), else, as for
+   ``structural_tag`` or two constraints at once, a ``VLLMValidationError``
+   (an HTTP 400), checked before the request reaches the engine. vLLM's
+   checks that apply to every backend run first (a diffusion model, no
+   tokenizer, a request naming another backend); every other backend name goes to vLLM's own method;
 3. backend construction: the first request resolved to ``grid`` makes the
    manager's backend a :class:`~grid_serve.vllm.backend.GridBackend`; vLLM's
    method then compiles the grammar on its pool as for any backend.
@@ -47,18 +49,19 @@ from vllm.config import structured_outputs as so_config
 from vllm.exceptions import VLLMValidationError
 from vllm.sampling_params import SamplingParams
 from vllm.v1.structured_output import StructuredOutputManager
+from vllm.v1.structured_output.request import get_structured_output_key
 
 from grid_core.errors import GridError
 from grid_serve.vllm import defer
 from grid_serve.vllm.backend import BACKEND, GridBackend
-from grid_serve.vllm.spec import GridSpec
+from grid_serve.vllm.spec import REQUEST_KINDS, GridSpec, is_grid_spec, request_grammar
 
 __all__ = ["register"]
 
 _ORIGINAL = "__grid_original__"
 
-#: ``StructuredOutputsParams`` fields that carry a constraint other than ``grammar``.
-_OTHER_CONSTRAINTS = ("json", "regex", "choice", "json_object", "structural_tag")
+#: ``StructuredOutputsParams`` fields that carry a constraint.
+_CONSTRAINTS = ("json", "regex", "choice", "json_object", "grammar", "structural_tag")
 
 
 def register() -> None:
@@ -120,15 +123,18 @@ def _validate_structured_outputs(
             f"the request names the structured-output backend {params._backend!r}, "
             f"the engine runs {BACKEND!r}: remove `_backend` from the request"
         )
-    others = [f for f in _OTHER_CONSTRAINTS if getattr(params, f) is not None]
-    if others or params.grammar is None:
-        given = ", ".join(others) or "nothing"
+    given = [f for f in _CONSTRAINTS if getattr(params, f) not in (None, False)]
+    if len(given) != 1 or given == ["structural_tag"]:
         raise VLLMValidationError(
-            f"the GRID backend takes a GRID grammar spec as structured_outputs.grammar "
-            f"(got {given}); see grid_serve.vllm.spec"
+            f"the GRID backend takes one of {', '.join(REQUEST_KINDS)} (grammar: a GRID "
+            f"grammar spec or a lark grammar); got {', '.join(given) or 'nothing'}"
         )
+    kind, text = get_structured_output_key(params)
     try:
-        GridSpec.parse(params.grammar)
+        if kind.name.lower() == "grammar" and is_grid_spec(text):
+            GridSpec.parse(text)
+        else:
+            request_grammar(kind.name.lower(), text)
     except GridError as e:
         raise VLLMValidationError(str(e)) from None
     params._backend = BACKEND

@@ -31,6 +31,16 @@ dialect, the role, the schema's fingerprint and the policy's, so requests that
 name the same artifacts share one engine, and concurrent compiles of one key
 build it once; a failed build is negatively cached for the registry's TTL.
 Thread-safe: a serving engine compiles on a pool of threads.
+
+The standard request types compile too (:func:`request_grammar`, then
+:meth:`EngineCompiler.request_engine`, single-flight on the kind and the text):
+``json`` (a JSON Schema, :func:`grid_core.jsonschema.schema_grammar`, compact),
+``json_object``, ``regex``, ``choice`` (a JSON list of strings, as vLLM sends
+it) and ``grammar`` (a lark grammar, :func:`grid_core.compile.compile_grammar`;
+a ``grammar`` whose text is a JSON object is a GRID grammar spec, above). A
+request GRID cannot honour is refused with a typed error naming the culprit
+(``GrammarSpecError``, ``grid_core.jsonschema.SchemaError``,
+``LALRConflictError``, ``PatternError``, ...).
 """
 
 from __future__ import annotations
@@ -43,9 +53,16 @@ from pathlib import Path
 from typing import Any
 
 from grid_core.cache import SharedCache
+from grid_core.compile import compile_grammar
 from grid_core.errors import ServingError
 from grid_core.fingerprint import fingerprint
 from grid_core.guide import Engine
+from grid_core.jsonschema import (
+    choice_grammar,
+    json_object_grammar,
+    regex_grammar,
+    schema_grammar,
+)
 from grid_core.registry import GrammarRegistry
 from grid_core.trie import TokenTrie, build_trie
 from grid_core.vocab import Vocabulary
@@ -55,7 +72,18 @@ from grid_sql.policy import PolicyBundle, example_policy
 from grid_sql.projection import RoleProjection, dialect_dfa
 from grid_sql.schema import SchemaSnapshot, example_schema
 
-__all__ = ["EXAMPLE", "EngineCompiler", "GrammarSpecError", "GridSpec"]
+__all__ = [
+    "EXAMPLE",
+    "REQUEST_KINDS",
+    "EngineCompiler",
+    "GrammarSpecError",
+    "GridSpec",
+    "is_grid_spec",
+    "request_grammar",
+]
+
+#: The request kinds :func:`request_grammar` compiles (vLLM's option names, lower case).
+REQUEST_KINDS = ("json", "json_object", "regex", "choice", "grammar")
 
 #: The spec value that names grid-sql's example schema or policy.
 EXAMPLE = "example"
@@ -133,6 +161,41 @@ class GridSpec:
         return PolicyBundle.load(Path(self.policy), schema)
 
 
+def is_grid_spec(text: str) -> bool:
+    """A ``grammar`` request's text is a GRID grammar spec (a JSON object), not lark."""
+    return text.lstrip().startswith("{")
+
+
+def request_grammar(kind: str, text: str) -> str:
+    """The lark grammar of a standard request (module header); raises a ``GridError``.
+
+    ``kind`` is one of :data:`REQUEST_KINDS`; ``text`` is what vLLM passes
+    (``get_structured_output_key``): the schema's JSON, ``""``, the regex, the
+    choices' JSON list, the grammar.
+    """
+    if kind == "json":
+        try:
+            schema = json.loads(text)
+        except ValueError as e:
+            raise GrammarSpecError("json", f"not a JSON Schema ({e})") from None
+        return schema_grammar(schema)
+    if kind == "json_object":
+        return json_object_grammar()
+    if kind == "regex":
+        return regex_grammar(text)
+    if kind == "choice":
+        try:
+            choices = json.loads(text)
+        except ValueError as e:
+            raise GrammarSpecError("choice", f"not a JSON list of strings ({e})") from None
+        if not isinstance(choices, list):
+            raise GrammarSpecError("choice", f"not a list of strings: {choices!r}")
+        return choice_grammar(choices)
+    if kind == "grammar":
+        return text
+    raise GrammarSpecError("", f"the GRID backend does not serve {kind!r} requests")
+
+
 class EngineCompiler:
     """Engines of grammar specs over one vocabulary (see the module header)."""
 
@@ -156,6 +219,13 @@ class EngineCompiler:
             ("grid.vllm.engine/1", spec.dialect, spec.role, schema.fingerprint, policy.fingerprint)
         )
         return self.engines.get(key, lambda: self._build(spec, schema, policy))
+
+    def request_engine(self, kind: str, text: str) -> Engine:
+        """The engine of a standard request: built once per (kind, text), single-flight."""
+        key = fingerprint(("grid.vllm.request/1", kind, text))
+        return self.engines.get(
+            key, lambda: compile_grammar(request_grammar(kind, text), self.vocab, trie=self.trie)
+        )
 
     def _build(self, spec: GridSpec, schema: SchemaSnapshot, policy: PolicyBundle) -> Engine:
         dialect = get_dialect(spec.dialect)
