@@ -35,7 +35,8 @@ tbm_p90_us, tbm_p99_us, ttfm_p50_ms}}}`` plus ``meta`` (the host, the load, how
 many schemas, per-schema outcomes), rewritten after every schema so that a run
 stopped early leaves a labelled partial result. Run: ``nox -s maskbench`` (the
 ``peers`` environment, numpy's and torch's thread pools held to one thread);
-``--limit N`` takes the first N schemas by file name.
+``--every K`` takes every K-th schema by file name (all sources, in
+proportion), ``--limit N`` the first N of those.
 """
 
 from __future__ import annotations
@@ -292,11 +293,12 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tokenizers", default="llama3,qwen")
     ap.add_argument("--limit", type=int, default=None, help="the first N schemas by file name")
+    ap.add_argument("--every", type=int, default=1, help="every K-th schema by file name")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     if not DATA.is_dir():
         raise SystemExit(f"MaskBench data not found at {DATA} (../shared/data/maskbench)")
-    files = sorted(DATA.glob("*.json"))[: args.limit]
+    files = sorted(DATA.glob("*.json"))[:: args.every][: args.limit]
     load_before = os.getloadavg()
     result: dict[str, Any] = {}
     outcomes: dict[str, Any] = {}
