@@ -12,8 +12,11 @@ mask. Around that:
 - the server killed and restarted mid-replay, and a server that never
   answers, cost local walks only: failures counted and logged, reconnection
   automatic;
-- a miss that finds another process's walker lock waits for it, then walks
-  locally without publishing.
+- a miss that finds another process's walker lock waits for it: it takes the
+  entry that process publishes meanwhile (walking nothing), or at ``wait_ms``
+  walks locally without publishing;
+- the walker's lock has a TTL (``lock_ms``), so a walker that dies holding it
+  does not block the key for good.
 
 The server is Debian's ``redis-server`` on a free loopback port
 (``redis_server.py``); without it these tests skip, and with
@@ -289,14 +292,15 @@ def test_a_rejected_entry_is_replaced_by_the_walkers(
     assert got["hits"] == got["lookups"] == len(keys) and "rejected" not in got
 
 
-def wait_for(condition: Any) -> None:
-    """Wait (with a generous bound) for the logging thread to log what is expected."""
+def wait_for(condition: Any, what: str = "the expected log record") -> None:
+    """Wait (with a generous bound, only a failure bound) until ``condition()``:
+    what another thread (the logging thread, a waiting fill) is expected to do."""
     done = threading.Event()
-    for _ in range(600):
+    for _ in range(2400):
         if condition():
             return
         done.wait(0.05)
-    raise AssertionError("the expected log record never came")
+    raise AssertionError(f"{what} never came")
 
 
 # ------------------------------------------------------------------ faults
@@ -394,3 +398,89 @@ def test_a_miss_behind_another_walkers_lock_waits_then_walks_unpublished(
     assert got["waits"] == got["wait_timeouts"] == got["misses"] == len(keys)
     assert "published" not in got and "wait_hits" not in got
     assert redis.keys("grid:*:e:*") == []
+
+
+def first_row(e: Engine) -> bytes:
+    """The mask row of ``e``'s initial configuration (a fresh guide's first fill)."""
+    row = array.array("i", bytes(4 * e.n_words))
+    e.guide(audit=False).fill_next_token_bitmask(row)
+    return row.tobytes()
+
+
+def test_a_miss_behind_another_walkers_lock_reads_the_entry_it_publishes(
+    redis: RedisServer, reference: dict[bytes, list[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The waiter's side of cross-process single flight: a miss that finds the lock
+    held polls Redis and uses the entry the lock's holder publishes (a wait hit),
+    walking nothing. The holder is this test: it takes the lock as a walker would,
+    sees the fill waiting (``waits``), then publishes the entry (the value a first
+    engine published, checked like any entry read) and releases the lock. Only
+    failure bounds are timed: ``wait_ms`` is ten minutes."""
+    url = redis.url + "?wait_ms=600000&lock_ms=600000&poll_us=1000"
+    use_tier(monkeypatch, url)
+    redis.command("FLUSHALL")
+    want = next(iter(reference.values()))[0]  # every statement's first row: the initial mask
+    assert first_row(shared_replica.engine()) == want  # walks and publishes it
+    saved = {k: redis.get(k) for k in redis.keys("grid:*:e:*")}
+    assert len(saved) == 1, "the initial fill walks one entry: its root's"
+    ((entry_key, value),) = saved.items()
+    lock_key = entry_key.replace(b":e:", b":l:")
+    assert value is not None
+    assert redis.command("DEL", entry_key) == b":1\r\n"
+    assert redis.command("SET", lock_key, b"another", "NX", "PX", "600000") == b"+OK\r\n"
+    tier = tier_of(url)
+    before = tier.metrics()
+    waiter = shared_replica.engine()  # an empty local tier
+    got: list[bytes | BaseException] = []
+
+    def fill() -> None:
+        try:
+            got.append(first_row(waiter))
+        except BaseException as e:  # reported by the test thread
+            got.append(e)
+
+    thread = threading.Thread(target=fill, name="waiting-fill", daemon=True)
+    thread.start()
+    try:
+        wait_for(
+            lambda: tier.metrics()["waits"] > before["waits"] or not thread.is_alive(),
+            "the fill waiting on the held lock",
+        )
+        assert thread.is_alive(), f"the fill ended without waiting: {got}"
+        assert redis.get(entry_key) is None  # it still waits: nothing published yet
+    finally:  # the holder publishes and releases (also on failure: the fill ends)
+        assert redis.command("SET", entry_key, value) == b"+OK\r\n"
+        assert redis.command("DEL", lock_key) == b":1\r\n"
+        thread.join(timeout=600)
+    assert not thread.is_alive(), "the fill never ended"
+    assert got == [want]
+    # One lookup, missed, waited and hit: no walk, nothing published, no timeout.
+    assert delta(tier.metrics(), before) == {
+        "lookups": 1, "misses": 1, "waits": 1, "wait_hits": 1,
+    }  # fmt: skip
+    assert redis.get(entry_key) == value
+    assert redis.keys("grid:*:l:*") == []
+
+
+def test_the_walkers_lock_lives_lock_ms_at_most(
+    redis: RedisServer, reference: dict[bytes, list[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walker's lock is taken with a TTL of ``lock_ms``: a walker that dies
+    holding it blocks its key for ``lock_ms`` at most. Made visible by a walker
+    whose ACL refuses DEL, so its lock outlives its walk: the refused release is
+    a counted error, the entry is published and the mask unchanged."""
+    redis.command("FLUSHALL")
+    user = ["ACL", "SETUSER", "no-del", "reset", "on", ">pw", "~*", "+@all", "-del"]
+    assert redis.command(*user) == b"+OK\r\n"
+    lock_ms = 600000
+    url = f"redis://no-del:pw@127.0.0.1:{redis.port}/0?wait_ms=0&lock_ms={lock_ms}"
+    use_tier(monkeypatch, url)
+    want = next(iter(reference.values()))[0]
+    assert first_row(shared_replica.engine()) == want
+    assert tier_of(url).metrics()["published"] == 1
+    (lock_key,) = redis.keys("grid:*:l:*")
+    assert lock_key.replace(b":l:", b":e:") in redis.keys("grid:*:e:*")
+    reply = redis.command("PTTL", lock_key)
+    assert reply is not None and reply.startswith(b":"), reply
+    assert 0 < int(reply[1:]) <= lock_ms  # -1 would be a lock without a TTL
+    assert tier_of(url).metrics()["errors"] == 1  # the refused DEL
