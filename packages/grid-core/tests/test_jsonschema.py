@@ -175,7 +175,7 @@ def valid(schema: Any, value: Any) -> bool:
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_accepted_iff_valid_on_shaped_instances(name: str, data: st.DataObject) -> None:
     schema = SCHEMAS[name]
@@ -184,7 +184,7 @@ def test_accepted_iff_valid_on_shaped_instances(name: str, data: st.DataObject) 
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(value=JSON)
 def test_accepted_only_if_valid_on_any_json(name: str, value: Any) -> None:
     schema = SCHEMAS[name]
