@@ -13,8 +13,11 @@ mask. Around that:
   answers, cost local walks only: failures counted and logged, reconnection
   automatic;
 - a miss that finds another process's walker lock waits for it: it takes the
-  entry that process publishes meanwhile (walking nothing), or at ``wait_ms``
-  walks locally without publishing;
+  entry that process publishes meanwhile (walking nothing), or, when the lock
+  goes with no entry (its holder died), takes the lock, walks and publishes,
+  or at ``wait_ms`` walks locally without publishing;
+- a lock is released only by the acquisition that took it (its value is that
+  acquisition's token): another process's lock is left alone;
 - the walker's lock has a TTL (``lock_ms``), so a walker that dies holding it
   does not block the key for good.
 
@@ -457,6 +460,91 @@ def test_a_miss_behind_another_walkers_lock_reads_the_entry_it_publishes(
     # One lookup, missed, waited and hit: no walk, nothing published, no timeout.
     assert delta(tier.metrics(), before) == {
         "lookups": 1, "misses": 1, "waits": 1, "wait_hits": 1,
+    }  # fmt: skip
+    assert redis.get(entry_key) == value
+    assert redis.keys("grid:*:l:*") == []
+
+
+def held_root_entry(
+    redis: RedisServer, reference: dict[bytes, list[bytes]]
+) -> tuple[bytes, bytes, bytes, bytes]:
+    """The initial mask, its entry's Redis key and value (walked and published by a
+    first engine, whose lock is then gone), and its lock's key; the entry deleted
+    and the lock held by "another" process (token ``other``, ten minutes)."""
+    want = next(iter(reference.values()))[0]  # every statement's first row: the initial mask
+    assert first_row(shared_replica.engine()) == want  # walks and publishes it
+    assert redis.keys("grid:*:l:*") == [], "the walker released its own lock"
+    ((entry_key, value),) = [(k, redis.get(k)) for k in redis.keys("grid:*:e:*")]
+    assert value is not None
+    lock_key = entry_key.replace(b":e:", b":l:")
+    assert redis.command("DEL", entry_key) == b":1\r\n"
+    assert redis.command("SET", lock_key, b"other", "NX", "PX", "600000") == b"+OK\r\n"
+    return want, entry_key, value, lock_key
+
+
+def test_a_walker_that_could_not_take_the_lock_leaves_it(
+    redis: RedisServer, reference: dict[bytes, list[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lock is released only by the acquisition whose token it holds: a miss
+    behind another process's lock (token ``other``) waits, walks unpublished at
+    ``wait_ms`` and leaves that lock as it was. (The late walker whose own lock
+    expired and was taken by another is the crate's
+    ``a_lock_is_released_only_by_the_acquisition_that_holds_it``.)"""
+    url = redis.url + "?wait_ms=1&lock_ms=600000&poll_us=1000"
+    use_tier(monkeypatch, url)
+    redis.command("FLUSHALL")
+    want, entry_key, _, lock_key = held_root_entry(redis, reference)
+    tier = tier_of(url)
+    before = tier.metrics()
+    assert first_row(shared_replica.engine()) == want
+    assert delta(tier.metrics(), before) == {
+        "lookups": 1, "misses": 1, "waits": 1, "wait_timeouts": 1,
+    }  # fmt: skip
+    assert redis.get(lock_key) == b"other"
+    assert redis.get(entry_key) is None
+
+
+def test_a_waiter_whose_lock_holder_vanishes_walks_and_publishes(
+    redis: RedisServer, reference: dict[bytes, list[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A miss waiting on a lock that goes with no entry published (its holder died,
+    or outlived ``lock_ms`` unpublished) stops waiting: it takes the lock, walks,
+    publishes and releases its own lock. The holder is this test: it holds the
+    lock, sees the fill waiting (``waits``), then deletes the lock without
+    publishing. ``wait_ms`` is ten minutes, so the fill ending at all shows it did
+    not wait it out; only failure bounds are timed."""
+    url = redis.url + "?wait_ms=600000&lock_ms=600000&poll_us=1000"
+    use_tier(monkeypatch, url)
+    redis.command("FLUSHALL")
+    want, entry_key, value, lock_key = held_root_entry(redis, reference)
+    tier = tier_of(url)
+    before = tier.metrics()
+    waiter = shared_replica.engine()  # an empty local tier
+    got: list[bytes | BaseException] = []
+
+    def fill() -> None:
+        try:
+            got.append(first_row(waiter))
+        except BaseException as e:  # reported by the test thread
+            got.append(e)
+
+    thread = threading.Thread(target=fill, name="waiting-fill", daemon=True)
+    thread.start()
+    try:
+        wait_for(
+            lambda: tier.metrics()["waits"] > before["waits"] or not thread.is_alive(),
+            "the fill waiting on the held lock",
+        )
+        assert thread.is_alive(), f"the fill ended without waiting: {got}"
+        assert redis.get(lock_key) == b"other"  # it still waits: the lock is there
+    finally:  # the holder vanishes unpublished (also on failure: the fill ends)
+        assert redis.command("DEL", lock_key) == b":1\r\n"
+        thread.join(timeout=600)
+    assert not thread.is_alive(), "the fill never ended"
+    assert got == [want]
+    # One lookup, missed, waited, took the lock over, walked and published.
+    assert delta(tier.metrics(), before) == {
+        "lookups": 1, "misses": 1, "waits": 1, "wait_takeovers": 1, "published": 1,
     }  # fmt: skip
     assert redis.get(entry_key) == value
     assert redis.keys("grid:*:l:*") == []

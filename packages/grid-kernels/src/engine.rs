@@ -531,8 +531,10 @@ impl Engine {
     /// [`crate::remote`]), else (missing or rejected) walked and published
     /// under the walker's lock (a rejected entry is overwritten), or, when
     /// another process holds the lock, its entry once there (within the
-    /// tier's wait), else walked here unpublished. A tier that fails costs a
-    /// local walk. Every path gives the same entry content.
+    /// tier's wait), or, when the lock goes with no entry (its holder died),
+    /// walked and published here under the lock taken over, else (at the
+    /// wait's end) walked here unpublished. A tier that fails costs a local
+    /// walk. Every path gives the same entry content.
     fn miss(
         &self,
         namespace: u64,
@@ -563,19 +565,24 @@ impl Engine {
             Read::Missing => remote.bump(Counter::Misses),
             Read::Rejected => {}
         }
+        let publish = |token| {
+            let e = walk();
+            let id = e.entry_id(&canonical, trie.n_vocab());
+            remote.publish(&keys, &token, &e, &id, trie.n_vocab());
+            (e, true)
+        };
         match remote.try_lock(&keys) {
-            Lock::Taken => {
-                let e = walk();
-                let id = e.entry_id(&canonical, trie.n_vocab());
-                remote.publish(&keys, &e, &id, trie.n_vocab());
-                (e, true)
-            }
+            Lock::Taken(token) => publish(token),
             Lock::Unavailable => (walk(), true),
             Lock::Held => {
                 remote.bump(Counter::Waits);
                 let deadline = Instant::now() + remote.settings.wait;
                 while Instant::now() < deadline {
                     std::thread::sleep(remote.settings.poll);
+                    // The lock before the entry: a holder stores its entry
+                    // before it releases, so a lock seen gone and then no
+                    // entry means an unpublished holder.
+                    let held = remote.lock_held(&keys);
                     match read() {
                         Read::Found(e) => {
                             remote.bump(Counter::WaitHits);
@@ -583,6 +590,19 @@ impl Engine {
                         }
                         Read::Failed | Read::Rejected => return (walk(), true),
                         Read::Missing => {}
+                    }
+                    match held {
+                        Some(true) => {}
+                        None => return (walk(), true),
+                        Some(false) => match remote.try_lock(&keys) {
+                            Lock::Taken(token) => {
+                                remote.bump(Counter::WaitTakeovers);
+                                return publish(token);
+                            }
+                            // Another waiter took it first: wait for its entry.
+                            Lock::Held => {}
+                            Lock::Unavailable => return (walk(), true),
+                        },
                     }
                 }
                 remote.bump(Counter::WaitTimeouts);

@@ -4,9 +4,15 @@
 //! The engine's local walk cache stays in front ([`crate::engine::Engine::entry`]):
 //! Redis is read only on a local miss, and a miss in both is walked locally
 //! and published once. Publication is single-flight across processes: the
-//! walker takes a short-lived lock (`SET lock NX PX lock_ms`); a process that
-//! finds the lock held polls for the entry every `poll_us` for at most
-//! `wait_ms`, then walks locally without publishing.
+//! walker takes a short-lived lock (`SET lock <token> NX PX lock_ms`, the
+//! token fresh for each acquisition: [`Token`]) and releases it only while it
+//! still holds that token (compare-and-delete in one `EVAL`), so a walker that
+//! outlives `lock_ms` never deletes the next holder's lock. A process that
+//! finds the lock held polls every `poll_us`, for at most `wait_ms`, for the
+//! entry and for the lock: the entry there is a wait hit; the lock gone with
+//! no entry (its holder died or outlived `lock_ms` unpublished) ends the wait:
+//! it takes the lock itself, walks and publishes ([`Counter::WaitTakeovers`]);
+//! at `wait_ms` it walks locally without publishing.
 //!
 //! **Keys.** Every key starts with the tier's prefix
 //! `grid:<deployment>:<family>:<FORMAT>.<ABI_VERSION>.<crate version>:`, where
@@ -43,10 +49,12 @@
 //! Events are kept in a bounded queue ([`Remote::next_event`]) which the
 //! Python side drains into `logging`.
 
+use std::collections::hash_map::RandomState;
 use std::collections::VecDeque;
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use blake2::digest::consts::{U16, U8};
 use blake2::{Blake2b, Digest};
@@ -69,6 +77,10 @@ pub const MIN_KEY_BYTES: usize = 16;
 pub const EVENTS_KEPT: usize = 256;
 
 const MAC_BYTES: usize = 32;
+
+/// Deletes `KEYS[1]` only while it holds `ARGV[1]`: the release of a lock.
+const RELEASE: &[u8] =
+    b"if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end";
 
 /// The tier's timing settings, from the URL's query (`name=value`, integers).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,6 +146,9 @@ pub enum Counter {
     WaitHits,
     /// Waits that ended at `wait_ms` with a local walk.
     WaitTimeouts,
+    /// Waits that found the lock gone and no entry, and took the lock
+    /// (then walked and published here).
+    WaitTakeovers,
     /// Commands or connections that failed.
     Errors,
     /// Commands not sent: the server is in its backoff.
@@ -142,7 +157,7 @@ pub enum Counter {
     Reconnects,
 }
 
-const COUNTERS: [(Counter, &str); 11] = [
+const COUNTERS: [(Counter, &str); 12] = [
     (Counter::Lookups, "lookups"),
     (Counter::Hits, "hits"),
     (Counter::Misses, "misses"),
@@ -151,6 +166,7 @@ const COUNTERS: [(Counter, &str); 11] = [
     (Counter::Waits, "waits"),
     (Counter::WaitHits, "wait_hits"),
     (Counter::WaitTimeouts, "wait_timeouts"),
+    (Counter::WaitTakeovers, "wait_takeovers"),
     (Counter::Errors, "errors"),
     (Counter::Skipped, "skipped"),
     (Counter::Reconnects, "reconnects"),
@@ -181,10 +197,41 @@ impl std::fmt::Display for Rejection {
     }
 }
 
+/// What one acquisition of a walker's lock stores as the lock's value: 32
+/// hex digits, BLAKE2b-128 of two OS-seeded SipHash outputs ([`RandomState`]),
+/// the process id, the time and a process-wide count, so no other
+/// acquisition, in this process or another on any machine, holds the same.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Token(String);
+
+impl Token {
+    fn fresh() -> Self {
+        static ACQUIRED: AtomicU64 = AtomicU64::new(0);
+        let n = ACQUIRED.fetch_add(1, Ordering::Relaxed);
+        let pid = std::process::id();
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let mut h = Blake2b::<U16>::new();
+        for _ in 0..2 {
+            h.update(RandomState::new().hash_one((pid, nanos, n)).to_le_bytes());
+        }
+        h.update(pid.to_le_bytes());
+        h.update(nanos.to_le_bytes());
+        h.update(n.to_le_bytes());
+        Token(hex(&h.finalize()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 /// The outcome of taking a walker's lock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Lock {
-    Taken,
+    /// Taken by this acquisition, which holds `Token`.
+    Taken(Token),
     /// Another process walks this key.
     Held,
     /// The server did not answer.
@@ -414,33 +461,55 @@ impl Remote {
         }
     }
 
-    /// Take the walker's lock of `keys`.
+    /// Take the walker's lock of `keys` under a fresh [`Token`], for `lock_ms`.
     pub fn try_lock(&self, keys: &Keys) -> Lock {
         let ttl = self.settings.lock_ttl.as_millis().to_string();
-        let owner = std::process::id().to_string();
+        let token = Token::fresh();
         let set = [
             &b"SET"[..],
             &keys.lock,
-            owner.as_bytes(),
+            token.0.as_bytes(),
             b"NX",
             b"PX",
             ttl.as_bytes(),
         ];
         match self.call(&set) {
-            Some(Reply::Status(_)) => Lock::Taken,
+            Some(Reply::Status(_)) => Lock::Taken(token),
             Some(Reply::Bulk(None)) => Lock::Held,
             _ => Lock::Unavailable,
         }
     }
 
-    /// Store `entry` (walked under the lock of `keys`, its id already
-    /// computed) and release the lock.
-    pub fn publish(&self, keys: &Keys, entry: &Entry, id: &[u8; 16], n_vocab: usize) {
+    /// Whether the lock of `keys` is held (by anyone); None when the server
+    /// did not answer.
+    pub fn lock_held(&self, keys: &Keys) -> Option<bool> {
+        match self.call(&[b"EXISTS", &keys.lock]) {
+            Some(Reply::Int(n)) => Some(n > 0),
+            _ => None,
+        }
+    }
+
+    /// Store `entry` (walked under the lock of `keys` taken with `token`, its
+    /// id already computed), then release the lock if it still holds `token`
+    /// (another acquisition's lock, after this one's expired, is left alone).
+    pub fn publish(
+        &self,
+        keys: &Keys,
+        token: &Token,
+        entry: &Entry,
+        id: &[u8; 16],
+        n_vocab: usize,
+    ) {
         let value = self.seal(&keys.entry, entry, id, n_vocab);
         if let Some(Reply::Status(_)) = self.call(&[b"SET", &keys.entry, &value]) {
             self.bump(Counter::Published);
         }
-        self.call(&[b"DEL", &keys.lock]);
+        self.release(keys, token);
+    }
+
+    /// Delete the lock of `keys` if it holds `token`, atomically.
+    pub fn release(&self, keys: &Keys, token: &Token) {
+        self.call(&[b"EVAL", RELEASE, b"1", &keys.lock, token.0.as_bytes()]);
     }
 
     fn mac(&self, key: &[u8], body: &[u8]) -> Hmac<Sha256> {
@@ -599,6 +668,109 @@ mod tests {
     fn tiny_trie() -> Trie {
         let spellings: [&[u8]; 4] = [b"ab", b"a", b"b", b"x"];
         Trie::new(crate::trie::RawTrie::pack(&spellings, &[false; 4])).unwrap()
+    }
+
+    /// A `redis-server` of a test's own on a free loopback port, killed on
+    /// drop.
+    struct Server {
+        child: std::process::Child,
+        url: Url,
+    }
+
+    impl Server {
+        /// None (the test then checks nothing) where `redis-server` is not
+        /// installed, unless GRID_REQUIRE_REDIS=1; grid-core's
+        /// tests/test_shared_cache.py covers the tier end to end.
+        fn start() -> Option<Self> {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port();
+            let spawned = std::process::Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .arg("--dir")
+                .arg(std::env::temp_dir())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn();
+            let child = match spawned {
+                Ok(child) => child,
+                Err(e) if std::env::var("GRID_REQUIRE_REDIS").as_deref() != Ok("1") => {
+                    eprintln!("redis-server not started ({e}): skipped");
+                    return None;
+                }
+                Err(e) => panic!("redis-server not started ({e}) with GRID_REQUIRE_REDIS=1"),
+            };
+            let server = Server {
+                child,
+                url: Url::parse(&format!("redis://127.0.0.1:{port}")).unwrap(),
+            };
+            for _ in 0..1000 {
+                if server.command(&[b"PING"]).is_some() {
+                    return Some(server);
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            panic!("redis-server did not answer PING");
+        }
+
+        fn command(&self, args: &[&[u8]]) -> Option<Reply> {
+            let mut conn = Conn::open(&self.url, Duration::from_secs(5)).ok()?;
+            conn.call(args).ok()
+        }
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    #[test]
+    fn a_lock_is_released_only_by_the_acquisition_that_holds_it() {
+        let Some(server) = Server::start() else {
+            return;
+        };
+        let url = format!("redis://127.0.0.1:{}", server.url.port);
+        let r = Remote::new(&url, &[7; 16], "f").unwrap();
+        let keys = r.keys(b"key");
+        let lock_value = || match server.command(&[b"GET", &keys.lock]) {
+            Some(Reply::Bulk(v)) => v,
+            other => panic!("GET lock: {other:?}"),
+        };
+        let Lock::Taken(first) = r.try_lock(&keys) else {
+            panic!("a free lock is taken");
+        };
+        assert_eq!(lock_value().as_deref(), Some(first.as_str().as_bytes()));
+        assert_eq!(r.try_lock(&keys), Lock::Held);
+        assert_eq!(r.lock_held(&keys), Some(true));
+        // The first acquisition's lock expires (here: goes) and another takes it.
+        assert_eq!(server.command(&[b"DEL", &keys.lock]), Some(Reply::Int(1)));
+        let Lock::Taken(second) = r.try_lock(&keys) else {
+            panic!("a free lock is taken");
+        };
+        assert_ne!(first, second);
+        // The first walker publishes late: its entry is stored, the lock kept.
+        let entry = Entry::new(
+            Payload::of_ids(4, vec![3]),
+            vec![],
+            vec![],
+            &Classes::default(),
+        );
+        let id = entry.entry_id(b"key", 4);
+        r.publish(&keys, &first, &entry, &id, 4);
+        assert_eq!(lock_value().as_deref(), Some(second.as_str().as_bytes()));
+        assert!(matches!(
+            server.command(&[b"EXISTS", &keys.entry]),
+            Some(Reply::Int(1))
+        ));
+        r.release(&keys, &second);
+        assert_eq!(lock_value(), None);
+        assert_eq!(r.lock_held(&keys), Some(false));
+        let m: std::collections::HashMap<_, _> = r.metrics().into_iter().collect();
+        assert_eq!((m["published"], m["errors"]), (1, 0));
     }
 
     #[test]

@@ -117,7 +117,9 @@ class SharedTier:
     def metrics(self) -> dict[str, int]:
         """Counters: ``lookups`` (local misses asked of Redis), ``hits``, ``misses``,
         ``rejected`` (entries refused: HMAC, format, content or id), ``published``,
-        ``waits`` / ``wait_hits`` / ``wait_timeouts`` (on another process's lock),
+        ``waits`` / ``wait_hits`` / ``wait_timeouts`` / ``wait_takeovers`` (on
+        another process's lock: its entry came, ``wait_ms`` passed, or the lock went
+        with no entry and this process took it, walked and published),
         ``errors`` (failed commands or connections), ``skipped`` (commands not sent
         during a backoff), ``reconnects``."""
         metrics: dict[str, int] = self.remote.metrics()
