@@ -255,3 +255,15 @@ def test_a_backslash_before_a_quote_survives_lark() -> None:
     open_keys = Accepts({"type": "object", "additionalProperties": {"type": "null"}})
     assert open_keys(b'{"a\\\\":null}')
     assert not open_keys(b'{"a\\":null}')
+
+
+def test_a_long_max_length_is_narrowed_and_many_names_stay_small() -> None:
+    """maxLength 1000 reads as MAX_LENGTH (sound); an open object with 60 declared names
+    compiles (the extra-name regex grows with the names, not with names x tail)."""
+    long = Accepts({"type": "string", "maxLength": 1000})
+    assert long(b'"' + b"x" * 128 + b'"')
+    assert not long(b'"' + b"x" * 129 + b'"')
+    names = {f"property_number_{i}": {"type": "integer"} for i in range(60)}
+    wide = Accepts({"type": "object", "properties": names})
+    assert wide(b'{"property_number_3":1,"property_number_30":2,"other":[]}')
+    assert not wide(b'{"property_number_3":1,"property_number_3":2}')

@@ -19,7 +19,8 @@ Narrowings (sound, listed in ``docs/json.md``):
 - a string under ``pattern`` or ``format`` is printable ASCII without ``"``
   and ``\\``; an unanchored pattern may be surrounded by such characters;
   ``format`` values are the subsets in :data:`FORMATS`;
-- ``\\u`` escapes never spell a surrogate half;
+- ``\\u`` escapes never spell a surrogate half; a ``maxLength`` above
+  :data:`MAX_LENGTH` is read as :data:`MAX_LENGTH`;
 - numbers have no leading zeros; a bounded number has no exponent; an integer
   has no exponent (``1.0`` is allowed, ``1e0`` is not);
 - an ``enum``/``const`` value is written compactly;
@@ -414,6 +415,8 @@ class _Compiler:
             return self.b.regex(_pattern(schema["pattern"], _ptr(pointer, "pattern")))
         if not isinstance(lo, int) or lo < 0 or lo > MAX_LENGTH:
             raise SchemaError("minLength", _ptr(pointer, "minLength"), f"must be 0..{MAX_LENGTH}")
+        if isinstance(hi, int) and hi > MAX_LENGTH >= lo:
+            hi = MAX_LENGTH  # a sound narrowing (module header)
         if hi is not None and (not isinstance(hi, int) or hi < lo or hi > MAX_LENGTH):
             raise SchemaError(
                 "maxLength", _ptr(pointer, "maxLength"), f"must be minLength..{MAX_LENGTH}"
@@ -811,17 +814,27 @@ def _not_one_of(names: Sequence[str]) -> str:
     escapes = "|".join(re.escape(e) for e in _SHORT_ESCAPES.values())
     free = f"(?:{SAFE}|{escapes}|{_UTF8})*"
 
-    def rest(node: dict[str, Any]) -> str:
+    def spelled(k: str) -> str:
+        return re.escape(json.dumps(k, ensure_ascii=False)[1:-1].encode().decode("latin-1"))
+
+    def ends(node: dict[str, Any]) -> str | None:
+        """The prefixes of names, from ``node`` on, that are not names (None: none)."""
         alts = [] if "" in node else [""]
+        for k, child in node.items():
+            if k and (tail := ends(child)) is not None:
+                alts.append(spelled(k) + tail)
+        return "(?:" + "|".join(alts) + ")" if alts else None
+
+    def leaves(node: dict[str, Any]) -> str:
+        """A path in the trie from ``node``, then one character no child continues."""
         kids = [k for k in node if k]
-        for k in kids:
-            spelled = json.dumps(k, ensure_ascii=False)[1:-1].encode().decode("latin-1")
-            alts.append(re.escape(spelled) + rest(node[k]))
         safe_kids = "".join(re.escape(k) for k in kids if " " <= k <= "~")
-        alts.append(f'[^\\x00-\\x1f"\\\\\\x7f-\\xff{safe_kids}]{free}')
-        alts += [re.escape(e) + free for c, e in _SHORT_ESCAPES.items() if c not in kids]
+        alts = [f'[^\\x00-\\x1f"\\\\\\x7f-\\xff{safe_kids}]']
+        alts += [re.escape(e) for c, e in _SHORT_ESCAPES.items() if c not in kids]
         if all(k < "\x80" for k in kids):
-            alts.append(f"(?:{_UTF8}){free}")
+            alts.append(_UTF8)
+        alts += [spelled(k) + leaves(node[k]) for k in kids]
         return "(?:" + "|".join(alts) + ")"
 
-    return rest(trie)
+    left = ends(trie)
+    return f"(?:{left}|{leaves(trie)}{free})" if left is not None else f"{leaves(trie)}{free}"
