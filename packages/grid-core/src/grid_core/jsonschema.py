@@ -19,8 +19,7 @@ Narrowings (sound, listed in ``docs/json.md``):
 - a string under ``pattern`` or ``format`` is printable ASCII without ``"``
   and ``\\``; an unanchored pattern may be surrounded by such characters;
   ``format`` values are the subsets in :data:`FORMATS`;
-- ``\\u`` escapes never spell a surrogate half; a ``maxLength`` above
-  :data:`MAX_LENGTH` is read as :data:`MAX_LENGTH`;
+- ``\\u`` escapes never spell a surrogate half;
 - numbers have no leading zeros; a bounded number has no exponent; an integer
   has no exponent (``1.0`` is allowed, ``1e0`` is not);
 - an ``enum``/``const`` value is written compactly;
@@ -415,8 +414,6 @@ class _Compiler:
             return self.b.regex(_pattern(schema["pattern"], _ptr(pointer, "pattern")))
         if not isinstance(lo, int) or lo < 0 or lo > MAX_LENGTH:
             raise SchemaError("minLength", _ptr(pointer, "minLength"), f"must be 0..{MAX_LENGTH}")
-        if isinstance(hi, int) and hi > MAX_LENGTH >= lo:
-            hi = MAX_LENGTH  # a sound narrowing (module header)
         if hi is not None and (not isinstance(hi, int) or hi < lo or hi > MAX_LENGTH):
             raise SchemaError(
                 "maxLength", _ptr(pointer, "maxLength"), f"must be minLength..{MAX_LENGTH}"
