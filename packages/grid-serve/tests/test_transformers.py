@@ -153,7 +153,7 @@ def test_applied_mask_is_the_guides_mask_at_every_step(
         [role.engine.guide()],
         [prompt(lm, role, schema, question)],
         24,
-        processors=[record],
+        after=[record],
     )
     assert out.error is None and len(record.steps) == len(out.tokens) > 0
     guide = role.engine.guide()
@@ -205,8 +205,8 @@ def test_truncation_is_sealed_as_mode_2(lm: Any, engines: Any, schema: SchemaSna
 def test_a_failed_row_is_sticky_and_the_batch_goes_on(
     lm: Any, engines: Any, schema: SchemaSnapshot
 ) -> None:
-    """A later processor forces a token outside row 0's mask at its second step: row 0 fails
-    (and is ended with EOS), row 1 decodes as if alone."""
+    """A processor after the mask forces a token outside row 0's mask at its second step:
+    row 0 fails (and is ended with EOS), row 1 decodes as if alone."""
 
     class Saboteur(LogitsProcessor):
         def __init__(self) -> None:
@@ -230,7 +230,7 @@ def test_a_failed_row_is_sticky_and_the_batch_goes_on(
         [role.engine.guide(), role.engine.guide()],
         [ids, ids],
         MAX_NEW_TOKENS,
-        processors=[saboteur],
+        after=[saboteur],
         stop_on_exit=True,
     )
     assert isinstance(bad.error, GuideError) and bad.error.token == saboteur.forced
@@ -287,11 +287,12 @@ def test_mode1_reserve_completes_under_a_tight_budget(
 
 
 def test_exit_intent_finishes_where_the_model_closes_its_fence(lm: Any, engines: Any) -> None:
-    """``ExitIntentLogits.finish``: True only where EOS is not legal, the model's top
-    token ends its answer (EOS or a closing fence) and the mask refuses it. Then
-    ``decode`` writes the shortest completion: stop reason ``exit``, a sentence of the
-    role. Fails if a fence at an open statement lets the model write on, or a legal
-    top token, a legal EOS or an ordinary refused token finishes."""
+    """``ExitIntentLogits.finish``: True only where EOS is not legal and the model's top
+    token ends its answer: EOS or a closing fence the mask refuses, or a fence it admits
+    (a backtick-quoted alias in SQLite). Then ``decode`` writes the shortest completion.
+    Where EOS is legal the fence makes EOS the top choice. Fails if a fence at an open
+    statement lets the model write on, or a legal ordinary token, a legal EOS or an
+    ordinary refused token finishes."""
     from grid_serve.transformers import ExitIntentLogits, answer_ends
 
     role = engines["analyst"]
@@ -315,10 +316,17 @@ def test_exit_intent_finishes_where_the_model_closes_its_fence(lm: Any, engines:
     assert exit_intent.finish(top(fence)) and exit_intent.finish(top(vocab.eos_ids[0]))
     assert not exit_intent.finish(top(space))  # admitted: the model writes on
     assert guide.validate_tokens([refused]) == 0 and not exit_intent.finish(top(refused))
-    for t in lm.tokenizer.encode(" employees;", add_special_tokens=False):
+    for t in lm.tokenizer.encode(" employees", add_special_tokens=False):
+        guide.accept_token(t)
+    # A fence the mask admits (a backtick opens a quoted alias in SQLite) still ends it.
+    assert not guide.eos_allowed() and guide.validate_tokens([fence]) == 1
+    assert exit_intent.finish(top(fence)) and not exit_intent.finish(top(space))
+    for t in lm.tokenizer.encode(";", add_special_tokens=False):
         guide.accept_token(t)
     assert guide.eos_allowed() and not exit_intent.finish(top(fence))  # EOS's own stop
-    assert exit_intent.finishes == 2
+    assert exit_intent.finishes == 3
+    boosted = exit_intent.__class__(lambda tokens: top(fence), guide)([])
+    assert int(boosted.argmax()) in lm.vocab.eos_ids and guide.validate_tokens([fence]) == 0
 
 
 def test_repetition_penalty_reweighs_only_the_tokens_written() -> None:

@@ -315,6 +315,7 @@ def constrained_generate(
     max_new_tokens: int,
     *,
     processors: Sequence[LogitsProcessor] = (),
+    after: Sequence[LogitsProcessor] = (),
     stop_on_exit: bool = False,
     **generate_kwargs: Any,
 ) -> tuple[list[RowOutcome], GridLogitsProcessor]:
@@ -324,7 +325,10 @@ def constrained_generate(
     the logits processors, so it stays hard: ``processors`` run before it, as do
     transformers' own from ``generate_kwargs`` (``repetition_penalty=1.2``, say);
     only the sampling warpers (temperature, top-k, top-p) come after, and they never
-    raise a -inf logit. Returns the outcomes and the processor.
+    raise a -inf logit. ``after`` processors see the masked scores (observers); one
+    that changes them cannot slip a token past GRID: a row that samples a token
+    outside its mask fails with a ``GuideError`` (sticky; the batch goes on).
+    Returns the outcomes and the processor.
     """
     if len(guides) != len(prompts):
         raise ServingError(f"{len(guides)} guides for {len(prompts)} prompts")
@@ -343,7 +347,7 @@ def constrained_generate(
             input_ids=ids,
             attention_mask=attention,
             max_new_tokens=max_new_tokens,
-            logits_processor=LogitsProcessorList([*processors, processor]),
+            logits_processor=LogitsProcessorList([*processors, processor, *after]),
             eos_token_id=list(vocab.eos_ids),
             pad_token_id=pad,
             **kwargs,
@@ -435,18 +439,20 @@ class RepetitionPenaltyLogits:
 class ExitIntentLogits:
     """The exit-intent stop for mode 1: wraps a ``LogitsFn`` of one guide's decode.
 
-    At a step where EOS is legal, if the model's own top token (over the whole
-    row) is not admissible, the returned logits make EOS the top choice by a
-    margin of 1e4 (under any temperature up to hundreds, EOS is taken). The
-    mask is untouched: EOS is a member of it.
+    The model's own top token (over the whole row) signals the end of its answer
+    when the mask refuses it, or when it is a closing code fence (`````` ``` ``````:
+    the prompt opens the answer with a fence). A fence counts even where the mask
+    admits it: in SQLite a backtick opens a quoted identifier, and a model that
+    closes its answer there goes on writing its explanation inside a quoted alias.
 
-    Where EOS is not yet legal, :meth:`finish` (``decode``'s ``finish``) says
-    whether the model's own top token ends its answer and the mask refuses it:
-    an EOS id, or a token spelled from a closing code fence (`````` ``` ``````:
-    the prompt opens the answer with a fence). The loop then writes the
-    reserve's shortest completion and EOS (stop reason ``exit``) instead of
-    letting the model write on inside the statement with the answer it has
-    ended (the loops of identifiers and comments issue #16 found).
+    - At a step where EOS is legal and the model signals the end, the returned
+      logits make EOS the top choice by a margin of 1e4 (under any temperature up
+      to hundreds, EOS is taken). The mask is untouched: EOS is a member of it.
+    - Where EOS is not yet legal, :meth:`finish` (``decode``'s ``finish``) is
+      True when the top token is an EOS id or a fence and signals the end. The
+      loop then writes the reserve's shortest completion and EOS (stop reason
+      ``exit``) instead of letting the model write on inside the statement with
+      the answer it has ended (the loops issue #16 found).
     """
 
     def __init__(self, inner: Callable[[Sequence[int]], torch.Tensor], guide: Guide) -> None:
@@ -454,12 +460,16 @@ class ExitIntentLogits:
         self.exits = 0
         self.finishes = 0
         self.ends = answer_ends(guide.engine.vocab)
+        self.fences = self.ends - set(guide.engine.vocab.eos_ids)
+
+    def _ends_answer(self, top: int) -> bool:
+        return top in self.fences or not _admissible(self.guide, top)
 
     def finish(self, logits: torch.Tensor) -> bool:
         """True when EOS is not legal yet and the model's top token (over the whole
-        row) ends its answer and is refused: the answer ends here."""
+        row) is an EOS id or a fence that signals the end: the answer ends here."""
         top = int(logits.argmax())
-        if top not in self.ends or self.guide.eos_allowed() or _admissible(self.guide, top):
+        if top not in self.ends or self.guide.eos_allowed() or not self._ends_answer(top):
             return False
         self.finishes += 1
         return True
@@ -470,7 +480,7 @@ class ExitIntentLogits:
         if not guide.eos_allowed():
             return logits
         top = int(logits.argmax())
-        if _admissible(guide, top):
+        if not self._ends_answer(top):
             return logits
         self.exits += 1
         out = logits.clone()
