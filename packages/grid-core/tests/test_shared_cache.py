@@ -361,6 +361,40 @@ def test_a_server_that_never_answers_costs_local_walks_only(
     assert got["errors"] >= 1 and "hits" not in got and "published" not in got
 
 
+EXIT_SCRIPT = """
+import os, sys, socket
+sys.path.insert(0, sys.argv[1])
+import shared_replica
+from grid_core import shared_cache
+silent = socket.socket(); silent.bind(("127.0.0.1", 0)); silent.listen(16)
+url = f"redis://127.0.0.1:{silent.getsockname()[1]}/0?timeout_ms=5&backoff_ms=0"
+os.environ[shared_cache.URL_ENV] = url
+os.environ[shared_cache.KEY_ENV] = "test deployment key 0123456789"
+e = shared_replica.engine()
+for statement in shared_replica.statements(3, 0):
+    shared_replica.replay(e, statement)  # every miss an error event, the last ones unlogged
+(tier,) = shared_cache.tiers()
+shared_cache._stop_logging()
+assert not tier._logger.is_alive(), "the logging thread outlived the exit hook"
+shared_cache._stopping.clear()  # the hook runs again at exit, with events still coming
+"""
+
+
+def test_a_process_with_a_tier_exits_cleanly() -> None:
+    """The exit hook stops the event-logging thread before the interpreter finalizes: a
+    daemon thread woken inside its native wait during finalization is ended with
+    pthread_exit, which unwinds through Rust frames and aborts the process (CI saw exit
+    code 134 after every grid-core test had passed). Fails if the thread outlives the
+    hook, or the process does not exit 0."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRID_SHARED_CACHE")}
+    for _ in range(3):
+        done = subprocess.run(
+            [sys.executable, "-c", EXIT_SCRIPT, str(HERE)],
+            env=env, capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+
+
 def test_a_password_and_a_database_in_the_url(
     reference: dict[bytes, list[bytes]], monkeypatch: pytest.MonkeyPatch
 ) -> None:

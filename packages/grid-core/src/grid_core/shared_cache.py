@@ -28,6 +28,7 @@ reference, and :func:`attach` is only called for native tables.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
@@ -104,9 +105,10 @@ class SharedTier:
         except ValueError as e:
             raise SharedCacheError(URL_ENV, str(e)) from e
         self.config, self.family = config, family
-        threading.Thread(
+        self._logger = threading.Thread(
             target=_log_events, args=(self.remote,), name="grid-shared-cache-log", daemon=True
-        ).start()
+        )
+        self._logger.start()
 
     @property
     def prefix(self) -> str:
@@ -126,12 +128,29 @@ class SharedTier:
         return metrics
 
 
+#: Set at interpreter exit: the logging threads stop. A daemon thread must not be
+#: inside a native wait when the interpreter finalizes (CPython then ends it with
+#: ``pthread_exit``, which unwinds through Rust frames and aborts the process).
+_stopping = threading.Event()
+
+#: The longest a logging thread stays in one native wait, in seconds.
+POLL_SECONDS = 0.2
+
+
 def _log_events(remote: Any) -> None:
-    while True:
-        event = remote.next_event(60.0)
+    while not _stopping.is_set():
+        event = remote.next_event(POLL_SECONDS)
         if event is not None:
             level = logging.INFO if event.endswith("reconnected") else logging.WARNING
             logger.log(level, "%s", event)
+
+
+@atexit.register
+def _stop_logging() -> None:
+    """Stop every logging thread before the interpreter finalizes (see ``_stopping``)."""
+    _stopping.set()
+    for found in tiers():
+        found._logger.join(timeout=10 * POLL_SECONDS)
 
 
 _tiers: dict[tuple[SharedCacheConfig, str], SharedTier] = {}
