@@ -63,6 +63,7 @@ from grid_core.regex_bytes import compile_pattern
 
 __all__ = [
     "FORMATS",
+    "JSON_EVENTS",
     "SchemaError",
     "choice_grammar",
     "json_object_grammar",
@@ -140,27 +141,68 @@ def _ptr(pointer: str, *parts: object) -> str:
     return pointer + "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
 
 
+OBJECT_OPEN, ARRAY_OPEN = "LBRACE", "LSQB"
+"""The terminals of ``{`` and ``[`` (with the blanks after them under ``whitespace``)."""
+KEY, VALUE, OBJECT, ARRAY = "json_key", "json_value", "json_object", "json_array"
+"""The tree names (lark aliases) of the rules that wrap a member name, wrap a value
+where it is written (a member's value, an item, the root), and write an object
+or an array (each alternative, the empty one included)."""
+JSON_EVENTS: tuple[tuple[str, str], ...] = (
+    (OBJECT_OPEN, "object_open"),
+    (ARRAY_OPEN, "array_open"),
+    (KEY, "key"),
+    (OBJECT, "object_close"),
+    (ARRAY, "array_close"),
+    (VALUE, "value"),
+)
+"""The event symbols of a JSON grammar, ``(symbol, kind)`` pairs as in
+``grid_core.events.EventSpec`` (``grid_core.json_events``; docs/events.md)."""
+
+
 class _Builder:
-    """Rules and terminals of one grammar; each distinct pattern is one terminal."""
+    """Rules and terminals of one grammar; each distinct pattern is one terminal.
+
+    Event symbols (:data:`JSON_EVENTS`): every place a value is written holds
+    the value's *wrapper*, a rule ``vN: X -> json_value`` (one per value symbol
+    ``X``), and every member name is a wrapper ``kN: T -> json_key``, so a key
+    and a value with the same spelling (``"a"`` as a name and as an enum value)
+    are told apart; object and array rules carry the aliases ``json_object`` and
+    ``json_array``. Inside a value (the alternatives of ``anyOf``, a ``$ref``'s
+    rule, a type list) nothing is wrapped, so each value is one ``json_value``."""
 
     def __init__(self, whitespace: int) -> None:
         self.rules: dict[str, list[list[str]]] = {}
+        self.aliases: dict[str, str] = {}  # rule name -> the alias of its alternatives
         self.terminals: dict[str, str] = {}  # lark spelling -> name
         self.ws = whitespace
         self.counter = 0
+        self._wrapped: dict[tuple[str, str], str] = {}
 
     def new(self, prefix: str = "n") -> str:
         self.counter += 1
         return f"{prefix}{self.counter}"
 
-    def rule(self, alternatives: list[list[str]], name: str | None = None) -> str:
+    def rule(
+        self, alternatives: list[list[str]], name: str | None = None, alias: str | None = None
+    ) -> str:
         name = name or self.new()
         self.rules[name] = alternatives
+        if alias is not None:
+            self.aliases[name] = alias
         return name
 
-    def token(self, spelling: str) -> str:
+    def wrap(self, symbol: str, alias: str) -> str:
+        """The rule ``symbol -> alias`` (one per symbol and alias): a value where it
+        is written (:data:`VALUE`) or a member name (:data:`KEY`)."""
+        found = self._wrapped.get((symbol, alias))
+        if found is None:
+            found = self.rule([[symbol]], self.new("k" if alias == KEY else "v"), alias)
+            self._wrapped[(symbol, alias)] = found
+        return found
+
+    def token(self, spelling: str, name: str | None = None) -> str:
         if spelling not in self.terminals:
-            self.terminals[spelling] = f"T{len(self.terminals)}"
+            self.terminals[spelling] = name or f"T{len(self.terminals)}"
         return self.terminals[spelling]
 
     def literal(self, text: bytes) -> str:
@@ -172,12 +214,13 @@ class _Builder:
 
     def punct(self, char: str) -> str:
         """A bracket, comma or colon with the whitespace run on its open side."""
+        name = {"{": OBJECT_OPEN, "[": ARRAY_OPEN}.get(char)
         if not self.ws:
-            return self.literal(char.encode())
+            return self.token(lark_literal(re.escape(char)), name)
         run = f"[ \\t\\n\\r]{{0,{self.ws}}}"
         before = run if char in "}],:" else ""
         after = run if char in "{[,:" else ""
-        return self.regex(before + re.escape(char) + after)
+        return self.token(f"/{lark_regex(before + re.escape(char) + after)}/", name)
 
     def empty(self, pair: str) -> str:
         if not self.ws:
@@ -187,7 +230,8 @@ class _Builder:
     def text(self, start: str) -> str:
         lines = [f"start: {start}"]
         for name, alts in self.rules.items():
-            lines.append(f"{name}: " + "\n    | ".join(" ".join(a) for a in alts))
+            alias = f" -> {self.aliases[name]}" if name in self.aliases else ""
+            lines.append(f"{name}: " + "\n    | ".join(" ".join(a) + alias for a in alts))
         lines += [f"{name}: {spelling}" for spelling, name in self.terminals.items()]
         return "\n".join(lines) + "\n"
 
@@ -459,11 +503,14 @@ class _Compiler:
         if prefix:
             if items is not False or lo > len(prefix) or hi is not None:
                 raise SchemaError("prefixItems", pointer, "only a closed tuple is supported")
-            syms = [self.value(s, _ptr(pointer, "items", i)) for i, s in enumerate(prefix)]
+            syms = [
+                self.b.wrap(self.value(s, _ptr(pointer, "items", i)), VALUE)
+                for i, s in enumerate(prefix)
+            ]
             comma = self.b.punct(",")
             body = [x for i, s in enumerate(syms) for x in ([comma, s] if i else [s])]
-            return self.b.rule([[self.b.punct("["), *body, self.b.punct("]")]])
-        item = self.value(items, _ptr(pointer, "items"))
+            return self.b.rule([[self.b.punct("["), *body, self.b.punct("]")]], alias=ARRAY)
+        item = self.b.wrap(self.value(items, _ptr(pointer, "items")), VALUE)
         comma = self.b.punct(",")
         tail = self.b.new()
         if hi is None:  # tail_k: k items written; from max(lo, 1) on, a loop
@@ -481,7 +528,7 @@ class _Compiler:
             body_alts = []
         if lo == 0:
             body_alts.append([self.b.empty("[]")])
-        return self.b.rule(body_alts)
+        return self.b.rule(body_alts, alias=ARRAY)
 
     def object(self, schema: dict[str, Any], pointer: str) -> str:
         props = schema.get("properties", {})
@@ -501,8 +548,8 @@ class _Compiler:
         colon = self.b.punct(":")
         for n in names:
             sub = props.get(n, extra)
-            value = self.value(sub, _ptr(pointer, "properties", n))
-            key = self.b.literal(_compact(n))
+            value = self.b.wrap(self.value(sub, _ptr(pointer, "properties", n)), VALUE)
+            key = self.b.wrap(self.b.literal(_compact(n)), KEY)
             members.append((self.b.rule([[key, colon, value]]), n in required))
         comma = self.b.punct(",")
         # after_i: members i.. once one is written; first_i: none written yet, one must be.
@@ -510,8 +557,8 @@ class _Compiler:
         after = self.b.rule([[]])
         first: str | None = None
         if extra not in (None, False):
-            key = self.b.regex(f'"{_not_one_of(names)}"')
-            value = self.value(extra, _ptr(pointer, "additionalProperties"))
+            key = self.b.wrap(self.b.regex(f'"{_not_one_of(names)}"'), KEY)
+            value = self.b.wrap(self.value(extra, _ptr(pointer, "additionalProperties")), VALUE)
             member = self.b.rule([[key, colon, value]])
             loop = self.b.new()
             self.b.rule([[comma, member, loop], []], loop)
@@ -527,7 +574,7 @@ class _Compiler:
             alts.append([self.b.punct("{"), first, self.b.punct("}")])
         if not any_required:
             alts.append([self.b.empty("{}")])
-        return self.b.rule(alts)
+        return self.b.rule(alts, alias=OBJECT)
 
     def any_value(self) -> str:
         """Any JSON value (members in any order, any names)."""
@@ -535,11 +582,20 @@ class _Compiler:
             v = self._any = self.b.new("any")
             string = self.b.regex(STRING)
             comma, colon = self.b.punct(","), self.b.punct(":")
-            member = self.b.rule([[string, colon, v]])
+            written = self.b.wrap(v, VALUE)
+            member = self.b.rule([[self.b.wrap(string, KEY), colon, written]])
             members = self.b.rule([[member]])
             self.b.rules[members].append([members, comma, member])
-            items = self.b.rule([[v]])
-            self.b.rules[items].append([items, comma, v])
+            items = self.b.rule([[written]])
+            self.b.rules[items].append([items, comma, written])
+            obj = self.b.rule(
+                [[self.b.empty("{}")], [self.b.punct("{"), members, self.b.punct("}")]],
+                alias=OBJECT,
+            )
+            arr = self.b.rule(
+                [[self.b.empty("[]")], [self.b.punct("["), items, self.b.punct("]")]],
+                alias=ARRAY,
+            )
             self.b.rule(
                 [
                     [self.b.literal(b"null")],
@@ -547,10 +603,8 @@ class _Compiler:
                     [self.b.literal(b"false")],
                     [self.b.regex(NUMBER)],
                     [string],
-                    [self.b.empty("{}")],
-                    [self.b.punct("{"), members, self.b.punct("}")],
-                    [self.b.empty("[]")],
-                    [self.b.punct("["), items, self.b.punct("]")],
+                    [obj],
+                    [arr],
                 ],
                 v,
             )
@@ -755,7 +809,7 @@ def schema_grammar(schema: Any, *, whitespace: int = 0, strict: bool = False) ->
     if not isinstance(whitespace, int) or whitespace < 0:
         raise ValueError(f"whitespace must be a non-negative int, not {whitespace!r}")
     c = _Compiler(schema, whitespace, strict)
-    return c.b.text(c.value(schema, ""))
+    return c.b.text(c.b.wrap(c.value(schema, ""), VALUE))
 
 
 def json_object_grammar(*, whitespace: int = 0) -> str:
