@@ -1,19 +1,22 @@
 """Parse events (issue 19): their per-token cost, and how early a statement's tables are known.
 
-Purpose. ``Engine.guide(events=spec)`` wraps the guide in a
-``grid_core.events.EventGuide`` (docs/events.md). This measures, on Spider dev
-gold statements (grid-sql's sqlite dialect, no lexicon, a real vocabulary):
+Purpose. ``Engine.guide(events=spec)`` gives the native session with its own
+event tracker (``grid_kernels`` ``events.rs``; docs/events.md). This measures, on
+Spider dev gold statements (grid-sql's sqlite dialect, no lexicon, a real
+vocabulary), through the public calls the adapters make, audit on:
 
 1. **cost**: each statement is first replayed once (``kernels_step.first_sight``:
    the native guide, greedy longest admitted token; this warms the caches and
    gives the token sequences), then ``--passes`` warm passes replay every
-   sequence in fresh guides of two variants taking turns (rotating order, so
-   that they share the host's load): ``off`` = ``engine.guide(audit=False)``
-   (the native session, exactly what a caller gets without events: the same
-   object, nothing of the step changed) and ``on`` = the same with the sqlite
-   dialect's event spec. One warm step = ``fill_next_token_bitmask`` then
-   ``accept_token``, timed per token with ``perf_counter_ns``, the GC off.
-   Target (issue 19): ``on`` at most +10% over ``off`` (p50 and mean).
+   sequence in fresh guides of three variants taking turns (rotating order, so
+   that they share the host's load): ``off`` = ``engine.guide()`` (the native
+   session, exactly what a caller gets without events), ``on`` = the same with
+   the sqlite dialect's event spec, and ``on_read`` = ``on`` plus what a
+   consumer does each step (``event_count``, and ``events(since)`` when it
+   grew: what ``grid_serve.event_lines`` reads). One warm step =
+   ``fill_next_token_bitmask`` then ``accept_token``, timed per token with
+   ``perf_counter_ns``, the GC off. Target (issue 19): ``on`` at most +10% over
+   ``off`` (p50 and mean): the guide's cost; ``on_read`` adds the consumer's.
 2. **tables known before EOS**: in each ``on`` replay, the step of the last
    ``table`` event (the statement's table set complete in the stream) and the
    step of EOS; *lead* = EOS step - that step, in tokens. Reported as median,
@@ -65,6 +68,20 @@ def replay(guide: Any, seq: list[int], row: array.array[int], times: list[float]
         times.append((time.perf_counter_ns() - t0) / 1e3)
 
 
+def replay_reading(guide: Any, seq: list[int], row: array.array[int], times: list[float]) -> None:
+    """``replay``, reading the new events after each token as a consumer does."""
+    seen = 0
+    for token in seq:
+        t0 = time.perf_counter_ns()
+        guide.fill_next_token_bitmask(row)
+        guide.accept_token(token)
+        count = guide.event_count
+        if count != seen:
+            guide.events(since=min(seen, count))
+            seen = count
+        times.append((time.perf_counter_ns() - t0) / 1e3)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -81,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     host = host_description()
     print(f"host: {host['cpu_model'] or host['machine']}, load {host['loadavg_start']}")
 
-    from grid_core.events import EventGuide, tracker
+    from grid_core.events import EventStream, tracker
     from grid_sql.events import event_spec
 
     grammar = load_grammar(SQLITE.grammar_text, "sqlite")
@@ -92,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     seqs, _, rejected = first_sight(engine, stmts)
     row = array.array("i", bytes(4 * engine.n_words))
 
-    times: dict[str, list[float]] = {"off": [], "on": []}
+    times: dict[str, list[float]] = {"off": [], "on": [], "on_read": []}
     leads: list[int] = []
     no_table = mismatched = 0
     post_hoc = tracker(engine, spec)
@@ -100,13 +117,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for n in range(args.passes):
             for i, seq in enumerate(seqs):
-                order = ("off", "on") if (i + n) % 2 == 0 else ("on", "off")
-                for variant in order:
-                    guide = engine.guide(audit=False, events=spec if variant == "on" else None)
-                    replay(guide, seq, row, times[variant])
+                variants = ("off", "on", "on_read")
+                k = (i + n) % 3
+                for variant in variants[k:] + variants[:k]:
+                    guide = engine.guide(events=None if variant == "off" else spec)
+                    if variant == "on_read":
+                        replay_reading(guide, seq, row, times[variant])
+                    else:
+                        replay(guide, seq, row, times[variant])
                     if variant != "on" or n:
                         continue
-                    assert isinstance(guide, EventGuide)
+                    assert isinstance(guide, EventStream)
                     events = guide.events()
                     written = guide.output()
                     if [e.key for e in events] != [e.key for e in post_hoc.parse(written)]:
@@ -120,7 +141,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         gc.enable()
 
     cost = {v: quantiles(ts) | {"mean": statistics.fmean(ts)} for v, ts in times.items()}
-    overhead = {stat: cost["on"][stat] / cost["off"][stat] - 1 for stat in ("p50", "p90", "mean")}
+    overhead = {
+        variant: {
+            stat: cost[variant][stat] / cost["off"][stat] - 1 for stat in ("p50", "p90", "mean")
+        }
+        for variant in ("on", "on_read")
+    }
     lead_q = quantiles(leads)
     histogram = Counter(min(x, 20) for x in leads)
     summary = {
@@ -128,6 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "command": "uv run python bench/events.py " + " ".join(sys.argv[1:]),
         "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "grammar": "sqlite (grid-sql), no lexicon; corpus: Spider dev gold",
+        "audit": True,
         "host": host | {"loadavg_end": host_description()["loadavg_start"]},
         "statements": len(seqs),
         "rejected_replays": rejected,

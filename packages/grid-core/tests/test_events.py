@@ -8,19 +8,22 @@
   extending the previous prefix lacks it); each token here is one byte, so
   "one token earlier" is the previous byte;
 - rollback drops the events of the rolled-back tokens, forks have their own stream;
-- the Python and the native guide give the same stream;
+- the Python and the native guide give the same stream, each checked against the
+  specification on its own (``backend`` parametrises the spec tests) and against
+  each other in seeded lockstep runs with multi-byte tokens, rollback and forks;
 - a spec naming an unknown symbol or a nullable rule is refused, naming it.
 """
 
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 import pytest
 from toy import CRUD, EOS, LEXICON, TOY, token
 
 from grid_core.complete import shortest_completion, shortest_suffix
-from grid_core.events import Event, EventGuide, EventSpec, EventSpecError, tracker
+from grid_core.events import Event, EventGuide, EventSpec, EventSpecError, EventStream, tracker
 from grid_core.grammar import load_grammar
 from grid_core.guide import Engine, GridGuide
 from grid_spec.spec import Language
@@ -63,26 +66,45 @@ def python_guide() -> EventGuide:
     return EventGuide(GridGuide(engine(), audit=False), tracker(engine(), SPEC))
 
 
-def run(text: bytes) -> EventGuide:
-    guide = python_guide()
+def native_guide(audit: bool = False) -> Any:
+    if engine().kernel is None:
+        pytest.skip("grid-kernels is not loaded (or GRID_KERNELS=0): no native guide")
+    guide = engine().guide(audit=audit, events=SPEC)
+    assert not isinstance(guide, EventGuide), "the native session tracks its own events"
+    assert isinstance(guide, EventStream) and guide.spec == SPEC
+    return guide
+
+
+BACKENDS = ["python", "native"]
+
+
+def guide_of(backend: str) -> Any:
+    return python_guide() if backend == "python" else native_guide()
+
+
+def run(text: bytes, backend: str = "python") -> Any:
+    guide = guide_of(backend)
     for b in text:
         guide.accept_token(b)
     guide.accept_token(EOS)
     return guide
 
 
+@cache  # the spec's answers are shared by the backends' checks
 def spec_events(w: bytes) -> list[tuple[str, str, int, int]] | None:
     return language().events(w, SYMBOLS)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("text", SENTENCES)
-def test_stream_equals_post_hoc_parse(text: bytes) -> None:
-    stream = [e.key for e in run(text).events()]
+def test_stream_equals_post_hoc_parse(text: bytes, backend: str) -> None:
+    stream = [e.key for e in run(text, backend).events()]
     assert stream == [e.key for e in tracker(engine(), SPEC).parse(text)]
     assert stream == spec_events(text)
     assert stream  # every sentence has a statement event
 
 
+@cache
 def completions(prefix: bytes) -> list[bytes]:
     """Sentences extending ``prefix``: its shortest completion, and the shortest
     completion after each byte that keeps it viable and after a blank and the
@@ -103,9 +125,10 @@ def completions(prefix: bytes) -> list[bytes]:
     return out
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("text", SENTENCES[:4])
-def test_each_event_emitted_at_the_first_step_that_determines_it(text: bytes) -> None:
-    events = run(text).events()
+def test_each_event_emitted_at_the_first_step_that_determines_it(text: bytes, backend: str) -> None:
+    events = run(text, backend).events()
     by_step: dict[int, list[Event]] = {}
     for event in events:
         by_step.setdefault(event.step, []).append(event)
@@ -125,14 +148,16 @@ def test_each_event_emitted_at_the_first_step_that_determines_it(text: bytes) ->
             assert any(s is not None and event.key not in s for s in earlier), event
 
 
-def test_statement_complete_before_eos() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_statement_complete_before_eos(backend: str) -> None:
     text = b"select * from orders;"
-    (statement,) = [e for e in run(text).events() if e.kind == "statement"]
+    (statement,) = [e for e in run(text, backend).events() if e.kind == "statement"]
     assert statement.step == len(text)  # at ";", not at EOS
 
 
-def test_rollback_and_fork_keep_independent_streams() -> None:
-    guide = python_guide()
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_rollback_and_fork_keep_independent_streams(backend: str) -> None:
+    guide = guide_of(backend)
     for b in b"select * from orders ":
         guide.accept_token(b)
     before = guide.events()
@@ -169,10 +194,7 @@ def test_multi_byte_tokens_and_native_guide_agree() -> None:
         1,
         5,
     ]  # SELECT at once; the table at "yees where"
-    if engine().kernel is None:
-        pytest.skip("grid-kernels is not loaded (or GRID_KERNELS=0): no native guide")
-    native = engine().guide(audit=False, events=SPEC)
-    assert isinstance(native, EventGuide) and not isinstance(native.inner, GridGuide)
+    native = native_guide()
     for t in tokens:
         native.accept_token(t)
     assert native.events() == python.events()
@@ -180,7 +202,52 @@ def test_multi_byte_tokens_and_native_guide_agree() -> None:
 
 
 def test_events_off_is_the_plain_guide() -> None:
-    assert not isinstance(engine().guide(audit=False), EventGuide)
+    guide = engine().guide(audit=False)
+    assert not isinstance(guide, EventGuide)
+    assert getattr(guide, "spec", None) is None
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_native_and_python_streams_agree_in_lockstep(seed: int) -> None:
+    """Seeded runs: random admitted tokens (multi-byte ones favoured), rollbacks,
+    validate_tokens and forks, audit on; after every verb the native stream equals
+    the Python one, event for event and step for step, and the audit records stay
+    equal (events change nothing of the step)."""
+    import random
+
+    rng = random.Random(seed)
+    native, python = (
+        native_guide(audit=True),
+        EventGuide(GridGuide(engine()), tracker(engine(), SPEC)),
+    )
+    pairs = [(native, python)]
+    for _ in range(60):
+        n, p = pairs[-1] if rng.random() < 0.8 else rng.choice(pairs)
+        if n.is_terminated():
+            continue
+        ids = p.mask_ids()
+        assert n.mask_ids() == ids
+        roll = rng.random()
+        if roll < 0.1 and p.steps:
+            k = rng.randint(1, min(4, p.steps))
+            n.rollback(k)
+            p.rollback(k)
+        elif roll < 0.15:
+            pairs.append((n.fork(), p.fork()))
+        elif roll < 0.2:
+            draft = [rng.choice(ids) for _ in range(3)]
+            assert n.validate_tokens(draft) == p.validate_tokens(draft)
+        else:
+            multi = [t for t in ids if t >= 256 and t != EOS]
+            eos = [EOS] if EOS in ids and rng.random() < 0.05 else []
+            pick = rng.choice(eos or (multi if multi and rng.random() < 0.5 else ids))
+            n.accept_token(pick)
+            p.accept_token(pick)
+        for a, b in pairs:
+            assert a.events() == b.events()
+            assert [e.step for e in a.events()] == [e.step for e in b.events()]
+            assert a.event_count == b.event_count
+            assert a.audit_log().records == b.audit_log().records
 
 
 def test_bad_specs_are_refused_naming_the_symbol() -> None:

@@ -96,13 +96,19 @@ impl Row {
 pub struct Stacks {
     pub arena: StackArena,
     rows: Lru<(u64, NodeId), Arc<Row>>,
+    /// The parse-event plans of this generation's nodes ([`crate::events`]).
+    pub plans: Lru<crate::events::PlanKey, Arc<crate::events::Plan>>,
 }
+
+/// The event plan memo's cap in bytes, per arena generation.
+pub const PLAN_MEMO_BYTES: usize = 16 << 20;
 
 impl Stacks {
     fn new(arena: StackArena, row_cap: usize) -> Self {
         Self {
             arena,
             rows: Lru::new(row_cap),
+            plans: Lru::new(PLAN_MEMO_BYTES),
         }
     }
 

@@ -29,6 +29,16 @@ impl GrammarTables {
         node: NodeId,
         scan: &Scan,
     ) -> Result<Option<NodeId>> {
+        Ok(self.emit_pick(arena, node, scan)?.map(|(node, _)| node))
+    }
+
+    /// [`Self::emit`], with the terminal picked.
+    pub fn emit_pick(
+        &self,
+        arena: &mut StackArena,
+        node: NodeId,
+        scan: &Scan,
+    ) -> Result<Option<(NodeId, u32)>> {
         if scan.la_len == 0 {
             return Ok(None);
         }
@@ -42,9 +52,9 @@ impl GrammarTables {
             return Ok(None);
         };
         if self.is_ignored(t as usize) {
-            return Ok(Some(node));
+            return Ok(Some((node, t)));
         }
-        arena.shift(node, t as usize).map(Some)
+        Ok(Some((arena.shift(node, t as usize)?, t)))
     }
 
     /// The configuration after reading `data`, or `None` if it leaves the
@@ -90,6 +100,24 @@ impl GrammarTables {
         start: usize,
         from: usize,
     ) -> Result<Option<(NodeId, usize, Scan)>> {
+        self.read_with(arena, node, scan, buf, start, from, |_, _, _| {})
+    }
+
+    /// [`Self::read`], reporting each emission to `on_emit(terminal, start,
+    /// end)` (offsets in `buf`; ignored terminals included), in order. A read
+    /// that ends in `None` may have reported emissions before it failed.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub fn read_with(
+        &self,
+        arena: &mut StackArena,
+        node: NodeId,
+        scan: Scan,
+        buf: &[u8],
+        start: usize,
+        from: usize,
+        mut on_emit: impl FnMut(u32, usize, usize),
+    ) -> Result<Option<(NodeId, usize, Scan)>> {
         let (mut node, mut scan, mut start, mut i) = (node, scan, start, from);
         while i < buf.len() {
             if let Some(next) = self.step(scan, (i + 1 - start) as u32, buf[i]) {
@@ -97,15 +125,43 @@ impl GrammarTables {
                 i += 1;
                 continue;
             }
-            let Some(emitted) = self.emit(arena, node, &scan)? else {
+            let Some((emitted, t)) = self.emit_pick(arena, node, &scan)? else {
                 return Ok(None);
             };
+            on_emit(t, start, start + scan.la_len as usize);
             node = emitted;
             start += scan.la_len as usize;
             i = start;
             scan = START;
         }
         Ok(Some((node, start, scan)))
+    }
+
+    /// The emissions that finalize the remainder `buf[start..]` (scan state
+    /// `scan`) at stack `node`, reported as [`Self::read_with`] does; `false`
+    /// when it does not finalize (`Lexer.finalize`, for the event stream).
+    pub fn finalize_with(
+        &self,
+        arena: &mut StackArena,
+        node: NodeId,
+        scan: Scan,
+        buf: &[u8],
+        start: usize,
+        mut on_emit: impl FnMut(u32, usize, usize),
+    ) -> Result<bool> {
+        let (mut node, mut scan, mut start) = (node, scan, start);
+        while start < buf.len() {
+            let Some((emitted, t)) = self.emit_pick(arena, node, &scan)? else {
+                return Ok(false);
+            };
+            let end = start + scan.la_len as usize;
+            on_emit(t, start, end);
+            match self.read_with(arena, emitted, START, buf, end, end, &mut on_emit)? {
+                Some((n, s, sc)) => (node, start, scan) = (n, s, sc),
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
     }
 
     /// The stack once the remainder is lexed to the end of input, or `None`

@@ -26,6 +26,7 @@
 //! | [`remote`]  | the family's walk cache shared on Redis (checked)  | (kernels only)       |
 //! | [`resp`]    | a minimal Redis client: URL, one RESP2 connection  | (kernels only)       |
 //! | [`session`] | one request's accept and fill, rollback, fork      | guide.GridGuide      |
+//! | [`events`]  | the session's parse event stream                   | events.EventTracker  |
 //! | [`audit`]   | the session's record chain                         | audit                |
 //!
 //! Tables are built once and shared read-only (`Arc`); walks allocate their own
@@ -40,6 +41,7 @@ pub mod canonical;
 pub mod chunks;
 pub mod engine;
 pub mod error;
+pub mod events;
 pub mod fill;
 pub mod lalr;
 pub mod lexer;

@@ -66,6 +66,21 @@ impl<K: Hash + Eq, V> Lru<K, V> {
         Some(&slot.value)
     }
 
+    /// [`Self::get`] through an exclusive borrow: the same stamp, without the
+    /// atomic read-modify-write a shared borrow needs.
+    pub fn get_mut<Q>(&mut self, key: &Q) -> Option<&V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let tick = self.clock.get_mut();
+        *tick += 1;
+        let now = *tick - 1;
+        let slot = self.map.get(key)?;
+        slot.used.store(now, Ordering::Relaxed);
+        Some(&slot.value)
+    }
+
     /// Keep `value` (of `size` bytes) under `key` unless a value is there
     /// already (memos publish idempotently); returns the value kept, or None
     /// when `value` alone is larger than the cap (then nothing is kept).

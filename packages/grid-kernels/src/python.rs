@@ -35,6 +35,7 @@ use crate::audit::{self, Kind};
 use crate::bits;
 use crate::engine::{Engine, Threads};
 use crate::error::KernelError;
+use crate::events::EventTables;
 use crate::mask::EngineTables;
 use crate::session::{Filled, Session};
 use crate::tables::{GrammarTables, RawGrammar};
@@ -767,12 +768,57 @@ impl PyEngineTables {
     }
 
     /// A new session at the initial configuration, caching its walks under
-    /// `namespace`; `audit` turns its record chain on.
-    #[pyo3(signature = (namespace = 0, audit = false))]
-    fn session(&self, namespace: u64, audit: bool) -> PyResult<PySession> {
-        Ok(PySession {
-            inner: Session::new(Arc::clone(&self.inner), namespace, audit).map_err(to_pyerr)?,
-            last: None,
+    /// `namespace`; `audit` turns its record chain on; `events` (from
+    /// [`Self::event_tables`]) its parse event stream.
+    #[pyo3(signature = (namespace = 0, audit = false, events = None))]
+    fn session(
+        &self,
+        namespace: u64,
+        audit: bool,
+        events: Option<&PyEventTables>,
+    ) -> PyResult<PySession> {
+        let mut inner =
+            Session::new(Arc::clone(&self.inner), namespace, audit).map_err(to_pyerr)?;
+        if let Some(events) = events {
+            if !Arc::ptr_eq(&events.grammar, &self.inner.tables.grammar) {
+                return Err(PyValueError::new_err(
+                    "these event tables were made for another engine's grammar",
+                ));
+            }
+            inner = inner
+                .with_events(Arc::clone(&events.inner))
+                .map_err(to_pyerr)?;
+        }
+        Ok(PySession { inner, last: None })
+    }
+
+    /// The parse event tables of this engine's grammar: per rule and per
+    /// terminal an event code (an index into the caller's table of kinds and
+    /// names), or -1 (`grid_core.events.EventSpec.compile`).
+    fn event_tables(&self, rule_codes: Vec<i64>, term_codes: Vec<i64>) -> PyResult<PyEventTables> {
+        let code = |c: i64| -> PyResult<u32> {
+            if c == -1 {
+                Ok(crate::events::NOT_MARKED)
+            } else {
+                u32::try_from(c)
+                    .ok()
+                    .filter(|&c| c != crate::events::NOT_MARKED)
+                    .ok_or_else(|| PyValueError::new_err(format!("bad event code {c}")))
+            }
+        };
+        let rules = rule_codes
+            .into_iter()
+            .map(code)
+            .collect::<PyResult<Vec<_>>>()?;
+        let terms = term_codes
+            .into_iter()
+            .map(code)
+            .collect::<PyResult<Vec<_>>>()?;
+        let grammar = Arc::clone(&self.inner.tables.grammar);
+        let inner = EventTables::new(&grammar, rules, terms).map_err(to_pyerr)?;
+        Ok(PyEventTables {
+            inner: Arc::new(inner),
+            grammar,
         })
     }
 
@@ -934,6 +980,13 @@ impl PyEntry {
     }
 }
 
+/// Which rules and terminals of one engine's grammar are parse events.
+#[pyclass(frozen, module = "grid_kernels._native", name = "EventTables")]
+struct PyEventTables {
+    inner: Arc<EventTables>,
+    grammar: Arc<GrammarTables>,
+}
+
 /// One request's guide (`GridGuide`), the whole step and its audit record in Rust.
 #[pyclass(module = "grid_kernels._native", name = "Session")]
 struct PySession {
@@ -962,6 +1015,24 @@ impl PySession {
                 .map_err(to_pyerr)?;
         }
         session.accept_token(token, kind).map_err(to_pyerr)
+    }
+
+    /// The parse events determined so far, from index `since` on, each
+    /// `(code, start, end, step)`; empty with events off.
+    #[pyo3(signature = (since = 0))]
+    fn events(&self, since: usize) -> Vec<(u32, u32, u32, u32)> {
+        let all = self.inner.events().unwrap_or(&[]);
+        all.get(since..)
+            .unwrap_or(&[])
+            .iter()
+            .map(|e| (e.code, e.start, e.end, e.step))
+            .collect()
+    }
+
+    /// How many parse events are determined so far (None: events off).
+    #[getter]
+    fn event_count(&self) -> Option<usize> {
+        self.inner.events().map(<[_]>::len)
     }
 
     /// How many leading `tokens` would be accepted; the session is unchanged.
@@ -1500,6 +1571,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyRemoteWalks>()?;
     m.add_function(wrap_pyfunction!(attach_remote, m)?)?;
     m.add_class::<PySession>()?;
+    m.add_class::<PyEventTables>()?;
     m.add_class::<PyEntry>()?;
     m.add_function(wrap_pyfunction!(fill_next_token_bitmasks, m)?)?;
     m.add_function(wrap_pyfunction!(apply_token_bitmask, m)?)?;

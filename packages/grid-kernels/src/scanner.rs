@@ -15,7 +15,7 @@ use crate::bits;
 use crate::tables::{GrammarTables, NO_NODE};
 
 /// Scan state of a remainder (see the module header).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Scan {
     /// DFA state after the remainder.
     pub q: u32,

@@ -46,6 +46,7 @@ use crate::audit::{extend_digest, mask_entry_id, Chain, Kind, Record};
 use crate::cache::{Class, Payload, Verdict};
 use crate::engine::{lock, Engine, Lookup, Row, Stacks};
 use crate::error::{KernelError, Result};
+use crate::events::{At, Emission, Event, EventTables, Tracker};
 use crate::parser::NodeId;
 use crate::scanner::{Scan, START};
 
@@ -96,6 +97,10 @@ pub struct Session {
     lookup: Lookup,
     /// The audit records of the history (None: audit off).
     chain: Option<Chain>,
+    /// The parse event stream (None: events off; [`crate::events`]).
+    events: Option<Box<Tracker>>,
+    /// The scanner emissions of the token being accepted (events on).
+    emissions: Vec<Emission>,
 }
 
 impl Session {
@@ -105,27 +110,60 @@ impl Session {
     pub fn new(engine: Arc<Engine>, namespace: u64, audit: bool) -> Result<Self> {
         let stacks = engine.stacks();
         let root = lock(&stacks).arena.from_states(&[0])?;
+        let mut steps = Vec::with_capacity(64);
+        steps.push(Step {
+            node: root,
+            rem_start: 0,
+            out_len: 0,
+            scan: START,
+            terminated: false,
+            eos: None,
+            digest: 0,
+            stack_hash: 0, // the bottom of every stack hashes to 0
+            mask: None,
+        });
         Ok(Self {
             engine,
             stacks,
-            output: Vec::new(),
-            steps: vec![Step {
-                node: root,
-                rem_start: 0,
-                out_len: 0,
-                scan: START,
-                terminated: false,
-                eos: None,
-                digest: 0,
-                stack_hash: 0, // the bottom of every stack hashes to 0
-                mask: None,
-            }],
+            output: Vec::with_capacity(256),
+            steps,
             lookup: Lookup {
                 namespace,
                 ..Lookup::default()
             },
             chain: audit.then(Chain::default),
+            events: None,
+            emissions: Vec::new(),
         })
+    }
+
+    /// This session with a parse event stream of `tables` (see
+    /// [`crate::events`]); only before the first token.
+    pub fn with_events(mut self, tables: Arc<EventTables>) -> Result<Self> {
+        if self.steps() > 0 {
+            return Err(self.guide_error(None, "events are turned on before the first token"));
+        }
+        let s = self.current();
+        let mut guard = lock(&self.stacks);
+        let stacks = &mut *guard;
+        let at = At {
+            grammar: &self.engine.tables.grammar,
+            node: s.node,
+            scan: s.scan,
+            pos: 0,
+            rem_len: 0,
+            step: 0,
+        };
+        let tracker = Tracker::new(tables, &mut stacks.arena, &mut stacks.plans, &at)?;
+        drop(guard);
+        self.events = Some(Box::new(tracker));
+        self.emissions.reserve(16);
+        Ok(self)
+    }
+
+    /// The parse events determined so far (None: events off).
+    pub fn events(&self) -> Option<&[Event]> {
+        self.events.as_deref().map(Tracker::events)
     }
 
     fn current(&self) -> Step {
@@ -288,6 +326,22 @@ impl Session {
             }
             self.prepare_record(true)?;
             self.record(id as u32, Kind::Eos);
+            if let Some(tracker) = self.events.as_deref_mut() {
+                let g = &*self.engine.tables.grammar;
+                let emissions = &mut self.emissions;
+                emissions.clear();
+                let arena = &mut lock(&self.stacks).arena;
+                let ok = g.finalize_with(
+                    arena,
+                    s.node,
+                    s.scan,
+                    &self.output,
+                    s.rem_start as usize,
+                    |t, a, b| emissions.push((t, a, b)),
+                )?;
+                debug_assert!(ok, "the EOS gate held");
+                tracker.finish(g, emissions, self.steps.len() as u32);
+            }
             self.steps.push(Step {
                 terminated: true,
                 eos: Some(true),
@@ -304,19 +358,34 @@ impl Session {
             return Err(self.guide_error(Some(token), "the output would exceed 4 GiB"));
         }
         self.prepare_record(true)?;
-        let g = &*self.engine.tables.grammar;
+        let engine = Arc::clone(&self.engine);
+        let g = &*engine.tables.grammar;
         let from = self.output.len();
         self.output.extend_from_slice(spelling);
         let mut stacks = lock(&self.stacks);
         let arena = &mut stacks.arena;
-        let read = g.read(
-            arena,
-            s.node,
-            s.scan,
-            &self.output,
-            s.rem_start as usize,
-            from,
-        )?;
+        let read = if self.events.is_some() {
+            let emissions = &mut self.emissions;
+            emissions.clear();
+            g.read_with(
+                arena,
+                s.node,
+                s.scan,
+                &self.output,
+                s.rem_start as usize,
+                from,
+                |t, a, b| emissions.push((t, a, b)),
+            )?
+        } else {
+            g.read(
+                arena,
+                s.node,
+                s.scan,
+                &self.output,
+                s.rem_start as usize,
+                from,
+            )?
+        };
         let next = match read {
             Some((node, start, scan)) => {
                 let empty = start == self.output.len();
@@ -325,6 +394,24 @@ impl Session {
             }
             None => None,
         };
+        if let (Some((node, start, scan, _)), Some(tracker)) = (next, self.events.as_deref_mut()) {
+            let at = At {
+                grammar: g,
+                node,
+                scan,
+                pos: start,
+                rem_len: self.output.len() - start,
+                step: self.steps.len() as u32,
+            };
+            let stacks = &mut *stacks;
+            let advanced =
+                tracker.advance(&mut stacks.arena, &mut stacks.plans, &self.emissions, &at);
+            if let Err(e) = advanced {
+                tracker.truncate(self.steps.len() - 1);
+                self.output.truncate(from);
+                return Err(e);
+            }
+        }
         drop(stacks);
         let Some((node, start, scan, stack_hash)) = next else {
             self.output.truncate(from);
@@ -425,6 +512,7 @@ impl Session {
     /// accepted with audit off, then rolled back; the session is unchanged.
     pub fn validate_tokens(&mut self, tokens: &[i64]) -> Result<usize> {
         let chain = self.chain.take();
+        let events = self.events.take();
         let mut n = 0;
         for &t in tokens {
             if self.accept_token(t, Kind::Sampled).is_err() {
@@ -434,6 +522,7 @@ impl Session {
         }
         let undone = self.rollback(n);
         self.chain = chain;
+        self.events = events;
         undone.map(|()| n)
     }
 
@@ -459,6 +548,9 @@ impl Session {
         let kept = self.steps();
         if let Some(chain) = self.chain.as_mut() {
             chain.truncate(kept);
+        }
+        if let Some(tracker) = self.events.as_deref_mut() {
+            tracker.truncate(kept);
         }
         Ok(())
     }

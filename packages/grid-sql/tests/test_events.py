@@ -13,7 +13,7 @@ import pytest
 
 from grid_core.complete import shortest_completion, shortest_suffix
 from grid_core.errors import GuideError
-from grid_core.events import EventGuide, tracker
+from grid_core.events import EventStream, tracker
 from grid_core.grammar import load_grammar
 from grid_core.guide import Engine
 from grid_core.vocab import Vocabulary
@@ -39,11 +39,11 @@ def compiled(name: str) -> tuple[Engine, Language, dict[str, str]]:
     return engine, Language(dialect.grammar_text), dict(dialect.events)
 
 
-def streamed(name: str, text: bytes) -> EventGuide:
+def streamed(name: str, text: bytes) -> Any:
     """``text`` then EOS through the engine's guide with events on, byte by byte."""
     engine, _, _ = compiled(name)
     guide = engine.guide(audit=False, events=event_spec(get_dialect(name), engine.grammar))
-    assert isinstance(guide, EventGuide)
+    assert isinstance(guide, EventStream)
     for b in text:
         guide.accept_token(b)
     guide.accept_token(EOS)
@@ -55,7 +55,7 @@ def check(name: str, text: bytes) -> None:
     guide = streamed(name, text)
     stream = [e.key for e in guide.events()]
     assert stream == language.events(text, symbols), text
-    assert stream == [e.key for e in tracker(engine, guide.tracker.spec).parse(text)]
+    assert stream == [e.key for e in tracker(engine, guide.spec).parse(text)]
     assert stream[-1][0] == "statement"
     assert all(e.step <= len(text) for e in guide.events()), "complete at ';', before EOS"
 

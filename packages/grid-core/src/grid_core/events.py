@@ -42,10 +42,20 @@ past the new end re-reads from it: :meth:`EventGuide.events` with ``since``);
 a fork has its own stream. Events never change once emitted: a later token
 only adds.
 
+Two implementations, one stream (the project's two-implementations rule):
+:class:`EventTracker` here is the reference, used by :class:`EventGuide` around
+the Python guide (``GRID_KERNELS=0``); with the kernels loaded,
+``Engine.guide(events=spec)`` returns the native session with the same tracker
+in Rust (``grid_kernels`` ``events.rs``), whose stream is checked equal to this
+one, event for event and step for step (``tests/test_events.py``). Both are an
+:class:`EventStream`.
+
 Cost: events are off unless the guide is made with an event spec
-(``Engine.guide(events=...)``); off, nothing in the step changes. On, each
-accepted token is scanned again here (O(|token|) scanner steps and the
-reductions it forces), in Python, beside the guide.
+(``Engine.guide(events=...)``); off, nothing in the step changes. On, natively,
+the token's scanner emissions are applied to a span stack, and what the
+configuration forces is a plan memoized per configuration, applied only when it
+holds an event (``bench/events.py`` measures the step with events on and off).
+The Python tracker scans each accepted token again, in Python, beside the guide.
 """
 
 from __future__ import annotations
@@ -53,7 +63,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from grid_core.errors import GrammarError
 from grid_core.lexer import START, ScanState
@@ -65,7 +75,15 @@ if TYPE_CHECKING:
     from grid_core.guide import Engine
     from grid_core.protocol import Guide
 
-__all__ = ["Event", "EventGuide", "EventSpec", "EventSpecError", "EventTracker", "tracker"]
+__all__ = [
+    "Event",
+    "EventGuide",
+    "EventSpec",
+    "EventSpecError",
+    "EventStream",
+    "EventTracker",
+    "tracker",
+]
 
 
 class EventSpecError(GrammarError):
@@ -484,6 +502,22 @@ def tracker(engine: Engine, spec: EventSpec) -> EventTracker:
     return found
 
 
+@runtime_checkable
+class EventStream(Protocol):
+    """A guide with a parse event stream: the native session made with an event
+    spec, or an :class:`EventGuide` (see the module header)."""
+
+    @property
+    def spec(self) -> EventSpec | None: ...
+
+    @property
+    def event_count(self) -> int: ...
+
+    def events(self, since: int = 0) -> list[Event]: ...
+
+    def output(self) -> bytes: ...
+
+
 @dataclass(frozen=True, eq=False)
 class _History:
     """A persistent list of tracker states, one per step."""
@@ -506,6 +540,11 @@ class EventGuide:
         self._history = _history or _History(events.start(), None)
 
     # -- events ------------------------------------------------------------------
+
+    @property
+    def spec(self) -> EventSpec:
+        """The event spec of this guide's stream."""
+        return self.tracker.spec
 
     def events(self, since: int = 0) -> list[Event]:
         """The events determined by the accepted tokens, in stream order, from index

@@ -143,13 +143,12 @@ class Engine:
         """A guide at the initial configuration: the native session when the
         kernels are loaded (``self.kernel``), else the Python :class:`GridGuide`.
         ``audit`` turns the per-step records on (DESIGN.md section 9); an
-        ``events`` spec wraps it in an :class:`~grid_core.events.EventGuide`
-        with a parse event stream (off by default: ``grid_core.events``)."""
-        inner: Guide
+        ``events`` spec gives it a parse event stream (off by default:
+        ``grid_core.events``), tracked natively in the session, or on the Python
+        path by an :class:`~grid_core.events.EventGuide` around the guide."""
         if self.kernel is not None:
-            inner = kernels.session(self, audit=audit)
-        else:
-            inner = GridGuide(self, audit=audit)
+            return kernels.session(self, audit=audit, events=events)
+        inner = GridGuide(self, audit=audit)
         if events is None:
             return inner
         return EventGuide(inner, tracker(self, events))

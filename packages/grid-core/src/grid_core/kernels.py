@@ -31,6 +31,7 @@ from grid_core import shared_cache
 from grid_core.audit import AuditLog, Kind, Record
 from grid_core.cache import Entry, Key, SharedCache
 from grid_core.errors import GridError, GuideError, MaskError
+from grid_core.events import Event, EventSpec
 from grid_core.protocol import accept_in_order, is_tensor, tensor_view
 
 ABI_VERSION = 2
@@ -127,16 +128,56 @@ def cold_entry(engine: Any, key: Key, root: int, pending: bytes, allowed: int) -
     return Entry(handle.kind, handle.encoding, handle.payload, handle.cd, handle.entry_id)
 
 
-def session(engine: Any, *, audit: bool = True) -> KernelGuide:
+def session(engine: Any, *, audit: bool = True, events: EventSpec | None = None) -> KernelGuide:
     """A :class:`KernelGuide` at the initial configuration of ``engine`` (a
     ``grid_core.guide.Engine`` built with the kernels loaded); ``audit`` turns
-    its per-step records on."""
+    its per-step records on; ``events`` its parse event stream, tracked natively
+    (``grid_kernels`` ``events.rs``; the same stream as
+    :class:`grid_core.events.EventTracker`)."""
     if engine.kernel is None:
         raise KernelsError(
             "this engine has no kernels (grid-kernels is not installed, or GRID_KERNELS=0)"
         )
     namespace = engine.shared.namespace if engine.shared is not None else 0
-    return KernelGuide(engine, engine.kernel.session(namespace, audit))
+    if events is None:
+        return KernelGuide(engine, engine.kernel.session(namespace, audit))
+    tables, names = _event_tables(engine, events)
+    native = engine.kernel.session(namespace, audit, tables)
+    return KernelGuide(engine, native, (events, names))
+
+
+_events: weakref.WeakKeyDictionary[Any, dict[EventSpec, tuple[Any, list[tuple[str, str]]]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _event_tables(engine: Any, spec: EventSpec) -> tuple[Any, list[tuple[str, str]]]:
+    """The native event tables of ``spec`` over ``engine`` (made once per engine and
+    spec) and the (kind, name) of each event code."""
+    per_engine = _events.setdefault(engine, {})
+    found = per_engine.get(spec)
+    if found is None:
+        rules, lexemes = spec.compile(engine)
+        names: list[tuple[str, str]] = []
+        codes: dict[tuple[str, str], int] = {}
+
+        def code(kind_name: tuple[str, str]) -> int:
+            if kind_name not in codes:
+                codes[kind_name] = len(names)
+                names.append(kind_name)
+            return codes[kind_name]
+
+        terminals = engine.grammar.terminals
+        rule_codes = [
+            code(rules[r]) if r in rules else -1 for r in range(len(engine.tables.rule_lhs))
+        ]
+        term_codes = [
+            code((lexemes[t], terminals[t].name)) if t in lexemes else -1
+            for t in range(len(terminals))
+        ]
+        tables = engine.kernel.event_tables(rule_codes, term_codes)
+        found = per_engine.setdefault(spec, (tables, names))
+    return found
 
 
 class KernelGuide:
@@ -148,13 +189,46 @@ class KernelGuide:
     are kept and chained natively; :meth:`audit_log` reads them out.
     """
 
-    __slots__ = ("_native", "_tensor", "_view", "engine")
+    __slots__ = ("_events", "_native", "_tensor", "_view", "engine")
 
-    def __init__(self, engine: Any, native: Any) -> None:
+    def __init__(
+        self,
+        engine: Any,
+        native: Any,
+        events: tuple[EventSpec, list[tuple[str, str]]] | None = None,
+    ) -> None:
         self.engine = engine
         self._native = native
+        self._events = events
         self._tensor: Any = None
         self._view: Any = None
+
+    # -- parse events (grid_core.events.EventStream) -----------------------------
+
+    @property
+    def spec(self) -> EventSpec | None:
+        """The event spec of this guide's stream (None: events off)."""
+        return None if self._events is None else self._events[0]
+
+    def events(self, since: int = 0) -> list[Event]:
+        """The events the accepted tokens determined, from index ``since`` on
+        (docs/events.md); a guide made without events has none."""
+        if self._events is None:
+            raise GuideError(self.steps, None, "this guide was made without an event spec")
+        names = self._events[1]
+        out = []
+        for code, start, end, step in self._native.events(since):
+            kind, name = names[code]
+            out.append(Event(kind, name, start, end, step))
+        return out
+
+    @property
+    def event_count(self) -> int:
+        """How many events are determined so far."""
+        count: int | None = self._native.event_count
+        if count is None:
+            raise GuideError(self.steps, None, "this guide was made without an event spec")
+        return count
 
     @property
     def steps(self) -> int:
@@ -224,7 +298,7 @@ class KernelGuide:
 
     def fork(self) -> KernelGuide:
         """An independent guide at the same point, with the same records."""
-        return KernelGuide(self.engine, self._native.fork())
+        return KernelGuide(self.engine, self._native.fork(), self._events)
 
     def is_terminated(self) -> bool:
         """EOS has been accepted."""

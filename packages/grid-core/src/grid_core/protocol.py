@@ -38,10 +38,12 @@ Contract (a *step* is one accepted token, EOS included):
   a hashable key of the current configuration, equal keys meaning equal
   masks (what a row cache keys on).
 
-Parse events (off by default): ``Engine.guide(events=spec)`` returns a
-:class:`grid_core.events.EventGuide`, a guide of this protocol over either
-implementation that adds ``events(since=0)``: the parse events the accepted
-tokens determine, rollback and fork included (docs/events.md).
+Parse events (off by default): ``Engine.guide(events=spec)`` returns a guide
+of this protocol that is also a :class:`grid_core.events.EventStream`: it adds
+``events(since=0)`` and ``event_count``, the parse events the accepted tokens
+determine, rollback and fork included (docs/events.md). The native session
+tracks them itself; on the Python path an :class:`grid_core.events.EventGuide`
+wraps the guide.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ __all__ = [
     "ABI_VERSION",
     "EngineTables",
     "Entry",
+    "EventTables",
     "RemoteWalks",
     "Session",
     "SessionError",
@@ -212,10 +213,17 @@ class EngineTables:
         if it holds more). Masks are unchanged: every cache is a memo."""
     def memory(self) -> dict[str, tuple[int, int, int]]:
         """``{"walks" | "chunks" | "rows": (bytes held, cap, evicted so far)}``."""
-    def session(self, namespace: int = 0, audit: bool = False) -> Session:
+    def session(
+        self, namespace: int = 0, audit: bool = False, events: EventTables | None = None
+    ) -> Session:
         """A new :class:`Session` at the initial configuration; its walks are
         cached in this engine under ``namespace`` (grid-core's cache namespace);
-        ``audit`` turns its record chain on (``grid_core.audit``)."""
+        ``audit`` turns its record chain on (``grid_core.audit``); ``events``
+        (from :meth:`event_tables` of this engine) its parse event stream."""
+    def event_tables(self, rule_codes: list[int], term_codes: list[int]) -> EventTables:
+        """Which rules and terminals of this engine's grammar are parse events:
+        per rule and per terminal an event code (an index into the caller's
+        table of kinds and names) or -1 (``grid_core.events.EventSpec.compile``)."""
 
 @final
 class Entry:
@@ -248,6 +256,10 @@ class SessionError(ValueError):
     token: int | None
     reason: str
     kind: Literal["guide", "mask"]
+
+@final
+class EventTables:
+    """The parse event codes of one engine's grammar (``EngineTables.event_tables``)."""
 
 @final
 class Session:
@@ -311,6 +323,12 @@ class Session:
         cold), None before any fill."""
     def config(self) -> tuple[list[int], bytes]:
         """The current configuration: (LALR states bottom first, remainder)."""
+    def events(self, since: int = 0) -> list[tuple[int, int, int, int]]:
+        """The parse events determined so far, from index ``since`` on, each
+        ``(code, start, end, step)`` (``grid_core.events``); empty with events off."""
+    @property
+    def event_count(self) -> int | None:
+        """How many parse events are determined so far (None: events off)."""
     def mask_key(self) -> tuple[list[int], int, int, bytes, bytes]:
         """A key of the current step's mask: (LALR states, q, ln, p, v), the
         remainder's scanner normal form (``Config.normal``; ``p`` as

@@ -413,7 +413,7 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
     torch, transformers = load_framework()
 
     from grid_core.decode import GREEDY, Generation, Sampling
-    from grid_core.events import EventGuide
+    from grid_core.events import EventStream
     from grid_core.guide import Engine
     from grid_serve.event_lines import EventLines
     from grid_serve.model import load_model
@@ -478,8 +478,8 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
         dialect = get_dialect(schema.dialect)
         spec = None if events_out is None else event_spec(dialect, engine.grammar)
         guide = engine.guide(events=spec)
-        if isinstance(guide, EventGuide):
-            assert events_out is not None
+        if spec is not None:
+            assert events_out is not None and isinstance(guide, EventStream)
             reader = SqlEventReader(dialect, grants)
             streams.append(EventLines(guide, reader, events_out, attempt=len(streams)))
         with warnings.catch_warnings():

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import TextIO
 
-from grid_core.events import EventGuide
+from grid_core.events import EventStream
 from grid_sql.events import SqlEventReader
 
 
@@ -25,7 +25,7 @@ class EventLines:
     """Writes one guide's events to ``out`` (see the module header)."""
 
     def __init__(
-        self, guide: EventGuide, reader: SqlEventReader, out: TextIO, attempt: int = 0
+        self, guide: EventStream, reader: SqlEventReader, out: TextIO, attempt: int = 0
     ) -> None:
         self.guide = guide
         self.reader = reader

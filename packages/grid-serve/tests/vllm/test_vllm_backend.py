@@ -235,13 +235,13 @@ def test_a_request_with_events_writes_them_as_json_lines(
     writes a retract line; at EOS the file holds the statement's post-hoc events.
     Fails if a line is late (the table not written before the statement ends) or the
     sequence differs from parsing the final statement."""
-    from grid_core.events import EventGuide, tracker
+    from grid_core.events import EventStream, tracker
 
     monkeypatch.setenv("GRID_EVENTS_DIR", str(tmp_path))
     sql = "SELECT name FROM departments WHERE budget > 1000;"
     ids = tokenizer.encode(sql, add_special_tokens=False)
     r, grammar = compiled(manager, config, tokenizer, "ev", {**ANALYST, "events": True})
-    assert isinstance(grammar.guide, EventGuide)
+    assert isinstance(grammar.guide, EventStream)
     path = tmp_path / "ev.events.jsonl"
     seen_table_at = None
     for n, token in enumerate(ids):

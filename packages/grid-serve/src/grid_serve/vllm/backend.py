@@ -101,7 +101,7 @@ from vllm.v1.structured_output.backend_types import (
 
 from grid_core.audit import AuditLog
 from grid_core.errors import TokenizerError
-from grid_core.events import EventGuide, EventSpec
+from grid_core.events import EventSpec, EventStream
 from grid_core.guide import Engine
 from grid_core.protocol import Guide
 from grid_core.vocab import Vocabulary, from_hf_tokenizer_json
@@ -339,7 +339,7 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
             return
         try:
             if self.event_lines is None:
-                assert isinstance(self.guide, EventGuide)
+                assert isinstance(self.guide, EventStream)
                 out = self.events.open(self._request[0] or "request")
                 self.event_lines = EventLines(self.guide, self.events.reader, out)
             self.event_lines.flush()
