@@ -587,6 +587,18 @@ def _tokens(node: Tree) -> list[Token]:
     return [c for c in node.children if _is_token(c)]
 
 
+def _dml_tokens(node: Tree) -> list[Token]:
+    """The tokens of an UPDATE or DELETE with those of its target's rules
+    (``delete_from_clause``, ``target_alias``) in place."""
+    out: list[Token] = []
+    for c in node.children:
+        if _is_token(c):
+            out.append(c)
+        elif c.data in ("delete_from_clause", "target_alias"):
+            out += _dml_tokens(c)
+    return out
+
+
 def _is_token(node: Any) -> bool:
     return not hasattr(node, "data")
 
@@ -729,8 +741,9 @@ class _Walker:
 
     def _dml_target(self, tree: Tree) -> tuple[_Scope, _Source | None]:
         """The scope of an UPDATE or DELETE: its target table (under its alias), if known."""
-        token = next(t for t in _tokens(tree) if t.type == "TABLE_NAME")
-        alias = next((t for t in _tokens(tree) if t.type == "ALIAS_NAME"), None)
+        tokens = _dml_tokens(tree)
+        token = next(t for t in tokens if t.type == "TABLE_NAME")
+        alias = next((t for t in tokens if t.type == "ALIAS_NAME"), None)
         scope = _Scope(None)
         target = self._target(token, alias)
         if target is not None:

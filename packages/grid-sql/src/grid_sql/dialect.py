@@ -89,6 +89,7 @@ STATEMENT_EVENTS: tuple[tuple[str, str], ...] = (
     ("TABLE_NAME", "table"),
     ("CTE_NAME", "table"),
     ("table_alias", "alias"),
+    ("target_alias", "alias"),
     ("QUALIFIER", "qualifier"),
     ("COLUMN_NAME", "column"),
     *((word, "clause_open") for word in ("WITH", "FROM", "WHERE", "GROUP", "HAVING")),
@@ -97,6 +98,7 @@ STATEMENT_EVENTS: tuple[tuple[str, str], ...] = (
         (f"{name}_clause", "clause_close")
         for name in ("with", "from", "where", "group_by", "having", "order_by", "limit", "window")
     ),
+    ("delete_from_clause", "clause_close"),
     ("start", "statement"),
 )
 
