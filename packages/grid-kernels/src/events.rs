@@ -76,9 +76,20 @@ pub struct Plan {
     marked: bool,
 }
 
-/// The plan memo's key: (event tables' serial, stack node, scan state,
-/// remainder: 0 empty, 1 not a whole lexeme, 2 one whole lexeme).
-pub type PlanKey = (u64, NodeId, Scan, u8);
+/// The plan memo's key, packed in three words: the event tables' serial, the
+/// stack node, the scan state with `la_len` read only as zero or not (all a
+/// plan reads of it), and the remainder's shape (0 empty, 1 not a whole
+/// lexeme, 2 one whole lexeme).
+pub type PlanKey = [u64; 3];
+
+fn plan_key(serial: u64, node: NodeId, scan: &Scan, shape: u8) -> PlanKey {
+    let flags = u64::from(shape) | (u64::from(scan.la_len > 0) << 2);
+    [
+        serial << 35 | flags << 32 | u64::from(node),
+        u64::from(scan.q) | u64::from(scan.ln as u32) << 32,
+        u64::from(scan.la_q) | u64::from(scan.la_ln as u32) << 32,
+    ]
+}
 
 static SERIAL: AtomicU64 = AtomicU64::new(1);
 
@@ -182,9 +193,11 @@ pub struct Tracker {
     cells: Vec<Cell>,
     events: Vec<Event>,
     marks: Vec<Mark>,
-    /// The realized and forced events of the step in progress.
-    realized: Vec<Event>,
+    /// The forced events of the step in progress.
     forced: Vec<Event>,
+    /// Of the events emitted ahead, those the step in progress has not yet
+    /// realized (they are the stream's last `ahead`).
+    ahead: u32,
 }
 
 /// What the tracker reads of the session's configuration after a step.
@@ -218,8 +231,8 @@ impl Tracker {
             cells,
             events: Vec::with_capacity(64),
             marks: Vec::with_capacity(128),
-            realized: Vec::with_capacity(16),
             forced: Vec::with_capacity(16),
+            ahead: 0,
         };
         t.settle(arena, plans, at, 0, 0)?;
         Ok(t)
@@ -244,7 +257,7 @@ impl Tracker {
         at: &At<'_>,
     ) -> Result<()> {
         let m = self.mark();
-        self.realized.clear();
+        self.ahead = m.ahead;
         let mut top = m.top;
         for &(t, start, end) in emissions {
             if at.grammar.is_ignored(t as usize) {
@@ -252,15 +265,14 @@ impl Tracker {
             }
             top = self.shift(at.grammar, top, t, start as u32, end as u32, at.step, true);
         }
-        let ahead = self.take_realized(m.ahead);
-        self.settle(arena, plans, at, top, ahead)
+        self.settle(arena, plans, at, top, self.ahead)
     }
 
     /// The step after EOS: the remainder's final emissions `emissions`,
     /// then `$END` reduced up to ACCEPT.
     pub fn finish(&mut self, grammar: &GrammarTables, emissions: &[Emission], step: u32) {
         let m = self.mark();
-        self.realized.clear();
+        self.ahead = m.ahead;
         let mut top = m.top;
         for &(t, start, end) in emissions {
             if grammar.is_ignored(t as usize) {
@@ -269,11 +281,10 @@ impl Tracker {
             top = self.shift(grammar, top, t, start as u32, end as u32, step, true);
         }
         top = self.reduce_all(grammar, top, grammar.n_terminals as u32, step, true);
-        let ahead = self.take_realized(m.ahead);
         self.marks.push(Mark {
             top,
             n_events: self.events.len() as u32,
-            ahead,
+            ahead: self.ahead,
             n_cells: self.cells.len() as u32,
         });
     }
@@ -286,24 +297,22 @@ impl Tracker {
         self.cells.truncate(m.n_cells as usize);
     }
 
-    /// Append the realized events not already emitted ahead; the `ahead`
-    /// count left.
-    fn take_realized(&mut self, mut ahead: u32) -> u32 {
-        for i in 0..self.realized.len() {
-            let e = self.realized[i];
-            if ahead > 0 {
-                let emitted = self.events[self.events.len() - ahead as usize];
-                debug_assert_eq!(emitted.key(), e.key(), "forced, then realized otherwise");
-                ahead -= 1;
-            } else {
-                self.events.push(e);
-            }
+    /// An event of the step: realized (`real`: appended unless it is the
+    /// next of those emitted ahead) or forced (kept for [`Self::settle`]).
+    fn emit(&mut self, e: Event, real: bool) {
+        if !real {
+            self.forced.push(e);
+        } else if self.ahead > 0 {
+            let emitted = self.events[self.events.len() - self.ahead as usize];
+            debug_assert_eq!(emitted.key(), e.key(), "forced, then realized otherwise");
+            self.ahead -= 1;
+        } else {
+            self.events.push(e);
         }
-        ahead
     }
 
     /// Reduce as terminal `t` (`$END`: up to ACCEPT) makes the stack at `top`
-    /// reduce; marked reductions go to `realized` (else `forced`). Cells are
+    /// reduce; marked reductions are emitted ([`Self::emit`]). Cells are
     /// appended; the new top is returned.
     fn reduce_all(
         &mut self,
@@ -349,11 +358,7 @@ impl Tracker {
                 end,
                 step,
             };
-            if real {
-                self.realized.push(e);
-            } else {
-                self.forced.push(e);
-            }
+            self.emit(e, real);
         }
         self.push(below, state as u32, start, end)
     }
@@ -381,11 +386,7 @@ impl Tracker {
                 end,
                 step,
             };
-            if real {
-                self.realized.push(e);
-            } else {
-                self.forced.push(e);
-            }
+            self.emit(e, real);
         }
         self.push(top, (a - 1) as u32, start, end)
     }
@@ -425,12 +426,7 @@ impl Tracker {
             });
             return Ok(());
         }
-        // the plan reads of `la_len` only whether it is 0 (a function of the rest)
-        let scan = Scan {
-            la_len: at.scan.la_len.min(1),
-            ..at.scan
-        };
-        let key = (self.tables.serial, at.node, scan, shape);
+        let key = plan_key(self.tables.serial, at.node, &at.scan, shape);
         let made;
         let plan: &Plan = match plans.get_mut(&key) {
             Some(p) => p,
