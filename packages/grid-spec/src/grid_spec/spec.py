@@ -95,6 +95,7 @@ class Language:
         union = "|".join(f"(?:{t.pattern.to_regexp()})" for t in every.terminals)
         self.union = regex.compile(union, regex.A)
         self.longest = regex.compile(union, regex.A | regex.POSIX)  # leftmost-longest
+        self._accepts: dict[tuple[int, ...], frozenset[str]] = {}
 
     # -- lexing (independent of the parser) ---------------------------------
 
@@ -117,7 +118,16 @@ class Language:
 
     def start_state(self) -> State:
         p = self.lark.parse_interactive("")
-        return p, frozenset(p.accepts())  # type: ignore[no-untyped-call]
+        return p, self.shiftable(p)
+
+    def shiftable(self, p: Parser) -> frozenset[str]:
+        """lark's ``accepts()`` of ``p``: a function of its LALR state stack alone
+        (the value stack only holds trees), so memoized by that stack."""
+        key = tuple(p.parser_state.state_stack)
+        found = self._accepts.get(key)
+        if found is None:
+            found = self._accepts[key] = frozenset(p.accepts())
+        return found
 
     def pick(self, shiftable: frozenset[str], lexeme: str) -> str | None:
         """The terminal picked for ``lexeme`` (an ignored one included), or None."""
@@ -143,7 +153,7 @@ class Language:
             p.feed_token(Token(t, lexeme))
         except UnexpectedInput:  # pragma: no cover - accepts() said it shifts
             raise AssertionError(f"lark refused {t} after accepts() admitted it") from None
-        return p, frozenset(p.accepts())
+        return p, self.shiftable(p)
 
     def live(self, state: State, r: str) -> bool:
         """The pending remainder can still become a lexeme the parser takes (or skips)."""
@@ -185,13 +195,13 @@ class Language:
         parser: Parser = self.lark.parse_interactive("")
         at = 0
         for lexeme in lexed[0]:
-            t = self.pick(frozenset(parser.accepts()), lexeme)
+            t = self.pick(self.shiftable(parser), lexeme)
             if t is None:
                 return None
             if t not in self.ignored:
                 parser.feed_token(_token(t, lexeme, at))
             at += len(lexeme)
-        if END not in parser.accepts():
+        if END not in self.shiftable(parser):
             return None
         tree = parser.feed_eof()
         out: list[tuple[str, str, int, int]] = []
