@@ -37,7 +37,7 @@ from grid_core.errors import GridError
 from grid_core.trie import TokenTrie, build_trie
 from grid_core.vocab import Vocabulary, cl100k
 from grid_sql.checker import SemanticChecker
-from grid_sql.column_scope import ScopedEngines, ScopedGuide, scoped_engines
+from grid_sql.column_scope import ScopedEngines, ScopedGuide, scoped_engines, spell_columns
 from grid_sql.dialects import SQLITE
 from grid_sql.from_first import FROM_FIRST, to_from_first
 from grid_sql.policy import RoleGrants
@@ -270,3 +270,32 @@ def test_cache_on_and_off_give_the_same_masks_over_two_scopes() -> None:
             b.accept_token(t)
         assert a.eos_allowed() and b.eos_allowed()
     assert on.engines_built >= 4
+
+
+SINGER = {"singer_id", "name", "country", "song_name", "song_release_year", "age"}
+STADIUM = {"stadium_id", "location", "name", "capacity", "highest", "lowest"}
+SPELLER_CONTEXTS = {
+    "FROM singer SELECT": SINGER,
+    "FROM stadium SELECT name WHERE": STADIUM,
+    # singer_id: granted on singer, denied on singer_in_concert, so ambiguous-or-denied
+    "FROM singer AS T1 JOIN singer_in_concert AS T2 ON": (SINGER - {"singer_id"}) | {"concert_id"},
+    "FROM singer AS T1 JOIN singer_in_concert AS T2 ON T1.singer_id = T2.": {"concert_id"},
+    "FROM stadium SELECT name WHERE capacity > (FROM singer SELECT": SINGER | STADIUM,
+    "FROM concert SELECT count(*) GROUP BY": {"concert_id", "concert_name", "theme", "stadium_id"},
+    "SELECT": set(),
+}
+
+
+def test_column_speller_finds_no_bypass_and_reaches_every_control() -> None:
+    """The column speller (``spell_columns``) over cl100k at seven contexts of
+    concert_singer: every column of the schema in its spellings (four case forms,
+    quoted), after a blank and after nothing (where the word would not continue
+    the context's last lexeme), from every byte boundary of the context's tail."""
+    e = engines("concert_singer")
+    got = spell_columns(
+        e, {c: frozenset(v) for c, v in SPELLER_CONTEXTS.items()}, glues=(b" ", b"")
+    )
+    assert got.bypasses == [] and got.disagreements == [], (got.bypasses[:5],)
+    assert got.controls_missing == []
+    assert got.controls_reached == got.controls_expected == 35
+    assert got.targets > 7 * 73 and got.trials > 4000

@@ -69,16 +69,25 @@ the same walks the scoped lexer (:meth:`ScopedGuide.advance`) performs, hence
 exact (``tests/test_column_scope.py`` checks the mask against the lexer on
 every token of a real vocabulary).
 
+The column speller (:func:`spell_columns`) is :mod:`grid_sql.speller`'s search
+for columns: forbidden columns spelled token by token at column positions,
+straddling tokens included, with positive controls.
+
 Known limits: Python only (no native session; each step rescans the pending
-lexeme, O(|lexeme|)); the audit records (config hash, mask entry id, token,
-blocked) chain like a guide's, with the scope's lexicon fingerprint per step in
-the seal's mode, but ``grid audit verify`` does not replay this guide.
+lexeme, O(|lexeme|), so requirement R does not hold inside long lexemes). The
+audit records (``accept_token(..., audit=True)``: configuration hash of the
+scope engine's configuration, mask entry id, token, blocked count) chain like a
+guide's (:meth:`ScopedGuide.audit_log`), but the scope is not a field of the
+record and ``grid audit verify`` cannot replay this guide: exact audit of the
+scope switch is left undone.
 """
 
 from __future__ import annotations
 
 import array
-from dataclasses import dataclass, replace
+import bisect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from grid_core.audit import AuditLog, Kind, mask_entry_id
@@ -101,12 +110,14 @@ from grid_sql.projection import dialect_dfa, dialect_grammar
 from grid_sql.schema import SchemaSnapshot, ascii_lower
 
 __all__ = [
+    "ColumnSpelling",
     "ScopeState",
     "ScopedEngines",
     "ScopedGuide",
     "scoped_engines",
     "scoped_grammar",
     "scoped_rule",
+    "spell_columns",
 ]
 
 Phase = Literal["select", "from", "post", "order"]
@@ -793,3 +804,173 @@ def scoped_engines(
     dfa = dialect_dfa(profile)
     base = Engine(g, vocab, build_lexicon(g, dfa, words), dfa=dfa, trie=trie, cache=cache)
     return ScopedEngines(base, dialect, schema, grants, lexicon)
+
+
+# ---------------------------------------------------------------- the column speller
+
+
+@dataclass
+class ColumnSpelling:
+    """The counts of :func:`spell_columns` (the JSON record of a column probe)."""
+
+    positions: int = 0
+    targets: int = 0
+    searches: int = 0
+    trials: int = 0
+    """(state, token) pairs checked against the mask and the scoped lexer."""
+    bypasses: list[str] = field(default_factory=list)
+    disagreements: list[str] = field(default_factory=list)
+    controls_expected: int = 0
+    controls_reached: int = 0
+    controls_missing: list[str] = field(default_factory=list)
+
+
+_State = tuple[Node, bytes, ScopeState]
+
+_NAME_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
+
+
+def spell_columns(
+    engines: ScopedEngines,
+    contexts: Mapping[str, frozenset[str]],
+    *,
+    glues: tuple[bytes, ...] = (b" ", b""),
+) -> ColumnSpelling:
+    """The RBAC speller's search (:mod:`grid_sql.speller`) for columns in the scoped
+    language: at each context (a prefix after which a column may be written), every
+    column of the granted tables in each case form and quoted is spelled token by
+    token over the vocabulary, from every byte boundary of the context's tail
+    (tokens that straddle the context and the column) and after each glue. A token
+    is followed when the mask admits it; the mask's verdict is checked against the
+    scoped lexer's on every token tried. A spelling complete with reading
+    ``COLUMN_NAME`` is a **bypass** when the column (case-folded) is not in the
+    context's expected set ``contexts[context]``, and reaches a **positive
+    control** when it is (bare catalog spelling)."""
+    vocab = engines.base.vocab
+    spelled = vocab.token_bytes
+    ordered = sorted((b, i) for i, b in enumerate(spelled) if b and i not in vocab.special_ids)
+    keys = [b for b, _ in ordered]
+    longest = max(len(b) for b in keys)
+    column = engines.base.grammar.terminal_id(engines.dialect.column_category)
+    out = ColumnSpelling()
+    names = sorted({c for cols in engines._catalog.values() for c in cols.values()})
+    guide0 = ScopedGuide(engines)
+
+    def starting(prefix: bytes) -> list[int]:
+        k = bisect.bisect_left(keys, prefix)
+        got = []
+        while k < len(keys) and keys[k].startswith(prefix):
+            got.append(ordered[k][1])
+            k += 1
+        return got
+
+    for context, expected in contexts.items():
+        out.positions += 1
+        masks: dict[_State, frozenset[int]] = {}
+        for glue in glues:
+            pre = context.encode() + glue
+            at = guide0.advance(engines.base.parser.root, b"", ScopeState(), pre)
+            assert at is not None, f"context {pre!r} is in the language"
+            straddles: dict[int, _State | None] = {}
+            for name in names:
+                forms = {case_form(name, f).encode() for f in DEFAULT_CASE_FORMS}
+                forms |= set(spellings(name, engines.dialect, engines.dialect.column_category))
+                allowed = ascii_lower(name) in expected
+                for word in sorted(forms):
+                    if glue == b"" and word[0] in _NAME_BYTES and pre[-1] in _NAME_BYTES:
+                        continue  # the word would continue the context's last lexeme
+                    out.targets += 1
+                    out.searches += 1
+                    reached = _spell(
+                        engines, pre, word, longest, starting, column, out, masks, straddles
+                    )
+                    label = f"{name} as {word!r} after {pre!r}"
+                    if reached and not allowed:
+                        out.bypasses.append(label)
+                    if allowed and word == name.encode():
+                        out.controls_expected += 1
+                        out.controls_reached += reached
+                        if not reached:
+                            out.controls_missing.append(label)
+    return out
+
+
+def _spell(
+    engines: ScopedEngines,
+    pre: bytes,
+    word: bytes,
+    longest: int,
+    starting: Callable[[bytes], list[int]],
+    column: int,
+    out: ColumnSpelling,
+    masks: dict[_State, frozenset[int]],
+    straddles: dict[int, _State | None],
+) -> bool:
+    """Whether some admitted token path spells ``word`` after ``pre``, read as a column."""
+    spelled = engines.base.vocab.token_bytes
+    root = engines.base.parser.root
+    probe = ScopedGuide(engines)
+
+    def admitted(state: _State, tid: int) -> _State | None:
+        if state not in masks:
+            masks[state] = frozenset(ScopedGuide(engines, _Cell(*state, None, 0)).mask_ids())
+        out.trials += 1
+        ok = tid in masks[state]
+        nxt = probe.advance(*state, spelled[tid])
+        if ok != (nxt is not None):
+            out.disagreements.append(f"{spelled[tid]!r} after {pre!r}: mask={ok}")
+        return nxt if ok else None
+
+    def reads_column(state: _State) -> bool:
+        node, rem, scope = state
+        if rem != word:
+            return False
+        e = engines.engine(scope)
+        scan = e.scanner.scan(rem)
+        if scan is None or scan[2] != len(rem):
+            return False
+        return e.scanner.pick(scan[3], engines.base.parser.allowed(node)) == column
+
+    seen: set[tuple[_State, int]] = set()
+
+    def visit(state: _State, prefix: bytes, done: int) -> bool:
+        """Follow tokens spelling ``prefix`` then ``word[done:]`` onwards."""
+        for k in range(done + 1, len(word) + 1):
+            for tid in starting(prefix + word[done:k]):
+                tail = spelled[tid][len(prefix) :]
+                if len(tail) > k - done and tail[k - done] in _NAME_BYTES:
+                    continue  # a longer lexeme, another name
+                if len(tail) > k - done and k < len(word):
+                    continue  # the token leaves the word before its end
+                key = (state, tid)
+                if key in seen:
+                    continue
+                seen.add(key)
+                nxt = admitted(state, tid)
+                if nxt is None:
+                    continue
+                if k == len(word):
+                    if len(tail) > k - done:
+                        # the token ends the word: it was emitted; read it before the end
+                        before = probe.advance(*state, spelled[tid][: len(prefix) + k - done])
+                        if before is not None and reads_column(before):
+                            return True
+                    elif reads_column(nxt):
+                        return True
+                elif visit(nxt, b"", k):
+                    return True
+        return False
+
+    start = probe.advance(root, b"", ScopeState(), pre)
+    assert start is not None
+    if visit(start, b"", 0):
+        return True
+    for j in range(max(0, len(pre) - longest), len(pre)):
+        if not starting(pre[j:] + word[:1]):
+            continue
+        if j not in straddles:
+            straddles[j] = probe.advance(root, b"", ScopeState(), pre[:j])
+        straddle = straddles[j]
+        if straddle is not None and visit(straddle, pre[j:], 0):
+            return True
+    return False
