@@ -291,6 +291,7 @@ class ScopedEngines:
             w: sorted(names) for w, names in lexicon.origins[dialect.table_category].items()
         }
         self._qualifier_id = base.grammar.terminal_id(QUALIFIER)
+        self._column_id = base.grammar.terminal_id(dialect.column_category)
 
     # -------------------------------------------------------- words of a scope
 
@@ -392,9 +393,19 @@ class ScopedEngines:
 
     # -------------------------------------------------------- engines
 
-    def engine(self, state: ScopeState) -> Engine:
-        """The engine of ``state``'s scope lexicon (built once per distinct words)."""
-        key = self.words(state)
+    def engine(self, state: ScopeState, allowed: int) -> Engine:
+        """The engine that scans a lexeme starting in ``state`` under allowed set
+        ``allowed``: the scope's ``COLUMN_NAME`` and ``QUALIFIER`` words where those
+        terminals are allowed, none where they are not (a category outside the
+        allowed set is never live and never picked, so its words cannot matter;
+        leaving them out keeps one engine per scope that matters, not one per
+        alias a CD entry might emit). Built once per distinct words."""
+        columns, qualifiers = self.words(state)
+        if not allowed >> self._column_id & 1:
+            columns = frozenset()
+        if not allowed >> self._qualifier_id & 1:
+            qualifiers = frozenset()
+        key = (columns, qualifiers)
         e = self._engines.get(key)
         if e is None:
             words = {c: set(ws) for c, ws in self.role_lexicon.words.items()}
@@ -520,7 +531,8 @@ class ScopedGuide:
 
     def engine(self) -> Engine:
         """The engine of the pending lexeme's scope."""
-        return self.engines.engine(self._cell.scope)
+        cell = self._cell
+        return self.engines.engine(cell.scope, self.engines.base.parser.allowed(cell.node))
 
     def config(self) -> Config:
         """The configuration in :meth:`engine` (its lexicon scans the remainder)."""
@@ -538,7 +550,7 @@ class ScopedGuide:
         output leaves the language (a dead scan, or a remainder live for nothing)."""
         engines = self.engines
         parser = engines.base.parser
-        e = engines.engine(scope)
+        e = engines.engine(scope, parser.allowed(node))
         buf = remainder + data
         scan, start, i = START, 0, 0
         while i < len(buf):
@@ -550,7 +562,7 @@ class ScopedGuide:
             if got is None:
                 return None
             node, scope = got
-            e = engines.engine(scope)
+            e = engines.engine(scope, parser.allowed(node))
             start += scan[2]
             i, scan = start, START
         rest = buf[start:]
@@ -575,7 +587,7 @@ class ScopedGuide:
 
     def _finalize(self, node: Node, remainder: bytes, scope: ScopeState) -> Node | None:
         while remainder:
-            e = self.engines.engine(scope)
+            e = self.engines.engine(scope, self.engines.base.parser.allowed(node))
             scan = e.scanner.scan(remainder)
             if scan is None:
                 return None
@@ -624,14 +636,14 @@ class ScopedGuide:
             for node, scope, root, pending, (trie_node, t, tail) in level:
                 text = pending + spelling.below(root, trie_node)
                 ending = len(text) - len(tail)
-                lexeme = _last_lexeme(engines.engine(scope), text[:ending])
+                lexeme = _last_lexeme(engines.base, text[:ending])
                 shifted = parser.shift(node, t)
                 after = engines.after(scope, t, lexeme, shifted)
                 by_class.setdefault((node, t, after, shifted), []).append((trie_node, tail))
             classes += len(by_class)
             for (_, _, after, shifted), items in by_class.items():
-                e2 = engines.engine(after)
                 allowed = parser.allowed(shifted)
+                e2 = engines.engine(after, allowed)
                 for trie_node, tail in items:
                     more_ci, more_cd = e2.walk(trie_node, tail, allowed)
                     if more_ci:
@@ -765,7 +777,8 @@ class _Spellings:
 
 
 def _last_lexeme(engine: Engine, data: bytes) -> bytes:
-    """The last lexeme of ``data``, which ends at a lexeme's end (ignored ones before it)."""
+    """The last lexeme of ``data``, which ends at a lexeme's end (ignored ones before it).
+    Lexeme boundaries are the union DFA's (maximal munch): any lexicon gives them."""
     scanner = engine.scanner
     scan, start, i = START, 0, 0
     while i < len(data):
@@ -925,7 +938,7 @@ def _spell(
         node, rem, scope = state
         if rem != word:
             return False
-        e = engines.engine(scope)
+        e = engines.engine(scope, engines.base.parser.allowed(node))
         scan = e.scanner.scan(rem)
         if scan is None or scan[2] != len(rem):
             return False
