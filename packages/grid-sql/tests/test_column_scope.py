@@ -242,12 +242,23 @@ def test_a_denied_column_is_never_admitted_and_scopes_differ() -> None:
         cases.append((f"FROM {table.name} AS x SELECT x.", gone, kept))
     # a column of singer only (not of stadium) is not in stadium's scope
     cases.append(("FROM stadium SELECT ", "Is_male", "Capacity"))
+    # a VALUES core of a compound has no table: its columns resolve outward
+    # (Singer_ID: denied on singer_in_concert, granted on singer)
+    cases.append(
+        (
+            "FROM singer_in_concert SELECT concert_id WHERE concert_id IN "
+            "(FROM singer SELECT age UNION VALUES (",
+            "singer_id",
+            "concert_id",
+        )
+    )
     for prefix, gone, kept in cases:
         g = ScopedGuide(e)
         assert run(g, tokens(prefix)) == len(tokens(prefix))
         for word, admitted in ((gone, False), (kept, True)):
             whole = g.fork()
-            ok = run(whole, tokens(word + ";")) == len(tokens(word + ";")) + 1
+            end = word + ("));" if "VALUES" in prefix else ";")
+            ok = run(whole, tokens(end)) == len(tokens(end)) + 1
             assert ok == admitted, (prefix, word)
 
 

@@ -208,6 +208,7 @@ class _Terms:
     post: frozenset[int]
     """WHERE, GROUP, HAVING, WINDOW: they end a SELECT-first core's FROM clause."""
     limit: frozenset[int]
+    values: int
 
 
 def _terms(engine: Engine, dialect: Dialect) -> _Terms:
@@ -242,6 +243,7 @@ def _terms(engine: Engine, dialect: Dialect) -> _Terms:
         states("order_by_clause", 1),
         frozenset(ids[k] for k in ("WHERE", "GROUP", "HAVING", "WINDOW") if k in ids),
         frozenset(ids[k] for k in ("LIMIT", "OFFSET", "FETCH") if k in ids),
+        ids["VALUES"],
     )
 
 
@@ -456,6 +458,11 @@ class ScopedEngines:
                 frames[-1] = Frame(depth, "select", (), top.statement)
             else:
                 frames.append(Frame(depth, "select"))
+        elif t == terms.values:  # a VALUES core: no table of its own
+            if top is not None and top.depth == depth:
+                frames[-1] = Frame(depth, "post", (), top.statement)
+            else:
+                frames.append(Frame(depth, "post"))
         elif node.state in terms.select_after_from_states:
             assert top is not None and top.phase == "from"
             frames[-1] = replace(top, phase="post")
