@@ -97,7 +97,7 @@ pub struct Stacks {
     pub arena: StackArena,
     rows: Lru<(u64, NodeId), Arc<Row>>,
     /// The parse-event plans of this generation's nodes ([`crate::events`]).
-    pub plans: Lru<crate::events::PlanKey, Arc<crate::events::Plan>>,
+    pub plans: crate::events::Plans,
 }
 
 /// The event plan memo's cap in bytes, per arena generation.

@@ -82,6 +82,10 @@ pub struct Plan {
 /// lexeme, 2 one whole lexeme).
 pub type PlanKey = [u64; 3];
 
+/// The plan memo: `None` for a configuration whose plan forces no event (the
+/// common case, answered without reading a plan).
+pub type Plans = crate::lru::Lru<PlanKey, Option<Arc<Plan>>>;
+
 fn plan_key(serial: u64, node: NodeId, scan: &Scan, shape: u8) -> PlanKey {
     let flags = u64::from(shape) | (u64::from(scan.la_len > 0) << 2);
     [
@@ -216,7 +220,7 @@ impl Tracker {
     pub fn new(
         tables: Arc<EventTables>,
         arena: &mut StackArena,
-        plans: &mut crate::lru::Lru<PlanKey, Arc<Plan>>,
+        plans: &mut Plans,
         at: &At<'_>,
     ) -> Result<Self> {
         let mut cells = Vec::with_capacity(256);
@@ -252,7 +256,7 @@ impl Tracker {
     pub fn advance(
         &mut self,
         arena: &mut StackArena,
-        plans: &mut crate::lru::Lru<PlanKey, Arc<Plan>>,
+        plans: &mut Plans,
         emissions: &[Emission],
         at: &At<'_>,
     ) -> Result<()> {
@@ -406,7 +410,7 @@ impl Tracker {
     fn settle(
         &mut self,
         arena: &mut StackArena,
-        plans: &mut crate::lru::Lru<PlanKey, Arc<Plan>>,
+        plans: &mut Plans,
         at: &At<'_>,
         top: u32,
         ahead: u32,
@@ -418,71 +422,76 @@ impl Tracker {
         };
         if shape != 2 && !self.tables.reduces[self.cells[top as usize].state as usize] {
             // no forced lexeme, and no reduce chain can start: the plan is empty
-            self.marks.push(Mark {
-                top,
-                n_events: self.events.len() as u32,
-                ahead,
-                n_cells: self.cells.len() as u32,
-            });
+            self.record(top, ahead);
             return Ok(());
         }
         let key = plan_key(self.tables.serial, at.node, &at.scan, shape);
         let made;
         let plan: &Plan = match plans.get_mut(&key) {
-            Some(p) => p,
+            Some(None) => {
+                self.record(top, ahead);
+                return Ok(());
+            }
+            Some(Some(p)) => p,
             None => {
-                let p = Arc::new(self.plan(arena, at, shape)?);
-                let size = 64 + 8 * p.ops.len();
-                plans.insert(key, Arc::clone(&p), size);
+                let p = self.plan(arena, at, shape)?;
+                if !p.marked {
+                    plans.insert(key, None, 48);
+                    self.record(top, ahead);
+                    return Ok(());
+                }
+                let p = Arc::new(p);
+                plans.insert(key, Some(Arc::clone(&p)), 64 + 8 * p.ops.len());
                 made = p;
                 &made
             }
         };
         let n_cells = self.cells.len() as u32;
-        let mut ahead = ahead;
-        if plan.marked {
-            self.forced.clear();
-            let (pos, end) = (at.pos as u32, (at.pos + at.rem_len) as u32);
-            let mut t_top = top;
-            for &op in plan.ops.iter() {
-                t_top = match op {
-                    Op::Reduce(rule) => self.reduce(at.grammar, t_top, rule, at.step, false),
-                    Op::Shift(t) => {
-                        let lalr = &at.grammar.lalr;
-                        let a = lalr.action
-                            [self.cells[t_top as usize].state as usize * lalr.width() + t as usize];
-                        let code = self.tables.term_code[t as usize];
-                        if code != NOT_MARKED {
-                            self.forced.push(Event {
-                                code,
-                                start: pos,
-                                end,
-                                step: at.step,
-                            });
-                        }
-                        self.push(t_top, (a - 1) as u32, pos, end)
+        self.forced.clear();
+        let (pos, end) = (at.pos as u32, (at.pos + at.rem_len) as u32);
+        let mut t_top = top;
+        for &op in plan.ops.iter() {
+            t_top = match op {
+                Op::Reduce(rule) => self.reduce(at.grammar, t_top, rule, at.step, false),
+                Op::Shift(t) => {
+                    let lalr = &at.grammar.lalr;
+                    let a = lalr.action
+                        [self.cells[t_top as usize].state as usize * lalr.width() + t as usize];
+                    let code = self.tables.term_code[t as usize];
+                    if code != NOT_MARKED {
+                        self.forced.push(Event {
+                            code,
+                            start: pos,
+                            end,
+                            step: at.step,
+                        });
                     }
-                };
-            }
-            self.cells.truncate(n_cells as usize);
-            let base = self.events.len() - ahead as usize;
-            debug_assert!(
-                (0..self.forced.len().min(ahead as usize))
-                    .all(|i| self.events[base + i].key() == self.forced[i].key()),
-                "forced events disagree with those emitted ahead"
-            );
-            for i in ahead as usize..self.forced.len() {
-                self.events.push(self.forced[i]);
-            }
-            ahead = ahead.max(self.forced.len() as u32);
+                    self.push(t_top, (a - 1) as u32, pos, end)
+                }
+            };
         }
+        self.cells.truncate(n_cells as usize);
+        let base = self.events.len() - ahead as usize;
+        debug_assert!(
+            (0..self.forced.len().min(ahead as usize))
+                .all(|i| self.events[base + i].key() == self.forced[i].key()),
+            "forced events disagree with those emitted ahead"
+        );
+        for i in ahead as usize..self.forced.len() {
+            self.events.push(self.forced[i]);
+        }
+        self.record(top, ahead.max(self.forced.len() as u32));
+        Ok(())
+    }
+
+    /// Close the step: its top cell, the stream's length, `ahead`.
+    fn record(&mut self, top: u32, ahead: u32) {
         self.marks.push(Mark {
             top,
             n_events: self.events.len() as u32,
             ahead,
-            n_cells,
+            n_cells: self.cells.len() as u32,
         });
-        Ok(())
     }
 
     /// The forced operations of configuration `at` (see the module header;
