@@ -48,6 +48,7 @@ never pays for torch. ``python -m grid_serve.ask`` runs the command alone.
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import importlib.util
 import math
@@ -480,7 +481,7 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
         guide = engine.guide(events=spec)
         if spec is not None:
             assert events_out is not None and isinstance(guide, EventStream)
-            reader = SqlEventReader(dialect, grants)
+            reader = functools.partial(SqlEventReader, dialect, grants)
             streams.append(EventLines(guide, reader, events_out, attempt=len(streams)))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

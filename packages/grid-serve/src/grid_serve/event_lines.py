@@ -1,7 +1,8 @@
 """A guide's parse events as JSON lines, written as they are determined.
 
-One event a line: the mapping `grid_sql.events.SqlEventReader` gives (kind,
-name, byte span, step, text and the resolved meaning), plus ``attempt`` (0 for
+One event a line: the mapping an :class:`EventReader` gives
+(`grid_sql.events.SqlEventReader` for SQL, `grid_core.json_events.JsonEventReader`
+for JSON: kind, name, byte span, step and the resolved meaning), plus ``attempt`` (0 for
 the first decode of a request, 1 for its retry). The stream holds the events of
 accepted tokens only (``grid_core.events``): when a guide rolled back past
 events already written, one line ``{"kind": "retract", "attempt": a, "count":
@@ -15,20 +16,33 @@ before its end.
 from __future__ import annotations
 
 import json
-from typing import TextIO
+from collections.abc import Callable
+from typing import Any, Protocol, TextIO
 
-from grid_core.events import EventStream
-from grid_sql.events import SqlEventReader
+from grid_core.events import Event, EventStream
+
+
+class EventReader(Protocol):
+    """Reads one stream's events in order, each as a JSON-ready mapping."""
+
+    def read(self, event: Event, output: bytes) -> dict[str, Any]: ...
 
 
 class EventLines:
-    """Writes one guide's events to ``out`` (see the module header)."""
+    """Writes one guide's events to ``out`` (see the module header); ``new_reader``
+    makes a fresh reader (a reader remembers what it has read, so a retract reads
+    the kept events again with a new one)."""
 
     def __init__(
-        self, guide: EventStream, reader: SqlEventReader, out: TextIO, attempt: int = 0
+        self,
+        guide: EventStream,
+        new_reader: Callable[[], EventReader],
+        out: TextIO,
+        attempt: int = 0,
     ) -> None:
         self.guide = guide
-        self.reader = reader
+        self.new_reader = new_reader
+        self.reader = new_reader()
         self.out = out
         self.attempt = attempt
         self.written = 0
@@ -41,8 +55,8 @@ class EventLines:
             line = {"kind": "retract", "attempt": self.attempt, "count": self.written - count}
             self.out.write(json.dumps(line) + "\n")
             self.written = count
-            # the reader remembers tables and aliases: read the kept events afresh
-            self.reader = SqlEventReader(self.reader.dialect, self.reader.grants)
+            # the reader remembers what it read: read the kept events afresh
+            self.reader = self.new_reader()
             output = self.guide.output()
             for event in self.guide.events()[:count]:
                 self.reader.read(event, output)

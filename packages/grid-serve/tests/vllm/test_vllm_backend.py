@@ -301,3 +301,58 @@ def test_a_json_schema_request_runs_on_the_native_guide_and_is_audited(
     assert verify(lines).ok and replay(lines, grammar.engine).ok
     _, again = compiled(manager, config, tokenizer, "json-again", params)
     assert again.engine is grammar.engine  # single-flight: one engine per (kind, text)
+
+
+def test_a_json_request_with_events_writes_pointers(
+    manager: Any, config: Any, tokenizer: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``json`` request whose schema root says ``"x-grid-events": true`` streams its
+    JSON parse events (key, value with its JSON pointer, object closed) to
+    GRID_EVENTS_DIR as they are determined; the keyword is not part of the language
+    (the same answer is accepted), and at EOS the lines equal the post-hoc events of
+    the answer, read by a fresh JsonEventReader. Fails if JSON requests lost their
+    events or the pointers were wrong."""
+    from vllm.sampling_params import StructuredOutputsParams
+
+    from grid_core.events import EventStream, tracker
+    from grid_core.json_events import JsonEventReader, json_event_spec
+
+    monkeypatch.setenv("GRID_EVENTS_DIR", str(tmp_path))
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "tags": {"type": "array", "items": {"type": "integer"}},
+        },
+        "required": ["name", "tags"],
+        "additionalProperties": False,
+        "x-grid-events": True,
+    }
+    answer = '{"name":"a/b","tags":[3,4]}'
+    ids = tokenizer.encode(answer, add_special_tokens=False)
+    r, grammar = compiled(manager, config, tokenizer, "jev", StructuredOutputsParams(json=schema))
+    assert isinstance(grammar.guide, EventStream) and grammar.guide.spec is not None
+    path = tmp_path / "jev.events.jsonl"
+    for token in [*ids, 2]:
+        manager.grammar_bitmask({"jev": r}, ["jev"], {})
+        assert manager.accept_tokens(r, [token])
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    keys = [(x["pointer"], x["key"]) for x in lines if x["kind"] == "key"]
+    assert keys == [("/name", "name"), ("/tags", "tags")]
+    values = {x["pointer"]: x for x in lines if x["kind"] == "value"}
+    assert values["/name"]["value"] == "a/b" and values["/tags/1"]["value"] == 4
+    assert values[""]["type"] == "object"
+    spec = json_event_spec(grammar.engine.grammar)
+    reader = JsonEventReader()
+    data = answer.encode()
+    post_hoc = [reader.read(e, data) for e in tracker(grammar.engine, spec).parse(data)]
+    assert [{k: v for k, v in x.items() if k not in ("step", "attempt")} for x in lines] == [
+        {k: v for k, v in x.items() if k != "step"} for x in post_hoc
+    ]
+    plain = dict(schema)
+    del plain["x-grid-events"]
+    r2, other = compiled(manager, config, tokenizer, "jplain", StructuredOutputsParams(json=plain))
+    assert getattr(other.guide, "spec", None) is None  # no keyword: no events
+    for token in [*ids, 2]:
+        manager.grammar_bitmask({"jplain": r2}, ["jplain"], {})
+        assert manager.accept_tokens(r2, [token])

@@ -58,9 +58,11 @@ audit replay`` read. A sink that fails is logged, never raised into vLLM.
 
 **Parse events.** A request whose grammar spec says ``"events": true`` gets a
 guide with the dialect's parse events (``Engine.guide(events=...)``,
-docs/events.md). The backend keeps them per request and writes them as JSON
-lines (:class:`grid_serve.event_lines.EventLines`: the resolved meaning, the
-role's grants included) to ``<request_id>.events.jsonl`` in ``GRID_EVENTS_DIR``
+docs/events.md); so does a ``json`` request whose schema has ``"x-grid-events":
+true`` at its root (the JSON events, ``grid_core.json_events``). The backend
+keeps them per request and writes them as JSON lines
+(:class:`grid_serve.event_lines.EventLines`: the resolved meaning, the role's
+grants or the JSON pointer included) to ``<request_id>.events.jsonl`` in ``GRID_EVENTS_DIR``
 (default ``$XDG_STATE_HOME/grid/events``), flushed after every
 ``accept_tokens`` and ``rollback``: a speculative rollback past written events
 writes a ``retract`` line. vLLM runs its engine core in another process than
@@ -88,6 +90,7 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -103,13 +106,14 @@ from grid_core.audit import AuditLog
 from grid_core.errors import TokenizerError
 from grid_core.events import EventSpec, EventStream
 from grid_core.guide import Engine
+from grid_core.json_events import JsonEventReader, json_event_spec
 from grid_core.protocol import Guide
 from grid_core.vocab import Vocabulary, from_hf_tokenizer_json
-from grid_serve.event_lines import EventLines
+from grid_serve.event_lines import EventLines, EventReader
 from grid_serve.model import PROBES
 from grid_serve.torch import bitmask_tensor
 from grid_serve.vllm.rows import RoundClock, RowsAhead, StopSet
-from grid_serve.vllm.spec import EngineCompiler, GridSpec, is_grid_spec
+from grid_serve.vllm.spec import EngineCompiler, GridSpec, events_requested, is_grid_spec
 from grid_sql.dialects import get_dialect
 from grid_sql.events import SqlEventReader, event_spec
 
@@ -194,10 +198,11 @@ class AuditDirectory:
 
 @dataclass(frozen=True)
 class RequestEvents:
-    """A request's event settings: the spec, its reader, and where its lines go."""
+    """A request's event settings: the spec, a maker of its reader (SQL or JSON),
+    and where its lines go."""
 
     spec: EventSpec
-    reader: SqlEventReader
+    reader: Callable[[], EventReader]
 
     def open(self, request_id: str) -> TextIO:
         """``<request_id>.events.jsonl`` in ``GRID_EVENTS_DIR`` (module header),
@@ -234,7 +239,12 @@ class GridBackend(StructuredOutputBackend):  # type: ignore[misc, unused-ignore]
         kind = request_type.name.lower()
         if kind != "grammar" or not is_grid_spec(grammar_spec):
             engine = self.compiler.request_engine(kind, grammar_spec)
-            grammar = GridGrammar(engine, stops, self.mask_pool, lambda: self.audit_sink, None)
+            json_events = None
+            if events_requested(kind, grammar_spec):
+                json_events = RequestEvents(json_event_spec(engine.grammar), JsonEventReader)
+            grammar = GridGrammar(
+                engine, stops, self.mask_pool, lambda: self.audit_sink, json_events
+            )
             grammar.prime()
             return grammar
         spec = GridSpec.parse(grammar_spec)
@@ -245,7 +255,7 @@ class GridBackend(StructuredOutputBackend):  # type: ignore[misc, unused-ignore]
             grants = spec.load_policy(schema).grants(spec.role, schema)
             dialect = get_dialect(spec.dialect)
             events = RequestEvents(
-                event_spec(dialect, engine.grammar), SqlEventReader(dialect, grants)
+                event_spec(dialect, engine.grammar), partial(SqlEventReader, dialect, grants)
             )
         grammar = GridGrammar(engine, stops, self.mask_pool, lambda: self.audit_sink, events)
         grammar.prime()

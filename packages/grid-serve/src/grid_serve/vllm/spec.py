@@ -38,7 +38,10 @@ The standard request types compile too (:func:`request_grammar`, then
 ``json_object``, ``regex``, ``choice`` (a JSON list of strings, as vLLM sends
 it) and ``grammar`` (a lark grammar, :func:`grid_core.compile.compile_grammar`;
 a ``grammar`` whose text is a JSON object is a GRID grammar spec, above). A
-request GRID cannot honour is refused with a typed error naming the culprit
+``json`` schema whose root has ``"x-grid-events": true`` (:data:`EVENTS_KEYWORD`,
+removed before compiling) asks for the request's parse events
+(:func:`events_requested`; docs/events.md). A request GRID cannot honour is
+refused with a typed error naming the culprit
 (``GrammarSpecError``, ``grid_core.jsonschema.SchemaError``,
 ``LALRConflictError``, ``PatternError``, ...).
 """
@@ -166,6 +169,36 @@ def is_grid_spec(text: str) -> bool:
     return text.lstrip().startswith("{")
 
 
+EVENTS_KEYWORD = "x-grid-events"
+"""The root keyword of a ``json`` request's schema that turns its parse events on."""
+
+
+def _json_schema(text: str) -> Any:
+    """A ``json`` request's schema, without :data:`EVENTS_KEYWORD`."""
+    try:
+        schema = json.loads(text)
+    except ValueError as e:
+        raise GrammarSpecError("json", f"not a JSON Schema ({e})") from None
+    if isinstance(schema, dict) and EVENTS_KEYWORD in schema:
+        flag = schema[EVENTS_KEYWORD]
+        if not isinstance(flag, bool):
+            raise GrammarSpecError(EVENTS_KEYWORD, f"must be true or false, not {flag!r}")
+        schema = {k: v for k, v in schema.items() if k != EVENTS_KEYWORD}
+    return schema
+
+
+def events_requested(kind: str, text: str) -> bool:
+    """A standard request asks for parse events: a ``json`` schema with
+    ``"x-grid-events": true`` at its root."""
+    if kind != "json":
+        return False
+    try:
+        schema = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(schema, dict) and schema.get(EVENTS_KEYWORD) is True
+
+
 def request_grammar(kind: str, text: str) -> str:
     """The lark grammar of a standard request (module header); raises a ``GridError``.
 
@@ -174,11 +207,7 @@ def request_grammar(kind: str, text: str) -> str:
     choices' JSON list, the grammar.
     """
     if kind == "json":
-        try:
-            schema = json.loads(text)
-        except ValueError as e:
-            raise GrammarSpecError("json", f"not a JSON Schema ({e})") from None
-        return schema_grammar(schema)
+        return schema_grammar(_json_schema(text))
     if kind == "json_object":
         return json_object_grammar()
     if kind == "regex":
