@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import array
 import dataclasses
+import functools
 import random
+from collections.abc import Iterator
 
 import pytest
 
@@ -36,10 +38,32 @@ from test_kernels_parity import (
 import grid_kernels
 from grid_core import kernels as kernels_module
 from grid_core.cache import make_entry
+from grid_core.guide import Engine
 from grid_core.lexer import Config, Normal
-from grid_core.walk import walk_from
+from grid_core.walk import CDEntry, walk_from
 
 SAMPLE = 12
+
+
+@functools.cache
+def reference_walk(
+    engine: Engine, root: int, pending: bytes, a: int
+) -> tuple[array.array[int], tuple[CDEntry, ...]]:
+    """The pure-Python walk of ``(root, pending)`` under ``a``: its token ids (an
+    int32 array, to keep the memo small) and its CD entries. The oracle is a pure
+    function of its arguments (one engine per cell, from ``pair``), so it is
+    computed once for the root walk's normal-form key, its raw key and both
+    namespaces, and once for a walk the memo test repeats under another
+    configuration; the kernels are asked afresh every time."""
+    nodes, sub_cd = walk_from(engine.scanner, engine.trie, root, pending, a, root != 0)
+    return array.array("i", engine.ids(nodes)), tuple(sub_cd)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _forget_reference_walks() -> Iterator[None]:
+    """The memoized oracle holds Qwen-sized id arrays: freed with the module."""
+    yield
+    reference_walk.cache_clear()
 
 
 def check_entry(
@@ -50,10 +74,10 @@ def check_entry(
     through ``kernels.cold_entry``: both equal ``make_entry`` of the
     pure-Python walk, field for field."""
     engine, kernels = p.engine, p.kernels
-    nodes, sub_cd = walk_from(engine.scanner, engine.trie, root, pending, a, root != 0)
+    ids, sub_cd = reference_walk(engine, root, pending, a)
     form = pending if normal is None else normal
     key = dataclasses.replace(engine.key(root, form, a), namespace=namespace)
-    expected = make_entry(key, engine.ids(nodes), sub_cd, engine.vocab.n_vocab)
+    expected = make_entry(key, ids, sub_cd, engine.vocab.n_vocab)
     got = kernels.register(namespace, root, pending, a, raw_key=normal is None)
     where = f"root {root} pending {pending!r} key {key}"
     assert (got.kind, got.encoding, got.payload) == (
@@ -81,7 +105,7 @@ def check_entries(p: Pair, config: Config, namespace: int) -> int:
     engine = p.engine
     allowed = engine.parser.allowed(config.node)
     walks = [(0, config.remainder, allowed, config.normal), (0, config.remainder, allowed, None)]
-    _, cd = walk_from(engine.scanner, engine.trie, 0, config.remainder, allowed, False)
+    _, cd = reference_walk(engine, 0, config.remainder, allowed)
     if cd:
         after = engine.parser.allowed(engine.parser.shift(config.node, cd[0][1]))
         walks += [(n, tail, after, None) for n, t, tail in cd[:6] if t == cd[0][1]]

@@ -24,12 +24,13 @@ position is walked again with no category and with each one alone).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 
 import pytest
 
 pytest.importorskip("grid_kernels._native")
 
-from test_kernels_cold import check_entry
+from test_kernels_cold import check_entry, reference_walk
 from test_kernels_parity import Pair, pair, token_prefixes
 
 from grid_core.lexer import Config
@@ -50,6 +51,14 @@ CELLS = [
     pytest.param("crud", "cl100k", id="crud-cl100k"),
 ]
 OTHER_STACKS = 3
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _forget_reference_walks() -> Iterator[None]:
+    """``check_entry``'s memoized Python oracle (half of the walks below repeat an
+    earlier one's remainder and allowed set) holds Qwen-sized arrays: freed here."""
+    yield
+    reference_walk.cache_clear()
 
 
 def configs(p: Pair, grammar: str) -> list[Config]:
