@@ -24,7 +24,7 @@
 //! only when the plan holds a marked operation: otherwise forcing adds
 //! nothing and the step costs one memo lookup, or none where the plan is
 //! empty by construction (no forced lexeme, and the top state reduces on no
-//! terminal). Realized emissions walk the
+//! terminal that can come next: [`EventTables`]' `plan_is_empty`). Realized emissions walk the
 //! span stack's reduce chain through the ACTION table, as the parser does.
 //!
 //! State. The span stack is an append-only arena of cells owned by the
@@ -105,9 +105,9 @@ pub struct EventTables {
     term_code: Vec<u32>,
     /// Per DFA state: the terminals live after one more byte (`_extensions`).
     extensions: Vec<Vec<u64>>,
-    /// Per LALR state: some column reduces (else no reduce chain starts there,
-    /// and a configuration with no forced lexeme forces nothing).
-    reduces: Vec<bool>,
+    /// Per LALR state, `width` words: the columns (terminals, `$END`) that
+    /// reduce there. A reduce chain starts only on one of them.
+    reduce_cols: Vec<u64>,
 }
 
 impl EventTables {
@@ -152,20 +152,51 @@ impl EventTables {
             })
             .collect();
         let width = lalr.width();
-        let reduces = (0..lalr.n_states())
-            .map(|st| {
-                lalr.action[st * width..(st + 1) * width]
-                    .iter()
-                    .any(|&a| a < -1)
-            })
-            .collect();
+        let mut reduce_cols = vec![0u64; lalr.n_states() * grammar.width];
+        for st in 0..lalr.n_states() {
+            for t in 0..width {
+                if lalr.action[st * width + t] < -1 {
+                    bits::set(
+                        &mut reduce_cols[st * grammar.width..(st + 1) * grammar.width],
+                        t,
+                    );
+                }
+            }
+        }
         Ok(Self {
             serial: SERIAL.fetch_add(1, Ordering::Relaxed),
             rule_code,
             term_code,
             extensions,
-            reduces,
+            reduce_cols,
         })
+    }
+
+    /// The plan of a configuration is empty by construction, read from tables
+    /// alone: no forced lexeme (`shape` is not 2) and no terminal that can come
+    /// next reduces in the top state `state`. Empty remainder: the next terminal
+    /// is any of the allowed set, so the state must reduce on nothing. A lexeme in
+    /// progress: the next terminal is one the remainder's DFA state keeps live or
+    /// one its last accept spells (`_possible`, over-approximated), unless an
+    /// ignored terminal is live (then any allowed one).
+    fn plan_is_empty(&self, g: &GrammarTables, state: u32, scan: &Scan, shape: u8) -> bool {
+        let w = g.width;
+        let cols = &self.reduce_cols[state as usize * w..(state as usize + 1) * w];
+        match shape {
+            0 => bits::is_empty(cols),
+            1 => {
+                let live = g.dfa.live.row(scan.q as usize);
+                if bits::intersects(live, &g.ignored) {
+                    return bits::is_empty(cols);
+                }
+                if scan.la_len == 0 {
+                    return !bits::intersects(live, cols);
+                }
+                let accept = g.dfa.accept.row(scan.la_q as usize);
+                (0..w).all(|i| (live[i] | accept[i]) & cols[i] == 0)
+            }
+            _ => false,
+        }
     }
 }
 
@@ -420,8 +451,11 @@ impl Tracker {
             n if n == at.scan.la_len as usize => 2,
             _ => 1,
         };
-        if shape != 2 && !self.tables.reduces[self.cells[top as usize].state as usize] {
-            // no forced lexeme, and no reduce chain can start: the plan is empty
+        let state = self.cells[top as usize].state;
+        if self
+            .tables
+            .plan_is_empty(at.grammar, state, &at.scan, shape)
+        {
             self.record(top, ahead);
             return Ok(());
         }
