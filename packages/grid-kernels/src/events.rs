@@ -108,6 +108,10 @@ pub struct EventTables {
     /// Per LALR state, `width` words: the columns (terminals, `$END`) that
     /// reduce there. A reduce chain starts only on one of them.
     reduce_cols: Vec<u64>,
+    /// Per LALR state: its ACTION cell when every non-error column holds the
+    /// same reduction (a *default reduction*), else 0. A terminal the parser
+    /// takes is never an error column, so there its cell is this one.
+    default: Vec<i32>,
 }
 
 impl EventTables {
@@ -163,8 +167,20 @@ impl EventTables {
                 }
             }
         }
+        let default = (0..lalr.n_states())
+            .map(|st| {
+                let mut cells = lalr.action[st * width..(st + 1) * width]
+                    .iter()
+                    .filter(|&&a| a != 0);
+                match cells.next() {
+                    Some(&a) if a < -1 && cells.all(|&b| b == a) => a,
+                    _ => 0,
+                }
+            })
+            .collect();
         Ok(Self {
             serial: SERIAL.fetch_add(1, Ordering::Relaxed),
+            default,
             rule_code,
             term_code,
             extensions,
@@ -360,7 +376,11 @@ impl Tracker {
         let lalr = &g.lalr;
         let width = lalr.width();
         loop {
-            let a = lalr.action[self.cells[top as usize].state as usize * width + t as usize];
+            let state = self.cells[top as usize].state as usize;
+            let mut a = self.tables.default[state];
+            if a == 0 {
+                a = lalr.action[state * width + t as usize];
+            }
             if a >= 0 || a == -1 {
                 return top;
             }
