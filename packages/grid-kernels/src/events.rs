@@ -348,6 +348,19 @@ impl Tracker {
         self.cells.truncate(m.n_cells as usize);
     }
 
+    /// The event `code` (none when [`NOT_MARKED`]) spanning `[start, end)`.
+    fn event(&mut self, code: u32, start: u32, end: u32, step: u32, real: bool) {
+        if code != NOT_MARKED {
+            let e = Event {
+                code,
+                start,
+                end,
+                step,
+            };
+            self.emit(e, real);
+        }
+    }
+
     /// An event of the step: realized (`real`: appended unless it is the
     /// next of those emitted ahead) or forced (kept for [`Self::settle`]).
     fn emit(&mut self, e: Event, real: bool) {
@@ -405,16 +418,7 @@ impl Tracker {
         };
         let state = lalr.goto
             [base.state as usize * lalr.n_nonterminals + lalr.rule_lhs[rule as usize] as usize];
-        let code = self.tables.rule_code[rule as usize];
-        if code != NOT_MARKED {
-            let e = Event {
-                code,
-                start,
-                end,
-                step,
-            };
-            self.emit(e, real);
-        }
+        self.event(self.tables.rule_code[rule as usize], start, end, step, real);
         self.push(below, state as u32, start, end)
     }
 
@@ -433,16 +437,7 @@ impl Tracker {
         let lalr = &g.lalr;
         let a = lalr.action[self.cells[top as usize].state as usize * lalr.width() + t as usize];
         debug_assert!(a > 0, "the terminal shifts after its reductions");
-        let code = self.tables.term_code[t as usize];
-        if code != NOT_MARKED {
-            let e = Event {
-                code,
-                start,
-                end,
-                step,
-            };
-            self.emit(e, real);
-        }
+        self.event(self.tables.term_code[t as usize], start, end, step, real);
         self.push(top, (a - 1) as u32, start, end)
     }
 
@@ -511,15 +506,7 @@ impl Tracker {
                     let lalr = &at.grammar.lalr;
                     let a = lalr.action
                         [self.cells[t_top as usize].state as usize * lalr.width() + t as usize];
-                    let code = self.tables.term_code[t as usize];
-                    if code != NOT_MARKED {
-                        self.forced.push(Event {
-                            code,
-                            start: pos,
-                            end,
-                            step: at.step,
-                        });
-                    }
+                    self.event(self.tables.term_code[t as usize], pos, end, at.step, false);
                     self.push(t_top, (a - 1) as u32, pos, end)
                 }
             };

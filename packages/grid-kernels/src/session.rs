@@ -364,28 +364,22 @@ impl Session {
         self.output.extend_from_slice(spelling);
         let mut stacks = lock(&self.stacks);
         let arena = &mut stacks.arena;
-        let read = if self.events.is_some() {
-            let emissions = &mut self.emissions;
-            emissions.clear();
-            g.read_with(
-                arena,
-                s.node,
-                s.scan,
-                &self.output,
-                s.rem_start as usize,
-                from,
-                |t, a, b| emissions.push((t, a, b)),
-            )?
-        } else {
-            g.read(
-                arena,
-                s.node,
-                s.scan,
-                &self.output,
-                s.rem_start as usize,
-                from,
-            )?
-        };
+        let on = self.events.is_some();
+        let emissions = &mut self.emissions;
+        emissions.clear();
+        let read = g.read_with(
+            arena,
+            s.node,
+            s.scan,
+            &self.output,
+            s.rem_start as usize,
+            from,
+            |t, a, b| {
+                if on {
+                    emissions.push((t, a, b));
+                }
+            },
+        )?;
         let next = match read {
             Some((node, start, scan)) => {
                 let empty = start == self.output.len();
