@@ -58,6 +58,7 @@ from grid_core.complete import shortest_completion
 from grid_core.errors import GuideError
 from grid_core.grammar import Grammar, load_grammar
 from grid_core.guide import Engine, GridGuide
+from grid_core.lexer import Config
 from grid_core.trie import TokenTrie, build_trie
 from grid_core.vocab import Vocabulary
 
@@ -273,6 +274,21 @@ def mask_ids(g: GridGuide) -> list[int]:
     return [*r.ci_ids, *r.cd_ids, *(g.engine.vocab.eos_ids if r.eos else ())]
 
 
+def completion(c: Cell, config: Config) -> bytes | None:
+    """``shortest_completion`` of ``config`` on the reference engine, once per
+    (stack, remainder): the search is a pure function of the two (stack nodes are
+    interned), and the seeds reach the same configurations again (223 searches
+    over 88 configurations on crud/toy)."""
+    key = (tuple(config.node.states()), config.remainder)
+    found = _COMPLETIONS.get((c.reference, *key))
+    if found is None:
+        found = _COMPLETIONS[(c.reference, *key)] = (shortest_completion(c.reference, config),)
+    return found[0]
+
+
+_COMPLETIONS: dict[tuple[object, ...], tuple[bytes | None]] = {}
+
+
 def fuzz(c: Cell, seed: int, steps: int) -> dict[str, int]:
     """One seeded lockstep run; returns how often each operation ran."""
     rng = random.Random(f"{c.name}/{seed}")
@@ -336,7 +352,7 @@ def fuzz(c: Cell, seed: int, steps: int) -> dict[str, int]:
             g.rollback(reject)
             s.rollback(reject)
             ops["draft"] += 1
-        elif op < 0.46 and (suffix := shortest_completion(c.reference, g.config)) is not None:
+        elif op < 0.46 and (suffix := completion(c, g.config)) is not None:
             # Finish the statement (when the bounded search finds how): its
             # shortest completion, token by token, then EOS.
             pos = 0
