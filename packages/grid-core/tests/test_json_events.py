@@ -293,13 +293,21 @@ def test_specs_of_grammars_without_json_symbols() -> None:
 # -- timing against the specification (byte tokens) -----------------------------
 
 
+@cache
+def suffix(eng: Engine, q: int, ln: int, t: int) -> bytes | None:
+    """``shortest_suffix``, once per (engine, scan state, terminal): a pure function of
+    them (the engines are cached above), which the searches below ask for again at
+    every configuration they expand (472,000 calls for the ``nested`` case)."""
+    return shortest_suffix(eng, q, ln, t)
+
+
 def complete(eng: Engine, config: Config, max_configs: int = 2000) -> bytes | None:
     """The shortest completion, by uniform-cost search whose edges append the
     remainder's finisher for a terminal or the shortest lexeme of any terminal,
     each through the real lexer. (``grid_core.complete.shortest_completion``
     closes a complete remainder only with a blank, which compact JSON lacks.)"""
     lexer, n = eng.lexer, eng.grammar.n_terminals
-    fresh = [s for t in range(n) if (s := shortest_suffix(eng, 0, 0, t))]
+    fresh = [s for t in range(n) if (s := suffix(eng, 0, 0, t))]
     heap: list[tuple[int, int, bytes, Config]] = [(0, 0, b"", config)]
     seen: set[tuple[int, bytes]] = set()
     counter = 0
@@ -314,7 +322,7 @@ def complete(eng: Engine, config: Config, max_configs: int = 2000) -> bytes | No
         steps = list(fresh)
         if c.remainder:
             q, ln, _, _ = c.scan
-            steps += [s for t in range(n) if (s := shortest_suffix(eng, q, ln, t))]
+            steps += [s for t in range(n) if (s := suffix(eng, q, ln, t))]
         for s in steps:
             nxt = lexer.advance(c, s)
             if nxt is not None and lexer.is_viable(nxt):
@@ -330,7 +338,7 @@ def completions(eng: Engine, prefix: bytes) -> list[bytes]:
     lexer = eng.lexer
     config = lexer.advance(lexer.initial, prefix)
     assert config is not None
-    lexemes = [shortest_suffix(eng, 0, 0, t) for t in range(eng.grammar.n_terminals)]
+    lexemes = [suffix(eng, 0, 0, t) for t in range(eng.grammar.n_terminals)]
     out = []
     reached: set[tuple[int, int, Any]] = set()
     for extra in [b"", *(bytes([b]) for b in range(256)), *(x for x in lexemes if x)]:
