@@ -104,6 +104,19 @@ def test_stream_equals_post_hoc_parse(text: bytes, backend: str) -> None:
     assert stream  # every sentence has a statement event
 
 
+#: shortest_completion by (stack node, remainder): the search is a pure function of
+#: the two (nodes are interned; the config kept here keeps its node's id taken).
+#: Prefixes one byte apart reach the same configurations: 300 searches, 204 distinct.
+_COMPLETIONS: dict[tuple[int, bytes], tuple[Any, bytes | None]] = {}
+
+
+def completion(config: Any) -> bytes | None:
+    key = (id(config.node), bytes(config.remainder))
+    if key not in _COMPLETIONS:
+        _COMPLETIONS[key] = (config, shortest_completion(engine(), config))
+    return _COMPLETIONS[key][1]
+
+
 @cache
 def completions(prefix: bytes) -> list[bytes]:
     """Sentences extending ``prefix``: its shortest completion, and the shortest
@@ -119,7 +132,7 @@ def completions(prefix: bytes) -> list[bytes]:
         after = lexer.advance(config, extra) if extra else config
         if after is None or not lexer.is_viable(after):
             continue
-        rest = shortest_completion(engine(), after)
+        rest = completion(after)
         if rest is not None:
             out.append(prefix + extra + rest)
     return out
