@@ -44,8 +44,12 @@ def duck_type(declared: str) -> str:
 
 
 def load(path: Path) -> duckdb.DuckDBPyConnection:
-    """The SQLite database at ``path``, copied into an in-memory DuckDB."""
-    duck = duckdb.connect()
+    """The SQLite database at ``path``, copied into an in-memory DuckDB, run on one
+    thread: a query whose ORDER BY ties before a LIMIT (``GROUP BY h ORDER BY
+    count(*) DESC LIMIT 1`` on several groups of the top count) returns any of the
+    tied rows, and a parallel aggregation picks one by timing, so the two forms of a
+    statement could disagree by chance; on one thread one plan gives one answer."""
+    duck = duckdb.connect(config={"threads": 1})
     with sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True) as lite:
         lite.text_factory = lambda b: b.decode("utf-8", "replace")
         tables = [r[0] for r in lite.execute("SELECT name FROM sqlite_master WHERE type='table'")]
