@@ -104,4 +104,6 @@ def test_from_first_and_its_rewrite_agree_in_duckdb() -> None:
                 disagreements.append(f"{db_id}: {first}")
     print(f"FROM-first in DuckDB: {ran} of {sum(map(len, by_db.values()))} ran; {agreed} agree")
     assert not disagreements, "\n".join(disagreements[:10])
-    assert ran >= 40
+    # most statements run in DuckDB in both forms (627 of 972 over every Spider
+    # database, 34 of 45 over the vendored concert_singer alone): not a vacuous pass
+    assert 2 * ran >= sum(map(len, by_db.values()))
