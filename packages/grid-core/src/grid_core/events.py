@@ -112,6 +112,17 @@ class Event:
         parse gives)."""
         return self.kind, self.name, self.start, self.end
 
+    def mapping(self) -> dict[str, Any]:
+        """The event as a JSON-ready mapping: ``kind``, ``name``, ``start``, ``end``,
+        ``step`` (what every reader's mapping starts with)."""
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "start": self.start,
+            "end": self.end,
+            "step": self.step,
+        }
+
 
 @dataclass(frozen=True)
 class EventSpec:

@@ -69,13 +69,7 @@ class JsonEventReader:
     def read(self, event: Event, output: bytes) -> dict[str, Any]:
         """The event with its pointer (see the module header). ``output`` holds at
         least the event's span."""
-        out: dict[str, Any] = {
-            "kind": event.kind,
-            "name": event.name,
-            "start": event.start,
-            "end": event.end,
-            "step": event.step,
-        }
+        out = event.mapping()
         kind, stack = event.kind, self._open
         if kind in ("object_open", "array_open"):
             pointer = self._child()

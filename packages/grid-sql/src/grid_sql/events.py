@@ -56,14 +56,7 @@ class SqlEventReader:
         """The event with its meaning (see the module header). ``output`` holds at
         least the event's span."""
         text = output[event.start : event.end].decode("utf-8", errors="replace")
-        out: dict[str, Any] = {
-            "kind": event.kind,
-            "name": event.name,
-            "start": event.start,
-            "end": event.end,
-            "step": event.step,
-            "text": text,
-        }
+        out = event.mapping() | {"text": text}
         kind = event.kind
         if kind == "verb":
             out["verb"] = " ".join(text.split()).upper()
