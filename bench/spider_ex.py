@@ -14,6 +14,14 @@ is excluded), one model, greedy, the prompt ``grid ask`` builds
   (``grid_serve.text2sql.answer``, what ``grid ask`` runs; ``mode1`` is its first
   attempt, so the first decode is shared by both arms).
 
+- **from_first** (``--arms ...,from_first``; issue #17's measurement): ``grid ask --from-first``,
+  the FROM-first profile with column policy in the mask
+  (``grid_serve.text2sql.answer_from_first``: the role's scoped guide, mode 1, the
+  statement rewritten SELECT-first before it is judged and run; no repair).
+
+``--arms`` picks the arms to run (``repair`` needs ``mode1``); ``--stride K`` takes
+every K-th question (a sample spread over the databases).
+
 The role is ``grid policy init``'s starter role over the database (SELECT on every
 relation), what a user who points ``grid ask`` at a database gets.
 
@@ -59,6 +67,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).parent))  # host.py, smollm2_50.py
 
 ARMS = ("unconstrained", "mode1", "repair")
+ALL_ARMS = (*ARMS, "from_first")
 EXCLUDED = {"wta_1": "the release ships its schema without rows"}
 ORDER_BY = re.compile(r"\border\s+by\b", re.I)
 ROLE = "reader"
@@ -105,7 +114,11 @@ def judge(sql: str, gold_rows: list[tuple[Any, ...]], ordered: bool, ctx: Any) -
     from grid_core.errors import GridError
     from grid_serve.text2sql import checker_verdict
 
-    out: dict[str, Any] = {"sql": sql, "in_language": ctx.lang.in_language(sql.encode())}
+    out: dict[str, Any] = {"sql": sql}
+    try:
+        out["in_language"] = ctx.lang.in_language(sql.encode())
+    except RecursionError:  # lark's parser copies deep nests recursively: unjudged, counted out
+        out["in_language"] = None
     try:
         out["checker"] = [str(v.kind) for v in checker_verdict(ctx.schema, ctx.grants, sql)]
     except GridError as e:  # the checker cannot judge it (not SQL it parses): recorded
@@ -129,7 +142,7 @@ class Context:
 
         self.db = db
         self.schema = SchemaSnapshot.from_sqlite(db)
-        self.policy = PolicyBundle.loads(starter_policy(self.schema, ROLE), self.schema)
+        self.policy = PolicyBundle.loads(starter_policy(self.schema, ROLE), schema=self.schema)
         self.engines = RoleEngines(self.schema, self.policy, vocab)
         role = self.engines[ROLE]
         self.grants = role.grants
@@ -138,12 +151,17 @@ class Context:
 
 
 def run_question(
-    q: dict[str, str], ctx: Context, lm: Any, budget: int, penalty: float = 1.0
+    q: dict[str, str],
+    ctx: Context,
+    lm: Any,
+    budget: int,
+    penalty: float = 1.0,
+    arms: Sequence[str] = ARMS,
 ) -> dict[str, Any]:
     from grid_core.audit import verify
     from grid_core.decode import Generation
     from grid_core.guide import Engine
-    from grid_serve.text2sql import Avoid, answer, prompt_ids
+    from grid_serve.text2sql import Avoid, answer, answer_from_first, prompt_ids
     from grid_serve.transformers import decode_with_model
 
     gold_rows, error = execute(ctx.db, q["gold"])
@@ -154,22 +172,23 @@ def run_question(
 
     from smollm2_50 import sql_of_answer, unconstrained
 
-    new, text, secs = unconstrained(lm, ids, budget)
-    sql = sql_of_answer(text)
-    rec["unconstrained"] = {
-        "tokens": len(new),
-        "seconds": secs,
-        **judge(sql, gold_rows, ordered, ctx),
-    }
+    if "unconstrained" in arms:
+        new, text, secs = unconstrained(lm, ids, budget)
+        sql = sql_of_answer(text)
+        rec["unconstrained"] = {
+            "tokens": len(new),
+            "seconds": secs,
+            **judge(sql, gold_rows, ordered, ctx),
+        }
 
     timing: list[dict[str, float]] = []
 
-    def decode(feedback: str, engine: Engine, avoid: Avoid | None) -> Generation:
-        prompt = prompt_ids(lm.tokenizer, q["question"], ctx.ddl, feedback=feedback)
+    def decode_guide(guide: Any, feedback: str, avoid: Avoid | None, ff: bool) -> Generation:
+        prompt = prompt_ids(lm.tokenizer, q["question"], ctx.ddl, feedback=feedback, from_first=ff)
         t0 = time.perf_counter()
         gen, logits = decode_with_model(
             lm.model,
-            engine.guide(),
+            guide,
             prompt,
             budget,
             stop_on_exit=True,
@@ -181,10 +200,24 @@ def run_question(
         timing.append({"seconds": total, "model_seconds": logits.seconds})
         return gen
 
+    def decode(feedback: str, engine: Engine, avoid: Avoid | None) -> Generation:
+        return decode_guide(engine.guide(), feedback, avoid, False)
+
+    runs: list[tuple[str, int, tuple[Any, ...], list[dict[str, float]]]] = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        attempts = answer(decode, ctx.engines, ROLE, retries=1)
-    for arm, last in (("mode1", 0), ("repair", len(attempts) - 1)):
+        if "mode1" in arms:
+            attempts = answer(decode, ctx.engines, ROLE, retries=int("repair" in arms))
+            runs.append(("mode1", 0, attempts, timing[:]))
+            if "repair" in arms:
+                runs.append(("repair", len(attempts) - 1, attempts, timing[:]))
+        if "from_first" in arms:
+            timing.clear()
+            attempts = answer_from_first(
+                lambda guide: decode_guide(guide, "", None, True), ctx.engines, ROLE
+            )
+            runs.append(("from_first", 0, attempts, timing[:]))
+    for arm, last, attempts, timing in runs:
         gens = [a.generation for a in attempts[: last + 1]]
         spent = timing[: last + 1]
         tokens = sum(len(g.tokens) for g in gens)
@@ -204,6 +237,8 @@ def run_question(
             "audit_verifies": all(verify(g.audit.lines()).ok for g in gens),
             **judge(attempt.sql, gold_rows, ordered, ctx),
         }
+        if attempt.decoded:  # the FROM-first statement; ``sql`` is its rewrite
+            rec[arm]["decoded"] = attempt.decoded
     return rec
 
 
@@ -224,7 +259,7 @@ def paired_gain(records: Sequence[dict[str, Any]], arm: str, base: str) -> dict[
 
 
 def summarize(
-    records: Sequence[dict[str, Any]], model_name: str
+    records: Sequence[dict[str, Any]], model_name: str, arms: Sequence[str] = ARMS
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(summary.json, the rest of the report)."""
     summary = {
@@ -235,39 +270,34 @@ def summarize(
                 "executes": fraction(records, arm, "executes"),
                 "in_language": fraction(records, arm, "in_language"),
             }
-            for arm in ARMS
+            for arm in arms
         }
     }
     by_db: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
     for r in records:
         by_db[r["db_id"]].append(r)
     per_db = {
-        db: {"n": len(rs), **{arm: round(fraction(rs, arm, "ex"), 4) for arm in ARMS}}
+        db: {"n": len(rs), **{arm: round(fraction(rs, arm, "ex"), 4) for arm in arms}}
         for db, rs in sorted(by_db.items())
     }
-    constrained = [r["mode1"] for r in records]
-    report = {
+    pairs = [
+        ("mode1", "unconstrained"),
+        ("repair", "unconstrained"),
+        ("repair", "mode1"),
+        ("from_first", "mode1"),
+        ("from_first", "unconstrained"),
+    ]
+    report: dict[str, Any] = {
         "paired_gain": {
-            "mode1_vs_unconstrained": paired_gain(records, "mode1", "unconstrained"),
-            "repair_vs_unconstrained": paired_gain(records, "repair", "unconstrained"),
-            "repair_vs_mode1": paired_gain(records, "repair", "mode1"),
+            f"{a}_vs_{b}": paired_gain(records, a, b) for a, b in pairs if a in arms and b in arms
         },
         "per_database": per_db,
-        "mode1": {
-            "grid_ms_per_token_median": statistics.median(
-                [c["grid_ms_per_token"] for c in constrained] or [0.0]
-            ),
-            "model_ms_per_token_median": statistics.median(
-                [c["model_ms_per_token"] for c in constrained] or [0.0]
-            ),
-            "stops": dict(collections.Counter(c["stop"] for c in constrained)),
-            "max_rise_histogram": dict(
-                sorted(collections.Counter(c["max_rise"] for c in constrained).items())
-            ),
-            "early_triggers": sum(c["early_triggers"] for c in constrained),
-            "checker_accepts": sum(not c["checker"] for c in constrained),
-        },
-        "repair": {
+    }
+    for arm in ("mode1", "from_first"):
+        if arm in arms:
+            report[arm] = constrained_report([r[arm] for r in records])
+    if "repair" in arms:
+        report["repair"] = {
             "engaged": sum(r["repair"]["attempts"] > 1 for r in records),
             "changed_statement": sum(
                 r["repair"]["attempts"] > 1 and r["repair"]["sql"] != r["mode1"]["sql"]
@@ -277,9 +307,26 @@ def summarize(
                 r["repair"]["executes"] or bool(r["repair"]["checker"]) for r in records
             )
             / max(1, len(records)),
-        },
-    }
+        }
     return summary, report
+
+
+def constrained_report(constrained: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """GRID's time per token, stops, reserve rises and checker verdicts of one arm."""
+    return {
+        "grid_ms_per_token_median": statistics.median(
+            [c["grid_ms_per_token"] for c in constrained] or [0.0]
+        ),
+        "model_ms_per_token_median": statistics.median(
+            [c["model_ms_per_token"] for c in constrained] or [0.0]
+        ),
+        "stops": dict(collections.Counter(c["stop"] for c in constrained)),
+        "max_rise_histogram": dict(
+            sorted(collections.Counter(c["max_rise"] for c in constrained).items())
+        ),
+        "early_triggers": sum(c["early_triggers"] for c in constrained),
+        "checker_accepts": sum(not c["checker"] for c in constrained),
+    }
 
 
 def load_records(path: Path) -> Iterator[dict[str, Any]]:
@@ -319,6 +366,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="a GGUF file or transformers model (default: the embedded SmolLM2)",
     )
     ap.add_argument("--limit", type=int, default=0, help="the first N questions (0: all)")
+    ap.add_argument("--stride", type=int, default=1, help="every K-th question (default 1)")
+    ap.add_argument(
+        "--arms",
+        default=",".join(ARMS),
+        help=f"comma-separated arms of {', '.join(ALL_ARMS)} (default: {', '.join(ARMS)})",
+    )
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument(
@@ -337,7 +390,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if data is None:
         shared = root.parent / "shared" / "data" / "spider"
         data = shared if (shared / "dev.json").exists() else root / "data" / "spider"
-    todo = questions(data)
+    arms = tuple(a for a in ALL_ARMS if a in args.arms.split(","))
+    if set(args.arms.split(",")) - set(arms) or ("repair" in arms and "mode1" not in arms):
+        print(f"--arms {args.arms}: arms of {ALL_ARMS}, repair with mode1", file=sys.stderr)
+        return 2
+    todo = questions(data)[:: args.stride]
     if args.limit:
         todo = todo[: args.limit]
     if not todo:
@@ -377,23 +434,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         if q["db_id"] not in contexts:
             contexts.clear()  # one database's engines at a time
             contexts[q["db_id"]] = Context(database(data, q["db_id"]), lm.vocab)
-        rec = run_question(q, contexts[q["db_id"]], lm, args.max_new_tokens, penalty)
+        rec = run_question(q, contexts[q["db_id"]], lm, args.max_new_tokens, penalty, arms)
         records.append(rec)
         with path.open("a") as f:
             f.write(json.dumps(rec) + "\n")
         marks = " ".join(
             f"{arm}={'EX' if rec[arm]['ex'] else ('ok' if rec[arm]['executes'] else '--')}"
-            for arm in ARMS
+            for arm in arms
         )
-        print(f"[{n}/{len(todo)}] {q['db_id']}: {marks}  {rec['mode1']['sql']!r:.80}", flush=True)
+        shown = rec[arms[-1]].get("decoded") or rec[arms[-1]]["sql"]
+        print(f"[{n}/{len(todo)}] {q['db_id']}: {marks}  {shown!r:.80}", flush=True)
 
-    summary, report = summarize(records, lm.name)
+    summary, report = summarize(records, lm.name, arms)
     report = {
         "bench": "spider_ex",
         "host": host(),
         "settings": {
             "data": str(data),
             "questions": len(records),
+            "arms": list(arms),
+            "stride": args.stride,
             "max_new_tokens": args.max_new_tokens,
             "greedy": True,
             "role": f"{ROLE} (grid policy init's starter role)",

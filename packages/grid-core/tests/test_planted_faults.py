@@ -146,8 +146,8 @@ FAULTS = [
         "reserve-off-by-one",
         ("test_reserve.py::test_toy_reserve_and_completion",),
         "reserve.py",
-        "return self.node_reserve(config.node) - self._lead_discount(config.node)",
-        "return self.node_reserve(config.node) - self._lead_discount(config.node) - 1",
+        "return INF if cost >= INF else cost - self._lead_discount(config.node)",
+        "return INF if cost >= INF else cost - self._lead_discount(config.node) - 1",
     ),
     Fault(
         "lexicon-word-outside-its-regex",

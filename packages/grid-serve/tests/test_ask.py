@@ -68,6 +68,14 @@ BAD_INPUT = {
     "events-is-a-directory": ([Q, "--events", "/"], "--events / is a directory"),
     "events-in-no-directory": ([Q, "--events", "/nonexistent/e"], "no directory /nonexistent"),
     "unknown-option": ([Q, "--temprature", "1"], "unrecognized arguments: --temprature 1"),
+    "from-first-with-events": (
+        [Q, "--from-first", "--events", "-"],
+        "--events is not offered with --from-first",
+    ),
+    "from-first-writer-role": (
+        [Q, "--from-first", "--role", "clerk"],
+        "--from-first: role 'clerk' may do more than SELECT",
+    ),
 }
 
 
@@ -241,6 +249,43 @@ def test_ask_end_to_end_on_the_defaults(
     assert final_run.startswith(("ok: ", "not run", "sqlite refused: ", "stopped: "))
     assert "generating (budget 96 tokens)" in err  # progress, plain lines (not a terminal)
     assert "not byte-complete" in err
+
+
+def test_ask_from_first_end_to_end(
+    lm: Any,
+    engines: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--from-first``: the statement is decoded FROM-first under the role's scoped
+    guide (column policy in the mask), printed as decoded and as it runs (rewritten
+    SELECT-first), judged by the checker, never repaired; its sealed log carries the
+    column scope's fingerprint and replays against a fresh scoped guide."""
+    import grid_serve.model
+
+    monkeypatch.setattr(grid_serve.model, "load_model", lambda source=None: lm)
+    log = tmp_path / "audit.jsonl"
+    code = ask.main(
+        ["How many employees are in each department?", "--from-first", "--audit", str(log)]
+    )
+    out, _ = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[1] == "-- FROM-first, as decoded:"
+    assert lines[2].lstrip().upper().startswith("FROM ")
+    k = lines.index("-- as it runs:")
+    assert lines[k + 1].lstrip().upper().startswith("SELECT ")
+    assert "repair: off (--from-first: the column policy is the mask's)" in lines
+    assert not (tmp_path / "audit.retry.jsonl").exists()
+    assert code in (0, 1)
+    seal = json.loads(log.read_text().splitlines()[-1])["seal"]
+    assert "column_scope" in seal["fingerprints"]
+    assert seal["mode"]["decoded_from_first"].strip() == "\n".join(lines[2:k]).strip()
+    scoped = engines.scoped("analyst")
+    verdict = replay_file(log, scoped.base, guide=scoped.guide(audit=False))
+    assert verdict.ok, verdict
+    # the role's own (SELECT-first) engine cannot replay it
+    assert not replay_file(log, engines["analyst"].engine).ok
 
 
 def test_no_statement_within_the_budget(

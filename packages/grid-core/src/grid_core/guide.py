@@ -479,8 +479,12 @@ class GridGuide:
             log.append(config_hash, entry_id, token, blocked, kind)
         return log
 
+    def fingerprints(self) -> dict[str, str]:
+        """The artifacts the records depend on: the engine's."""
+        return self.engine.fingerprints()
+
     def seal(self, stop_reason: str, mode: Mapping[str, object]) -> AuditLog:
-        """The records so far, sealed with the engine's fingerprints."""
+        """The records so far, sealed with :meth:`fingerprints`."""
         log = self.audit_log()
-        log.close(stop_reason, self.engine.fingerprints(), mode)
+        log.close(stop_reason, self.fingerprints(), mode)
         return log

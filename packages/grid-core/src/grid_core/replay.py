@@ -32,6 +32,11 @@ artifacts decide; it cannot tell one legal generation from another (swap a
 sampled token for another admitted one and rewrite the chain, and the forgery
 is a legal log): that is the anchor's job.
 
+A log written by a guide whose language is not its engine's (grid-sql's
+column-scoped guide, :mod:`grid_sql.column_scope`) replays against a fresh
+guide of that language (``replay(..., guide=...)``): any :class:`ReplayGuide`,
+whose ``fingerprints()`` the seal's are compared with.
+
 The masks a replay recomputes do not depend on any cache or its namespace:
 ``mask_entry_id`` addresses the packed mask itself, so a log replays across a
 cache rollover and against an engine with its cache off.
@@ -43,9 +48,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
-from grid_core.audit import GENESIS, Record, mask_entry_id, read, read_lines
+from grid_core.audit import GENESIS, Kind, Record, read, read_lines
 from grid_core.guide import Engine, GridGuide
 
 Stage = Literal["chain", "artifacts", "replay", "seal"]
@@ -82,8 +87,32 @@ class ReplayVerdict:
         return f"DIVERGES at {where} ({self.stage}): {self.reason}"
 
 
-def replay(lines: Iterable[str], engine: Engine, anchor: str | None = None) -> ReplayVerdict:
-    """Verify ``lines`` and re-derive every record from ``engine`` (see the module header)."""
+class ReplayGuide(Protocol):
+    """What a replay drives: a fresh guide of the log's language, audit fields per step."""
+
+    def fingerprints(self) -> dict[str, str]: ...
+
+    def step_audit(self) -> tuple[int, str, int]: ...
+
+    def mask_ids(self) -> list[int]: ...
+
+    def accept_token(self, token_id: int, kind: Kind = "sampled") -> None: ...
+
+    def is_terminated(self) -> bool: ...
+
+
+def replay(
+    lines: Iterable[str],
+    engine: Engine,
+    anchor: str | None = None,
+    *,
+    guide: ReplayGuide | None = None,
+) -> ReplayVerdict:
+    """Verify ``lines`` and re-derive every record from ``engine`` (see the module header)
+    with ``guide``, a fresh guide of the log's language (default: the Python
+    reference guide of ``engine``)."""
+    if guide is None:
+        guide = GridGuide(engine)  # the Python reference re-derives each record
     verdict, log = read(lines, anchor)
     if not verdict.ok:
         return ReplayVerdict(
@@ -92,7 +121,7 @@ def replay(lines: Iterable[str], engine: Engine, anchor: str | None = None) -> R
     seal = log.seal
     assert seal is not None
 
-    logged, actual = seal["fingerprints"], engine.fingerprints()
+    logged, actual = seal["fingerprints"], guide.fingerprints()
     differs = tuple(sorted(k for k in {*logged, *actual} if logged.get(k) != actual.get(k)))
     if differs:
         detail = "; ".join(
@@ -104,27 +133,25 @@ def replay(lines: Iterable[str], engine: Engine, anchor: str | None = None) -> R
 
     vocab = engine.vocab
     eos_ids = frozenset(vocab.eos_ids)
-    guide = GridGuide(engine, audit=False)  # the Python reference re-derives each record
     head, in_reserve, forced_run = GENESIS, False, 0
     jump = seal["mode"].get("jump_forward")
     for i, (rec, logged_hash) in enumerate(zip(log.records, log.hashes, strict=True)):
         diverges = partial(_diverges, i)
         if guide.is_terminated():
             return diverges("token", "a record follows EOS")
-        ids, result = guide.mask_and_ids()
-        config_hash = f"{guide.config.hash:016x}"
+        hashed, entry, blocked = guide.step_audit()
+        ids = guide.mask_ids()
+        config_hash = f"{hashed:016x}"
         if rec.config_hash != config_hash:
             return diverges(
                 "config_hash", f"config_hash: log {rec.config_hash}, replay {config_hash}"
             )
-        entry = mask_entry_id(engine.pack_result(result).tobytes())
         if rec.mask_entry_id != entry:
             return diverges(
                 "mask_entry_id", f"mask_entry_id: log {rec.mask_entry_id}, replay {entry}"
             )
         if rec.token not in set(ids):
             return diverges("token", f"token {rec.token} is not in the step's mask")
-        blocked = vocab.n_vocab - len(ids)
         if rec.blocked_count != blocked:
             return diverges(
                 "blocked_count", f"blocked_count: log {rec.blocked_count}, replay {blocked}"
@@ -178,5 +205,7 @@ def _diverges(step: int, field: str, reason: str) -> ReplayVerdict:
     return ReplayVerdict(False, step, step, reason, "replay", field)
 
 
-def replay_file(path: Path, engine: Engine, anchor: str | None = None) -> ReplayVerdict:
-    return replay(read_lines(path), engine, anchor)
+def replay_file(
+    path: Path, engine: Engine, anchor: str | None = None, *, guide: ReplayGuide | None = None
+) -> ReplayVerdict:
+    return replay(read_lines(path), engine, anchor, guide=guide)

@@ -148,10 +148,18 @@ class ReserveTable:
 
     Built once per engine (:func:`reserve_table`); thread-compatible (memo
     tables are idempotent). ``check_invariants`` asserts the grammar-level facts.
+
+    ``partial``: a terminal the grammar uses but no lexeme writes (a lexicon
+    category with no word in this engine, such as the column names of an empty
+    column scope, :mod:`grid_sql.column_scope`) costs :data:`INF` instead of
+    raising :class:`ReserveError`; the table completes around it where the
+    grammar allows, and :meth:`reserve` is :data:`INF` (:meth:`completion`
+    raises) where it cannot.
     """
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, partial: bool = False) -> None:
         self.engine = engine
+        self.partial = partial
         tables, scanner, dfa = engine.tables, engine.scanner, engine.dfa
         self.n_terminals = tables.n_terminals
         self.base = tables.n_terminals + 1  # symbol id of nonterminal 0
@@ -185,7 +193,7 @@ class ReserveTable:
             self.lead_tokens[t] = bare if bare is not None and len(bare) < len(tokens) else tokens
         used = {x for r in range(tables.n_rules) for x in tables.rhs(r) if x < self.n_terminals}
         missing = sorted(tables.terminal_names[t] for t in used if t not in self.pieces)
-        if missing:
+        if missing and not partial:
             raise ReserveError(f"no writable lexeme for terminal(s) {', '.join(missing)}")
 
         self.nt_cost, self.nt_rule = self._nonterminal_costs()
@@ -199,7 +207,7 @@ class ReserveTable:
         self._options: dict[tuple[int, int], tuple[_Option, ...]] = {}
         self._discounts: weakref.WeakKeyDictionary[Node, int] = weakref.WeakKeyDictionary()
         self.start_cost = self._symbol_cost(tables.rhs(0)[0])
-        if self.start_cost >= INF:
+        if self.start_cost >= INF and not partial:
             raise ReserveError("the start symbol derives no writable sentence")
 
     # -- tokens ---------------------------------------------------------------
@@ -675,8 +683,11 @@ class ReserveTable:
         if self.engine.lexer.eos_allowed(config):
             return 0
         if not config.size:
-            return self.node_reserve(config.node) - self._lead_discount(config.node)
+            cost = self.node_reserve(config.node)
+            return INF if cost >= INF else cost - self._lead_discount(config.node)
         cost = self._finish(config)[0]
+        if cost >= INF and self.partial:
+            return INF
         if cost >= INF:
             raise ReserveError(f"no finish option for the remainder {config.remainder[-32:]!r}")
         return cost
@@ -694,6 +705,8 @@ class ReserveTable:
                 tokens += self._plan_tokens(after, option.joined)
         else:
             cost = self.reserve(config)
+            if cost >= INF:
+                raise ReserveError("no completion of this stack writes only writable lexemes")
             tokens = self._plan_tokens(config.node, True)
         assert len(tokens) == cost, "the written completion disagrees with the reserve"
         return tokens
@@ -720,13 +733,18 @@ class ReserveTable:
                 assert sum(self.term_cost[t] for t in plan) == self.nt_cost[a]
 
 
-_TABLES: weakref.WeakKeyDictionary[Engine, ReserveTable] = weakref.WeakKeyDictionary()
+_TABLES: dict[bool, weakref.WeakKeyDictionary[Engine, ReserveTable]] = {
+    False: weakref.WeakKeyDictionary(),
+    True: weakref.WeakKeyDictionary(),
+}
 
 
-def reserve_table(engine: Engine) -> ReserveTable:
-    """The reserve table of an engine, built on first use and kept as long as the engine."""
-    table = _TABLES.get(engine)
+def reserve_table(engine: Engine, *, partial: bool = False) -> ReserveTable:
+    """The reserve table of an engine, built on first use and kept as long as the engine
+    (``partial``: see :class:`ReserveTable`)."""
+    tables = _TABLES[partial]
+    table = tables.get(engine)
     if table is None:
-        table = ReserveTable(engine)
-        _TABLES[engine] = table
+        table = ReserveTable(engine, partial=partial)
+        tables[engine] = table
     return table

@@ -25,6 +25,9 @@ the example policy is never applied to it. Steps:
    (:class:`grid_serve.transformers.ExitIntentLogits`; ``--no-exit-stop``);
    The prompt, with the budget, must fit the model's context and
    :data:`MAX_PROMPT_TOKENS` (checked once the tokenizer is loaded);
+   with ``--from-first`` the statement is written FROM-first under the role's
+   column-scoped guide (column policy in the mask, :mod:`grid_sql.column_scope`)
+   and rewritten SELECT-first (no repair pass);
 5. print the SQL and the SemanticChecker's verdict; run the statement on the
    database opened read-only only if the checker accepts it, under the role's
    execution limits (:mod:`grid_sql.limits`: wall time, rows, result bytes,
@@ -280,6 +283,14 @@ def ask_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     limits.add_argument(
         "--limit-memory", type=_limit("max_memory"), metavar="BYTES", help="SQLite's heap"
     )
+    p.add_argument(
+        "--from-first",
+        action="store_true",
+        help="write the statement FROM-first with column policy inside the mask (SQLite and "
+        "PostgreSQL schemas; SELECT-only roles): every column written is one the role is "
+        "granted on a table in scope; the statement is rewritten SELECT-first before it "
+        "runs; no repair (docs/policy.md)",
+    )
     p.add_argument("--audit", type=Path, help="audit log path (default: a new temp directory)")
     p.add_argument(
         "--events",
@@ -350,6 +361,8 @@ def inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
             raise ServingError(f"--events {events} is a directory; name a file in it")
         if not events.parent.is_dir():
             raise ServingError(f"no directory {events.parent} for the events")
+    if args.from_first and args.events is not None:
+        raise ServingError("--events is not offered with --from-first")
     if args.db is not None and args.policy is None:
         raise MissingPolicyError(str(args.db))
     db = args.db if args.db is not None else text2sql.example_database(tmp)
@@ -358,6 +371,8 @@ def inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
     role = args.role or default_role(policy)
     grants = policy.grants(role, schema)
     role_language(schema, policy, role)  # a role that cannot say anything fails here
+    if args.from_first:
+        text2sql.check_from_first(schema, grants)
     overrides = {key: getattr(args, f"limit_{_FLAG[key]}") for key in LIMIT_KEYS}
     limits = policy.role(role).limits.replace(**overrides)
     require_framework()
@@ -416,6 +431,7 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
     from grid_core.decode import GREEDY, Generation, Sampling
     from grid_core.events import EventStream
     from grid_core.guide import Engine
+    from grid_core.protocol import Guide
     from grid_serve.event_lines import EventLines
     from grid_serve.model import load_model
     from grid_serve.transformers import decode_with_model
@@ -448,8 +464,9 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
 
     ddl = text2sql.schema_ddl(schema, grants)
     audit_path = args.audit or Path(tempfile.mkdtemp(prefix="grid-ask-")) / "audit.jsonl"
-    if text2sql.shortest_statement(role_engine.engine) > args.max_tokens:
-        refusal = text2sql.budget_refusal(role_engine.engine, args.max_tokens)
+    served = engines.scoped(role) if args.from_first else role_engine.engine
+    if text2sql.shortest_statement(served) > args.max_tokens:
+        refusal = text2sql.budget_refusal(served, args.max_tokens)
         refusal.write(audit_path)
         assert refusal.seal is not None
         shortest = refusal.seal["mode"]["shortest"]
@@ -471,11 +488,6 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
             streams[-1].flush()
 
     def decode(feedback: str, engine: Engine, avoid: text2sql.Avoid | None) -> Generation:
-        what = "retrying with the checker's feedback" if feedback else "generating"
-        progress.start(f"{what} (budget {args.max_tokens} tokens)")
-        prompt = text2sql.prompt_ids(
-            loaded.tokenizer, args.question, ddl, feedback=feedback, dialect=schema.dialect
-        )
         dialect = get_dialect(schema.dialect)
         spec = None if events_out is None else event_spec(dialect, engine.grammar)
         guide = engine.guide(events=spec)
@@ -483,6 +495,19 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
             assert events_out is not None and isinstance(guide, EventStream)
             reader = functools.partial(SqlEventReader, dialect, grants)
             streams.append(EventLines(guide, reader, events_out, attempt=len(streams)))
+        return decode_guide(guide, feedback, avoid)
+
+    def decode_guide(guide: Guide, feedback: str, avoid: text2sql.Avoid | None) -> Generation:
+        what = "retrying with the checker's feedback" if feedback else "generating"
+        progress.start(f"{what} (budget {args.max_tokens} tokens)")
+        prompt = text2sql.prompt_ids(
+            loaded.tokenizer,
+            args.question,
+            ddl,
+            feedback=feedback,
+            dialect=schema.dialect,
+            from_first=args.from_first,
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             gen, _ = decode_with_model(
@@ -503,7 +528,12 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
         return gen
 
     try:
-        attempts = text2sql.answer(decode, engines, role, retries=0 if args.no_repair else 1)
+        if args.from_first:
+            attempts = text2sql.answer_from_first(
+                lambda guide: decode_guide(guide, "", None), engines, role
+            )
+        else:
+            attempts = text2sql.answer(decode, engines, role, retries=0 if args.no_repair else 1)
     finally:
         if events_out is not None and events_out is not sys.stdout:
             events_out.close()
@@ -525,6 +555,7 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
                 "role": role,
                 "question_blake2b": question,
                 "statement": attempt.sql,
+                **({"decoded_from_first": attempt.decoded} if attempt.decoded else {}),
                 "verdict": attempt.verdict,
                 "run": ran if final else "not run: retried",
             }
@@ -580,6 +611,8 @@ def _report(
             f"repair: {outcome}: {'the same' if same else 'a new'} statement; violations: "
             f"{n} before, {len(final.violations)} after\n"
         )
+    elif args.from_first:
+        out.write("repair: off (--from-first: the column policy is the mask's)\n")
     elif first.error:
         out.write("repair: not engaged (the checker could not judge the statement)\n")
     elif first.violations:
@@ -629,7 +662,10 @@ def _count(n: int, noun: str) -> str:
 
 
 def _write_attempt(out: TextIO, attempt: text2sql.Attempt) -> None:
-    """The statement, then the checker's verdict (one line per violation, with its span)."""
+    """The statement (a FROM-first one as decoded, then its rewrite), then the checker's
+    verdict (one line per violation, with its span)."""
+    if attempt.decoded:
+        out.write(f"-- FROM-first, as decoded:\n{attempt.decoded.strip()}\n-- as it runs:\n")
     out.write(f"{attempt.sql.strip()}\n")
     if attempt.error:
         out.write(f"checker: REFUSED (it cannot judge the statement: {attempt.error})\n")

@@ -53,17 +53,19 @@ from typing import Any
 
 from grid_core.audit import AuditLog
 from grid_core.cache import SharedCache
-from grid_core.decode import Generation
-from grid_core.errors import GridError
+from grid_core.decode import Generation, reserve_source
+from grid_core.errors import GridError, ServingError
 from grid_core.grammar import Grammar, Rule
 from grid_core.guide import Engine
 from grid_core.lexicon import Lexicon
-from grid_core.reserve import reserve_table
+from grid_core.protocol import Guide
 from grid_core.trie import TokenTrie, build_trie
 from grid_core.vocab import Vocabulary
 from grid_sql.checker import SemanticChecker, Violation
+from grid_sql.column_scope import ScopedEngines, scoped_engines
 from grid_sql.database import database_for
 from grid_sql.dialects import get_dialect
+from grid_sql.from_first import FROM_FIRST, to_select_first
 from grid_sql.lexicon import SchemaLexicon
 from grid_sql.limits import DEFAULT_LIMITS, Limits
 from grid_sql.policy import PolicyBundle, RoleGrants
@@ -80,8 +82,10 @@ __all__ = [
     "RoleEngine",
     "RoleEngines",
     "answer",
+    "answer_from_first",
     "budget_refusal",
     "chat_messages",
+    "check_from_first",
     "checker_for",
     "checker_verdict",
     "example_database",
@@ -101,6 +105,13 @@ SYSTEM_PROMPT = (
 )
 #: The database named in the system prompt, per dialect (SQLite's is SYSTEM_PROMPT).
 ENGINE_NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL", "duckdb": "DuckDB"}
+
+#: What the system prompt adds for the FROM-first profile (``grid ask --from-first``).
+FROM_FIRST_PROMPT = (
+    "Write it FROM-first: the FROM clause (with any joins) before SELECT, as in "
+    "FROM singer AS T1 JOIN concert AS T2 ON T1.id = T2.singer_id SELECT T1.name "
+    "WHERE T2.year > 2014;"
+)
 
 #: The start of the assistant's answer, written into the prompt: chat models
 #: open SQL with a code fence, and GRID's mask would refuse the fence itself.
@@ -135,6 +146,7 @@ class RoleEngines:
     trie: TokenTrie | None = None
     _built: dict[str, RoleEngine] = field(default_factory=dict)
     _shared: SharedCache | None = None
+    _scoped: dict[str, ScopedEngines] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.policy.validate(self.schema)
@@ -151,6 +163,45 @@ class RoleEngines:
         projection = RoleProjection.compile(self.policy.role(role), dialect, words=lexicon.words)
         engine = self._engine(projection.grammar, lexicon.lexicon)
         return RoleEngine(grants, projection, lexicon, engine)
+
+    def scoped(self, role: str) -> ScopedEngines:
+        """The role's FROM-first engines with column policy in the mask
+        (:mod:`grid_sql.column_scope`): the dialect's FROM-first profile projected
+        for the role, narrowed to the scoped generation language (FROM-first cores
+        only, :func:`grid_sql.column_scope.generation_rule`). Raises
+        :class:`~grid_core.errors.ServingError` for a dialect with no FROM-first
+        profile, a role that may do more than SELECT, or a granted table with no
+        granted column (the scope's preconditions), naming the role."""
+        got = self._scoped.get(role)
+        if got is not None:
+            return got
+        dialect = get_dialect(self.schema.dialect)
+        profile = FROM_FIRST.get(dialect.name)
+        if profile is None:
+            raise ServingError(
+                f"--from-first: the {dialect.name} dialect has no FROM-first profile "
+                f"(profiles: {', '.join(sorted(FROM_FIRST))})"
+            )
+        built = self[role]
+        projection = RoleProjection.compile(
+            self.policy.role(role), profile, words=built.lexicon.words
+        )
+        if self.trie is None:
+            self.trie = build_trie(self.vocab)
+        try:
+            got = scoped_engines(
+                dialect,
+                self.schema,
+                built.grants,
+                self.vocab,
+                grammar=projection.grammar,
+                trie=self.trie,
+                generation=True,
+            )
+        except ValueError as e:
+            raise ServingError(f"--from-first: {e}") from None
+        self._scoped[role] = got
+        return got
 
     def _engine(
         self, grammar: Grammar, lexicon: Lexicon | Mapping[str, Collection[bytes]]
@@ -218,14 +269,17 @@ def schema_ddl(schema: SchemaSnapshot, grants: RoleGrants) -> str:
 
 
 def chat_messages(
-    question: str, ddl: str, feedback: str = "", dialect: str = DIALECT
+    question: str, ddl: str, feedback: str = "", dialect: str = DIALECT, from_first: bool = False
 ) -> list[dict[str, str]]:
-    """The chat: system instructions (naming the dialect's database), then the tables,
-    the question and, for a retry, the checker's feedback on the rejected statement."""
+    """The chat: system instructions (naming the dialect's database; with ``from_first``
+    the FROM-first form, :data:`FROM_FIRST_PROMPT`), then the tables, the question and,
+    for a retry, the checker's feedback on the rejected statement."""
     user = f"Tables:\n{ddl}\n\nQuestion: {question}"
     if feedback:
         user += f"\n\n{feedback}"
     system = SYSTEM_PROMPT.replace("SQLite", ENGINE_NAMES.get(dialect, dialect), 1)
+    if from_first:
+        system += " " + FROM_FIRST_PROMPT
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
@@ -236,11 +290,14 @@ def prompt_ids(
     prefix: str = ANSWER_PREFIX,
     feedback: str = "",
     dialect: str = DIALECT,
+    from_first: bool = False,
 ) -> list[int]:
     """The prompt's token ids in the tokenizer's chat template, the assistant turn opened
     and started with ``prefix`` (default: a SQL code fence)."""
     ids = tokenizer.apply_chat_template(
-        chat_messages(question, ddl, feedback, dialect), add_generation_prompt=True, tokenize=True
+        chat_messages(question, ddl, feedback, dialect, from_first),
+        add_generation_prompt=True,
+        tokenize=True,
     )
     if isinstance(ids, Mapping):  # some versions return a BatchEncoding
         ids = ids["input_ids"]
@@ -266,14 +323,38 @@ def checker_verdict(schema: SchemaSnapshot, grants: RoleGrants, sql: str) -> lis
     return checker_for(schema, grants).check(sql, grants.role)
 
 
-def shortest_statement(engine: Engine) -> int:
+def shortest_statement(engine: Engine | ScopedEngines) -> int:
     """Tokens of the shortest statement a fresh guide of ``engine`` writes, EOS included:
-    the reserve of the initial configuration plus one. A mode-1 decode starts iff its
+    the reserve of the initial configuration plus one (the decode loop's reserve
+    source, :func:`grid_core.decode.reserve_source`). A mode-1 decode starts iff its
     budget is at least this (``grid_core.decode``)."""
-    return reserve_table(engine).reserve(engine.lexer.initial) + 1
+    source = reserve_source(engine.guide(audit=False))
+    return source.reserve(source.start()) + 1
 
 
-def budget_refusal(engine: Engine, budget: int) -> AuditLog:
+def check_from_first(schema: SchemaSnapshot, grants: RoleGrants) -> None:
+    """Raise :class:`~grid_core.errors.ServingError` unless the FROM-first profile with
+    column policy in the mask can serve the role (:meth:`RoleEngines.scoped`'s
+    preconditions), before any engine is built."""
+    if schema.dialect not in FROM_FIRST:
+        raise ServingError(
+            f"--from-first: the {schema.dialect} dialect has no FROM-first profile "
+            f"(profiles: {', '.join(sorted(FROM_FIRST))})"
+        )
+    if grants.verbs - {"SELECT"}:
+        raise ServingError(
+            f"--from-first: role {grants.role!r} may do more than SELECT; the column scope "
+            "is for SELECT-only roles"
+        )
+    empty = sorted(t for t, cols in grants.columns.items() if not cols)
+    if empty:
+        raise ServingError(
+            f"--from-first: role {grants.role!r} has tables without a granted column: "
+            f"{', '.join(empty)}"
+        )
+
+
+def budget_refusal(engine: Engine | ScopedEngines, budget: int) -> AuditLog:
     """The sealed audit log of a decode that cannot start: no record, stop reason
     :data:`NO_STATEMENT`, mode flags ``mode`` 1, ``budget`` and ``shortest`` (the
     tokens the shortest statement needs, EOS included), and the engine's fingerprints."""
@@ -323,6 +404,9 @@ class Attempt:
     error: str = ""
     """Why the checker could not judge the statement ("" when it did): such an
     attempt is refused and not retried."""
+    decoded: str = ""
+    """The FROM-first statement as decoded, when ``sql`` is its SELECT-first rewrite
+    (:func:`answer_from_first`); "" otherwise."""
 
     @property
     def verdict(self) -> str:
@@ -376,6 +460,28 @@ def answer(
         feedback, words = plan.feedback, plan.lexicon or words  # removals accumulate
         star = star and all(v.via != "star" for v in violations)
     return tuple(attempts)
+
+
+def answer_from_first(
+    decode: Callable[[Guide], Generation], engines: RoleEngines, role: str
+) -> tuple[Attempt, ...]:
+    """The FROM-first profile (``grid ask --from-first``): one mode-1 decode under the
+    role's scoped guide (:meth:`RoleEngines.scoped`: column policy in the mask), the
+    statement rewritten SELECT-first (:func:`grid_sql.from_first.to_select_first`),
+    then the checker on the rewrite. No repair: the column policy the checker would
+    feed back is already the mask's. ``Attempt.sql`` is the rewrite (what runs, what
+    the checker's spans index); ``Attempt.decoded`` the FROM-first statement the
+    audit log's tokens spell."""
+    built = engines[role]
+    checker = checker_for(engines.schema, built.grants)
+    gen = decode(engines.scoped(role).guide())
+    decoded = gen.text.decode("utf-8", "replace")
+    try:
+        sql = to_select_first(decoded, engines.schema.dialect)
+        violations = tuple(checker.check(sql, role))
+    except GridError as e:  # a statement of L the rewrite or checker cannot read: refused
+        return (Attempt(gen, decoded, (), error=str(e), decoded=decoded),)
+    return (Attempt(gen, sql, violations, decoded=decoded),)
 
 
 def example_database(directory: Path) -> Path:

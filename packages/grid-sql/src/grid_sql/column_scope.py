@@ -73,20 +73,27 @@ The column speller (:func:`spell_columns`) is :mod:`grid_sql.speller`'s search
 for columns: forbidden columns spelled token by token at column positions,
 straddling tokens included, with positive controls.
 
+**Serving.** :class:`ScopedGuide` speaks the serving verbs of
+:class:`grid_core.protocol.Guide` (``ScopedEngines.guide()``), so grid-core's
+mode-1 loop and grid-serve's adapters drive it as any guide; its reserve is
+:class:`ScopedReserve` (the loop reads it through ``reserve_source()``). Every
+step is audited as a guide's is: the record's configuration hash is the scope
+engine's configuration's (the scope itself is a function of the tokens), and
+the seal's fingerprints add ``column_scope`` (the grants and catalog that
+decide each scope's words). A log replays with
+``grid_core.replay.replay(lines, engines.base, guide=engines.guide(audit=False))``.
+
 Known limits: Python only (no native session; each step rescans the pending
-lexeme, O(|lexeme|), so requirement R does not hold inside long lexemes). The
-audit records (``accept_token(..., audit=True)``: configuration hash of the
-scope engine's configuration, mask entry id, token, blocked count) chain like a
-guide's (:meth:`ScopedGuide.audit_log`), but the scope is not a field of the
-record and ``grid audit verify`` cannot replay this guide: exact audit of the
-scope switch is left undone.
+lexeme, O(|lexeme|), so requirement R does not hold inside long lexemes, and a
+mask costs milliseconds, not microseconds). ``grid audit replay`` on the
+command line does not rebuild scoped guides (the Python call above does).
 """
 
 from __future__ import annotations
 
 import array
 import bisect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -94,12 +101,15 @@ from grid_core.audit import AuditLog, Kind, mask_entry_id
 from grid_core.cache import MaskTable, SharedCache, id_bits
 from grid_core.dfa import DEAD
 from grid_core.errors import GuideError, MaskError
+from grid_core.fingerprint import fingerprint
 from grid_core.grammar import Grammar, Rule
 from grid_core.guide import Engine, MaskResult
 from grid_core.kernels import engine_tables
 from grid_core.lexer import START, Config, Lexer, Scanner, extend_digest
 from grid_core.lexicon import Lexicon, build_lexicon
 from grid_core.parser import Node
+from grid_core.protocol import accept_in_order, write_row
+from grid_core.reserve import INF, ReserveError, reserve_table
 from grid_core.trie import TokenTrie
 from grid_core.vocab import Vocabulary
 from grid_sql.dialect import Dialect
@@ -114,6 +124,8 @@ __all__ = [
     "ScopeState",
     "ScopedEngines",
     "ScopedGuide",
+    "ScopedReserve",
+    "generation_rule",
     "scoped_engines",
     "scoped_grammar",
     "scoped_rule",
@@ -121,7 +133,18 @@ __all__ = [
 ]
 
 Phase = Literal["select", "from", "post", "order"]
+State = tuple[Node, bytes, "ScopeState"]
+"""A point of the scoped lexer: (stack, pending remainder, scope)."""
+
+#: Completions :class:`ScopedReserve` keeps (the memo is emptied when full).
+MEMO_STATES = 100_000
+#: The longest scoped completion :class:`ScopedReserve` writes before it gives up.
+MAX_COMPLETION = 4_096
 QUALIFIER = "QUALIFIER"
+
+#: The comment terminals the generation language silences (a lexicon category with no
+#: word: never picked, so a comment is never written).
+COMMENTS = frozenset({"LINE_COMMENT", "BLOCK_COMMENT"})
 
 _CUT_SYMBOLS = frozenset(
     {"starred_columns", "NATURAL", "USING", "DQ_STRING", "with_clause", "CTE_NAME", "LATERAL"}
@@ -139,10 +162,25 @@ def scoped_rule(rule: Rule) -> bool:
     return not (rule.origin == "table_or_subquery" and "select_stmt" in rule.expansion)
 
 
-def scoped_grammar(grammar: Grammar, role: str = "scoped") -> Grammar:
+def generation_rule(rule: Rule) -> bool:
+    """Whether the FROM-first *generation* language keeps ``rule``: :func:`scoped_rule`,
+    and no SELECT-first core (with a FROM clause its select list could name no column
+    in the scoped language, and a model that starts ``SELECT`` out of habit would be
+    held to columnless lists; without one it is a constant query, which the profile
+    leaves out): every core is FROM-first or VALUES, so the mask's first word is
+    ``FROM`` (or ``VALUES``). :func:`scoped_engines` with ``generation`` also
+    silences comments (:data:`COMMENTS`), which eat a small model's budget."""
+    if rule.origin == "select_core" and rule.expansion[:1] == ("SELECT",):
+        return False
+    return scoped_rule(rule)
+
+
+def scoped_grammar(grammar: Grammar, role: str = "scoped", *, generation: bool = False) -> Grammar:
     """``grammar`` (a FROM-first profile's, or a role projection of it) narrowed to
-    the scoped language: :func:`scoped_rule`, then reduced."""
-    return grammar.project(scoped_rule, role)
+    the scoped language: :func:`scoped_rule` (with ``generation``,
+    :func:`generation_rule`: FROM-first cores only, what ``grid ask --from-first``
+    decodes), then reduced."""
+    return grammar.project(generation_rule if generation else scoped_rule, role)
 
 
 # ---------------------------------------------------------------- the scope
@@ -266,6 +304,7 @@ class ScopedEngines:
         schema: SchemaSnapshot,
         grants: RoleGrants,
         lexicon: SchemaLexicon,
+        silenced: frozenset[str] = frozenset(),
     ) -> None:
         if grants.verbs - {"SELECT"}:
             raise ValueError(f"role {grants.role!r}: the column scope is for SELECT-only roles")
@@ -277,11 +316,15 @@ class ScopedEngines:
         self.schema = schema
         self.grants = grants
         self.role_lexicon = lexicon
+        self.silenced = silenced
+        """Terminals with no word in every scope (the generation language's comments)."""
         self.terms = _terms(base, dialect)
         self.reader = SqlEventReader(dialect)
         self._engines: dict[tuple[frozenset[bytes], frozenset[bytes]], Engine] = {}
         self._scopes: dict[ScopeState, tuple[frozenset[bytes], frozenset[bytes]]] = {}
         self._steps: dict[tuple[ScopeState, int, bytes, Node], ScopeState] = {}
+        self.completions: dict[State, tuple[int, ...]] = {}
+        """:class:`ScopedReserve`'s memo: the scoped completion of each state."""
         granted = {ascii_lower(t): (t, cols) for t, cols in grants.columns.items()}
         self._granted = {t: frozenset(ascii_lower(c) for c in cols) for t, cols in granted.values()}
         self._catalog: dict[str, dict[str, str]] = {}
@@ -413,6 +456,8 @@ class ScopedEngines:
             words = {c: set(ws) for c, ws in self.role_lexicon.words.items()}
             words[self.dialect.column_category] = set(key[0])
             words[QUALIFIER] = set(key[1])
+            for name in self.silenced:
+                words[name] = set()
             lexicon = build_lexicon(self.base.grammar, self.base.dfa, words)
             e = self._engines.setdefault(key, _with_lexicon(self.base, lexicon))
         return e
@@ -484,6 +529,100 @@ class ScopedEngines:
             frames[-1] = replace(f, core=(*f.core[:-1], ref), statement=(*f.statement[:-1], ref))
         return ScopeState(tuple(frames), depth, qualifier, alias_for)
 
+    # -------------------------------------------------------- the scoped lexer
+
+    def state_engine(self, state: State) -> Engine:
+        """The engine that scans the pending lexeme of ``state``."""
+        node, _, scope = state
+        return self.engine(scope, self.base.parser.allowed(node))
+
+    def state_config(self, state: State) -> Config:
+        """``state`` as a configuration of :meth:`state_engine` (its lexicon scans the
+        remainder)."""
+        node, rem, _ = state
+        e = self.state_engine(state)
+        scan = e.scanner.scan(rem)
+        assert scan is not None, "a pending remainder scans"
+        return e.lexer.config(node, rem, len(rem), scan, extend_digest(0, rem))
+
+    def advance(self, state: State, data: bytes) -> State | None:
+        """The scoped lexer: read ``data`` after ``state``; None when the output leaves
+        the language (a dead scan, or a remainder live for nothing)."""
+        node, remainder, scope = state
+        parser = self.base.parser
+        e = self.engine(scope, parser.allowed(node))
+        buf = remainder + data
+        scan, start, i = START, 0, 0
+        while i < len(buf):
+            nxt = e.scanner.step(scan, i + 1 - start, buf[i])
+            if nxt is not None:
+                scan, i = nxt, i + 1
+                continue
+            got = self._emit(e, node, scope, scan, buf[start : start + scan[2]])
+            if got is None:
+                return None
+            node, scope = got
+            e = self.engine(scope, parser.allowed(node))
+            start += scan[2]
+            i, scan = start, START
+        rest = buf[start:]
+        if rest and not e.scanner.live(scan[0], scan[1], parser.allowed(node)):
+            return None
+        return node, rest, scope
+
+    def _emit(
+        self, e: Engine, node: Node, scope: ScopeState, scan: tuple[int, int, int, int], text: bytes
+    ) -> tuple[Node, ScopeState] | None:
+        _, _, la_len, la_cands = scan
+        if la_len == 0:
+            return None
+        parser = self.base.parser
+        t = e.scanner.pick(la_cands, parser.allowed(node))
+        if t < 0:
+            return None
+        if e.scanner.ignored >> t & 1:
+            return node, scope
+        shifted = parser.shift(node, t)
+        return shifted, self.after(scope, t, text, shifted)
+
+    def _finalize(self, state: State) -> Node | None:
+        node, remainder, scope = state
+        while remainder:
+            e = self.engine(scope, self.base.parser.allowed(node))
+            scan = e.scanner.scan(remainder)
+            if scan is None:
+                return None
+            got = self._emit(e, node, scope, scan, remainder[: scan[2]])
+            if got is None:
+                return None
+            node, scope = got
+            after = self.advance((node, b"", scope), remainder[scan[2] :])
+            if after is None:
+                return None
+            node, remainder, scope = after
+        return node
+
+    def eos_allowed(self, state: State) -> bool:
+        """Whether the output of ``state`` is a sentence of the scoped language."""
+        node = self._finalize(state)
+        return node is not None and self.base.parser.accepts(node)
+
+    # -------------------------------------------------------- guides and audit
+
+    def guide(self, *, audit: bool = True) -> ScopedGuide:
+        """A guide at the start of a statement (audit on by default, as
+        :meth:`grid_core.guide.Engine.guide`)."""
+        return ScopedGuide(self, audit=audit)
+
+    def fingerprints(self) -> dict[str, str]:
+        """The base engine's artifacts, and ``column_scope``: what decides each scope's
+        words beyond them (the dialect, the catalog's columns of the granted tables,
+        the columns granted on each)."""
+        grants = {t: sorted(c) for t, c in sorted(self._granted.items())}
+        catalog = {t: sorted(c) for t, c in sorted(self._catalog.items())}
+        scope = fingerprint(("grid.column_scope/1", self.dialect.name, grants, catalog))
+        return {**self.base.fingerprints(), "column_scope": scope}
+
 
 def _with_lexicon(base: Engine, lexicon: Lexicon) -> Engine:
     """``base`` with another lexicon: its grammar, tables, parser (stacks are shared),
@@ -518,13 +657,21 @@ class _Cell:
 
 
 class ScopedGuide:
-    """A guide over the scoped language (the module header): masks, accept, EOS,
-    rollback, fork, output and audit records, in Python."""
+    """A guide over the scoped language (the module header): the serving verbs of
+    :class:`grid_core.protocol.Guide` (masks, accept, EOS, rollback, fork, output,
+    audit records and seal), in Python, and the decode loop's reserve
+    (:meth:`reserve_source`). ``engine`` is the base engine (vocabulary,
+    fingerprints); :meth:`scope_engine` the engine of the pending lexeme's scope.
+    Build it with :meth:`ScopedEngines.guide`."""
 
-    def __init__(self, engines: ScopedEngines, _cell: _Cell | None = None) -> None:
+    def __init__(
+        self, engines: ScopedEngines, _cell: _Cell | None = None, *, audit: bool = True
+    ) -> None:
         self.engines = engines
-        base = engines.base
-        self._cell = _cell or _Cell(base.parser.root, b"", ScopeState(), None, 0)
+        self.engine = engines.base
+        self.audited = audit
+        self._cell = _cell or _Cell(engines.base.parser.root, b"", ScopeState(), None, 0)
+        self._memo: tuple[_Cell, MaskResult, array.array[int]] | None = None
 
     # -------------------------------------------------------- lexing
 
@@ -536,84 +683,27 @@ class ScopedGuide:
     def scope(self) -> ScopeState:
         return self._cell.scope
 
-    def engine(self) -> Engine:
+    def scope_engine(self) -> Engine:
         """The engine of the pending lexeme's scope."""
-        cell = self._cell
-        return self.engines.engine(cell.scope, self.engines.base.parser.allowed(cell.node))
+        return self.engines.state_engine(self._state())
 
     def config(self) -> Config:
-        """The configuration in :meth:`engine` (its lexicon scans the remainder)."""
+        """The configuration in :meth:`scope_engine` (its lexicon scans the remainder)."""
+        return self.engines.state_config(self._state())
+
+    def _state(self) -> State:
         cell = self._cell
-        e = self.engine()
-        scan = e.scanner.scan(cell.remainder)
-        assert scan is not None, "a pending remainder scans"
-        rem = cell.remainder
-        return e.lexer.config(cell.node, rem, len(rem), scan, extend_digest(0, rem))
+        return (cell.node, cell.remainder, cell.scope)
 
     def advance(
         self, node: Node, remainder: bytes, scope: ScopeState, data: bytes
     ) -> tuple[Node, bytes, ScopeState] | None:
-        """The scoped lexer: read ``data`` after (node, remainder, scope); None when the
-        output leaves the language (a dead scan, or a remainder live for nothing)."""
-        engines = self.engines
-        parser = engines.base.parser
-        e = engines.engine(scope, parser.allowed(node))
-        buf = remainder + data
-        scan, start, i = START, 0, 0
-        while i < len(buf):
-            nxt = e.scanner.step(scan, i + 1 - start, buf[i])
-            if nxt is not None:
-                scan, i = nxt, i + 1
-                continue
-            got = self._emit(e, node, scope, scan, buf[start : start + scan[2]])
-            if got is None:
-                return None
-            node, scope = got
-            e = engines.engine(scope, parser.allowed(node))
-            start += scan[2]
-            i, scan = start, START
-        rest = buf[start:]
-        if rest and not e.scanner.live(scan[0], scan[1], parser.allowed(node)):
-            return None
-        return node, rest, scope
-
-    def _emit(
-        self, e: Engine, node: Node, scope: ScopeState, scan: tuple[int, int, int, int], text: bytes
-    ) -> tuple[Node, ScopeState] | None:
-        _, _, la_len, la_cands = scan
-        if la_len == 0:
-            return None
-        parser = self.engines.base.parser
-        t = e.scanner.pick(la_cands, parser.allowed(node))
-        if t < 0:
-            return None
-        if e.scanner.ignored >> t & 1:
-            return node, scope
-        shifted = parser.shift(node, t)
-        return shifted, self.engines.after(scope, t, text, shifted)
-
-    def _finalize(self, node: Node, remainder: bytes, scope: ScopeState) -> Node | None:
-        while remainder:
-            e = self.engines.engine(scope, self.engines.base.parser.allowed(node))
-            scan = e.scanner.scan(remainder)
-            if scan is None:
-                return None
-            got = self._emit(e, node, scope, scan, remainder[: scan[2]])
-            if got is None:
-                return None
-            node, scope = got
-            after = self.advance(node, b"", scope, remainder[scan[2] :])
-            if after is None:
-                return None
-            node, remainder, scope = after
-        return node
+        """The scoped lexer (:meth:`ScopedEngines.advance`)."""
+        return self.engines.advance((node, remainder, scope), data)
 
     def eos_allowed(self) -> bool:
         cell = self._cell
-        if cell.terminated:
-            return False
-        node = self._finalize(cell.node, cell.remainder, cell.scope)
-        return node is not None and self.engines.base.parser.accepts(node)
+        return not cell.terminated and self.engines.eos_allowed(self._state())
 
     def is_terminated(self) -> bool:
         return self._cell.terminated
@@ -627,7 +717,7 @@ class ScopedGuide:
             raise GuideError(self.steps, None, "the guide has accepted EOS; it has no next mask")
         engines = self.engines
         parser = engines.base.parser
-        e = self.engine()
+        e = self.scope_engine()
         ci, bits, group = e.root_walk(self.config())
         cd_parts: list[tuple[int, ...]] = []
         entries, classes = len(group.entries), 0
@@ -665,39 +755,71 @@ class ScopedGuide:
             raise MaskError(self.steps, "empty mask at a viable prefix")
         return result
 
+    def _computed(self) -> tuple[MaskResult, array.array[int]]:
+        """The current step's mask and its packed row (computed once per step)."""
+        memo = self._memo
+        if memo is None or memo[0] is not self._cell:
+            result = self.compute()
+            memo = self._memo = (self._cell, result, self.engine.pack_result(result))
+        return memo[1], memo[2]
+
     def mask_ids(self) -> list[int]:
         """The admitted token ids, ascending, EOS ids included when EOS is legal."""
-        result = self.compute()
+        return self.mask_and_ids()[0]
+
+    def mask_and_ids(self) -> tuple[list[int], MaskResult]:
+        result = self._computed()[0]
         ids = set(result.ci_ids) | set(result.cd_ids)
         if result.eos:
-            ids |= set(self.engines.base.vocab.eos_ids)
-        return sorted(ids)
+            ids |= set(self.engine.vocab.eos_ids)
+        return sorted(ids), result
 
     def mask(self) -> array.array[int]:
-        result = self.compute()
-        return self.engines.base.pack_result(result)
+        """The mask as a packed int32 bitmask over the vocabulary."""
+        return self._computed()[1]
+
+    def fill_next_token_bitmask(self, bitmask: object, row: int = 0) -> None:
+        """Write the mask into row ``row`` of ``bitmask`` (:mod:`grid_core.protocol`)."""
+        write_row(bitmask, row, self.mask().tobytes())
+
+    def step_audit(self) -> tuple[int, str, int]:
+        """(configuration hash, mask entry id, blocked count) of the current step's mask.
+        The hash is the scope engine's configuration's: the scope is not hashed, it is
+        a function of the tokens, which the replay (:func:`grid_core.replay.replay`
+        with this guide) re-derives."""
+        packed = self.mask()
+        admitted = sum(bin(w & 0xFFFFFFFF).count("1") for w in packed)
+        blocked = self.engine.vocab.n_vocab - admitted
+        return self.config().hash, mask_entry_id(packed.tobytes()), blocked
 
     # -------------------------------------------------------- accepting
 
-    def _audit(self) -> tuple[int, str, int]:
-        base = self.engines.base
-        packed = self.mask()
-        result_ids = sum(bin(w & 0xFFFFFFFF).count("1") for w in packed)
-        return self.config().hash, mask_entry_id(packed.tobytes()), base.vocab.n_vocab - result_ids
-
-    def accept_token(self, token_id: int, kind: Kind = "sampled", *, audit: bool = False) -> None:
-        """Accept one token; a token outside the mask raises :class:`GuideError`."""
+    def accept_token(self, token_id: int, kind: Kind = "sampled") -> None:
+        """Accept one token; a token outside the mask raises :class:`GuideError` and
+        changes nothing. With audit on, the step's record is kept (EOS as ``eos``)."""
         cell = self._cell
-        vocab = self.engines.base.vocab
+        vocab = self.engine.vocab
         if cell.terminated:
             raise GuideError(self.steps, token_id, "the guide has already accepted EOS")
-        record = None
-        if audit:
-            config_hash, entry, blocked = self._audit()
-            record = (config_hash, entry, token_id, blocked, kind)
-        if token_id in vocab.eos_ids:
+        if not 0 <= token_id < vocab.n_vocab:
+            raise GuideError(self.steps, token_id, "outside the vocabulary")
+        is_eos = token_id in vocab.eos_ids
+        if is_eos:
             if not self.eos_allowed():
                 raise GuideError(self.steps, token_id, "EOS before the output is a sentence")
+            got = None
+        else:
+            if token_id in vocab.special_ids:
+                raise GuideError(self.steps, token_id, "special tokens are never admitted")
+            got = self.engines.advance(self._state(), vocab.token_bytes[token_id])
+            if got is None:
+                spelled = vocab.token_bytes[token_id]
+                raise GuideError(self.steps, token_id, f"{spelled!r} is not in the mask")
+        record = None
+        if self.audited:
+            config_hash, entry, blocked = self.step_audit()
+            record = (config_hash, entry, token_id, blocked, "eos" if is_eos else kind)
+        if got is None:
             self._cell = replace(
                 cell,
                 previous=cell,
@@ -707,25 +829,25 @@ class ScopedGuide:
                 record=record,
             )
             return
-        if token_id in vocab.special_ids or not 0 <= token_id < vocab.n_vocab:
-            raise GuideError(self.steps, token_id, "not a text token")
-        got = self.advance(cell.node, cell.remainder, cell.scope, vocab.token_bytes[token_id])
-        if got is None:
-            spelled = vocab.token_bytes[token_id]
-            raise GuideError(self.steps, token_id, f"{spelled!r} is not in the mask")
         node, rest, scope = got
         self._cell = _Cell(node, rest, scope, cell, cell.count + 1, token_id, False, record)
 
+    def accept_tokens(self, tokens: Sequence[int], kind: Kind = "sampled") -> int:
+        """Accept in order up to the first refused token; how many were accepted."""
+        return accept_in_order(self, tokens, kind)
+
+    def validate_tokens(self, tokens: Sequence[int]) -> int:
+        """How many leading ``tokens`` would be accepted (the guide is unchanged)."""
+        return ScopedGuide(self.engines, self._cell, audit=False).accept_tokens(tokens)
+
     def accepts(self, token_id: int) -> bool:
         """Whether the scoped lexer takes ``token_id`` here (the reference for the mask)."""
-        cell = self._cell
-        vocab = self.engines.base.vocab
+        vocab = self.engine.vocab
         if token_id in vocab.eos_ids:
             return self.eos_allowed()
         if token_id in vocab.special_ids:
             return False
-        data = vocab.token_bytes[token_id]
-        return self.advance(cell.node, cell.remainder, cell.scope, data) is not None
+        return self.engines.advance(self._state(), vocab.token_bytes[token_id]) is not None
 
     def rollback(self, n: int = 1) -> None:
         if not 0 <= n <= self.steps:
@@ -737,10 +859,15 @@ class ScopedGuide:
         self._cell = cell
 
     def fork(self) -> ScopedGuide:
-        return ScopedGuide(self.engines, self._cell)
+        return ScopedGuide(self.engines, self._cell, audit=self.audited)
+
+    def config_key(self) -> tuple[Node, bytes, ScopeState, bool]:
+        """The configuration with its scope (equal keys, equal masks)."""
+        cell = self._cell
+        return (cell.node, cell.remainder, cell.scope, cell.terminated)
 
     def output(self) -> bytes:
-        spelled = self.engines.base.vocab.token_bytes
+        spelled = self.engine.vocab.token_bytes
         parts, cell = [], self._cell
         while cell.previous is not None:
             if not cell.terminated:
@@ -749,18 +876,115 @@ class ScopedGuide:
         return b"".join(reversed(parts))
 
     def audit_log(self) -> AuditLog:
-        """The audited steps' records, chained (steps accepted with ``audit=True``)."""
+        """The records of the steps so far, chained (unsealed)."""
         records = []
         cell: _Cell | None = self._cell
         while cell is not None and cell.previous is not None:
             if cell.record is None:
-                raise GuideError(self.steps, None, "a step was accepted without audit")
+                raise GuideError(self.steps, None, "this guide does not audit its steps")
             records.append(cell.record)
             cell = cell.previous
         log = AuditLog()
         for config_hash, entry, token, blocked, kind in reversed(records):
             log.append(config_hash, entry, token, blocked, kind)
         return log
+
+    def fingerprints(self) -> dict[str, str]:
+        """The artifacts the records depend on (:meth:`ScopedEngines.fingerprints`)."""
+        return self.engines.fingerprints()
+
+    def seal(self, stop_reason: str, mode: Mapping[str, object]) -> AuditLog:
+        """The records so far, sealed with :meth:`fingerprints`."""
+        log = self.audit_log()
+        log.close(stop_reason, self.fingerprints(), mode)
+        return log
+
+    def reserve_source(self) -> ScopedReserve:
+        """The decode loop's reserve for this language (:class:`ScopedReserve`)."""
+        return ScopedReserve(self.engines, self._state())
+
+
+class ScopedReserve:
+    """The decode loop's reserve over the scoped language
+    (:class:`grid_core.decode.ReserveSource`; states are ``(node, remainder, scope)``).
+
+    A scope engine's reserve table prices a completion in that scope's words, but
+    the scope changes while the completion is written (a FROM clause adds tables,
+    a closing subquery takes its tables away), so its plan may write a column that
+    is no longer in scope. The completion of a state is therefore *simulated*
+    through the scoped lexer: the plan of the state's scope engine (its partial
+    :class:`~grid_core.reserve.ReserveTable`: a category with no word in the scope
+    costs INF, so the plan writes around it), token by token; where the scoped
+    lexer refuses a token of the plan, the plan is recomputed from the state
+    reached, in that state's scope engine (when the refused token is the plan's
+    first, a piece whose space ends the pending lexeme, the space is written
+    alone first: the lexeme's emission is what changed the scope). The reserve is the length of that
+    completion, which is exactly what the loop writes: theorem 4's obligation
+    (the written completion is legal and as long as the reserve) holds by
+    construction, and ``reserve == 0`` iff EOS is legal. Memoized per state (on
+    the :class:`ScopedEngines`). A state from which no recomputed plan makes
+    progress, or whose completion passes :data:`MAX_COMPLETION` tokens, raises
+    :class:`~grid_core.reserve.ReserveError` (never seen on Spider; the tests
+    decode Spider schemas with random samplers).
+    """
+
+    def __init__(self, engines: ScopedEngines, start: State) -> None:
+        self.engines = engines
+        self._start = start
+        self._spelling = engines.base.vocab.token_bytes
+
+    def start(self) -> State:
+        return self._start
+
+    def advance(self, state: object, token: int) -> State:
+        after = self.engines.advance(_as_state(state), self._spelling[token])
+        assert after is not None, "a token of the mask leaves the language"
+        return after
+
+    def reserve(self, state: object) -> int:
+        return len(self.completion(state))
+
+    def completion(self, state: object) -> list[int]:
+        st = _as_state(state)
+        memo = self.engines.completions
+        got = memo.get(st)
+        if got is None:
+            if len(memo) >= MEMO_STATES:
+                memo.clear()
+            got = memo[st] = self._simulate(st)
+        return list(got)
+
+    def _simulate(self, state: State) -> tuple[int, ...]:
+        engines, spelling = self.engines, self._spelling
+        out: list[int] = []
+        while not engines.eos_allowed(state):
+            table = reserve_table(engines.state_engine(state), partial=True)
+            config = engines.state_config(state)
+            if table.reserve(config) >= INF:
+                raise ReserveError(f"no completion in the scope after {len(out)} tokens")
+            taken = 0
+            for token in table.completion(config):
+                after = engines.advance(state, spelling[token])
+                if after is None and not taken and spelling[token][:1] == b" ":
+                    # The piece's space ends the pending lexeme, whose emission changes
+                    # the scope its next word is judged in (``t1.`` then a column of
+                    # t1's table): write the space alone, then plan in the new scope.
+                    token = table.split(b" ")[0]  # type: ignore[index]
+                    after = engines.advance(state, spelling[token])
+                if after is None:
+                    break
+                out.append(token)
+                state, taken = after, taken + 1
+            if not taken or len(out) > MAX_COMPLETION:
+                raise ReserveError(
+                    f"the scoped completion makes no progress after {len(out)} tokens"
+                )
+        return tuple(out)
+
+
+def _as_state(state: object) -> State:
+    assert isinstance(state, tuple) and len(state) == 3, "a scoped reserve state"
+    return state
 
 
 class _Spellings:
@@ -809,6 +1033,7 @@ def scoped_engines(
     grammar: Grammar | None = None,
     trie: TokenTrie | None = None,
     cache: bool | SharedCache = True,
+    generation: bool = False,
 ) -> ScopedEngines:
     """The scoped engines of a role: ``dialect`` is the base dialect (``sqlite``,
     ``postgres``: its schema snapshots and lexicons), the grammar its FROM-first
@@ -820,10 +1045,13 @@ def scoped_engines(
     lexicon = SchemaLexicon.build(dialect, schema, grants)
     words: dict[str, list[bytes]] = lexicon.word_lists()
     words[QUALIFIER] = []
-    g = scoped_grammar(grammar or dialect_grammar(profile), grants.role)
+    g = scoped_grammar(grammar or dialect_grammar(profile), grants.role, generation=generation)
+    silenced = COMMENTS & {t.name for t in g.terminals} if generation else frozenset()
+    for name in silenced:
+        words[name] = []
     dfa = dialect_dfa(profile)
     base = Engine(g, vocab, build_lexicon(g, dfa, words), dfa=dfa, trie=trie, cache=cache)
-    return ScopedEngines(base, dialect, schema, grants, lexicon)
+    return ScopedEngines(base, dialect, schema, grants, lexicon, silenced)
 
 
 # ---------------------------------------------------------------- the column speller
@@ -874,7 +1102,7 @@ def spell_columns(
     column = engines.base.grammar.terminal_id(engines.dialect.column_category)
     out = ColumnSpelling()
     names = sorted({c for cols in engines._catalog.values() for c in cols.values()})
-    guide0 = ScopedGuide(engines)
+    guide0 = ScopedGuide(engines, audit=False)
 
     def starting(prefix: bytes) -> list[int]:
         k = bisect.bisect_left(keys, prefix)
@@ -929,11 +1157,13 @@ def _spell(
     """Whether some admitted token path spells ``word`` after ``pre``, read as a column."""
     spelled = engines.base.vocab.token_bytes
     root = engines.base.parser.root
-    probe = ScopedGuide(engines)
+    probe = ScopedGuide(engines, audit=False)
 
     def admitted(state: _State, tid: int) -> _State | None:
         if state not in masks:
-            masks[state] = frozenset(ScopedGuide(engines, _Cell(*state, None, 0)).mask_ids())
+            masks[state] = frozenset(
+                ScopedGuide(engines, _Cell(*state, None, 0), audit=False).mask_ids()
+            )
         out.trials += 1
         ok = tid in masks[state]
         nxt = probe.advance(*state, spelled[tid])
