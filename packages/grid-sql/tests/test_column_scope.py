@@ -486,8 +486,8 @@ def test_a_scope_without_columns_has_a_partial_reserve_table() -> None:
 def test_the_generation_language_is_from_first_without_comments() -> None:
     """``scoped_engines(..., generation=True)`` (what ``grid ask --from-first``
     decodes): every core FROM-first (no SELECT-first core, not even a constant
-    one), no comment anywhere; the FROM-first statements of the scoped language
-    stay."""
+    one), aliases only after ``AS``, no comment anywhere; the FROM-first
+    statements of the scoped language stay."""
     vocab, trie = world()
     e = scoped_engines(
         SQLITE,
@@ -500,6 +500,7 @@ def test_the_generation_language_is_from_first_without_comments() -> None:
     kept = [
         "FROM singer SELECT name;",
         "FROM singer SELECT name WHERE age IN (FROM singer SELECT age);",
+        "FROM singer AS T1 SELECT T1.name AS n;",
     ]
     cut = [
         "SELECT name FROM singer;",
@@ -508,6 +509,9 @@ def test_the_generation_language_is_from_first_without_comments() -> None:
         "-- x\nFROM singer SELECT name;",
         "/* c */ FROM singer SELECT name;",
         "FROM singer SELECT name -- hi\n;",
+        "FROM singer T1 SELECT T1.name;",
+        "FROM singer SELECT name n;",
+        "FROM singer WHEREage SELECT name;",
     ]
     for text in kept:
         assert run(e.guide(audit=False), tokens(text)) == len(tokens(text)) + 1, text

@@ -83,6 +83,7 @@ class DuckdbDialect(PostgresDialect):
     unsafe_functions: tuple[tuple[str, str], ...] = UNSAFE_FUNCTIONS
     type_names: tuple[str, ...] = TYPE_NAMES
     identifier_case: IdentifierCase = "insensitive"
+    from_first_native: bool = True
     description: str = "DuckDB 2.0: PostgreSQL's DML with FROM-first SELECT"
 
 

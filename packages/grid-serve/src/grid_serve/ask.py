@@ -286,10 +286,10 @@ def ask_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument(
         "--from-first",
         action="store_true",
-        help="write the statement FROM-first with column policy inside the mask (SQLite and "
-        "PostgreSQL schemas; SELECT-only roles): every column written is one the role is "
-        "granted on a table in scope; the statement is rewritten SELECT-first before it "
-        "runs; no repair (docs/policy.md)",
+        help="write the statement FROM-first with column policy inside the mask (SQLite, "
+        "PostgreSQL and DuckDB schemas; SELECT-only roles): every column written is one "
+        "the role is granted on a table in scope; the statement is rewritten SELECT-first "
+        "before it runs (DuckDB runs it as written); no repair (docs/policy.md)",
     )
     p.add_argument("--audit", type=Path, help="audit log path (default: a new temp directory)")
     p.add_argument(

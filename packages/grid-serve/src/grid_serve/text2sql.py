@@ -65,7 +65,7 @@ from grid_sql.checker import SemanticChecker, Violation
 from grid_sql.column_scope import ScopedEngines, scoped_engines
 from grid_sql.database import database_for
 from grid_sql.dialects import get_dialect
-from grid_sql.from_first import FROM_FIRST, to_select_first
+from grid_sql.from_first import from_first_of, to_select_first
 from grid_sql.lexicon import SchemaLexicon
 from grid_sql.limits import DEFAULT_LIMITS, Limits
 from grid_sql.policy import PolicyBundle, RoleGrants
@@ -176,12 +176,9 @@ class RoleEngines:
         if got is not None:
             return got
         dialect = get_dialect(self.schema.dialect)
-        profile = FROM_FIRST.get(dialect.name)
-        if profile is None:
-            raise ServingError(
-                f"--from-first: the {dialect.name} dialect has no FROM-first profile "
-                f"(profiles: {', '.join(sorted(FROM_FIRST))})"
-            )
+        check_from_first(self.schema, self[role].grants)
+        profile = from_first_of(dialect)
+        assert profile is not None
         built = self[role]
         projection = RoleProjection.compile(
             self.policy.role(role), profile, words=built.lexicon.words
@@ -336,10 +333,10 @@ def check_from_first(schema: SchemaSnapshot, grants: RoleGrants) -> None:
     """Raise :class:`~grid_core.errors.ServingError` unless the FROM-first profile with
     column policy in the mask can serve the role (:meth:`RoleEngines.scoped`'s
     preconditions), before any engine is built."""
-    if schema.dialect not in FROM_FIRST:
+    if from_first_of(get_dialect(schema.dialect)) is None:
         raise ServingError(
             f"--from-first: the {schema.dialect} dialect has no FROM-first profile "
-            f"(profiles: {', '.join(sorted(FROM_FIRST))})"
+            f"(SQLite and PostgreSQL have one; DuckDB parses FROM-first SQL itself)"
         )
     if grants.verbs - {"SELECT"}:
         raise ServingError(
@@ -467,8 +464,9 @@ def answer_from_first(
 ) -> tuple[Attempt, ...]:
     """The FROM-first profile (``grid ask --from-first``): one mode-1 decode under the
     role's scoped guide (:meth:`RoleEngines.scoped`: column policy in the mask), the
-    statement rewritten SELECT-first (:func:`grid_sql.from_first.to_select_first`),
-    then the checker on the rewrite. No repair: the column policy the checker would
+    statement rewritten SELECT-first (:func:`grid_sql.from_first.to_select_first`;
+    a dialect that parses FROM-first SQL, DuckDB, runs it as written), then the
+    checker on the rewrite. No repair: the column policy the checker would
     feed back is already the mask's. ``Attempt.sql`` is the rewrite (what runs, what
     the checker's spans index); ``Attempt.decoded`` the FROM-first statement the
     audit log's tokens spell."""
@@ -476,8 +474,9 @@ def answer_from_first(
     checker = checker_for(engines.schema, built.grants)
     gen = decode(engines.scoped(role).guide())
     decoded = gen.text.decode("utf-8", "replace")
+    dialect = get_dialect(engines.schema.dialect)
     try:
-        sql = to_select_first(decoded, engines.schema.dialect)
+        sql = decoded if dialect.from_first_native else to_select_first(decoded, dialect.name)
         violations = tuple(checker.check(sql, role))
     except GridError as e:  # a statement of L the rewrite or checker cannot read: refused
         return (Attempt(gen, decoded, (), error=str(e), decoded=decoded),)

@@ -168,9 +168,16 @@ def generation_rule(rule: Rule) -> bool:
     in the scoped language, and a model that starts ``SELECT`` out of habit would be
     held to columnless lists; without one it is a constant query, which the profile
     leaves out): every core is FROM-first or VALUES, so the mask's first word is
-    ``FROM`` (or ``VALUES``). :func:`scoped_engines` with ``generation`` also
-    silences comments (:data:`COMMENTS`), which eat a small model's budget."""
+    ``FROM`` (or ``VALUES``). A table or result alias needs ``AS`` (a bare one
+    is where a small model runs a keyword into a name: ``concert WHEREMusic_Name``
+    reads as ``concert AS WHEREMusic_Name``). :func:`scoped_engines` with
+    ``generation`` also silences comments (:data:`COMMENTS`), which eat a small
+    model's budget."""
     if rule.origin == "select_core" and rule.expansion[:1] == ("SELECT",):
+        return False
+    ex = rule.expansion
+    bare = any(x == "ALIAS_NAME" and (i == 0 or ex[i - 1] != "AS") for i, x in enumerate(ex))
+    if bare and rule.origin in ("table_alias", "result_column"):
         return False
     return scoped_rule(rule)
 
@@ -1039,9 +1046,9 @@ def scoped_engines(
     ``postgres``: its schema snapshots and lexicons), the grammar its FROM-first
     profile's (``grammar``, e.g. a role projection of the profile, else the
     profile's L1), narrowed by :func:`scoped_grammar`."""
-    from grid_sql.from_first import FROM_FIRST, from_first_profile
+    from grid_sql.from_first import from_first_of, from_first_profile
 
-    profile = FROM_FIRST.get(dialect.name) or from_first_profile(dialect)
+    profile = from_first_of(dialect) or from_first_profile(dialect)
     lexicon = SchemaLexicon.build(dialect, schema, grants)
     words: dict[str, list[bytes]] = lexicon.word_lists()
     words[QUALIFIER] = []

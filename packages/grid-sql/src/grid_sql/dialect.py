@@ -230,6 +230,10 @@ class Dialect:
     # Whether a bare name that is no column but names a FROM source is that
     # source's whole row (PostgreSQL: `SELECT to_json(e) FROM employees e`).
     whole_row_references: bool = False
+    # Whether the dialect's own grammar has FROM-first SELECT cores (DuckDB): it is
+    # its own FROM-first profile (grid_sql.from_first.from_first_of), and a
+    # FROM-first statement runs as written.
+    from_first_native: bool = False
     description: str = field(default="", compare=False)
 
     # ------------------------------------------------------------ derived data

@@ -31,7 +31,7 @@ from grid_sql.checker import parse_statement
 from grid_sql.dialect import Dialect
 from grid_sql.dialects import POSTGRES, SQLITE
 
-__all__ = ["FROM_FIRST", "from_first_profile", "to_from_first", "to_select_first"]
+__all__ = ["FROM_FIRST", "from_first_of", "from_first_profile", "to_from_first", "to_select_first"]
 
 Tree = Any  # lark.Tree
 
@@ -50,6 +50,14 @@ def from_first_profile(dialect: Dialect) -> Dialect:
 
 FROM_FIRST: dict[str, Dialect] = {d.name: from_first_profile(d) for d in (SQLITE, POSTGRES)}
 """The FROM-first profiles of the dialects that do not parse FROM-first SQL."""
+
+
+def from_first_of(dialect: Dialect) -> Dialect | None:
+    """The FROM-first profile of ``dialect``: itself when it parses FROM-first SQL
+    (``Dialect.from_first_native``: DuckDB), its :data:`FROM_FIRST` profile, else None."""
+    if dialect.from_first_native:
+        return dialect
+    return FROM_FIRST.get(dialect.name)
 
 
 def _is_tree(node: Any) -> bool:
