@@ -486,8 +486,9 @@ def test_a_scope_without_columns_has_a_partial_reserve_table() -> None:
 def test_the_generation_language_is_from_first_without_comments() -> None:
     """``scoped_engines(..., generation=True)`` (what ``grid ask --from-first``
     decodes): every core FROM-first (no SELECT-first core, not even a constant
-    one), aliases only after ``AS``, no comment anywhere; the FROM-first
-    statements of the scoped language stay."""
+    one), aliases only after ``AS``, no bind parameter, no comment anywhere, no
+    ambiguous column or qualifier; the FROM-first statements of the scoped
+    language stay."""
     vocab, trie = world()
     e = scoped_engines(
         SQLITE,
@@ -501,6 +502,8 @@ def test_the_generation_language_is_from_first_without_comments() -> None:
         "FROM singer SELECT name;",
         "FROM singer SELECT name WHERE age IN (FROM singer SELECT age);",
         "FROM singer AS T1 SELECT T1.name AS n;",
+        "FROM singer AS T1 JOIN singer_in_concert AS T2 ON T1.singer_id = T2.concert_id "
+        "SELECT name;",
     ]
     cut = [
         "SELECT name FROM singer;",
@@ -512,8 +515,17 @@ def test_the_generation_language_is_from_first_without_comments() -> None:
         "FROM singer T1 SELECT T1.name;",
         "FROM singer SELECT name n;",
         "FROM singer WHEREage SELECT name;",
+        "FROM singer SELECT name WHERE age > ?;",
+        # two references: singer_id unqualified, or a qualifier two unaliased
+        # references answer to, is ambiguous in SQL
+        "FROM singer JOIN stadium ON name = 'x' SELECT age;",
+        "FROM singer JOIN singer ON singer.age = 1 SELECT age;",
     ]
     for text in kept:
         assert run(e.guide(audit=False), tokens(text)) == len(tokens(text)) + 1, text
     for text in cut:
         assert run(e.guide(audit=False), tokens(text)) <= len(tokens(text)), text
+    # the ambiguous ones are in the scoped language: the generation rule refuses them
+    for text in cut[-2:]:
+        scoped = ScopedGuide(engines("concert_singer"), audit=False)
+        assert run(scoped, tokens(text)) == len(tokens(text)) + 1, text

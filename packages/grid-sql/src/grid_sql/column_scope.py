@@ -170,14 +170,18 @@ def generation_rule(rule: Rule) -> bool:
     leaves out): every core is FROM-first or VALUES, so the mask's first word is
     ``FROM`` (or ``VALUES``). A table or result alias needs ``AS`` (a bare one
     is where a small model runs a keyword into a name: ``concert WHEREMusic_Name``
-    reads as ``concert AS WHEREMusic_Name``). :func:`scoped_engines` with
-    ``generation`` also silences comments (:data:`COMMENTS`), which eat a small
-    model's budget."""
+    reads as ``concert AS WHEREMusic_Name``). No bind parameter (``?``: nothing
+    binds it when the statement runs). :func:`scoped_engines` with ``generation``
+    also silences comments (:data:`COMMENTS`), which eat a small model's budget,
+    and admits a column or qualifier only where it names one reference
+    (:attr:`ScopedEngines.unambiguous`)."""
     if rule.origin == "select_core" and rule.expansion[:1] == ("SELECT",):
         return False
     ex = rule.expansion
     bare = any(x == "ALIAS_NAME" and (i == 0 or ex[i - 1] != "AS") for i, x in enumerate(ex))
     if bare and rule.origin in ("table_alias", "result_column"):
+        return False
+    if "PARAMETER" in ex:
         return False
     return scoped_rule(rule)
 
@@ -312,6 +316,7 @@ class ScopedEngines:
         grants: RoleGrants,
         lexicon: SchemaLexicon,
         silenced: frozenset[str] = frozenset(),
+        unambiguous: bool = False,
     ) -> None:
         if grants.verbs - {"SELECT"}:
             raise ValueError(f"role {grants.role!r}: the column scope is for SELECT-only roles")
@@ -325,6 +330,10 @@ class ScopedEngines:
         self.role_lexicon = lexicon
         self.silenced = silenced
         """Terminals with no word in every scope (the generation language's comments)."""
+        self.unambiguous = unambiguous
+        """Admit a column or qualifier only where it names one reference (the generation
+        language: a column two visible references have, or a qualifier two unaliased
+        references of one table answer to, is an error in SQL)."""
         self.terms = _terms(base, dialect)
         self.reader = SqlEventReader(dialect)
         self._engines: dict[tuple[frozenset[bytes], frozenset[bytes]], Engine] = {}
@@ -417,7 +426,10 @@ class ScopedEngines:
         for refs in frames:
             if refs is None:
                 return []
-            tables = {r.table for r in refs if name in r.names}
+            named = [r for r in refs if name in r.names]
+            tables = {r.table for r in named}
+            if self.unambiguous and len(named) > 1:
+                return []  # two references answer to the name: SQL calls it ambiguous
             if tables:
                 common = frozenset.intersection(*(self._granted[t] for t in tables))
                 first = sorted(tables)[0]
@@ -431,13 +443,14 @@ class ScopedEngines:
         for refs in frames:
             if refs is None:
                 break
-            tables = {r.table for r in refs}
             here: dict[str, list[str]] = {}
-            for t in tables:
-                for c in self._catalog[t]:
+            for r in refs:
+                for c in self._catalog[r.table]:
                     if c not in decided:
-                        here.setdefault(c, []).append(t)
+                        here.setdefault(c, []).append(r.table)
             for c, having in here.items():
+                if self.unambiguous and len(having) > 1:
+                    continue  # two references have it: SQL calls it ambiguous
                 if all(c in self._granted[t] for t in having):
                     out.append(self._catalog[having[0]][c])
             decided |= here.keys()
@@ -1058,7 +1071,7 @@ def scoped_engines(
         words[name] = []
     dfa = dialect_dfa(profile)
     base = Engine(g, vocab, build_lexicon(g, dfa, words), dfa=dfa, trie=trie, cache=cache)
-    return ScopedEngines(base, dialect, schema, grants, lexicon, silenced)
+    return ScopedEngines(base, dialect, schema, grants, lexicon, silenced, generation)
 
 
 # ---------------------------------------------------------------- the column speller
