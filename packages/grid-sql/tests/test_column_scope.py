@@ -410,14 +410,17 @@ def steered(guide: ScopedGuide, target: bytes, rng: random.Random) -> IdSampler:
     return pick
 
 
-@pytest.mark.parametrize("seed", range(8))
-def test_mode1_decodes_end_in_scope_and_replay(seed: int) -> None:
+@pytest.mark.parametrize(
+    ("language", "seed"), [("scoped", s) for s in range(8)] + [("generation", s) for s in range(6)]
+)
+def test_mode1_decodes_end_in_scope_and_replay(language: str, seed: int) -> None:
     """Mode 1 (``grid_core.decode.generate``) over the scoped guide, its reserve from
     ``ScopedReserve``: every decode stops with EOS within the budget at a statement
     of the scoped language, whose SELECT-first rewrite the checker accepts for the
     role (no denied column, nothing unresolved), and its sealed log replays against
-    a fresh scoped guide, and only against one of the same grants."""
-    e = engines("concert_singer")
+    a fresh scoped guide, and only against one of the same grants. In the scoped
+    language and in the generation language (``grid ask --from-first``'s)."""
+    e = engines("concert_singer") if language == "scoped" else generation_engines()
     rng = random.Random(seed)
     target = rng.choice(gold("concert_singer"))[1].encode()
     guide = e.guide()
@@ -453,19 +456,54 @@ def test_scoped_reserve_is_what_the_loop_writes() -> None:
         "",
     ]
     for prefix in prefixes:
-        guide = e.guide(audit=False)
-        assert run(guide, tokens(prefix)) == len(tokens(prefix)), prefix
-        source = guide.reserve_source()
-        state = source.start()
-        n = source.reserve(state)
-        assert (n == 0) == guide.eos_allowed()
-        written = source.completion(state)
-        assert len(written) == n > 0, prefix
-        for k, t in enumerate(written):
-            assert guide.mask().tolist()[t >> 5] >> (t & 31) & 1, (prefix, k)
-            guide.accept_token(t)
-            assert source.reserve(guide.reserve_source().start()) == n - k - 1
-        assert guide.eos_allowed(), prefix
+        check_reserve(e, prefix)
+
+
+def check_reserve(e: ScopedEngines, prefix: str) -> None:
+    """Theorem 4's obligations for ``ScopedReserve`` after ``prefix``: reserve 0 iff EOS
+    is legal; the completion is that many tokens, each in the mask in turn, each
+    step's reserve one less, ending where EOS is legal."""
+    guide = e.guide(audit=False)
+    assert run(guide, tokens(prefix)) == len(tokens(prefix)), prefix
+    source = guide.reserve_source()
+    state = source.start()
+    n = source.reserve(state)
+    assert (n == 0) == guide.eos_allowed()
+    written = source.completion(state)
+    assert len(written) == n > 0, prefix
+    for k, t in enumerate(written):
+        assert guide.mask().tolist()[t >> 5] >> (t & 31) & 1, (prefix, k)
+        guide.accept_token(t)
+        assert source.reserve(guide.reserve_source().start()) == n - k - 1
+    assert guide.eos_allowed(), prefix
+
+
+@cache
+def generation_engines() -> ScopedEngines:
+    vocab, trie = world()
+    return scoped_engines(
+        SQLITE,
+        schema("concert_singer"),
+        grants("concert_singer"),
+        vocab,
+        trie=trie,
+        generation=True,
+    )
+
+
+def test_scoped_reserve_in_the_generation_language() -> None:
+    """Where no unqualified column is unambiguous (one table joined twice) and a
+    qualifier is pending, the scope's words cannot complete the statement: the
+    qualifier's emission brings its columns (``ScopedReserve._end_pending``)."""
+    e = generation_engines()
+    for prefix in [
+        "FROM singer AS T1 JOIN singer AS T2 ON T",
+        "FROM singer AS T1 JOIN singer AS T2 ON T1",
+        "FROM singer AS T1 JOIN singer AS T2 ON T1.",
+        "FROM singer AS T1 JOIN singer AS T2 ON T1.age = 1 SELECT T2",
+        "FROM stadium SELECT name WHERE capacity > (FROM stadium AS s SELECT s",
+    ]:
+        check_reserve(e, prefix)
 
 
 def test_a_scope_without_columns_has_a_partial_reserve_table() -> None:

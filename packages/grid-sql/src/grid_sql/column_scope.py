@@ -109,7 +109,7 @@ from grid_core.lexer import START, Config, Lexer, Scanner, extend_digest
 from grid_core.lexicon import Lexicon, build_lexicon
 from grid_core.parser import Node
 from grid_core.protocol import accept_in_order, write_row
-from grid_core.reserve import INF, ReserveError, reserve_table
+from grid_core.reserve import INF, ReserveError, ReserveTable, reserve_table
 from grid_core.trie import TokenTrie
 from grid_core.vocab import Vocabulary
 from grid_sql.dialect import Dialect
@@ -938,14 +938,17 @@ class ScopedReserve:
     lexer refuses a token of the plan, the plan is recomputed from the state
     reached, in that state's scope engine (when the refused token is the plan's
     first, a piece whose space ends the pending lexeme, the space is written
-    alone first: the lexeme's emission is what changed the scope). The reserve is the length of that
-    completion, which is exactly what the loop writes: theorem 4's obligation
+    alone first: the lexeme's emission is what changed the scope; where the
+    scope's table cannot complete at all because the pending lexeme's emission
+    brings the words, :meth:`_end_pending` finishes that lexeme with a blank
+    first). The reserve is the length of that completion, which is exactly
+    what the loop writes: theorem 4's obligation
     (the written completion is legal and as long as the reserve) holds by
     construction, and ``reserve == 0`` iff EOS is legal. Memoized per state (on
     the :class:`ScopedEngines`). A state from which no recomputed plan makes
     progress, or whose completion passes :data:`MAX_COMPLETION` tokens, raises
-    :class:`~grid_core.reserve.ReserveError` (never seen on Spider; the tests
-    decode Spider schemas with random samplers).
+    :class:`~grid_core.reserve.ReserveError` (not met on the Spider sample; the
+    tests decode steered by Spider gold statements).
     """
 
     def __init__(self, engines: ScopedEngines, start: State) -> None:
@@ -981,7 +984,12 @@ class ScopedReserve:
             table = reserve_table(engines.state_engine(state), partial=True)
             config = engines.state_config(state)
             if table.reserve(config) >= INF:
-                raise ReserveError(f"no completion in the scope after {len(out)} tokens")
+                ended = self._end_pending(table, config, state)
+                if ended is None:
+                    raise ReserveError(f"no completion in the scope after {len(out)} tokens")
+                tokens, state = ended
+                out += tokens
+                continue
             taken = 0
             for token in table.completion(config):
                 after = engines.advance(state, spelling[token])
@@ -1000,6 +1008,29 @@ class ScopedReserve:
                     f"the scoped completion makes no progress after {len(out)} tokens"
                 )
         return tuple(out)
+
+    def _end_pending(
+        self, table: ReserveTable, config: Config, state: State
+    ) -> tuple[list[int], State] | None:
+        """Finish the pending lexeme and end it with a blank, when the scope's own words
+        cannot complete the statement but the lexeme's emission changes the scope
+        (``Has_Pet.`` pending where no unqualified column is unambiguous: its
+        columns come with the qualifier's scope). The tokens and the state after
+        them, or None when no finish option of the remainder is written that way."""
+        if not config.size:
+            return None
+        engines, spelling = self.engines, self._spelling
+        for option in table.finish_options(config.scan[0], config.scan[1]):
+            for blank in (b" ", b"\n"):
+                tokens = table.split(option.suffix + blank)
+                if tokens is None:
+                    continue
+                at: State | None = state
+                for token in tokens:
+                    at = engines.advance(at, spelling[token]) if at is not None else None
+                if at is not None:
+                    return list(tokens), at
+        return None
 
 
 def _as_state(state: object) -> State:
