@@ -527,15 +527,7 @@ def test_the_generation_language_is_from_first_without_comments() -> None:
     one), aliases only after ``AS``, no bind parameter, no comment anywhere, no
     ambiguous column or qualifier; the FROM-first statements of the scoped
     language stay."""
-    vocab, trie = world()
-    e = scoped_engines(
-        SQLITE,
-        schema("concert_singer"),
-        grants("concert_singer"),
-        vocab,
-        trie=trie,
-        generation=True,
-    )
+    e = generation_engines()
     kept = [
         "FROM singer SELECT name;",
         "FROM singer SELECT name WHERE age IN (FROM singer SELECT age);",

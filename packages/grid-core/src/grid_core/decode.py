@@ -77,6 +77,7 @@ __all__ = [
     "StepMask",
     "decode",
     "generate",
+    "reserve_source",
 ]
 
 #: The longest forced span taken in one go.
