@@ -272,6 +272,33 @@ def test_a_denied_column_is_never_admitted_and_scopes_differ() -> None:
             assert ok == admitted, (prefix, word)
 
 
+CAPTURED = [
+    # singer_id resolves to singer (granted) when written, but SQLite resolves a
+    # join condition against the tables joined to its right: singer_in_concert's
+    # Singer_ID (denied) captures it. The same with a qualifier an inner alias takes.
+    "FROM singer SELECT name WHERE EXISTS "
+    "(FROM stadium JOIN concert ON singer_id = 1 JOIN singer_in_concert SELECT 1);",
+    "FROM singer AS T1 SELECT name WHERE EXISTS "
+    "(FROM stadium JOIN concert ON T1.singer_id = 1 JOIN singer_in_concert AS T1 SELECT 1);",
+]
+
+
+def test_a_join_condition_never_resolves_past_an_open_from_clause() -> None:
+    """SQLite (``join_condition_sees_right``): a name written in a FROM clause still
+    being written does not resolve to an enclosing statement's table, since a table
+    joined later would capture it. The checker, which resolves as SQLite does, finds
+    a denied column in each statement; the guide refuses each. Correlated references
+    outside a join condition are still admitted."""
+    e = engines("concert_singer")
+    for text in CAPTURED:
+        sql = to_select_first(text, "sqlite")
+        assert any(v.column == "Singer_ID" for v in checker("concert_singer").check(sql, "reader"))
+        assert run(ScopedGuide(e, audit=False), tokens(text)) <= len(tokens(text)), text
+    kept = "FROM singer SELECT name WHERE EXISTS (FROM concert SELECT 1 WHERE singer_id = 1);"
+    assert checker("concert_singer").check(to_select_first(kept, "sqlite"), "reader") == []
+    assert run(ScopedGuide(e, audit=False), tokens(kept)) == len(tokens(kept)) + 1
+
+
 def test_cache_on_and_off_give_the_same_masks_over_two_scopes() -> None:
     """Two scopes (singer, stadium) whose column positions share stacks and
     remainders: with T2 shared by their engines the masks equal the uncached

@@ -24,10 +24,14 @@ of a lexeme is then chosen by the **scope** of the position where it starts:
   both databases). A core's visible tables are those its FROM clause declared
   so far (a join condition sees the tables to its left; the select list,
   WHERE, GROUP BY, HAVING and WINDOW see all of them; the statement's ORDER BY
-  and LIMIT see every core's). A SELECT-first core's select list precedes its
-  FROM clause: there its own tables are unknown and any column could resolve to
-  them, so no column is admitted there (nor inside subqueries of it) unless a
-  core nested deeper resolves it.
+  and LIMIT see every core's). In SQLite a join condition's names also
+  resolve against the tables joined later to its right, so there no name
+  resolves past a FROM clause still being written (to an enclosing core): a
+  later join could capture it (``Dialect.join_condition_sees_right``). A
+  SELECT-first core's select list precedes its FROM clause: there its own
+  tables are unknown and any column could resolve to them, so no column is
+  admitted there (nor inside subqueries of it) unless a core nested deeper
+  resolves it.
 - ``COLUMN_NAME`` after a qualifier: the columns granted on the qualifier's
   table (on every table it may name, when it names more than one).
 - ``QUALIFIER`` (a lexicon category here, where it is a free name in the
@@ -46,8 +50,7 @@ qualified one on the qualifier's table. Every column an accepted statement
 reads is such a lexeme (``*``, NATURAL and USING are not in the language).
 Preconditions: the role's verbs are SELECT only; every granted table grants at
 least one column; identifier case folds ASCII (SQLite; PostgreSQL's quoted
-mixed-case aliases are compared folded); SQLite 3.39 or later (an ON clause may
-not name a table to its right).
+mixed-case aliases are compared folded).
 
 **The mechanism.** One engine per (role, scope lexicon): the role's engine with
 its ``COLUMN_NAME`` and ``QUALIFIER`` words replaced (:meth:`ScopedEngines.engine`),
@@ -389,8 +392,17 @@ class ScopedEngines:
 
         A frame whose FROM clause is open sees only what it declared so far; a
         nested statement inside that FROM clause (a subquery in a join
-        condition) sees it the same way."""
-        return [f.visible for f in reversed(state.frames)]
+        condition) sees it the same way. Where the dialect's join conditions see
+        the tables joined to their right (``Dialect.join_condition_sees_right``:
+        SQLite), no name resolves past such a frame: a table joined there later
+        would capture it (``FROM o SELECT ... (FROM a JOIN b ON x = 1 JOIN c ...)``
+        reads c.x, not o.x, in SQLite), so the frames beyond are not listed."""
+        out: list[tuple[Ref, ...] | None] = []
+        for f in reversed(state.frames):
+            out.append(f.visible)
+            if f.phase == "from" and self.dialect.join_condition_sees_right:
+                break
+        return out
 
     def words(self, state: ScopeState) -> tuple[frozenset[bytes], frozenset[bytes]]:
         """(``COLUMN_NAME`` words, ``QUALIFIER`` words) of the next lexeme."""

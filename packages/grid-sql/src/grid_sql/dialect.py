@@ -230,6 +230,12 @@ class Dialect:
     # Whether a bare name that is no column but names a FROM source is that
     # source's whole row (PostgreSQL: `SELECT to_json(e) FROM employees e`).
     whole_row_references: bool = False
+    # Whether a join condition's names resolve against every table of its FROM
+    # clause, those joined to its right included (SQLite: `FROM a JOIN b ON x = 1
+    # JOIN c` reads c.x, or is ambiguous), rather than the tables to its left and
+    # then the enclosing statements (PostgreSQL, DuckDB). grid_sql.column_scope
+    # resolves no name past a FROM clause still being written where it is True.
+    join_condition_sees_right: bool = True
     # Whether the dialect's own grammar has FROM-first SELECT cores (DuckDB): it is
     # its own FROM-first profile (grid_sql.from_first.from_first_of), and a
     # FROM-first statement runs as written.

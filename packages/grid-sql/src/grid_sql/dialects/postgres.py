@@ -188,6 +188,7 @@ class PostgresDialect(Dialect):
         ("RETURNING", "clause_open"),
         ("returning_clause", "clause_close"),
     )
+    join_condition_sees_right: bool = False
     description: str = "PostgreSQL 15: SELECT/INSERT/UPDATE/DELETE, RETURNING, ON CONFLICT"
 
 
