@@ -417,6 +417,9 @@ def test_postgres_profile_scopes_columns_and_rewrites_select_first() -> None:
     assert mask == {t for t in range(vocab.n_vocab) if guide.accepts(t)}
 
 
+LANGUAGES = ("scoped", "generation")
+
+
 def steered(guide: ScopedGuide, target: bytes, rng: random.Random) -> IdSampler:
     """A sampler that mostly writes ``target`` (the longest admitted token that keeps
     the output a prefix of it), else a random admitted id: statements that open and
@@ -438,7 +441,10 @@ def steered(guide: ScopedGuide, target: bytes, rng: random.Random) -> IdSampler:
 
 
 @pytest.mark.parametrize(
-    ("language", "seed"), [("scoped", s) for s in range(5)] + [("generation", s) for s in range(5)]
+    ("language", "seed"),
+    [("scoped", s) for s in range(5)]
+    + [("generation", s) for s in range(5)]
+    + [pytest.param(lang, s, marks=pytest.mark.slow) for lang in LANGUAGES for s in range(5, 105)],
 )
 def test_mode1_decodes_end_in_scope_and_replay(language: str, seed: int) -> None:
     """Mode 1 (``grid_core.decode.generate``) over the scoped guide, its reserve from
