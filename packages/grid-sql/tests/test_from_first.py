@@ -105,3 +105,26 @@ def test_rewritten_statements_run_as_the_gold_in_sqlite() -> None:
             assert rows(db, sql) == rows(db, query), query
         ran += 1
     assert ran >= 45  # the vendored concert_singer questions at least
+
+
+@pytest.mark.parametrize(
+    ("ff", "sf"),
+    [
+        (
+            "FROM t SELECT count(a)EXCEPT FROM t SELECT 1;",
+            "SELECT count(a) FROM t EXCEPT SELECT 1 FROM t;",
+        ),
+        ("FROM t SELECT (a)UNION FROM t SELECT a;", "SELECT (a) FROM t UNION SELECT a FROM t;"),
+        ("FROM t SELECT a;", "SELECT a FROM t;"),
+    ],
+)
+def test_a_moved_from_clause_never_touches_what_follows_the_core(ff: str, sf: str) -> None:
+    """A core that ends where the next lexeme starts without a blank
+    (``count(a)EXCEPT``): the moved FROM clause gets a blank before that lexeme
+    instead of running into it (``FROM texcept``, found by a steered decode in
+    test_column_scope); nothing is added where the next byte cannot join a word."""
+    got = to_select_first(ff, "sqlite")
+    assert got == sf
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE t (a)")
+    db.execute(got).fetchall()

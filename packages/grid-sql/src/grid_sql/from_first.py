@@ -70,6 +70,11 @@ def _span(node: Any) -> tuple[int, int]:
     return int(node.start_pos), int(node.end_pos)
 
 
+def _joins(byte: bytes) -> bool:
+    """Whether a lexeme starting with ``byte`` could run on from a word before it."""
+    return bool(byte) and (byte.isalnum() or byte in b"_\"'`[$")
+
+
 class _Renderer:
     """The statement's text with its SELECT cores reordered (see the module header)."""
 
@@ -90,6 +95,10 @@ class _Renderer:
                 if first and not self.from_first:  # FROM s SELECT c REST -> SELECT c FROM s REST
                     head = self.range(tree, _span(select)[0], _span(columns)[1])
                     tail = self.range(tree, _span(columns)[1], hi)
+                    if not tail and _joins(self.data[hi : hi + 1]):
+                        # the core ended at ``c`` and what follows touched it
+                        # (``f(x)EXCEPT``): the moved source must not touch it
+                        tail = b" "
                     return head + b" " + self.node(source) + tail
                 if not first and self.from_first:  # SELECT c FROM s REST -> FROM s SELECT c REST
                     head = self.range(tree, lo, _span(columns)[1])
