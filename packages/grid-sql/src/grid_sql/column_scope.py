@@ -334,12 +334,14 @@ class ScopedEngines:
         self.silenced = silenced
         """Terminals with no word in every scope (the generation language's comments)."""
         self.unambiguous = unambiguous
-        """Admit a column or qualifier only where it names one reference (the generation
-        language: a column two visible references have, or a qualifier two unaliased
-        references of one table answer to, is an error in SQL)."""
+        """Admit a column or qualifier only where it names one reference, and no table a
+        reference of the core already answers to (the generation language: a column
+        two references have, or a qualifier two answer to, is an error in SQL)."""
         self.terms = _terms(base, dialect)
         self.reader = SqlEventReader(dialect)
-        self._engines: dict[tuple[frozenset[bytes], frozenset[bytes]], Engine] = {}
+        self._engines: dict[
+            tuple[frozenset[bytes], frozenset[bytes], frozenset[bytes] | None], Engine
+        ] = {}
         self._scopes: dict[ScopeState, tuple[frozenset[bytes], frozenset[bytes]]] = {}
         self._steps: dict[tuple[ScopeState, int, bytes, Node], ScopeState] = {}
         self.completions: dict[State, tuple[int, ...]] = {}
@@ -355,6 +357,7 @@ class ScopedEngines:
             w: sorted(names) for w, names in lexicon.origins[dialect.table_category].items()
         }
         self._qualifier_id = base.grammar.terminal_id(QUALIFIER)
+        self._table_id = base.grammar.terminal_id(dialect.table_category)
         self._column_id = base.grammar.terminal_id(dialect.column_category)
 
     # -------------------------------------------------------- words of a scope
@@ -482,17 +485,35 @@ class ScopedEngines:
             columns = frozenset()
         if not allowed >> self._qualifier_id & 1:
             qualifiers = frozenset()
-        key = (columns, qualifiers)
+        tables = None
+        if self.unambiguous and allowed >> self._table_id & 1:
+            tables = self.tables(state)
+        key = (columns, qualifiers, tables)
         e = self._engines.get(key)
         if e is None:
             words = {c: set(ws) for c, ws in self.role_lexicon.words.items()}
-            words[self.dialect.column_category] = set(key[0])
-            words[QUALIFIER] = set(key[1])
+            words[self.dialect.column_category] = set(columns)
+            words[QUALIFIER] = set(qualifiers)
+            if tables is not None:
+                words[self.dialect.table_category] = set(tables)
             for name in self.silenced:
                 words[name] = set()
             lexicon = build_lexicon(self.base.grammar, self.base.dfa, words)
             e = self._engines.setdefault(key, _with_lexicon(self.base, lexicon))
         return e
+
+    def tables(self, state: ScopeState) -> frozenset[bytes]:
+        """The ``TABLE_NAME`` words of the generation language in ``state``: the role's,
+        less the tables whose name a reference of the current core already answers
+        to (``FROM pets JOIN pets``: every name either one resolves is ambiguous in
+        SQL, even one written in an ON clause before the second came)."""
+        frame = state.frames[-1] if state.frames else None
+        taken = {n for r in frame.core for n in r.names} if frame is not None else set()
+        return frozenset(
+            w
+            for w, names in self._table_of.items()
+            if not any(ascii_lower(t) in taken for t in names)
+        )
 
     @property
     def engines_built(self) -> int:
