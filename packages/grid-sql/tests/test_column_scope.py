@@ -527,7 +527,8 @@ def generation_engines() -> ScopedEngines:
 def test_scoped_reserve_in_the_generation_language() -> None:
     """Where no unqualified column is unambiguous (one table joined twice) and a
     qualifier is pending, the scope's words cannot complete the statement: the
-    qualifier's emission brings its columns (``ScopedReserve._end_pending``)."""
+    qualifier's emission brings its columns (``ScopedReserve._end_pending``).
+    Where every table is taken, ``ScopedEngines.tables`` leaves them all."""
     e = generation_engines()
     for prefix in [
         "FROM singer AS T1 JOIN singer AS T2 ON T",
@@ -535,6 +536,8 @@ def test_scoped_reserve_in_the_generation_language() -> None:
         "FROM singer AS T1 JOIN singer AS T2 ON T1.",
         "FROM singer AS T1 JOIN singer AS T2 ON T1.age = 1 SELECT T2",
         "FROM stadium SELECT name WHERE capacity > (FROM stadium AS s SELECT s",
+        # every table of the schema taken: a JOIN may still name one (no dead end)
+        "FROM singer JOIN stadium ON 1 JOIN concert ON 1 JOIN singer_in_concert ON 1 JOIN ",
     ]:
         check_reserve(e, prefix)
 

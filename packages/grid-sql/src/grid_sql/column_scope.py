@@ -143,6 +143,9 @@ State = tuple[Node, bytes, "ScopeState"]
 MEMO_STATES = 100_000
 #: The longest scoped completion :class:`ScopedReserve` writes before it gives up.
 MAX_COMPLETION = 4_096
+#: Pending lexemes :class:`ScopedReserve` ends in a row, waiting for a scope whose
+#: words complete the statement, before it gives up.
+MAX_ENDED = 4
 QUALIFIER = "QUALIFIER"
 
 #: The comment terminals the generation language silences (a lexicon category with no
@@ -344,8 +347,9 @@ class ScopedEngines:
         ] = {}
         self._scopes: dict[ScopeState, tuple[frozenset[bytes], frozenset[bytes]]] = {}
         self._steps: dict[tuple[ScopeState, int, bytes, Node], ScopeState] = {}
-        self.completions: dict[State, tuple[int, ...]] = {}
-        """:class:`ScopedReserve`'s memo: the scoped completion of each state."""
+        self.completions: dict[State, tuple[int, ...] | None] = {}
+        """:class:`ScopedReserve`'s memo: the scoped completion of each state (None:
+        none can be written)."""
         granted = {ascii_lower(t): (t, cols) for t, cols in grants.columns.items()}
         self._granted = {t: frozenset(ascii_lower(c) for c in cols) for t, cols in granted.values()}
         self._catalog: dict[str, dict[str, str]] = {}
@@ -506,14 +510,18 @@ class ScopedEngines:
         """The ``TABLE_NAME`` words of the generation language in ``state``: the role's,
         less the tables whose name a reference of the current core already answers
         to (``FROM pets JOIN pets``: every name either one resolves is ambiguous in
-        SQL, even one written in an ON clause before the second came)."""
+        SQL, even one written in an ON clause before the second came), unless that
+        leaves none."""
         frame = state.frames[-1] if state.frames else None
         taken = {n for r in frame.core for n in r.names} if frame is not None else set()
-        return frozenset(
+        free = frozenset(
             w
             for w, names in self._table_of.items()
             if not any(ascii_lower(t) in taken for t in names)
         )
+        # Every table taken: leave them all, or a JOIN would have no table to name
+        # (a prefix with no sentence; the SQL is then ambiguous, never stuck).
+        return free or frozenset(self._table_of)
 
     @property
     def engines_built(self) -> int:
@@ -979,9 +987,10 @@ class ScopedReserve:
     (the written completion is legal and as long as the reserve) holds by
     construction, and ``reserve == 0`` iff EOS is legal. Memoized per state (on
     the :class:`ScopedEngines`). A state from which no recomputed plan makes
-    progress, or whose completion passes :data:`MAX_COMPLETION` tokens, raises
-    :class:`~grid_core.reserve.ReserveError` (not met on the Spider sample; the
-    tests decode steered by Spider gold statements).
+    progress, or whose completion passes :data:`MAX_COMPLETION` tokens, has no
+    completion: its reserve is :data:`~grid_core.reserve.INF`, so the loop never
+    takes a token into it (it writes the completion of the state it is in), and
+    :meth:`completion` raises :class:`~grid_core.reserve.ReserveError`.
     """
 
     def __init__(self, engines: ScopedEngines, start: State) -> None:
@@ -998,31 +1007,45 @@ class ScopedReserve:
         return after
 
     def reserve(self, state: object) -> int:
-        return len(self.completion(state))
+        """The completion's length; :data:`~grid_core.reserve.INF` for a state whose
+        completion cannot be written (the loop then never takes the token that leads
+        there: it writes the completion of the state it is in)."""
+        got = self._completion(_as_state(state))
+        return INF if got is None else len(got)
 
     def completion(self, state: object) -> list[int]:
-        st = _as_state(state)
-        memo = self.engines.completions
-        got = memo.get(st)
+        got = self._completion(_as_state(state))
         if got is None:
+            raise ReserveError("no scoped completion from this state")
+        return list(got)
+
+    def _completion(self, st: State) -> tuple[int, ...] | None:
+        memo = self.engines.completions
+        if st not in memo:
             if len(memo) >= MEMO_STATES:
                 memo.clear()
-            got = memo[st] = self._simulate(st)
-        return list(got)
+            try:
+                memo[st] = self._simulate(st)
+            except ReserveError:
+                memo[st] = None
+        return memo[st]
 
     def _simulate(self, state: State) -> tuple[int, ...]:
         engines, spelling = self.engines, self._spelling
         out: list[int] = []
+        ended_in_a_row = 0
         while not engines.eos_allowed(state):
             table = reserve_table(engines.state_engine(state), partial=True)
             config = engines.state_config(state)
             if table.reserve(config) >= INF:
                 ended = self._end_pending(table, config, state)
-                if ended is None:
+                ended_in_a_row += 1
+                if ended is None or ended_in_a_row > MAX_ENDED:
                     raise ReserveError(f"no completion in the scope after {len(out)} tokens")
                 tokens, state = ended
                 out += tokens
                 continue
+            ended_in_a_row = 0
             taken = 0
             for token in table.completion(config):
                 after = engines.advance(state, spelling[token])
