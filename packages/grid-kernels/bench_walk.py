@@ -1,14 +1,10 @@
-"""Cold mask latency: grid-kernels (Rust) against grid-core's Python path.
+"""Cold walk latency: grid-kernels (Rust) against grid-core's Python path.
 
 Per configuration, on the same configurations for both, timed in one process:
-
-- ``walk``: the root trie walk of a configuration (``grid_core.walk.walk_from``
-  vs ``EngineTables.walk``), CI nodes and CD entries, no cache;
-- ``mask``: the whole mask (``Engine.compute_mask`` of an engine built with
-  ``cache=False`` vs ``EngineTables.compute_mask``): root walk, every CD class
-  (shift + sub-walks), EOS gate;
-- ``fill``: ``EngineTables.fill_next_token_bitmask`` (the whole mask written
-  into an int32 buffer: what a logits processor needs), Rust only.
+the root trie walk of a configuration (``grid_core.walk.walk_from`` vs
+``EngineTables.walk``, what grid-core's native cold misses run), CI nodes and CD
+entries, no cache. Whole-mask latency on the served path (a native session,
+audit on) is ``bench/kernels_step.py`` and ``bench/peers.py``.
 
 Configurations: statements of the Spider dev gold set (sqlite dialect of
 grid-sql, free identifiers: no lexicon), deduplicated and shuffled with a seed,
@@ -42,6 +38,7 @@ import grid_kernels
 from grid_core import vocab as vocab_module
 from grid_core.grammar import load_grammar
 from grid_core.guide import Engine
+from grid_core.kernels import KernelGuide
 from grid_core.lexer import Config
 from grid_core.vocab import Vocabulary
 from grid_core.walk import walk_from
@@ -76,16 +73,18 @@ def statements(n: int, seed: int) -> list[bytes]:
 
 
 def replay(engine: Engine, kernels: grid_kernels.EngineTables, text: bytes) -> list[Config]:
-    """The configurations of writing ``text`` with the longest admitted token each step."""
+    """The configurations of writing ``text`` with the longest admitted token each
+    step (the admitted tokens read off a native session)."""
     lexer, spell = engine.lexer, engine.vocab.token_bytes
+    guide = KernelGuide(engine, kernels.session())
     config, out = lexer.initial, []
     rest = text
     while rest:
         out.append(config)
-        ci, cd, _, _, _ = kernels.compute_mask(config.node.states(), config.remainder)
         best = max(
-            (i for i in [*ci, *cd] if rest.startswith(spell[i])), key=lambda i: len(spell[i])
+            (i for i in guide.mask_ids() if rest.startswith(spell[i])), key=lambda i: len(spell[i])
         )
+        guide.accept_token(best)
         nxt = lexer.advance(config, spell[best])
         assert nxt is not None
         config, rest = nxt, rest[len(spell[best]) :]
@@ -118,10 +117,7 @@ def bench_vocab(name: str, grammar: Any, texts: list[bytes]) -> dict[str, Any]:
             print(f"  skipped (not in L): {text[:60]!r}", file=sys.stderr)
             continue
         configs += replay(engine, kernels, text)
-    out = bytearray(4 * engine.n_words)
-    kernels.compute_mask(configs[0].node.states(), configs[0].remainder)  # warm-up
-    engine.compute_mask(configs[0])
-    keys = ("py_walk", "rs_walk", "py_mask", "rs_mask", "rs_fill")
+    keys = ("py_walk", "rs_walk")
     wall: dict[str, list[float]] = {k: [] for k in keys}
     cpu: dict[str, list[float]] = {k: [] for k in keys}
 
@@ -132,22 +128,11 @@ def bench_vocab(name: str, grammar: Any, texts: list[bytes]) -> dict[str, Any]:
         return result
 
     for config in configs:
-        states, rem = config.node.states(), config.remainder
+        rem = config.remainder
         allowed = engine.parser.allowed(config.node)
         py = timed("py_walk", walk_from, engine.scanner, engine.trie, 0, rem, allowed, False)
         rs = timed("rs_walk", kernels.walk, 0, rem, allowed)
-        assert rs == py, (states, rem)
-        py_mask = timed("py_mask", engine.compute_mask, config)
-        rs_mask = timed("rs_mask", kernels.compute_mask, states, rem)
-        expected = (
-            list(py_mask.ci_ids),
-            list(py_mask.cd_ids),
-            py_mask.eos,
-            py_mask.cd_entries,
-            py_mask.cd_classes,
-        )
-        assert rs_mask == expected, (states, rem)
-        timed("rs_fill", kernels.fill_next_token_bitmask, states, rem, out)
+        assert rs == py, (config.node.states(), rem)
     med = {k: statistics.median(v) for k, v in wall.items()}
     med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
     return {
@@ -161,14 +146,9 @@ def bench_vocab(name: str, grammar: Any, texts: list[bytes]) -> dict[str, Any]:
         "p90_cpu_ms": {k: pct(v, 90) for k, v in cpu.items()},
         "max_cpu_ms": {k: max(v) for k, v in cpu.items()},
         "ratio_walk_cpu": med_cpu["py_walk"] / med_cpu["rs_walk"],
-        "ratio_mask_cpu": med_cpu["py_mask"] / med_cpu["rs_mask"],
         "ratio_walk_wall": med["py_walk"] / med["rs_walk"],
-        "ratio_mask_wall": med["py_mask"] / med["rs_mask"],
         "median_per_config_ratio_walk_cpu": statistics.median(
             p / r for p, r in zip(cpu["py_walk"], cpu["rs_walk"], strict=True)
-        ),
-        "median_per_config_ratio_mask_cpu": statistics.median(
-            p / r for p, r in zip(cpu["py_mask"], cpu["rs_mask"], strict=True)
         ),
     }
 
@@ -209,13 +189,8 @@ def main() -> None:
             f"  root walk  CPU median py {c['py_walk']:8.2f}  rs {c['rs_walk']:6.2f} ms  "
             f"x{r['ratio_walk_cpu']:<5.0f} p90 py {p['py_walk']:8.2f}  rs {p['rs_walk']:6.2f}  "
             f"(wall median py {m['py_walk']:.2f} rs {m['rs_walk']:.2f})\n"
-            f"  whole mask CPU median py {c['py_mask']:8.2f}  rs {c['rs_mask']:6.2f} ms  "
-            f"x{r['ratio_mask_cpu']:<5.0f} p90 py {p['py_mask']:8.2f}  rs {p['rs_mask']:6.2f}  "
-            f"(wall median py {m['py_mask']:.2f} rs {m['rs_mask']:.2f})\n"
-            f"  fill_next_token_bitmask CPU median rs {c['rs_fill']:.2f} ms, "
-            f"p90 {p['rs_fill']:.2f}; per-configuration ratio medians: "
-            f"walk x{r['median_per_config_ratio_walk_cpu']:.0f}, "
-            f"mask x{r['median_per_config_ratio_mask_cpu']:.0f}"
+            f"  per-configuration ratio median: "
+            f"x{r['median_per_config_ratio_walk_cpu']:.0f}"
         )
     if args.json:
         args.json.write_text(json.dumps({"host": host, "results": results}, indent=2) + "\n")

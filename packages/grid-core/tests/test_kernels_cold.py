@@ -20,6 +20,7 @@ import dataclasses
 import functools
 import random
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 
@@ -88,7 +89,7 @@ def check_entry(
     assert got.cd == expected.cd, where
     assert got.entry_id == expected.entry_id, where
     assert [t for t, _ in got.classes] == list(dict.fromkeys(t for _, t, _ in sub_cd))
-    entry = kernels_module.cold_entry(engine, key, root, pending, a)
+    entry = kernels_module.cold_entry(SimpleNamespace(kernel=kernels), key, root, pending, a)
     assert (entry.kind, entry.encoding, entry.payload, entry.cd, entry.entry_id) == (
         expected.kind,
         expected.encoding,
@@ -120,7 +121,8 @@ CELLS = [
 
 
 def sample(grammar: str, vocab: str, slow: bool) -> list[Config]:
-    configs = [c for c, _ in configurations(grammar, vocab)]
+    p = pair(grammar, vocab)
+    configs = [p.python(tokens).config for tokens, _ in configurations(grammar, vocab)]
     if slow:
         return configs
     return random.Random(f"cold/{grammar}/{vocab}").sample(configs, min(SAMPLE, len(configs)))

@@ -31,7 +31,7 @@ import pytest
 pytest.importorskip("grid_kernels._native")
 
 from test_kernels_cold import check_entry, reference_walk
-from test_kernels_parity import Pair, pair, token_prefixes
+from test_kernels_parity import Pair, pair, token_cuts
 
 from grid_core.lexer import Config
 
@@ -62,14 +62,11 @@ def _forget_reference_walks() -> Iterator[None]:
 
 
 def configs(p: Pair, grammar: str) -> list[Config]:
-    lexer = p.engine.lexer
-    out: list[Config] = []
-    for statement in STATEMENTS[grammar]:
-        for prefix in token_prefixes(p.engine, statement):
-            config = lexer.advance(lexer.initial, prefix)
-            assert config is not None, prefix
-            out.append(config)
-    return out
+    return [
+        p.python(tokens).config
+        for statement in STATEMENTS[grammar]
+        for tokens, _ in token_cuts(p.engine, statement)
+    ]
 
 
 @pytest.mark.parametrize(("grammar", "vocab"), CELLS)

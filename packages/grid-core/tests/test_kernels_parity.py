@@ -1,21 +1,25 @@
 """grid-kernels against grid-core's Python path, bit for bit.
 
-The pure-Python path is the reference (DESIGN.md section 1): for every
-configuration below, the kernels' allowed set, root walk (CI trie nodes and CD
-entries, in order), whole mask (``Engine.compute_mask`` of an engine without
-cache, field for field), lexer advance and filled bitmask (equal to
-``Engine.pack`` of the Python ids) must equal the Python results.
+The pure-Python path is the reference (DESIGN.md section 1). At every
+configuration below a native session (``grid_kernels.Session``, what
+``Engine.guide()`` serves) and the Python :class:`GridGuide` of an engine with
+no cache and no kernels, driven by the same tokens, must agree on the
+configuration (stack and remainder: ``Parser.shift``/``Lexer.advance``), the
+mask ids, the filled bitmask (``Engine.pack`` of the Python ids), the EOS gate,
+the step's audit fields, and the next token's verdict; and the native root walk
+(``EngineTables.walk``, also behind grid-core's native cold misses) must equal
+``walk_from`` node for node, with the first CD class's sub-walks.
 
 Matrix: grammars {CRUD analyst projection with its lexicon, the sqlite dialect
 of grid-sql without lexicon (139 terminals: three-word bitsets)} x vocabularies
 {toy, cl100k, Qwen}. Configurations come from
 
 - scripted statements, cut at every token boundary of a greedy tokenization
-  and at a few mid-token bytes: mid-lexeme identifiers and keywords, runs of
-  whitespace, inside string literals and comments, complete statements (EOS);
-- seeded random replays driven by the kernels' own masks (each step checked
-  against Python before it is taken), biased towards printable multi-byte
-  tokens, cut when a remainder grows long.
+  and one byte into every multi-byte token: mid-lexeme identifiers and
+  keywords, runs of whitespace, inside string literals and comments, complete
+  statements (EOS);
+- seeded random replays driven by the session's own masks, biased towards
+  printable multi-byte tokens, cut when a remainder grows long.
 
 The whole sweep (every configuration) runs in ``nox -s differential``; the
 default suite runs a seeded sample of it. Skips cleanly when the extension is
@@ -28,7 +32,7 @@ import array
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -40,9 +44,10 @@ from toy import ANALYST, LEXICON, TOY
 
 import grid_kernels
 from grid_core import vocab as vocab_module
+from grid_core.errors import GuideError
 from grid_core.grammar import Grammar, load_grammar
-from grid_core.guide import Engine
-from grid_core.lexer import Config
+from grid_core.guide import Engine, GridGuide
+from grid_core.kernels import KernelGuide
 from grid_core.trie import TokenTrie, build_trie
 from grid_core.vocab import Vocabulary
 from grid_core.walk import walk_from
@@ -90,10 +95,23 @@ def trie_tables(vocab: str) -> tuple[Vocabulary, TokenTrie, grid_kernels.TrieTab
 
 @dataclass
 class Pair:
-    """The Python reference engine and the kernels' tables for one cell."""
+    """The Python reference engine (no cache, no kernels) and the kernels'
+    tables for one cell."""
 
     engine: Engine
     kernels: grid_kernels.EngineTables
+
+    def python(self, tokens: Sequence[int]) -> GridGuide:
+        guide = GridGuide(self.engine, audit=False)  # step_audit() still answers
+        for t in tokens:
+            guide.accept_token(t)
+        return guide
+
+    def native(self, tokens: Sequence[int]) -> KernelGuide:
+        guide = KernelGuide(self.engine, self.kernels.session(0, True))
+        for t in tokens:
+            guide.accept_token(t)
+        return guide
 
 
 @cache
@@ -103,6 +121,7 @@ def pair(grammar: str, vocab: str) -> Pair:
         engine = Engine(ANALYST, v, LEXICON, trie=trie, cache=False)
     else:
         engine = Engine(sqlite_grammar(), v, trie=trie, cache=False)
+    engine.kernel = None  # the reference: Python walks only
     return Pair(engine, grid_kernels.engine_tables(engine, shared))
 
 
@@ -124,61 +143,55 @@ def greedy_tokens(engine: Engine, text: bytes) -> list[int]:
     return tokens
 
 
-def token_prefixes(engine: Engine, text: bytes) -> Iterator[bytes]:
-    """Prefixes of ``text`` at the boundaries of a greedy longest-token
-    tokenization, plus one byte into every multi-byte token (mid-token)."""
-    pos = 0
-    yield b""
-    for token in greedy_tokens(engine, text):
-        n = len(engine.vocab.token_bytes[token])
-        if n > 1:
-            yield text[: pos + 1]
-        pos += n
-        yield text[:pos]
+def token_cuts(engine: Engine, text: bytes) -> Iterator[tuple[list[int], int]]:
+    """(tokens of a prefix, the next token) at every boundary of a greedy
+    tokenization of ``text``, plus one byte into every multi-byte token."""
+    tokens = greedy_tokens(engine, text)
+    spell = engine.vocab.token_bytes
+    for k, token in enumerate(tokens):
+        yield tokens[:k], token
+        if len(spell[token]) > 1:
+            head, rest = greedy_tokens(engine, spell[token][:1]), spell[token][1:]
+            yield tokens[:k] + head, greedy_tokens(engine, rest)[0]
+    yield tokens, engine.vocab.eos_id
 
 
 @cache
-def configurations(grammar: str, vocab: str) -> tuple[tuple[Config, bytes], ...]:
-    """(configuration, bytes of a token in its mask) pairs, deduplicated, in a
-    fixed order: scripted prefixes first, then random replays."""
+def configurations(grammar: str, vocab: str) -> tuple[tuple[tuple[int, ...], int], ...]:
+    """(tokens reaching a configuration, a token of its mask) pairs, one per
+    configuration, in a fixed order: scripted cuts first, then random replays."""
     p = pair(grammar, vocab)
-    engine, kernels = p.engine, p.kernels
-    lexer, vocab_bytes = engine.lexer, engine.vocab.token_bytes
+    engine, vocab_bytes = p.engine, p.engine.vocab.token_bytes
     seen: set[tuple[tuple[int, ...], bytes]] = set()
-    out: list[tuple[Config, bytes]] = []
+    out: list[tuple[tuple[int, ...], int]] = []
 
-    def add(config: Config, data: bytes) -> None:
-        key = (tuple(config.node.states()), config.remainder)
-        if key not in seen:
-            seen.add(key)
-            out.append((config, data))
+    def add(guide: KernelGuide, tokens: Sequence[int], token: int) -> None:
+        states, remainder = guide.config()
+        if (tuple(states), remainder) not in seen:
+            seen.add((tuple(states), remainder))
+            out.append((tuple(tokens), token))
 
     for script in CRUD_SCRIPTS if grammar == "crud" else SQLITE_SCRIPTS:
-        prefixes = list(token_prefixes(engine, script))
-        for a, b in zip(prefixes, [*prefixes[1:], script], strict=True):
-            config = lexer.advance(lexer.initial, a)
-            assert config is not None and lexer.is_viable(config), (script, a)
-            add(config, b[len(a) :])
+        for tokens, token in token_cuts(engine, script):
+            add(p.native(tokens), tokens, token)
     rng = random.Random(f"{grammar}/{vocab}")
     eos = set(engine.vocab.eos_ids)
     for _ in range(REPLAYS):
-        config = lexer.initial
+        guide, tokens = p.native(()), []
         for _ in range(STEPS):
-            if len(config.remainder) > MAX_REMAINDER:
+            if len(guide.config()[1]) > MAX_REMAINDER:
                 break
-            ci, cd, _, _, _ = kernels.compute_mask(config.node.states(), config.remainder)
-            ids = [i for i in [*ci, *cd] if i not in eos]
+            ids = [i for i in guide.mask_ids() if i not in eos]
             printable = [i for i in ids if all(0x20 <= c < 0x7F for c in vocab_bytes[i])]
             longer = [i for i in printable if len(vocab_bytes[i]) > 1]
             choice = rng.choice(longer if longer and rng.random() < 0.6 else printable or ids)
-            add(config, vocab_bytes[choice])
-            nxt = lexer.advance(config, vocab_bytes[choice])
-            assert nxt is not None
-            config = nxt
+            add(guide, tokens, choice)
+            guide.accept_token(choice)
+            tokens.append(choice)
     return tuple(out)
 
 
-def sample(grammar: str, vocab: str, slow: bool) -> list[tuple[Config, bytes]]:
+def sample(grammar: str, vocab: str, slow: bool) -> list[tuple[tuple[int, ...], int]]:
     configs = list(configurations(grammar, vocab))
     if slow:
         return configs
@@ -189,49 +202,52 @@ def sample(grammar: str, vocab: str, slow: bool) -> list[tuple[Config, bytes]]:
 # ------------------------------------------------------------------ the checks
 
 
-def check_configuration(p: Pair, config: Config, data: bytes) -> None:
-    engine, kernels = p.engine, p.kernels
+def check_configuration(p: Pair, tokens: Sequence[int], token: int) -> None:
+    engine = p.engine
+    py, native = p.python(tokens), p.native(tokens)
+    config = py.config
     states, remainder = config.node.states(), config.remainder
     where = f"stack {states} remainder {remainder!r}"
+    assert native.config() == (states, remainder), where
 
     allowed = engine.parser.allowed(config.node)
-    assert kernels.allowed(states) == allowed, where
-
     ci, cd = walk_from(engine.scanner, engine.trie, 0, remainder, allowed, False)
-    assert kernels.walk(0, remainder, allowed) == (ci, cd), where
-    # The first CD class's sub-walks, node for node (the rest via compute_mask).
+    assert p.kernels.walk(0, remainder, allowed) == (ci, cd), where
+    # The first CD class's sub-walks, node for node (the rest via the mask).
     if cd:
         t = cd[0][1]
         after = engine.parser.allowed(engine.parser.shift(config.node, t))
-        assert kernels.allowed(kernels.shift(states, t)) == after, where
         for node, term, tail in cd[:8]:
             if term == t:
                 expected = walk_from(engine.scanner, engine.trie, node, tail, after, True)
-                assert kernels.walk(node, tail, after, True) == expected, (where, node)
+                assert p.kernels.walk(node, tail, after, True) == expected, (where, node)
 
-    result = engine.compute_mask(config)
-    got = kernels.compute_mask(states, remainder)
-    assert got == (
-        list(result.ci_ids),
-        list(result.cd_ids),
-        result.eos,
-        result.cd_entries,
-        result.cd_classes,
-    ), where
-    assert kernels.eos_allowed(states, remainder) == engine.lexer.eos_allowed(config), where
-
-    ids = [*result.ci_ids, *result.cd_ids, *(engine.vocab.eos_ids if result.eos else ())]
-    packed = engine.pack(ids)
+    assert native.mask_ids() == py.mask_ids(), where
+    assert native.eos_allowed() == py.eos_allowed(), where
     out = array.array("i", [-1]) * engine.n_words
-    assert kernels.fill_next_token_bitmask(states, remainder, out) == len(set(ids)), where
-    assert out == packed, where
-    raw = bytearray(4 * engine.n_words)
-    kernels.fill_bitmask(result.ci_ids, result.cd_ids, result.eos, raw)
-    assert bytes(raw) == packed.tobytes(), where
+    native.fill_next_token_bitmask(out)
+    assert out == py.mask(), where
+    config_hash, entry_id, blocked = py.step_audit()
+    assert native.step_audit() == (config_hash, entry_id, blocked), where
 
-    nxt = engine.lexer.advance(config, data)
-    expected_adv = None if nxt is None else (nxt.node.states(), nxt.remainder)
-    assert kernels.advance(states, remainder, data) == expected_adv, (where, data)
+    assert native.validate_tokens([token]) == py.validate_tokens([token]) == 1, (where, token)
+    py.accept_token(token)
+    native.accept_token(token)
+    if py.is_terminated():
+        assert native.is_terminated(), where
+    else:
+        after_states, after_remainder = py.config.node.states(), py.config.remainder
+        assert native.config() == (after_states, after_remainder), (where, token)
+    record = native.audit_log().records[-1]
+    kind = "eos" if token in engine.vocab.eos_ids else "sampled"
+    assert record.fields()[1:-1] == (
+        len(tokens),
+        f"{config_hash:016x}",
+        entry_id,
+        token,
+        blocked,
+        kind,
+    ), where
 
 
 CELLS = [
@@ -242,28 +258,31 @@ CELLS = [
 @pytest.mark.parametrize(("grammar", "vocab"), CELLS)
 def test_kernels_match_python_on_a_sample(grammar: str, vocab: str) -> None:
     p = pair(grammar, vocab)
-    for config, data in sample(grammar, vocab, slow=False):
-        check_configuration(p, config, data)
+    for tokens, token in sample(grammar, vocab, slow=False):
+        check_configuration(p, tokens, token)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("grammar", "vocab"), CELLS)
 def test_kernels_match_python_everywhere(grammar: str, vocab: str) -> None:
     p = pair(grammar, vocab)
-    for config, data in sample(grammar, vocab, slow=True):
-        check_configuration(p, config, data)
+    for tokens, token in sample(grammar, vocab, slow=True):
+        check_configuration(p, tokens, token)
 
 
 def test_the_matrix_reaches_the_positions_it_claims() -> None:
-    """Scripted prefixes reach mid-lexeme, whitespace, string, comment and EOS
+    """Scripted cuts reach mid-lexeme, whitespace, string, comment and EOS
     configurations, and there are a few hundred configurations overall."""
-    crud = [c for c, _ in configurations("crud", "cl100k")]
-    remainders = [c.remainder for c in crud + [c for c, _ in configurations("sqlite", "qwen")]]
+    crud, sqlite = pair("crud", "cl100k"), pair("sqlite", "qwen")
+    guides = [crud.python(t) for t, _ in configurations("crud", "cl100k")]
+    remainders = [g.config.remainder for g in guides] + [
+        sqlite.python(t).config.remainder for t, _ in configurations("sqlite", "qwen")
+    ]
     assert any(r.startswith(b"emplo") for r in remainders)  # mid-identifier
     assert any(r.startswith(b"'") and len(r) > 2 for r in remainders)  # inside a string
     assert any(r.startswith(b"--") for r in remainders)  # inside a comment
     assert any(r.isspace() and len(r) > 1 for r in remainders)  # whitespace run
-    assert any(pair("crud", "cl100k").engine.lexer.eos_allowed(c) for c in crud)  # complete
+    assert any(g.eos_allowed() for g in guides)  # complete
     total = sum(len(configurations(g, v)) for g in ("crud", "sqlite") for v in VOCABS)
     assert total >= 300, total
 
@@ -273,23 +292,18 @@ def test_the_matrix_reaches_the_positions_it_claims() -> None:
 
 def test_bad_input_raises_on_real_tables() -> None:
     p = pair("sqlite", "cl100k")
-    kernels, n_words = p.kernels, p.engine.n_words
+    n_words, guide = p.engine.n_words, p.native(())
     allowed = p.engine.parser.allowed(p.engine.parser.root)
     n_nodes = p.engine.trie.n_nodes
     with pytest.raises(ValueError, match=f"trie node {n_nodes} is out of range"):
-        kernels.walk(n_nodes, b"", allowed)
-    with pytest.raises(ValueError, match="expected"):
-        kernels.fill_next_token_bitmask([0], b"", array.array("i", bytes(4 * (n_words - 1))))
-    with pytest.raises(ValueError, match="expected"):
-        kernels.fill_bitmask([], [], True, bytearray(4 * n_words + 4))
-    with pytest.raises(TypeError, match="8-byte items"):
-        kernels.fill_next_token_bitmask([0], b"", array.array("q", bytes(8 * n_words)))
-    with pytest.raises(TypeError, match="read-only"):
-        kernels.fill_bitmask([], [], True, bytes(4 * n_words))
-    with pytest.raises(ValueError, match="out of range"):
-        kernels.fill_bitmask([p.engine.vocab.n_vocab], [], False, bytearray(4 * n_words))
-    with pytest.raises(ValueError, match="state"):
-        kernels.compute_mask([0, p.engine.tables.n_states], b"")
+        p.kernels.walk(n_nodes, b"", allowed)
+    with pytest.raises(ValueError, match=f"{n_words - 1} 32-bit words per row"):
+        guide.fill_next_token_bitmask(array.array("i", bytes(4 * (n_words - 1))))
+    with pytest.raises(TypeError, match="8-byte 'q'"):
+        guide.fill_next_token_bitmask(array.array("q", bytes(8 * n_words)))
+    with pytest.raises(GuideError, match="outside the vocabulary"):
+        guide.accept_token(p.engine.vocab.n_vocab)
+    assert guide.steps == 0
 
 
 # ------------------------------------------------------------------ the GIL

@@ -123,12 +123,6 @@ fn int_to_words(obj: &Bound<'_, PyAny>, width: usize, what: &str) -> PyResult<Ve
     Ok(bits::from_le_bytes(bytes.as_bytes(), width).expect("bit length checked"))
 }
 
-fn words_to_int<'py>(py: Python<'py>, words: &[u64]) -> PyResult<Bound<'py, PyAny>> {
-    let bytes = PyBytes::new(py, &bits::to_le_bytes(words));
-    py.get_type::<PyInt>()
-        .call_method1("from_bytes", (bytes, "little"))
-}
-
 fn int_sets(obj: &Bound<'_, PyAny>, width: usize, what: &str) -> PyResult<Vec<Vec<u64>>> {
     obj.try_iter()
         .map_err(|_| PyTypeError::new_err(format!("{what} must be a sequence of int bitsets")))?
@@ -160,85 +154,6 @@ fn lexicon_edges(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<(u8, i32)>>> {
     Ok(out)
 }
 
-/// Copy `words` into a caller's buffer, after checking what it is.
-fn write_words(out: &Bound<'_, PyAny>, words: &[u32]) -> PyResult<()> {
-    let py = out.py();
-    let kind = out.get_type().name()?;
-    let view = py
-        .import("builtins")?
-        .getattr("memoryview")?
-        .call1((out,))
-        .map_err(|_| {
-            PyTypeError::new_err(format!(
-                "the bitmask must be a writable buffer (array('i'), bytearray, numpy int32), \
-                 not {kind}"
-            ))
-        })?;
-    let readonly: bool = view.getattr("readonly")?.extract()?;
-    let itemsize: usize = view.getattr("itemsize")?.extract()?;
-    let format: String = view.getattr("format")?.extract()?;
-    let contiguous: bool = view.getattr("c_contiguous")?.extract()?;
-    let nbytes: usize = view.getattr("nbytes")?.extract()?;
-    view.call_method0("release")?;
-    if readonly {
-        return Err(PyTypeError::new_err(format!(
-            "the bitmask buffer ({kind}) is read-only"
-        )));
-    }
-    if !contiguous {
-        return Err(PyValueError::new_err(
-            "the bitmask buffer must be C-contiguous",
-        ));
-    }
-    let native = if cfg!(target_endian = "little") {
-        '<'
-    } else {
-        '>'
-    };
-    let code = match format.as_bytes() {
-        [c] => Some(*c as char),
-        [p, c] if *p == b'@' || *p == b'=' || *p as char == native => Some(*c as char),
-        _ => None,
-    };
-    match (itemsize, code) {
-        (4, Some('i' | 'l')) | (4, Some('I' | 'L')) => {
-            if nbytes / 4 != words.len() {
-                return Err(to_pyerr(KernelError::BufferSize {
-                    expected: words.len(),
-                    got: nbytes / 4,
-                    unit: "32-bit words",
-                }));
-            }
-            if matches!(code, Some('i' | 'l')) {
-                let signed: Vec<i32> = words.iter().map(|&w| w as i32).collect();
-                PyBuffer::<i32>::get(out)?.copy_from_slice(py, &signed)
-            } else {
-                PyBuffer::<u32>::get(out)?.copy_from_slice(py, words)
-            }
-        }
-        (1, Some('B' | 'b' | 'c')) => {
-            if nbytes != 4 * words.len() {
-                return Err(to_pyerr(KernelError::BufferSize {
-                    expected: 4 * words.len(),
-                    got: nbytes,
-                    unit: "bytes",
-                }));
-            }
-            let raw: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
-            if code == Some('b') {
-                let raw: Vec<i8> = raw.into_iter().map(|b| b as i8).collect();
-                PyBuffer::<i8>::get(out)?.copy_from_slice(py, &raw)
-            } else {
-                PyBuffer::<u8>::get(out)?.copy_from_slice(py, &raw)
-            }
-        }
-        _ => Err(PyTypeError::new_err(format!(
-            "the bitmask buffer has {itemsize}-byte items of format '{format}'; expected \
-             native-order 4-byte ints ('i') or raw bytes"
-        ))),
-    }
-}
-
 /// A checked row of a caller's int32 bitmask: the exported buffer (kept
 /// alive while writing) and the row's first item.
 fn bitmask_row(
@@ -248,7 +163,7 @@ fn bitmask_row(
 ) -> PyResult<(PyBuffer<i32>, usize)> {
     let kind = obj.get_type().name()?;
     let Ok(buf) = PyBuffer::<i32>::get(obj) else {
-        let detail = obj
+        let items = obj
             .py()
             .import("builtins")?
             .getattr("memoryview")?
@@ -257,13 +172,27 @@ fn bitmask_row(
                 let format: String = v.getattr("format")?.extract()?;
                 let itemsize: usize = v.getattr("itemsize")?.extract()?;
                 v.call_method0("release")?;
-                Ok(format!(" (its items are {itemsize}-byte '{format}')"))
+                Ok((format, itemsize))
             })
-            .unwrap_or_default();
-        return Err(PyTypeError::new_err(format!(
-            "the bitmask must be a buffer of int32 (numpy int32 array, array('i')), \
-             not {kind}{detail}"
-        )));
+            .ok();
+        return Err(match items {
+            // An int32 buffer pyo3 will not export: empty (no data pointer) or misaligned.
+            Some((format, 4)) if matches!(format.as_str(), "i" | "l" | "=i" | "<i" | "@i") => {
+                PyValueError::new_err(format!(
+                    "the bitmask buffer ({kind}) is empty or not 4-byte aligned; expected \
+                     {n_words} 32-bit words per row"
+                ))
+            }
+            _ => PyTypeError::new_err(format!(
+                "the bitmask must be a buffer of int32 (numpy int32 array, array('i')), \
+                 not {kind}{}",
+                items
+                    .map(|(format, itemsize)| format!(
+                        " (its items are {itemsize}-byte '{format}')"
+                    ))
+                    .unwrap_or_default()
+            )),
+        });
     };
     if buf.readonly() {
         return Err(PyTypeError::new_err(format!(
@@ -387,8 +316,6 @@ impl PyTrieTables {
         )
     }
 }
-
-type Stats = (Vec<u32>, Vec<u32>, bool, usize, usize);
 
 /// One grammar's tables (DFA, LALR, lexicon, pick order) with a shared trie.
 /// The walk cache the engines of one dialect family share (grid-core's T2):
@@ -634,137 +561,6 @@ impl PyEngineTables {
         });
         let cd = cd.collect::<PyResult<Vec<_>>>()?;
         Ok((out.ci, PyList::new(py, cd)?))
-    }
-
-    /// A(stack): the allowed terminals as an int bitset (bit T = `$END`).
-    fn allowed<'py>(&self, py: Python<'py>, states: Vec<i64>) -> PyResult<Bound<'py, PyAny>> {
-        let mut arena = self.inner.tables.arena();
-        let node = arena.from_states(&states).map_err(to_pyerr)?;
-        let set = arena.allowed(node).map_err(to_pyerr)?.to_vec();
-        words_to_int(py, &set)
-    }
-
-    /// The stack after reducing and shifting terminal `terminal`.
-    fn shift(&self, states: Vec<i64>, terminal: i64) -> PyResult<Vec<u32>> {
-        let t = usize::try_from(terminal).map_err(|_| {
-            to_pyerr(KernelError::InvalidTerminal {
-                terminal,
-                detail: "negative".into(),
-            })
-        })?;
-        let mut arena = self.inner.tables.arena();
-        let node = arena.from_states(&states).map_err(to_pyerr)?;
-        let node = arena.shift(node, t).map_err(to_pyerr)?;
-        Ok(arena.states(node))
-    }
-
-    /// The configuration after reading `data`: (states, remainder), or None.
-    fn advance<'py>(
-        &self,
-        py: Python<'py>,
-        states: Vec<i64>,
-        remainder: Vec<u8>,
-        data: Vec<u8>,
-    ) -> PyResult<Option<(Vec<u32>, Bound<'py, PyBytes>)>> {
-        let engine = &self.inner.tables;
-        let mut arena = engine.arena();
-        let config = engine
-            .config(&mut arena, &states, &remainder)
-            .map_err(to_pyerr)?;
-        let next = engine
-            .grammar
-            .advance(&mut arena, &config, &data)
-            .map_err(to_pyerr)?;
-        Ok(next.map(|c| (arena.states(c.node), PyBytes::new(py, &c.remainder))))
-    }
-
-    /// The EOS gate of a configuration.
-    fn eos_allowed(&self, py: Python<'_>, states: Vec<i64>, remainder: Vec<u8>) -> PyResult<bool> {
-        let engine = &self.inner.tables;
-        py.allow_threads(|| {
-            let mut arena = engine.arena();
-            let config = engine.config(&mut arena, &states, &remainder)?;
-            engine.grammar.eos_allowed(&mut arena, &config)
-        })
-        .map_err(to_pyerr)
-    }
-
-    /// The whole mask: (ci_ids, cd_ids, eos, cd_entries, cd_classes).
-    fn compute_mask(
-        &self,
-        py: Python<'_>,
-        states: Vec<i64>,
-        remainder: Vec<u8>,
-    ) -> PyResult<Stats> {
-        let engine = &self.inner.tables;
-        py.allow_threads(|| {
-            let mut arena = engine.arena();
-            let config = engine.config(&mut arena, &states, &remainder)?;
-            let m = engine.compute_mask(&mut arena, &config)?;
-            let trie = &*engine.trie;
-            Ok((
-                m.ci_ids(trie),
-                m.cd_ids(trie),
-                m.eos,
-                m.cd_entries,
-                m.cd_classes,
-            ))
-        })
-        .map_err(to_pyerr)
-    }
-
-    /// Write the given token ids (and the EOS ids when `eos`) into `out`;
-    /// returns how many ids are set.
-    fn fill_bitmask(
-        &self,
-        ci_ids: Vec<i64>,
-        cd_ids: Vec<i64>,
-        eos: bool,
-        out: &Bound<'_, PyAny>,
-    ) -> PyResult<usize> {
-        let engine = &self.inner.tables;
-        let n_vocab = engine.trie.n_vocab();
-        let ids = |xs: Vec<i64>| -> PyResult<Vec<u32>> {
-            xs.into_iter()
-                .map(|i| {
-                    u32::try_from(i)
-                        .ok()
-                        .filter(|&i| (i as usize) < n_vocab)
-                        .ok_or_else(|| to_pyerr(KernelError::TokenOutOfRange { token: i, n_vocab }))
-                })
-                .collect()
-        };
-        let (ci, cd) = (ids(ci_ids)?, ids(cd_ids)?);
-        let mut words = vec![0u32; engine.trie.n_words()];
-        let count = engine
-            .fill_ids(&[&ci, &cd], eos, &mut words)
-            .map_err(to_pyerr)?;
-        write_words(out, &words)?;
-        Ok(count)
-    }
-
-    /// Compute the mask of a configuration and write it into `out` (the GIL
-    /// is released while computing); returns how many ids are set.
-    fn fill_next_token_bitmask(
-        &self,
-        py: Python<'_>,
-        states: Vec<i64>,
-        remainder: Vec<u8>,
-        out: &Bound<'_, PyAny>,
-    ) -> PyResult<usize> {
-        let engine = &self.inner.tables;
-        let (words, count) = py
-            .allow_threads(|| {
-                let mut arena = engine.arena();
-                let config = engine.config(&mut arena, &states, &remainder)?;
-                let m = engine.compute_mask(&mut arena, &config)?;
-                let mut words = vec![0u32; engine.trie.n_words()];
-                let count = engine.fill_mask(&m, &mut words)?;
-                Ok((words, count))
-            })
-            .map_err(to_pyerr)?;
-        write_words(out, &words)?;
-        Ok(count)
     }
 
     /// A new session at the initial configuration, caching its walks under

@@ -88,74 +88,91 @@ def test_walk_returns_ci_nodes_and_cd_entries() -> None:
     assert engine.walk(3, b"a", A, include_self=True) == ([3], [(4, 0, b" "), (6, 0, b"b")])
 
 
-def test_parser_and_lexer() -> None:
-    engine = toy_engine()
-    assert engine.allowed([0]) == A
-    assert engine.shift([0], 0) == [0, 1]
-    assert engine.allowed([0, 1, 2]) == END
-    assert engine.advance([0], b"", b"a  b") == ([0, 1], b"b")
-    assert engine.advance([0], b"", b"bb") is None
-    assert engine.eos_allowed([0, 1], b"b")
-    assert not engine.eos_allowed([0], b"")
+def test_a_session_parses_and_lexes() -> None:
+    """The session's configuration is the Python lexer's (``Lexer.advance``):
+    "a b" shifts A and leaves "b" pending; EOS is legal only there."""
+    s = toy_engine().session()
+    assert s.config() == ([0], b"")
+    assert not s.eos_allowed()
+    assert s.validate_tokens([1]) == 0  # "b": A must come first
+    assert s.validate_tokens([4, 7]) == 2  # "a b", then EOS
+    s.accept_token(4, "sampled")
+    assert s.config() == ([0, 1], b"b")
+    assert s.eos_allowed()
+    s.accept_token(7, "sampled")
+    assert s.is_terminated() and not s.eos_allowed()
 
 
-def test_whole_mask_and_fill() -> None:
-    engine = toy_engine()
-    assert engine.compute_mask([0], b"") == ([0, 2, 5], [4, 3], False, 2, 1)
+def test_a_session_masks_and_fills() -> None:
+    """The initial mask: CI "a", " ", "  " and CD "a b", "ab"; no EOS."""
+    s = toy_engine().session()
+    assert s.mask_ids() == [0, 2, 3, 4, 5]
     out = array.array("i", [-1])
-    assert engine.fill_next_token_bitmask([0], b"", out) == 5
+    s.fill_next_token_bitmask(out)
     assert out.tolist() == [0b0011_1101]
-    assert engine.fill_bitmask([0, 2, 5], [4, 3], True, out) == 6
-    assert out.tolist() == [0b1011_1101]
+    s.accept_token(3, "sampled")  # "ab": A shifted, "b" pending
+    s.fill_next_token_bitmask(out)
+    assert out.tolist() == [0b1010_0100]  # EOS or ignored blanks: "b" is complete
 
 
 @pytest.mark.parametrize(
     "make",
     [
         pytest.param(lambda: array.array("i", [0]), id="array-i"),
-        pytest.param(lambda: array.array("I", [0]), id="array-I"),
-        pytest.param(lambda: bytearray(4), id="bytearray"),
-        pytest.param(lambda: array.array("B", bytes(4)), id="array-B"),
         pytest.param(lambda: memoryview(bytearray(4)).cast("i"), id="memoryview-i"),
+        pytest.param(lambda: memoryview(bytearray(12)).cast("i", (3, 1)), id="2d"),
     ],
 )
-def test_fill_accepts_int32_and_byte_buffers(make: Callable[[], Any]) -> None:
-    engine = toy_engine()
+def test_fill_writes_int32_buffers_row_by_row(make: Callable[[], Any]) -> None:
     out = make()
-    engine.fill_bitmask([0], [6], True, out)
-    assert bytes(out) == (0b1100_0001).to_bytes(4, "little")
+    rows = len(bytes(out)) // 4
+    s = toy_engine().session()
+    s.fill_next_token_bitmask(out, rows - 1)
+    words = array.array("i", bytes(out)).tolist()
+    assert words == [0] * (rows - 1) + [0b0011_1101]
 
 
 def test_fill_into_numpy_if_present() -> None:
     np = pytest.importorskip("numpy")
-    out = np.zeros(1, dtype=np.int32)
-    toy_engine().fill_bitmask([0], [], False, out)
-    assert out.tolist() == [1]
+    out = np.zeros((2, 1), dtype=np.int32)
+    toy_engine().session().fill_next_token_bitmask(out, 1)
+    assert out.tolist() == [[0], [0b0011_1101]]
 
 
 @pytest.mark.parametrize(
-    ("out", "error", "message"),
+    ("out", "row", "error", "message"),
     [
-        pytest.param(array.array("i", [0, 0]), ValueError, "2 32-bit words, expected 1", id="long"),
-        pytest.param(array.array("i"), ValueError, "0 32-bit words, expected 1", id="empty"),
-        pytest.param(bytearray(3), ValueError, "3 bytes, expected 4", id="short-bytes"),
-        pytest.param(array.array("q", [0]), TypeError, "8-byte items", id="int64"),
-        pytest.param(array.array("h", [0, 0]), TypeError, "2-byte items", id="int16"),
-        pytest.param(array.array("f", [0]), TypeError, "format 'f'", id="float32"),
-        pytest.param(b"\0\0\0\0", TypeError, "read-only", id="bytes"),
-        pytest.param([0], TypeError, "writable buffer", id="list"),
         pytest.param(
-            memoryview(bytearray(16)).cast("i")[::2], ValueError, "C-contiguous", id="strided"
+            memoryview(bytearray(8)).cast("i", (1, 2)),
+            0,
+            ValueError,
+            "2 32-bit words per row",
+            id="wide",
+        ),
+        pytest.param(array.array("i"), 0, ValueError, "is empty", id="empty"),
+        pytest.param(
+            memoryview(bytearray(8)).cast("i", (2, 1)),
+            2,
+            ValueError,
+            "row 2 is out of range",
+            id="row",
+        ),
+        pytest.param(array.array("i", [0]), -1, ValueError, "row -1 is out of range", id="neg"),
+        pytest.param(array.array("q", [0]), 0, TypeError, "8-byte 'q'", id="int64"),
+        pytest.param(bytearray(4), 0, TypeError, "buffer of int32", id="bytes-buffer"),
+        pytest.param(b"\0\0\0\0", 0, TypeError, "buffer of int32", id="bytes"),
+        pytest.param([0], 0, TypeError, "not list", id="list"),
+        pytest.param(
+            memoryview(bytearray(16)).cast("i")[::2], 0, ValueError, "C-contiguous", id="strided"
         ),
     ],
 )
 def test_fill_rejects_bad_buffers_before_writing(
-    out: Any, error: type[Exception], message: str
+    out: Any, row: int, error: type[Exception], message: str
 ) -> None:
-    engine = toy_engine()
     before = bytes(out) if not isinstance(out, list) else None
     with pytest.raises(error, match=message):
-        engine.fill_bitmask([0], [], False, out)
+        toy_engine().session().fill_next_token_bitmask(out, row)
     if before is not None:
         assert bytes(out) == before
 
@@ -167,14 +184,13 @@ def test_fill_rejects_bad_buffers_before_writing(
         pytest.param(lambda e: e.walk(-1, b"", A), "trie node -1", id="negative-node"),
         pytest.param(lambda e: e.walk(0, b"", 1 << 4), "allowed set has bit 4", id="allowed"),
         pytest.param(lambda e: e.walk(0, b"", -1), "negative", id="negative-allowed"),
-        pytest.param(lambda e: e.allowed([]), "at least its bottom state", id="empty-stack"),
-        pytest.param(lambda e: e.allowed([0, 7]), "state 7 is out of range", id="bad-state"),
-        pytest.param(lambda e: e.shift([0], 1), "cannot shift", id="shift-error"),
-        pytest.param(lambda e: e.shift([0], 3), "out of range", id="shift-end"),
-        pytest.param(lambda e: e.compute_mask([0], b"ab"), "dies inside", id="remainder"),
         pytest.param(
-            lambda e: e.fill_bitmask([8], [], False, bytearray(4)), "token id 8", id="token"
+            lambda e: e.session().accept_token(8, "sampled"), "outside the vocabulary", id="token"
         ),
+        pytest.param(
+            lambda e: e.session().accept_token(1, "sampled"), "not in the mask", id="refused"
+        ),
+        pytest.param(lambda e: e.session().rollback(1), "roll back", id="rollback"),
     ],
 )
 def test_bad_input_raises_value_error(call: Callable[[EngineTables], Any], message: str) -> None:
@@ -221,11 +237,10 @@ def test_walks_run_in_parallel_threads() -> None:
     engine = toy_engine()
     results: list[Any] = []
     threads = [
-        threading.Thread(target=lambda: results.append(engine.compute_mask([0], b"")))
-        for _ in range(4)
+        threading.Thread(target=lambda: results.append(engine.walk(0, b"", A))) for _ in range(4)
     ]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert results == [([0, 2, 5], [4, 3], False, 2, 1)] * 4
+    assert results == [([1, 2, 3], [(4, 0, b" "), (6, 0, b"b")])] * 4

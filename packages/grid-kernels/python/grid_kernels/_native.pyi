@@ -163,34 +163,6 @@ class EngineTables:
         subtree at ``node`` whose path ends ``pending``, under ``allowed``.
         The node's children are shared out over ``threads`` threads (None: the
         engine's pool); the result is the same node for node."""
-    def allowed(self, states: Sequence[int]) -> int:
-        """``Parser.allowed``: the terminals the stack can take after reductions."""
-    def shift(self, states: Sequence[int], terminal: int) -> list[int]:
-        """``Parser.shift``: the stack after reducing and shifting ``terminal``."""
-    def advance(
-        self, states: Sequence[int], remainder: bytes, data: bytes
-    ) -> tuple[list[int], bytes] | None:
-        """``Lexer.advance``: (stack, remainder) after reading ``data``, or None."""
-    def eos_allowed(self, states: Sequence[int], remainder: bytes) -> bool:
-        """``Lexer.eos_allowed``: the remainder finalizes and ``$END`` is accepted."""
-    def compute_mask(
-        self, states: Sequence[int], remainder: bytes
-    ) -> tuple[list[int], list[int], bool, int, int]:
-        """``Engine.compute_mask`` of an engine without cache, field for field:
-        (ci_ids, cd_ids, eos, cd_entries, cd_classes). ``ci_ids`` are the root
-        walk's ids ascending; ``cd_ids`` each CD sub-walk's ids ascending, in
-        evaluation order."""
-    def fill_bitmask(
-        self, ci_ids: Sequence[int], cd_ids: Sequence[int], eos: bool, out: Buffer
-    ) -> int:
-        """Write the given token ids (and the EOS ids when ``eos``) into
-        ``out``, clearing the rest: ``Engine.pack`` layout (bit i % 32 of
-        word i // 32 is token i). ``out`` is a writable C-contiguous buffer of
-        ``n_words`` native 4-byte ints or ``4 * n_words`` bytes. Returns the
-        number of ids set."""
-    def fill_next_token_bitmask(self, states: Sequence[int], remainder: bytes, out: Buffer) -> int:
-        """:meth:`compute_mask` then :meth:`fill_bitmask`, without returning to
-        Python in between. Returns the number of ids set (0: empty mask)."""
     def register(
         self,
         namespace: int,
