@@ -84,7 +84,15 @@ ALL_OF = {
         {"properties": {"b": {"type": "string", "format": "date"}}, "required": ["b"]},
     ]
 }
+KEYED = {
+    "type": "object",
+    "properties": {"id": {"type": "integer"}},
+    "patternProperties": {"^x": {"type": "boolean"}, "^n": {"type": "null"}},
+    "additionalProperties": False,
+    "minProperties": 1,
+}
 SCHEMAS = {
+    "keyed": KEYED,
     "person": PERSON,
     "open": OPEN,
     "tree": TREE,
@@ -256,12 +264,25 @@ def test_request_types() -> None:
         ({"type": "number", "multipleOf": 2}, "multipleOf", "/multipleOf"),
         ({"type": "number", "minimum": 0.5}, "minimum", "/minimum"),
         ({"type": "string", "pattern": "^a$", "maxLength": 3}, "minLength", ""),
-        ({"type": "string", "maxLength": 1000}, "maxLength", "/maxLength"),
+        ({"type": "string", "minLength": 1000}, "minLength", "/minLength"),
+        ({"type": "string", "minLength": 3, "maxLength": 2}, "maxLength", "/maxLength"),
         ({"type": "string", "pattern": '"'}, "pattern", "/pattern"),
         ({"$ref": "http://x/y"}, "$ref", "/$ref"),
         ({"$ref": "#/$defs/missing"}, "$ref", "/$ref"),
         ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "oneOf", "/oneOf/1"),
-        ({"type": "object", "patternProperties": {"a": {}}}, "patternProperties", ""),
+        ({"type": "object", "patternProperties": {"a": {}, "b": {}}}, "patternProperties", ""),
+        (
+            {"type": "object", "properties": {"ab": {}}, "patternProperties": {"^a": {}}},
+            "patternProperties",
+            "/patternProperties/^a",
+        ),
+        ({"type": "object", "minProperties": 2}, "minProperties", "/minProperties"),
+        ({"type": "object", "maxProperties": 1}, "maxProperties", "/maxProperties"),
+        (
+            {"type": "object", "properties": {"a": {}}, "required": ["a"], "maxProperties": 0},
+            "maxProperties",
+            "/maxProperties",
+        ),
         (False, "false", ""),
     ],
 )
@@ -294,3 +315,39 @@ def test_many_declared_names_stay_small() -> None:
     wide = Accepts({"type": "object", "properties": names})
     assert wide(b'{"property_number_3":1,"property_number_30":2,"other":[]}')
     assert not wide(b'{"property_number_3":1,"property_number_3":2}')
+
+
+def test_member_counts_that_need_no_counting() -> None:
+    """``minProperties: 1`` drops ``{}``; ``maxProperties: 0`` keeps only it; a bound
+    the object's shape satisfies changes nothing (exact, checked on both sides)."""
+    non_empty = Accepts({"type": "object", "minProperties": 1})
+    assert non_empty(b'{"a":1}') and not non_empty(b"{}")
+    empty = Accepts({"type": "object", "maxProperties": 0})
+    assert empty(b"{}") and not empty(b'{"a":1}')
+    pair = {"type": "object", "properties": {"a": {}, "b": {}}, "additionalProperties": False}
+    two = Accepts({**pair, "maxProperties": 2, "minProperties": 1})
+    assert two(b'{"a":1,"b":2}') and two(b'{"b":2}') and not two(b"{}")
+
+
+def test_pattern_properties_key_their_members() -> None:
+    """A name matching a pattern takes the pattern's schema, after the declared
+    members; names no pattern matches are left out (a narrowing)."""
+    schema = {
+        "type": "object",
+        "properties": {"X": {"type": "integer"}},
+        "patternProperties": {"^x[0-9]$": {"minimum": 0}, "^[a-z]+$": {"type": "string"}},
+    }
+    keyed = Accepts(schema)
+    assert keyed(b'{"X":-1,"x1":2,"ab":"c"}')
+    assert not keyed(b'{"x1":-1}') and not keyed(b'{"ab":1}')
+    assert not keyed(b'{"A":1}')  # valid (additionalProperties), outside the narrowing
+    assert valid(schema, {"A": 1}) and not valid(schema, {"x1": -1})
+
+
+def test_a_long_max_length_reads_as_max_length() -> None:
+    """``maxLength`` over MAX_LENGTH is narrowed to MAX_LENGTH characters (sound)."""
+    from grid_core.jsonschema import MAX_LENGTH
+
+    bounded = Accepts({"type": "string", "maxLength": 5000})
+    assert bounded(b'"' + b"a" * MAX_LENGTH + b'"')
+    assert not bounded(b'"' + b"a" * (MAX_LENGTH + 1) + b'"')

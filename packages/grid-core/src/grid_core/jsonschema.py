@@ -23,6 +23,9 @@ Narrowings (sound, listed in ``docs/json.md``):
 - numbers have no leading zeros; a bounded number has no exponent; an integer
   has no exponent (``1.0`` is allowed, ``1e0`` is not);
 - an ``enum``/``const`` value is written compactly;
+- under ``patternProperties`` the extra members are those a pattern names, with
+  its schema; names no pattern matches are left out;
+- a ``maxLength`` over :data:`MAX_LENGTH` reads as :data:`MAX_LENGTH`;
 - ``anyOf`` alternatives are tried by the LALR(1) parser without
   backtracking: where two alternatives' terminals overlap (an integer and a
   number item), the lexeme goes to one of them (``Terminal.tie_key``) and an
@@ -38,11 +41,13 @@ Supported: ``type`` (one or a list), ``properties``, ``required``,
 ``additionalProperties``, ``items`` (a schema), ``prefixItems`` / ``items`` as a
 list with ``additionalItems``/``items`` false (a closed tuple),
 ``minItems``/``maxItems`` (up to :data:`MAX_REPEAT`), ``enum``, ``const``,
-``minLength``/``maxLength`` (up to :data:`MAX_LENGTH`), ``pattern``, ``format``
+``minLength`` (up to :data:`MAX_LENGTH`), ``maxLength``, ``pattern``, ``format``
 (the formats in :data:`FORMATS`), ``minimum``/``maximum`` (integers: any bound,
 exclusive ones too; numbers: whole inclusive bounds), ``$ref`` to ``#...``
 (``$defs``, ``definitions``, recursion), ``anyOf``, ``oneOf`` whose alternatives
-have disjoint JSON types, ``allOf`` and the siblings of ``anyOf``/``oneOf``
+have disjoint JSON types, ``patternProperties`` with disjoint patterns that match
+no declared name, ``minProperties``/``maxProperties`` where no counting is
+needed (:meth:`_Compiler.member_counts`), ``allOf`` and the siblings of ``anyOf``/``oneOf``
 merged into one schema where the merge is exact (:meth:`_Compiler.merge`).
 Annotations (``title``, ``description``, ``default``, ...) and keywords JSON
 Schema does not define are ignored, as a validator ignores them. A grammar that
@@ -133,8 +138,10 @@ _KNOWN = {
 _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 MAX_REPEAT = 128
 """The largest minItems/maxItems spelled out (one rule per item)."""
-MAX_LENGTH = 128
-"""The largest minLength/maxLength spelled out (a counted repetition of :data:`CHAR`)."""
+MAX_LENGTH = 256
+"""The largest minLength/maxLength spelled out (a counted repetition of :data:`CHAR`,
+about 14 DFA states a character); a larger ``maxLength`` reads as this one (a sound
+narrowing: no string in MaskBench's valid instances is longer than 178 characters)."""
 
 
 def _ptr(pointer: str, *parts: object) -> str:
@@ -458,10 +465,10 @@ class _Compiler:
             return self.b.regex(_pattern(schema["pattern"], _ptr(pointer, "pattern")))
         if not isinstance(lo, int) or lo < 0 or lo > MAX_LENGTH:
             raise SchemaError("minLength", _ptr(pointer, "minLength"), f"must be 0..{MAX_LENGTH}")
-        if hi is not None and (not isinstance(hi, int) or hi < lo or hi > MAX_LENGTH):
-            raise SchemaError(
-                "maxLength", _ptr(pointer, "maxLength"), f"must be minLength..{MAX_LENGTH}"
-            )
+        if hi is not None and (not isinstance(hi, int) or hi < lo):
+            raise SchemaError("maxLength", _ptr(pointer, "maxLength"), "must be at least minLength")
+        if hi is not None:
+            hi = min(hi, MAX_LENGTH)
         if lo == 0 and hi is None:
             return self.b.regex(STRING)
         count = f"{{{lo},}}" if hi is None else f"{{{lo},{hi}}}"
@@ -534,8 +541,14 @@ class _Compiler:
         props = schema.get("properties", {})
         required = schema.get("required", [])
         extra = schema.get("additionalProperties", None if self.strict else True)
+        patterns = schema.get("patternProperties", {})
         if not isinstance(props, dict) or not isinstance(required, list):
             raise SchemaError("properties", pointer, "malformed properties or required")
+        if not isinstance(patterns, dict):
+            raise SchemaError("patternProperties", pointer, "must be an object")
+        keyed = self.pattern_keys(patterns, _ptr(pointer, "patternProperties"))
+        if keyed:
+            extra = None  # names no pattern matches: left out (a narrowing)
         names = list(props)
         for r in required:
             if r not in props:
@@ -552,14 +565,27 @@ class _Compiler:
             key = self.b.wrap(self.b.literal(_compact(n)), KEY)
             members.append((self.b.rule([[key, colon, value]]), n in required))
         comma = self.b.punct(",")
-        # after_i: members i.. once one is written; first_i: none written yet, one must be.
-        # Extra members (after the declared ones) are a loop.
-        after = self.b.rule([[]])
-        first: str | None = None
+        # Extra members (after the declared ones) are a loop of the extra member
+        # kinds: additionalProperties, or one per patternProperties pattern.
+        kinds = []
         if extra not in (None, False):
             key = self.b.wrap(self.b.regex(f'"{_not_one_of(names)}"'), KEY)
             value = self.b.wrap(self.value(extra, _ptr(pointer, "additionalProperties")), VALUE)
-            member = self.b.rule([[key, colon, value]])
+            kinds.append([key, colon, value])
+        for p, key_regex, sub_pointer in keyed:
+            if any(compile_pattern("K", key_regex).fullmatch(_compact(n)) for n in names):
+                # Its members could repeat the declared name: refused, not merged.
+                raise SchemaError(
+                    "patternProperties", sub_pointer, "matches a declared property's name"
+                )
+            key = self.b.wrap(self.b.regex(key_regex), KEY)
+            value = self.b.wrap(self.value(patterns[p], sub_pointer), VALUE)
+            kinds.append([key, colon, value])
+        # after_i: members i.. once one is written; first_i: none written yet, one must be.
+        after = self.b.rule([[]])
+        first: str | None = None
+        if kinds:
+            member = self.b.rule(kinds)
             loop = self.b.new()
             self.b.rule([[comma, member, loop], []], loop)
             after = self.b.rule([[loop]])
@@ -568,13 +594,71 @@ class _Compiler:
             alts = [[m, after]] + ([[first]] if not req and first is not None else [])
             first = self.b.rule(alts)
             after = self.b.rule([[comma, m, after]] + ([] if req else [[after]]))
-        any_required = any(r for _, r in members)
+        n_required = sum(r for _, r in members)
+        most = len(members) if not kinds else None
+        some, none = self.member_counts(schema, pointer, n_required, most)
         alts = []
-        if first is not None:
+        if first is not None and some:
             alts.append([self.b.punct("{"), first, self.b.punct("}")])
-        if not any_required:
+        if none:
             alts.append([self.b.empty("{}")])
+        if not alts:
+            raise SchemaError("properties", pointer, "the object can have no members")
         return self.b.rule(alts, alias=OBJECT)
+
+    def member_counts(
+        self, schema: dict[str, Any], pointer: str, n_required: int, most: int | None
+    ) -> tuple[bool, bool]:
+        """Check ``minProperties``/``maxProperties`` against an object that writes at
+        least ``n_required`` members and at most ``most`` (None: unbounded), each
+        non-empty alternative writing at least one; whether objects with members
+        and whether ``{}`` stay admitted.
+
+        Exact cases only: a lower bound of 1 drops ``{}``, an upper bound of 0
+        keeps only ``{}``, and a bound the object's shape already satisfies is no
+        constraint; any other bound needs counting and is refused.
+        """
+        lo, hi = schema.get("minProperties", 0), schema.get("maxProperties")
+        if not isinstance(lo, int) or lo < 0:
+            raise SchemaError("minProperties", _ptr(pointer, "minProperties"), "must be 0 or more")
+        if hi is not None and (not isinstance(hi, int) or hi < lo):
+            raise SchemaError(
+                "maxProperties", _ptr(pointer, "maxProperties"), "must be at least minProperties"
+            )
+        if lo > max(n_required, 1):
+            raise SchemaError(
+                "minProperties",
+                _ptr(pointer, "minProperties"),
+                f"{lo} members, more than the {n_required} required (GRID does not count members)",
+            )
+        if hi is not None and hi != 0 and (most is None or most > hi):
+            raise SchemaError(
+                "maxProperties",
+                _ptr(pointer, "maxProperties"),
+                f"at most {hi} of {'unbounded' if most is None else most} members "
+                "(GRID does not count members)",
+            )
+        if hi == 0 and n_required:
+            raise SchemaError("maxProperties", _ptr(pointer, "maxProperties"), "below required")
+        return hi != 0, n_required == 0 and lo == 0
+
+    def pattern_keys(self, patterns: dict[str, Any], pointer: str) -> list[tuple[str, str, str]]:
+        """Per ``patternProperties`` pattern: (pattern, the regex of its member names
+        as written, the pointer of its schema). The names of two patterns must not
+        overlap (a name both match would need both schemas)."""
+        keyed = []
+        for p in patterns:
+            sub_pointer = _ptr(pointer, p)
+            keyed.append((p, _pattern(p, sub_pointer), sub_pointer))
+        if len(keyed) > 1:
+            from grid_core.dfa import build_union_dfa
+
+            dfa = build_union_dfa([(f"K{i}", k) for i, (_, k, _) in enumerate(keyed)])
+            for accept in dfa.accept:
+                if accept & (accept - 1):
+                    both = [keyed[i][0] for i in range(len(keyed)) if accept >> i & 1]
+                    raise SchemaError("patternProperties", pointer, f"patterns {both} overlap")
+        return keyed
 
     def any_value(self) -> str:
         """Any JSON value (members in any order, any names)."""
@@ -615,7 +699,7 @@ _SUPPORTED = {
     "type", "properties", "required", "additionalProperties", "items", "prefixItems",
     "additionalItems", "minItems", "maxItems", "enum", "const", "minLength", "maxLength",
     "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-    "$ref", "anyOf", "oneOf", "allOf",
+    "$ref", "anyOf", "oneOf", "allOf", "minProperties", "maxProperties", "patternProperties",
 }  # fmt: skip
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
