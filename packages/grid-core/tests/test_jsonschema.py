@@ -26,6 +26,7 @@ from grid_core.compile import compile_grammar
 from grid_core.errors import LALRConflictError
 from grid_core.grammar import load_grammar
 from grid_core.jsonschema import (
+    ANY_ORDER,
     FORMATS,
     SchemaError,
     choice_grammar,
@@ -101,6 +102,16 @@ SCHEMAS = {
     "all_of": ALL_OF,
 }
 
+TOLD_APART = {
+    "oneOf": [
+        {"type": "object", "properties": {"a": {"type": "integer"}, "b": {}}, "required": ["a"]},
+        {"properties": {"b": {"type": "string"}}, "required": ["b"]},
+        {"type": "string", "maxLength": 2},
+    ]
+}
+NARROWING = {"told_apart": TOLD_APART}
+"""Schemas whose grammar is a strict narrowing: checked for soundness only."""
+
 TEXT = st.text(st.sampled_from('ab-Z09 "\\\n\té日😀@.'), max_size=10)
 NUMBERS = st.one_of(
     st.integers(-200, 200), st.integers(-20, 20).map(lambda n: n / 4), st.sampled_from([0, -0.5])
@@ -113,7 +124,8 @@ JSON: st.SearchStrategy[Any] = st.recursive(
 
 
 def shaped(schema: Any, root: Any, depth: int = 0) -> st.SearchStrategy[Any]:
-    """Instances shaped like ``schema`` (members in its order), often valid, sometimes not."""
+    """Instances shaped like ``schema`` (members in its order, or in any order where GRID
+    takes any), often valid, sometimes not."""
     if depth > 3:
         return JSON.filter(lambda v: not isinstance(v, (list, dict)))
     if not isinstance(schema, dict):
@@ -143,9 +155,12 @@ def shaped(schema: Any, root: Any, depth: int = 0) -> st.SearchStrategy[Any]:
         @st.composite
         def obj(draw: st.DrawFn) -> dict[str, Any]:
             out: dict[str, Any] = {}
-            for name, sub in props.items():
+            names = list(props)
+            if len(names) <= ANY_ORDER:  # GRID takes them in any order
+                names = draw(st.permutations(names))
+            for name in names:
                 if draw(st.integers(0, 4)):  # present 4 times in 5
-                    out[name] = draw(shaped(sub, root, depth + 1))
+                    out[name] = draw(shaped(props[name], root, depth + 1))
             for name in draw(st.lists(st.sampled_from(["x", "nam", "names", "é"]), max_size=2)):
                 if name not in out:
                     out[name] = draw(st.booleans() | JSON)
@@ -175,6 +190,7 @@ class Accepts:
 
 
 ACCEPTS = {name: Accepts(s) for name, s in SCHEMAS.items()}
+NARROWED_ACCEPTS = {name: Accepts(s) for name, s in NARROWING.items()}
 
 
 def compact(value: Any) -> bytes:
@@ -227,6 +243,30 @@ def test_accepted_only_if_valid_on_any_json(name: str, value: Any) -> None:
     schema = SCHEMAS[name]
     if ACCEPTS[name](compact(value)):
         assert valid(schema, value), compact(value)
+
+
+@pytest.mark.parametrize("name", sorted(NARROWING))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_narrowed_grammars_accept_only_valid_shaped_instances(
+    name: str, data: st.DataObject
+) -> None:
+    schema = NARROWING[name]
+    value = data.draw(shaped(schema, schema))
+    if NARROWED_ACCEPTS[name](compact(value)):
+        assert valid(schema, value), compact(value)
+
+
+def test_one_of_objects_are_told_apart_by_required_names() -> None:
+    """Each object alternative may not write a name another requires: an instance
+    with both ``a`` and ``b`` satisfies both alternatives and is refused."""
+    told = NARROWED_ACCEPTS["told_apart"]
+    assert told(b'{"a":1}') and told(b'{"b":"x"}') and told(b'{"a":1,"c":null}')
+    assert told(b'"ab"') and not told(b'"abc"')
+    assert not told(b'{"a":1,"b":"x"}') and not valid(TOLD_APART, {"a": 1, "b": "x"})
+    assert not told(b"{}") and not told(b'{"b":1}')
+    with pytest.raises(SchemaError, match="no required member tells"):
+        schema_grammar({"oneOf": [{"required": ["a"]}, {"required": ["a", "b"]}]})
 
 
 def test_bounded_whitespace() -> None:
@@ -351,3 +391,15 @@ def test_a_long_max_length_reads_as_max_length() -> None:
     bounded = Accepts({"type": "string", "maxLength": 5000})
     assert bounded(b'"' + b"a" * MAX_LENGTH + b'"')
     assert not bounded(b'"' + b"a" * (MAX_LENGTH + 1) + b'"')
+
+
+def test_small_objects_take_members_in_any_order() -> None:
+    """Up to ANY_ORDER declared members: any order, each once, required ones present;
+    a larger object keeps the declared order (a narrowing)."""
+    person = ACCEPTS["person"]
+    assert person(b'{"age":3,"name":"x"}') and person(b'{"tags":[],"age":3,"name":"x"}')
+    assert not person(b'{"age":3,"name":"x","age":4}')  # a member twice
+    assert not person(b'{"age":3,"tags":[]}')  # "name" is required
+    wide = {f"p{i}": {"type": "integer"} for i in range(ANY_ORDER + 1)}
+    ordered = Accepts({"type": "object", "properties": wide, "additionalProperties": False})
+    assert ordered(b'{"p0":1,"p1":2}') and not ordered(b'{"p1":2,"p0":1}')

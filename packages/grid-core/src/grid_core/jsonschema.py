@@ -10,8 +10,9 @@ pointer. A keyword is never dropped.
 
 Narrowings (sound, listed in ``docs/json.md``):
 
-- members are written in the order of ``properties``; an optional one may be
-  left out; extra members (``additionalProperties`` absent, true or a schema)
+- members are written in any order when there are at most :data:`ANY_ORDER`
+  declared properties, else in the order of ``properties``; an optional one may
+  be left out; extra members (``additionalProperties`` absent, true or a schema)
   follow the declared ones, their names written without ``\\u`` or ``\\/``
   escapes and different from every declared name (so no name repeats);
   ``strict=True`` reads an absent ``additionalProperties`` as false
@@ -25,7 +26,10 @@ Narrowings (sound, listed in ``docs/json.md``):
 - an ``enum``/``const`` value is written compactly;
 - under ``patternProperties`` the extra members are those a pattern names, with
   its schema; names no pattern matches are left out;
-- a ``maxLength`` over :data:`MAX_LENGTH` reads as :data:`MAX_LENGTH`;
+- a ``maxLength`` over :data:`MAX_LENGTH` reads as :data:`MAX_LENGTH`, a
+  ``maxItems`` over :data:`MAX_REPEAT` as :data:`MAX_REPEAT`;
+- ``oneOf`` object alternatives are told apart by required names
+  (:meth:`_Compiler.told_apart`);
 - ``anyOf`` alternatives are tried by the LALR(1) parser without
   backtracking: where two alternatives' terminals overlap (an integer and a
   number item), the lexeme goes to one of them (``Terminal.tie_key``) and an
@@ -40,12 +44,12 @@ one terminal that absorbs the run on its open side (after ``{ [ , :``, before
 Supported: ``type`` (one or a list), ``properties``, ``required``,
 ``additionalProperties``, ``items`` (a schema), ``prefixItems`` / ``items`` as a
 list with ``additionalItems``/``items`` false (a closed tuple),
-``minItems``/``maxItems`` (up to :data:`MAX_REPEAT`), ``enum``, ``const``,
+``minItems`` (up to :data:`MAX_REPEAT`), ``maxItems``, ``enum``, ``const``,
 ``minLength`` (up to :data:`MAX_LENGTH`), ``maxLength``, ``pattern``, ``format``
 (the formats in :data:`FORMATS`), ``minimum``/``maximum`` (integers: any bound,
 exclusive ones too; numbers: whole inclusive bounds), ``$ref`` to ``#...``
 (``$defs``, ``definitions``, recursion), ``anyOf``, ``oneOf`` whose alternatives
-have disjoint JSON types, ``patternProperties`` with disjoint patterns that match
+have disjoint JSON types or are objects told apart by required names, ``patternProperties`` with disjoint patterns that match
 no declared name, ``minProperties``/``maxProperties`` where no counting is
 needed (:meth:`_Compiler.member_counts`), ``allOf`` and the siblings of ``anyOf``/``oneOf``
 merged into one schema where the merge is exact (:meth:`_Compiler.merge`).
@@ -137,7 +141,11 @@ _KNOWN = {
 }  # fmt: skip
 _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 MAX_REPEAT = 128
-"""The largest minItems/maxItems spelled out (one rule per item)."""
+"""The largest minItems/maxItems spelled out (one rule per item); a larger ``maxItems``
+reads as this one (a sound narrowing)."""
+ANY_ORDER = 6
+"""Objects with at most this many declared properties take them in any order (one rule
+per subset written); larger ones in the order of ``properties``."""
 MAX_LENGTH = 256
 """The largest minLength/maxLength spelled out (a counted repetition of :data:`CHAR`,
 about 14 DFA states a character); a larger ``maxLength`` reads as this one (a sound
@@ -391,13 +399,63 @@ class _Compiler:
         if not isinstance(parts, list) or not parts:
             raise SchemaError(key, pointer, "must be a non-empty list")
         if key == "oneOf":
+            kinds = [self.kinds(p, _ptr(pointer, i), set()) for i, p in enumerate(parts)]
+            objects = [i for i, k in enumerate(kinds) if "object" in k]
+            if len(objects) > 1:
+                told = self.told_apart([parts[i] for i in objects], pointer)
+                for i, part in zip(objects, told, strict=True):
+                    parts[i], kinds[i] = part, set()  # disjoint among themselves
+                kinds[objects[0]] = {"object"}
             seen: set[str] = set()
-            for i, p in enumerate(parts):
-                kinds = self.kinds(p, _ptr(pointer, i), set())
-                if kinds & seen:
+            for i, k in enumerate(kinds):
+                if k & seen:
                     raise SchemaError(key, _ptr(pointer, i), "alternatives share a JSON type")
-                seen |= kinds
+                seen |= k
         return self.b.rule([[self.value(p, _ptr(pointer, i))] for i, p in enumerate(parts)])
+
+    def told_apart(self, parts: list[Any], pointer: str) -> list[dict[str, Any]]:
+        """``oneOf`` object alternatives narrowed so that no instance satisfies two.
+
+        Each alternative becomes an object schema (other types left out), and for
+        every other alternative j it may not write one name j requires and it does
+        not (``_FORBIDDEN``: left out of its properties and extra names). An
+        instance of the narrowed i lacks that name, so it is no instance of j: the
+        alternatives are disjoint and ``oneOf`` is their union. Refused when some
+        alternative requires every name another requires, when an alternative is
+        no plain object schema, or under ``patternProperties``."""
+        objects = []
+        for i, p in enumerate(parts):
+            seen = set()
+            while isinstance(p, dict) and list(p) == ["$ref"] and p["$ref"] not in seen:
+                seen.add(p["$ref"])
+                p = self.resolve(p["$ref"], _ptr(pointer, i))
+            if p is True or p == {}:
+                p = {}
+            types = p.get("type", "object") if isinstance(p, dict) else None
+            if (
+                not isinstance(p, dict)
+                or any(k in p for k in ("$ref", "anyOf", "oneOf", "allOf", "patternProperties"))
+                or "object" not in ([types] if isinstance(types, str) else types)
+            ):
+                raise SchemaError("oneOf", _ptr(pointer, i), "alternatives share a JSON type")
+            objects.append(p)
+        required = [set(p.get("required", [])) for p in objects]
+        out = []
+        for i, p in enumerate(objects):
+            forbidden = set()
+            for j, needs in enumerate(required):
+                if j != i:
+                    if needs <= required[i]:
+                        raise SchemaError(
+                            "oneOf",
+                            _ptr(pointer, max(i, j)),
+                            "alternatives share a JSON type and no required member tells "
+                            f"alternative {j} from {i}",
+                        )
+                    forbidden.add(min(needs - required[i]))
+            props = {n: v for n, v in p.get("properties", {}).items() if n not in forbidden}
+            out.append({**p, "type": "object", "properties": props, _FORBIDDEN: sorted(forbidden)})
+        return out
 
     def kinds(self, schema: Any, pointer: str, visiting: set[str]) -> set[str]:
         """The JSON types ``schema``'s instances can have (integer counted as number)."""
@@ -495,17 +553,19 @@ class _Compiler:
         lo, hi = schema.get("minItems", 0), schema.get("maxItems")
         if not isinstance(lo, int) or lo < 0 or lo > MAX_REPEAT:
             raise SchemaError("minItems", _ptr(pointer, "minItems"), f"must be 0..{MAX_REPEAT}")
-        if hi is not None and (not isinstance(hi, int) or hi < lo or hi > MAX_REPEAT):
-            raise SchemaError(
-                "maxItems", _ptr(pointer, "maxItems"), f"must be minItems..{MAX_REPEAT}"
-            )
+        if hi is not None and (not isinstance(hi, int) or hi < lo):
+            raise SchemaError("maxItems", _ptr(pointer, "maxItems"), "must be at least minItems")
+        if hi is not None:
+            hi = min(hi, MAX_REPEAT)
         prefix: list[Any] = schema.get("prefixItems", [])
         items = schema.get("items", True)
         if isinstance(items, list):  # draft 4 tuple form
             prefix, items = items, schema.get("additionalItems", True)
-        elif "additionalItems" in schema:
+        elif "additionalItems" in schema and "prefixItems" in schema:
+            # Ignored beside a single ``items`` schema (drafts 4 to 2019-09; 2020-12 has
+            # no such keyword), but meaningless beside 2020-12's ``prefixItems``.
             raise SchemaError(
-                "additionalItems", _ptr(pointer, "additionalItems"), "without a tuple"
+                "additionalItems", _ptr(pointer, "additionalItems"), "beside prefixItems"
             )
         if prefix:
             if items is not False or lo > len(prefix) or hi is not None:
@@ -550,6 +610,7 @@ class _Compiler:
         if keyed:
             extra = None  # names no pattern matches: left out (a narrowing)
         names = list(props)
+        forbidden = schema.get(_FORBIDDEN, [])
         for r in required:
             if r not in props:
                 if extra is None or extra is False:
@@ -569,7 +630,7 @@ class _Compiler:
         # kinds: additionalProperties, or one per patternProperties pattern.
         kinds = []
         if extra not in (None, False):
-            key = self.b.wrap(self.b.regex(f'"{_not_one_of(names)}"'), KEY)
+            key = self.b.wrap(self.b.regex(f'"{_not_one_of(names + forbidden)}"'), KEY)
             value = self.b.wrap(self.value(extra, _ptr(pointer, "additionalProperties")), VALUE)
             kinds.append([key, colon, value])
         for p, key_regex, sub_pointer in keyed:
@@ -581,19 +642,20 @@ class _Compiler:
             key = self.b.wrap(self.b.regex(key_regex), KEY)
             value = self.b.wrap(self.value(patterns[p], sub_pointer), VALUE)
             kinds.append([key, colon, value])
-        # after_i: members i.. once one is written; first_i: none written yet, one must be.
-        after = self.b.rule([[]])
-        first: str | None = None
+        # rest: what follows the declared members (the extra members' loop);
+        # start: the extras when no declared member is written (None: there are none).
+        rest = self.b.rule([[]])
+        start: str | None = None
         if kinds:
             member = self.b.rule(kinds)
             loop = self.b.new()
             self.b.rule([[comma, member, loop], []], loop)
-            after = self.b.rule([[loop]])
-            first = self.b.rule([[member, loop]])
-        for m, req in reversed(members):
-            alts = [[m, after]] + ([[first]] if not req and first is not None else [])
-            first = self.b.rule(alts)
-            after = self.b.rule([[comma, m, after]] + ([] if req else [[after]]))
+            rest = self.b.rule([[loop]])
+            start = self.b.rule([[member, loop]])
+        if len(members) <= ANY_ORDER:
+            first = self.any_order(members, comma, rest, start)
+        else:
+            first = self.in_order(members, comma, rest, start)
         n_required = sum(r for _, r in members)
         most = len(members) if not kinds else None
         some, none = self.member_counts(schema, pointer, n_required, most)
@@ -605,6 +667,46 @@ class _Compiler:
         if not alts:
             raise SchemaError("properties", pointer, "the object can have no members")
         return self.b.rule(alts, alias=OBJECT)
+
+    def in_order(
+        self, members: list[tuple[str, bool]], comma: str, rest: str, start: str | None
+    ) -> str | None:
+        """The members of a non-empty object in declared order (each optional one may
+        be left out), then ``rest``; None when the object can have no member."""
+        # after_i: members i.. once one is written; first_i: none written yet, one must be.
+        after, first = rest, start
+        for m, req in reversed(members):
+            alts = [[m, after]] + ([[first]] if not req and first is not None else [])
+            first = self.b.rule(alts)
+            after = self.b.rule([[comma, m, after]] + ([] if req else [[after]]))
+        return first
+
+    def any_order(
+        self, members: list[tuple[str, bool]], comma: str, rest: str, start: str | None
+    ) -> str | None:
+        """The members of a non-empty object in any order (each at most once, every
+        required one written), then ``rest``: one rule per set of members written
+        (2^n rules, so only for at most :data:`ANY_ORDER` members). The next key
+        names the member, so the choice is LALR(1)."""
+        required = frozenset(i for i, (_, req) in enumerate(members) if req)
+        after: dict[frozenset[int], str] = {}
+
+        def after_set(written: frozenset[int]) -> str:
+            if written not in after:
+                alts = [
+                    [comma, m, after_set(written | {i})]
+                    for i, (m, _) in enumerate(members)
+                    if i not in written
+                ]
+                if required <= written:
+                    alts.append([rest])
+                after[written] = self.b.rule(alts)
+            return after[written]
+
+        alts = [[m, after_set(frozenset({i}))] for i, (m, _) in enumerate(members)]
+        if not required and start is not None:
+            alts.append([start])
+        return self.b.rule(alts) if alts else None
 
     def member_counts(
         self, schema: dict[str, Any], pointer: str, n_required: int, most: int | None
@@ -701,6 +803,8 @@ _SUPPORTED = {
     "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
     "$ref", "anyOf", "oneOf", "allOf", "minProperties", "maxProperties", "patternProperties",
 }  # fmt: skip
+_FORBIDDEN = "x-grid-forbidden"
+"""Names an object alternative of ``oneOf`` may not write (:meth:`_Compiler.told_apart`)."""
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
 
