@@ -49,10 +49,12 @@ list with ``additionalItems``/``items`` false (a closed tuple),
 (the formats in :data:`FORMATS`), ``minimum``/``maximum`` (integers: any bound,
 exclusive ones too; numbers: whole inclusive bounds), ``$ref`` to ``#...``
 (``$defs``, ``definitions``, recursion), ``anyOf``, ``oneOf`` whose alternatives
-have disjoint JSON types or are objects told apart by required names, ``patternProperties`` with disjoint patterns that match
-no declared name, ``minProperties``/``maxProperties`` where no counting is
-needed (:meth:`_Compiler.member_counts`), ``allOf`` and the siblings of ``anyOf``/``oneOf``
-merged into one schema where the merge is exact (:meth:`_Compiler.merge`).
+have disjoint JSON types or are objects told apart by required names,
+``patternProperties`` with disjoint patterns that match no declared name,
+``minProperties``/``maxProperties`` where no counting is needed
+(:meth:`_Compiler.member_counts`), ``allOf`` and the siblings of
+``anyOf``/``oneOf`` merged into one schema where the merge is exact
+(:meth:`_Compiler.merge`).
 Annotations (``title``, ``description``, ``default``, ...) and keywords JSON
 Schema does not define are ignored, as a validator ignores them. A grammar that
 is not LALR(1) is refused by :func:`grid_core.compile.compile_grammar`
@@ -435,7 +437,7 @@ class _Compiler:
             if (
                 not isinstance(p, dict)
                 or any(k in p for k in ("$ref", "anyOf", "oneOf", "allOf", "patternProperties"))
-                or "object" not in ([types] if isinstance(types, str) else types)
+                or "object" not in ([types] if isinstance(types, str) else list(types or ()))
             ):
                 raise SchemaError("oneOf", _ptr(pointer, i), "alternatives share a JSON type")
             objects.append(p)
