@@ -8,6 +8,7 @@
 //! | module      | stage                                              | grid-core            |
 //! |-------------|----------------------------------------------------|----------------------|
 //! | [`bits`]    | fixed-width terminal bitsets (T may exceed 64)     | Python-int bitsets   |
+//! | [`dfa`]     | the minimal union DFA of the terminal NFAs         | dfa.union_of_nfas    |
 //! | [`tables`]  | validated grammar tables: DFA, LALR, lexicon       | dfa, lalr, lexicon   |
 //! | [`trie`]    | the packed token trie, alias classes, EOS ids      | trie                 |
 //! | [`scanner`] | scan state, step, live, pick, rescan               | lexer.Scanner, walk.rescan |
@@ -39,6 +40,7 @@ pub mod bits;
 pub mod cache;
 pub mod canonical;
 pub mod chunks;
+pub mod dfa;
 pub mod engine;
 pub mod error;
 pub mod events;
@@ -69,7 +71,7 @@ pub use walk::{CdEntry, WalkOutput};
 
 /// Version of the table and buffer layout shared with `grid_core`; a module
 /// reporting another version is refused rather than used.
-pub const ABI_VERSION: u32 = 2;
+pub const ABI_VERSION: u32 = 3;
 
 /// Whether the named planted fault is on: with feature `planted-faults`, when
 /// `GRID_PLANTED_FAULT` names it (grid-core's `tests/test_planted_faults.py`);

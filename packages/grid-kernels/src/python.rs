@@ -1205,6 +1205,72 @@ fn pack_trie<'py>(
     )
 }
 
+/// grid-core's union DFA of the terminal NFAs (`crate::dfa::build`), the GIL
+/// released. The NFAs as flat arrays, per terminal `sizes`, `starts`, `finals`
+/// (local ids), per state `eps_len`, `edge_mask` (index of a 32-byte row of
+/// `masks`, or -1) and `edge_target` (-1 for none), and `eps_targets`. Returns
+/// `(n_states, trans, accept, live)`, `trans` as little-endian int32 bytes,
+/// `accept`/`live` as lists of int bitsets; None past `max_states` subsets.
+/// Malformed or untrimmed NFAs are a `ValueError`.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn union_dfa<'py>(
+    py: Python<'py>,
+    sizes: &Bound<'py, PyAny>,
+    starts: &Bound<'py, PyAny>,
+    finals: &Bound<'py, PyAny>,
+    eps_len: &Bound<'py, PyAny>,
+    eps_targets: &Bound<'py, PyAny>,
+    edge_mask: &Bound<'py, PyAny>,
+    edge_target: &Bound<'py, PyAny>,
+    masks: &Bound<'py, PyBytes>,
+    max_states: usize,
+) -> PyResult<Option<Bound<'py, PyTuple>>> {
+    let raw = crate::dfa::RawUnion {
+        sizes: narrow(int_table(sizes, "sizes")?, "sizes")?,
+        starts: narrow(int_table(starts, "starts")?, "starts")?,
+        finals: narrow(int_table(finals, "finals")?, "finals")?,
+        eps_len: narrow(int_table(eps_len, "eps_len")?, "eps_len")?,
+        eps_targets: narrow(int_table(eps_targets, "eps_targets")?, "eps_targets")?,
+        edge_mask: narrow(int_table(edge_mask, "edge_mask")?, "edge_mask")?,
+        edge_target: narrow(int_table(edge_target, "edge_target")?, "edge_target")?,
+        masks: masks.as_bytes().to_vec(),
+    };
+    let built = py
+        .allow_threads(|| {
+            crate::dfa::UnionNfa::new(raw).and_then(|u| crate::dfa::build(&u, max_states))
+        })
+        .map_err(to_pyerr)?;
+    let Some(dfa) = built else {
+        return Ok(None);
+    };
+    // Bitsets repeat (most states accept nothing): one Python int per distinct row.
+    let mut ints: std::collections::HashMap<Vec<u64>, Bound<'py, PyAny>> = Default::default();
+    let mut sets = |rows: &[u64]| -> PyResult<Bound<'py, PyList>> {
+        let items = rows
+            .chunks_exact(dfa.width)
+            .map(|row| match ints.get(row) {
+                Some(int) => Ok(int.clone()),
+                None => words_to_int(py, row).inspect(|int| {
+                    ints.insert(row.to_vec(), int.clone());
+                }),
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, items)
+    };
+    let trans: Vec<u8> = dfa.trans.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let (accept, live) = (sets(&dfa.accept)?, sets(&dfa.live)?);
+    Ok(Some(PyTuple::new(
+        py,
+        [
+            dfa.n_states.into_pyobject(py)?.into_any(),
+            PyBytes::new(py, &trans).into_any(),
+            accept.into_any(),
+            live.into_any(),
+        ],
+    )?))
+}
+
 /// Set every logit of `logits` whose token `bitmask` does not admit to -inf,
 /// in place (`crate::apply`), the GIL released. `logits`: a writable,
 /// C-contiguous float32 buffer shaped `(width,)` or `(batch, width)`;
@@ -1371,6 +1437,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyEntry>()?;
     m.add_function(wrap_pyfunction!(fill_next_token_bitmasks, m)?)?;
     m.add_function(wrap_pyfunction!(apply_token_bitmask, m)?)?;
+    m.add_function(wrap_pyfunction!(union_dfa, m)?)?;
     m.add_function(wrap_pyfunction!(pack_trie, m)?)?;
     m.add_function(wrap_pyfunction!(lalr_tables, m)?)?;
     m.add_function(wrap_pyfunction!(_probe_arm, m)?)?;

@@ -61,7 +61,7 @@ def toy_engine(trie: TrieTables | None = None, **change: Any) -> EngineTables:
 
 
 def test_module_reports_abi_and_exports() -> None:
-    assert grid_kernels.ABI_VERSION == 2
+    assert grid_kernels.ABI_VERSION == 3
     assert set(grid_kernels.__all__) >= {
         "EngineTables",
         "Entry",
@@ -69,7 +69,25 @@ def test_module_reports_abi_and_exports() -> None:
         "SessionError",
         "TrieTables",
         "engine_tables",
+        "union_dfa",
     }
+
+
+def test_union_dfa_of_one_word() -> None:
+    # "ab": 0 -a-> 1 -b-> 2 (final); masks rows for {a} and {b}
+    rows = (1 << ord("a")).to_bytes(32, "little") + (1 << ord("b")).to_bytes(32, "little")
+    args = ([3], [0], [2], [0, 0, 0], [], [0, 1, -1], [1, 2, -1], rows)
+    built = grid_kernels.union_dfa(*args, 10)
+    assert built is not None
+    n, trans, accept, live = built
+    assert (n, accept, live) == (3, [0, 0, 1], [1, 1, 1])
+    table = array.array("i", trans)
+    assert (table[ord("a")], table[256 + ord("b")], table[ord("b")]) == (1, 2, -1)
+    assert grid_kernels.union_dfa(*args, 2) is None  # three subsets
+    with pytest.raises(ValueError, match="edge target"):
+        grid_kernels.union_dfa([3], [0], [2], [0, 0, 0], [], [0, 1, -1], [1, 3, -1], rows, 10)
+    with pytest.raises(ValueError, match="out of range"):
+        grid_kernels.union_dfa([3], [0], [-2], [0, 0, 0], [], [0, 1, -1], [1, 2, -1], rows, 10)
 
 
 def test_tables_describe_themselves() -> None:

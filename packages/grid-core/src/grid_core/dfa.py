@@ -31,6 +31,14 @@ Construction, in four stages:
    DEAD as an explicit sink. Two states are merged only if every suffix gives
    them the same accept bitset, hence also the same live bitset.
 
+Where the stages run: stage 1 always in Python. Stages 2-4, the numbering and
+the tables run in Rust (``grid_kernels.union_dfa``, ``grid-kernels``
+``src/dfa.rs``, the GIL released) whenever :func:`grid_core.kernels.load`
+returns the kernels, else in Python here: the Python stages stay the reference,
+and both give the same tables byte for byte (``tests/test_dfa_native.py``; by
+the numbering policy below, identity is well defined). ``GRID_KERNELS=0``
+forces Python. The fingerprint is computed here either way.
+
 Numbering policy: states are numbered by breadth-first search from the start
 state, trying bytes in ascending order. The minimal DFA is unique up to
 isomorphism and this numbering is canonical, so the tables, and therefore the
@@ -45,10 +53,12 @@ Layout: flat tables a native kernel can take over as they are. ``trans`` is one
 from __future__ import annotations
 
 import array
+import itertools
 import sys
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 from grid_core.errors import GrammarError
 from grid_core.fingerprint import fingerprint
@@ -163,11 +173,61 @@ def union_of_nfas(
         dup = sorted({n for n in names if names.count(n) > 1})
         raise GrammarError(f"duplicate terminal names: {', '.join(dup)}")
     assert len(names) == len(nfas)
+    from grid_core import kernels  # the kernels module sits above this one
+
+    native = kernels.load()
+    if native is not None:
+        return _native_union(native, tuple(names), nfas, max_states)
     union = _UnionNFA(nfas)
     classes = _byte_classes([mask for mask, _ in union.edges if mask])
     rows, accepts = _subset_construction(union, classes, max_states)
     rows, accepts, start = _minimise(rows, accepts, len(classes))
     return _tables(tuple(names), classes, rows, accepts, start)
+
+
+# -- stages 2-4 by the kernels ------------------------------------------------------
+
+
+def _native_union(
+    native: ModuleType, names: tuple[str, ...], nfas: Sequence[ByteNFA], max_states: int
+) -> ByteDFA:
+    """Stages 2-4 and the tables by the kernels, from the NFAs as flat arrays
+    (the layout of ``grid_kernels.union_dfa``: local state ids, byte sets
+    deduplicated into 32-byte rows)."""
+    sizes = [nfa.n_states for nfa in nfas]
+    starts = [nfa.start for nfa in nfas]
+    finals = [nfa.final for nfa in nfas]
+    eps_len: list[int] = []
+    eps_targets: list[int] = []
+    edge_bytes: list[int] = []  # 0: no edge
+    edge_target: list[int] = []
+    for nfa in nfas:
+        eps_len += map(len, nfa.eps)
+        eps_targets += itertools.chain.from_iterable(nfa.eps)
+        edge_bytes += [0 if e is None else e[0] for e in nfa.edge]
+        edge_target += [-1 if e is None else e[1] for e in nfa.edge]
+    index = {mask: i - 1 for i, mask in enumerate(dict.fromkeys([0, *edge_bytes]))}
+    edge_mask = list(map(index.__getitem__, edge_bytes))
+    rows = b"".join(mask.to_bytes(32, "little") for mask in index if mask)
+    built = native.union_dfa(
+        sizes, starts, finals, eps_len, eps_targets, edge_mask, edge_target, rows, max_states
+    )
+    if built is None:
+        raise GrammarError(f"the union DFA needs more than {max_states} states")
+    n_states, raw, accept_list, live_list = built
+    trans = array.array("i")
+    trans.frombytes(raw)
+    if sys.byteorder != "little":
+        trans.byteswap()
+    accept, live = tuple(accept_list), tuple(live_list)
+    return ByteDFA(
+        terminal_names=names,
+        n_states=n_states,
+        trans=trans,
+        accept=accept,
+        live=live,
+        fingerprint=_fingerprint(names, trans, accept, live),
+    )
 
 
 # -- stage 1: the union NFA ------------------------------------------------------

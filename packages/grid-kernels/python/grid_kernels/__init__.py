@@ -38,6 +38,7 @@ from grid_kernels._native import (
     fill_next_token_bitmasks,
     lalr_tables,
     pack_trie,
+    union_dfa,
 )
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "lalr_tables",
     "pack_trie",
     "trie_tables",
+    "union_dfa",
 ]
 
 

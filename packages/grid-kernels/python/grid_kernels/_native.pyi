@@ -33,6 +33,7 @@ __all__ = [
     "fill_next_token_bitmasks",
     "lalr_tables",
     "pack_trie",
+    "union_dfa",
 ]
 
 ABI_VERSION: int
@@ -343,6 +344,31 @@ def pack_trie(
     token, size, alias_offset, alias_ids)`` as little-endian bytes (uint8 edges,
     int32 for the rest). Empty spellings and ``special_ids`` are left out; a
     special id outside the vocabulary is a ``ValueError``."""
+
+def union_dfa(
+    sizes: Sequence[int],
+    starts: Sequence[int],
+    finals: Sequence[int],
+    eps_len: Sequence[int],
+    eps_targets: Sequence[int],
+    edge_mask: Sequence[int],
+    edge_target: Sequence[int],
+    masks: bytes,
+    max_states: int,
+) -> tuple[int, bytes, list[int], list[int]] | None:
+    """grid-core's minimal union DFA of the terminal NFAs (stages 2-4 of
+    ``grid_core.dfa`` and its tables), byte for byte, the GIL released.
+
+    The trimmed NFAs as flat arrays (``array('i')`` or sequences of ints): per
+    terminal its NFA's ``sizes``, ``starts`` and ``finals`` (local state ids);
+    per state, terminal after terminal, ``eps_len`` (how many ε-successors),
+    ``edge_mask`` (its byte edge's set: a 32-byte little-endian row of
+    ``masks``, or -1) and ``edge_target`` (local id, or -1); ``eps_targets``
+    the ε-successors (local ids), state after state. Returns ``(n_states,
+    trans, accept, live)``: ``trans`` the ``n_states * 256`` int32 table
+    (DEAD = -1) as little-endian bytes, ``accept``/``live`` the per-state
+    terminal bitsets; None when the subset construction needs more than
+    ``max_states`` states. Malformed or untrimmed NFAs are a ``ValueError``."""
 
 def _probe_arm() -> None:
     """Tests only: arm the GIL probe. The GIL-free part of the next cold walk
