@@ -100,6 +100,13 @@ fn narrow<T: TryFrom<i64>>(values: Vec<i64>, what: &str) -> PyResult<Vec<T>> {
         .collect()
 }
 
+/// An int bitset (bit i of the little-endian words) as a Python int.
+fn words_to_int<'py>(py: Python<'py>, words: &[u64]) -> PyResult<Bound<'py, PyAny>> {
+    let bytes = PyBytes::new(py, &bits::to_le_bytes(words));
+    py.get_type::<PyInt>()
+        .call_method1("from_bytes", (bytes, "little"))
+}
+
 /// A non-negative Python int as `width` little-endian words.
 fn int_to_words(obj: &Bound<'_, PyAny>, width: usize, what: &str) -> PyResult<Vec<u64>> {
     let int = obj
