@@ -28,13 +28,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
-from lark import Lark
 from lark.exceptions import GrammarError as LarkGrammarError
 from lark.exceptions import LarkError
 from lark.lexer import PatternStr
+from lark.load_grammar import load_grammar as lark_load_grammar
 from lark.utils import get_regexp_width
 
 from grid_core.errors import EmptyLanguageError, GrammarError, UndefinedSymbolError
@@ -42,6 +42,13 @@ from grid_core.fingerprint import fingerprint
 
 if TYPE_CHECKING:
     from grid_core.lalr import LalrTables
+
+
+@lru_cache(maxsize=4096)
+def _max_width(pattern: str) -> int:
+    """lark's maximum width of ``pattern`` (``sre_parse``'s), memoized: a pure
+    function of the text that grammars of one family share."""
+    return int(get_regexp_width(pattern)[1])
 
 
 @dataclass(frozen=True)
@@ -71,7 +78,7 @@ class Terminal:
         return (
             -self.priority,
             0 if self.literal else 1,
-            -get_regexp_width(self.pattern)[1],
+            -_max_width(self.pattern),
             -len(self.pattern),
             self.name,
         )
@@ -316,7 +323,10 @@ def load_grammar(text: str, name: str = "L1", start: str = "start") -> Grammar:
     it) and for any other problem lark reports.
     """
     try:
-        lark = Lark(text, parser=None, lexer="basic", start=start)
+        # lark's grammar front end alone: Lark(text, parser=None) would also build a
+        # regex lexer GRID never uses (about half the load of a JSON Schema grammar).
+        ebnf, _ = lark_load_grammar(text, "<grammar>", None, False)
+        lark_terminals, lark_rules, ignore_tokens = ebnf.compile([start], "*")
     except LarkGrammarError as e:
         m = _UNDEFINED.search(str(e))
         if m:
@@ -324,8 +334,8 @@ def load_grammar(text: str, name: str = "L1", start: str = "start") -> Grammar:
         raise GrammarError(f"grammar {name!r}: {e}") from None
     except LarkError as e:
         raise GrammarError(f"grammar {name!r}: {e}") from None
-    defined = {t.name for t in lark.terminals}
-    for r in lark.rules:
+    defined = {t.name for t in lark_terminals}
+    for r in lark_rules:
         if r.options.priority is not None:
             raise GrammarError(
                 f"grammar {name!r}: rule {r.origin.name} has priority {r.options.priority}; "
@@ -334,7 +344,7 @@ def load_grammar(text: str, name: str = "L1", start: str = "start") -> Grammar:
         for s in r.expansion:
             if s.is_term and s.name not in defined:
                 raise UndefinedSymbolError(str(s.name), str(r.origin.name))
-    ignored = set(lark.ignore_tokens)
+    ignored = set(ignore_tokens)
     terminals = tuple(
         Terminal(
             _spellable(str(t.name)),
@@ -343,7 +353,7 @@ def load_grammar(text: str, name: str = "L1", start: str = "start") -> Grammar:
             t.name in ignored,
             isinstance(t.pattern, PatternStr),
         )
-        for t in lark.terminals
+        for t in lark_terminals
     )
     rules = tuple(
         Rule(
@@ -351,7 +361,7 @@ def load_grammar(text: str, name: str = "L1", start: str = "start") -> Grammar:
             tuple(_spellable(str(s.name)) for s in r.expansion),
             None if r.alias is None else str(r.alias),
         )
-        for r in lark.rules
+        for r in lark_rules
     )
     grammar = Grammar(name, terminals, rules, start)
     grammar.check_invariants()

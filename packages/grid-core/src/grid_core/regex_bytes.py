@@ -49,6 +49,8 @@ A **byte set** is a Python int used as a 256-bit set: bit ``b`` is set iff byte
 from __future__ import annotations
 
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -180,8 +182,31 @@ def compile_pattern(terminal: str, pattern: str) -> ByteNFA:
     """Compile one terminal's pattern to a trimmed :class:`ByteNFA`.
 
     ``terminal`` only names the pattern in errors. Raises :class:`PatternError`
-    for every rejection listed in the module header.
+    for every rejection listed in the module header. The NFA is a function of
+    the pattern alone and immutable, so compiled patterns are memoized (least
+    recently used, :data:`PATTERN_CACHE` of them, as ``re`` memoizes its own):
+    grammars of one family, JSON Schema grammars above all, share most of theirs.
     """
+    with _compiled_lock:
+        nfa = _compiled.get(pattern)
+        if nfa is not None:
+            _compiled.move_to_end(pattern)
+            return nfa
+    nfa = _compile(terminal, pattern)
+    with _compiled_lock:
+        _compiled[pattern] = nfa
+        while len(_compiled) > PATTERN_CACHE:
+            _compiled.popitem(last=False)
+    return nfa
+
+
+PATTERN_CACHE = 4096
+"""How many compiled patterns :func:`compile_pattern` keeps."""
+_compiled: OrderedDict[str, ByteNFA] = OrderedDict()
+_compiled_lock = threading.Lock()
+
+
+def _compile(terminal: str, pattern: str) -> ByteNFA:
     for pos, ch in enumerate(pattern):
         if ord(ch) > 0xFF:
             raise PatternError(
