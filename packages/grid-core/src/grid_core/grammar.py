@@ -325,7 +325,7 @@ def load_grammar(text: str, name: str = "L1", start: str = "start") -> Grammar:
     try:
         # lark's grammar front end alone: Lark(text, parser=None) would also build a
         # regex lexer GRID never uses (about half the load of a JSON Schema grammar).
-        ebnf, _ = lark_load_grammar(text, "<grammar>", None, False)
+        ebnf, _ = lark_load_grammar(text, "<grammar>", None, False)  # type: ignore[no-untyped-call]
         lark_terminals, lark_rules, ignore_tokens = ebnf.compile([start], "*")
     except LarkGrammarError as e:
         m = _UNDEFINED.search(str(e))
