@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -23,8 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grid_core.compile import compile_grammar
-from grid_core.errors import LALRConflictError
-from grid_core.grammar import load_grammar
+from grid_core.errors import GrammarError, LALRConflictError
+from grid_core.grammar import GrammarText, load_grammar
 from grid_core.jsonschema import (
     ANY_ORDER,
     FORMATS,
@@ -403,3 +404,47 @@ def test_small_objects_take_members_in_any_order() -> None:
     wide = {f"p{i}": {"type": "integer"} for i in range(ANY_ORDER + 1)}
     ordered = Accepts({"type": "object", "properties": wide, "additionalProperties": False})
     assert ordered(b'{"p0":1,"p1":2}') and not ordered(b'{"p1":2,"p0":1}')
+
+
+def _lark_and_ir_agree(text: GrammarText) -> None:
+    """The IR a :class:`GrammarText` carries is what lark reads its text to (or the
+    same refusal)."""
+    try:
+        expected: str = load_grammar(str(text), "g").fingerprint
+    except GrammarError as e:
+        expected = f"refused: {e}"
+    try:
+        got: str = load_grammar(text, "g").fingerprint
+    except GrammarError as e:
+        got = f"refused: {e}"
+    assert got == expected
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS) + sorted(NARROWING))
+@pytest.mark.parametrize("whitespace", [0, 2])
+def test_generated_text_carries_the_grammar_lark_reads(name: str, whitespace: int) -> None:
+    """``load_grammar`` takes a generated grammar's IR instead of parsing its text:
+    equal to lark's reading, fingerprint for fingerprint. Fails if the IR drifts from
+    lark (a pattern read otherwise, a rule lark drops or keeps)."""
+    schema = {**SCHEMAS, **NARROWING}[name]
+    _lark_and_ir_agree(schema_grammar(schema, whitespace=whitespace))
+    _lark_and_ir_agree(json_object_grammar(whitespace=whitespace))
+    _lark_and_ir_agree(choice_grammar(["yes", 'a "quote"', "back\\slash", "é"]))
+
+
+MASKBENCH = Path(__file__).resolve().parents[3].parent / "shared/data/maskbench/sample315"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not MASKBENCH.is_dir(), reason="../shared/data/maskbench is absent")
+def test_generated_text_carries_the_grammar_lark_reads_on_maskbench() -> None:
+    """The same on every MaskBench schema GRID compiles (about 20 s)."""
+    checked = 0
+    for path in sorted(MASKBENCH.glob("*.json")):
+        try:
+            text = schema_grammar(json.loads(path.read_text())["schema"])
+        except GrammarError:
+            continue
+        _lark_and_ir_agree(text)
+        checked += 1
+    assert checked > 250

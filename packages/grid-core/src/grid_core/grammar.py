@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 from lark.exceptions import GrammarError as LarkGrammarError
 from lark.exceptions import LarkError
 from lark.lexer import PatternStr
+from lark.load_grammar import eval_escaping
 from lark.load_grammar import load_grammar as lark_load_grammar
 from lark.utils import get_regexp_width
 
@@ -253,6 +254,7 @@ class Grammar:
         return "\n".join(lines) + "\n"
 
 
+@lru_cache(maxsize=4096)
 def lark_regex(pattern: str) -> str:
     """Spell ``pattern`` inside lark's ``/.../`` so that lark reads back the same language.
 
@@ -314,6 +316,66 @@ def _raw(c: str) -> str:
     return c if " " <= c <= "~" and c != "/" else f"\\x{ord(c):02x}" if ord(c) < 256 else c
 
 
+class GrammarText(str):
+    """Lark grammar text written by GRID (:mod:`grid_core.jsonschema`) that also
+    carries the IR lark would read it to, so :func:`load_grammar` skips lark's
+    own parser (most of a JSON Schema's compile time). A plain ``str`` to every
+    other reader.
+
+    Built from BNF: ``terminals`` as ``(name, lark spelling)`` in definition
+    order, ``rules`` as ``(name, alternatives, alias)`` with ``start`` first.
+    :meth:`ir` does what lark's ``Grammar.compile`` does to such text: patterns
+    read as lark reads its literals, an alternative written twice kept once,
+    unused rules dropped (``test_jsonschema`` checks the result equal to lark's
+    on every MaskBench schema).
+    """
+
+    terminals: tuple[tuple[str, str], ...]
+    rules: tuple[tuple[str, tuple[tuple[str, ...], ...], str | None], ...]
+
+    def __new__(
+        cls,
+        text: str,
+        terminals: tuple[tuple[str, str], ...],
+        rules: tuple[tuple[str, tuple[tuple[str, ...], ...], str | None], ...],
+    ) -> GrammarText:
+        self = super().__new__(cls, text)
+        self.terminals, self.rules = terminals, rules
+        return self
+
+    def ir(self, name: str) -> Grammar:
+        """The grammar ``load_grammar(str(self), name)`` returns."""
+        terminals = tuple(_terminal(n, spelling) for n, spelling in self.terminals)
+        rules: list[Rule] = []
+        for origin, alternatives, alias in self.rules:
+            for alt in dict.fromkeys(alternatives):  # lark keeps one of equal alternatives
+                rules.append(Rule(origin, alt, alias))
+        start = self.rules[0][0]
+        while True:  # lark drops rules no other rule uses
+            used = {s for r in rules for s in r.expansion if s != r.origin} | {start}
+            kept = [r for r in rules if r.origin in used]
+            if len(kept) == len(rules):
+                break
+            rules = kept
+        grammar = Grammar(name, terminals, tuple(rules), start)
+        grammar.check_invariants()
+        return grammar
+
+
+def _terminal(name: str, spelling: str) -> Terminal:
+    """A terminal as lark reads ``NAME: spelling`` (a ``"..."`` or ``/.../`` literal, no flags)."""
+    return Terminal(name, _read_literal(spelling), 0, False, spelling[0] == '"')
+
+
+@lru_cache(maxsize=4096)
+def _read_literal(spelling: str) -> str:
+    """The pattern lark reads a ``"..."`` or ``/.../`` literal (no flags) to."""
+    body: str = eval_escaping(spelling[1:-1])  # type: ignore[no-untyped-call]
+    if spelling[0] == '"':
+        return re.escape(body.replace("\\\\", "\\"))
+    return body
+
+
 def load_grammar(text: str, name: str = "L1", start: str = "start") -> Grammar:
     """Read a lark grammar into the IR (L1). Terminal numbering is frozen here.
 
@@ -322,6 +384,8 @@ def load_grammar(text: str, name: str = "L1", start: str = "start") -> Grammar:
     :class:`GrammarError` for a rule priority (an LALR(1) parser has no use for
     it) and for any other problem lark reports.
     """
+    if isinstance(text, GrammarText) and start == text.rules[0][0]:
+        return text.ir(name)
     try:
         # lark's grammar front end alone: Lark(text, parser=None) would also build a
         # regex lexer GRID never uses (about half the load of a JSON Schema grammar).

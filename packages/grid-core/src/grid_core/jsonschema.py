@@ -69,7 +69,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from grid_core.errors import GrammarError
-from grid_core.grammar import lark_literal, lark_regex
+from grid_core.grammar import GrammarText, lark_literal, lark_regex
 from grid_core.regex_bytes import compile_pattern
 
 __all__ = [
@@ -244,13 +244,22 @@ class _Builder:
             return self.literal(pair.encode())
         return self.regex(f"{re.escape(pair[0])}[ \\t\\n\\r]{{0,{self.ws}}}{re.escape(pair[1])}")
 
-    def text(self, start: str) -> str:
+    def text(self, start: str) -> GrammarText:
+        """The lark text, carrying its IR (:class:`~grid_core.grammar.GrammarText`)."""
         lines = [f"start: {start}"]
         for name, alts in self.rules.items():
             alias = f" -> {self.aliases[name]}" if name in self.aliases else ""
             lines.append(f"{name}: " + "\n    | ".join(" ".join(a) + alias for a in alts))
         lines += [f"{name}: {spelling}" for spelling, name in self.terminals.items()]
-        return "\n".join(lines) + "\n"
+        rules = (
+            ("start", ((start,),), None),
+            *(
+                (name, tuple(map(tuple, alts)), self.aliases.get(name))
+                for name, alts in self.rules.items()
+            ),
+        )
+        terminals = tuple((name, spelling) for spelling, name in self.terminals.items())
+        return GrammarText("\n".join(lines) + "\n", terminals, rules)
 
 
 class _Compiler:
@@ -991,7 +1000,7 @@ def _rewrite(body: str) -> str:
     return "".join(out)
 
 
-def schema_grammar(schema: Any, *, whitespace: int = 0, strict: bool = False) -> str:
+def schema_grammar(schema: Any, *, whitespace: int = 0, strict: bool = False) -> GrammarText:
     """The lark grammar of ``schema`` (a parsed JSON Schema); see the module header.
 
     Raises :class:`SchemaError` naming the keyword and JSON pointer it cannot honour.
@@ -1002,7 +1011,7 @@ def schema_grammar(schema: Any, *, whitespace: int = 0, strict: bool = False) ->
     return c.b.text(c.b.wrap(c.value(schema, ""), VALUE))
 
 
-def json_object_grammar(*, whitespace: int = 0) -> str:
+def json_object_grammar(*, whitespace: int = 0) -> GrammarText:
     """Any JSON object (vLLM's ``json_object``)."""
     return schema_grammar({"type": "object", "additionalProperties": True}, whitespace=whitespace)
 
@@ -1017,7 +1026,7 @@ def regex_grammar(pattern: str) -> str:
     return f"start: T0\nT0: /{lark_regex(pattern)}/\n"
 
 
-def choice_grammar(choices: Sequence[str]) -> str:
+def choice_grammar(choices: Sequence[str]) -> GrammarText:
     """Exactly one of ``choices`` (UTF-8), as written."""
     if not choices or not all(isinstance(c, str) and c for c in choices):
         raise GrammarError(f"a choice request needs non-empty strings, not {choices!r}")
