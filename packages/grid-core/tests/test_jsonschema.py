@@ -304,7 +304,8 @@ def test_request_types() -> None:
         ({"type": "string", "format": "ipv6"}, "format", "/format"),
         ({"type": "number", "multipleOf": 2}, "multipleOf", "/multipleOf"),
         ({"type": "number", "minimum": 0.5}, "minimum", "/minimum"),
-        ({"type": "string", "pattern": "^a$", "maxLength": 3}, "minLength", ""),
+        ({"type": "string", "pattern": "^a+$", "maxLength": 3}, "maxLength", ""),
+        ({"type": "string", "pattern": "^a{1,3}$", "minLength": 2}, "minLength", ""),
         ({"type": "string", "minLength": 1000}, "minLength", "/minLength"),
         ({"type": "string", "minLength": 3, "maxLength": 2}, "maxLength", "/maxLength"),
         ({"type": "string", "pattern": '"'}, "pattern", "/pattern"),
@@ -448,3 +449,12 @@ def test_generated_text_carries_the_grammar_lark_reads_on_maskbench() -> None:
         _lark_and_ir_agree(text)
         checked += 1
     assert checked > 250
+
+
+def test_length_bounds_a_pattern_or_format_implies_are_kept() -> None:
+    """Bounds every string of the pattern (or format) already meets need no
+    spelling: the grammar is the pattern's, exactly."""
+    both = Accepts({"type": "string", "pattern": "^[a-z]{2,4}$", "minLength": 2, "maxLength": 4})
+    assert both(b'"ab"') and both(b'"abcd"') and not both(b'"a"') and not both(b'"abcde"')
+    email = Accepts({"type": "string", "format": "email", "minLength": 3})
+    assert email(b'"a@b.io"') and not email(b'"ab"')

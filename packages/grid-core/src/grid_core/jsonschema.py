@@ -524,14 +524,16 @@ class _Compiler:
         if "pattern" in schema or "format" in schema:
             if "pattern" in schema and "format" in schema:
                 raise SchemaError("format", _ptr(pointer, "format"), "beside 'pattern'")
-            if lo or hi is not None:
-                raise SchemaError("minLength", pointer, "length bounds beside a pattern or format")
             if "format" in schema:
                 fmt = schema["format"]
                 if fmt not in FORMATS:
                     raise SchemaError("format", _ptr(pointer, "format"), f"unknown format {fmt!r}")
-                return self.b.regex(f'"{FORMATS[fmt]}"')
-            return self.b.regex(_pattern(schema["pattern"], _ptr(pointer, "pattern")))
+                regex = f'"{FORMATS[fmt]}"'
+            else:
+                regex = _pattern(schema["pattern"], _ptr(pointer, "pattern"))
+            if lo or hi is not None:
+                _lengths_implied(regex, lo, hi, pointer)
+            return self.b.regex(regex)
         if not isinstance(lo, int) or lo < 0 or lo > MAX_LENGTH:
             raise SchemaError("minLength", _ptr(pointer, "minLength"), f"must be 0..{MAX_LENGTH}")
         if hi is not None and (not isinstance(hi, int) or hi < lo):
@@ -964,6 +966,65 @@ def _pattern(pattern: Any, pointer: str) -> str:
                     "pattern", pointer, f"matches byte {byte:#04x}, which GRID cannot spell exactly"
                 )
     return f'"{head}(?:{body}){tail}"'
+
+
+def _lengths_implied(regex: str, lo: Any, hi: Any, pointer: str) -> None:
+    """Check that every string of ``regex`` (a quoted JSON string of ASCII
+    characters: a pattern's or a format's) already has between ``lo`` and ``hi``
+    characters, so the bounds need no spelling; else refuse them."""
+    from grid_core.dfa import DEAD, build_union_dfa
+
+    dfa = build_union_dfa([("S", regex)])
+    succ = [
+        {t for t in dfa.trans[q * 256 : q * 256 + 256] if t != DEAD} for q in range(dfa.n_states)
+    ]
+    shortest: dict[int, int] = {0: 0}
+    frontier = [0]
+    while frontier:  # breadth first: the first visit is the shortest
+        nxt = []
+        for q in frontier:
+            for t in succ[q] - shortest.keys():
+                shortest[t] = shortest[q] + 1
+                nxt.append(t)
+        frontier = nxt
+    least = min(d for q, d in shortest.items() if dfa.accept[q]) - 2
+    most = _longest(succ, [bool(a) for a in dfa.accept])
+    most = None if most is None else most - 2
+    if (isinstance(lo, int) and least < lo) or (
+        hi is not None and (most is None or not isinstance(hi, int) or most > hi)
+    ):
+        span = f"{least}..{'unbounded' if most is None else most}"
+        raise SchemaError(
+            "minLength" if isinstance(lo, int) and least < lo else "maxLength",
+            pointer,
+            f"length bounds beside a pattern or format whose strings have {span} characters",
+        )
+
+
+def _longest(succ: list[set[int]], accept: list[bool]) -> int | None:
+    """The longest path from state 0 to an accepting state; None if unbounded (every
+    state of a trimmed DFA reaches acceptance, so any cycle makes it so)."""
+    memo: dict[int, int | None] = {}
+    on_path: set[int] = set()
+
+    def visit(q: int) -> int | None:
+        if q in on_path:
+            return None
+        if q not in memo:
+            on_path.add(q)
+            best: int | None = 0 if accept[q] else -1
+            for t in succ[q]:
+                below = visit(t)
+                if below is None:
+                    best = None
+                    break
+                if below >= 0 and best is not None:
+                    best = max(best, below + 1)
+            on_path.discard(q)
+            memo[q] = best
+        return memo[q]
+
+    return visit(0)
 
 
 def _rewrite(body: str) -> str:
