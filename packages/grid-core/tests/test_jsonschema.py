@@ -458,3 +458,24 @@ def test_length_bounds_a_pattern_or_format_implies_are_kept() -> None:
     assert both(b'"ab"') and both(b'"abcd"') and not both(b'"a"') and not both(b'"abcde"')
     email = Accepts({"type": "string", "format": "email", "minLength": 3})
     assert email(b'"a@b.io"') and not email(b'"ab"')
+
+
+def test_a_format_beside_a_pattern_is_their_intersection_when_one_implies_the_other() -> None:
+    """The narrower of the two is written (exactly their intersection); neither
+    implying the other is refused by name."""
+    email = Accepts({"type": "string", "format": "email", "pattern": "^.*@.*$"})
+    assert email(b'"a@b.io"') and not email(b'"a@b"')
+    digits = Accepts({"type": "string", "format": "date", "pattern": "^[0-9-]+$"})
+    assert digits(b'"2024-02-28"') and not digits(b'"2024-02-30"') and not digits(b'"1-2"')
+    with pytest.raises(SchemaError) as info:  # their intersection is neither
+        schema_grammar({"type": "string", "format": "date", "pattern": "^2024-"})
+    assert info.value.keyword == "format"
+
+
+def test_base64_and_uri_references() -> None:
+    b64 = Accepts({"type": "string", "format": "byte"})
+    assert b64(b'"QUJD"') and b64(b'"QQ=="') and b64(b'""')
+    assert not b64(b'"QQ="') and not b64(b'"QUJ"')
+    ref = Accepts({"type": "string", "format": "uri-reference"})
+    assert ref(b'"https://x.io/a?b"') and ref(b'"../a/b.json"')
+    assert not ref(b'"1:b"') and not ref(b'"a b"')

@@ -128,8 +128,13 @@ FORMATS = {
     "email": r"[a-z0-9]+(?:\.[a-z0-9]+)*@[a-z0-9]+(?:-[a-z0-9]+)*(?:\.[a-z0-9]+(?:-[a-z0-9]+)*)+",
     "hostname": r"[a-z0-9]{1,30}(?:\.[a-z0-9]{1,30}){0,3}",
     "uri": r"[a-z][a-z0-9+.-]*://[a-zA-Z0-9._~!$&'()*+,;=:@/?-]+",
+    "uri-reference": r"(?:[a-z][a-z0-9+.-]*://[a-zA-Z0-9._~!$&'()*+,;=:@/?-]+"
+    r"|[a-zA-Z0-9._~!$&'()*+,;=/-]*)",
+    "byte": r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?",
 }
-"""Each format as a subset of its strings (February up to day 28)."""
+"""Each format as a subset of its strings (February up to day 28; a
+``uri-reference`` is a ``uri`` or a relative reference without ``:``, ``@``,
+``?``, ``#`` or percent escapes; ``byte`` is OpenAPI's base64)."""
 
 _KNOWN = {
     "type", "properties", "required", "additionalProperties", "items", "prefixItems",
@@ -522,15 +527,15 @@ class _Compiler:
     def string(self, schema: dict[str, Any], pointer: str) -> str:
         lo, hi = schema.get("minLength", 0), schema.get("maxLength")
         if "pattern" in schema or "format" in schema:
-            if "pattern" in schema and "format" in schema:
-                raise SchemaError("format", _ptr(pointer, "format"), "beside 'pattern'")
+            regex = ""
             if "format" in schema:
                 fmt = schema["format"]
                 if fmt not in FORMATS:
                     raise SchemaError("format", _ptr(pointer, "format"), f"unknown format {fmt!r}")
                 regex = f'"{FORMATS[fmt]}"'
-            else:
-                regex = _pattern(schema["pattern"], _ptr(pointer, "pattern"))
+            if "pattern" in schema:
+                pattern = _pattern(schema["pattern"], _ptr(pointer, "pattern"))
+                regex = _included(regex, pattern, pointer) if regex else pattern
             if lo or hi is not None:
                 _lengths_implied(regex, lo, hi, pointer)
             return self.b.regex(regex)
@@ -966,6 +971,21 @@ def _pattern(pattern: Any, pointer: str) -> str:
                     "pattern", pointer, f"matches byte {byte:#04x}, which GRID cannot spell exactly"
                 )
     return f'"{head}(?:{body}){tail}"'
+
+
+def _included(a: str, b: str, pointer: str) -> str:
+    """Whichever of two string regexes (a format's and a pattern's) is included
+    in the other, exactly their intersection; refused when neither is."""
+    from grid_core.dfa import build_union_dfa
+
+    dfa = build_union_dfa([("A", a), ("B", b)])
+    if all(acc != 1 for acc in dfa.accept):  # no string that A accepts and B does not
+        return a
+    if all(acc != 2 for acc in dfa.accept):
+        return b
+    raise SchemaError(
+        "format", _ptr(pointer, "format"), "beside a 'pattern' it neither implies nor is implied by"
+    )
 
 
 def _lengths_implied(regex: str, lo: Any, hi: Any, pointer: str) -> None:
