@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import weakref
+from itertools import compress
 
 from grid_core.lalr import LalrTables
 
@@ -88,9 +89,9 @@ class Parser:
         self._lock = threading.Lock()
         self.root = Node(None, -1, 0)
         action, w = tables.action, self.width
+        symbols = range(w)
         self.row_terms = tuple(
-            tuple(t for t, a in enumerate(action[s * w : (s + 1) * w]) if a)
-            for s in range(tables.n_states)
+            tuple(compress(symbols, action[s * w : (s + 1) * w])) for s in range(tables.n_states)
         )
         """Per state, the symbols (terminals and ``$END``) with an action."""
 
