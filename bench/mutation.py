@@ -37,14 +37,14 @@ CRATE = ROOT / "packages" / "grid-kernels"
 
 #: grid-core module -> the test files (under packages/grid-core/tests) that judge it.
 MODULES: dict[str, list[str]] = {
-    "cache": ["test_cache.py"],
+    "cache": ["test_cache_mutants.py", "test_cache.py"],
     "lexer": ["test_guide.py", "test_lexicon.py", "test_parser.py", "test_cache.py"],
     "parser": ["test_parser.py", "test_guide.py"],
     "lalr": ["test_lalr.py"],
     "walk": ["test_guide.py", "test_parser.py", "test_cache.py"],
     "guide": ["test_guide.py", "test_cache.py", "test_guide_protocol.py"],
     "reserve": ["test_reserve.py"],
-    "audit": ["test_audit.py"],
+    "audit": ["test_audit_mutants.py", "test_audit.py"],
     "replay": ["test_replay.py", "test_replay_audit.py"],
     "lexicon": ["test_lexicon.py", "test_guide.py"],
 }
