@@ -109,32 +109,45 @@ fn words_to_int<'py>(py: Python<'py>, words: &[u64]) -> PyResult<Bound<'py, PyAn
 
 /// A non-negative Python int as `width` little-endian words.
 fn int_to_words(obj: &Bound<'_, PyAny>, width: usize, what: &str) -> PyResult<Vec<u64>> {
-    let int = obj
-        .downcast::<PyInt>()
-        .map_err(|_| PyTypeError::new_err(format!("{what} must be an int bitset")))?;
-    if int.lt(0)? {
-        return Err(PyValueError::new_err(format!(
-            "{what} is a negative bitset"
-        )));
+    bitset_words(obj, width).ok_or_else(|| not_a_bitset(obj, width, what))
+}
+
+/// The little-endian words of a non-negative int of at most `64 * width` bits,
+/// in one Python call (`to_bytes` refuses a negative or a wider int); None for
+/// anything else. Tables hold thousands of bitsets, so this is the fast path.
+fn bitset_words(obj: &Bound<'_, PyAny>, width: usize) -> Option<Vec<u64>> {
+    let int = obj.downcast::<PyInt>().ok()?;
+    let bytes = int.call_method1("to_bytes", (8 * width, "little")).ok()?;
+    bits::from_le_bytes(bytes.downcast::<PyBytes>().ok()?.as_bytes(), width)
+}
+
+/// Why `obj` is no bitset of `width` words (after [`bitset_words`] refused it).
+fn not_a_bitset(obj: &Bound<'_, PyAny>, width: usize, what: &str) -> PyErr {
+    let Ok(int) = obj.downcast::<PyInt>() else {
+        return PyTypeError::new_err(format!("{what} must be an int bitset"));
+    };
+    if int.lt(0).unwrap_or(false) {
+        return PyValueError::new_err(format!("{what} is a negative bitset"));
     }
-    let n_bits: usize = int.call_method0("bit_length")?.extract()?;
-    if n_bits > 64 * width {
-        return Err(PyValueError::new_err(format!(
-            "{what} has bit {} set; this grammar's sets have {} bits",
-            n_bits - 1,
-            64 * width
-        )));
-    }
-    let bytes = int.call_method1("to_bytes", (8 * width, "little"))?;
-    let bytes = bytes.downcast::<PyBytes>()?;
-    Ok(bits::from_le_bytes(bytes.as_bytes(), width).expect("bit length checked"))
+    let n_bits: usize = int
+        .call_method0("bit_length")
+        .and_then(|n| n.extract())
+        .unwrap_or(0);
+    PyValueError::new_err(format!(
+        "{what} has bit {} set; this grammar's sets have {} bits",
+        n_bits.saturating_sub(1),
+        64 * width
+    ))
 }
 
 fn int_sets(obj: &Bound<'_, PyAny>, width: usize, what: &str) -> PyResult<Vec<Vec<u64>>> {
     obj.try_iter()
         .map_err(|_| PyTypeError::new_err(format!("{what} must be a sequence of int bitsets")))?
         .enumerate()
-        .map(|(i, x)| int_to_words(&x?, width, &format!("{what}[{i}]")))
+        .map(|(i, x)| {
+            let x = x?;
+            bitset_words(&x, width).ok_or_else(|| not_a_bitset(&x, width, &format!("{what}[{i}]")))
+        })
         .collect()
 }
 
