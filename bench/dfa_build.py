@@ -40,7 +40,7 @@ from types import ModuleType
 from typing import Any
 
 from host import host_description
-from mask_latency import percentile
+from mask_latency import grid_kernels, percentile
 
 from grid_core import dfa as dfa_module
 from grid_core.compile import compile_grammar
@@ -55,19 +55,6 @@ from grid_sql.dialects import get_dialect
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "maskbench" / "sample315"
 RESULTS = Path(__file__).resolve().parent / "results" / "dfa_build.json"
-
-
-@contextmanager
-def kernels_switch(value: str) -> Iterator[None]:
-    old = os.environ.get("GRID_KERNELS")
-    os.environ["GRID_KERNELS"] = value
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["GRID_KERNELS"]
-        else:
-            os.environ["GRID_KERNELS"] = old
 
 
 def _python_union(
@@ -114,8 +101,8 @@ def construction(grammar: Grammar, repeat: int) -> dict[str, Any]:
     runs: dict[str, list[float]] = {"native": [], "python": []}
     built: dict[str, ByteDFA] = {}
     for _ in range(repeat):  # interleaved, so that load drifts hit both alike
-        for mode, switch in (("native", "1"), ("python", "0")):
-            with kernels_switch(switch):
+        for mode in ("native", "python"):
+            with grid_kernels(mode == "native"):
                 s, built[mode] = timed(lambda: union_of_nfas(names, nfas, MAX_DFA_STATES))
             runs[mode].append(s)
     native_s, python_s = statistics.median(runs["native"]), statistics.median(runs["python"])
@@ -196,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             times = {}
             try:
                 for mode in modes:
-                    with kernels_switch("0" if mode == "python" else "1"), ExitStack() as stack:
+                    with grid_kernels(mode != "python"), ExitStack() as stack:
                         if mode == "before":
                             stack.enter_context(dfa_in_python())
                         t0 = time.perf_counter()

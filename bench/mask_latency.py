@@ -50,7 +50,8 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -114,6 +115,20 @@ T = TypeVar("T")
 
 
 # ------------------------------------------------------------------ helpers
+
+
+@contextmanager
+def grid_kernels(enabled: bool) -> Iterator[None]:
+    """Build GRID engines with (default) or without (``GRID_KERNELS=0``) the kernels."""
+    old = os.environ.get("GRID_KERNELS")
+    os.environ["GRID_KERNELS"] = "1" if enabled else "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["GRID_KERNELS"]
+        else:
+            os.environ["GRID_KERNELS"] = old
 
 
 def percentile(values: Sequence[float], q: float) -> float:

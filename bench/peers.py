@@ -117,8 +117,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -129,7 +128,7 @@ import torch
 import xgrammar
 from host import host_description
 from llguidance._tokenizer import TokenizerWrapper
-from mask_latency import percentile, sqlite_target, summary
+from mask_latency import grid_kernels, percentile, sqlite_target, summary
 from peer_grammars import ROLE, Translation, measured_grammars, translate, write_grammars
 
 from grid_core import kernels
@@ -420,20 +419,6 @@ def has(words: np.ndarray[Any, np.dtype[np.int32]], token: int) -> bool:
 
 
 # ------------------------------------------------------------------ one configuration
-
-
-@contextmanager
-def grid_kernels(enabled: bool) -> Iterator[None]:
-    """Build GRID engines with (default) or without (``GRID_KERNELS=0``) the kernels."""
-    old = os.environ.get("GRID_KERNELS")
-    os.environ["GRID_KERNELS"] = "1" if enabled else "0"
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["GRID_KERNELS"]
-        else:
-            os.environ["GRID_KERNELS"] = old
 
 
 def timed_min(fn: Callable[[], T], repeats: int) -> tuple[T, dict[str, float]]:
