@@ -39,7 +39,7 @@ CRATE = ROOT / "packages" / "grid-kernels"
 MODULES: dict[str, list[str]] = {
     "cache": ["test_cache_mutants.py", "test_cache.py"],
     "lexer": ["test_guide.py", "test_lexicon.py", "test_parser.py", "test_cache.py"],
-    "parser": ["test_parser.py", "test_guide.py"],
+    "parser": ["test_parser_mutants.py", "test_parser.py", "test_guide.py"],
     "lalr": ["test_lalr.py"],
     "walk": ["test_guide.py", "test_parser.py", "test_cache.py"],
     "guide": ["test_guide.py", "test_cache.py", "test_guide_protocol.py"],
@@ -168,6 +168,19 @@ def run_cargo_mutants(name: str, limit: float | None) -> dict[str, object]:
     }
 
 
+def keep_equivalent(old: dict[str, Any], new: dict[str, Any]) -> None:
+    """Carry the hand-written ``equivalent`` map (survivor -> why it is equivalent)
+    of an earlier run over to ``new``, for the survivors that still survive, and
+    score ``new`` without them."""
+    survivors = set(new.get("survivors", ()))
+    equivalent = {k: v for k, v in old.get("equivalent", {}).items() if k in survivors}
+    if not equivalent:
+        return
+    checked = new["mutants"] - new.get("no tests", 0) - new.get("not checked", 0)
+    new["equivalent"] = dict(sorted(equivalent.items()))
+    new["score without equivalent"] = round(new["killed"] / max(1, checked - len(equivalent)), 3)
+
+
 def merge(
     path: Path, tool: str, version: str, results: dict[str, dict[str, object]]
 ) -> dict[str, Any]:
@@ -177,6 +190,8 @@ def merge(
         "version": version,
         "host": f"{platform.node()} ({platform.machine()}, {os.cpu_count()} CPUs)",
     }
+    for module, result in results.items():
+        keep_equivalent(data["modules"].get(module, {}), result)
     data["modules"] |= results
     path.write_text(json.dumps(data, indent=2) + "\n")
     return data
