@@ -41,7 +41,7 @@ MODULES: dict[str, list[str]] = {
     "lexer": ["test_guide.py", "test_lexicon.py", "test_parser.py", "test_cache.py"],
     "parser": ["test_parser_mutants.py", "test_parser.py", "test_guide.py"],
     "lalr": ["test_lalr.py"],
-    "walk": ["test_guide.py", "test_parser.py", "test_cache.py"],
+    "walk": ["test_walk_mutants.py", "test_guide.py", "test_parser.py", "test_cache.py"],
     "guide": ["test_guide.py", "test_cache.py", "test_guide_protocol.py"],
     "reserve": ["test_reserve.py"],
     "audit": ["test_audit_mutants.py", "test_audit.py"],
@@ -73,10 +73,14 @@ def run_for(
     return time.monotonic() - start
 
 
-def run_mutmut(module: str, tests: list[str], limit: float | None) -> dict[str, object]:
+def run_mutmut(
+    module: str, tests: list[str], limit: float | None, timeout_multiplier: float = 4.0
+) -> dict[str, object]:
     """mutmut over ``grid_core/<module>.py`` in a scratch copy; its counts. Past
     ``limit`` seconds the run is stopped: mutants it did not reach count as ``not
-    checked``."""
+    checked``. A mutant's CPU-time limit is mutmut's ``2 * timeout_multiplier *
+    (1 s + the covering tests' time)`` (mutmut's default multiplier, 15, lets an
+    endless loop under a 60 s test selection run for half an hour)."""
     with tempfile.TemporaryDirectory(prefix=f"mutmut-{module}-") as scratch:
         work = Path(scratch)
         shutil.copytree(
@@ -91,6 +95,7 @@ def run_mutmut(module: str, tests: list[str], limit: float | None) -> dict[str, 
         (work / "setup.cfg").write_text(
             "[mutmut]\nsource_paths=src\n"
             f"only_mutate=src/grid_core/{module}.py\n"
+            f"timeout_multiplier={timeout_multiplier}\n"
             f"pytest_add_cli_args_test_selection=\n{selection}\n"
         )
         seconds = run_for(
@@ -120,6 +125,7 @@ def run_mutmut(module: str, tests: list[str], limit: float | None) -> dict[str, 
         ),
         "seconds": round(seconds),
         "survivors": sorted(k for k, v in by_key.items() if v in ("survived", "no tests")),
+        "timeouts": sorted(k for k, v in by_key.items() if v == "timeout"),
     }
 
 
@@ -239,13 +245,19 @@ def main() -> None:
         "--module-limit", type=float, default=None, help="seconds per Python module (partial run)"
     )
     parser.add_argument(
+        "--timeout-multiplier",
+        type=float,
+        default=4.0,
+        help="mutmut's timeout_multiplier (a mutant's CPU limit: 2 x this x covering tests' time)",
+    )
+    parser.add_argument(
         "--rust-limit", type=float, default=None, help="seconds per Rust file (partial run)"
     )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     modules = [m for m in args.modules.split(",") if m]
     for module in modules:
-        result = run_mutmut(module, MODULES[module], args.module_limit)
+        result = run_mutmut(module, MODULES[module], args.module_limit, args.timeout_multiplier)
         print(f"mutmut {module}: { ({k: v for k, v in result.items() if k != 'survivors'}) }")
         merge(args.out / "mutmut.json", "mutmut", metadata.version("mutmut"), {module: result})
     for name in [f for f in args.rust_files.split(",") if f]:
