@@ -38,7 +38,13 @@ CRATE = ROOT / "packages" / "grid-kernels"
 #: grid-core module -> the test files (under packages/grid-core/tests) that judge it.
 MODULES: dict[str, list[str]] = {
     "cache": ["test_cache_mutants.py", "test_cache.py"],
-    "lexer": ["test_guide.py", "test_lexicon.py", "test_parser.py", "test_cache.py"],
+    "lexer": [
+        "test_lexer_mutants.py",
+        "test_guide.py",
+        "test_lexicon.py",
+        "test_parser.py",
+        "test_cache.py",
+    ],
     "parser": ["test_parser_mutants.py", "test_parser.py", "test_guide.py"],
     "lalr": ["test_lalr.py"],
     "walk": ["test_walk_mutants.py", "test_guide.py", "test_parser.py", "test_cache.py"],
