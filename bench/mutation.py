@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import signal
 import subprocess
@@ -49,7 +50,7 @@ MODULES: dict[str, list[str]] = {
     "lalr": ["test_lalr.py"],
     "walk": ["test_walk_mutants.py", "test_guide.py", "test_parser.py", "test_cache.py"],
     "guide": ["test_guide.py", "test_cache.py", "test_guide_protocol.py"],
-    "reserve": ["test_reserve.py"],
+    "reserve": ["test_reserve_mutants.py", "test_reserve.py"],
     "audit": ["test_audit_mutants.py", "test_audit.py"],
     "replay": ["test_replay.py", "test_replay_audit.py"],
     "lexicon": ["test_lexicon.py", "test_guide.py"],
@@ -62,14 +63,30 @@ STATUS |= {k: "timeout" for k in (36, 24, -24, 152, 255)}
 
 
 def run_for(
-    command: list[str], cwd: Path, limit: float | None, env: dict[str, str] | None = None
+    command: list[str],
+    cwd: Path,
+    limit: float | None,
+    env: dict[str, str] | None = None,
+    memory: int | None = None,
 ) -> float:
     """Run ``command`` in its own process group, stopped whole after ``limit``
-    seconds (None: no limit; its partial results stay where it wrote them); the
+    seconds (None: no limit; its partial results stay where it wrote them), each of
+    its processes held to ``memory`` bytes of address space (a mutant that appends
+    forever then fails with MemoryError instead of filling a shared box); the
     seconds it ran."""
+
+    def cap() -> None:
+        if memory is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+
     start = time.monotonic()
     run = subprocess.Popen(
-        command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, start_new_session=True
+        command,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=cap,
     )
     try:
         run.wait(timeout=limit)
@@ -109,6 +126,7 @@ def run_mutmut(
             work,
             limit,
             env={**os.environ, "GRID_KERNELS": "0"},
+            memory=4 << 30,
         )
         meta_file = work / "mutants" / "src" / "grid_core" / f"{module}.py.meta"
         meta = json.loads(meta_file.read_text())
