@@ -351,3 +351,36 @@ def test_cold_walks_release_the_gil() -> None:
     assert config is not None
     allowed = p.engine.parser.allowed(config.node)
     releases_the_gil(lambda: p.kernels.walk(0, config.remainder, allowed))
+
+
+# ------------------------------------------------------------------ runs in strings
+
+RUN_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 24},
+        "tag": {"type": "string", "pattern": "^[a-z0-9._-]{2,}$"},
+        "note": {"type": "string"},
+    },
+    "required": ["name"],
+}
+RUN_TEXT = '{"name":"Ada Lovelace, 中文 ok","tag":"x.y-1","note":"héllo","extra":"k"}'.encode()
+
+
+def test_walks_through_counted_strings_match_python() -> None:
+    """Inside strings whose union state is a counter (``maxLength``), a pattern
+    and plain text side by side, the native walk (which takes whole subtrees
+    along such runs, ``Walker::run_lives``) equals ``walk_from`` node for node,
+    and the mask the Python guide computes, at every token boundary of an
+    instance, on cl100k."""
+    from grid_core.jsonschema import schema_grammar
+
+    v, trie, shared = trie_tables("cl100k")
+    engine = Engine(load_grammar(schema_grammar(RUN_SCHEMA), "runs"), v, trie=trie, cache=False)
+    engine.kernel = None
+    p = Pair(engine, grid_kernels.engine_tables(engine, shared))
+    cuts = list(token_cuts(engine, RUN_TEXT))
+    inside = [c for c in cuts if p.python(c[0]).config.remainder.startswith(b'"')]
+    assert len(inside) >= 12, len(inside)
+    for tokens, token in inside[::2]:
+        check_configuration(p, tokens, token)

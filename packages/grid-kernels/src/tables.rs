@@ -179,37 +179,76 @@ pub struct GrammarTables {
     pub(crate) la_read: Vec<bool>,
     /// Per DFA state: the bytes that lead back to it (a 256-bit set).
     pub(crate) loops: Vec<[u64; 4]>,
-    /// Per DFA state: every valid multi-byte UTF-8 character leads it back to
-    /// itself, through states live for at least its terminals (the body of a
-    /// string literal or a comment over UTF-8 text).
-    pub(crate) text: Vec<bool>,
+    /// Per DFA state: the one state every valid multi-byte UTF-8 character
+    /// leads it to, with no byte dying on the way (`u32::MAX`: none). The
+    /// states in between hold its live set (the DFA's live sets shrink along
+    /// transitions). A **text state** leads back to itself: the body of a
+    /// string literal or a comment over UTF-8 text.
+    pub(crate) text_next: Vec<u32>,
+    /// Per DFA state `q`: its successors, each with the bytes that lead `q`
+    /// to it (a 256-bit set), at `succ[succ_at[q]..succ_at[q + 1]]`.
+    pub(crate) succ: Vec<(u32, [u64; 4])>,
+    pub(crate) succ_at: Vec<u32>,
+    /// Per DFA state: the bytes that kill the automaton there.
+    pub(crate) dead: Vec<[u64; 4]>,
 }
 
-/// [`GrammarTables::text`] of state `q`: each multi-byte character shape
-/// (lead byte, then its continuation ranges) is followed over every byte of
-/// each range; no byte may die, every state in between must be live for
-/// `live[q]`, and every character must end in `q`.
-fn text_state(dfa: &Dfa, q: usize) -> bool {
-    const SHAPES: [&[(u8, u8)]; 8] = [
-        &[(0xC2, 0xDF), (0x80, 0xBF)],
-        &[(0xE0, 0xE0), (0xA0, 0xBF), (0x80, 0xBF)],
-        &[(0xE1, 0xEC), (0x80, 0xBF), (0x80, 0xBF)],
-        &[(0xED, 0xED), (0x80, 0x9F), (0x80, 0xBF)],
-        &[(0xEE, 0xEF), (0x80, 0xBF), (0x80, 0xBF)],
-        &[(0xF0, 0xF0), (0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)],
-        &[(0xF1, 0xF3), (0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)],
-        &[(0xF4, 0xF4), (0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)],
-    ];
-    let live_q = dfa.live.row(q);
-    SHAPES.iter().all(|shape| {
+/// [`GrammarTables::succ`], [`GrammarTables::succ_at`] and
+/// [`GrammarTables::dead`] of every state, one byte class at a time.
+#[allow(clippy::type_complexity)]
+fn successors(dfa: &Dfa) -> (Vec<(u32, [u64; 4])>, Vec<u32>, Vec<[u64; 4]>) {
+    let nc = dfa.n_classes;
+    let mut class_bytes = vec![[0u64; 4]; nc];
+    for b in 0..256usize {
+        class_bytes[dfa.class_of[b] as usize][b / 64] |= 1 << (b % 64);
+    }
+    let n = dfa.accept.len();
+    let (mut succ, mut succ_at, mut dead) = (Vec::new(), vec![0u32], vec![[0u64; 4]; n]);
+    for (q, dead_q) in dead.iter_mut().enumerate() {
+        let first = succ.len();
+        for (c, bytes) in class_bytes.iter().enumerate() {
+            let e = dfa.next[q * nc + c];
+            let into = if e < 0 {
+                &mut *dead_q
+            } else {
+                let t = (e >> 1) as u32;
+                match succ[first..].iter().position(|(s, _)| *s == t) {
+                    Some(i) => &mut succ[first + i].1,
+                    None => {
+                        succ.push((t, [0u64; 4]));
+                        &mut succ.last_mut().expect("pushed").1
+                    }
+                }
+            };
+            for (x, y) in into.iter_mut().zip(bytes) {
+                *x |= y;
+            }
+        }
+        succ_at.push(succ.len() as u32);
+    }
+    (succ, succ_at, dead)
+}
+
+/// [`GrammarTables::text_next`] of state `q`: each multi-byte character
+/// shape (lead byte, then its continuation ranges) is followed one byte class
+/// at a time.
+fn text_end(dfa: &Dfa, q: usize) -> u32 {
+    let mut end = u32::MAX;
+    for shape in UTF8_SHAPES {
         let mut states = vec![q];
-        for (k, &(lo, hi)) in shape.iter().enumerate() {
+        for &(lo, hi) in shape {
             let mut next: Vec<usize> = Vec::new();
-            for &s in &states {
-                for b in lo..=hi {
-                    let e = dfa.next[s * dfa.n_classes + dfa.class_of[b as usize] as usize];
+            let mut last_class = usize::MAX;
+            for b in lo..=hi {
+                let c = dfa.class_of[b as usize] as usize;
+                if c == last_class {
+                    continue;
+                }
+                last_class = c;
+                for &s in &states {
+                    let e = dfa.next[s * dfa.n_classes + c];
                     if e < 0 {
-                        return false;
+                        return u32::MAX;
                     }
                     let t = (e >> 1) as usize;
                     if !next.contains(&t) {
@@ -217,22 +256,29 @@ fn text_state(dfa: &Dfa, q: usize) -> bool {
                     }
                 }
             }
-            let last = k + 1 == shape.len();
-            let live = |t: &usize| {
-                dfa.live
-                    .row(*t)
-                    .iter()
-                    .zip(live_q)
-                    .all(|(l, m)| m & !l == 0)
-            };
-            if (last && next != [q]) || (!last && !next.iter().all(live)) {
-                return false;
-            }
             states = next;
         }
-        true
-    })
+        match (states.as_slice(), end) {
+            ([t], u32::MAX) => end = *t as u32,
+            ([t], e) if *t as u32 == e => {}
+            _ => return u32::MAX,
+        }
+    }
+    end
 }
+
+/// The multi-byte UTF-8 character shapes: a lead byte range, then the ranges
+/// of its continuation bytes.
+const UTF8_SHAPES: [&[(u8, u8)]; 8] = [
+    &[(0xC2, 0xDF), (0x80, 0xBF)],
+    &[(0xE0, 0xE0), (0xA0, 0xBF), (0x80, 0xBF)],
+    &[(0xE1, 0xEC), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xED, 0xED), (0x80, 0x9F), (0x80, 0xBF)],
+    &[(0xEE, 0xEF), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xF0, 0xF0), (0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xF1, 0xF3), (0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xF4, 0xF4), (0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)],
+];
 
 /// [`GrammarTables::la_read`] of every DFA state: the least fixpoint of
 /// `read[q] = q has a dead byte, or some non-accepting successor s may be
@@ -353,13 +399,17 @@ impl GrammarTables {
                 set
             })
             .collect();
-        let text = (0..dfa.accept.len()).map(|q| text_state(&dfa, q)).collect();
+        let text_next = (0..dfa.accept.len()).map(|q| text_end(&dfa, q)).collect();
+        let (succ, succ_at, dead) = successors(&dfa);
         Ok(Self {
+            text_next,
+            succ,
+            succ_at,
+            dead,
             accepts_category,
             emittable,
             la_read,
             loops,
-            text,
             width,
             n_terminals: t,
             dfa,

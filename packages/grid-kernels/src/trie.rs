@@ -58,6 +58,9 @@ pub struct Wide {
     /// Every path of the subtree, read from a UTF-8 character boundary (its
     /// own edge first), is a prefix of valid UTF-8.
     pub utf8: bool,
+    /// Bytes on the longest path down from the node, its own edge included
+    /// (a leaf: 1), saturating at `u16::MAX`.
+    pub height: u16,
 }
 
 /// The packed, validated token trie (see `grid_core.trie` for the layout).
@@ -257,6 +260,7 @@ impl Trie {
             })
             .collect();
         let (bytes, utf8) = (subtree_bytes(&nodes), utf8_prefixes(&nodes));
+        let heights = subtree_heights(&nodes);
         let mut wide = Vec::new();
         for (i, node) in nodes.iter_mut().enumerate() {
             if node.size >= WIDE_MIN {
@@ -268,6 +272,7 @@ impl Trie {
                 wide.push(Wide {
                     bytes: bytes[i],
                     utf8: utf8[i],
+                    height: heights[i],
                 });
             }
         }
@@ -392,6 +397,19 @@ impl Trie {
             );
         }
     }
+}
+
+/// [`Wide::height`] of every node, children before parents.
+fn subtree_heights(nodes: &[TrieNode]) -> Vec<u16> {
+    let mut out = vec![1u16; nodes.len()];
+    for i in (0..nodes.len()).rev() {
+        let (mut c, end) = (i + 1, i + nodes[i].size as usize);
+        while c < end {
+            out[i] = out[i].max(out[c].saturating_add(1));
+            c += nodes[c].size as usize;
+        }
+    }
+    out
 }
 
 /// [`Wide::bytes`] of every node, children before parents.

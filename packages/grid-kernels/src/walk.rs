@@ -46,7 +46,14 @@ use crate::cache::{or_words, set_ids, Payload};
 use crate::chunks::{Chunk, Chunks, Found, Part};
 use crate::scanner::{Allowed, Rescan, Scan};
 use crate::tables::GrammarTables;
-use crate::trie::{Trie, TrieNode, WIDE_MIN};
+use crate::trie::{Trie, TrieNode, Wide, WIDE_MIN};
+
+/// Subtrees of fewer nodes are walked rather than checked for a run
+/// ([`Walker::run_lives`]): the check reads every byte class they hold.
+const RUN_MIN: u32 = 16;
+
+/// A run check gives up past this many states reached at one length.
+const RUN_STATES: usize = 8;
 
 /// One CD entry: the subtree at `node`, whose bytes emit `terminal` and requeue
 /// `tails[tail_start..tail_end]`.
@@ -618,13 +625,19 @@ impl<'w> Walker<'w> {
         }
     }
 
-    /// No path of the subtree at `here` (its edge included) can leave the
-    /// state `scan.q` for good, and `q` is live under A by the DFA alone: the
-    /// walk below it would admit every token it spells and meet no death (so no
-    /// pick, no CD entry), whatever the lexicon node or the last accept.
-    /// Either every byte in the subtree leads `q` back to itself, or every
-    /// ASCII byte does, `q` is a text state (every UTF-8 character leads it
-    /// back, through live states) and every path is a prefix of valid UTF-8.
+    /// No path of the subtree at `here` (its edge included) can kill the
+    /// automaton from `scan.q`, and every state the paths reach is live under
+    /// A by the DFA alone: the walk below it would admit every token it
+    /// spells and meet no death (so no pick, no CD entry), whatever the
+    /// lexicon node or the last accept. Two shapes are recognised:
+    ///
+    /// - a **loop**: every byte in the subtree leads `q` back to itself, or
+    ///   every ASCII byte does, `q` is a text state (every UTF-8 character
+    ///   leads it back, through live states) and every path is a prefix of
+    ///   valid UTF-8;
+    /// - a **run** (a counted repetition such as `[^"]{0,256}`, or several
+    ///   terminals read side by side): [`Walker::run_lives`].
+    ///
     /// Precondition: `here` roots a subtree of at least [`WIDE_MIN`] nodes.
     #[inline]
     fn uniform(&mut self, here: &TrieNode, scan: &Scan) -> bool {
@@ -633,8 +646,70 @@ impl<'w> Walker<'w> {
         let escape = |i: usize| wide.bytes[i] & !loops[i] != 0;
         // Words 0-1 hold the ASCII bytes, 2-3 the others.
         let ascii_closed = !escape(0) && !escape(1);
-        let closed = ascii_closed && ((!escape(2) && !escape(3)) || (self.g.text[q] && wide.utf8));
-        closed && self.g.live_dfa_in(scan.q, self.a)
+        let closed = ascii_closed
+            && ((!escape(2) && !escape(3)) || (self.g.text_next[q] == scan.q && wide.utf8));
+        if closed {
+            return self.g.live_dfa_in(scan.q, self.a);
+        }
+        here.size >= RUN_MIN && self.run_lives(here.edge, wide, scan.q)
+    }
+
+    /// Every path of the subtree leads `q` through states that are live
+    /// under A by the DFA alone, and none dies. Checked over characters, a
+    /// superset of the paths: the subtree's ASCII bytes and, when it holds
+    /// others (and its paths are valid UTF-8), any multi-byte character
+    /// ([`GrammarTables::text_next`]), `wide.height` times (no path has more
+    /// characters than bytes), following the set of states reached (at most
+    /// [`RUN_STATES`]), each checked live; a state inside a character holds
+    /// the live set of the one it leads to. `edge` (the subtree's first
+    /// byte) is tried first: most subtrees die there.
+    fn run_lives(&mut self, edge: u8, wide: &Wide, q: u32) -> bool {
+        let g = self.g;
+        let dfa = &g.dfa;
+        if dfa.next[q as usize * dfa.n_classes + dfa.class_of[edge as usize] as usize] < 0 {
+            return false;
+        }
+        let ascii = [wide.bytes[0], wide.bytes[1]];
+        let multi = wide.bytes[2] | wide.bytes[3] != 0;
+        if multi && !wide.utf8 {
+            return false;
+        }
+        let (mut states, mut next) = (vec![q], Vec::with_capacity(RUN_STATES));
+        for _ in 0..wide.height {
+            next.clear();
+            for &s in &states {
+                let s = s as usize;
+                let mut reach = |t: u32, a: &mut Allowed| -> bool {
+                    if next.contains(&t) {
+                        return true;
+                    }
+                    next.push(t);
+                    next.len() <= RUN_STATES && g.live_dfa_in(t, a)
+                };
+                if multi && (g.text_next[s] == u32::MAX || !reach(g.text_next[s], self.a)) {
+                    return false;
+                }
+                let dead = &g.dead[s];
+                if ascii[0] & dead[0] != 0 || ascii[1] & dead[1] != 0 {
+                    return false;
+                }
+                let succ = &g.succ[g.succ_at[s] as usize..g.succ_at[s + 1] as usize];
+                if succ.len() > 2 * RUN_STATES {
+                    return false; // a trie of literals: walked, not followed
+                }
+                for (t, bytes) in succ {
+                    if (ascii[0] & bytes[0] != 0 || ascii[1] & bytes[1] != 0) && !reach(*t, self.a)
+                    {
+                        return false;
+                    }
+                }
+            }
+            if states == next {
+                break; // the same set from here on
+            }
+            std::mem::swap(&mut states, &mut next);
+        }
+        true
     }
 
     /// After an ignored pick at node `c`: scan its requeued tail
