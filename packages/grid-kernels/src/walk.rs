@@ -467,6 +467,9 @@ pub(crate) struct Walker<'w> {
     chunks: Option<&'w Chunks>,
     /// While a memo chunk is made: its parts so far (see [`crate::chunks`]).
     build: Option<Build>,
+    /// Scratch of [`Walker::run_lives`]: the states reached at one length,
+    /// and at the next (kept between checks: no allocation per check).
+    run: (Vec<u32>, Vec<u32>),
 }
 
 /// A chunk being made: the parts before `out`, the flags of `out`'s CD
@@ -500,6 +503,7 @@ impl<'w> Walker<'w> {
             out,
             chunks,
             build: None,
+            run: (Vec::new(), Vec::new()),
         }
     }
 
@@ -674,10 +678,27 @@ impl<'w> Walker<'w> {
         if multi && !wide.utf8 {
             return false;
         }
-        let (mut states, mut next) = (vec![q], Vec::with_capacity(RUN_STATES));
-        for _ in 0..wide.height {
+        let (mut states, mut next) = std::mem::take(&mut self.run);
+        states.clear();
+        states.push(q);
+        let lives = self.run_from(&mut states, &mut next, ascii, multi, wide.height);
+        self.run = (states, next);
+        lives
+    }
+
+    /// The loop of [`Walker::run_lives`] from `states` (the frame's state).
+    fn run_from(
+        &mut self,
+        states: &mut Vec<u32>,
+        next: &mut Vec<u32>,
+        ascii: [u64; 2],
+        multi: bool,
+        height: u16,
+    ) -> bool {
+        let g = self.g;
+        for _ in 0..height {
             next.clear();
-            for &s in &states {
+            for &s in states.iter() {
                 let s = s as usize;
                 let mut reach = |t: u32, a: &mut Allowed| -> bool {
                     if next.contains(&t) {
@@ -707,7 +728,7 @@ impl<'w> Walker<'w> {
             if states == next {
                 break; // the same set from here on
             }
-            std::mem::swap(&mut states, &mut next);
+            std::mem::swap(states, next);
         }
         true
     }
