@@ -49,6 +49,12 @@ alias-class-collapsed          python test_guide test_alias_ids_share_a_verdict 
 rollback-keeps-one-cell        python test_guide test_rollback_and_fork_are_persistent       3.5
 normal-form-key-drops-v        python test_cache test_the_normal_form_key_keeps_v            5.0
 t2-hit-across-schemas          python test_cache test_two_schemas_share_t2_but_no_...        6.1
+ident-key-drops-allowed-       python test_cache_key_groups (grid-sql)                      7.8
+key-groups                            ..._grid_core_key_walk_alike[smollm2]
+t2-hit-across-schemas-         python the same                                               8.2
+key-groups
+normal-form-key-drops-v-       python the same                                               8.8
+key-groups
 fill-skips-eos                 native test_kernels_spec test_session_fill_equals_the_spec    5.5
 rollback-keeps-one-cell        native test_kernels_spec ..._after_rollback_equals_...        3.3
 ============================== ====== ====================================================== ===
@@ -78,6 +84,7 @@ ROOT = Path(__file__).resolve().parents[3]
 TESTS = "packages/grid-core/tests"
 CORE = ROOT / "packages" / "grid-core" / "src" / "grid_core"
 CRATE = ROOT / "packages" / "grid-kernels"
+GROUPS = "packages/grid-sql/tests/test_cache_key_groups.py"
 
 
 @dataclass(frozen=True)
@@ -86,7 +93,8 @@ class Fault:
 
     ``file`` (relative to ``grid_core``) and ``old`` -> ``new`` for a Python
     fault; ``file`` empty for a native one (its name is the ``planted()`` site).
-    ``catchers`` are pytest node ids under ``packages/grid-core/tests``.
+    ``catchers`` are pytest node ids under ``packages/grid-core/tests``, or from
+    the repository root when they start with ``packages/``.
     """
 
     name: str
@@ -100,7 +108,9 @@ class Fault:
         return not self.file
 
     def nodeids(self) -> list[str]:
-        return [f"{TESTS}/{c}" for c in self.catchers]
+        """Catchers as node ids from the repository root (one that names its
+        package, ``packages/...``, is taken as it is)."""
+        return [c if c.startswith("packages/") else f"{TESTS}/{c}" for c in self.catchers]
 
 
 FAULTS = [
@@ -184,6 +194,35 @@ FAULTS = [
         "guide.py",
         "IdentKey(namespace, root, form, allowed, self.lexicon.fingerprint)",
         "IdentKey(namespace, root, form, allowed, '')",
+    ),
+    # The same three key faults, caught by OBL-KEY1 itself: configurations of
+    # real corpora grouped by key, the members' uncached walks compared.
+    *(
+        Fault(
+            f"{name}-key-groups",
+            (f"{GROUPS}::test_members_of_a_grid_core_key_walk_alike[smollm2]",),
+            "guide.py",
+            old,
+            new,
+        )
+        for name, old, new in (
+            (
+                "ident-key-drops-allowed",
+                "IdentKey(namespace, root, form, allowed, self.lexicon.fingerprint)",
+                "IdentKey(namespace, root, form, 0, self.lexicon.fingerprint)",
+            ),
+            (
+                "t2-hit-across-schemas",
+                "IdentKey(namespace, root, form, allowed, self.lexicon.fingerprint)",
+                "IdentKey(namespace, root, form, allowed, '')",
+            ),
+            (
+                "normal-form-key-drops-v",
+                "        namespace = self.shared.namespace if self.shared is not None else 0\n",
+                "        namespace = self.shared.namespace if self.shared is not None else 0\n"
+                "        form = form if isinstance(form, bytes) else (*form[:3], b'')\n",
+            ),
+        )
     ),
     Fault("fill-skips-eos", ("test_kernels_spec.py::test_session_fill_equals_the_spec",)),
     Fault(

@@ -199,11 +199,17 @@ def make_entry(key: Key, ids: Sequence[int], cd: Sequence[CDEntry], n_vocab: int
             dense[i >> 3] |= 1 << (i & 7)
         encoding, payload = DENSE, bytes(dense)
     cd_t = tuple(cd)
+    return Entry(key.kind, encoding, payload, cd_t, entry_id(key, encoding, payload, cd_t))
+
+
+def entry_id(key: Key, encoding: bytes, payload: bytes, cd: Sequence[CDEntry]) -> str:
+    """``BLAKE2b-128(key || encoding tag || payload and CD entries)``, hex: the
+    content address of an entry (the kernels compute it byte for byte alike)."""
     digest = hashlib.blake2b(digest_size=16)
     digest.update(canonical(_key_fields(key)))
     digest.update(encoding)
-    digest.update(canonical((payload, [list(e) for e in cd_t])))
-    return Entry(key.kind, encoding, payload, cd_t, digest.hexdigest())
+    digest.update(canonical((payload, [list(e) for e in cd])))
+    return digest.hexdigest()
 
 
 def _key_fields(key: Key) -> tuple[object, ...]:
