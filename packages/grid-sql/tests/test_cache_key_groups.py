@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,6 +138,14 @@ class Family:
         """The shared trie's alias offsets and ids, as numpy arrays."""
         trie = self.engines[0].trie
         return np.asarray(trie.alias_offset, np.int64), np.asarray(trie.alias_ids, np.int64)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release() -> Iterator[None]:
+    """Drop the engines and their native caches (hundreds of MB) after the module."""
+    yield
+    for cached in (family, roots, groups):
+        cached.cache_clear()
 
 
 @functools.cache
