@@ -106,7 +106,7 @@ SCHEMAS = {
 TOLD_APART = {
     "oneOf": [
         {"type": "object", "properties": {"a": {"type": "integer"}, "b": {}}, "required": ["a"]},
-        {"properties": {"b": {"type": "string"}}, "required": ["b"]},
+        {"type": "object", "properties": {"b": {"type": "string"}}, "required": ["b"]},
         {"type": "string", "maxLength": 2},
     ]
 }
@@ -303,7 +303,7 @@ def test_request_types() -> None:
         ({"properties": {"a": {"not": {}}}, "type": "object"}, "not", "/properties/a/not"),
         ({"type": "string", "format": "ipv6"}, "format", "/format"),
         ({"type": "number", "multipleOf": 2}, "multipleOf", "/multipleOf"),
-        ({"type": "number", "minimum": 0.5}, "minimum", "/minimum"),
+        ({"type": "number", "exclusiveMinimum": 0.5}, "exclusiveMinimum", "/exclusiveMinimum"),
         ({"type": "string", "pattern": "^a+$", "maxLength": 3}, "maxLength", ""),
         ({"type": "string", "pattern": "^a{1,3}$", "minLength": 2}, "minLength", ""),
         ({"type": "string", "minLength": 1000}, "minLength", "/minLength"),
@@ -479,3 +479,296 @@ def test_base64_and_uri_references() -> None:
     ref = Accepts({"type": "string", "format": "uri-reference"})
     assert ref(b'"https://x.io/a?b"') and ref(b'"../a/b.json"')
     assert not ref(b'"1:b"') and not ref(b'"a b"')
+
+
+def agree(schema: Any, values: list[Any]) -> Accepts:
+    """The grammar accepts each of ``values`` iff the reference validator finds it valid."""
+    accepts = Accepts(schema)
+    for value in values:
+        assert accepts(compact(value)) == valid(schema, value), compact(value)
+    return accepts
+
+
+TAGGED = {
+    "$defs": {
+        "A": {
+            "type": "object",
+            "properties": {"k": {"const": "a"}, "v": {"type": "string"}},
+            "required": ["k"],
+            "additionalProperties": False,
+        },
+        "B": {
+            "type": "object",
+            "properties": {"k": {"const": "b"}, "v": {"type": "string"}, "n": {"type": "integer"}},
+            "required": ["k"],
+            "additionalProperties": False,
+        },
+    },
+    "anyOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/B"}],
+}
+
+
+def test_equal_sub_schemas_share_their_rules() -> None:
+    """Two alternatives whose members compile alike share those members' rules (the
+    builder interns rules by their alternatives), so the LALR(1) parser meets one
+    rule where it met two with one right-hand side (a reduce/reduce conflict the
+    language does not have: MaskBench o27839, o76745, CreateMessageResult)."""
+    tagged = agree(
+        TAGGED,
+        [
+            {"k": "a"},
+            {"v": "x", "k": "a"},
+            {"k": "b", "n": 1, "v": "y"},
+            {"v": "x", "k": "a", "n": 1},
+            {"k": "c"},
+            {"v": "x"},
+            {},
+        ],
+    )
+    assert tagged(b'{"v":"x","k":"b","n":2}')
+    twice = {"type": "array", "items": {"type": "integer"}}
+    same = {
+        "$defs": {"A": twice, "B": dict(twice)},
+        "anyOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/B"}],
+    }
+    agree(same, [[], [1, 2], ["a"], None])
+    text = schema_grammar({"anyOf": [{"type": "object", "properties": {"a": twice}}, twice]})
+    assert len(set(text.rules)) == len(text.rules)
+    rhs = [(alts, alias) for name, alts, alias in text.rules if name != "start"]
+    assert len(set(rhs)) == len(rhs)  # no two rules with the same alternatives
+
+
+@settings(max_examples=80, deadline=None)
+@given(value=JSON)
+def test_tagged_alternatives_accept_only_valid_json(value: Any) -> None:
+    if TAGGED_ACCEPTS(compact(value)):
+        assert valid(TAGGED, value), compact(value)
+
+
+TAGGED_ACCEPTS = Accepts(TAGGED)
+
+
+def test_an_enum_is_intersected_with_its_type() -> None:
+    """Values of another type are dropped; an optional member none of whose values has
+    the type is never written (MaskBench o31100); where nothing remains and the place
+    cannot be left out, the error names the keyword."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "s": {"enum": ["A", "B"], "type": "object"},
+            "t": {"enum": ["a", 1, 2.0, None, True], "type": ["string", "integer"]},
+            "n": {"type": "integer"},
+        },
+        "additionalProperties": {"type": "string"},
+    }
+    accepts = agree(
+        schema,
+        [{}, {"n": 1}, {"s": "A"}, {"s": {}}, {"t": "a"}, {"t": 1}, {"t": 2.0}, {"t": None},
+         {"t": True}, {"x": "y"}, {"s": "A", "n": 1}],
+    )  # fmt: skip
+    assert not accepts(b'{"s":"x"}')  # the name is declared: never an extra member
+    agree({"type": "array", "items": {"enum": [1], "type": "string"}}, [[], [1], ["1"]])
+    agree({"anyOf": [{"enum": ["a"], "type": "null"}, {"type": "integer"}]}, [1, "a", None])
+    for bad, keyword, pointer in [
+        ({"enum": ["a", "b"], "type": "integer"}, "enum", "/enum"),
+        ({"const": 1, "type": "string"}, "const", "/const"),
+        (
+            {
+                "type": "object",
+                "properties": {"s": {"enum": ["A"], "type": "null"}},
+                "required": ["s"],
+            },
+            "required",
+            "/required",
+        ),
+        ({"type": "array", "items": False, "minItems": 1}, "false", "/items"),
+    ]:
+        with pytest.raises(SchemaError) as info:
+            schema_grammar(bad)
+        assert (info.value.keyword, info.value.pointer) == (keyword, pointer)
+
+
+def test_fractional_bounds() -> None:
+    """An integer at least 2.5 is at least 3 (ceil; maximum: floor); a number's
+    bounds are exact decimals (MaskBench o90812: ``minimum: 0.01``)."""
+    ints = agree({"type": "integer", "minimum": 2.5, "maximum": 7.5}, [2, 3, 7, 8, 3.0, 2.5, -3])
+    assert ints(b"3") and not ints(b"2")
+    values = [0, 0.01, 0.009, 0.0099, 0.011, 0.1, 1, 12.34, 12.345, 12.3451, -0.01, 99.99, 100]
+    agree({"type": "number", "minimum": 0.01}, values)
+    agree({"type": "number", "minimum": -0.01, "maximum": 12.345}, values)
+    agree({"type": "number", "minimum": 0.25, "maximum": 0.5}, [*values, 0.25, 0.5, 0.3, 0.51])
+    with pytest.raises(SchemaError) as info:  # still refused: exclusive number bounds
+        schema_grammar({"type": "number", "exclusiveMaximum": 0.5})
+    assert info.value.keyword == "exclusiveMaximum"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lo=st.decimals(-200, 200, places=3) | st.none(),
+    hi=st.decimals(-200, 200, places=3) | st.none(),
+    x=st.decimals(-250, 250, places=4),
+)
+def test_decimal_bounds_agree_with_the_reference(lo: Any, hi: Any, x: Any) -> None:
+    from grid_core.jsonschema import _decimal_range
+
+    if (lo is None and hi is None) or (lo is not None and hi is not None and lo > hi):
+        return
+    text = format(x, "f")
+    if text.startswith("-") and x == 0:
+        return  # -0 is left out where 0 is the lowest bound (a narrowing)
+    inside = (lo is None or x >= lo) and (hi is None or x <= hi)
+    assert (re.fullmatch(_decimal_range(lo, hi), text) is not None) == inside
+
+
+ALL_OF_ANY_OF = {
+    "$defs": {
+        "run": {
+            "type": "object",
+            "properties": {
+                "tool": {"enum": ["a", "b"]},
+                "input": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            },
+            "required": ["tool"],
+            "additionalProperties": False,
+        }
+    },
+    "type": "array",
+    "items": {"allOf": [{"$ref": "#/$defs/run"}], "anyOf": [{"$ref": "#/$defs/run"}]},
+}
+
+
+def test_any_of_and_one_of_inside_all_of_are_distributed() -> None:
+    """``A and (B1 or B2)`` is ``(A and B1) or (A and B2)`` (MaskBench devinit); the
+    same for ``oneOf``; an alternative the merge empties is left out."""
+    agree(ALL_OF_ANY_OF, [[], [{"tool": "a"}], [{"tool": "c"}], [{"tool": "a", "input": None}],
+                          [{"tool": "b", "x": 1}], [{}]])  # fmt: skip
+    nested = {
+        "allOf": [
+            {"anyOf": [{"type": "string", "maxLength": 2}, {"type": "integer"}, {"type": "null"}]},
+            {"type": ["integer", "string"], "minimum": 3},
+        ]
+    }
+    agree(nested, ["ab", "abc", 2, 3, 4.0, None, True])
+    one = {"allOf": [{"oneOf": [{"type": "string"}, {"type": "integer"}]}, {"maximum": 5}]}
+    agree(one, ["x", 5, 6, None])
+    with pytest.raises(SchemaError) as info:
+        schema_grammar({"allOf": [{"anyOf": [{"type": "string"}]}, {"type": "integer"}]})
+    assert info.value.keyword == "anyOf"
+
+
+@settings(max_examples=100, deadline=None)
+@given(value=JSON)
+def test_merged_alternatives_accept_only_valid_json(value: Any) -> None:
+    if ALL_OF_ANY_OF_ACCEPTS(compact([value])):
+        assert valid(ALL_OF_ANY_OF, [value]), compact(value)
+
+
+ALL_OF_ANY_OF_ACCEPTS = Accepts(ALL_OF_ANY_OF)
+
+
+def test_cheap_exact_cases() -> None:
+    """Anchors per top-level alternative or inside a group spanning the pattern;
+    siblings of ``$ref`` merged with its target; member counts in any-order objects;
+    whole ``multipleOf`` steps; formats no specification defines; ``oneOf`` objects
+    told apart by a tag or by a name one requires and the other, closed, lacks."""
+    agree({"type": "string", "pattern": "(^[0-9]{2}$)"}, ["12", "123", "a12"])
+    agree({"type": "string", "pattern": "^[0-9]{2}$|x$"}, ["12", "123", "ax", "xa", "12x"])
+    agree({"type": "string", "pattern": "^a|b$"}, ["a", "ab", "ba", "cb", "c", "bc"])
+    ref = {"$defs": {"o": {"type": "object", "properties": {"a": {"type": "integer"}}}}}
+    agree({**ref, "$ref": "#/$defs/o", "required": ["a"]}, [{}, {"a": 1}, {"a": "x"}, 1])
+    counted = {
+        "type": "object",
+        "properties": {"a": {}, "b": {}, "c": {}},
+        "required": ["a"],
+        "additionalProperties": False,
+        "minProperties": 2,
+        "maxProperties": 2,
+    }
+    agree(counted, [{"a": 1}, {"a": 1, "b": 2}, {"c": 1, "a": 2}, {"a": 1, "b": 2, "c": 3}, {}])
+    step = {"type": "integer", "minimum": -40, "maximum": 40, "multipleOf": 16}
+    agree(step, [-48, -32, -16, 0, 16, 32, 48, 8, 16.0])
+    agree({"type": "number", "multipleOf": 1}, [1, 1.5, -3, 2.0])
+    agree({"type": "string", "format": "path"}, ["a/b", "", 1])
+    card = {
+        "oneOf": [
+            {
+                "properties": {"p": {"enum": ["m"]}},
+                "required": ["p"],
+                "additionalProperties": False,
+            },
+            {
+                "properties": {"p": {"enum": ["v"]}, "code": {"type": "integer"}},
+                "required": ["p", "code"],
+                "additionalProperties": False,
+            },
+        ]
+    }
+    agree(card, [{"p": "m"}, {"p": "v", "code": 1}, {"p": "v"}, {"p": "m", "code": 1}, "m"])
+    closed = {  # the second requires "id", which the first (closed) cannot write
+        "type": "object",
+        "oneOf": [
+            {"properties": {"mode": {}, "name": {}}, "additionalProperties": False},
+            {"properties": {"mode": {}, "id": {}}, "required": ["id", "mode"]},
+        ],
+    }
+    agree(closed, [{}, {"mode": 1}, {"mode": 1, "id": 2}, {"id": 2}, {"mode": 1, "id": 2, "x": 3}])
+    for bad, keyword in [
+        ({"type": "integer", "multipleOf": 3}, "multipleOf"),  # unbounded
+        ({"type": "number", "multipleOf": 0.5, "maximum": 3}, "multipleOf"),
+        ({"type": "string", "format": "ipv6"}, "format"),  # defined, not implemented
+        ({"oneOf": [{"required": ["b"]}, {"type": "string"}]}, "oneOf"),  # "" is both
+        ({"type": "object", "properties": {f"p{i}": {} for i in range(ANY_ORDER + 1)},
+          "additionalProperties": False, "minProperties": 2}, "minProperties"),
+    ]:  # fmt: skip
+        with pytest.raises(SchemaError) as info:
+            schema_grammar(bad)
+        assert info.value.keyword == keyword
+
+
+JOINED = {
+    "type": "object",
+    "properties": {"type": {"type": "string"}, "format": {"type": "string"}, "data": {}},
+    "additionalProperties": False,
+    "anyOf": [{"required": ["data"]}, {"required": ["type"]}],
+}
+JOINED_ACCEPTS = Accepts(JOINED)
+
+
+def test_overlapping_object_alternatives_are_joined() -> None:
+    """``anyOf`` object alternatives that overlap (MaskBench o89147: two required
+    names; o6365: closed objects whose members are all optional, so ``{}`` is in
+    each) are written as one object, which the LALR(1) parser can read: a rule per
+    set of names written, going on with what some alternative admitting the set
+    admits, ending where one has its required names."""
+    values: list[Any] = [{}, {"data": 1}, {"type": "t"}, {"format": "f"}, {"type": 1}]
+    values += [{"format": "f", "data": None, "type": "t"}, {"data": 1, "x": 2}, "s"]
+    agree(JOINED, values)
+    kinds = {
+        "anyOf": [
+            {"properties": {"image": {"type": "string"}}, "additionalProperties": False},
+            {
+                "properties": {"image": {"type": "string"}, "docker": {"type": "object"}},
+                "additionalProperties": False,
+            },
+            {
+                "properties": {"image": {"type": "string"}, "bazel": {"type": "integer"}},
+                "required": ["bazel"],
+                "additionalProperties": {"type": "object"},
+            },
+        ]
+    }
+    agree(
+        kinds,
+        [{}, {"image": "i"}, {"docker": {}, "image": "i"}, {"bazel": 1}, {"docker": {}, "bazel": 1},
+         {"image": "i", "bazel": 1, "x": {}}, {"bazel": 1, "x": None}, {"image": "i", "x": {}},
+         {"bazel": "1"}, {"docker": 1}, 3, None, "s", [1]],
+    )  # fmt: skip
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data())
+def test_joined_objects_accept_only_valid_json(data: st.DataObject) -> None:
+    names = st.sampled_from(["type", "format", "data", "x"])
+    value = data.draw(st.dictionaries(names, st.sampled_from(["t", 1, None]), max_size=4) | JSON)
+    if JOINED_ACCEPTS(compact(value)):
+        assert valid(JOINED, value), compact(value)

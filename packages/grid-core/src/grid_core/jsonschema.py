@@ -28,8 +28,10 @@ Narrowings (sound, listed in ``docs/json.md``):
   its schema; names no pattern matches are left out;
 - a ``maxLength`` over :data:`MAX_LENGTH` reads as :data:`MAX_LENGTH`, a
   ``maxItems`` over :data:`MAX_REPEAT` as :data:`MAX_REPEAT`;
-- ``oneOf`` object alternatives are told apart by required names
+- ``oneOf`` object alternatives are told apart by required names or tags
   (:meth:`_Compiler.told_apart`);
+- the siblings of a ``$ref`` are merged with its target (2019-09 on they
+  apply; drafts 4 to 7 ignore them, and the merge is a narrowing there);
 - ``anyOf`` alternatives are tried by the LALR(1) parser without
   backtracking: where two alternatives' terminals overlap (an integer and a
   number item), the lexeme goes to one of them (``Terminal.tie_key``) and an
@@ -46,26 +48,42 @@ Supported: ``type`` (one or a list), ``properties``, ``required``,
 list with ``additionalItems``/``items`` false (a closed tuple),
 ``minItems`` (up to :data:`MAX_REPEAT`), ``maxItems``, ``enum``, ``const``,
 ``minLength`` (up to :data:`MAX_LENGTH`), ``maxLength``, ``pattern``, ``format``
-(the formats in :data:`FORMATS`), ``minimum``/``maximum`` (integers: any bound,
-exclusive ones too; numbers: whole inclusive bounds), ``$ref`` to ``#...``
-(``$defs``, ``definitions``, recursion), ``anyOf``, ``oneOf`` whose alternatives
-have disjoint JSON types or are objects told apart by required names,
-``patternProperties`` with disjoint patterns that match no declared name,
-``minProperties``/``maxProperties`` where no counting is needed
-(:meth:`_Compiler.member_counts`), ``allOf`` and the siblings of
-``anyOf``/``oneOf`` merged into one schema where the merge is exact
-(:meth:`_Compiler.merge`).
+(the formats in :data:`FORMATS`; a name no specification defines, outside
+:data:`_ASSERTED_FORMATS`, asserts nothing, as validators read it),
+``minimum``/``maximum`` (integers: any bound, exclusive ones too, a fractional
+one rounded inward; numbers: inclusive bounds, exact decimals), ``multipleOf``
+(a whole step: 1, or the multiples between an integer's bounds spelled out, at
+most :data:`MAX_MULTIPLES`), ``$ref`` to ``#...`` (``$defs``, ``definitions``,
+recursion), ``anyOf``, ``oneOf`` whose alternatives have disjoint JSON types or
+are objects told apart by required names or tags, ``patternProperties`` with
+disjoint patterns that match no declared name, ``minProperties``/
+``maxProperties`` where no counting is needed or the object is written in any
+order without extra members (:meth:`_Compiler.member_counts`), ``allOf``, the
+siblings of ``anyOf``/``oneOf`` and of ``$ref`` merged into one schema where
+the merge is exact, an ``anyOf``/``oneOf`` inside a merged part distributed
+over the merge (:meth:`_Compiler.merge`), ``anyOf`` object alternatives that
+overlap joined into one object (:meth:`_Compiler.joined_objects`).
+A place whose schema admits no instance (``false``, an ``enum`` none of whose
+values has the ``type``, merged parts that share no type: :class:`_NoInstance`)
+is left out where it can be: an optional member is never written, an
+``anyOf``/``oneOf`` alternative dropped, an array's items leave it empty;
+elsewhere it is the error.
 Annotations (``title``, ``description``, ``default``, ...) and keywords JSON
-Schema does not define are ignored, as a validator ignores them. A grammar that
-is not LALR(1) is refused by :func:`grid_core.compile.compile_grammar`
+Schema does not define are ignored, as a validator ignores them. Equal
+sub-schemas share their grammar rules (:meth:`_Builder.rule` interns rules). A
+grammar that is not LALR(1) is refused by
+:func:`grid_core.compile.compile_grammar`
 (:class:`~grid_core.errors.LALRConflictError`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import re
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 from grid_core.errors import GrammarError
@@ -91,6 +109,14 @@ class SchemaError(GrammarError):
         self.pointer = pointer
         self.reason = reason
         super().__init__(f"JSON Schema keyword {keyword!r} at {pointer or '#'}: {reason}")
+
+
+class _NoInstance(SchemaError):
+    """``keyword`` at ``pointer`` leaves its schema no instance (``false``, an
+    ``enum`` none of whose values has the ``type``, merged schemas that share no
+    type). Where the schema is an optional member, an ``anyOf``/``oneOf``
+    alternative or the items of an array that may be empty, the compiler leaves
+    that place out, which is exact; anywhere else it is the error it names."""
 
 
 # -- byte-level pieces (patterns over the latin-1 view of UTF-8) ---------------
@@ -136,6 +162,15 @@ FORMATS = {
 ``uri-reference`` is a ``uri`` or a relative reference without ``:``, ``@``,
 ``?``, ``#`` or percent escapes; ``byte`` is OpenAPI's base64)."""
 
+_ASSERTED_FORMATS = {
+    "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname",
+    "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template",
+    "json-pointer", "relative-json-pointer", "regex", "byte", "binary", "int32", "int64",
+    "float", "double", "password", "color",
+}  # fmt: skip
+"""The formats JSON Schema's drafts, OpenAPI and the reference validator define; one of
+them GRID does not implement (not in :data:`FORMATS`) is refused. Any other name is an
+annotation no validator checks, so it constrains nothing."""
 _KNOWN = {
     "type", "properties", "required", "additionalProperties", "items", "prefixItems",
     "additionalItems", "minItems", "maxItems", "enum", "const", "minLength", "maxLength",
@@ -181,6 +216,10 @@ JSON_EVENTS: tuple[tuple[str, str], ...] = (
 ``grid_core.events.EventSpec`` (``grid_core.json_events``; docs/events.md)."""
 
 
+_SELF = "$self"
+"""In :meth:`_Builder.rule`'s alternatives, the rule being built (a loop)."""
+
+
 class _Builder:
     """Rules and terminals of one grammar; each distinct pattern is one terminal.
 
@@ -199,6 +238,7 @@ class _Builder:
         self.ws = whitespace
         self.counter = 0
         self._wrapped: dict[tuple[str, str], str] = {}
+        self._interned: dict[tuple[frozenset[tuple[str, ...]], str | None], str] = {}
 
     def new(self, prefix: str = "n") -> str:
         self.counter += 1
@@ -207,8 +247,21 @@ class _Builder:
     def rule(
         self, alternatives: list[list[str]], name: str | None = None, alias: str | None = None
     ) -> str:
-        name = name or self.new()
-        self.rules[name] = alternatives
+        """A rule of ``alternatives`` (:data:`_SELF` in one names the rule itself).
+
+        Without ``name`` the rule is interned: equal alternatives (as a set, the
+        alias too) give the rule already built, so two equal sub-schemas compiled
+        at two places share their nonterminals. Without it, the LALR(1) parser
+        meets two rules with one right-hand side in one state (the alternatives
+        of an ``anyOf``) and reports a reduce/reduce conflict the language does not
+        have. ``name`` is for a rule referred to before it is built (a ``$ref``)."""
+        if name is None:
+            key = (frozenset(map(tuple, alternatives)), alias)
+            found = self._interned.get(key)
+            if found is not None:
+                return found
+            name = self._interned[key] = self.new()
+        self.rules[name] = [[name if s == _SELF else s for s in alt] for alt in alternatives]
         if alias is not None:
             self.aliases[name] = alias
         return name
@@ -272,7 +325,10 @@ class _Compiler:
         self.root = root
         self.b = _Builder(whitespace)
         self.strict = strict
-        self.refs: dict[str, str] = {}
+        self.refs: dict[str, str] = {}  # a $ref target (canonical JSON) -> its symbol
+        self._open: dict[str, bool] = {}  # a $ref rule being built -> whether it recurs
+        self._ref_keys: dict[str, str] = {}  # a $ref -> its target's canonical JSON
+        self.merges = 0
         self._any: str | None = None
 
     # -- dispatch ---------------------------------------------------------------
@@ -282,14 +338,16 @@ class _Compiler:
         if schema is True or schema == {}:
             return self.any_value()
         if schema is False:
-            raise SchemaError("false", pointer, "the schema admits no instance")
+            raise _NoInstance("false", pointer, "the schema admits no instance")
         if not isinstance(schema, dict):
             raise SchemaError("schema", pointer, f"not a schema: {schema!r}")
         for key in schema:
             if key in _KNOWN and key not in _SUPPORTED:
                 raise SchemaError(key, _ptr(pointer, key), "not supported by GRID")
         if "$ref" in schema:
-            self.only(schema, pointer, {"$ref"})
+            rest = {k: v for k, v in schema.items() if k != "$ref"}
+            if any(k in _KNOWN for k in rest):  # 2019-09 on: the siblings apply too
+                return self.value(self.merge(rest, {"$ref": schema["$ref"]}, pointer), pointer)
             return self.ref(schema["$ref"], _ptr(pointer, "$ref"))
         if "allOf" in schema:
             parts = schema["allOf"]
@@ -307,9 +365,17 @@ class _Compiler:
                 if not isinstance(parts, list) or not parts:
                     raise SchemaError(key, _ptr(pointer, key), "must be a non-empty list")
                 if any(k in _KNOWN for k in rest):
-                    parts = [
-                        self.merge(rest, p, _ptr(pointer, key, i)) for i, p in enumerate(parts)
-                    ]
+                    kept: list[Any] = []
+                    for i, p in enumerate(parts):
+                        try:
+                            kept.append(self.merge(rest, p, _ptr(pointer, key, i)))
+                        except _NoInstance:
+                            continue  # an alternative no instance satisfies: left out
+                    if not kept:
+                        raise _NoInstance(
+                            key, _ptr(pointer, key), "no alternative admits an instance"
+                        )
+                    parts = kept
                 return self.union(key, parts, _ptr(pointer, key))
         if "const" in schema or "enum" in schema:
             return self.choice(schema, pointer)
@@ -348,10 +414,17 @@ class _Compiler:
         ``required`` (union), ``type`` (intersection) and ``properties`` (merged
         by name, a name on both sides merged recursively). A side that closes
         its object (``additionalProperties`` not true) must already name every
-        property of the result.
+        property of the result. A side's own ``allOf`` is merged first; a side's
+        ``anyOf`` (``oneOf``) is distributed: the result is the ``anyOf``
+        (``oneOf``) of each alternative merged with the rest of both sides, which
+        is exact (an instance of ``A`` is an instance of exactly one ``Bi`` iff it
+        is an instance of exactly one ``A and Bi``).
         """
         if depth > 8:
             raise SchemaError("allOf", pointer, "references nest too deep to merge")
+        self.merges += 1
+        if self.merges > MAX_MERGES:
+            raise SchemaError("allOf", pointer, f"more than {MAX_MERGES} merges")
         sides = []
         for x in (a, b):
             if x is True:
@@ -361,10 +434,36 @@ class _Compiler:
             if "$ref" in x:
                 extra = {k: v for k, v in x.items() if k != "$ref"}
                 x = self.merge(extra, self.resolve(x["$ref"], pointer), pointer, depth + 1)
-            for k in ("allOf", "anyOf", "oneOf"):
-                if k in x:
-                    raise SchemaError(k, pointer, "nested inside a merged schema")
+            if "allOf" in x:
+                parts = x["allOf"]
+                if not isinstance(parts, list) or not parts:
+                    raise SchemaError("allOf", pointer, "must be a non-empty list")
+                x = {k: v for k, v in x.items() if k != "allOf"}
+                for part in parts:
+                    x = self.merge(x, part, pointer, depth + 1)
             sides.append(x)
+        for i, x in enumerate(sides):
+            for k in ("anyOf", "oneOf"):
+                if k in x:  # A and (B1 or .. Bn) is (A and B1) or .. (A and Bn); so for oneOf
+                    alts = x[k]
+                    if not isinstance(alts, list) or not alts:
+                        raise SchemaError(k, pointer, "must be a non-empty list")
+                    if len(alts) > MAX_MERGED:
+                        raise SchemaError(k, pointer, f"more than {MAX_MERGED} merged alternatives")
+                    rest = {key: v for key, v in x.items() if key != k}
+                    other = sides[1 - i]
+                    merged = []
+                    for j, alt in enumerate(alts):
+                        p = _ptr(pointer, k, j)
+                        try:
+                            merged.append(
+                                self.merge(self.merge(rest, alt, p, depth + 1), other, p, depth + 1)
+                            )
+                        except _NoInstance:
+                            continue  # an alternative no instance satisfies: left out
+                    if not merged:
+                        raise _NoInstance(k, pointer, "no merged alternative admits an instance")
+                    return {k: merged}
         a, b = sides
         out = dict(a)
         for k, v in b.items():
@@ -379,7 +478,7 @@ class _Compiler:
                     {"integer"} if "number" in ta | tb and "integer" in ta | tb else set()
                 )
                 if not both:
-                    raise SchemaError("type", pointer, "merged schemas share no type")
+                    raise _NoInstance("type", pointer, "merged schemas share no type")
                 out[k] = sorted(both)
             elif k == "properties":
                 props = dict(out[k])
@@ -404,30 +503,213 @@ class _Compiler:
         return out
 
     def ref(self, ref: Any, pointer: str) -> str:
-        if ref not in self.refs:
-            target = self.resolve(ref, pointer)
-            name = self.b.new("r")
-            self.refs[ref] = name
-            self.b.rule([[self.value(target, ref)]], name)
-        return self.refs[ref]
+        """The symbol of a ``$ref``'s target, one per distinct target (equal
+        definitions under two names share it). A target that refers to itself
+        gets a rule named before it is built; any other is its value's symbol."""
+        target = self.resolve(ref, pointer)
+        if ref not in self._ref_keys:
+            self._ref_keys[ref] = json.dumps(target, sort_keys=True)
+        key = self._ref_keys[ref]
+        if key not in self.refs:
+            name = self.refs[key] = self.b.new("r")
+            self._open[name] = False
+            try:
+                symbol = self.value(target, ref)
+            except SchemaError:
+                del self.refs[key]
+                raise
+            finally:
+                recursive = self._open.pop(name)
+            if recursive:
+                self.b.rule([[symbol]], name)
+            else:
+                self.refs[key] = symbol
+        found = self.refs[key]
+        if found in self._open:
+            self._open[found] = True
+        return found
 
     def union(self, key: str, parts: Any, pointer: str) -> str:
+        """``anyOf``/``oneOf``: one rule whose alternatives are the parts' symbols; a
+        part that admits no instance (:class:`_NoInstance`) is left out."""
         if not isinstance(parts, list) or not parts:
             raise SchemaError(key, pointer, "must be a non-empty list")
+        parts = list(parts)
         if key == "oneOf":
             kinds = [self.kinds(p, _ptr(pointer, i), set()) for i, p in enumerate(parts)]
             objects = [i for i, k in enumerate(kinds) if "object" in k]
             if len(objects) > 1:
+                # Disjoint among themselves once told apart, each narrowed to its
+                # objects (a value of another type two of them admit satisfies both,
+                # so it is no instance); any other alternative must share no type
+                # with any of them as written (or its instances might satisfy two).
                 told = self.told_apart([parts[i] for i in objects], pointer)
                 for i, part in zip(objects, told, strict=True):
-                    parts[i], kinds[i] = part, set()  # disjoint among themselves
-                kinds[objects[0]] = {"object"}
-            seen: set[str] = set()
+                    parts[i] = part
             for i, k in enumerate(kinds):
-                if k & seen:
-                    raise SchemaError(key, _ptr(pointer, i), "alternatives share a JSON type")
-                seen |= k
-        return self.b.rule([[self.value(p, _ptr(pointer, i))] for i, p in enumerate(parts)])
+                for j in range(i):
+                    if kinds[j] & k and not (i in objects and j in objects):
+                        raise SchemaError(key, _ptr(pointer, i), "alternatives share a JSON type")
+        alts = []
+        if key == "anyOf":
+            joined = self.joined_objects(parts, pointer)
+            if joined is not None:
+                alts.append([joined[0]])
+                parts = joined[1]
+        for i, p in enumerate(parts):
+            try:
+                alts.append([self.value(p, _ptr(pointer, i))])
+            except _NoInstance:
+                continue
+        if not alts:
+            raise _NoInstance(key, pointer, "no alternative admits an instance")
+        return self.b.rule(alts)
+
+    def joined_objects(self, parts: list[Any], pointer: str) -> tuple[str, list[Any]] | None:
+        """``anyOf`` alternatives that are plain object schemas and overlap (an object
+        two of them admit, as ``{}`` where every member is optional), written as one
+        object, exactly: the symbol of their objects and the parts left (the others,
+        and the other types of the joined ones). None where they do not overlap
+        (the alternatives stay apart) or cannot be joined.
+
+        Each name any of them declares is one member, whose value must compile to
+        one symbol in every alternative that admits the name (declared, or through
+        open extra members). The rule of a set ``W`` of names written goes on with
+        any name some alternative admitting ``W`` admits, and may end where such an
+        alternative has all its required names in ``W`` (then take extra members
+        where it takes them). Members in any order; refused (None) past
+        :data:`MAX_JOINED` sets."""
+        plain, rest = [], []
+        for i, p in enumerate(parts):
+            q = p
+            seen = set()
+            while isinstance(q, dict) and list(q) == ["$ref"] and q["$ref"] not in seen:
+                seen.add(q["$ref"])
+                q = self.resolve(q["$ref"], _ptr(pointer, i))
+            types = q.get("type", list(_TYPES)) if isinstance(q, dict) else []
+            types = [types] if isinstance(types, str) else types
+            if (
+                isinstance(q, dict)
+                and isinstance(types, list)
+                and "object" in types
+                and all(k in _JOINABLE for k in q if k in _KNOWN or k == _FORBIDDEN)
+                and isinstance(q.get("properties", {}), dict)
+                and isinstance(q.get("required", []), list)
+            ):
+                plain.append((i, q))
+                others = [t for t in types if t != "object"]
+                if others:
+                    rest.append({**q, "type": others})
+            else:
+                rest.append(p)
+        if len(plain) < 2:
+            return None
+        closed = [
+            set(q.get("properties", {}))
+            if q.get("additionalProperties", None if self.strict else True) in (None, False)
+            else None
+            for _, q in plain
+        ]
+        required = [set(q.get("required", [])) for _, q in plain]
+        if not any(
+            all(c is None or (required[a] | required[b]) <= c for c in (closed[a], closed[b]))
+            for a in range(len(plain))
+            for b in range(a)
+        ):
+            return None
+        names = list(
+            dict.fromkeys(
+                n for _, q in plain for n in [*q.get("properties", {}), *q.get("required", [])]
+            )
+        )
+        colon, comma = self.b.punct(":"), self.b.punct(",")
+        member: dict[str, str] = {}
+        admits: list[set[str]] = []  # per alternative kept: the names it admits,
+        needs: list[set[str]] = []  # those it requires,
+        extras: list[bool] = []  # whether it takes extra members
+        extra_value: str | None = None
+        for (i, q), req in zip(plain, required, strict=True):
+            extra = q.get("additionalProperties", None if self.strict else True)
+            props = q.get("properties", {})
+            sub_pointer = _ptr(pointer, i)
+            extra_symbol = None
+            if extra not in (None, False):
+                with contextlib.suppress(_NoInstance):
+                    extra_symbol = self.value(extra, _ptr(sub_pointer, "additionalProperties"))
+            if extra_symbol is not None:
+                if extra_value not in (None, extra_symbol):
+                    return None
+                extra_value = extra_symbol
+            admitted = set()
+            for n in names:
+                if n in props:
+                    try:
+                        symbol = self.value(props[n], _ptr(sub_pointer, "properties", n))
+                    except _NoInstance:
+                        continue
+                elif extra_symbol is not None:
+                    symbol = extra_symbol
+                else:
+                    continue
+                rule = self.b.rule(
+                    [
+                        [
+                            self.b.wrap(self.b.literal(_compact(n)), KEY),
+                            colon,
+                            self.b.wrap(symbol, VALUE),
+                        ]
+                    ]
+                )
+                if member.setdefault(n, rule) != rule:
+                    return None  # the name's value differs between alternatives
+                admitted.add(n)
+            if req <= admitted:  # else no object satisfies it: left out
+                admits.append(admitted)
+                needs.append(req)
+                extras.append(extra_symbol is not None)
+        extra_member = None
+        loop = self.b.rule([[]])
+        if extra_value is not None:
+            key = self.b.wrap(self.b.regex(f'"{_not_one_of(names)}"'), KEY)
+            extra_member = self.b.rule([[key, colon, self.b.wrap(extra_value, VALUE)]])
+            loop = self.b.rule([[comma, extra_member, _SELF], []])
+        after: dict[frozenset[str], str] = {}
+
+        def alive(written: frozenset[str]) -> list[int]:
+            return [k for k, a in enumerate(admits) if written <= a]
+
+        def after_set(written: frozenset[str]) -> str:
+            if written not in after:
+                if len(after) >= MAX_JOINED:
+                    raise _TooMany
+                live = alive(written)
+                alts = [
+                    [comma, member[n], after_set(written | {n})]
+                    for n in names
+                    if n not in written and alive(written | {n})
+                ]
+                done = [k for k in live if needs[k] <= written]
+                if done:
+                    alts.append([])
+                if extra_member is not None and any(extras[k] for k in done):
+                    alts.append([comma, extra_member, loop])
+                after[written] = self.b.rule(alts)
+            return after[written]
+
+        try:
+            first = [[member[n], after_set(frozenset({n}))] for n in names if alive(frozenset({n}))]
+        except _TooMany:
+            return None
+        if extra_member is not None and any(extras[k] and not needs[k] for k in range(len(admits))):
+            first.append([extra_member, loop])
+        body = []
+        if first:
+            body.append([self.b.punct("{"), self.b.rule(first), self.b.punct("}")])
+        if any(not r for r in needs):
+            body.append([self.b.empty("{}")])
+        if not body:
+            return None
+        return self.b.rule(body, alias=OBJECT), rest
 
     def told_apart(self, parts: list[Any], pointer: str) -> list[dict[str, Any]]:
         """``oneOf`` object alternatives narrowed so that no instance satisfies two.
@@ -436,9 +718,14 @@ class _Compiler:
         every other alternative j it may not write one name j requires and it does
         not (``_FORBIDDEN``: left out of its properties and extra names). An
         instance of the narrowed i lacks that name, so it is no instance of j: the
-        alternatives are disjoint and ``oneOf`` is their union. Refused when some
-        alternative requires every name another requires, when an alternative is
-        no plain object schema, or under ``patternProperties``."""
+        alternatives are disjoint and ``oneOf`` is their union. Two alternatives
+        that both require a name whose values (``const``/``enum`` strings, booleans
+        or null) are disjoint are disjoint already (a tagged union) and need no
+        such name, as are two where one requires a name the other, closed, does
+        not declare. Refused when some alternative requires every name another
+        requires and no tag tells them apart, when an alternative is no plain
+        object schema (after merging its ``allOf`` and ``$ref``), or under
+        ``patternProperties``."""
         objects = []
         for i, p in enumerate(parts):
             seen = set()
@@ -447,6 +734,8 @@ class _Compiler:
                 p = self.resolve(p["$ref"], _ptr(pointer, i))
             if p is True or p == {}:
                 p = {}
+            if isinstance(p, dict) and ("allOf" in p or "$ref" in p):
+                p = self.merge(p, {}, _ptr(pointer, i))
             types = p.get("type", "object") if isinstance(p, dict) else None
             if (
                 not isinstance(p, dict)
@@ -460,7 +749,7 @@ class _Compiler:
         for i, p in enumerate(objects):
             forbidden = set()
             for j, needs in enumerate(required):
-                if j != i:
+                if j != i and not self.tagged(objects[i], objects[j], required[i] & needs):
                     if needs <= required[i]:
                         raise SchemaError(
                             "oneOf",
@@ -472,6 +761,37 @@ class _Compiler:
             props = {n: v for n, v in p.get("properties", {}).items() if n not in forbidden}
             out.append({**p, "type": "object", "properties": props, _FORBIDDEN: sorted(forbidden)})
         return out
+
+    def tagged(self, a: dict[str, Any], b: dict[str, Any], names: set[str]) -> bool:
+        """Whether no instance satisfies both ``a`` and ``b``: one requires a name the
+        other, closed, does not declare, or one of ``names`` (required by both) has
+        disjoint values in them (a tag)."""
+        for x, y in ((a, b), (b, a)):
+            closed = x.get("additionalProperties", None if self.strict else True) in (None, False)
+            if closed and set(y.get("required", [])) - set(x.get("properties", {})):
+                return True
+        for n in sorted(names):
+            va, vb = self.tag_values(a, n), self.tag_values(b, n)
+            if va is not None and vb is not None and not va & vb:
+                return True
+        return False
+
+    def tag_values(self, schema: dict[str, Any], name: str) -> set[tuple[str, Any]] | None:
+        """The values ``schema`` allows its member ``name`` (None: not a finite set of
+        strings, booleans and nulls), each with its JSON type (``true`` is not ``1``)."""
+        sub = schema.get("properties", {}).get(name)
+        seen = set()
+        while isinstance(sub, dict) and list(sub) == ["$ref"] and sub["$ref"] not in seen:
+            seen.add(sub["$ref"])
+            sub = self.resolve(sub["$ref"], "")
+        if not isinstance(sub, dict) or not ("const" in sub or "enum" in sub):
+            return None
+        values = [sub["const"]] if "const" in sub else sub["enum"]
+        if not isinstance(values, list) or not all(
+            v is None or isinstance(v, (str, bool)) for v in values
+        ):
+            return None
+        return {(_kind(v), v) for v in values}
 
     def kinds(self, schema: Any, pointer: str, visiting: set[str]) -> set[str]:
         """The JSON types ``schema``'s instances can have (integer counted as number)."""
@@ -508,7 +828,7 @@ class _Compiler:
             types = {types} if isinstance(types, str) else set(types)
             values = [v for v in values if _kind(v) in types or (_is_int(v) and "integer" in types)]
         if not values:
-            raise SchemaError(key, _ptr(pointer, key), "no value has the schema's type")
+            raise _NoInstance(key, _ptr(pointer, key), "no value has the schema's type")
         return self.b.rule([[self.b.literal(_compact(v))] for v in values])
 
     def typed(self, t: str, schema: dict[str, Any], pointer: str) -> str:
@@ -526,6 +846,9 @@ class _Compiler:
 
     def string(self, schema: dict[str, Any], pointer: str) -> str:
         lo, hi = schema.get("minLength", 0), schema.get("maxLength")
+        if "format" in schema and schema["format"] not in {*FORMATS, *_ASSERTED_FORMATS}:
+            # A format no draft (nor OpenAPI) defines asserts nothing: validators pass it.
+            schema = {k: v for k, v in schema.items() if k != "format"}
         if "pattern" in schema or "format" in schema:
             regex = ""
             if "format" in schema:
@@ -552,6 +875,8 @@ class _Compiler:
 
     def number(self, t: str, schema: dict[str, Any], pointer: str) -> str:
         bounds = {k: schema[k] for k in _BOUNDS if k in schema}
+        if "multipleOf" in schema:
+            return self.multiples(schema["multipleOf"], bounds, _ptr(pointer, "multipleOf"))
         if t == "number" and not bounds:
             return self.b.regex(NUMBER)
         if t == "number":
@@ -560,12 +885,38 @@ class _Compiler:
                     raise SchemaError(key, _ptr(pointer, key), "exclusive bounds on a number")
             lo, hi = bounds.get("minimum"), bounds.get("maximum")
             for key, v in (("minimum", lo), ("maximum", hi)):
-                if v is not None and not _is_int(v):
-                    raise SchemaError(key, _ptr(pointer, key), "a bound on a number must be whole")
-            return self.b.regex(_decimal_range(_whole(lo), _whole(hi)))
+                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                    raise SchemaError(key, _ptr(pointer, key), "must be a number")
+                if isinstance(v, float) and not math.isfinite(v):
+                    raise SchemaError(key, _ptr(pointer, key), "must be finite")
+            return self.b.regex(_decimal_range(_exact(lo), _exact(hi), pointer))
         lo, hi = _int_bounds(bounds, pointer)
         whole = INT if lo is None and hi is None else _int_range(lo, hi)
         return self.b.regex(whole + r"(?:\.0+)?")  # 1.0 is an integer too
+
+    def multiples(self, step: Any, bounds: dict[str, Any], pointer: str) -> str:
+        """Numbers (or integers) that are ``step`` times an integer, ``step`` whole: any
+        integer for a step of 1, else each multiple within the bounds spelled out (at
+        most :data:`MAX_MULTIPLES`); a fractional step is refused."""
+        if isinstance(step, bool) or not isinstance(step, (int, float)) or step <= 0:
+            raise SchemaError("multipleOf", pointer, "must be a number above 0")
+        if not _is_int(step):
+            raise SchemaError("multipleOf", pointer, "a fractional step is not supported")
+        step = int(step)
+        lo, hi = _int_bounds(bounds, pointer.rpartition("/")[0])
+        if step == 1:
+            whole = INT if lo is None and hi is None else _int_range(lo, hi)
+        elif lo is None or hi is None or (hi // step - -(-lo // step)) >= MAX_MULTIPLES:
+            raise SchemaError(
+                "multipleOf", pointer, f"more than {MAX_MULTIPLES} multiples within the bounds"
+            )
+        else:
+            first = -(-lo // step) * step
+            values = range(first, hi + 1, step)
+            if not values:
+                raise _NoInstance("multipleOf", pointer, "no multiple within the bounds")
+            whole = "(?:" + "|".join(str(v) for v in values) + ")"
+        return self.b.regex(whole + r"(?:\.0+)?")
 
     def array(self, schema: dict[str, Any], pointer: str) -> str:
         lo, hi = schema.get("minItems", 0), schema.get("maxItems")
@@ -595,13 +946,15 @@ class _Compiler:
             comma = self.b.punct(",")
             body = [x for i, s in enumerate(syms) for x in ([comma, s] if i else [s])]
             return self.b.rule([[self.b.punct("["), *body, self.b.punct("]")]], alias=ARRAY)
-        item = self.b.wrap(self.value(items, _ptr(pointer, "items")), VALUE)
+        try:
+            item = self.b.wrap(self.value(items, _ptr(pointer, "items")), VALUE)
+        except _NoInstance:  # no item can be written: only the empty array
+            if lo > 0:
+                raise
+            return self.b.rule([[self.b.empty("[]")]], alias=ARRAY)
         comma = self.b.punct(",")
-        tail = self.b.new()
-        if hi is None:  # tail_k: k items written; from max(lo, 1) on, a loop
-            loop = self.b.rule([[comma, item, tail], []], tail)
-        else:
-            loop = self.b.rule([[]], tail)
+        # tail_k: k items written; from max(lo, 1) on, a loop
+        loop = self.b.rule([[comma, item, _SELF], []] if hi is None else [[]])
         cur = loop
         for k in range(max(hi if hi is not None else max(lo, 1), 1) - 1, 0, -1):
             alts: list[list[str]] = [[comma, item, cur]]
@@ -640,7 +993,14 @@ class _Compiler:
         colon = self.b.punct(":")
         for n in names:
             sub = props.get(n, extra)
-            value = self.b.wrap(self.value(sub, _ptr(pointer, "properties", n)), VALUE)
+            try:
+                value = self.b.wrap(self.value(sub, _ptr(pointer, "properties", n)), VALUE)
+            except _NoInstance as e:
+                if n in required:
+                    raise _NoInstance(
+                        "required", _ptr(pointer, "required"), f"{n!r} can have no value ({e})"
+                    ) from None
+                continue  # the name can never be written (still kept out of the extras)
             key = self.b.wrap(self.b.literal(_compact(n)), KEY)
             members.append((self.b.rule([[key, colon, value]]), n in required))
         comma = self.b.punct(",")
@@ -649,8 +1009,11 @@ class _Compiler:
         kinds = []
         if extra not in (None, False):
             key = self.b.wrap(self.b.regex(f'"{_not_one_of(names + forbidden)}"'), KEY)
-            value = self.b.wrap(self.value(extra, _ptr(pointer, "additionalProperties")), VALUE)
-            kinds.append([key, colon, value])
+            try:
+                value = self.value(extra, _ptr(pointer, "additionalProperties"))
+                kinds.append([key, colon, self.b.wrap(value, VALUE)])
+            except _NoInstance:
+                pass  # as additionalProperties false
         for p, key_regex, sub_pointer in keyed:
             if any(compile_pattern("K", key_regex).fullmatch(_compact(n)) for n in names):
                 # Its members could repeat the declared name: refused, not merged.
@@ -658,32 +1021,42 @@ class _Compiler:
                     "patternProperties", sub_pointer, "matches a declared property's name"
                 )
             key = self.b.wrap(self.b.regex(key_regex), KEY)
-            value = self.b.wrap(self.value(patterns[p], sub_pointer), VALUE)
-            kinds.append([key, colon, value])
+            try:
+                value = self.value(patterns[p], sub_pointer)
+                kinds.append([key, colon, self.b.wrap(value, VALUE)])
+            except _NoInstance:
+                pass  # names it matches can never be written
         # rest: what follows the declared members (the extra members' loop);
         # start: the extras when no declared member is written (None: there are none).
         rest = self.b.rule([[]])
         start: str | None = None
         if kinds:
             member = self.b.rule(kinds)
-            loop = self.b.new()
-            self.b.rule([[comma, member, loop], []], loop)
+            loop = self.b.rule([[comma, member, _SELF], []])
             rest = self.b.rule([[loop]])
             start = self.b.rule([[member, loop]])
-        if len(members) <= ANY_ORDER:
-            first = self.any_order(members, comma, rest, start)
-        else:
-            first = self.in_order(members, comma, rest, start)
         n_required = sum(r for _, r in members)
         most = len(members) if not kinds else None
-        some, none = self.member_counts(schema, pointer, n_required, most)
+        some, none, counts = self.member_counts(schema, pointer, n_required, most)
+        if len(members) <= ANY_ORDER:
+            first = self.any_order(members, comma, rest, start, counts)
+        elif counts is not None:
+            key = "minProperties" if "minProperties" in schema else "maxProperties"
+            raise SchemaError(
+                key,
+                _ptr(pointer, key),
+                f"counted over {len(members)} members, more than the {ANY_ORDER} "
+                "GRID writes in any order",
+            )
+        else:
+            first = self.in_order(members, comma, rest, start)
         alts = []
         if first is not None and some:
             alts.append([self.b.punct("{"), first, self.b.punct("}")])
         if none:
             alts.append([self.b.empty("{}")])
         if not alts:
-            raise SchemaError("properties", pointer, "the object can have no members")
+            raise _NoInstance("properties", pointer, "the object can have no members")
         return self.b.rule(alts, alias=OBJECT)
 
     def in_order(
@@ -700,43 +1073,63 @@ class _Compiler:
         return first
 
     def any_order(
-        self, members: list[tuple[str, bool]], comma: str, rest: str, start: str | None
+        self,
+        members: list[tuple[str, bool]],
+        comma: str,
+        rest: str,
+        start: str | None,
+        counts: tuple[int, int] | None = None,
     ) -> str | None:
         """The members of a non-empty object in any order (each at most once, every
         required one written), then ``rest``: one rule per set of members written
         (2^n rules, so only for at most :data:`ANY_ORDER` members). The next key
-        names the member, so the choice is LALR(1)."""
+        names the member, so the choice is LALR(1). ``counts``: the number of
+        members written must lie in it (no extra members then); a set from which
+        no admitted object is reachable is left out."""
         required = frozenset(i for i, (_, req) in enumerate(members) if req)
+        lo, hi = counts if counts is not None else (0, len(members))
         after: dict[frozenset[int], str] = {}
+
+        def viable(written: frozenset[int]) -> bool:
+            return len(written | required) <= hi and max(lo, len(written | required)) <= len(
+                members
+            )
 
         def after_set(written: frozenset[int]) -> str:
             if written not in after:
                 alts = [
                     [comma, m, after_set(written | {i})]
                     for i, (m, _) in enumerate(members)
-                    if i not in written
+                    if i not in written and viable(written | {i})
                 ]
-                if required <= written:
+                if required <= written and len(written) >= lo:
                     alts.append([rest])
                 after[written] = self.b.rule(alts)
             return after[written]
 
-        alts = [[m, after_set(frozenset({i}))] for i, (m, _) in enumerate(members)]
+        alts = [
+            [m, after_set(frozenset({i}))]
+            for i, (m, _) in enumerate(members)
+            if viable(frozenset({i}))
+        ]
         if not required and start is not None:
             alts.append([start])
         return self.b.rule(alts) if alts else None
 
     def member_counts(
         self, schema: dict[str, Any], pointer: str, n_required: int, most: int | None
-    ) -> tuple[bool, bool]:
+    ) -> tuple[bool, bool, tuple[int, int] | None]:
         """Check ``minProperties``/``maxProperties`` against an object that writes at
         least ``n_required`` members and at most ``most`` (None: unbounded), each
         non-empty alternative writing at least one; whether objects with members
-        and whether ``{}`` stay admitted.
+        and whether ``{}`` stay admitted, and the member counts the non-empty
+        alternatives must count (None: no counting needed).
 
-        Exact cases only: a lower bound of 1 drops ``{}``, an upper bound of 0
-        keeps only ``{}``, and a bound the object's shape already satisfies is no
-        constraint; any other bound needs counting and is refused.
+        A lower bound of 1 drops ``{}``, an upper bound of 0 keeps only ``{}``,
+        and a bound the object's shape already satisfies is no constraint. Any
+        other bound is counted when the object has no extra members (``most``
+        known) and is written in any order (:meth:`any_order`: the set written
+        gives the count); elsewhere it is refused.
         """
         lo, hi = schema.get("minProperties", 0), schema.get("maxProperties")
         if not isinstance(lo, int) or lo < 0:
@@ -745,22 +1138,26 @@ class _Compiler:
             raise SchemaError(
                 "maxProperties", _ptr(pointer, "maxProperties"), "must be at least minProperties"
             )
+        if hi == 0 and n_required:
+            raise _NoInstance("maxProperties", _ptr(pointer, "maxProperties"), "below required")
+        if most is not None and lo > most:
+            raise _NoInstance("minProperties", _ptr(pointer, "minProperties"), "above the members")
+        if most is not None and (lo > max(n_required, 1) or (hi is not None and 0 < hi < most)):
+            return hi != 0, n_required == 0 and lo == 0, (max(lo, 1), most if hi is None else hi)
         if lo > max(n_required, 1):
             raise SchemaError(
                 "minProperties",
                 _ptr(pointer, "minProperties"),
-                f"{lo} members, more than the {n_required} required (GRID does not count members)",
+                f"{lo} members, more than the {n_required} required, beside extra members "
+                "(GRID does not count them)",
             )
         if hi is not None and hi != 0 and (most is None or most > hi):
             raise SchemaError(
                 "maxProperties",
                 _ptr(pointer, "maxProperties"),
-                f"at most {hi} of {'unbounded' if most is None else most} members "
-                "(GRID does not count members)",
+                f"at most {hi} of unbounded members (GRID does not count extra members)",
             )
-        if hi == 0 and n_required:
-            raise SchemaError("maxProperties", _ptr(pointer, "maxProperties"), "below required")
-        return hi != 0, n_required == 0 and lo == 0
+        return hi != 0, n_required == 0 and lo == 0, None
 
     def pattern_keys(self, patterns: dict[str, Any], pointer: str) -> list[tuple[str, str, str]]:
         """Per ``patternProperties`` pattern: (pattern, the regex of its member names
@@ -788,10 +1185,8 @@ class _Compiler:
             comma, colon = self.b.punct(","), self.b.punct(":")
             written = self.b.wrap(v, VALUE)
             member = self.b.rule([[self.b.wrap(string, KEY), colon, written]])
-            members = self.b.rule([[member]])
-            self.b.rules[members].append([members, comma, member])
-            items = self.b.rule([[written]])
-            self.b.rules[items].append([items, comma, written])
+            members = self.b.rule([[member], [_SELF, comma, member]])
+            items = self.b.rule([[written], [_SELF, comma, written]])
             obj = self.b.rule(
                 [[self.b.empty("{}")], [self.b.punct("{"), members, self.b.punct("}")]],
                 alias=OBJECT,
@@ -820,9 +1215,34 @@ _SUPPORTED = {
     "additionalItems", "minItems", "maxItems", "enum", "const", "minLength", "maxLength",
     "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
     "$ref", "anyOf", "oneOf", "allOf", "minProperties", "maxProperties", "patternProperties",
+    "multipleOf",
 }  # fmt: skip
 _FORBIDDEN = "x-grid-forbidden"
 """Names an object alternative of ``oneOf`` may not write (:meth:`_Compiler.told_apart`)."""
+MAX_MULTIPLES = 512
+"""The most multiples of a ``multipleOf`` step spelled out between an integer's bounds."""
+MAX_JOINED = 512
+"""The most sets of written names :meth:`_Compiler.joined_objects` spells out."""
+_JOINABLE = {
+    "type", "properties", "required", "additionalProperties",
+    # keywords of other types (the joined object is the objects only):
+    "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems",
+    "contains", "minContains", "maxContains", "unevaluatedItems", "minLength", "maxLength",
+    "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+    "multipleOf",
+}  # fmt: skip
+"""The keywords an object alternative of :meth:`_Compiler.joined_objects` may carry."""
+MAX_MERGES = 20000
+"""The most schema merges one compile may make (distributing nested ``anyOf`` over
+an ``allOf`` multiplies them)."""
+
+
+class _TooMany(Exception):
+    """More than :data:`MAX_JOINED` sets of written names."""
+
+
+MAX_MERGED = 64
+"""The most alternatives an ``anyOf``/``oneOf`` distributed over a merge may have."""
 _BOUNDS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
 
@@ -873,37 +1293,92 @@ def _int_bounds(bounds: dict[str, Any], pointer: str) -> tuple[int | None, int |
         else:
             hi = n if hi is None else min(hi, n)
     if lo is not None and hi is not None and lo > hi:
-        raise SchemaError("minimum", pointer, "the bounds admit no integer")
+        raise _NoInstance("minimum", pointer, "the bounds admit no integer")
     return lo, hi
 
 
-def _whole(v: Any) -> int | None:
-    return None if v is None else int(v)
+def _exact(v: int | float | None) -> Decimal | None:
+    """A bound as the decimal it is written as (a float's shortest spelling, which
+    reads back to the same float): an instance at least (at most) that decimal
+    reads to a float at least (at most) the bound, rounding being monotone."""
+    return None if v is None else Decimal(repr(v))
 
 
-def _decimal_range(lo: int | None, hi: int | None) -> str:
+def _decimal_range(lo: Decimal | None, hi: Decimal | None, pointer: str = "") -> str:
     """Decimals without exponent in [lo, hi] (None: unbounded), JSON spelling."""
     if lo is not None and hi is not None and lo > hi:
-        raise SchemaError("minimum", "", "the bounds admit no number")
+        raise _NoInstance("minimum", pointer, "the bounds admit no number")
     parts = []
     if hi is None or hi >= 0:
-        parts.append(_magnitude(max(lo, 0) if lo is not None else 0, hi))
+        parts.append(_magnitude(max(lo, Decimal(0)) if lo is not None else Decimal(0), hi))
     if lo is None or lo < 0:
-        parts.append(
-            "-" + _magnitude(-hi if hi is not None and hi < 0 else 0, None if lo is None else -lo)
-        )
+        least = -hi if hi is not None and hi < 0 else Decimal(0)
+        parts.append("-" + _magnitude(least, None if lo is None else -lo))
     return "(?:" + "|".join(parts) + ")"
 
 
-def _magnitude(lo: int, hi: int | None) -> str:
-    """Unsigned decimals whose value is in [lo, hi] (whole bounds)."""
-    frac = r"(?:\.[0-9]+)?"
+def _magnitude(lo: Decimal, hi: Decimal | None) -> str:
+    """Unsigned decimals (no exponent, no leading zeros) whose value is in [lo, hi]:
+    the whole part compared first, the fraction digit by digit where the whole
+    part equals a bound's (:func:`_fraction`)."""
+    a, fa = _split(lo)
     if hi is None:
-        return f"{_nat_range(lo, None)}{frac}"
-    alts = [rf"{_nat_range(hi, hi)}(?:\.0+)?"]
-    if lo < hi:
-        alts.append(f"{_nat_range(lo, hi - 1)}{frac}")
+        alts = [
+            _nat_range(a, a) + _fraction(fa, None),
+            _nat_range(a + 1, None) + _fraction("", None),
+        ]
+        return "(?:" + "|".join(alts) + ")"
+    b, fb = _split(hi)
+    if a == b:
+        return _nat_range(a, a) + _fraction(fa, fb)
+    alts = [_nat_range(a, a) + _fraction(fa, None)]
+    if a + 1 <= b - 1:
+        alts.append(_nat_range(a + 1, b - 1) + _fraction("", None))
+    alts.append(_nat_range(b, b) + _fraction("", fb))
     return "(?:" + "|".join(alts) + ")"
+
+
+def _split(v: Decimal) -> tuple[int, str]:
+    """A non-negative decimal as its whole part and its fraction's digits (no
+    trailing zeros: ``2.50`` is ``(2, "5")``)."""
+    whole = int(v)
+    digits = format(v - whole, "f").partition(".")[2].rstrip("0")
+    return whole, digits
+
+
+def _fraction(lo: str, hi: str | None) -> str:
+    """The optional ``.digits`` of a decimal whose fraction ``0.d`` is in
+    [``0.lo``, ``0.hi``] (digit strings without trailing zeros; ``hi`` None: below 1)."""
+    empty, digits = _fraction_digits(lo, hi)
+    if digits is None:
+        return ""
+    return f"(?:\\.{digits})?" if empty else f"\\.{digits}"
+
+
+def _fraction_digits(lo: str, hi: str | None) -> tuple[bool, str | None]:
+    """Digit strings ``d`` with ``0.lo <= 0.d <= 0.hi``: whether the empty one is
+    (``lo`` is zero), and a regex of the non-empty ones (None: there are none)."""
+    if hi == "":  # 0.d <= 0: zeros only
+        return True, "0+"
+    if not lo and hi is None:
+        return True, "[0-9]+"
+    first, last = (int(lo[0]) if lo else 0), (int(hi[0]) if hi is not None else 9)
+    alts = []
+
+    def then(c: int, low: str, high: str | None) -> str:
+        empty, rest = _fraction_digits(low, high)
+        if rest is None:
+            return str(c)
+        return f"{c}(?:{rest})?" if empty else f"{c}{rest}"
+
+    if first == last:
+        alts.append(then(first, lo[1:], None if hi is None else hi[1:]))
+    else:
+        alts.append(then(first, lo[1:], None))
+        if first + 1 <= last - 1:
+            alts.append(f"[{first + 1}-{last - 1}][0-9]*")
+        alts.append(then(last, "", None if hi is None else hi[1:]))
+    return not lo, "(?:" + "|".join(alts) + ")"
 
 
 def _int_range(lo: int | None, hi: int | None) -> str:
@@ -953,12 +1428,14 @@ def _pattern(pattern: Any, pointer: str) -> str:
 
     if not isinstance(pattern, str):
         raise SchemaError("pattern", pointer, "must be a string")
-    body = pattern
-    head = "" if body.startswith("^") else f"{SAFE}*"
-    body = body[1:] if body.startswith("^") else body
-    tail = "" if body.endswith("$") and not body.endswith("\\$") else f"{SAFE}*"
-    body = body[:-1] if not tail else body
-    body = _rewrite(body)
+    anchored = []
+    for alt in _alternatives(pattern):  # each top-level alternative anchored on its own
+        head = "" if alt.startswith("^") else f"{SAFE}*"
+        alt = alt[1:] if alt.startswith("^") else alt
+        tail = "" if alt.endswith("$") and not alt.endswith("\\$") else f"{SAFE}*"
+        alt = alt[:-1] if not tail else alt
+        anchored.append(f"{head}(?:{_rewrite(alt)}){tail}")
+    body = "|".join(anchored)
     try:
         dfa = build_union_dfa([("P", f"(?:{body})X")])  # X: the automaton must read bytes
     except GrammarError as e:
@@ -970,7 +1447,47 @@ def _pattern(pattern: Any, pointer: str) -> str:
                 raise SchemaError(
                     "pattern", pointer, f"matches byte {byte:#04x}, which GRID cannot spell exactly"
                 )
-    return f'"{head}(?:{body}){tail}"'
+    return f'"(?:{body})"'
+
+
+def _alternatives(pattern: str) -> list[str]:
+    """The top-level alternatives of a regex, a group that is a whole alternative
+    opened (``(^a$)|b`` is ``^a$`` or ``b``), so that each can carry its anchors."""
+    parts, depth, start, i, opened, first = [], 0, 0, 0, 0, -1
+    spans: list[tuple[int, int]] = []  # the top-level groups: (open, close)
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if first >= 0:  # in a class; a ``]`` first in it is a member
+            if c == "]" and i != first:
+                first = -1
+        elif c == "[":
+            first = i + 2 if pattern[i + 1 : i + 2] == "^" else i + 1
+        elif c == "(":
+            if depth == 0:
+                opened = i
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                spans.append((opened, i))
+        elif c == "|" and depth == 0:
+            parts.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    parts.append(pattern[start:])
+    if len(parts) > 1:
+        return [a for p in parts for a in _alternatives(p)]
+    if spans == [(0, len(pattern) - 1)]:  # one group, the whole pattern
+        inner = pattern[1:-1]
+        if inner.startswith("?:"):
+            inner = inner[2:]
+        elif inner.startswith("?"):  # a lookaround or a named group: left as it is
+            return [pattern]
+        return _alternatives(inner)
+    return [pattern]
 
 
 def _included(a: str, b: str, pointer: str) -> str:
