@@ -158,6 +158,8 @@ def test_duplicate_names_follow_the_dialect_case_rule() -> None:
         SchemaSnapshot("sqlite", (Table("t", (Column("a"), Column("A"))),))
     with pytest.raises(SchemaError, match="unknown SQL dialect"):
         SchemaSnapshot("oracle", (upper,))
+    with pytest.raises(SchemaError, match="the name '\\\\udce9' is not valid Unicode text"):
+        SchemaSnapshot("sqlite", (Table("t", (Column("\udce9"),)),))
 
 
 def test_sqlite_folds_ascii_only() -> None:
@@ -204,6 +206,16 @@ def test_json_round_trip(tmp_path: Path) -> None:
             '{"format": "grid.schema/1", "dialect": "sqlite", '
             '"tables": [{"name": "t", "columns": [{"name": 1}]}]}',
             r"tables\[0\].columns\[0\].name must be a string",
+        ),
+        (
+            '{"format": "grid.schema/1", "dialect": "sqlite", '
+            '"tables": [{"name": "t", "columns": [{"name": "\\udce9"}]}]}',
+            r"tables\[0\].columns\[0\].name is not valid Unicode text: '\\udce9'",
+        ),
+        (
+            '{"format": "grid.schema/1", "dialect": "sqlite", '
+            '"tables": [{"name": "\\ud800x", "columns": []}]}',
+            r"tables\[0\].name is not valid Unicode text: '\\ud800x'",
         ),
     ],
 )

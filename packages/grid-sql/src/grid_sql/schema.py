@@ -145,6 +145,12 @@ class SchemaSnapshot:
         for t in self.tables:
             if not t.name:
                 raise SchemaError(self.label, "a relation has an empty name")
+            for name in (t.name, *t.column_names):
+                if not _is_text(name):
+                    raise SchemaError(
+                        self.label,
+                        f"relation {t.name!r}: the name {name!r} is not valid Unicode text",
+                    )
             key = name_key(t.name, case)
             if key in seen:
                 raise SchemaError(
@@ -441,9 +447,21 @@ def _object(data: Any, source: str, where: str, keys: set[str]) -> Mapping[str, 
     return data
 
 
+def _is_text(name: str) -> bool:
+    """``name`` is Unicode text: it has a UTF-8 spelling (no lone surrogate, which
+    a JSON ``\\udXXX`` escape can give)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _string(value: Any, source: str, where: str) -> str:
     if not isinstance(value, str):
         raise SchemaError(source, f"{where} must be a string")
+    if not _is_text(value):
+        raise SchemaError(source, f"{where} is not valid Unicode text: {value!r}")
     return value
 
 
