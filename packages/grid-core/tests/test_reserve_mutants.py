@@ -27,6 +27,7 @@ import heapq
 import random
 import signal
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 from toy import ANALYST, LEXICON, TOY, token
@@ -934,3 +935,275 @@ def test_no_newline_option_without_a_newline_lexeme() -> None:
     assert scan is not None
     cmt = 1 << grammar.terminal_id("CMT")
     assert table.finish_options(scan[0], scan[1]) == (_Option(b"", cmt, True),)
+
+
+# ------------------------------------------------------------------ ties and bounds
+
+
+def spelled(*extra: bytes) -> Vocabulary:
+    """Every single byte, then ``extra``, then EOS."""
+    words = [bytes([i]) for i in range(256)] + list(extra) + [b""]
+    return Vocabulary.from_spellings(
+        "spelled", words, frozenset({len(words) - 1}), (len(words) - 1,)
+    )
+
+
+def test_a_lexeme_of_two_adjacent_terminals_is_a_piece_of_both() -> None:
+    # "abcdefg" lexes as A (0) and B (1), which share no row; " abcdefg" is the only
+    # token a piece of either can be written with (no letter is a token alone): one
+    # visit of its trie node gives it to both.
+    text = 'start: "X" A | "Y" B\nA: /[a-g]+/\nB: /[a-z]+/\nWS: " "\n%ignore WS\n'
+    grammar = load_grammar(text, "adjacent")
+    assert (grammar.terminal_id("A"), grammar.terminal_id("B")) == (0, 1)
+    words = [b" ", b"X", b"Y", b" X", b" Y", b" abcdefg", b""]
+    vocab = Vocabulary.from_spellings("adjacent", words, frozenset({6}), (6,))
+    table = ReserveTable(Engine(grammar, vocab, cache=False))
+    assert table.pieces[0] == table.pieces[1] == b" abcdefg"
+    assert table.term_tokens[0] == table.term_tokens[1] == (5,)
+
+
+def test_byte_class_representatives_are_printable_ascii() -> None:
+    # Classes {1, 127} (no printable member: DEL is not one) and {2, 126} ("~" is).
+    text = 'start: (T | U)+\nT: /[\\x01\\x7f]/\nU: /[\\x02~]/\nWS: " "\n%ignore WS\n'
+    table = ReserveTable(Engine(load_grammar(text, "edges"), BYTES, cache=False))
+    classes = dict(table._classes)
+    assert classes[1] == (1, 127)
+    assert classes[126] == (2, 126)
+
+
+def tie_engine(text: str, name: str, extra: bytes) -> tuple[Engine, ReserveTable]:
+    engine = Engine(load_grammar(text, name), spelled(extra), cache=False)
+    return engine, ReserveTable(engine)
+
+
+def test_a_tie_between_items_keeps_the_first() -> None:
+    # After "y p": start -> "y" "p" . Z (rule 1) and start -> "y" "p" . W (rule 2) both
+    # cost 2 (" z" is " " "z"; " ww" is " w" "w"); the first kernel item is kept, and
+    # its piece drops the space after whitespace: "z" alone, one token.
+    text = 'start: "y" "p" Z | "y" "p" W\nZ: "z"\nW: "ww"\nWS: " "+\n%ignore WS\n'
+    engine, table = tie_engine(text, "item-tie", b" w")
+    z, w = (engine.tables.terminal_names.index(n) for n in ("Z", "W"))
+    assert (table.term_cost[z], table.term_cost[w]) == (2, 2)
+    c = engine.lexer.advance(engine.lexer.initial, b"y p ")
+    assert c is not None
+    assert [item[:3] for item in table._items[c.node.state]] == [(2, 1, 2), (2, 2, 2)]
+    assert table.node_plan(c.node) == [z]
+    assert table.reserve(c) == 1
+    assert table.completion(c) == [ord("z")]
+
+
+def test_a_tie_through_a_unit_item_keeps_the_direct_item() -> None:
+    # After "y x": start -> "y" "x" . Z costs 2, and so does a -> "x" . then "qq"; the
+    # item found first (Z's) stays; after whitespace "z" alone is one token.
+    text = 'start: "y" "x" Z | "y" a Q\na: "x"\nZ: "z"\nQ: "qq"\nWS: " "+\n%ignore WS\n'
+    engine, table = tie_engine(text, "unit-tie", b" q")
+    z, q = (engine.tables.terminal_names.index(n) for n in ("Z", "Q"))
+    assert (table.term_cost[z], table.term_cost[q]) == (2, 2)
+    c = engine.lexer.advance(engine.lexer.initial, b"y x ")
+    assert c is not None
+    assert table.node_plan(c.node) == [z]
+    assert table.reserve(c) == 1
+    assert table.completion(c) == [ord("z")]
+
+
+def test_an_unfinishable_option_does_not_end_the_search() -> None:
+    # "a" ends X, after which only Q ("q", no token spells it) can come: the option
+    # is skipped, and "b" (Y) then " z" is taken: 3 tokens.
+    text = 'start: X Q | Y Z\nX: "a"\nY: "ab"\nQ: "q"\nZ: "z"\nWS: " "\n%ignore WS\n'
+    words = [bytes([i]) for i in range(256) if i != ord("q")] + [b""]
+    vocab = Vocabulary.from_spellings("no-q", words, frozenset({255}), (255,))
+    engine = Engine(load_grammar(text, "unfinishable"), vocab, cache=False)
+    table = ReserveTable(engine, partial=True)
+    c = engine.lexer.advance(engine.lexer.initial, b"a")
+    assert c is not None
+    assert table.reserve(c) == 3
+    assert [vocab.token_bytes[t] for t in table.completion(c)] == [b"b", b" ", b"z"]
+
+
+def test_joined_whitespace_before_an_unwritable_stack() -> None:
+    # "select " with no "o" to write: the pending space's options lead to a stack
+    # that cannot be completed; the reserve is INF, and no plan is asked of it.
+    table = ReserveTable(Engine(ANALYST, ORDERS_NO_O, ORDERS_ONLY, cache=False), partial=True)
+    c = table.engine.lexer.advance(table.engine.lexer.initial, b"select ")
+    assert c is not None and c.size == 1
+    assert table.finish_options(*c.scan[:2])[-1] == _Option(b"", term("WS"), False, True)
+    assert table.reserve(c) == INF
+
+
+def test_a_category_state_is_no_separator() -> None:
+    # A space lexes as the ignored WS (first) and as the category NAME: not a pure
+    # ignored lexeme, so not a separator.
+    text = 'start: NAME+\nNAME: /[a-z]+| /\nWS.2: " "\n%ignore WS\n'
+    engine = Engine(load_grammar(text, "category-space"), BYTES, {"NAME": [b"ab"]}, cache=False)
+    with pytest.raises(ReserveError, match="a space is not a separator"):
+        ReserveTable(engine)
+
+
+def fake_short_lexemes(
+    n_states: int, edges: dict[tuple[int, int], int], accepting: set[int], dead: set[int]
+) -> list[bytes]:
+    """``_short_lexemes`` of terminal 0 over a made-up DFA: ``edges`` (state, byte) ->
+    state, every byte its own class; states in ``dead`` are not live for terminal 0."""
+    trans = [DEAD] * (n_states * 256)
+    for (q, b), q2 in edges.items():
+        trans[q * 256 + b] = q2
+    table = ReserveTable(ENGINE)
+    table.engine = SimpleNamespace(  # type: ignore[assignment]
+        dfa=SimpleNamespace(
+            trans=trans,
+            accept=[int(q in accepting) for q in range(n_states)],
+            live=[int(q not in dead) for q in range(n_states)],
+        )
+    )
+    bytes_used = sorted({b for _, b in edges})
+    table._classes = [(b, (b,)) for b in bytes_used]
+    return table._short_lexemes(0)
+
+
+def test_short_lexemes_stop_at_24() -> None:
+    # A chain of 13 accepting states on "a": each level adds "a" * k and its upper case;
+    # the search stops after the level that reaches 24.
+    chain = {(k, ord("a")): k + 1 for k in range(13)}
+    out = fake_short_lexemes(14, chain, set(range(1, 14)), set())
+    assert out == [s for k in range(1, 13) for s in (b"a" * k, b"A" * k)]
+
+
+def test_short_lexemes_stop_at_20000_states() -> None:
+    # 160 states, then 160 * 124 more: 20,000 states seen after two levels, and the
+    # search stops before the third, whose states accept.
+    edges = {(0, b): 1 + b for b in range(160)}
+    for i in range(160):
+        for b in range(124):
+            edges[(1 + i, b)] = 161 + i * 124 + b
+    final = 161 + 160 * 124
+    edges |= {(q, 0): final for q in range(161, final)}
+    assert fake_short_lexemes(final + 1, edges, {final}, set()) == []
+
+
+def test_short_lexemes_count_only_live_states() -> None:
+    # 20,099 states not live for the terminal are never entered, so they do not spend
+    # the 20,000-state budget: "\0\0\0" is found on the third level.
+    edges = {(0, 0): 1, (1, 0): 2, (2, 0): 3}
+    dead = set()
+    for b in range(1, 200):
+        edges[(0, b)] = 3 + b
+        dead.add(3 + b)
+        for c in range(100):
+            edges[(3 + b, c)] = 203 + (b - 1) * 100 + c
+            dead.add(203 + (b - 1) * 100 + c)
+    n = 203 + 199 * 100
+    assert fake_short_lexemes(n, edges, {3}, dead) == [b"\x00\x00\x00"]
+
+
+def test_no_newline_option_when_a_newline_and_a_space_do_not_join() -> None:
+    # A newline lexes (NL) but a space after it starts another lexeme: a newline is
+    # not a separator that the next piece's space joins, so "#c" can only end the text.
+    text = 'start: A+\nA: "a"\nWS: " "\nNL: "\\n"\nCMT: /#[^\\n]*/\n'
+    text += "%ignore WS\n%ignore NL\n%ignore CMT\n"
+    grammar = load_grammar(text, "newline-apart")
+    table = ReserveTable(Engine(grammar, BYTES, cache=False))
+    scan = table.engine.scanner.scan(b"#c")
+    assert scan is not None
+    cmt = 1 << grammar.terminal_id("CMT")
+    assert table.finish_options(scan[0], scan[1]) == (_Option(b"", cmt, True),)
+
+
+def test_newline_option_needs_a_newline_to_end_the_lexeme() -> None:
+    # WS takes spaces, newlines and byte 0xF6 (so the state before "#c"'s has a
+    # transition on 0xF6 = 256 - 10); a newline ends "#c", a space does not.
+    text = 'start: A+\nA: "a"\nWS: /[ \\n\\xf6]+/\nCMT: /#[^\\n]*/\n%ignore WS\n%ignore CMT\n'
+    grammar = load_grammar(text, "newline-ends")
+    engine = Engine(grammar, BYTES, cache=False)
+    table = ReserveTable(engine)
+    scan = engine.scanner.scan(b"#c")
+    assert scan is not None
+    assert engine.dfa.trans[(scan[0] - 1) * 256 + 0xF6] != DEAD
+    cmt = 1 << grammar.terminal_id("CMT")
+    assert table.finish_options(scan[0], scan[1]) == (
+        _Option(b"", cmt, True),
+        _Option(b"\n", cmt, False),
+    )
+
+
+def test_one_continuation_per_candidate_set() -> None:
+    # "#" goes on with " a" (a space would continue it, a newline ends it), and "# a"
+    # ends before a space: both continue as CMT, and the first found (the newline) stays.
+    text = 'start: A+\nA: "a"\nWS: /[ \\n]+/\nCMT: /#( [a-z]+)?/\n%ignore WS\n%ignore CMT\n'
+    grammar = load_grammar(text, "comment-then-word")
+    table = ReserveTable(Engine(grammar, BYTES, cache=False))
+    scan = table.engine.scanner.scan(b"#")
+    assert scan is not None
+    cmt = 1 << grammar.terminal_id("CMT")
+    assert table.finish_options(scan[0], scan[1]) == (
+        _Option(b"", cmt, True),
+        _Option(b"\n", cmt, False),
+    )
+
+
+def test_one_continuation_per_candidate_set_after_a_join() -> None:
+    # A tab that a space joins (the joined option, first), or "\tx" that a space ends:
+    # both continue as CMT, and the joined option stays.
+    text = 'start: A+\nA: "a"\nWS: " "+\nCMT: /\\t+ *|\\tx/\n%ignore WS\n%ignore CMT\n'
+    grammar = load_grammar(text, "tab-then-x")
+    table = ReserveTable(Engine(grammar, BYTES, cache=False))
+    scan = table.engine.scanner.scan(b"\t")
+    assert scan is not None
+    cmt = 1 << grammar.terminal_id("CMT")
+    assert table.finish_options(scan[0], scan[1]) == (
+        _Option(b"", cmt, True),
+        _Option(b"", cmt, False, True),
+    )
+
+
+def test_finish_options_step_with_a_class_representative() -> None:
+    # The class of "!" holds byte 0 too; "!" represents it: "<" finishes as "<!>".
+    text = 'start: TAG+\nTAG: /<[^> ]+>/\nWS: " "\n%ignore WS\n'
+    grammar = load_grammar(text, "tag")
+    table = ReserveTable(Engine(grammar, BYTES, cache=False))
+    assert dict(table._classes)[33][:2] == (0, 1)
+    scan = table.engine.scanner.scan(b"<")
+    assert scan is not None
+    tag = 1 << grammar.terminal_id("TAG")
+    assert table.finish_options(scan[0], scan[1]) == (
+        _Option(b"!>", tag, True),
+        _Option(b"!>", tag, False),
+    )
+
+
+def test_finish_options_leave_the_lexicon_with_another_class_member() -> None:
+    # NAME (a category, word "<!>") and TAG lex the same strings. From "<", "!" follows
+    # the word; the class of "!" leaves the lexicon with its first other member, byte 0:
+    # TAG alone is then reached as "\0>", two bytes on.
+    text = 'start: (NAME | TAG)+\nNAME: /<[^> ]+>/\nTAG: /<[^> ]+>/\nWS: " "\n%ignore WS\n'
+    grammar = load_grammar(text, "tag-word")
+    engine = Engine(grammar, BYTES, {"NAME": [b"<!>"]}, cache=False)
+    table = ReserveTable(engine)
+    scan = engine.scanner.scan(b"<")
+    assert scan is not None
+    both, tag = 0b11, 1 << grammar.terminal_id("TAG")
+    assert grammar.terminal_id("NAME") == 0
+    assert table.finish_options(scan[0], scan[1]) == (
+        _Option(b"!>", both, True),
+        _Option(b"\x00>", tag, True),
+        _Option(b"!>", both, False),
+        _Option(b"\x00>", tag, False),
+    )
+
+
+def test_finish_options_skip_a_class_that_is_all_lexicon() -> None:
+    # The word "< >": after "<" the space's class (the space alone) is all lexicon, so
+    # it gives no step off the lexicon; TAG alone is reached through "!" as "!>".
+    text = 'start: (NAME | TAG)+\nNAME: /<[^>]+>/\nTAG: /<[^>]+>/\nWS: " "\n%ignore WS\n'
+    grammar = load_grammar(text, "spaced-word")
+    engine = Engine(grammar, BYTES, {"NAME": [b"< >"]}, cache=False)
+    table = ReserveTable(engine)
+    assert dict(table._classes)[32] == (32,)
+    scan = engine.scanner.scan(b"<")
+    assert scan is not None
+    both, tag = 0b11, 1 << grammar.terminal_id("TAG")
+    assert table.finish_options(scan[0], scan[1]) == (
+        _Option(b" >", both, True),
+        _Option(b"!>", tag, True),
+        _Option(b" >", both, False),
+        _Option(b"!>", tag, False),
+    )
