@@ -13,6 +13,7 @@ reference (``grid audit replay``).
 from __future__ import annotations
 
 import array
+import os
 import random
 from collections.abc import Sequence
 from functools import cache
@@ -51,13 +52,22 @@ def sqlite_engine(vocab: str) -> Engine:
     return Engine(grammar, v, SQLITE_LEXICON, trie=build_trie(v))
 
 
+def native_only() -> None:
+    """Skip a test of the native session's own parts under ``GRID_KERNELS=0``."""
+    if os.environ.get("GRID_KERNELS") == "0":
+        pytest.skip("tests the native session: GRID_KERNELS=0 switches it off")
+
+
 def test_engine_guide_is_native_when_the_kernels_are_loaded() -> None:
     """Fails if ``Engine.guide()`` hands out the Python guide while the kernels are
     loaded, or the native one on an engine without them (``GRID_KERNELS=0``)."""
     engine = analyst_engine()
-    assert engine.kernel is not None
     guide = engine.guide()
-    assert isinstance(guide, KernelGuide) and guide.audited
+    if os.environ.get("GRID_KERNELS") == "0":  # forced off: the Python guide, audited
+        assert engine.kernel is None and type(guide) is GridGuide and guide.audited
+    else:
+        assert engine.kernel is not None
+        assert isinstance(guide, KernelGuide) and guide.audited
     assert isinstance(guide, Guide) and isinstance(GridGuide(engine), Guide)
     assert not engine.guide(audit=False).audited
     python = Engine(ANALYST, TOY, LEXICON)
@@ -238,6 +248,7 @@ def test_batch_fill_equals_row_by_row(threads: int, reverse: bool) -> None:
 
 
 def test_batch_fill_refuses_bad_batches_before_writing() -> None:
+    native_only()
     np = pytest.importorskip("numpy")
     from grid_core.protocol import fill_rows
 
@@ -263,6 +274,7 @@ def test_memory_caps_hold_with_masks_unchanged() -> None:
     the same rows as an uncapped engine; then a small repeated corpus on a fresh
     capped engine is served from the row memo at every step of its second pass
     (hit rate 100%). Fails on a cap passed, no eviction, a differing row or a miss."""
+    native_only()
     np = pytest.importorskip("numpy")
     capped, free = sqlite_engine_fresh(), sqlite_engine("cl100k")
     cap = 1 << 20
@@ -311,6 +323,7 @@ def sqlite_engine_fresh() -> Engine:
 
 
 def test_cache_caps_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    native_only()
     from grid_core.kernels import KernelsError, cache_caps
 
     monkeypatch.delenv("GRID_CACHE_MB", raising=False)
@@ -369,6 +382,7 @@ def test_native_t2_is_one_cache_for_the_family(family: list[tuple[str, dict]]) -
     grows by fewer walks than the same replays add to a fresh cache); identifier
     walks and verdicts are never served across lexicons (the two-schemas cases
     would fail on a mask). Fails on any differing mask or if nothing is shared."""
+    native_only()
     from toy import CRUD
 
     from grid_core.cache import SharedCache
@@ -425,6 +439,7 @@ def test_config_key_is_a_mask_key_of_bounded_size() -> None:
     string literal 3,000 bytes long the key holds none of the literal's bytes (its
     ``v`` is empty), so a row cache keyed by it stays O(1) per token (requirement
     R). Fails if the key is the raw remainder, or drops a field two masks differ by."""
+    native_only()
     engine = sqlite_engine("cl100k")
     seen: dict[object, list[int]] = {}
     for seed in range(40):
