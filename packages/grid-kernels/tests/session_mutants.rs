@@ -1,0 +1,364 @@
+//! A serving session (`src/session.rs`) by hand on `tests/toy.rs`'s tables,
+//! for the mutation campaign (issue 14): the mask key and the EOS gate of
+//! each configuration, what each fill reports (cold, walked, from the
+//! verdict classes, from the row memo), the audit fields of a step, refused
+//! tokens (outside the vocabulary, special, after EOS), `validate_tokens`,
+//! rollback and batch fills with one failing session.
+//!
+//! Toy ids: "a" 0, "b" 1, " " 2, "ab" 3, "a b" 4, "  " 5, "ba" 6, EOS 7;
+//! terminals A 0, B 1, WS 2 (ignored); grammar `start: A B`.
+
+mod common;
+
+use std::sync::Arc;
+
+use grid_kernels::audit::{config_hash, extend_digest, mask_entry_id, Kind};
+use grid_kernels::session::fill_batch;
+use grid_kernels::{
+    Engine, EngineTables, Filled, GrammarTables, KernelError, RawTrie, Session, Threads, Trie,
+};
+
+fn serving() -> Arc<Engine> {
+    Arc::new(Engine::new(common::toy(), Threads::Global, "toy", None))
+}
+
+fn fill(s: &mut Session) -> u32 {
+    let mut row = vec![0u32; 1];
+    s.fill(&mut row, true).unwrap();
+    row[0]
+}
+
+fn reason(r: Result<(), KernelError>) -> (usize, Option<i64>, String) {
+    match r {
+        Err(KernelError::Guide {
+            step,
+            token,
+            reason,
+        }) => (step, token, reason),
+        other => panic!("expected a guide error, got {other:?}"),
+    }
+}
+
+#[test]
+fn mask_keys_gates_and_masks_step_by_step() {
+    let engine = serving();
+    let mut s = Session::new(Arc::clone(&engine), 0, false).unwrap();
+    assert_eq!((s.steps(), s.n_words(), s.output()), (0, 1, &b""[..]));
+    assert!(!s.audited() && s.events().is_none() && s.chain().is_none());
+    // Start: no accepted prefix, so p is empty and v too; the empty stack [0]
+    // does not accept.
+    assert_eq!(s.mask_key(), (vec![0], 0, 0, vec![0], &b""[..]));
+    assert!(!s.eos_allowed().unwrap());
+    assert_eq!(fill(&mut s), 0b0011_1101); // a, " ", ab, a b, "  "
+                                           // "a": A pending (DFA state 1, no lexicon node), p = {A}, v = "".
+    s.accept_token(0, Kind::Sampled).unwrap();
+    assert_eq!(s.config(), (vec![0], b"a".to_vec()));
+    assert_eq!(s.mask_key(), (vec![0], 1, -1, vec![1], &b""[..]));
+    assert!(!s.eos_allowed().unwrap(), "A alone is no sentence");
+    // After "a": " " and "  " end A (then WS), "b" ends A (then B); "ba"
+    // would leave "a" after B, which $END alone may follow; "a..." is dead.
+    assert_eq!(fill(&mut s), 0b0010_0110);
+    // "b": A shifted, "b" pending: B = state 2, p = {B}.
+    s.accept_token(1, Kind::Sampled).unwrap();
+    assert_eq!(s.config(), (vec![0, 1], b"b".to_vec()));
+    assert_eq!(s.mask_key(), (vec![0, 1], 2, -1, vec![2], &b""[..]));
+    assert!(s.eos_allowed().unwrap());
+    assert_eq!(fill(&mut s), 0b1010_0100); // " ", "  ", EOS
+                                           // "  ": B shifted, whitespace pending: WS = state 3, p = {WS}.
+    s.accept_token(5, Kind::Sampled).unwrap();
+    assert_eq!(s.config(), (vec![0, 1, 2], b"  ".to_vec()));
+    assert_eq!(s.mask_key(), (vec![0, 1, 2], 3, -1, vec![4], &b""[..]));
+    assert!(s.eos_allowed().unwrap());
+    assert_eq!(s.output(), b"ab  ");
+    assert_eq!(s.steps(), 3);
+    s.accept_token(7, Kind::Sampled).unwrap();
+    assert!(s.is_terminated() && !s.eos_allowed().unwrap());
+    assert_eq!((s.steps(), s.output()), (4, &b"ab  "[..]));
+    s.check_invariants();
+}
+
+#[test]
+fn each_fill_says_where_its_mask_came_from() {
+    let engine = serving();
+    let mut s = Session::new(Arc::clone(&engine), 5, false).unwrap();
+    let mut row = vec![0u32; 1];
+    assert_eq!(s.fill(&mut row, false).unwrap(), Filled::Cold);
+    assert_eq!(s.fill(&mut row, true).unwrap(), Filled::Walked);
+    assert_eq!(row, vec![0b0011_1101]);
+    row[0] = 0;
+    assert_eq!(s.fill(&mut row, false).unwrap(), Filled::Row);
+    assert_eq!(row, vec![0b0011_1101]);
+    // No row memo: the root walk is cached, its one CD class is answered
+    // from the verdict memo.
+    engine.set_caps(1 << 20, 1 << 20, 0);
+    let mut fresh = Session::new(Arc::clone(&engine), 5, false).unwrap();
+    let mut again = vec![0u32; 1];
+    assert_eq!(fresh.fill(&mut again, false).unwrap(), Filled::Classes);
+    assert_eq!(again, vec![0b0011_1101]);
+    // A configuration whose walk has no CD entry fills from the CI part alone.
+    fresh.accept_token(3, Kind::Sampled).unwrap(); // "ab": "b" pending
+    assert_eq!(fresh.fill(&mut again, true).unwrap(), Filled::Walked);
+    assert_eq!(again, vec![0b1010_0100]);
+}
+
+#[test]
+fn audit_fields_of_a_step() {
+    let engine = serving();
+    let mut s = Session::new(Arc::clone(&engine), 9, true).unwrap();
+    assert!(s.audited());
+    assert!(s.step_audit().is_none(), "nothing filled yet");
+    // A fill that may not walk reports the miss.
+    assert!(!s.prepare_record(false).unwrap());
+    assert!(s.step_audit().is_none());
+    assert!(s.prepare_record(true).unwrap());
+    let (h, id, blocked) = s.step_audit().unwrap();
+    assert_eq!(id, mask_entry_id(&[0b0011_1101]));
+    assert_eq!(blocked, 3, "8 ids, 5 admitted");
+    assert_eq!(h, config_hash(0, 0, 0));
+    assert_eq!(h, s.config_hash());
+    assert!(s.prepare_record(false).unwrap(), "known: nothing to do");
+    s.accept_token(3, Kind::Forced).unwrap(); // "ab"
+    assert!(s.step_audit().is_none(), "a new step");
+    // The configuration hash of ([0, 1], "b").
+    let stack = {
+        let mut arena = engine.tables.arena();
+        let node = arena.from_states(&[0, 1]).unwrap();
+        arena.hash(node)
+    };
+    assert_eq!(
+        s.config_hash(),
+        config_hash(stack, 1, extend_digest(0, b"b"))
+    );
+    assert_ne!(stack, 0);
+    // With EOS admitted: " ", "  ", EOS = 3 of 8.
+    let mut row = vec![0u32; 1];
+    s.fill(&mut row, true).unwrap();
+    assert_eq!(s.step_audit().unwrap().1, mask_entry_id(&[0b1010_0100]));
+    assert_eq!(s.step_audit().unwrap().2, 5);
+    s.accept_token(2, Kind::Sampled).unwrap(); // " ": B shifted, " " pending
+    assert_eq!(s.config(), (vec![0, 1, 2], b" ".to_vec()));
+    s.accept_token(5, Kind::Sampled).unwrap(); // "  " more whitespace
+    assert_eq!(s.config(), (vec![0, 1, 2], b"   ".to_vec()));
+    // The remainder grew in place: its digest was extended, not restarted.
+    let stack2 = {
+        let mut arena = engine.tables.arena();
+        let node = arena.from_states(&[0, 1, 2]).unwrap();
+        arena.hash(node)
+    };
+    assert_eq!(
+        s.config_hash(),
+        config_hash(stack2, 3, extend_digest(0, b"   "))
+    );
+    s.accept_token(7, Kind::Sampled).unwrap();
+    // Terminated: nothing left to prepare.
+    assert!(s.prepare_record(false).unwrap());
+    let records = s.chain().unwrap().records().to_vec();
+    let kinds: Vec<Kind> = records.iter().map(|r| r.kind).collect();
+    assert_eq!(
+        kinds,
+        [Kind::Forced, Kind::Sampled, Kind::Sampled, Kind::Eos]
+    );
+    let tokens: Vec<u32> = records.iter().map(|r| r.token).collect();
+    assert_eq!(tokens, [3, 2, 5, 7]);
+    assert_eq!(records[0].blocked, 3);
+    assert_eq!(records[1].blocked, 5);
+    assert_eq!((records[1].rem_len, records[1].stack), (1, stack));
+    assert_eq!(records[1].rem_digest, extend_digest(0, b"b"));
+    assert_eq!((records[3].rem_len, records[3].stack), (3, stack2));
+    s.check_invariants();
+    // Rollback drops the records of the undone steps; a fork copies them.
+    let f = s.fork();
+    s.rollback(3).unwrap();
+    assert_eq!(s.chain().unwrap().len(), 1);
+    assert_eq!(f.output(), b"ab   ");
+    assert_eq!(s.output(), b"ab");
+    s.rollback(0).unwrap();
+    assert_eq!(s.steps(), 1);
+    assert_eq!(
+        reason(s.rollback(2)),
+        (1, None, "cannot roll back 2 of 1 tokens".into())
+    );
+    s.rollback(1).unwrap();
+    assert_eq!((s.steps(), s.chain().unwrap().len()), (0, 0));
+    s.check_invariants();
+}
+
+#[test]
+fn refused_tokens_and_validation() {
+    // The toy trie over 9 ids: id 8 is special (no spelling), EOS stays 7.
+    let g = common::toy().grammar;
+    let mut raw = RawTrie {
+        edge: vec![0, b' ', b' ', b'a', b' ', b'b', b'b', b'b', b'a'],
+        token: vec![-1, 2, 5, 0, -1, 4, 3, 1, 6],
+        size: vec![9, 2, 1, 4, 2, 1, 1, 2, 1],
+        alias_offset: vec![0, 0, 1, 2, 3, 3, 4, 5, 6, 7],
+        alias_ids: vec![2, 5, 0, 4, 3, 1, 6],
+        n_vocab: 9,
+        eos_ids: vec![7],
+    };
+    let t = Trie::new(raw.clone()).unwrap();
+    let tables = EngineTables::new(Arc::clone(&g), Arc::new(t));
+    let engine = Arc::new(Engine::new(tables, Threads::Global, "toy", None));
+    let mut s = Session::new(Arc::clone(&engine), 0, true).unwrap();
+    assert_eq!(
+        reason(s.accept_token(8, Kind::Sampled)),
+        (0, Some(8), "special tokens are never admitted".into())
+    );
+    assert_eq!(
+        reason(s.accept_token(9, Kind::Sampled)).2,
+        "outside the vocabulary"
+    );
+    assert_eq!(
+        reason(s.accept_token(-1, Kind::Sampled)).2,
+        "outside the vocabulary"
+    );
+    assert_eq!(s.chain().unwrap().len(), 0);
+    // validate_tokens: "ab", EOS, then nothing after EOS: 2; unchanged after.
+    assert_eq!(s.validate_tokens(&[3, 7, 0]).unwrap(), 2);
+    assert_eq!(s.validate_tokens(&[1, 0]).unwrap(), 0);
+    assert_eq!(s.validate_tokens(&[0, 2, 1, 2]).unwrap(), 4);
+    assert_eq!((s.steps(), s.output()), (0, &b""[..]));
+    assert!(s.audited() && s.chain().unwrap().is_empty());
+    s.accept_token(0, Kind::Sampled).unwrap();
+    assert_eq!(s.validate_tokens(&[6]).unwrap(), 0, "\"aba\" is refused");
+    assert_eq!(
+        s.validate_tokens(&[1, 7, 2]).unwrap(),
+        2,
+        "nothing after EOS"
+    );
+    assert_eq!((s.steps(), s.chain().unwrap().len()), (1, 1));
+    s.check_invariants();
+    // An EOS id outside the trie's spellings is still EOS when the vocabulary says so.
+    raw.eos_ids = vec![7, 8];
+    let t = Trie::new(raw).unwrap();
+    let engine = Arc::new(Engine::new(
+        EngineTables::new(g, Arc::new(t)),
+        Threads::Global,
+        "toy",
+        None,
+    ));
+    let mut s = Session::new(engine, 0, false).unwrap();
+    s.accept_token(3, Kind::Sampled).unwrap();
+    let mut row = vec![0u32; 1];
+    s.fill(&mut row, true).unwrap();
+    assert_eq!(row, vec![0b1_1010_0100]);
+    s.accept_token(8, Kind::Sampled).unwrap();
+    assert!(s.is_terminated());
+}
+
+#[test]
+fn batch_fills_leave_a_failed_row_alone() {
+    let engine = serving();
+    for threads in [1, 3] {
+        let mut a = Session::new(Arc::clone(&engine), 0, false).unwrap();
+        let mut b = Session::new(Arc::clone(&engine), 0, false).unwrap();
+        b.accept_token(3, Kind::Sampled).unwrap();
+        let mut c = Session::new(Arc::clone(&engine), 0, false).unwrap();
+        c.accept_token(3, Kind::Sampled).unwrap();
+        c.accept_token(7, Kind::Sampled).unwrap();
+        let (mut ra, mut rb, mut rc) = (vec![0u32; 1], vec![0u32; 1], vec![9u32; 1]);
+        let mut work: Vec<(&mut Session, &mut [u32])> =
+            vec![(&mut a, &mut ra), (&mut b, &mut rb), (&mut c, &mut rc)];
+        let results = fill_batch(&mut work, threads);
+        assert_eq!(results.len(), 3);
+        assert!(results[0].is_ok() && results[1].is_ok());
+        assert!(matches!(
+            results[2],
+            Err(KernelError::Guide { step: 2, .. })
+        ));
+        assert_eq!(
+            (ra, rb, rc),
+            (vec![0b0011_1101], vec![0b1010_0100], vec![9])
+        );
+        // One session alone, many threads: the same.
+        let mut one = vec![0u32; 1];
+        let mut work: Vec<(&mut Session, &mut [u32])> = vec![(&mut a, &mut one)];
+        assert!(fill_batch(&mut work, 4)[0].is_ok());
+        assert_eq!(one, vec![0b0011_1101]);
+    }
+}
+
+#[test]
+fn a_tables_check_for_the_toy() {
+    // The toy grammar's emittable terminals are A, B and WS: a remainder's
+    // p is its accepted terminal (see the mask keys above).
+    let g: Arc<GrammarTables> = common::toy().grammar;
+    assert_eq!(g.emittable_candidates(&g.scan(b" ").unwrap()), vec![4]);
+    assert_eq!(g.emittable_candidates(&g.scan(b"").unwrap()), vec![0]);
+}
+
+#[test]
+fn events_are_turned_on_before_the_first_token() {
+    use grid_kernels::events::{Event, EventTables, NOT_MARKED};
+    let engine = serving();
+    let g = Arc::clone(&engine.tables.grammar);
+    // Codes: rule 1 (S -> A B) is event 0, A is 1, B is 2; WS is no event.
+    let tables =
+        Arc::new(EventTables::new(&g, vec![NOT_MARKED, 0], vec![1, 2, NOT_MARKED]).unwrap());
+    let s = Session::new(Arc::clone(&engine), 0, false).unwrap();
+    let mut s = s.with_events(Arc::clone(&tables)).unwrap();
+    assert_eq!(s.events(), Some(&[][..]));
+    s.accept_token(0, Kind::Sampled).unwrap(); // "a": a whole lexeme, forced at step 1
+    let ev = |code, start, end, step| Event {
+        code,
+        start,
+        end,
+        step,
+    };
+    assert_eq!(s.events().unwrap(), [ev(1, 0, 1, 1)]);
+    s.accept_token(1, Kind::Sampled).unwrap(); // "b": B forced, then S -> A B
+    assert_eq!(
+        s.events().unwrap(),
+        [ev(1, 0, 1, 1), ev(2, 1, 2, 2), ev(0, 0, 2, 2)]
+    );
+    s.accept_token(7, Kind::Sampled).unwrap();
+    assert_eq!(s.events().unwrap().len(), 3);
+    // After the first token, too late.
+    let mut late = Session::new(Arc::clone(&engine), 0, false).unwrap();
+    late.accept_token(0, Kind::Sampled).unwrap();
+    match late.with_events(tables) {
+        Err(KernelError::Guide {
+            step: 1,
+            token: None,
+            reason,
+        }) => {
+            assert_eq!(reason, "events are turned on before the first token")
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    assert!(Session::new(engine, 0, false).unwrap().events().is_none());
+}
+
+#[test]
+fn rows_of_a_two_word_vocabulary() {
+    // The toy trie over 40 ids (8..39 special, no spelling): rows of 2 words.
+    let g = common::toy().grammar;
+    let mut raw = common::toy_trie();
+    raw.n_vocab = 40;
+    raw.eos_ids = vec![7, 39];
+    let t = Trie::new(raw).unwrap();
+    let engine = Arc::new(Engine::new(
+        EngineTables::new(g, Arc::new(t)),
+        Threads::Global,
+        "toy",
+        None,
+    ));
+    let mut s = Session::new(engine, 0, true).unwrap();
+    assert_eq!(s.n_words(), 2);
+    let mut row = vec![u32::MAX; 2];
+    s.fill(&mut row, true).unwrap();
+    assert_eq!(row, vec![0b0011_1101, 0]);
+    assert_eq!(s.step_audit().unwrap().2, 35, "40 ids, 5 admitted");
+    s.accept_token(3, Kind::Sampled).unwrap();
+    s.fill(&mut row, true).unwrap();
+    assert_eq!(row, vec![0b1010_0100, 1 << 7], "EOS ids 7 and 39");
+    let mut short = vec![0u32; 1];
+    assert!(matches!(
+        s.fill(&mut short, true),
+        Err(KernelError::BufferSize {
+            expected: 2,
+            got: 1,
+            ..
+        })
+    ));
+}

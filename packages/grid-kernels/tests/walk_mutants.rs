@@ -1,0 +1,512 @@
+//! The walk (`src/walk.rs`) against its definition, for the mutation
+//! campaign (issue 14): every token of a subtree rescanned from scratch
+//! (`common::reference_walk`), on the fixture's grammar and trie and on a
+//! bigger vocabulary over the same grammar whose large subtrees the walk
+//! takes whole (loops and runs: string bodies, identifiers, digits,
+//! whitespace, UTF-8). The single-threaded walk, the parallel walk (2, 3, 5
+//! threads), the walk in id mode and the walk through the subtree memo must
+//! all give the reference, node for node.
+
+mod common;
+
+use grid_kernels::cache::Payload;
+use grid_kernels::chunks::Chunks;
+use grid_kernels::trie::WIDE_MIN;
+use grid_kernels::walk::{walk_from, walk_into, walk_par, IdSet, WalkOutput};
+use grid_kernels::EngineTables;
+
+use common::{big_engine, fixture, fixture_engine, paths, reference_walk};
+
+/// The remainders tried with every allowed set: the recorded one and a few
+/// that end inside a string, an identifier, a number, whitespace, a comment.
+const PENDING: [&[u8]; 9] = [
+    b"", b"'", b"'it", b"sa", b"1", b"  ", b"-- x", b"'\xc3", b"sel",
+];
+
+fn check_all(e: &EngineTables, configs: &[common::Config], nodes: &[usize]) -> usize {
+    let (g, t) = (&e.grammar, &e.trie);
+    let paths = paths(t);
+    let mut nonempty = 0;
+    for c in configs {
+        let mut pendings: Vec<&[u8]> = PENDING.to_vec();
+        pendings.push(&c.remainder);
+        for pending in pendings {
+            for &node in nodes {
+                for include_self in [false, true] {
+                    let want =
+                        reference_walk(g, t, &paths, node, pending, &c.allowed, include_self);
+                    let got = walk_from(g, t, node, pending, &c.allowed, include_self);
+                    let at = format!("node {node} pending {pending:?} self {include_self}");
+                    assert_eq!(got, want, "{at}");
+                    nonempty += usize::from(!want.ci.is_empty() || !want.cd.is_empty());
+                }
+            }
+        }
+    }
+    nonempty
+}
+
+#[test]
+fn fixture_walks_match_the_definition_below_every_large_node() {
+    let (e, configs) = fixture_engine();
+    let t = &e.trie;
+    let nodes: Vec<usize> = (0..t.n_nodes()).filter(|&i| t.node(i).size >= 3).collect();
+    assert!(nodes.len() > 5);
+    let nonempty = check_all(&e, &configs[..20], &nodes);
+    assert!(nonempty > 100, "{nonempty}");
+}
+
+#[test]
+fn big_vocabulary_walks_match_the_definition() {
+    let e = big_engine();
+    let (_, _, configs) = fixture();
+    let t = &e.trie;
+    // Subtrees large enough for the uniform checks (loops, runs).
+    let wide = (0..t.n_nodes())
+        .filter(|&i| t.node(i).size >= 2 * WIDE_MIN)
+        .count();
+    assert!(wide > 10, "{wide}");
+    let nodes: Vec<usize> = (0..t.n_nodes())
+        .filter(|&i| t.node(i).size >= WIDE_MIN)
+        .take(12)
+        .collect();
+    let nonempty = check_all(&e, &configs, &nodes);
+    assert!(nonempty > 500, "{nonempty}");
+}
+
+#[test]
+fn parallel_id_and_memo_walks_equal_the_plain_walk() {
+    let e = big_engine();
+    let (_, _, configs) = fixture();
+    let (g, t) = (&e.grammar, &e.trie);
+    let chunks = Chunks::new(4, 8, 1 << 30);
+    for c in configs.iter().step_by(3) {
+        for pending in [&c.remainder[..], b"", b"'", b"sa", b" "] {
+            for node in [0usize, 1] {
+                let plain = walk_from(g, t, node, pending, &c.allowed, node == 1);
+                for threads in [2, 3, 5] {
+                    let mut out = WalkOutput::default();
+                    walk_par(
+                        g,
+                        t,
+                        node,
+                        pending,
+                        &c.allowed,
+                        node == 1,
+                        None,
+                        &mut out,
+                        threads,
+                    );
+                    assert_eq!(out, plain, "{threads} threads");
+                    let mut memo = WalkOutput::default();
+                    let ch = Some(&chunks);
+                    walk_par(
+                        g,
+                        t,
+                        node,
+                        pending,
+                        &c.allowed,
+                        node == 1,
+                        ch,
+                        &mut memo,
+                        threads,
+                    );
+                    assert_eq!(memo, plain, "{threads} threads through the memo");
+                }
+                let mut ids = WalkOutput::ids(t);
+                let mut a = g.allowed_sets(&c.allowed);
+                walk_into(
+                    g,
+                    t,
+                    node,
+                    pending,
+                    &mut a,
+                    node == 1,
+                    Some(&chunks),
+                    &mut ids,
+                );
+                let got = ids.ids.take().expect("id mode").into_payload(t.n_vocab());
+                assert_eq!(got, Payload::of_nodes(t, &plain.ci));
+                assert_eq!((ids.cd, ids.tails), (plain.cd.clone(), plain.tails.clone()));
+                // The same in id mode over threads, from the chunks made above.
+                let mut par_ids = WalkOutput::ids(t);
+                walk_par(
+                    g,
+                    t,
+                    node,
+                    pending,
+                    &c.allowed,
+                    node == 1,
+                    Some(&chunks),
+                    &mut par_ids,
+                    4,
+                );
+                let got = par_ids
+                    .ids
+                    .take()
+                    .expect("id mode")
+                    .into_payload(t.n_vocab());
+                assert_eq!(got, Payload::of_nodes(t, &plain.ci));
+                assert_eq!(par_ids.cd, plain.cd);
+            }
+        }
+    }
+    let (hits, misses) = chunks.stats();
+    assert!(hits > 0 && misses > 0, "{hits} {misses}");
+}
+
+#[test]
+fn tails_and_entries_are_offsets_into_one_buffer() {
+    // Walk with a pending "'it" from the root under every recorded allowed set:
+    // each CD entry's tail is the bytes after the emitted lexeme, so the
+    // pending bytes plus the entry's path end with it.
+    let e = big_engine();
+    let (_, _, configs) = fixture();
+    let paths = paths(&e.trie);
+    let mut seen = 0;
+    for c in &configs {
+        let out = walk_from(&e.grammar, &e.trie, 0, b"sal", &c.allowed, false);
+        let mut prev_end = 0;
+        for x in &out.cd {
+            assert_eq!(x.tail_start, prev_end, "tails are consecutive");
+            prev_end = x.tail_end;
+            let mut whole = b"sal".to_vec();
+            whole.extend_from_slice(&paths[x.node as usize]);
+            assert!(whole.ends_with(out.tail(x)));
+            assert!(out.tail(x).len() < whole.len(), "a lexeme was emitted");
+            seen += 1;
+        }
+        assert_eq!(prev_end as usize, out.tails.len());
+    }
+    assert!(seen > 20, "{seen}");
+}
+
+#[test]
+fn id_sets_hold_what_was_added() {
+    // 40 ids: 2 words; a list holds up to 2 ids, then bitmask words.
+    let mut s = IdSet::new(2);
+    s.add(&[39]);
+    s.add(&[0]);
+    let p = s.clone().into_payload(40);
+    assert_eq!(p.ids(), vec![0, 39]);
+    s.add(&[7]);
+    let mut other = IdSet::new(2);
+    other.add(&[33]);
+    s.union(&other);
+    let mut bits = IdSet::new(2);
+    bits.or(&[1 << 5, 1 << 2]);
+    s.union(&bits);
+    assert_eq!(s.into_payload(40).ids(), vec![0, 5, 7, 33, 34, 39]);
+}
+
+#[test]
+fn the_walks_node_is_a_memo_point_when_large_enough() {
+    // tests/toy.rs's tables: pending "a" under A = {A} makes the root's frame
+    // (DFA state 1, 9 nodes) a memo point; node 3 "a" (4 nodes) is below
+    // min_nodes 5, so the root's chunk is the only one, looked up once per
+    // walk, whether the walk is plain or parallel.
+    let e = common::toy();
+    let (g, t) = (&e.grammar, &e.trie);
+    let plain = walk_from(g, t, 0, b"a", &[1], false);
+    assert_eq!(
+        plain.cd.iter().map(|x| x.node).collect::<Vec<_>>(),
+        vec![1, 3, 7]
+    );
+    let chunks = Chunks::new(5, 1 << 20, 1 << 20);
+    let mut a = g.allowed_sets(&[1]);
+    let mut out = WalkOutput::default();
+    walk_into(g, t, 0, b"a", &mut a, false, Some(&chunks), &mut out);
+    assert_eq!(out, plain);
+    assert_eq!((chunks.stats(), chunks.len()), ((0, 1), 1));
+    for threads in [1, 2] {
+        let mut out = WalkOutput::default();
+        walk_par(g, t, 0, b"a", &[1], false, Some(&chunks), &mut out, threads);
+        assert_eq!(out, plain);
+    }
+    assert_eq!((chunks.stats(), chunks.len()), ((2, 1), 1));
+    // A leaf is never a memo point, even with min_nodes 1: nothing below it.
+    let leaf = Chunks::new(1, 1 << 20, 1 << 20);
+    for threads in [1, 2] {
+        let mut out = WalkOutput::default();
+        walk_par(g, t, 2, b"a", &[1], true, Some(&leaf), &mut out, threads);
+        assert_eq!(out, walk_from(g, t, 2, b"a", &[1], true));
+    }
+    assert_eq!((leaf.stats(), leaf.len()), ((0, 0), 0));
+}
+
+#[test]
+fn id_sets_stay_lists_up_to_their_word_count() {
+    // A list of up to n_words ids (what a sparse payload can hold at most),
+    // words past that.
+    let mut s = IdSet::new(3);
+    s.add(&[5, 6, 7]);
+    assert!(format!("{s:?}").contains("words: None"), "{s:?}");
+    s.add(&[8]);
+    assert!(format!("{s:?}").contains("words: Some"), "{s:?}");
+    assert_eq!(s.into_payload(96).ids(), vec![5, 6, 7, 8]);
+}
+
+#[test]
+fn toy_walks_match_the_definition_with_and_without_an_ignored_terminal() {
+    // Without an ignored terminal, the start state is dead under {$END}: an
+    // empty remainder is still judged live (nothing is pending), a
+    // non-empty one is not.
+    let with_ws = common::toy();
+    let mut raw = common::toy_grammar();
+    raw.ignored = vec![0];
+    let g = grid_kernels::GrammarTables::new(raw).unwrap();
+    let no_ws = EngineTables::new(std::sync::Arc::new(g), std::sync::Arc::clone(&with_ws.trie));
+    let allowed: Vec<common::Config> = [0u64, 1, 2, 3, 4, 8, 15]
+        .iter()
+        .map(|&a| common::Config {
+            states: vec![0],
+            remainder: b"a ".to_vec(),
+            allowed: vec![a],
+        })
+        .collect();
+    let all: Vec<usize> = (0..9).collect();
+    assert!(check_all(&with_ws, &allowed, &all) > 20);
+    assert!(check_all(&no_ws, &allowed, &all) > 10);
+    // By hand: from "a" (node 3), nothing pending, only $END allowed, no
+    // ignored terminal: the token "a" itself is judged with nothing pending.
+    let out = walk_from(&no_ws.grammar, &no_ws.trie, 3, b"", &[8], true);
+    assert_eq!((out.ci, out.cd), (vec![3], vec![]));
+    let out = walk_from(&no_ws.grammar, &no_ws.trie, 3, b"b", &[8], true);
+    assert_eq!(out, WalkOutput::default());
+}
+
+/// A grammar whose remainder can be dead while its last accept is still
+/// viable: terminals A = "a", AB = "abc"; `start: A`. After "ab" only AB
+/// can follow (not allowed under {A}), but the accepted "a" can still be
+/// emitted, so the walk goes on below "ab" to the byte that ends it.
+///
+/// ```text
+/// DFA                       LALR (columns A AB $END)    GOTO (S)
+/// 0 -a-> 1 {A}              s0: A -> s1                  s0: S -> s2
+/// 1 -b-> 2 (live {AB})      s1: $END reduce S -> A
+/// 2 -c-> 3 {AB}             s2: $END accept
+/// ```
+fn late_accept() -> EngineTables {
+    let mut trans = vec![-1; 4 * 256];
+    trans[b'a' as usize] = 1;
+    trans[256 + b'b' as usize] = 2;
+    trans[2 * 256 + b'c' as usize] = 3;
+    let raw = grid_kernels::RawGrammar {
+        n_terminals: 2,
+        dfa_trans: trans,
+        dfa_accept: vec![vec![0], vec![1], vec![0], vec![2]],
+        dfa_live: vec![vec![3], vec![3], vec![2], vec![2]],
+        action: vec![2, 0, 0, 0, 0, -2, 0, 0, -1],
+        goto: vec![-1, 2, -1, -1, -1, -1],
+        n_nonterminals: 2,
+        rule_lhs: vec![0, 1],
+        rule_len: vec![1, 1],
+        lexicon_children: vec![vec![]],
+        lexicon_prefix_cats: vec![vec![0]],
+        lexicon_word_cats: vec![vec![0]],
+        lexicon_categories: vec![0],
+        pick_order: vec![0, 1],
+        ignored: vec![0],
+    };
+    let g = grid_kernels::GrammarTables::new(raw).unwrap();
+    let words: [&[u8]; 8] = [b"a", b"ab", b"abc", b"abx", b"abxy", b"b", b"x", b"abcx"];
+    let t = grid_kernels::Trie::new(grid_kernels::RawTrie::pack(&words, &[false; 8])).unwrap();
+    EngineTables::new(std::sync::Arc::new(g), std::sync::Arc::new(t))
+}
+
+#[test]
+fn a_dead_remainder_with_a_viable_accept_is_walked_on() {
+    let e = late_accept();
+    let (g, t) = (&e.grammar, &e.trie);
+    let paths = paths(t);
+    // By hand, under {A} from the root: "a" is CI; "ab" is not (only AB
+    // follows) but is walked on: "abx" ends the accepted "a" at 'x' (CD,
+    // tail "bx"), "abc" accepts AB (not allowed, dead).
+    let out = walk_from(g, t, 0, b"", &[1], false);
+    let node = |s: &[u8]| paths.iter().position(|p| p == s).unwrap() as u32;
+    assert_eq!(out.ci, vec![node(b"a")]);
+    let cd: Vec<(u32, u32, &[u8])> = out
+        .cd
+        .iter()
+        .map(|x| (x.node, x.terminal, out.tail(x)))
+        .collect();
+    assert_eq!(cd, vec![(node(b"abx"), 0, &b"bx"[..])]);
+    // Pending "ab": every child of the root ends the accepted "a".
+    let out = walk_from(g, t, 0, b"ab", &[1], false);
+    assert_eq!(out.cd.len(), 3);
+    assert!(out.cd.iter().all(|x| x.terminal == 0));
+    assert_eq!(out.tail(&out.cd[0]), b"ba");
+    let configs: Vec<common::Config> = [1u64, 2, 3, 4]
+        .iter()
+        .map(|&a| common::Config {
+            states: vec![0],
+            remainder: b"abc".to_vec(),
+            allowed: vec![a],
+        })
+        .collect();
+    let all: Vec<usize> = (0..t.n_nodes()).collect();
+    assert!(check_all(&e, &configs, &all) > 10);
+}
+
+/// The fixture's grammar over a vocabulary of every string of up to three
+/// symbols (ASCII from both 64-byte halves, a two-byte character, a lone
+/// lead byte) after each of a few prefixes that put the scanner in a loop or
+/// a run (a number, an identifier, a string, a comment, whitespace, an
+/// operator): large subtrees, mostly admitted whole, each with paths that die
+/// or leave the state somewhere inside.
+fn dense_engine() -> EngineTables {
+    let (g, raw, _) = fixture();
+    let mut words = common::spellings(&raw);
+    let eos = words.pop().unwrap();
+    let symbols: [&[u8]; 9] = [
+        b"1",
+        b"a",
+        b"'",
+        b" ",
+        b"\n",
+        b".",
+        "é".as_bytes(),
+        b"E",
+        b"\xc3",
+    ];
+    let mut tails: Vec<Vec<u8>> = vec![Vec::new()];
+    let mut last: Vec<Vec<u8>> = vec![Vec::new()];
+    for _ in 0..3 {
+        let next: Vec<Vec<u8>> = last
+            .iter()
+            .flat_map(|w| symbols.iter().map(move |s| [&w[..], s].concat()))
+            .collect();
+        tails.extend(next.iter().cloned());
+        last = next;
+    }
+    for prefix in [&b"1"[..], b"sa", b"'x", b"-- ", b"  ", b"<"] {
+        for t in &tails {
+            let w = [prefix, &t[..]].concat();
+            if !words.contains(&w) {
+                words.push(w);
+            }
+        }
+    }
+    words.push(eos);
+    let n = words.len();
+    let refs: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+    let mut special = vec![false; n];
+    special[n - 1] = true;
+    let mut raw = grid_kernels::RawTrie::pack(&refs, &special);
+    raw.eos_ids = vec![(n - 1) as i32];
+    let g = grid_kernels::GrammarTables::new(g).unwrap();
+    EngineTables::new(
+        std::sync::Arc::new(g),
+        std::sync::Arc::new(grid_kernels::Trie::new(raw).unwrap()),
+    )
+}
+
+#[test]
+fn subtrees_taken_whole_match_the_definition() {
+    let e = dense_engine();
+    let (_, _, configs) = fixture();
+    let (g, t) = (&e.grammar, &e.trie);
+    let paths = paths(t);
+    let big = (0..t.n_nodes()).filter(|&i| t.node(i).size >= 100).count();
+    assert!(big >= 6, "{big}");
+    let mut nonempty = 0;
+    for c in &configs {
+        for pending in [&b""[..], b"1", b"'", b"x"] {
+            let want = reference_walk(g, t, &paths, 0, pending, &c.allowed, false);
+            let got = walk_from(g, t, 0, pending, &c.allowed, false);
+            assert_eq!(got, want, "pending {pending:?}");
+            nonempty += usize::from(!want.ci.is_empty());
+        }
+    }
+    assert!(nonempty > 100, "{nonempty}");
+}
+
+/// A counted run: A = "a", AB = "a" [b-q]{1,4} "!"; `start: A`. Under {A}
+/// the frame after "a" is live, the frames below it (inside AB) are not, yet
+/// no byte of [b-q] kills them: a run check must find them dead, not admit
+/// their subtrees whole.
+fn counted_run() -> EngineTables {
+    let mut trans = vec![-1; 7 * 256];
+    trans[b'a' as usize] = 1;
+    for q in 1..5 {
+        for b in b'b'..=b'q' {
+            trans[q * 256 + b as usize] = q as i32 + 1;
+        }
+    }
+    for q in 2..6 {
+        trans[q * 256 + b'!' as usize] = 6;
+    }
+    let raw = grid_kernels::RawGrammar {
+        n_terminals: 2,
+        dfa_trans: trans,
+        dfa_accept: vec![
+            vec![0],
+            vec![1],
+            vec![0],
+            vec![0],
+            vec![0],
+            vec![0],
+            vec![2],
+        ],
+        dfa_live: vec![
+            vec![3],
+            vec![3],
+            vec![2],
+            vec![2],
+            vec![2],
+            vec![2],
+            vec![2],
+        ],
+        action: vec![2, 0, 0, 0, 0, -2, 0, 0, -1],
+        goto: vec![-1, 2, -1, -1, -1, -1],
+        n_nonterminals: 2,
+        rule_lhs: vec![0, 1],
+        rule_len: vec![1, 1],
+        lexicon_children: vec![vec![]],
+        lexicon_prefix_cats: vec![vec![0]],
+        lexicon_word_cats: vec![vec![0]],
+        lexicon_categories: vec![0],
+        pick_order: vec![0, 1],
+        ignored: vec![0],
+    };
+    let g = grid_kernels::GrammarTables::new(raw).unwrap();
+    let mut words: Vec<Vec<u8>> = vec![b"a".to_vec(), b"x".to_vec()];
+    for x in b'b'..=b'q' {
+        words.push(vec![b'a', x]);
+        for y in b'b'..=b'q' {
+            words.push(vec![b'a', x, y]);
+        }
+    }
+    let refs: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+    let t = grid_kernels::Trie::new(grid_kernels::RawTrie::pack(&refs, &vec![false; refs.len()]))
+        .unwrap();
+    EngineTables::new(std::sync::Arc::new(g), std::sync::Arc::new(t))
+}
+
+#[test]
+fn runs_through_dead_states_are_walked_not_admitted() {
+    let e = counted_run();
+    let (g, t) = (&e.grammar, &e.trie);
+    let paths = paths(t);
+    // Under {A}: "a" is CI; below it every token is inside AB (not allowed),
+    // and each of its 16 subtrees (17 nodes) ends the accepted "a" nowhere
+    // (no byte kills): nothing else.
+    let out = walk_from(g, t, 0, b"", &[1], false);
+    assert_eq!(out.ci, vec![1]);
+    assert!(out.cd.is_empty());
+    // Under {AB}: "a" and every token below it (AB can still be completed).
+    let out = walk_from(g, t, 0, b"", &[2], false);
+    assert_eq!(out.ci.len(), 1 + 16 * 17, "\"a\" and every token below it");
+    for allowed in [0u64, 1, 2, 3, 4] {
+        for pending in [&b""[..], b"a", b"ab", b"abc"] {
+            for node in [0usize, 1, 2] {
+                for include_self in [false, true] {
+                    let want =
+                        reference_walk(g, t, &paths, node, pending, &[allowed], include_self);
+                    let got = walk_from(g, t, node, pending, &[allowed], include_self);
+                    assert_eq!(got, want, "{allowed} {pending:?} {node} {include_self}");
+                }
+            }
+        }
+    }
+}
