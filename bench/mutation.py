@@ -1,8 +1,9 @@
 """Mutation campaign (issue 14): mutmut over grid-core's modules, cargo-mutants over the crate.
 
-Python: each module is mutated alone by mutmut 3 in a scratch copy of grid-core
-(``src/grid_core`` and its ``tests/``), on the Python path (``GRID_KERNELS=0``),
-judged by the test files named in :data:`MODULES` (mutmut runs, per mutant, only
+Python: each module is mutated alone by mutmut 3 in a scratch copy of its
+package (``src/grid_core`` and its ``tests/``; grid-sql's modules, named
+``sql.<module>``, likewise), on the Python path (``GRID_KERNELS=0``), judged by
+the test files named in :data:`MODULES` and :data:`SQL_MODULES` (mutmut runs, per mutant, only
 the selected tests that reach the mutated function). Rust: cargo-mutants over
 the named source files of the crate, judged by the crate's own ``cargo test``
 (Rust tests need no Python). Results: ``mutmut.json`` and ``cargo-mutants.json``
@@ -47,13 +48,23 @@ MODULES: dict[str, list[str]] = {
         "test_cache.py",
     ],
     "parser": ["test_parser_mutants.py", "test_parser.py", "test_guide.py"],
-    "lalr": ["test_lalr.py"],
+    "lalr": ["test_lalr_mutants.py", "test_lalr.py"],
     "walk": ["test_walk_mutants.py", "test_guide.py", "test_parser.py", "test_cache.py"],
+    # test_guide_protocol.py skips its native-only tests under GRID_KERNELS=0.
     "guide": ["test_guide.py", "test_cache.py", "test_guide_protocol.py"],
     "reserve": ["test_reserve_mutants.py", "test_reserve.py"],
     "audit": ["test_audit_mutants.py", "test_audit.py"],
-    "replay": ["test_replay.py", "test_replay_audit.py"],
+    # test_replay_mutants.py: test_replay_audit.py's tests less its bench/ campaign
+    # (bench/ is not in the scratch copy).
+    "replay": ["test_replay_mutants.py", "test_replay.py"],
     "lexicon": ["test_lexicon.py", "test_guide.py"],
+}
+#: grid-sql module -> the test files (under packages/grid-sql/tests) that judge it;
+#: named ``sql.<module>`` on the command line and in ``mutmut.json``.
+SQL_MODULES: dict[str, list[str]] = {
+    "projection": ["test_projection_mutants.py", "test_projection.py"],
+    "lexicon": ["test_lexicon_mutants.py", "test_lexicon.py"],
+    "checker": ["test_checker.py"],
 }
 #: The crate's files the issue names.
 RUST_FILES = ["walk", "cache", "chunks", "session", "parser", "scanner", "trie"]
@@ -97,27 +108,33 @@ def run_for(
 
 
 def run_mutmut(
-    module: str, tests: list[str], limit: float | None, timeout_multiplier: float = 4.0
+    module: str,
+    tests: list[str],
+    limit: float | None,
+    timeout_multiplier: float = 4.0,
+    package: tuple[Path, str] = (CORE, "grid_core"),
 ) -> dict[str, object]:
-    """mutmut over ``grid_core/<module>.py`` in a scratch copy; its counts. Past
+    """mutmut over ``<package>/<module>.py`` (grid-core's unless ``package`` names
+    another distribution's folder and import name) in a scratch copy; its counts. Past
     ``limit`` seconds the run is stopped: mutants it did not reach count as ``not
     checked``. A mutant's CPU-time limit is mutmut's ``2 * timeout_multiplier *
     (1 s + the covering tests' time)`` (mutmut's default multiplier, 15, lets an
     endless loop under a 60 s test selection run for half an hour)."""
+    folder, name = package
     with tempfile.TemporaryDirectory(prefix=f"mutmut-{module}-") as scratch:
         work = Path(scratch)
         shutil.copytree(
-            CORE / "src" / "grid_core",
-            work / "src" / "grid_core",
+            folder / "src" / name,
+            work / "src" / name,
             ignore=shutil.ignore_patterns("__pycache__"),
         )
         shutil.copytree(
-            CORE / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__")
+            folder / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__")
         )
         selection = "\n".join(f"    tests/{t}" for t in tests)
         (work / "setup.cfg").write_text(
             "[mutmut]\nsource_paths=src\n"
-            f"only_mutate=src/grid_core/{module}.py\n"
+            f"only_mutate=src/{name}/{module}.py\n"
             f"timeout_multiplier={timeout_multiplier}\n"
             f"pytest_add_cli_args_test_selection=\n{selection}\n"
         )
@@ -128,7 +145,7 @@ def run_mutmut(
             env={**os.environ, "GRID_KERNELS": "0"},
             memory=4 << 30,
         )
-        meta_file = work / "mutants" / "src" / "grid_core" / f"{module}.py.meta"
+        meta_file = work / "mutants" / "src" / name / f"{module}.py.meta"
         meta = json.loads(meta_file.read_text())
     by_key = {
         k: "not checked" if code is None else STATUS.get(code, "suspicious")
@@ -153,10 +170,22 @@ def run_mutmut(
     }
 
 
-def run_cargo_mutants(name: str, limit: float | None) -> dict[str, object]:
+def run_cargo_mutants(
+    name: str,
+    limit: float | None,
+    timeout: float = 300,
+    resume: Path | None = None,
+    seconds_before: float = 0,
+) -> dict[str, object]:
     """cargo-mutants over ``src/<name>.rs``, judged by ``cargo test``; its counts. Past
     ``limit`` seconds the run is stopped: mutants it did not reach count as ``not
-    checked``."""
+    checked``; a mutant whose tests run past ``timeout`` seconds counts as timed out.
+
+    With ``resume`` (a folder holding an earlier run's ``mutants.out`` of this file),
+    the run goes on from there with ``--iterate`` (the mutants it caught or found
+    unviable are skipped; survivors, timeouts and the mutants it did not reach are
+    run, under today's tests) and the counts are over both runs' outcomes, a
+    mutant's later outcome winning; ``seconds_before`` is the earlier run's time."""
     listed = subprocess.run(
         ["cargo", "mutants", "--list", "--file", f"src/{name}.rs"],
         cwd=CRATE,
@@ -164,26 +193,32 @@ def run_cargo_mutants(name: str, limit: float | None) -> dict[str, object]:
         text=True,
         check=True,
     ).stdout.splitlines()
+    earlier: list[dict[str, Any]] = []
+    if resume is not None:
+        old_file = resume / "mutants.out" / "outcomes.json"
+        earlier = json.loads(old_file.read_text()).get("outcomes", [])
     with tempfile.TemporaryDirectory(prefix=f"mutants-{name}-") as scratch:
+        iterate: tuple[str, ...] = ()
+        if resume is not None:
+            shutil.copytree(resume / "mutants.out", Path(scratch) / "mutants.out")
+            iterate = ("--iterate",)
         seconds = run_for(
             [
-                *("cargo", "mutants", "--file", f"src/{name}.rs", "--jobs", "1"),
-                *("--timeout", "300", "--output", scratch, "--no-shuffle"),
+                *("cargo", "mutants", "--file", f"src/{name}.rs", "--jobs", "1", *iterate),
+                *("--timeout", str(timeout), "--output", scratch, "--no-shuffle"),
             ],
             CRATE,
             limit,
         )
         outcomes_file = Path(scratch) / "mutants.out" / "outcomes.json"
         outcomes = json.loads(outcomes_file.read_text()) if outcomes_file.exists() else {}
-    results = [o for o in outcomes.get("outcomes", []) if o["scenario"] != "Baseline"]
+    latest: dict[str, dict[str, Any]] = {}
+    for o in [*earlier, *outcomes.get("outcomes", [])]:
+        if o["scenario"] != "Baseline":
+            latest[o["scenario"]["Mutant"]["name"]] = o
+    results = list(latest.values())
+    seconds += seconds_before
     summary = Counter(o["summary"] for o in results)
-
-    def name_of(o: dict[str, Any]) -> str:
-        m = o["scenario"]["Mutant"]
-        where = f"{m['file']}:{m['span']['start']['line']}"
-        function = (m.get("function") or {}).get("function_name", "")
-        return f"{where}: {function}: {m['genre']} {m.get('replacement', '')}"
-
     checked = len(results) - summary["Unviable"]
     return {
         "mutants": len(listed),
@@ -194,8 +229,92 @@ def run_cargo_mutants(name: str, limit: float | None) -> dict[str, object]:
         "not checked": len(listed) - len(results),
         "score": round(summary["CaughtMutant"] / max(1, checked), 3),
         "seconds": round(seconds),
-        "survivors": sorted(name_of(o) for o in results if o["summary"] == "MissedMutant"),
+        "survivors": sorted(
+            mutant_name(o["scenario"]["Mutant"]) for o in results if o["summary"] == "MissedMutant"
+        ),
+        "timeouts": sorted(
+            mutant_name(o["scenario"]["Mutant"]) for o in results if o["summary"] == "Timeout"
+        ),
     }
+
+
+def mutant_name(m: dict[str, Any]) -> str:
+    """The name a survivor is recorded under: file, line, function, genre, replacement."""
+    where = f"{m['file']}:{m['span']['start']['line']}"
+    function = (m.get("function") or {}).get("function_name", "")
+    return f"{where}: {function}: {m['genre']} {m.get('replacement', '')}"
+
+
+def rust_regex_escape(text: str) -> str:
+    """``text`` as a literal of Rust's regex syntax (which ``--re`` takes)."""
+    return "".join("\\" + c if c in "\\.+*?()|[]{}^$#&-~" else c for c in text)
+
+
+def recheck_cargo_mutants(
+    name: str, old: dict[str, Any], limit: float | None, timeout: float = 300
+) -> dict[str, Any]:
+    """Rerun only the survivors (and timeouts) recorded in ``old`` for ``src/<name>.rs``
+    (after new tests were written) and fold the outcome into a copy of ``old``: a
+    survivor now caught counts as killed, one that now times out as timed out. The
+    rest of ``old`` (mutants, unviable, not checked) stands."""
+    listed = subprocess.run(
+        ["cargo", "mutants", "--list", "--json", "--file", f"src/{name}.rs"],
+        cwd=CRATE,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    wanted = set(old.get("survivors", ())) | set(old.get("timeouts", ()))
+    chosen = [m["name"] for m in json.loads(listed.stdout) if mutant_name(m) in wanted]
+    new = {**old, "survivors": list(old.get("survivors", ()))}
+    new["timeouts"] = list(old.get("timeouts", ()))
+    if not chosen:
+        return new
+    res = [a for text in chosen for a in ("--re", f"^{rust_regex_escape(text)}$")]
+    with tempfile.TemporaryDirectory(prefix=f"mutants-{name}-") as scratch:
+        seconds = run_for(
+            [
+                *("cargo", "mutants", "--file", f"src/{name}.rs", "--jobs", "1", *res),
+                *("--timeout", str(timeout), "--output", scratch, "--no-shuffle"),
+            ],
+            CRATE,
+            limit,
+        )
+        outcomes_file = Path(scratch) / "mutants.out" / "outcomes.json"
+        outcomes = json.loads(outcomes_file.read_text()) if outcomes_file.exists() else {}
+    fold_recheck(new, [o for o in outcomes.get("outcomes", []) if o["scenario"] != "Baseline"])
+    checked = new["mutants"] - new.get("unviable", 0) - new.get("not checked", 0)
+    new["score"] = round(new["killed"] / max(1, checked), 3)
+    new["seconds"] = old.get("seconds", 0) + round(seconds)
+    new["recheck seconds"] = round(seconds)
+    new["survivors"].sort()
+    new["timeouts"].sort()
+    return new
+
+
+def fold_recheck(new: dict[str, Any], outcomes: list[dict[str, Any]]) -> None:
+    """Fold a recheck's outcomes into ``new``: each rerun mutant recorded as a
+    survivor (or a timeout) moves to what it is now. Names are not unique (file,
+    line, function, genre, replacement), so a name is moved once per recorded
+    occurrence; a rerun mutant whose name was recorded as neither (one killed
+    before that shares a survivor's name) changes nothing."""
+    now_of = {"CaughtMutant": "killed", "Timeout": "timeout", "MissedMutant": "survived"}
+    for o in outcomes:
+        key, summary = mutant_name(o["scenario"]["Mutant"]), o["summary"]
+        if key in new["survivors"]:
+            was = "survived"
+        elif key in new["timeouts"]:
+            was = "timeout"
+        else:
+            continue
+        if summary not in now_of or now_of[summary] == was:
+            continue
+        now = now_of[summary]
+        new[was] -= 1
+        new[now] += 1
+        new["survivors" if was == "survived" else "timeouts"].remove(key)
+        if now != "killed":
+            new["survivors" if now == "survived" else "timeouts"].append(key)
 
 
 def keep_equivalent(old: dict[str, Any], new: dict[str, Any]) -> None:
@@ -207,6 +326,7 @@ def keep_equivalent(old: dict[str, Any], new: dict[str, Any]) -> None:
     if not equivalent:
         return
     checked = new["mutants"] - new.get("no tests", 0) - new.get("not checked", 0)
+    checked -= new.get("unviable", 0)
     new["equivalent"] = dict(sorted(equivalent.items()))
     new["score without equivalent"] = round(new["killed"] / max(1, checked - len(equivalent)), 3)
 
@@ -262,7 +382,11 @@ def readme(out: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--modules", default=",".join(MODULES), help="grid-core modules")
+    parser.add_argument(
+        "--modules",
+        default=",".join([*MODULES, *(f"sql.{m}" for m in SQL_MODULES)]),
+        help="grid-core modules, and grid-sql's as sql.<module>",
+    )
     parser.add_argument("--rust-files", default=",".join(RUST_FILES), help="crate src/*.rs")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "mutation")
     parser.add_argument(
@@ -277,15 +401,52 @@ def main() -> None:
     parser.add_argument(
         "--rust-limit", type=float, default=None, help="seconds per Rust file (partial run)"
     )
+    parser.add_argument(
+        "--rust-timeout", type=float, default=300, help="cargo-mutants' limit per mutant (s)"
+    )
+    parser.add_argument(
+        "--rust-resume",
+        type=Path,
+        default=None,
+        help="go on from the earlier runs kept in DIR/<file>/mutants.out (--iterate)",
+    )
+    parser.add_argument(
+        "--rust-recheck",
+        action="store_true",
+        help="rerun only the Rust files' recorded survivors and timeouts (after new tests)",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     modules = [m for m in args.modules.split(",") if m]
     for module in modules:
-        result = run_mutmut(module, MODULES[module], args.module_limit, args.timeout_multiplier)
+        if module.startswith("sql."):
+            name = module.removeprefix("sql.")
+            result = run_mutmut(
+                name,
+                SQL_MODULES[name],
+                args.module_limit,
+                args.timeout_multiplier,
+                (ROOT / "packages" / "grid-sql", "grid_sql"),
+            )
+        else:
+            result = run_mutmut(module, MODULES[module], args.module_limit, args.timeout_multiplier)
         print(f"mutmut {module}: { ({k: v for k, v in result.items() if k != 'survivors'}) }")
         merge(args.out / "mutmut.json", "mutmut", metadata.version("mutmut"), {module: result})
     for name in [f for f in args.rust_files.split(",") if f]:
-        result = run_cargo_mutants(name, args.rust_limit)
+        if args.rust_recheck:
+            old = json.loads((args.out / "cargo-mutants.json").read_text())["modules"][name]
+            result = recheck_cargo_mutants(name, old, args.rust_limit, args.rust_timeout)
+        elif args.rust_resume is not None:
+            old = json.loads((args.out / "cargo-mutants.json").read_text())["modules"][name]
+            result = run_cargo_mutants(
+                name,
+                args.rust_limit,
+                args.rust_timeout,
+                resume=args.rust_resume / name,
+                seconds_before=old["seconds"],
+            )
+        else:
+            result = run_cargo_mutants(name, args.rust_limit, args.rust_timeout)
         print(f"cargo-mutants {name}: { ({k: v for k, v in result.items() if k != 'survivors'}) }")
         version = subprocess.run(
             ["cargo", "mutants", "--version"], capture_output=True, text=True, check=False
