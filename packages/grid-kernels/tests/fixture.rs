@@ -7,134 +7,19 @@
 //! out of the kernels identically. A change in grid-core's semantics shows up
 //! here as a diff of the regenerated fixture.
 
-use std::collections::HashMap;
+mod common;
+
 use std::sync::Arc;
 
+use common::{hex_bytes, hex_set, ints, states, Config};
 use grid_kernels::cache::Payload;
 use grid_kernels::chunks::Chunks;
 use grid_kernels::walk::{walk_from, walk_into, WalkOutput};
-use grid_kernels::{bits, EngineTables, GrammarTables, RawGrammar, RawTrie, Trie};
+use grid_kernels::{EngineTables, GrammarTables, Trie};
 
-const FIXTURE: &str = include_str!("fixtures/analyst_toy.txt");
-
-fn hex_set(s: &str, width: usize) -> Vec<u64> {
-    let mut bytes: Vec<u8> = Vec::new();
-    let digits: Vec<u8> = s.bytes().rev().collect();
-    for pair in digits.chunks(2) {
-        let lo = (pair[0] as char).to_digit(16).expect("hex digit");
-        let hi = pair
-            .get(1)
-            .map_or(0, |&c| (c as char).to_digit(16).expect("hex digit"));
-        bytes.push((hi * 16 + lo) as u8);
-    }
-    bits::from_le_bytes(&bytes, width).expect("set fits its width")
-}
-
-fn hex_bytes(s: &str) -> Vec<u8> {
-    if s == "-" {
-        return Vec::new();
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex byte"))
-        .collect()
-}
-
-fn ints<T: std::str::FromStr>(tokens: &[&str]) -> Vec<T>
-where
-    T::Err: std::fmt::Debug,
-{
-    tokens.iter().map(|t| t.parse().expect("int")).collect()
-}
-
-fn states(s: &str) -> Vec<i64> {
-    s.split(',').map(|x| x.parse().expect("state")).collect()
-}
-
-struct Config<'a> {
-    fields: HashMap<&'a str, Vec<&'a str>>,
-}
-
-impl Config<'_> {
-    fn get(&self, key: &str) -> &[&str] {
-        self.fields.get(key).map(Vec::as_slice).unwrap_or(&[])
-    }
-}
-
-fn load() -> (EngineTables, Vec<Config<'static>>) {
-    let mut lines = FIXTURE.lines();
-    assert_eq!(lines.next(), Some("grid-kernels fixture v1"));
-    let mut head: HashMap<&str, Vec<&str>> = HashMap::new();
-    let mut configs = Vec::new();
-    let mut current: Option<Config<'static>> = None;
-    for line in lines {
-        let mut tokens = line.split(' ').filter(|t| !t.is_empty());
-        let key = tokens.next().expect("a key");
-        let rest: Vec<&str> = tokens.collect();
-        match (key, current.as_mut()) {
-            ("config", _) => {
-                current = Some(Config {
-                    fields: HashMap::from([("config", rest)]),
-                })
-            }
-            ("end", Some(_)) => configs.push(current.take().expect("open block")),
-            (_, Some(c)) => {
-                c.fields.insert(key, rest);
-            }
-            (_, None) => {
-                head.insert(key, rest);
-            }
-        }
-    }
-    let one = |k: &str| -> usize { head[k][0].parse().expect("count") };
-    let t = one("n_terminals");
-    let w = bits::width_for(t + 1);
-    let sets = |k: &str| -> Vec<Vec<u64>> { head[k].iter().map(|s| hex_set(s, w)).collect() };
-    let mut trans = vec![-1; one("dfa_states") * 256];
-    for pair in &head["dfa_trans_sparse"] {
-        let (i, q) = pair.split_once(':').expect("i:q");
-        trans[i.parse::<usize>().unwrap()] = q.parse().unwrap();
-    }
-    let children = head["lexicon_children"]
-        .iter()
-        .map(|node| {
-            if *node == "-" {
-                return Vec::new();
-            }
-            node.split(',')
-                .map(|e| {
-                    let (b, c) = e.split_once(':').expect("b:c");
-                    (b.parse().unwrap(), c.parse().unwrap())
-                })
-                .collect()
-        })
-        .collect();
-    let raw = RawGrammar {
-        n_terminals: t,
-        dfa_trans: trans,
-        dfa_accept: sets("dfa_accept"),
-        dfa_live: sets("dfa_live"),
-        action: ints(&head["action"]),
-        goto: ints(&head["goto"]),
-        n_nonterminals: one("n_nonterminals"),
-        rule_lhs: ints(&head["rule_lhs"]),
-        rule_len: ints(&head["rule_len"]),
-        lexicon_children: children,
-        lexicon_prefix_cats: sets("lexicon_prefix_cats"),
-        lexicon_word_cats: sets("lexicon_word_cats"),
-        lexicon_categories: hex_set(head["lexicon_categories"][0], w),
-        pick_order: ints(&head["pick_order"]),
-        ignored: hex_set(head["ignored"][0], w),
-    };
-    let trie = RawTrie {
-        edge: ints(&head["trie_edge"]),
-        token: ints(&head["trie_token"]),
-        size: ints(&head["trie_size"]),
-        alias_offset: ints(&head["trie_alias_offset"]),
-        alias_ids: ints(&head["trie_alias_ids"]),
-        n_vocab: one("n_vocab"),
-        eos_ids: ints(&head["eos_ids"]),
-    };
+/// The fixture's tables, checked, and its configurations (`common::fixture`).
+fn load() -> (EngineTables, Vec<Config>) {
+    let (raw, trie, configs) = common::fixture();
     let trans = raw.dfa_trans.clone();
     let g = GrammarTables::new(raw).expect("fixture grammar is valid");
     // The compressed DFA answers every transition as grid-core's table does.
@@ -189,7 +74,7 @@ fn root_walks_match() {
 }
 
 /// The root walk the fixture records for `c`.
-fn expected_walk(c: &Config<'_>) -> (Vec<u32>, Vec<String>) {
+fn expected_walk(c: &Config) -> (Vec<u32>, Vec<String>) {
     let cd = c.get("walk_cd").iter().map(|s| s.to_string()).collect();
     (ints::<u32>(c.get("walk_ci")), cd)
 }

@@ -17,16 +17,19 @@
 //! ```
 //! EOS is id 7 (special: not in the trie); n_vocab = 8.
 
+mod common;
+
 use std::sync::Arc;
 
+use common::{toy_grammar, toy_trie};
 use grid_kernels::audit::Kind;
 use grid_kernels::cache::Payload;
 use grid_kernels::parser::StackArena;
 use grid_kernels::scanner::START;
 use grid_kernels::walk::walk_from;
 use grid_kernels::{
-    CdEntry, Engine, EngineTables, Filled, GrammarTables, KernelError, RawGrammar, RawTrie,
-    Session, Threads, Trie, WalkOutput,
+    CdEntry, Engine, EngineTables, Filled, GrammarTables, KernelError, RawGrammar, Session,
+    Threads, Trie, WalkOutput,
 };
 
 const A: u64 = 1;
@@ -34,57 +37,13 @@ const B: u64 = 2;
 const WS: u64 = 4;
 const END: u64 = 8;
 
-fn raw_grammar() -> RawGrammar {
-    let mut trans = vec![-1; 4 * 256];
-    trans[b'a' as usize] = 1;
-    trans[b'b' as usize] = 2;
-    trans[b' ' as usize] = 3;
-    trans[3 * 256 + b' ' as usize] = 3;
-    #[rustfmt::skip]
-    let action = vec![
-        2, 0, 0, 0,
-        0, 3, 0, 0,
-        0, 0, 0, -2,
-        0, 0, 0, -1,
-    ];
-    RawGrammar {
-        n_terminals: 3,
-        dfa_trans: trans,
-        dfa_accept: vec![vec![0], vec![A], vec![B], vec![WS]],
-        dfa_live: vec![vec![A | B | WS], vec![A], vec![B], vec![WS]],
-        action,
-        goto: vec![-1, 3, -1, -1, -1, -1, -1, -1],
-        n_nonterminals: 2,
-        rule_lhs: vec![0, 1],
-        rule_len: vec![1, 2],
-        lexicon_children: vec![vec![]],
-        lexicon_prefix_cats: vec![vec![0]],
-        lexicon_word_cats: vec![vec![0]],
-        lexicon_categories: vec![0],
-        pick_order: vec![0, 1, 2],
-        ignored: vec![WS],
-    }
-}
-
-fn raw_trie() -> RawTrie {
-    RawTrie {
-        edge: vec![0, b' ', b' ', b'a', b' ', b'b', b'b', b'b', b'a'],
-        token: vec![-1, 2, 5, 0, -1, 4, 3, 1, 6],
-        size: vec![9, 2, 1, 4, 2, 1, 1, 2, 1],
-        alias_offset: vec![0, 0, 1, 2, 3, 3, 4, 5, 6, 7],
-        alias_ids: vec![2, 5, 0, 4, 3, 1, 6],
-        n_vocab: 8,
-        eos_ids: vec![7],
-    }
-}
-
 fn engine() -> EngineTables {
-    let g = GrammarTables::new(raw_grammar()).expect("toy grammar is valid");
+    let g = GrammarTables::new(toy_grammar()).expect("toy grammar is valid");
     // Byte classes: 'a', 'b', ' ' and every other byte.
     assert_eq!(g.dfa().n_classes(), 4);
     assert_eq!(g.dfa().trans(3, b' '), 3);
     assert_eq!(g.dfa().trans(3, b'a'), -1);
-    let t = Trie::new(raw_trie()).expect("toy trie is valid");
+    let t = Trie::new(toy_trie()).expect("toy trie is valid");
     assert_eq!(t.token_nodes(0), [1, 2, 3, 5, 6, 7, 8]);
     assert_eq!(t.token_nodes(3), [3, 5, 6]);
     assert_eq!(t.token_nodes(4), [5]);
@@ -243,44 +202,44 @@ fn checked_walk_rejects_bad_input() {
 
 #[test]
 fn invalid_tables_are_refused() {
-    let mut t = raw_trie();
+    let mut t = toy_trie();
     t.size[3] = 9;
     assert!(matches!(
         Trie::new(t),
         Err(KernelError::InvalidTables { table: "trie", .. })
     ));
-    let mut t = raw_trie();
+    let mut t = toy_trie();
     t.size[2] = 0;
     assert!(Trie::new(t).is_err());
-    let mut t = raw_trie();
+    let mut t = toy_trie();
     t.edge.swap(3, 7);
     assert!(Trie::new(t).is_err());
-    let mut t = raw_trie();
+    let mut t = toy_trie();
     t.alias_ids[0] = 8;
     assert!(Trie::new(t).is_err());
-    let mut t = raw_trie();
+    let mut t = toy_trie();
     t.token[4] = 1;
     assert!(Trie::new(t).is_err());
 
-    let mut g = raw_grammar();
+    let mut g = toy_grammar();
     g.dfa_trans[5] = 4;
     assert!(matches!(
         GrammarTables::new(g),
         Err(KernelError::InvalidTables { table: "DFA", .. })
     ));
-    let mut g = raw_grammar();
+    let mut g = toy_grammar();
     g.action[0] = 9;
     assert!(GrammarTables::new(g).is_err());
-    let mut g = raw_grammar();
+    let mut g = toy_grammar();
     g.dfa_accept[1] = vec![END];
     assert!(GrammarTables::new(g).is_err());
-    let mut g = raw_grammar();
+    let mut g = toy_grammar();
     g.pick_order = vec![0, 0, 1];
     assert!(GrammarTables::new(g).is_err());
-    let mut g = raw_grammar();
+    let mut g = toy_grammar();
     g.lexicon_children = vec![vec![(b'a', 0)]];
     assert!(GrammarTables::new(g).is_err());
-    let mut g = raw_grammar();
+    let mut g = toy_grammar();
     g.goto[1] = 4;
     assert!(GrammarTables::new(g).is_err());
 }
@@ -333,7 +292,7 @@ fn wide_engine() -> EngineTables {
         }
         out
     };
-    let narrow = raw_grammar();
+    let narrow = toy_grammar();
     let mut action = vec![0; 4 * 132];
     for s in 0..4 {
         for (t, &to) in MAP.iter().enumerate() {
@@ -354,7 +313,7 @@ fn wide_engine() -> EngineTables {
     };
     let g = GrammarTables::new(raw).expect("wide toy grammar is valid");
     g.check_invariants();
-    EngineTables::new(Arc::new(g), Arc::new(Trie::new(raw_trie()).unwrap()))
+    EngineTables::new(Arc::new(g), Arc::new(Trie::new(toy_trie()).unwrap()))
 }
 
 #[test]
@@ -435,13 +394,13 @@ fn session_fills_match_compute_mask_on_every_short_replay() {
 
 #[test]
 fn spellings_come_off_the_trie() {
-    let t = Trie::new(raw_trie()).unwrap();
+    let t = Trie::new(toy_trie()).unwrap();
     let spelled: Vec<&[u8]> = (0..8).map(|i| t.spelling(i)).collect();
     assert_eq!(
         spelled,
         vec![&b"a"[..], b"b", b" ", b"ab", b"a b", b"  ", b"ba", b""]
     );
-    let mut twice = raw_trie();
+    let mut twice = toy_trie();
     twice.alias_offset = vec![0, 0, 1, 2, 3, 3, 4, 5, 6, 8];
     twice.alias_ids = vec![2, 5, 0, 4, 3, 1, 6, 4];
     assert!(matches!(

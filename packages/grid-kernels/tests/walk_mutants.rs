@@ -262,6 +262,7 @@ fn toy_walks_match_the_definition_with_and_without_an_ignored_terminal() {
             states: vec![0],
             remainder: b"a ".to_vec(),
             allowed: vec![a],
+            fields: Default::default(),
         })
         .collect();
     let all: Vec<usize> = (0..9).collect();
@@ -342,6 +343,7 @@ fn a_dead_remainder_with_a_viable_accept_is_walked_on() {
             states: vec![0],
             remainder: b"abc".to_vec(),
             allowed: vec![a],
+            fields: Default::default(),
         })
         .collect();
     let all: Vec<usize> = (0..t.n_nodes()).collect();

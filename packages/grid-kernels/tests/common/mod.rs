@@ -14,14 +14,23 @@ use grid_kernels::{bits, EngineTables, GrammarTables, RawGrammar, RawTrie, Trie}
 
 const FIXTURE: &str = include_str!("../fixtures/analyst_toy.txt");
 
-/// One recorded configuration: LALR states, remainder, allowed set.
+/// One recorded configuration: LALR states, remainder, allowed set, and every
+/// field of its block as written (the expected walks, masks and advances).
 pub struct Config {
     pub states: Vec<i64>,
     pub remainder: Vec<u8>,
     pub allowed: Vec<u64>,
+    pub fields: HashMap<&'static str, Vec<&'static str>>,
 }
 
-fn hex_set(s: &str, width: usize) -> Vec<u64> {
+impl Config {
+    /// A field's tokens (none when the block lacks it).
+    pub fn get(&self, key: &str) -> &[&'static str] {
+        self.fields.get(key).map(Vec::as_slice).unwrap_or(&[])
+    }
+}
+
+pub fn hex_set(s: &str, width: usize) -> Vec<u64> {
     let mut bytes: Vec<u8> = Vec::new();
     let digits: Vec<u8> = s.bytes().rev().collect();
     for pair in digits.chunks(2) {
@@ -34,7 +43,7 @@ fn hex_set(s: &str, width: usize) -> Vec<u64> {
     bits::from_le_bytes(&bytes, width).expect("set fits its width")
 }
 
-fn hex_bytes(s: &str) -> Vec<u8> {
+pub fn hex_bytes(s: &str) -> Vec<u8> {
     if s == "-" {
         return Vec::new();
     }
@@ -44,11 +53,15 @@ fn hex_bytes(s: &str) -> Vec<u8> {
         .collect()
 }
 
-fn ints<T: std::str::FromStr>(tokens: &[&str]) -> Vec<T>
+pub fn ints<T: std::str::FromStr>(tokens: &[&str]) -> Vec<T>
 where
     T::Err: std::fmt::Debug,
 {
     tokens.iter().map(|t| t.parse().expect("int")).collect()
+}
+
+pub fn states(s: &str) -> Vec<i64> {
+    s.split(',').map(|x| x.parse().expect("state")).collect()
 }
 
 /// The fixture's grammar, its trie, and its configurations.
@@ -127,9 +140,10 @@ pub fn fixture() -> (RawGrammar, RawTrie, Vec<Config>) {
         .map(|b| {
             let c = &b["config"];
             Config {
-                states: c[0].split(',').map(|x| x.parse().expect("state")).collect(),
+                states: states(c[0]),
                 remainder: hex_bytes(c[1]),
                 allowed: hex_set(b["allowed"][0], w),
+                fields: b.clone(),
             }
         })
         .collect();
