@@ -925,16 +925,21 @@ def test_a_unit_item_does_not_hide_a_longer_one() -> None:
     assert table.node_plan(yx) == [grammar.terminal_id("Z")]
 
 
+def options_after(table: ReserveTable, prefix: bytes) -> tuple[_Option, ...]:
+    """``table.finish_options`` at the scan state ``prefix`` leaves."""
+    scan = table.engine.scanner.scan(prefix)
+    assert scan is not None
+    return table.finish_options(scan[0], scan[1])
+
+
 def test_no_newline_option_without_a_newline_lexeme() -> None:
     # "#c" is a comment that a space continues and a newline ends, but no lexeme
     # starts with a newline here: the comment can only be the last lexeme.
     text = 'start: A+\nA: "a"\nWS: " "\nCMT: /#[^\\n]*/\n%ignore WS\n%ignore CMT\n'
     grammar = load_grammar(text, "hash-comment")
     table = ReserveTable(Engine(grammar, BYTES, cache=False))
-    scan = table.engine.scanner.scan(b"#c")
-    assert scan is not None
     cmt = 1 << grammar.terminal_id("CMT")
-    assert table.finish_options(scan[0], scan[1]) == (_Option(b"", cmt, True),)
+    assert options_after(table, b"#c") == (_Option(b"", cmt, True),)
 
 
 # ------------------------------------------------------------------ ties and bounds
@@ -1102,10 +1107,8 @@ def test_no_newline_option_when_a_newline_and_a_space_do_not_join() -> None:
     text += "%ignore WS\n%ignore NL\n%ignore CMT\n"
     grammar = load_grammar(text, "newline-apart")
     table = ReserveTable(Engine(grammar, BYTES, cache=False))
-    scan = table.engine.scanner.scan(b"#c")
-    assert scan is not None
     cmt = 1 << grammar.terminal_id("CMT")
-    assert table.finish_options(scan[0], scan[1]) == (_Option(b"", cmt, True),)
+    assert options_after(table, b"#c") == (_Option(b"", cmt, True),)
 
 
 def test_newline_option_needs_a_newline_to_end_the_lexeme() -> None:
@@ -1131,10 +1134,8 @@ def test_one_continuation_per_candidate_set() -> None:
     text = 'start: A+\nA: "a"\nWS: /[ \\n]+/\nCMT: /#( [a-z]+)?/\n%ignore WS\n%ignore CMT\n'
     grammar = load_grammar(text, "comment-then-word")
     table = ReserveTable(Engine(grammar, BYTES, cache=False))
-    scan = table.engine.scanner.scan(b"#")
-    assert scan is not None
     cmt = 1 << grammar.terminal_id("CMT")
-    assert table.finish_options(scan[0], scan[1]) == (
+    assert options_after(table, b"#") == (
         _Option(b"", cmt, True),
         _Option(b"\n", cmt, False),
     )
@@ -1146,10 +1147,8 @@ def test_one_continuation_per_candidate_set_after_a_join() -> None:
     text = 'start: A+\nA: "a"\nWS: " "+\nCMT: /\\t+ *|\\tx/\n%ignore WS\n%ignore CMT\n'
     grammar = load_grammar(text, "tab-then-x")
     table = ReserveTable(Engine(grammar, BYTES, cache=False))
-    scan = table.engine.scanner.scan(b"\t")
-    assert scan is not None
     cmt = 1 << grammar.terminal_id("CMT")
-    assert table.finish_options(scan[0], scan[1]) == (
+    assert options_after(table, b"\t") == (
         _Option(b"", cmt, True),
         _Option(b"", cmt, False, True),
     )
@@ -1161,10 +1160,8 @@ def test_finish_options_step_with_a_class_representative() -> None:
     grammar = load_grammar(text, "tag")
     table = ReserveTable(Engine(grammar, BYTES, cache=False))
     assert dict(table._classes)[33][:2] == (0, 1)
-    scan = table.engine.scanner.scan(b"<")
-    assert scan is not None
     tag = 1 << grammar.terminal_id("TAG")
-    assert table.finish_options(scan[0], scan[1]) == (
+    assert options_after(table, b"<") == (
         _Option(b"!>", tag, True),
         _Option(b"!>", tag, False),
     )
@@ -1178,11 +1175,9 @@ def test_finish_options_leave_the_lexicon_with_another_class_member() -> None:
     grammar = load_grammar(text, "tag-word")
     engine = Engine(grammar, BYTES, {"NAME": [b"<!>"]}, cache=False)
     table = ReserveTable(engine)
-    scan = engine.scanner.scan(b"<")
-    assert scan is not None
     both, tag = 0b11, 1 << grammar.terminal_id("TAG")
     assert grammar.terminal_id("NAME") == 0
-    assert table.finish_options(scan[0], scan[1]) == (
+    assert options_after(table, b"<") == (
         _Option(b"!>", both, True),
         _Option(b"\x00>", tag, True),
         _Option(b"!>", both, False),
@@ -1198,10 +1193,8 @@ def test_finish_options_skip_a_class_that_is_all_lexicon() -> None:
     engine = Engine(grammar, BYTES, {"NAME": [b"< >"]}, cache=False)
     table = ReserveTable(engine)
     assert dict(table._classes)[32] == (32,)
-    scan = engine.scanner.scan(b"<")
-    assert scan is not None
     both, tag = 0b11, 1 << grammar.terminal_id("TAG")
-    assert table.finish_options(scan[0], scan[1]) == (
+    assert options_after(table, b"<") == (
         _Option(b" >", both, True),
         _Option(b"!>", tag, True),
         _Option(b" >", both, False),
