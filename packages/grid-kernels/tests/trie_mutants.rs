@@ -242,18 +242,6 @@ fn utf8_records_by_hand() {
     }
 }
 
-fn toy_raw() -> RawTrie {
-    RawTrie {
-        edge: vec![0, b' ', b' ', b'a', b' ', b'b', b'b', b'b', b'a'],
-        token: vec![-1, 2, 5, 0, -1, 4, 3, 1, 6],
-        size: vec![9, 2, 1, 4, 2, 1, 1, 2, 1],
-        alias_offset: vec![0, 0, 1, 2, 3, 3, 4, 5, 6, 7],
-        alias_ids: vec![2, 5, 0, 4, 3, 1, 6],
-        n_vocab: 8,
-        eos_ids: vec![7],
-    }
-}
-
 fn refused(raw: RawTrie) -> String {
     match Trie::new(raw) {
         Err(KernelError::InvalidTables {
@@ -266,8 +254,8 @@ fn refused(raw: RawTrie) -> String {
 
 #[test]
 fn invalid_tries_are_refused_with_the_reason() {
-    assert!(Trie::new(toy_raw()).is_ok());
-    assert_eq!(Trie::new(toy_raw()).unwrap().max_depth(), 3);
+    assert!(Trie::new(common::toy_trie()).is_ok());
+    assert_eq!(Trie::new(common::toy_trie()).unwrap().max_depth(), 3);
     type Corrupt = Box<dyn Fn(&mut RawTrie)>;
     let cases: Vec<(Corrupt, &str)> = vec![
         (Box::new(|r| *r = RawTrie::default()), "no root node"),
@@ -356,13 +344,13 @@ fn invalid_tries_are_refused_with_the_reason() {
         ),
     ];
     for (k, (corrupt, reason)) in cases.into_iter().enumerate() {
-        let mut raw = toy_raw();
+        let mut raw = common::toy_trie();
         corrupt(&mut raw);
         assert_eq!(refused(raw), reason, "case {k}");
     }
     // The boundary cases that are valid: siblings with consecutive bytes, a
     // last child that ends exactly with its parent, an empty EOS list.
-    let mut raw = toy_raw();
+    let mut raw = common::toy_trie();
     raw.edge[7] = b'b';
     raw.edge[3] = b'!';
     raw.eos_ids.clear();
