@@ -18,6 +18,8 @@ pick a part, and the JSON of a part is merged into what earlier runs wrote.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import platform
@@ -331,9 +333,19 @@ def keep_equivalent(old: dict[str, Any], new: dict[str, Any]) -> None:
     new["score without equivalent"] = round(new["killed"] / max(1, checked - len(equivalent)), 3)
 
 
+@contextlib.contextmanager
+def locked(out: Path) -> Any:
+    """Hold ``out/.lock`` exclusively: concurrent runs (one per module) merge
+    into the same JSON files and README one at a time."""
+    with open(out / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def merge(
     path: Path, tool: str, version: str, results: dict[str, dict[str, object]]
 ) -> dict[str, Any]:
+    """Merge ``results`` into the JSON at ``path`` (the caller holds :func:`locked`)."""
     data = json.loads(path.read_text()) if path.exists() else {"modules": {}}
     data |= {
         "tool": tool,
@@ -431,7 +443,9 @@ def main() -> None:
         else:
             result = run_mutmut(module, MODULES[module], args.module_limit, args.timeout_multiplier)
         print(f"mutmut {module}: { ({k: v for k, v in result.items() if k != 'survivors'}) }")
-        merge(args.out / "mutmut.json", "mutmut", metadata.version("mutmut"), {module: result})
+        with locked(args.out):
+            merge(args.out / "mutmut.json", "mutmut", metadata.version("mutmut"), {module: result})
+            readme(args.out)
     for name in [f for f in args.rust_files.split(",") if f]:
         if args.rust_recheck:
             old = json.loads((args.out / "cargo-mutants.json").read_text())["modules"][name]
@@ -451,8 +465,9 @@ def main() -> None:
         version = subprocess.run(
             ["cargo", "mutants", "--version"], capture_output=True, text=True, check=False
         ).stdout.strip()
-        merge(args.out / "cargo-mutants.json", "cargo-mutants", version, {name: result})
-    readme(args.out)
+        with locked(args.out):
+            merge(args.out / "cargo-mutants.json", "cargo-mutants", version, {name: result})
+            readme(args.out)
 
 
 if __name__ == "__main__":
