@@ -314,3 +314,47 @@ fn a_shared_chunk_takes_each_frames_v() {
         }
     }
 }
+
+#[test]
+fn holes_and_sub_chunks_count_their_bytes() {
+    // Pending " " under {A}, min_nodes 3: the root's frame (WS pending, its
+    // last accept " ") is a memo point; its chunk: an output part with CI
+    // nodes 1 and 2 (4 bytes each, no CD entry, no flag), then "a" and "b"
+    // end the whitespace: ignored picks, two holes of 16 + 1 tail byte
+    // each; key 28 bytes: 8 + 34 + 28 = 70. Filling the hole at "a" walks
+    // the frame after "a", a memo point too: 64 bytes (see above).
+    let chunks = Chunks::new(3, 1 << 20, 1 << 20);
+    let e = toy();
+    let plain = walk_from(&e.grammar, &e.trie, 0, b" ", &[A], false);
+    assert_eq!(walk_memo(&chunks, b" ", A, false), plain);
+    assert_eq!(chunks.stats(), (0, 2));
+    assert_eq!(chunks.usage().0, 70 + 64);
+    // min_nodes 1: node 1 (" ", 2 nodes) is a memo point as well: the root's
+    // chunk holds an output part with CI node 1 (4), then its sub-chunk (32 +
+    // an empty v), then the holes (34); key 28: 98. Node 1's chunk: CI node
+    // 2 (4) + key 28 = 32; the frame after "a": 64.
+    let chunks = Chunks::new(1, 1 << 20, 1 << 20);
+    assert_eq!(walk_memo(&chunks, b" ", A, false), plain);
+    assert_eq!(chunks.stats(), (0, 3));
+    assert_eq!(chunks.usage().0, 98 + 32 + 64);
+}
+
+#[test]
+fn a_sub_chunk_counts_its_v() {
+    // long_remainders, pending "ab" under {A, AB}, min_nodes 1: the root's
+    // frame (state 2, last accept "a"). Its chunk: "a" ends "a" (CD entry,
+    // flagged tail "a"), "b" stays in AB (CI) and enters the frame below "b",
+    // a memo point: output part 4 + 16 + 1 + 1 flag = 22; the sub-chunk with
+    // v = "b": 32 + 1 = 33; "c" (CI) and "x" (CD, flagged tail "x"): 22; key
+    // 28: 105. The frame below "b": "bc" CI, "bx" CD with flagged tail "x":
+    // 22 + key 28 = 50.
+    let e = long_remainders();
+    let (g, t) = (&e.grammar, &e.trie);
+    let chunks = Chunks::new(1, 1 << 20, 1 << 20);
+    let mut a = g.allowed_sets(&[0b011]);
+    let mut out = WalkOutput::default();
+    walk_into(g, t, 0, b"ab", &mut a, false, Some(&chunks), &mut out);
+    assert_eq!(out, walk_from(g, t, 0, b"ab", &[0b011], false));
+    assert_eq!(chunks.stats(), (0, 2));
+    assert_eq!(chunks.usage().0, 105 + 50);
+}

@@ -362,3 +362,21 @@ fn a_transition_back_to_the_start_state_is_a_step() {
     assert_eq!(g.scan(b"cca").map(|s| (s.q, s.la_len)), Some((1, 3)));
     assert_eq!(g.scan(b"cd"), None);
 }
+
+/// `ident_position`: a category allowed or ignored. On the toy grammar
+/// (A 1, B 2, WS 4 ignored) with A as the category, then with WS (ignored:
+/// every allowed set is an identifier position, WS allowed too).
+#[test]
+fn identifier_positions_by_hand() {
+    let mut raw = common::toy_grammar();
+    raw.lexicon_categories = vec![1];
+    let g = GrammarTables::new(raw).unwrap();
+    assert!(g.ident_position(&[1]) && g.ident_position(&[3]));
+    assert!(!g.ident_position(&[2]) && !g.ident_position(&[4]) && !g.ident_position(&[0]));
+    let mut raw = common::toy_grammar();
+    raw.lexicon_categories = vec![4];
+    let g = GrammarTables::new(raw).unwrap();
+    for allowed in [0u64, 1, 2, 4, 5, 7] {
+        assert!(g.ident_position(&[allowed]), "{allowed}");
+    }
+}

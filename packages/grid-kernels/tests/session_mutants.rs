@@ -150,6 +150,8 @@ fn audit_fields_of_a_step() {
         config_hash(stack2, 3, extend_digest(0, b"   "))
     );
     s.accept_token(7, Kind::Sampled).unwrap();
+    // The terminated step has no mask of its own (the step before had one).
+    assert!(s.step_audit().is_none());
     // Terminated: nothing left to prepare.
     assert!(s.prepare_record(false).unwrap());
     let records = s.chain().unwrap().records().to_vec();

@@ -512,3 +512,195 @@ fn runs_through_dead_states_are_walked_not_admitted() {
         }
     }
 }
+
+/// Text after a word: A = "a", T = "a" X* "!" with X a letter of [b-q] or a
+/// UTF-8 character (checked: a stray continuation byte dies); `start: A`.
+///
+/// ```text
+/// 0 -a-> 1 {A}   live A T       2 -[b-q]-> 2, 2 -!-> 6 {T}
+/// 1 -[b-q]-> 2   live T (2-6)   1, 2 -[C2-DF]-> 3 -[80-BF]-> 2
+///                               1, 2 -[E0-EF]-> 4 -[80-BF]-> 3
+///                               1, 2 -[F0-F4]-> 5 -[80-BF]-> 4
+/// ```
+///
+/// Every UTF-8 character leads 1 and 2 to 2 (a text state), which lives
+/// under {T} only. Below "a" three subtrees of 16 nodes or more: "a\xc3"
+/// with 16 continuations (its lead byte in the top word of bytes, the
+/// continuations in the word below, no bit in common), "a" then eight
+/// "\u{145}" (c5 85: bit 5 of both words) and "ab" with 16 letters and a
+/// stray continuation byte (not UTF-8). Under {A} none may be taken whole
+/// (their states are not live); under {T} only the last holds a path that
+/// dies.
+fn text_run() -> EngineTables {
+    let mut words: Vec<Vec<u8>> = vec![b"a".to_vec(), b"x".to_vec()];
+    for c in 0x90..=0x9f {
+        words.push(vec![b'a', 0xc3, c]);
+    }
+    for k in 1..=8 {
+        words.push([&b"a"[..], &"\u{145}".repeat(k).into_bytes()].concat());
+    }
+    words.push(b"ab".to_vec());
+    for x in b'b'..=b'q' {
+        words.push(vec![b'a', b'b', x]);
+    }
+    words.push(b"ab\x90".to_vec());
+    text_engine(&words)
+}
+
+/// [`text_run`]'s grammar over `words`.
+fn text_engine(words: &[Vec<u8>]) -> EngineTables {
+    let mut trans = vec![-1; 7 * 256];
+    trans[b'a' as usize] = 1;
+    for q in [1usize, 2] {
+        for b in b'b'..=b'q' {
+            trans[q * 256 + b as usize] = 2;
+        }
+        for (lo, hi, to) in [(0xc2, 0xdf, 3), (0xe0, 0xef, 4), (0xf0, 0xf4, 5)] {
+            for b in lo..=hi {
+                trans[q * 256 + b] = to;
+            }
+        }
+    }
+    trans[2 * 256 + b'!' as usize] = 6;
+    for (q, to) in [(3usize, 2), (4, 3), (5, 4)] {
+        for b in 0x80..=0xbf {
+            trans[q * 256 + b] = to;
+        }
+    }
+    let raw = grid_kernels::RawGrammar {
+        n_terminals: 2,
+        dfa_trans: trans,
+        dfa_accept: vec![
+            vec![0],
+            vec![1],
+            vec![0],
+            vec![0],
+            vec![0],
+            vec![0],
+            vec![2],
+        ],
+        dfa_live: vec![
+            vec![3],
+            vec![3],
+            vec![2],
+            vec![2],
+            vec![2],
+            vec![2],
+            vec![2],
+        ],
+        action: vec![2, 0, 0, 0, 0, -2, 0, 0, -1],
+        goto: vec![-1, 2, -1, -1, -1, -1],
+        n_nonterminals: 2,
+        rule_lhs: vec![0, 1],
+        rule_len: vec![1, 1],
+        lexicon_children: vec![vec![]],
+        lexicon_prefix_cats: vec![vec![0]],
+        lexicon_word_cats: vec![vec![0]],
+        lexicon_categories: vec![0],
+        pick_order: vec![0, 1],
+        ignored: vec![0],
+    };
+    let g = grid_kernels::GrammarTables::new(raw).unwrap();
+    let refs: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+    let t = grid_kernels::Trie::new(grid_kernels::RawTrie::pack(&refs, &vec![false; refs.len()]))
+        .unwrap();
+    EngineTables::new(std::sync::Arc::new(g), std::sync::Arc::new(t))
+}
+
+#[test]
+fn text_subtrees_are_taken_whole_only_where_every_path_lives() {
+    let e = text_run();
+    let (g, t) = (&e.grammar, &e.trie);
+    let paths = paths(t);
+    let node = |p: &[u8]| (0..t.n_nodes()).find(|&i| paths[i] == p).unwrap();
+    let (a, c3, c5, ab) = (node(b"a"), node(b"a\xc3"), node(b"a\xc5"), node(b"ab"));
+    for n in [c3, c5, ab] {
+        assert!(t.node(n).size >= 16, "{n}");
+    }
+    // Under {A}: "a" (every path below it is inside T), and "ab\x90" dies
+    // at its last byte: A, the last accept, is emitted with the tail "b\x90".
+    let out = walk_from(g, t, 0, b"", &[1], false);
+    assert_eq!(out.ci, vec![a as u32]);
+    assert_eq!(out.cd.len(), 1);
+    let e0 = out.cd[0];
+    assert_eq!((e0.node as usize, e0.terminal), (node(b"ab\x90"), 0));
+    assert_eq!(out.tail(&e0), b"b\x90");
+    // Under {T}: "a" and every token below it (16 + 8 + 1 + 16) but
+    // "ab\x90" (dead at its last byte; A is not allowed): nothing else.
+    let out = walk_from(g, t, 0, b"", &[2], false);
+    assert!(!out.ci.contains(&(node(b"ab\x90") as u32)));
+    assert_eq!(out.ci.len(), 1 + 16 + 8 + 1 + 16);
+    assert!(out.cd.is_empty());
+    for allowed in [0u64, 1, 2, 3] {
+        for pending in [&b""[..], b"a", b"ab", b"a\xc3"] {
+            for n in [0, a, c3, c5, ab] {
+                for include_self in [false, true] {
+                    let want = reference_walk(g, t, &paths, n, pending, &[allowed], include_self);
+                    let got = walk_from(g, t, n, pending, &[allowed], include_self);
+                    assert_eq!(got, want, "{allowed} {pending:?} {n} {include_self}");
+                }
+            }
+        }
+    }
+}
+
+/// Subtrees below "ac" (the text state 2, which loops on [b-q] and UTF-8
+/// characters and lives under {T}) that a closure test must not take whole:
+/// "acb" (letters of the loop, then "!" and a letter: "!" leaves the loop),
+/// "acr" ("r" dies at once) and "ac!" (every ASCII byte but the loop's
+/// letters: exactly the bytes that do not loop, all dead after "!"); and
+/// below "a" (state 1) "ad" and "ae", runs of letters into the text state
+/// with one ASCII byte that dies: NUL (the low word of bytes) below "ad",
+/// "r" (the high word) below "ae".
+#[test]
+fn subtrees_leaving_a_text_loop_are_walked() {
+    let mut words: Vec<Vec<u8>> = vec![b"a".to_vec(), b"ac".to_vec(), b"acb".to_vec()];
+    for x in b'b'..=b'q' {
+        words.push(vec![b'a', b'c', b'b', x]);
+    }
+    words.push(b"acb!".to_vec());
+    words.push(b"acb!b".to_vec());
+    for x in b'b'..=b'h' {
+        words.push(vec![b'a', b'c', b'r', x]);
+    }
+    words.push(b"ac!".to_vec());
+    for x in (0u8..128).filter(|x| !(b'b'..=b'q').contains(x) && *x != b'!') {
+        words.push(vec![b'a', b'c', b'!', x]);
+    }
+    for (d, last) in [(b'd', 0u8), (b'e', b'r')] {
+        words.push(vec![b'a', d]);
+        for x in b'b'..=b'q' {
+            words.push(vec![b'a', d, x]);
+        }
+        words.push(vec![b'a', d, last]);
+    }
+    let e = text_engine(&words);
+    let (g, t) = (&e.grammar, &e.trie);
+    let paths = paths(t);
+    let node = |p: &[u8]| (0..t.n_nodes()).find(|&i| paths[i] == p).unwrap();
+    let (ac, acb, acr, bang) = (node(b"ac"), node(b"acb"), node(b"acr"), node(b"ac!"));
+    let (ad, ae) = (node(b"ad"), node(b"ae"));
+    assert_eq!(t.node(acr).size, 8);
+    assert_eq!((t.node(ad).size, t.node(ae).size), (18, 18));
+    assert_eq!(t.node(bang).size, 1 + 128 - 16 - 1);
+    // Under {T}: "a", "ac", "acb" and its 16 letters, "acb!", "ac!"; dead
+    // after "!" (the last accept T is allowed: a CD entry of T): "acb!b"
+    // and every "ac!" + byte; "acr" dies at "r" (its last accept, A, is not
+    // allowed): nothing; "ad", "ae" and their 16 letters each, not "ad\0"
+    // nor "aer" (dead, A not allowed).
+    let out = walk_from(g, t, 0, b"", &[2], false);
+    assert_eq!(out.ci.len(), 1 + 1 + 1 + 16 + 1 + 1 + 2 * 17);
+    assert_eq!(out.cd.len(), 1 + 111);
+    assert!(out.cd.iter().all(|e| e.terminal == 1));
+    for allowed in [0u64, 1, 2, 3] {
+        for pending in [&b""[..], b"a", b"ac", b"acb"] {
+            for n in [0, ac, acb, acr, bang, ad, ae] {
+                for include_self in [false, true] {
+                    let want = reference_walk(g, t, &paths, n, pending, &[allowed], include_self);
+                    let got = walk_from(g, t, n, pending, &[allowed], include_self);
+                    assert_eq!(got, want, "{allowed} {pending:?} {n} {include_self}");
+                }
+            }
+        }
+    }
+}
