@@ -514,17 +514,19 @@ fn runs_through_dead_states_are_walked_not_admitted() {
 }
 
 /// Text after a word: A = "a", T = "a" X* "!" with X a letter of [b-q] or a
-/// UTF-8 character (checked: a stray continuation byte dies); `start: A`.
+/// UTF-8 character (checked: a stray continuation byte dies), U = "a" [b-q]*
+/// "0"; `start: A`.
 ///
 /// ```text
-/// 0 -a-> 1 {A}   live A T       2 -[b-q]-> 2, 2 -!-> 6 {T}
-/// 1 -[b-q]-> 2   live T (2-6)   1, 2 -[C2-DF]-> 3 -[80-BF]-> 2
+/// 0 -a-> 1 {A}   live A T U     2 -[b-q]-> 2, 2 -!-> 6 {T}
+/// 1 -[b-q]-> 2   live T U (2-5) 1, 2 -0-> 7 {U} (live U; 6 lives T)
+///                               1, 2 -[C2-DF]-> 3 -[80-BF]-> 2
 ///                               1, 2 -[E0-EF]-> 4 -[80-BF]-> 3
 ///                               1, 2 -[F0-F4]-> 5 -[80-BF]-> 4
 /// ```
 ///
 /// Every UTF-8 character leads 1 and 2 to 2 (a text state), which lives
-/// under {T} only. Below "a" three subtrees of 16 nodes or more: "a\xc3"
+/// under {T} and {U}, not {A}. Below "a" three subtrees of 16 nodes or more: "a\xc3"
 /// with 16 continuations (its lead byte in the top word of bytes, the
 /// continuations in the word below, no bit in common), "a" then eight
 /// "\u{145}" (c5 85: bit 5 of both words) and "ab" with 16 letters and a
@@ -549,12 +551,13 @@ fn text_run() -> EngineTables {
 
 /// [`text_run`]'s grammar over `words`.
 fn text_engine(words: &[Vec<u8>]) -> EngineTables {
-    let mut trans = vec![-1; 7 * 256];
+    let mut trans = vec![-1; 8 * 256];
     trans[b'a' as usize] = 1;
     for q in [1usize, 2] {
         for b in b'b'..=b'q' {
             trans[q * 256 + b as usize] = 2;
         }
+        trans[q * 256 + b'0' as usize] = 7;
         for (lo, hi, to) in [(0xc2, 0xdf, 3), (0xe0, 0xef, 4), (0xf0, 0xf4, 5)] {
             for b in lo..=hi {
                 trans[q * 256 + b] = to;
@@ -568,7 +571,7 @@ fn text_engine(words: &[Vec<u8>]) -> EngineTables {
         }
     }
     let raw = grid_kernels::RawGrammar {
-        n_terminals: 2,
+        n_terminals: 3,
         dfa_trans: trans,
         dfa_accept: vec![
             vec![0],
@@ -578,17 +581,19 @@ fn text_engine(words: &[Vec<u8>]) -> EngineTables {
             vec![0],
             vec![0],
             vec![2],
+            vec![4],
         ],
         dfa_live: vec![
-            vec![3],
-            vec![3],
+            vec![7],
+            vec![7],
+            vec![6],
+            vec![6],
+            vec![6],
+            vec![6],
             vec![2],
-            vec![2],
-            vec![2],
-            vec![2],
-            vec![2],
+            vec![4],
         ],
-        action: vec![2, 0, 0, 0, 0, -2, 0, 0, -1],
+        action: vec![2, 0, 0, 0, 0, 0, 0, -2, 0, 0, 0, -1],
         goto: vec![-1, 2, -1, -1, -1, -1],
         n_nonterminals: 2,
         rule_lhs: vec![0, 1],
@@ -597,10 +602,11 @@ fn text_engine(words: &[Vec<u8>]) -> EngineTables {
         lexicon_prefix_cats: vec![vec![0]],
         lexicon_word_cats: vec![vec![0]],
         lexicon_categories: vec![0],
-        pick_order: vec![0, 1],
+        pick_order: vec![0, 1, 2],
         ignored: vec![0],
     };
     let g = grid_kernels::GrammarTables::new(raw).unwrap();
+    g.check_invariants();
     let refs: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
     let t = grid_kernels::Trie::new(grid_kernels::RawTrie::pack(&refs, &vec![false; refs.len()]))
         .unwrap();
@@ -631,7 +637,7 @@ fn text_subtrees_are_taken_whole_only_where_every_path_lives() {
     assert!(!out.ci.contains(&(node(b"ab\x90") as u32)));
     assert_eq!(out.ci.len(), 1 + 16 + 8 + 1 + 16);
     assert!(out.cd.is_empty());
-    for allowed in [0u64, 1, 2, 3] {
+    for allowed in [0u64, 1, 2, 3, 4, 7] {
         for pending in [&b""[..], b"a", b"ab", b"a\xc3"] {
             for n in [0, a, c3, c5, ab] {
                 for include_self in [false, true] {
@@ -651,7 +657,11 @@ fn text_subtrees_are_taken_whole_only_where_every_path_lives() {
 /// letters: exactly the bytes that do not loop, all dead after "!"); and
 /// below "a" (state 1) "ad" and "ae", runs of letters into the text state
 /// with one ASCII byte that dies: NUL (the low word of bytes) below "ad",
-/// "r" (the high word) below "ae".
+/// "r" (the high word) below "ae"; "ach" and "ac\xc3\x80" followed by
+/// exactly the bytes of one word that die in state 2; "a\xd0" then lead
+/// bytes (the top word only, dead after a lead byte); "af", letters and "0" (into U, not
+/// live under {T}: the only byte of the low word, and the only one that
+/// leads to state 7).
 #[test]
 fn subtrees_leaving_a_text_loop_are_walked() {
     let mut words: Vec<Vec<u8>> = vec![b"a".to_vec(), b"ac".to_vec(), b"acb".to_vec()];
@@ -667,7 +677,23 @@ fn subtrees_leaving_a_text_loop_are_walked() {
     for x in (0u8..128).filter(|x| !(b'b'..=b'q').contains(x) && *x != b'!') {
         words.push(vec![b'a', b'c', b'!', x]);
     }
-    for (d, last) in [(b'd', 0u8), (b'e', b'r')] {
+    // "ach" then every low-word byte that dies in state 2 (all but "0" and
+    // "!"); "ac\xc3\x80" (a character) then every high-word byte that dies
+    // there (all but the loop's letters).
+    words.push(b"ach".to_vec());
+    for x in (0u8..64).filter(|&x| x != b'0' && x != b'!') {
+        words.push(vec![b'a', b'c', b'h', x]);
+    }
+    words.push(b"ac\xc3".to_vec());
+    words.push(b"ac\xc3\x80".to_vec());
+    for x in (64u8..128).filter(|x| !(b'b'..=b'q').contains(x)) {
+        words.push(vec![b'a', b'c', 0xc3, 0x80, x]);
+    }
+    // "a\xd0" then lead bytes only (dead after a lead byte).
+    for x in 0xc2..=0xc9 {
+        words.push(vec![b'a', 0xd0, x]);
+    }
+    for (d, last) in [(b'd', 0u8), (b'e', b'r'), (b'f', b'0')] {
         words.push(vec![b'a', d]);
         for x in b'b'..=b'q' {
             words.push(vec![b'a', d, x]);
@@ -679,22 +705,121 @@ fn subtrees_leaving_a_text_loop_are_walked() {
     let paths = paths(t);
     let node = |p: &[u8]| (0..t.n_nodes()).find(|&i| paths[i] == p).unwrap();
     let (ac, acb, acr, bang) = (node(b"ac"), node(b"acb"), node(b"acr"), node(b"ac!"));
-    let (ad, ae) = (node(b"ad"), node(b"ae"));
+    let (ad, ae, af) = (node(b"ad"), node(b"ae"), node(b"af"));
+    let (ach, c3, d0) = (node(b"ach"), node(b"ac\xc3"), node(b"a\xd0"));
+    assert_eq!(
+        (t.node(ach).size, t.node(c3).size, t.node(d0).size),
+        (63, 50, 9)
+    );
     assert_eq!(t.node(acr).size, 8);
-    assert_eq!((t.node(ad).size, t.node(ae).size), (18, 18));
+    assert_eq!(
+        (t.node(ad).size, t.node(ae).size, t.node(af).size),
+        (18, 18, 18)
+    );
     assert_eq!(t.node(bang).size, 1 + 128 - 16 - 1);
     // Under {T}: "a", "ac", "acb" and its 16 letters, "acb!", "ac!"; dead
     // after "!" (the last accept T is allowed: a CD entry of T): "acb!b"
     // and every "ac!" + byte; "acr" dies at "r" (its last accept, A, is not
-    // allowed): nothing; "ad", "ae" and their 16 letters each, not "ad\0"
-    // nor "aer" (dead, A not allowed).
+    // allowed): nothing; "ad", "ae", "af" and their 16 letters each, not
+    // "ad\0" nor "aer" (dead, A not allowed) nor "af0" (in U); "ach",
+    // "ac\xc3" and "ac\xc3\x80", not the bytes after them (dead, A not
+    // allowed).
     let out = walk_from(g, t, 0, b"", &[2], false);
-    assert_eq!(out.ci.len(), 1 + 1 + 1 + 16 + 1 + 1 + 2 * 17);
+    assert_eq!(out.ci.len(), 1 + 1 + 1 + 16 + 1 + 1 + 3 * 17 + 3);
     assert_eq!(out.cd.len(), 1 + 111);
     assert!(out.cd.iter().all(|e| e.terminal == 1));
-    for allowed in [0u64, 1, 2, 3] {
-        for pending in [&b""[..], b"a", b"ac", b"acb"] {
-            for n in [0, ac, acb, acr, bang, ad, ae] {
+    for allowed in [0u64, 1, 2, 3, 4, 6, 7] {
+        for pending in [&b""[..], b"a", b"ac", b"acb", b"af"] {
+            for n in [0, ac, acb, acr, bang, ad, ae, af, ach, c3, d0] {
+                for include_self in [false, true] {
+                    let want = reference_walk(g, t, &paths, n, pending, &[allowed], include_self);
+                    let got = walk_from(g, t, n, pending, &[allowed], include_self);
+                    assert_eq!(got, want, "{allowed} {pending:?} {n} {include_self}");
+                }
+            }
+        }
+    }
+}
+
+/// A = "a", T = "a" [b-q]+, U = "a" [b-q]* "0"+; `start: A`. State 1 (after
+/// "a") and 2 (after letters) have two successors each, 2 by a letter and
+/// 7 by "0", and no other byte leads anywhere: the subtree "af" (letters and
+/// "0") reaches 7, not live under {T}, only by "0", the only byte of its
+/// low word, which no other successor takes.
+fn digit_run() -> EngineTables {
+    let mut trans = vec![-1; 8 * 256];
+    trans[b'a' as usize] = 1;
+    for q in [1usize, 2] {
+        for b in b'b'..=b'q' {
+            trans[q * 256 + b as usize] = 2;
+        }
+        trans[q * 256 + b'0' as usize] = 7;
+    }
+    trans[7 * 256 + b'0' as usize] = 7;
+    let raw = grid_kernels::RawGrammar {
+        n_terminals: 3,
+        dfa_trans: trans,
+        dfa_accept: vec![
+            vec![0],
+            vec![1],
+            vec![2],
+            vec![0],
+            vec![0],
+            vec![0],
+            vec![0],
+            vec![4],
+        ],
+        dfa_live: vec![
+            vec![7],
+            vec![7],
+            vec![6],
+            vec![0],
+            vec![0],
+            vec![0],
+            vec![0],
+            vec![4],
+        ],
+        action: vec![2, 0, 0, 0, 0, 0, 0, -2, 0, 0, 0, -1],
+        goto: vec![-1, 2, -1, -1, -1, -1],
+        n_nonterminals: 2,
+        rule_lhs: vec![0, 1],
+        rule_len: vec![1, 1],
+        lexicon_children: vec![vec![]],
+        lexicon_prefix_cats: vec![vec![0]],
+        lexicon_word_cats: vec![vec![0]],
+        lexicon_categories: vec![0],
+        pick_order: vec![0, 1, 2],
+        ignored: vec![0],
+    };
+    let g = grid_kernels::GrammarTables::new(raw).unwrap();
+    g.check_invariants();
+    let mut words: Vec<Vec<u8>> = vec![b"a".to_vec(), b"af".to_vec(), b"af0".to_vec()];
+    for x in b'b'..=b'q' {
+        words.push(vec![b'a', b'f', x]);
+    }
+    let refs: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+    let t = grid_kernels::Trie::new(grid_kernels::RawTrie::pack(&refs, &vec![false; refs.len()]))
+        .unwrap();
+    EngineTables::new(std::sync::Arc::new(g), std::sync::Arc::new(t))
+}
+
+#[test]
+fn a_successor_reached_by_one_byte_is_checked() {
+    let e = digit_run();
+    let (g, t) = (&e.grammar, &e.trie);
+    let paths = paths(t);
+    let af = (0..t.n_nodes()).find(|&i| paths[i] == b"af").unwrap();
+    assert_eq!(t.node(af).size, 18);
+    // Under {T}: "a", "af" and its 16 letters; not "af0" (in U).
+    let out = walk_from(g, t, 0, b"", &[2], false);
+    assert_eq!(out.ci.len(), 1 + 1 + 16);
+    assert!(out.cd.is_empty());
+    // Under {U}: "a", "af", "af0" (every letter run can still reach "0").
+    let out = walk_from(g, t, 0, b"", &[4], false);
+    assert_eq!(out.ci.len(), 1 + 1 + 16 + 1);
+    for allowed in 0u64..8 {
+        for pending in [&b""[..], b"a", b"af"] {
+            for n in [0, 1, af] {
                 for include_self in [false, true] {
                     let want = reference_walk(g, t, &paths, n, pending, &[allowed], include_self);
                     let got = walk_from(g, t, n, pending, &[allowed], include_self);
