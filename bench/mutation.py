@@ -66,7 +66,7 @@ MODULES: dict[str, list[str]] = {
 SQL_MODULES: dict[str, list[str]] = {
     "projection": ["test_projection_mutants.py", "test_projection.py"],
     "lexicon": ["test_lexicon_mutants.py", "test_lexicon.py"],
-    "checker": ["test_checker.py"],
+    "checker": ["test_checker_mutants.py", "test_checker.py"],
 }
 #: The crate's files the issue names.
 RUST_FILES = ["walk", "cache", "chunks", "session", "parser", "scanner", "trie"]

@@ -171,13 +171,18 @@ class StatementParseError(CheckerError):
 
 
 class SchemaError(CheckerError):
-    """Two tables, or two columns of one table, have the same name up to case."""
+    """Two tables, or two columns of one table, have the same name up to case; or
+    (``missing``) the row-id aliases name a table or column the schema lacks."""
 
-    def __init__(self, table: str, column: str | None = None) -> None:
+    def __init__(self, table: str, column: str | None = None, *, missing: bool = False) -> None:
         self.table = table
         self.column = column
+        self.missing = missing
         what = f"column {column!r} of table {table!r}" if column else f"table {table!r}"
-        super().__init__(f"schema names {what} twice (names compare case-insensitively)")
+        if missing:
+            super().__init__(f"rowid_aliases name {what}, which the schema lacks")
+        else:
+            super().__init__(f"schema names {what} twice (names compare case-insensitively)")
 
 
 class GrantError(PolicyError):
@@ -475,10 +480,10 @@ def _catalog(schema: Schema, rowid_aliases: Mapping[str, str], names: _Names) ->
             cols[names.catalog(column)] = column
         rowid = aliases.pop(key, None)
         if rowid is not None and rowid not in cols:
-            raise SchemaError(name, rowid)
+            raise SchemaError(name, rowid, missing=True)
         tables[key] = _Table(key, name, cols, rowid)
     if aliases:
-        raise SchemaError(next(iter(aliases)))
+        raise SchemaError(next(iter(aliases)), missing=True)
     return tables
 
 
@@ -1300,7 +1305,8 @@ class SemanticChecker:
     ``schema`` maps each table to its columns; ``grants`` maps each role to the
     tables it may use and, per table, the granted columns (None: all). Names are
     compared by ASCII case folding. Grants naming a table or column the schema
-    lacks raise `GrantError`; a schema naming one thing twice raises `SchemaError`.
+    lacks raise `GrantError`; a schema naming one thing twice raises `SchemaError`,
+    as do ``rowid_aliases`` naming a table or column the schema lacks.
 
     ``rowid_aliases`` maps a table to the column its row id aliases (SQLite's
     INTEGER PRIMARY KEY), when known: reading ``rowid`` then reads that column.
