@@ -745,7 +745,8 @@ fn subtrees_leaving_a_text_loop_are_walked() {
 /// "a") and 2 (after letters) have two successors each, 2 by a letter and
 /// 7 by "0", and no other byte leads anywhere: the subtree "af" (letters and
 /// "0") reaches 7, not live under {T}, only by "0", the only byte of its
-/// low word, which no other successor takes.
+/// low word, which no other successor takes; the subtree "ag" (letters, "0",
+/// then "b", dead in 7) lives for one byte, not for two.
 fn digit_run() -> EngineTables {
     let mut trans = vec![-1; 8 * 256];
     trans[b'a' as usize] = 1;
@@ -794,8 +795,10 @@ fn digit_run() -> EngineTables {
     let g = grid_kernels::GrammarTables::new(raw).unwrap();
     g.check_invariants();
     let mut words: Vec<Vec<u8>> = vec![b"a".to_vec(), b"af".to_vec(), b"af0".to_vec()];
+    words.extend([b"ag".to_vec(), b"ag0".to_vec(), b"ag0b".to_vec()]);
     for x in b'b'..=b'q' {
         words.push(vec![b'a', b'f', x]);
+        words.push(vec![b'a', b'g', x]);
     }
     let refs: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
     let t = grid_kernels::Trie::new(grid_kernels::RawTrie::pack(&refs, &vec![false; refs.len()]))
@@ -808,18 +811,28 @@ fn a_successor_reached_by_one_byte_is_checked() {
     let e = digit_run();
     let (g, t) = (&e.grammar, &e.trie);
     let paths = paths(t);
-    let af = (0..t.n_nodes()).find(|&i| paths[i] == b"af").unwrap();
-    assert_eq!(t.node(af).size, 18);
-    // Under {T}: "a", "af" and its 16 letters; not "af0" (in U).
+    let node = |p: &[u8]| (0..t.n_nodes()).find(|&i| paths[i] == p).unwrap();
+    let (af, ag) = (node(b"af"), node(b"ag"));
+    assert_eq!((t.node(af).size, t.node(ag).size), (18, 19));
+    // Under {T}: "a", "af", "ag" and their 16 letters each; not "af0", "ag0"
+    // (in U) nor "ag0b" (dead in 7; U, its last accept, is not allowed).
     let out = walk_from(g, t, 0, b"", &[2], false);
-    assert_eq!(out.ci.len(), 1 + 1 + 16);
+    assert_eq!(out.ci.len(), 1 + 2 * 17);
     assert!(out.cd.is_empty());
-    // Under {U}: "a", "af", "af0" (every letter run can still reach "0").
+    // Under {U}: also "af0" and "ag0" (every letter run can still reach
+    // "0"); "ag0b" ends U: a CD entry with the tail "b". The subtree "ag"
+    // keeps every state live for one byte, not for two.
     let out = walk_from(g, t, 0, b"", &[4], false);
-    assert_eq!(out.ci.len(), 1 + 1 + 16 + 1);
+    assert_eq!(out.ci.len(), 1 + 2 * 18);
+    assert_eq!(out.cd.len(), 1);
+    assert_eq!(
+        (out.cd[0].node as usize, out.cd[0].terminal),
+        (node(b"ag0b"), 2)
+    );
+    assert_eq!(out.tail(&out.cd[0]), b"b");
     for allowed in 0u64..8 {
-        for pending in [&b""[..], b"a", b"af"] {
-            for n in [0, 1, af] {
+        for pending in [&b""[..], b"a", b"af", b"ag0"] {
+            for n in [0, 1, af, ag] {
                 for include_self in [false, true] {
                     let want = reference_walk(g, t, &paths, n, pending, &[allowed], include_self);
                     let got = walk_from(g, t, n, pending, &[allowed], include_self);
