@@ -32,6 +32,7 @@ from types import SimpleNamespace
 import pytest
 from toy import ANALYST, LEXICON, TOY, token
 
+from grid_core import reserve
 from grid_core.dfa import DEAD
 from grid_core.grammar import load_grammar
 from grid_core.guide import Engine
@@ -1199,4 +1200,33 @@ def test_finish_options_skip_a_class_that_is_all_lexicon() -> None:
         _Option(b"!>", tag, True),
         _Option(b" >", both, False),
         _Option(b"!>", tag, False),
+    )
+
+
+def test_finish_options_stop_at_the_state_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The grammar of test_finish_options_through_the_lexicon_only. From the start
+    # state, level 1 holds "a" (in the lexicon), " " and "~"; "b" (NAME with no word
+    # left) is pruned and not counted: 4 states seen. Level 2 adds "ab": 5. With a
+    # limit of 5, level 1 is searched (4 < 5) and level 2 is not (5 states seen), so
+    # the word "ab" is not found; with 6 it is. Had "b" been counted, level 1 would
+    # not have been searched at 5.
+    text = 'start: (NAME | T)+\nNAME: /[a-z]+/\nT: "~"\nWS: " "\n%ignore WS\n'
+    grammar = load_grammar(text, "names")
+    engine = Engine(grammar, BYTES, {"NAME": [b"ab"]}, cache=False)
+    name, tilde, ws = (1 << grammar.terminal_id(n) for n in ("NAME", "T", "WS"))
+    monkeypatch.setattr(reserve, "_FINISH_LIMIT", 5)
+    assert ReserveTable(engine).finish_options(0, 0) == (
+        _Option(b" ", ws, True),
+        _Option(b"~", tilde, True),
+        _Option(b" ", ws, False),
+        _Option(b"~", tilde, False),
+    )
+    monkeypatch.setattr(reserve, "_FINISH_LIMIT", 6)
+    assert ReserveTable(engine).finish_options(0, 0) == (
+        _Option(b" ", ws, True),
+        _Option(b"~", tilde, True),
+        _Option(b"ab", name, True),
+        _Option(b" ", ws, False),
+        _Option(b"~", tilde, False),
+        _Option(b"ab", name, False),
     )
