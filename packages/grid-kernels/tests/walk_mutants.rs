@@ -842,3 +842,136 @@ fn a_successor_reached_by_one_byte_is_checked() {
         }
     }
 }
+
+/// Tails that hold whole lexemes: A = "a", B = "b", WS = " " (one space,
+/// ignored), L = "  x", M = " " "a"+ "!". Scanning " a..." or "  " passes
+/// the accepted WS into M's or L's prefix; a byte that kills it picks WS
+/// and requeues the rest, which may emit at once (" aab": A, then "b"
+/// kills "a") or start after another WS ("  b": WS, then "b" stays).
+///
+/// ```text
+/// 0 -a-> 1 {A}   0 -' '-> 3 {WS}   3 -' '-> 4 -x-> 5 {L}
+/// 0 -b-> 2 {B}   3 -a-> 6 -a-> 6   6 -!-> 7 {M}
+/// ```
+fn spaced() -> EngineTables {
+    let mut trans = vec![-1; 8 * 256];
+    trans[b'a' as usize] = 1;
+    trans[b'b' as usize] = 2;
+    trans[b' ' as usize] = 3;
+    trans[3 * 256 + b' ' as usize] = 4;
+    trans[4 * 256 + b'x' as usize] = 5;
+    trans[3 * 256 + b'a' as usize] = 6;
+    trans[6 * 256 + b'a' as usize] = 6;
+    trans[6 * 256 + b'!' as usize] = 7;
+    #[rustfmt::skip]
+    let action = vec![
+        2, 0, 0, 0, 0, 0,
+        0, 3, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, -2,
+        0, 0, 0, 0, 0, -1,
+    ];
+    let raw = grid_kernels::RawGrammar {
+        n_terminals: 5,
+        dfa_trans: trans,
+        dfa_accept: vec![
+            vec![0],
+            vec![1],
+            vec![2],
+            vec![4],
+            vec![0],
+            vec![8],
+            vec![0],
+            vec![16],
+        ],
+        dfa_live: vec![
+            vec![31],
+            vec![1],
+            vec![2],
+            vec![4 | 8 | 16],
+            vec![8],
+            vec![8],
+            vec![16],
+            vec![16],
+        ],
+        action,
+        goto: vec![-1, 3, -1, -1, -1, -1, -1, -1],
+        n_nonterminals: 2,
+        rule_lhs: vec![0, 1],
+        rule_len: vec![1, 2],
+        lexicon_children: vec![vec![]],
+        lexicon_prefix_cats: vec![vec![0]],
+        lexicon_word_cats: vec![vec![0]],
+        lexicon_categories: vec![0],
+        pick_order: vec![0, 1, 2, 3, 4],
+        ignored: vec![4],
+    };
+    let g = grid_kernels::GrammarTables::new(raw).unwrap();
+    g.check_invariants();
+    let words: [&[u8]; 18] = [
+        b"a", b"b", b" ", b"  ", b"  x", b"  a", b"  ab", b"  aa", b"ab", b"b ", b" a", b" aa",
+        b" aab", b" aa!", b"aab", b" b", b"  b", b"  ba",
+    ];
+    let t = grid_kernels::Trie::new(grid_kernels::RawTrie::pack(&words, &[false; 18])).unwrap();
+    EngineTables::new(std::sync::Arc::new(g), std::sync::Arc::new(t))
+}
+
+#[test]
+fn requeued_tails_that_emit_or_restart_match_the_definition() {
+    let e = spaced();
+    let (g, t) = (&e.grammar, &e.trie);
+    let paths = paths(t);
+    let node = |p: &[u8]| (0..t.n_nodes()).find(|&i| paths[i] == p).unwrap() as u32;
+    // Under {A}: " aab" passes WS into M (" aa"), "b" kills it: WS is
+    // picked, "aab" requeued: "a" (A), then "a" kills it: a CD entry of A
+    // with the tail "ab".
+    let out = walk_from(g, t, 0, b"", &[1], false);
+    let cd: Vec<(u32, u32, Vec<u8>)> = out
+        .cd
+        .iter()
+        .map(|x| (x.node, x.terminal, out.tail(x).to_vec()))
+        .collect();
+    assert!(cd.contains(&(node(b" aab"), 0, b"ab".to_vec())), "{cd:?}");
+    // "  ab": "  " (L's prefix) killed by "a": WS, requeued " a" (M's
+    // prefix again); "b" kills it: WS, requeued "ab": A, then "b": the tail "b".
+    assert!(cd.contains(&(node(b"  ab"), 0, b"b".to_vec())), "{cd:?}");
+    // Under {B}: "  b": "  " killed by "b": WS, requeued " b": WS again,
+    // then "b" stays (B live: CI); "  ba": "a" kills "b": B with the tail "a".
+    let out = walk_from(g, t, 0, b"", &[2], false);
+    assert!(out.ci.contains(&node(b"  b")));
+    let cd: Vec<(u32, u32, Vec<u8>)> = out
+        .cd
+        .iter()
+        .map(|x| (x.node, x.terminal, out.tail(x).to_vec()))
+        .collect();
+    assert!(cd.contains(&(node(b"  ba"), 1, b"a".to_vec())), "{cd:?}");
+    let long = [&b" "[..], &[b'a'; 9]].concat();
+    for allowed in 0u64..32 {
+        for pending in [&b""[..], b" ", b"  ", b" a", b" aa", &long[..]] {
+            for n in [0, node(b" ") as usize, node(b"  ") as usize] {
+                for include_self in [false, true] {
+                    let want = reference_walk(g, t, &paths, n, pending, &[allowed], include_self);
+                    let got = walk_from(g, t, n, pending, &[allowed], include_self);
+                    assert_eq!(got, want, "{allowed} {pending:?} {n} {include_self}");
+                    // Through the memo, every subtree a memo point: holes
+                    // at the ignored picks, filled on replay.
+                    let chunks = Chunks::new(1, 1 << 20, 1 << 20);
+                    for _ in 0..2 {
+                        let mut a = g.allowed_sets(&[allowed]);
+                        let mut memo = WalkOutput::default();
+                        walk_into(
+                            g,
+                            t,
+                            n,
+                            pending,
+                            &mut a,
+                            include_self,
+                            Some(&chunks),
+                            &mut memo,
+                        );
+                        assert_eq!(memo, want, "memo {allowed} {pending:?} {n} {include_self}");
+                    }
+                }
+            }
+        }
+    }
+}
