@@ -605,3 +605,21 @@ def test_seal() -> None:
     assert log.seal["mode"] == {"mode": 1}
     assert log.seal["record_count"] == 21
     assert log.records == g.audit_log().records
+
+
+def test_the_token_at_trie_node_1_is_judged_in_its_sub_walk() -> None:
+    # No control bytes: " " is the root's first child, trie node 1. After "select",
+    # " " ends SELECT (a CD entry at node 1, tail " "), as " from" and "*" do; the
+    # class's sub-walk from node 1 judges the token " " itself (a walk from a node
+    # past the root includes its own token), which is admitted; "selectx" is no
+    # lexeme that can start a statement, and ";" cannot follow SELECT.
+    words = [b" ", b"*", b";", b"select", b" from", b"orders", b"x", b""]
+    v = Vocabulary.from_spellings("printable", words, frozenset({7}), (7,))
+    e = Engine(ANALYST, v, LEXICON, cache=False)
+    e.kernel = None
+    assert e.trie.find(b" ") == 1
+    g = GridGuide(e)
+    g.accept_token(3)
+    result = e.compute_mask(g.config)
+    assert (result.cd_entries, result.cd_ids, result.ci_ids) == (3, (0, 4, 1), ())
+    assert g.mask_ids() == [0, 1, 4]
