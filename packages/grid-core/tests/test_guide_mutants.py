@@ -446,7 +446,7 @@ def test_eos_and_after() -> None:
     g = at(e, b"select * from orders;")
     before = g.config
     g.accept_token(EOS)
-    assert g.is_terminated() and g.steps == 22 and g.config is before
+    assert g.is_terminated() is True and g.steps == 22 and g.config is before
     assert not g.eos_allowed() and g.is_complete()
     assert g.output() == b"select * from orders;"
     for t in (ord(" "), EOS):
@@ -483,6 +483,7 @@ def test_steps_output_and_kinds() -> None:
     assert g.accept_tokens([tok(b"employees"), ord("x"), ord(";")], "reserve") == 1
     g.accept_token(ord(";"))
     assert g.steps == 5 and g.output() == b"select * from employees;"
+    assert g.is_terminated() is False  # a bool, as the protocol says
     kinds = [r.kind for r in g.audit_log().records]
     assert kinds == ["sampled", "sampled", "forced", "reserve", "sampled"]
     assert [r.token for r in g.audit_log().records] == [
