@@ -60,12 +60,16 @@ pub struct RawUnion {
     pub eps_len: Vec<u32>,
     /// The ε-successors (local ids), state after state.
     pub eps_targets: Vec<u32>,
-    /// Per state: index of its byte edge's set in `masks`, or -1 for none.
+    /// Per state: index of its byte edge's set in `masks` (plus its terminal's
+    /// `mask_base`), or -1 for none.
     pub edge_mask: Vec<i32>,
     /// Per state: its byte edge's target (local id), or -1 for none.
     pub edge_target: Vec<i32>,
     /// Byte sets, 32 bytes each, byte `b` at bit `b % 8` of byte `b / 8`.
     pub masks: Vec<u8>,
+    /// Per terminal: the row of `masks` its edge indices count from (each NFA's
+    /// own rows, side by side); empty: every index counts from row 0.
+    pub mask_base: Vec<u32>,
 }
 
 /// A validated union NFA in one global numbering.
@@ -97,12 +101,16 @@ impl UnionNfa {
         if n_terminals == 0 {
             return Err(invalid("no terminals".into()));
         }
-        if raw.starts.len() != n_terminals || raw.finals.len() != n_terminals {
+        if raw.starts.len() != n_terminals
+            || raw.finals.len() != n_terminals
+            || !(raw.mask_base.is_empty() || raw.mask_base.len() == n_terminals)
+        {
             return Err(invalid(format!(
-                "{} sizes, {} starts, {} finals",
+                "{} sizes, {} starts, {} finals, {} mask bases",
                 n_terminals,
                 raw.starts.len(),
-                raw.finals.len()
+                raw.finals.len(),
+                raw.mask_base.len()
             )));
         }
         let n: usize = raw.sizes.iter().map(|&s| s as usize).sum();
@@ -157,6 +165,7 @@ impl UnionNfa {
                 }
                 Ok((base + q as usize) as u32)
             };
+            let mask_base = raw.mask_base.get(t).map_or(0, |&b| i64::from(b));
             nfa.starts.push(local(raw.starts[t].into(), "start")?);
             nfa.final_of[local(raw.finals[t].into(), "final state")? as usize] = Some(t as u32);
             for q in base..base + size {
@@ -166,10 +175,11 @@ impl UnionNfa {
                 }
                 eps_at += len;
                 nfa.eps_offsets.push(nfa.eps_targets.len() as u32);
+                let row = i64::from(raw.edge_mask[q]) + mask_base;
                 nfa.edge.push(match (raw.edge_mask[q], raw.edge_target[q]) {
                     (-1, -1) => None,
-                    (m, target) if m >= 0 && (m as usize) < nfa.masks.len() => {
-                        Some((m as u32, local(target.into(), "edge target")?))
+                    (m, target) if m >= 0 && (row as usize) < nfa.masks.len() => {
+                        Some((row as u32, local(target.into(), "edge target")?))
                     }
                     (m, _) => return Err(invalid(format!("state {q} has edge mask {m}"))),
                 });

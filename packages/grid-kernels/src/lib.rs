@@ -8,6 +8,7 @@
 //! | module      | stage                                              | grid-core            |
 //! |-------------|----------------------------------------------------|----------------------|
 //! | [`bits`]    | fixed-width terminal bitsets (T may exceed 64)     | Python-int bitsets   |
+//! | [`nfa`]     | a pattern's Thompson NFA, trimmed                  | regex_bytes          |
 //! | [`dfa`]     | the minimal union DFA of the terminal NFAs         | dfa.union_of_nfas    |
 //! | [`tables`]  | validated grammar tables: DFA, LALR, lexicon       | dfa, lalr, lexicon   |
 //! | [`trie`]    | the packed token trie, alias classes, EOS ids      | trie                 |
@@ -49,6 +50,7 @@ pub mod lalr;
 pub mod lexer;
 pub mod lru;
 pub mod mask;
+pub mod nfa;
 pub mod parser;
 pub mod remote;
 pub mod resp;
@@ -71,7 +73,7 @@ pub use walk::{CdEntry, WalkOutput};
 
 /// Version of the table and buffer layout shared with `grid_core`; a module
 /// reporting another version is refused rather than used.
-pub const ABI_VERSION: u32 = 3;
+pub const ABI_VERSION: u32 = 4;
 
 /// Whether the named planted fault is on: with feature `planted-faults`, when
 /// `GRID_PLANTED_FAULT` names it (grid-core's `tests/test_planted_faults.py`);

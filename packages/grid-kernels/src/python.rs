@@ -1231,7 +1231,8 @@ fn pack_trie<'py>(
 /// `masks`, or -1) and `edge_target` (-1 for none), and `eps_targets`. Returns
 /// `(n_states, trans, accept, live)`, `trans` as little-endian int32 bytes,
 /// `accept`/`live` as lists of int bitsets; None past `max_states` subsets.
-/// Malformed or untrimmed NFAs are a `ValueError`.
+/// `mask_base` (per terminal): the row of `masks` its `edge_mask` values count
+/// from. Malformed or untrimmed NFAs are a `ValueError`.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 fn union_dfa<'py>(
@@ -1245,8 +1246,10 @@ fn union_dfa<'py>(
     edge_target: &Bound<'py, PyAny>,
     masks: &Bound<'py, PyBytes>,
     max_states: usize,
+    mask_base: &Bound<'py, PyAny>,
 ) -> PyResult<Option<Bound<'py, PyTuple>>> {
     let raw = crate::dfa::RawUnion {
+        mask_base: narrow(int_table(mask_base, "mask_base")?, "mask_base")?,
         sizes: narrow(int_table(sizes, "sizes")?, "sizes")?,
         starts: narrow(int_table(starts, "starts")?, "starts")?,
         finals: narrow(int_table(finals, "finals")?, "finals")?,
@@ -1289,6 +1292,60 @@ fn union_dfa<'py>(
             live.into_any(),
         ],
     )?))
+}
+
+/// The trimmed Thompson NFA of one pattern (`crate::nfa::thompson`), the GIL
+/// released: `program` the pattern program (int32s), `masks` its byte sets in
+/// 32-byte little-endian rows. Returns `(start, final, eps_len, eps_targets,
+/// edge_mask, edge_target, masks)`, the arrays as little-endian int32 bytes
+/// and `masks` as 32-byte rows, or the refusal's name: `"states"` (more than
+/// `max_states`), `"empty string"` or `"empty language"`. A malformed program
+/// is a `ValueError`.
+#[pyfunction]
+fn thompson<'py>(
+    py: Python<'py>,
+    program: &Bound<'py, PyAny>,
+    masks: &Bound<'py, PyBytes>,
+    max_states: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let program: Vec<i32> = narrow(int_table(program, "program")?, "program")?;
+    let rows = masks.as_bytes();
+    if rows.len() % 32 != 0 {
+        return Err(PyValueError::new_err("masks must be 32-byte rows"));
+    }
+    let rows: Vec<[u8; 32]> = rows
+        .chunks_exact(32)
+        .map(|r| r.try_into().expect("32 bytes"))
+        .collect();
+    let built = py
+        .allow_threads(|| crate::nfa::thompson(&program, &rows, max_states))
+        .map_err(to_pyerr)?;
+    let nfa = match built {
+        Ok(nfa) => nfa,
+        Err(refusal) => {
+            let name = match refusal {
+                crate::nfa::Refusal::TooManyStates => "states",
+                crate::nfa::Refusal::MatchesEmpty => "empty string",
+                crate::nfa::Refusal::EmptyLanguage => "empty language",
+            };
+            return Ok(name.into_pyobject(py)?.into_any());
+        }
+    };
+    let le = |v: &[u32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    let le_i = |v: &[i32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    Ok(PyTuple::new(
+        py,
+        [
+            nfa.start.into_pyobject(py)?.into_any(),
+            nfa.final_state.into_pyobject(py)?.into_any(),
+            PyBytes::new(py, &le(&nfa.eps_len)).into_any(),
+            PyBytes::new(py, &le(&nfa.eps_targets)).into_any(),
+            PyBytes::new(py, &le_i(&nfa.edge_mask)).into_any(),
+            PyBytes::new(py, &le_i(&nfa.edge_target)).into_any(),
+            PyBytes::new(py, &nfa.masks.concat()).into_any(),
+        ],
+    )?
+    .into_any())
 }
 
 /// Set every logit of `logits` whose token `bitmask` does not admit to -inf,
@@ -1458,6 +1515,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fill_next_token_bitmasks, m)?)?;
     m.add_function(wrap_pyfunction!(apply_token_bitmask, m)?)?;
     m.add_function(wrap_pyfunction!(union_dfa, m)?)?;
+    m.add_function(wrap_pyfunction!(thompson, m)?)?;
     m.add_function(wrap_pyfunction!(pack_trie, m)?)?;
     m.add_function(wrap_pyfunction!(lalr_tables, m)?)?;
     m.add_function(wrap_pyfunction!(_probe_arm, m)?)?;

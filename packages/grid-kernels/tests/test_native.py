@@ -61,7 +61,7 @@ def toy_engine(trie: TrieTables | None = None, **change: Any) -> EngineTables:
 
 
 def test_module_reports_abi_and_exports() -> None:
-    assert grid_kernels.ABI_VERSION == 3
+    assert grid_kernels.ABI_VERSION == 4
     assert set(grid_kernels.__all__) >= {
         "EngineTables",
         "Entry",
@@ -69,6 +69,7 @@ def test_module_reports_abi_and_exports() -> None:
         "SessionError",
         "TrieTables",
         "engine_tables",
+        "thompson",
         "union_dfa",
     }
 
@@ -77,17 +78,38 @@ def test_union_dfa_of_one_word() -> None:
     # "ab": 0 -a-> 1 -b-> 2 (final); masks rows for {a} and {b}
     rows = (1 << ord("a")).to_bytes(32, "little") + (1 << ord("b")).to_bytes(32, "little")
     args = ([3], [0], [2], [0, 0, 0], [], [0, 1, -1], [1, 2, -1], rows)
-    built = grid_kernels.union_dfa(*args, 10)
+    built = grid_kernels.union_dfa(*args, 10, [0])
     assert built is not None
     n, trans, accept, live = built
     assert (n, accept, live) == (3, [0, 0, 1], [1, 1, 1])
     table = array.array("i", trans)
     assert (table[ord("a")], table[256 + ord("b")], table[ord("b")]) == (1, 2, -1)
-    assert grid_kernels.union_dfa(*args, 2) is None  # three subsets
+    assert grid_kernels.union_dfa(*args, 2, [0]) is None  # three subsets
     with pytest.raises(ValueError, match="edge target"):
-        grid_kernels.union_dfa([3], [0], [2], [0, 0, 0], [], [0, 1, -1], [1, 3, -1], rows, 10)
+        grid_kernels.union_dfa([3], [0], [2], [0, 0, 0], [], [0, 1, -1], [1, 3, -1], rows, 10, [0])
     with pytest.raises(ValueError, match="out of range"):
-        grid_kernels.union_dfa([3], [0], [-2], [0, 0, 0], [], [0, 1, -1], [1, 2, -1], rows, 10)
+        grid_kernels.union_dfa([3], [0], [-2], [0, 0, 0], [], [0, 1, -1], [1, 2, -1], rows, 10, [0])
+    with pytest.raises(ValueError, match="mask bases"):
+        grid_kernels.union_dfa(*args, 10, [0, 0])
+    with pytest.raises(ValueError, match="edge mask"):  # row 1 + 1 is past the rows
+        grid_kernels.union_dfa(*args, 10, [1])
+
+
+def test_union_dfa_counts_each_terminals_rows_from_its_mask_base() -> None:
+    """Two one-byte terminals, each NFA with its own row 0: "a" (rows[0]) and
+    "b" (rows[1], its mask_base)."""
+    rows = (1 << ord("a")).to_bytes(32, "little") + (1 << ord("b")).to_bytes(32, "little")
+    one = ([0, 0], [0, -1], [1, -1])  # eps_len, edge_mask, edge_target of 0 -x-> 1
+    eps_len, edge_mask, edge_target = (one[i] * 2 for i in range(3))
+    args = ([2, 2], [0, 0], [1, 1], eps_len, [], edge_mask, edge_target, rows, 10)
+    built = grid_kernels.union_dfa(*args, [0, 1])
+    assert built is not None
+    n, trans, accept, _live = built
+    table = array.array("i", trans)
+    assert n == 3 and table[ord("a")] != table[ord("b")] != -1
+    assert {accept[table[ord("a")]], accept[table[ord("b")]]} == {0b01, 0b10}
+    same = grid_kernels.union_dfa(*args, [0, 0])  # both read row 0: "a" twice
+    assert same is not None and same[0] == 2
 
 
 def test_tables_describe_themselves() -> None:

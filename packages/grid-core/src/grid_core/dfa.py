@@ -53,7 +53,6 @@ Layout: flat tables a native kernel can take over as they are. ``trans`` is one
 from __future__ import annotations
 
 import array
-import itertools
 import sys
 from collections import deque
 from collections.abc import Sequence
@@ -191,26 +190,31 @@ def union_of_nfas(
 def _native_union(
     native: ModuleType, names: tuple[str, ...], nfas: Sequence[ByteNFA], max_states: int
 ) -> ByteDFA:
-    """Stages 2-4 and the tables by the kernels, from the NFAs as flat arrays
-    (the layout of ``grid_kernels.union_dfa``: local state ids, byte sets
-    deduplicated into 32-byte rows)."""
-    sizes = [nfa.n_states for nfa in nfas]
-    starts = [nfa.start for nfa in nfas]
-    finals = [nfa.final for nfa in nfas]
-    eps_len: list[int] = []
-    eps_targets: list[int] = []
-    edge_bytes: list[int] = []  # 0: no edge
-    edge_target: list[int] = []
+    """Stages 2-4 and the tables by the kernels, from the NFAs' flat arrays side
+    by side (the layout of ``grid_kernels.union_dfa``: local state ids, each
+    NFA's byte-set rows after the previous NFA's, counted from its ``mask_base``)."""
+    eps_len, eps_targets = array.array("i"), array.array("i")
+    edge_mask, edge_target = array.array("i"), array.array("i")
+    mask_base: list[int] = []
+    rows = 0
     for nfa in nfas:
-        eps_len += map(len, nfa.eps)
-        eps_targets += itertools.chain.from_iterable(nfa.eps)
-        edge_bytes += [0 if e is None else e[0] for e in nfa.edge]
-        edge_target += [-1 if e is None else e[1] for e in nfa.edge]
-    index = {mask: i - 1 for i, mask in enumerate(dict.fromkeys([0, *edge_bytes]))}
-    edge_mask = list(map(index.__getitem__, edge_bytes))
-    rows = b"".join(mask.to_bytes(32, "little") for mask in index if mask)
+        eps_len.extend(nfa.eps_len)
+        eps_targets.extend(nfa.eps_targets)
+        edge_mask.extend(nfa.edge_mask)
+        edge_target.extend(nfa.edge_target)
+        mask_base.append(rows)
+        rows += len(nfa.mask_rows) // 32
     built = native.union_dfa(
-        sizes, starts, finals, eps_len, eps_targets, edge_mask, edge_target, rows, max_states
+        [nfa.n_states for nfa in nfas],
+        [nfa.start for nfa in nfas],
+        [nfa.final for nfa in nfas],
+        eps_len,
+        eps_targets,
+        edge_mask,
+        edge_target,
+        b"".join(nfa.mask_rows for nfa in nfas),
+        max_states,
+        mask_base,
     )
     if built is None:
         raise GrammarError(f"the union DFA needs more than {max_states} states")

@@ -38,8 +38,9 @@ from lark.load_grammar import eval_escaping
 from lark.load_grammar import load_grammar as lark_load_grammar
 from lark.utils import get_regexp_width
 
-from grid_core.errors import EmptyLanguageError, GrammarError, UndefinedSymbolError
+from grid_core.errors import EmptyLanguageError, GrammarError, PatternError, UndefinedSymbolError
 from grid_core.fingerprint import fingerprint
+from grid_core.regex_bytes import compile_pattern
 
 if TYPE_CHECKING:
     from grid_core.lalr import LalrTables
@@ -48,8 +49,24 @@ if TYPE_CHECKING:
 @lru_cache(maxsize=4096)
 def _max_width(pattern: str) -> int:
     """lark's maximum width of ``pattern`` (``sre_parse``'s), memoized: a pure
-    function of the text that grammars of one family share."""
+    function of the text that grammars of one family share.
+
+    lark parses the pattern with ``re``'s parser and takes ``getwidth``; so does
+    :func:`~grid_core.regex_bytes.compile_pattern`, which keeps the width with
+    the NFA it memoizes, so a pattern is parsed once. lark first rewrites
+    ``\\p{...}`` categories (when the ``regex`` module is present): such a
+    pattern, and one GRID refuses, is measured by lark itself.
+    """
+    if not _CATEGORY.search(pattern):
+        try:
+            return compile_pattern("WIDTH", pattern).max_width
+        except PatternError:
+            pass
     return int(get_regexp_width(pattern)[1])
+
+
+_CATEGORY = re.compile(r"\\p{[A-Za-z_]+}")
+"""lark's ``categ_pattern``: what it rewrites before measuring a pattern."""
 
 
 @dataclass(frozen=True)
@@ -267,27 +284,30 @@ def lark_regex(pattern: str) -> str:
     regexp as ``"``, so an escaped backslash before a quote would lose its
     backslash).
     """
-    out, i = [], 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\" and i + 1 < len(pattern):
-            n = pattern[i + 1]
-            if n in "xuUnftr":
-                m = re.match(
-                    r"x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[nftr]", pattern[i + 1 :]
-                )
-                assert m, f"bad escape in {pattern!r}"
-                raw = {"n": "\n", "f": "\f", "t": "\t", "r": "\r"}.get(m.group(), "")
-                raw = raw or chr(int(m.group()[1:], 16))
-                out.append("\\" + raw if raw in ".^$*+?{}[]()|\\-/" else _raw(raw))
-                i += 1 + len(m.group())
-                continue
-            out.append("\\" + n if " " <= n <= "~" else _raw(n))  # "\\<tab>" is a tab
-            i += 2
-            continue
-        out.append("\\/" if c == "/" else "\\x22" if c == '"' else _raw(c))
-        i += 1
-    return "".join(out)
+    return _LARK_TOKEN.sub(_lark_token, pattern)
+
+
+# One token of a pattern: a run of printable ASCII that lark keeps as it is (no
+# backslash, "/" or '"'), an escape lark evaluates, another backslash pair, or
+# any other single character.
+_LARK_TOKEN = re.compile(
+    r"([ !#-.0-\[\]-~]+)|\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[nftr])|\\(.)|(.)",
+    re.DOTALL,
+)
+
+
+def _lark_token(m: re.Match[str]) -> str:
+    run, evaluated, pair, single = m.groups()
+    if run is not None:
+        return run
+    if evaluated is not None:
+        raw = {"n": "\n", "f": "\f", "t": "\t", "r": "\r"}.get(evaluated, "")
+        raw = raw or chr(int(evaluated[1:], 16))
+        return "\\" + raw if raw in ".^$*+?{}[]()|\\-/" else _raw(raw)
+    if pair is not None:
+        assert pair not in "xuU", f"bad escape \\{pair} in {m.string!r}"
+        return "\\" + pair if " " <= pair <= "~" else _raw(pair)  # "\\<tab>" is a tab
+    return "\\/" if single == "/" else "\\x22" if single == '"' else _raw(single)
 
 
 _FLAG_GROUP = re.compile(r"\(\?([a-zA-Z]):(.*)\)", re.DOTALL)

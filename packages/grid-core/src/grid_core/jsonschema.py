@@ -82,7 +82,7 @@ import contextlib
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -1409,17 +1409,28 @@ def _nat_range(lo: int, hi: int | None) -> str:
 
 
 def _same_width(a: str, b: str) -> list[str]:
-    """Regexes for the numbers between equal-width a <= b, digit by digit."""
+    """Regexes for the numbers between equal-width a <= b, digit by digit.
+
+    A first digit's whole span (every tail from ``0...0`` to ``9...9``) is one
+    class, so the result has at most two alternatives per digit: linear in the
+    width, not exponential (``0...0`` to ``9...9`` is ``[0-9]{n}``).
+    """
     if not a:
         return [""]
-    if a[0] == b[0]:
-        return [a[0] + r for r in _same_width(a[1:], b[1:])]
     n = len(a) - 1
-    out = [a[0] + r for r in _same_width(a[1:], "9" * n)]
-    if int(a[0]) + 1 <= int(b[0]) - 1:
-        out.append(f"[{int(a[0]) + 1}-{int(b[0]) - 1}]" + "[0-9]" * n)
-    out += [b[0] + r for r in _same_width("0" * n, b[1:])]
-    return out
+    low, high = a[1:] == "0" * n, b[1:] == "9" * n
+    if a[0] == b[0] and not (low and high):
+        return [a[0] + r for r in _same_width(a[1:], b[1:])]
+    out, first, last = [], int(a[0]), int(b[0])
+    if not low:
+        out += [a[0] + r for r in _same_width(a[1:], "9" * n)]
+        first += 1
+    tail = [] if high else [b[0] + r for r in _same_width("0" * n, b[1:])]
+    last -= not high
+    if first <= last:
+        digits = str(first) if first == last else f"[{first}-{last}]"
+        out.append(digits + "[0-9]" * n)
+    return out + tail
 
 
 def _pattern(pattern: Any, pointer: str) -> str:
@@ -1665,24 +1676,38 @@ def _not_one_of(names: Sequence[str]) -> str:
     def spelled(k: str) -> str:
         return re.escape(json.dumps(k, ensure_ascii=False)[1:-1].encode().decode("latin-1"))
 
-    def ends(node: dict[str, Any]) -> str | None:
-        """The prefixes of names, from ``node`` on, that are not names (None: none)."""
-        alts = [] if "" in node else [""]
+    def reaching(node: dict[str, Any], keep: Callable[[dict[str, Any]], bool]) -> str | None:
+        """The paths from ``node`` to the nodes ``keep`` holds for (None: none)."""
+        alts = [""] if keep(node) else []
         for k, child in node.items():
-            if k and (tail := ends(child)) is not None:
+            if k and (tail := reaching(child, keep)) is not None:
                 alts.append(spelled(k) + tail)
         return "(?:" + "|".join(alts) + ")" if alts else None
 
-    def leaves(node: dict[str, Any]) -> str:
-        """A path in the trie from ``node``, then one character no child continues."""
+    def escaped_kid(node: dict[str, Any]) -> bool:
+        return any(k in _SHORT_ESCAPES for k in node if k)
+
+    def exits(node: dict[str, Any]) -> str:
+        """A path in the trie from ``node``, then one character no child continues:
+        the exits that depend on the node (a printable ASCII character, and an
+        escape where a child is an escaped character)."""
         kids = [k for k in node if k]
         safe_kids = "".join(re.escape(k) for k in kids if " " <= k <= "~")
         alts = [f'[^\\x00-\\x1f"\\\\\\x7f-\\xff{safe_kids}]']
-        alts += [re.escape(e) for c, e in _SHORT_ESCAPES.items() if c not in kids]
-        if all(k < "\x80" for k in kids):
-            alts.append(_UTF8)
-        alts += [spelled(k) + leaves(node[k]) for k in kids]
+        if escaped_kid(node):
+            alts += [re.escape(e) for c, e in _SHORT_ESCAPES.items() if c not in kids]
+        alts += [spelled(k) + exits(node[k]) for k in kids]
         return "(?:" + "|".join(alts) + ")"
 
-    left = ends(trie)
-    return f"(?:{left}|{leaves(trie)}{free})" if left is not None else f"{leaves(trie)}{free}"
+    # The exits every node shares are written once, after the paths that reach
+    # the nodes taking them: any escape (where no child is an escaped
+    # character) and any multi-byte character (where every child is ASCII).
+    leave = [exits(trie)]
+    if (path := reaching(trie, lambda node: not escaped_kid(node))) is not None:
+        leave.append(path + "(?:" + escapes + ")")
+    if (path := reaching(trie, lambda node: all(k < "\x80" for k in node if k))) is not None:
+        leave.append(path + "(?:" + _UTF8 + ")")
+    leaving = "(?:" + "|".join(leave) + ")"
+
+    left = reaching(trie, lambda node: "" not in node)  # a prefix of names, not a name
+    return f"(?:{left}|{leaving}{free})" if left is not None else f"{leaving}{free}"

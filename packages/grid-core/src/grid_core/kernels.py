@@ -34,7 +34,7 @@ from grid_core.errors import GridError, GuideError, MaskError
 from grid_core.events import Event, EventSpec
 from grid_core.protocol import accept_in_order, is_tensor, tensor_view
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 
 class KernelsError(GridError):

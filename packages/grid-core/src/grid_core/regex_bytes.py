@@ -42,17 +42,27 @@ followed by ``n-m`` optional copies. The result is then *trimmed*: every state
 is reachable from the start and reaches the final state, so a non-empty set of
 NFA states always means "live" (some extension is in the language).
 
+Two builders, one NFA: the validated parse tree is first written as a flat
+*pattern program* (:class:`_Program`, the flags applied to every byte set),
+which the reference builder here (:class:`_Thompson`) and the kernels'
+``grid_kernels.thompson`` both read, allocating states in the same order; the
+kernels' is used when they are loaded (``tests/test_nfa_native.py`` holds them
+to the same arrays and the same refusals).
+
 A **byte set** is a Python int used as a 256-bit set: bit ``b`` is set iff byte
 ``b`` is in the set.
 """
 
 from __future__ import annotations
 
+import array
 import re
+import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from grid_core.errors import PatternError
@@ -134,15 +144,46 @@ class ByteNFA:
     Invariants: every state is reachable from ``start`` and reaches ``final``;
     ``final`` has no outgoing edge; the language is non-empty and does not
     contain the empty string (``final`` is not in the ε-closure of ``start``).
+
+    Stored flat (int32 arrays and bytes: a memo of thousands of NFAs costs the
+    garbage collector nothing), the layout of ``grid_kernels.union_dfa``;
+    :attr:`eps` and :attr:`edge` are the same NFA as tuples.
     """
 
     n_states: int
     start: int
     final: int
-    eps: tuple[tuple[int, ...], ...]
-    """``eps[q]``: the ε-successors of state ``q``."""
-    edge: tuple[tuple[int, int] | None, ...]
-    """``edge[q]``: ``(byte set, target)`` of the one byte edge of ``q``, or None."""
+    eps_len: array.array[int]
+    """``eps_len[q]``: how many ε-successors state ``q`` has (they follow in ``eps_targets``)."""
+    eps_targets: array.array[int]
+    edge_mask: array.array[int]
+    """``edge_mask[q]``: the row of ``mask_rows`` of ``q``'s byte edge, or -1."""
+    edge_target: array.array[int]
+    """``edge_target[q]``: the target of ``q``'s byte edge, or -1."""
+    mask_rows: bytes
+    """The edges' distinct byte sets, 32 little-endian bytes each, in order of first use."""
+    max_width: int
+    """The pattern's maximum width as ``re``'s parser computes it (``getwidth``):
+    lark orders terminals by it (``grid_core.grammar.Terminal.tie_key``)."""
+
+    @cached_property
+    def eps(self) -> tuple[tuple[int, ...], ...]:
+        """``eps[q]``: the ε-successors of state ``q``."""
+        out, at = [], 0
+        for n in self.eps_len:
+            out.append(tuple(self.eps_targets[at : at + n]))
+            at += n
+        return tuple(out)
+
+    @cached_property
+    def edge(self) -> tuple[tuple[int, int] | None, ...]:
+        """``edge[q]``: ``(byte set, target)`` of the one byte edge of ``q``, or None."""
+        rows = self.mask_rows
+        masks = [int.from_bytes(rows[i : i + 32], "little") for i in range(0, len(rows), 32)]
+        return tuple(
+            None if m < 0 else (masks[m], t)
+            for m, t in zip(self.edge_mask, self.edge_target, strict=True)
+        )
 
     def closure(self, states: Iterable[int]) -> frozenset[int]:
         """The ε-closure of ``states``."""
@@ -219,22 +260,72 @@ def _compile(terminal: str, pattern: str) -> ByteNFA:
         tree = _parser.parse(pattern)
     except re.error as exc:
         raise PatternError(terminal, pattern, f"not a Python regular expression: {exc}") from None
-    builder = _Thompson(terminal, pattern)
-    builder.validate(tree)
-    start, exit_ = builder.sequence(tree, tree.state.flags)
-    final = builder.state()  # a fresh final state, so that it has no outgoing edge
-    builder.eps[exit_].append(final)
-    return builder.finish(start, final)
+    program = _Program(terminal, pattern, int(tree.getwidth()[1]))
+    program.validate(tree)
+    program.sequence(tree, tree.state.flags)
+    from grid_core import kernels  # the kernels module sits above this one
+
+    native = kernels.load()
+    if native is None:
+        return _Thompson(program).build()
+    rows = b"".join(mask.to_bytes(32, "little") for mask in program.masks)
+    built = native.thompson(program.code, rows, MAX_NFA_STATES)
+    if isinstance(built, str):
+        raise program.error(_REFUSALS[built])
+    start, final, *arrays, mask_rows = built
+    eps_len, eps_targets, edge_mask, edge_target = map(_int32s, arrays)
+    return ByteNFA(
+        len(eps_len),
+        start,
+        final,
+        eps_len,
+        eps_targets,
+        edge_mask,
+        edge_target,
+        mask_rows,
+        program.max_width,
+    )
 
 
-class _Thompson:
-    """Builds the NFA of one pattern, fragment by fragment (Thompson)."""
+def _int32s(data: bytes) -> array.array[int]:
+    out = array.array("i")
+    out.frombytes(data)
+    if sys.byteorder != "little":
+        out.byteswap()
+    return out
 
-    def __init__(self, terminal: str, pattern: str) -> None:
+
+_REFUSALS = {
+    "states": f"the pattern needs more than {MAX_NFA_STATES} NFA states",
+    "empty string": "the pattern matches the empty string",
+    "empty language": "the pattern matches no byte string (its language is empty)",
+}
+
+# Node tags of the pattern program (grid-kernels' nfa.rs).
+_BYTE, _SEQ, _BRANCH, _REPEAT = 0, 1, 2, 3
+
+
+class _Program:
+    """A validated parse tree as a *pattern program*: the flat int32 form that
+    both NFA builders read (:class:`_Thompson` here, ``grid_kernels.thompson``).
+
+    Nodes: ``BYTE m`` (byte set ``masks[m]``), ``SEQ n node*``, ``BRANCH k seq*``,
+    ``REPEAT low high seq`` (``high`` -1: unbounded). The flags are applied here,
+    so every byte set is final. A count past :data:`MAX_NFA_STATES` is written
+    as ``MAX_NFA_STATES + 1``: each copy takes at least one state, so the
+    refusal is the same.
+    """
+
+    def __init__(self, terminal: str, pattern: str, max_width: int) -> None:
         self.terminal = terminal
         self.pattern = pattern
-        self.eps: list[list[int]] = []
-        self.edge: list[tuple[int, int] | None] = []
+        self.max_width = max_width
+        self.code = array.array("i")
+        self.rows: dict[int, int] = {}  # byte set -> its index in masks
+
+    @property
+    def masks(self) -> list[int]:
+        return list(self.rows)
 
     def error(self, reason: str) -> PatternError:
         return PatternError(self.terminal, self.pattern, reason)
@@ -282,55 +373,43 @@ class _Thompson:
                 f"character U+{code:04X} is above U+00FF; patterns are read over bytes (latin-1)"
             )
 
-    # -- construction ----------------------------------------------------------
+    # -- the program -----------------------------------------------------------
 
-    def state(self) -> int:
-        if len(self.eps) >= MAX_NFA_STATES:
-            raise self.error(f"the pattern needs more than {MAX_NFA_STATES} NFA states")
-        self.eps.append([])
-        self.edge.append(None)
-        return len(self.eps) - 1
-
-    def sequence(self, sub: Any, flags: int) -> tuple[int, int]:
-        """Fragment ``(entry, exit)`` for a parsed sequence ``sub`` under ``flags``."""
-        entry = exit_ = self.state()
+    def sequence(self, sub: Any, flags: int) -> None:
+        """Write the parsed sequence ``sub`` under ``flags`` as a ``SEQ``."""
+        self.code.extend((_SEQ, len(sub)))
         for op, av in sub:
-            first, last = self.node(op, av, flags)
-            self.eps[exit_].append(first)
-            exit_ = last
-        return entry, exit_
+            self.node(op, av, flags)
 
-    def node(self, op: Any, av: Any, flags: int) -> tuple[int, int]:
-        """Fragment for one parse-tree node (validated beforehand)."""
+    def node(self, op: Any, av: Any, flags: int) -> None:
+        """Write one parse-tree node (validated beforehand)."""
         fold = bool(flags & _c.SRE_FLAG_IGNORECASE)
         if op is _c.LITERAL:
-            return self.byte_edge(_ascii_fold(1 << av) if fold else 1 << av)
-        if op is _c.NOT_LITERAL:
-            return self.byte_edge(ALL_BYTES & ~(_ascii_fold(1 << av) if fold else 1 << av))
-        if op is _c.ANY:
-            return self.byte_edge(
-                ALL_BYTES if flags & _c.SRE_FLAG_DOTALL else ALL_BYTES & ~_NEWLINE
-            )
-        if op is _c.IN:
-            return self.byte_edge(self.charset(av, fold))
-        if op is _c.BRANCH:
-            entry, exit_ = self.state(), self.state()
+            self.byte_edge(_ascii_fold(1 << av) if fold else 1 << av)
+        elif op is _c.NOT_LITERAL:
+            self.byte_edge(ALL_BYTES & ~(_ascii_fold(1 << av) if fold else 1 << av))
+        elif op is _c.ANY:
+            self.byte_edge(ALL_BYTES if flags & _c.SRE_FLAG_DOTALL else ALL_BYTES & ~_NEWLINE)
+        elif op is _c.IN:
+            self.byte_edge(self.charset(av, fold))
+        elif op is _c.BRANCH:
+            self.code.extend((_BRANCH, len(av[1])))
             for alternative in av[1]:
-                first, last = self.sequence(alternative, flags)
-                self.eps[entry].append(first)
-                self.eps[last].append(exit_)
-            return entry, exit_
-        if op is _c.SUBPATTERN:
+                self.sequence(alternative, flags)
+        elif op is _c.SUBPATTERN:
             _group, add_flags, del_flags, sub = av
-            return self.sequence(sub, (flags | add_flags) & ~del_flags)
-        assert op is _c.MAX_REPEAT or op is _c.MIN_REPEAT, op
-        low, high, sub = av
-        return self.repeat(sub, flags, low, None if high == _c.MAXREPEAT else high)
+            self.sequence(sub, (flags | add_flags) & ~del_flags)
+        else:
+            assert op is _c.MAX_REPEAT or op is _c.MIN_REPEAT, op
+            low, high, sub = av
+            cap = MAX_NFA_STATES + 1
+            self.code.extend(
+                (_REPEAT, min(low, cap), -1 if high == _c.MAXREPEAT else min(high, cap))
+            )
+            self.sequence(sub, flags)
 
-    def byte_edge(self, mask: int) -> tuple[int, int]:
-        entry, exit_ = self.state(), self.state()
-        self.edge[entry] = (mask, exit_)
-        return entry, exit_
+    def byte_edge(self, mask: int) -> None:
+        self.code.extend((_BYTE, self.rows.setdefault(mask, len(self.rows))))
 
     def charset(self, items: Any, fold: bool) -> int:
         """The byte set of a class ``[...]`` (sre's rule: fold, then negate)."""
@@ -353,27 +432,100 @@ class _Thompson:
             mask = _ascii_fold(mask)
         return ALL_BYTES & ~mask if negate else mask
 
-    def repeat(self, sub: Any, flags: int, low: int, high: int | None) -> tuple[int, int]:
-        """``sub{low,high}`` (``high`` None: unbounded) as copies of ``sub``'s fragment."""
+
+class _Thompson:
+    """The reference builder: a pattern program's NFA, fragment by fragment (Thompson).
+
+    ``grid_kernels.thompson`` (``nfa.rs``) builds the same NFA, state for state;
+    its module header states the construction.
+    """
+
+    def __init__(self, program: _Program) -> None:
+        self.program = program
+        self.code = program.code
+        self.masks = program.masks
+        self.eps: list[list[int]] = []
+        self.edge: list[tuple[int, int] | None] = []
+
+    def build(self) -> ByteNFA:
+        start, exit_, end = self.sequence(0)
+        assert end == len(self.code), "a program is one sequence"
+        final = self.state()  # a fresh final state, so that it has no outgoing edge
+        self.eps[exit_].append(final)
+        return self.finish(start, final)
+
+    def state(self) -> int:
+        if len(self.eps) >= MAX_NFA_STATES:
+            raise self.program.error(_REFUSALS["states"])
+        self.eps.append([])
+        self.edge.append(None)
+        return len(self.eps) - 1
+
+    def skip(self, pos: int) -> int:
+        """The position after the node at ``pos``."""
+        op = self.code[pos]
+        if op == _BYTE:
+            return pos + 2
+        if op == _REPEAT:
+            return self.skip(pos + 3)
+        end = pos + 2
+        for _ in range(self.code[pos + 1]):
+            end = self.skip(end)
+        return end
+
+    def sequence(self, pos: int) -> tuple[int, int, int]:
+        """Fragment ``(entry, exit)`` of the ``SEQ`` at ``pos``, and the position after it."""
+        assert self.code[pos] == _SEQ
         entry = exit_ = self.state()
-        for _ in range(low):
-            first, last = self.sequence(sub, flags)
+        at = pos + 2
+        for _ in range(self.code[pos + 1]):
+            first, last, at = self.node(at)
             self.eps[exit_].append(first)
             exit_ = last
-        if high is None:  # x*: hub --ε--> x --ε--> hub, leave from the hub
+        return entry, exit_, at
+
+    def node(self, pos: int) -> tuple[int, int, int]:
+        op = self.code[pos]
+        if op == _BYTE:
+            entry, exit_ = self.state(), self.state()
+            self.edge[entry] = (self.masks[self.code[pos + 1]], exit_)
+            return entry, exit_, pos + 2
+        if op == _SEQ:
+            return self.sequence(pos)
+        if op == _BRANCH:
+            entry, exit_ = self.state(), self.state()
+            at = pos + 2
+            for _ in range(self.code[pos + 1]):
+                first, last, at = self.sequence(at)
+                self.eps[entry].append(first)
+                self.eps[last].append(exit_)
+            return entry, exit_, at
+        assert op == _REPEAT, op
+        return self.repeat(pos)
+
+    def repeat(self, pos: int) -> tuple[int, int, int]:
+        """``sub{low,high}`` as copies of ``sub``'s fragment (``high`` -1: unbounded)."""
+        low, high, sub = self.code[pos + 1], self.code[pos + 2], pos + 3
+        end = self.skip(sub)
+        entry = exit_ = self.state()
+        for _ in range(low):
+            first, last, _ = self.sequence(sub)
+            self.eps[exit_].append(first)
+            exit_ = last
+        if high == -1:  # x*: hub --ε--> x --ε--> hub, leave from the hub
             hub = self.state()
-            first, last = self.sequence(sub, flags)
+            first, last, _ = self.sequence(sub)
             self.eps[exit_].append(hub)
             self.eps[hub].append(first)
             self.eps[last].append(hub)
-            return entry, hub
+            return entry, hub, end
         done = self.state()  # (x(x(x)?)?)? flattened: each optional copy may skip to done
         for _ in range(high - low):
-            first, last = self.sequence(sub, flags)
+            first, last, _ = self.sequence(sub)
             self.eps[exit_] += (done, first)
             exit_ = last
         self.eps[exit_].append(done)
-        return entry, done
+        return entry, done, end
 
     def finish(self, start: int, final: int) -> ByteNFA:
         """Check emptiness, trim to the useful states and renumber them in order."""
@@ -386,25 +538,43 @@ class _Thompson:
         for q in range(n):
             for r in succ[q]:
                 pred[r].append(q)
+        if final in _reach(start, self.eps):
+            raise self.program.error(_REFUSALS["empty string"])
         reachable = _reach(start, succ)
-        useful = _reach(final, pred) & reachable
-        raw = ByteNFA(n, start, final, tuple(map(tuple, self.eps)), tuple(self.edge))
-        if final in raw.closure((start,)):
-            raise self.error("the pattern matches the empty string")
         if final not in reachable:
-            raise self.error("the pattern matches no byte string (its language is empty)")
+            raise self.program.error(_REFUSALS["empty language"])
+        useful = _reach(final, pred) & reachable
         order = sorted(useful)
         new = {q: i for i, q in enumerate(order)}
-        eps = tuple(tuple(new[r] for r in self.eps[q] if r in new) for q in order)
-        edge: list[tuple[int, int] | None] = []
+        eps_len, eps_targets = array.array("i"), array.array("i")
+        edge_mask, edge_target = array.array("i"), array.array("i")
+        rows: dict[int, int] = {}
         for q in order:
+            kept = [new[r] for r in self.eps[q] if r in new]
+            eps_len.append(len(kept))
+            eps_targets.extend(kept)
             e = self.edge[q]
-            keep = e is not None and e[0] != 0 and e[1] in new
-            edge.append((e[0], new[e[1]]) if e is not None and keep else None)
-        return ByteNFA(len(order), new[start], new[final], eps, tuple(edge))
+            if e is not None and e[0] != 0 and e[1] in new:
+                edge_mask.append(rows.setdefault(e[0], len(rows)))
+                edge_target.append(new[e[1]])
+            else:
+                edge_mask.append(-1)
+                edge_target.append(-1)
+        mask_rows = b"".join(mask.to_bytes(32, "little") for mask in rows)
+        return ByteNFA(
+            len(order),
+            new[start],
+            new[final],
+            eps_len,
+            eps_targets,
+            edge_mask,
+            edge_target,
+            mask_rows,
+            self.program.max_width,
+        )
 
 
-def _reach(origin: int, succ: list[list[int]]) -> set[int]:
+def _reach(origin: int, succ: Sequence[Sequence[int]]) -> set[int]:
     seen = {origin}
     stack = [origin]
     while stack:

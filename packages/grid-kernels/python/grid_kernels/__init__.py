@@ -38,6 +38,7 @@ from grid_kernels._native import (
     fill_next_token_bitmasks,
     lalr_tables,
     pack_trie,
+    thompson,
     union_dfa,
 )
 
@@ -57,6 +58,7 @@ __all__ = [
     "fill_next_token_bitmasks",
     "lalr_tables",
     "pack_trie",
+    "thompson",
     "trie_tables",
     "union_dfa",
 ]

@@ -33,6 +33,7 @@ __all__ = [
     "fill_next_token_bitmasks",
     "lalr_tables",
     "pack_trie",
+    "thompson",
     "union_dfa",
 ]
 
@@ -355,6 +356,7 @@ def union_dfa(
     edge_target: Sequence[int],
     masks: bytes,
     max_states: int,
+    mask_base: Sequence[int],
 ) -> tuple[int, bytes, list[int], list[int]] | None:
     """grid-core's minimal union DFA of the terminal NFAs (stages 2-4 of
     ``grid_core.dfa`` and its tables), byte for byte, the GIL released.
@@ -363,12 +365,25 @@ def union_dfa(
     terminal its NFA's ``sizes``, ``starts`` and ``finals`` (local state ids);
     per state, terminal after terminal, ``eps_len`` (how many ε-successors),
     ``edge_mask`` (its byte edge's set: a 32-byte little-endian row of
-    ``masks``, or -1) and ``edge_target`` (local id, or -1); ``eps_targets``
-    the ε-successors (local ids), state after state. Returns ``(n_states,
+    ``masks`` counted from its terminal's ``mask_base`` row, or -1) and
+    ``edge_target`` (local id, or -1); ``eps_targets`` the ε-successors (local
+    ids), state after state. Returns ``(n_states,
     trans, accept, live)``: ``trans`` the ``n_states * 256`` int32 table
     (DEAD = -1) as little-endian bytes, ``accept``/``live`` the per-state
     terminal bitsets; None when the subset construction needs more than
     ``max_states`` states. Malformed or untrimmed NFAs are a ``ValueError``."""
+
+def thompson(
+    program: Sequence[int], masks: bytes, max_states: int
+) -> tuple[int, int, bytes, bytes, bytes, bytes, bytes] | str:
+    """The trimmed Thompson NFA of one pattern program (``grid_core.regex_bytes``
+    writes it; the construction is its reference builder's, state for state), the
+    GIL released. ``masks``: the program's byte sets as 32-byte little-endian
+    rows. Returns ``(start, final, eps_len, eps_targets, edge_mask, edge_target,
+    mask_rows)`` (``ByteNFA``'s flat layout, the arrays as little-endian int32
+    bytes), or the refusal: ``"states"`` (more than ``max_states`` states),
+    ``"empty string"`` or ``"empty language"``. A malformed program is a
+    ``ValueError``."""
 
 def _probe_arm() -> None:
     """Tests only: arm the GIL probe. The GIL-free part of the next cold walk
