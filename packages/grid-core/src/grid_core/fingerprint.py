@@ -39,7 +39,11 @@ def _encode(obj: Any, out: bytearray) -> None:
     elif isinstance(obj, tuple | list):
         out += b"l" + len(obj).to_bytes(8, "big")
         for item in obj:
-            _encode(item, out)
+            if type(item) is int:  # the int case inline: tables are long lists of ints
+                body = str(item).encode()
+                out += b"i" + len(body).to_bytes(4, "big") + body
+            else:
+                _encode(item, out)
     elif isinstance(obj, set | frozenset):
         items = sorted(canonical(x) for x in obj)
         out += b"S" + len(items).to_bytes(8, "big")
