@@ -479,3 +479,50 @@ fn fx_hash_follows_its_formula() {
     assert_eq!(h.finish(), 0x07aa_b3a0_8eae_b528);
     assert_eq!(FxHasher::default().finish(), 0);
 }
+
+/// Two member lists in one bucket of the intern table (their FxHashes made
+/// equal: the second list's 8 tail bytes are chosen to cancel the
+/// difference its node makes) stay two lists.
+#[test]
+fn member_lists_with_equal_hashes_stay_apart() {
+    let state = |node: u32| {
+        let mut h = FxHasher::default();
+        for n in [&[node][..], &[8][..]] {
+            h.write_usize(n.len());
+            for &x in n {
+                h.write_u32(x);
+            }
+        }
+        h.finish()
+    };
+    let tails1 = *b"abcdefgh";
+    let w1 = u64::from_le_bytes(tails1);
+    let w2 = state(5).rotate_left(5) ^ w1 ^ state(6).rotate_left(5);
+    let tails2 = w2.to_le_bytes();
+    let full = |node: u32, tails: &[u8]| {
+        let mut h = FxHasher::default();
+        for n in [&[node][..], &[8][..]] {
+            h.write_usize(n.len());
+            for &x in n {
+                h.write_u32(x);
+            }
+        }
+        h.write(tails);
+        h.finish()
+    };
+    assert_eq!(full(5, &tails1), full(6, &tails2), "one bucket");
+    let table = Classes::default();
+    let one = group([(5, 0, &tails1[..])], &table);
+    let two = group([(6, 0, &tails2[..])], &table);
+    assert!(!Arc::ptr_eq(&one[0].members, &two[0].members));
+    let got: Vec<(u32, Vec<u8>)> = two[0]
+        .members
+        .iter()
+        .map(|(n, t)| (n, t.to_vec()))
+        .collect();
+    assert_eq!(got, vec![(6, tails2.to_vec())]);
+    assert_eq!(table.len(), 2);
+    // The same list again is the interned one.
+    let again = group([(6, 0, &tails2[..])], &table);
+    assert!(Arc::ptr_eq(&again[0].members, &two[0].members));
+}
