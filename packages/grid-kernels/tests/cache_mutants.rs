@@ -381,6 +381,7 @@ fn entries_sizes_and_the_walk_cache() {
     assert!(Arc::ptr_eq(&cache.get(b"key1").unwrap(), &first));
     assert!(cache.get(b"key2").is_none());
     assert_eq!(cache.len(), 1);
+    assert!(!cache.is_empty());
     // An entry larger than the cap is returned, not kept.
     let small = WalkCache::new(100);
     let big = small.publish(b"k", entry(&table));
