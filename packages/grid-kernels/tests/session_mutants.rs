@@ -149,8 +149,11 @@ fn audit_fields_of_a_step() {
         s.config_hash(),
         config_hash(stack2, 3, extend_digest(0, b"   "))
     );
+    // The step before EOS filled (its mask known), then EOS: the terminated
+    // step has no mask of its own.
+    assert!(s.prepare_record(true).unwrap());
+    assert!(s.step_audit().is_some());
     s.accept_token(7, Kind::Sampled).unwrap();
-    // The terminated step has no mask of its own (the step before had one).
     assert!(s.step_audit().is_none());
     // Terminated: nothing left to prepare.
     assert!(s.prepare_record(false).unwrap());
