@@ -67,6 +67,7 @@ fn one_memo_point_by_hand() {
     assert_eq!(out.ci, vec![1, 2, 3]);
     assert_eq!(chunks.stats(), (0, 1));
     assert_eq!(chunks.len(), 1);
+    assert!(!chunks.is_empty());
     // Bytes: the output part (no CI node: 0; two CD entries of 16 bytes; 2
     // tail bytes) + 2 flags; no bitmask; key 4 (node) + 4 (q) + 4 (ln) + 8
     // (p) + 8 (A & R) bytes.
