@@ -53,13 +53,18 @@ MODULES: dict[str, list[str]] = {
     "lalr": ["test_lalr_mutants.py", "test_lalr.py"],
     "walk": ["test_walk_mutants.py", "test_guide.py", "test_parser.py", "test_cache.py"],
     # test_guide_protocol.py skips its native-only tests under GRID_KERNELS=0.
-    "guide": ["test_guide.py", "test_cache.py", "test_guide_protocol.py"],
+    "guide": [
+        "test_guide_mutants.py",
+        "test_guide.py",
+        "test_cache.py",
+        "test_guide_protocol.py",
+    ],
     "reserve": ["test_reserve_mutants.py", "test_reserve.py"],
     "audit": ["test_audit_mutants.py", "test_audit.py"],
     # test_replay_mutants.py: test_replay_audit.py's tests less its bench/ campaign
     # (bench/ is not in the scratch copy).
     "replay": ["test_replay_mutants.py", "test_replay.py"],
-    "lexicon": ["test_lexicon.py", "test_guide.py"],
+    "lexicon": ["test_lexicon_mutants.py", "test_lexicon.py", "test_guide.py"],
 }
 #: grid-sql module -> the test files (under packages/grid-sql/tests) that judge it;
 #: named ``sql.<module>`` on the command line and in ``mutmut.json``.
@@ -68,8 +73,8 @@ SQL_MODULES: dict[str, list[str]] = {
     "lexicon": ["test_lexicon_mutants.py", "test_lexicon.py"],
     "checker": ["test_checker_mutants.py", "test_checker.py"],
 }
-#: The crate's files the issue names.
-RUST_FILES = ["walk", "cache", "chunks", "session", "parser", "scanner", "trie"]
+#: The crate's files the issue names, and lexer and audit (the 90% target names them).
+RUST_FILES = ["walk", "cache", "chunks", "session", "parser", "scanner", "trie", "lexer", "audit"]
 
 STATUS = {1: "killed", 3: "killed", 37: "killed", 0: "survived", 5: "no tests", 33: "no tests"}
 STATUS |= {k: "timeout" for k in (36, 24, -24, 152, 255)}
@@ -294,6 +299,145 @@ def recheck_cargo_mutants(
     return new
 
 
+def rest_cargo_mutants(
+    name: str, old: dict[str, Any], limit: float | None, timeout: float = 300
+) -> dict[str, Any]:
+    """Go on with ``src/<name>.rs`` where a limited run recorded in ``old`` stopped:
+    that run tested the mutants in listing order (``--no-shuffle``, one job), so
+    it reached the first ``mutants - not checked`` of today's listing; run only the
+    others (today's tests) and add their outcomes to ``old``'s counts. Valid only
+    while ``src/<name>.rs`` is what ``old`` was run on (same listing)."""
+    listed = subprocess.run(
+        ["cargo", "mutants", "--list", "--json", "--file", f"src/{name}.rs"],
+        cwd=CRATE,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    mutants = json.loads(listed.stdout)
+    assert len(mutants) == old["mutants"], "the listing changed since the recorded run"
+    rest = [m["name"] for m in mutants[old["mutants"] - old["not checked"] :]]
+    new = {**old, "survivors": list(old.get("survivors", ()))}
+    new["timeouts"] = list(old.get("timeouts", ()))
+    if not rest:
+        return new
+    res = [a for text in rest for a in ("--re", f"^{rust_regex_escape(text)}$")]
+    with tempfile.TemporaryDirectory(prefix=f"mutants-{name}-") as scratch:
+        seconds = run_for(
+            [
+                *("cargo", "mutants", "--file", f"src/{name}.rs", "--jobs", "1", *res),
+                *("--timeout", str(timeout), "--output", scratch, "--no-shuffle"),
+            ],
+            CRATE,
+            limit,
+        )
+        outcomes_file = Path(scratch) / "mutants.out" / "outcomes.json"
+        outcomes = json.loads(outcomes_file.read_text()) if outcomes_file.exists() else {}
+    done = [o for o in outcomes.get("outcomes", []) if o["scenario"] != "Baseline"]
+    summary = Counter(o["summary"] for o in done)
+    new["killed"] += summary["CaughtMutant"]
+    new["survived"] += summary["MissedMutant"]
+    new["timeout"] += summary["Timeout"]
+    new["unviable"] += summary["Unviable"]
+    new["not checked"] = len(rest) - len(done)
+    for o in done:
+        key = mutant_name(o["scenario"]["Mutant"])
+        if o["summary"] == "MissedMutant":
+            new["survivors"].append(key)
+        elif o["summary"] == "Timeout":
+            new["timeouts"].append(key)
+    checked = new["mutants"] - new["unviable"] - new["not checked"]
+    new["score"] = round(new["killed"] / max(1, checked), 3)
+    new["seconds"] = old.get("seconds", 0) + round(seconds)
+    new["rest seconds"] = round(seconds)
+    new["survivors"].sort()
+    new["timeouts"].sort()
+    return new
+
+
+def together_cargo_mutants(
+    plans: dict[str, tuple[str, dict[str, Any]]], limit: float | None, timeout: float = 300
+) -> dict[str, dict[str, Any]]:
+    """:func:`recheck_cargo_mutants` (mode ``"recheck"``), :func:`rest_cargo_mutants`
+    (mode ``"rest"``) or both (``"rest+recheck"``) of several files in one
+    cargo-mutants run (one baseline build instead of one per file): ``plans``
+    maps a file to its mode and recorded result; returns each file's new result.
+    A recheck here skips the survivors written down as equivalent."""
+    chosen: dict[str, list[str]] = {}
+    rest_count: dict[str, int] = {}
+    rest_names: dict[str, set[str]] = {}
+    for name, (mode, old) in plans.items():
+        listed = subprocess.run(
+            ["cargo", "mutants", "--list", "--json", "--file", f"src/{name}.rs"],
+            cwd=CRATE,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        mutants = json.loads(listed.stdout)
+        chosen[name] = []
+        if "rest" in mode.split("+"):
+            assert len(mutants) == old["mutants"], f"the listing of {name} changed"
+            rest = mutants[old["mutants"] - old["not checked"] :]
+            chosen[name] += [m["name"] for m in rest]
+            rest_count[name] = len(rest)
+            rest_names[name] = {m["name"] for m in rest}
+        if "recheck" in mode.split("+"):
+            # Survivors written down as equivalent are not rerun (no test kills them).
+            wanted = set(old.get("survivors", ())) - set(old.get("equivalent", {}))
+            wanted |= set(old.get("timeouts", ()))
+            before = mutants[: old["mutants"] - old.get("not checked", 0)]
+            chosen[name] += [m["name"] for m in before if mutant_name(m) in wanted]
+    files = [a for name in plans for a in ("--file", f"src/{name}.rs")]
+    res = [
+        a for names in chosen.values() for t in names for a in ("--re", f"^{rust_regex_escape(t)}$")
+    ]
+    outcomes: dict[str, Any] = {}
+    seconds = 0.0
+    if res:
+        with tempfile.TemporaryDirectory(prefix="mutants-together-") as scratch:
+            seconds = run_for(
+                [
+                    *("cargo", "mutants", *files, "--jobs", "1", *res),
+                    *("--timeout", str(timeout), "--output", scratch, "--no-shuffle"),
+                ],
+                CRATE,
+                limit,
+            )
+            outcomes_file = Path(scratch) / "mutants.out" / "outcomes.json"
+            outcomes = json.loads(outcomes_file.read_text()) if outcomes_file.exists() else {}
+    done = [o for o in outcomes.get("outcomes", []) if o["scenario"] != "Baseline"]
+    results = {}
+    for name, (mode, old) in plans.items():
+        mine = [o for o in done if o["scenario"]["Mutant"]["file"] == f"src/{name}.rs"]
+        new = {**old, "survivors": list(old.get("survivors", ()))}
+        new["timeouts"] = list(old.get("timeouts", ()))
+        fresh = rest_names.get(name, set())
+        fold_recheck(new, [o for o in mine if o["scenario"]["Mutant"]["name"] not in fresh])
+        mine = [o for o in mine if o["scenario"]["Mutant"]["name"] in fresh]
+        if name in rest_count:
+            summary = Counter(o["summary"] for o in mine)
+            new["killed"] += summary["CaughtMutant"]
+            new["survived"] += summary["MissedMutant"]
+            new["timeout"] += summary["Timeout"]
+            new["unviable"] += summary["Unviable"]
+            new["not checked"] = rest_count[name] - len(mine)
+            for o in mine:
+                key = mutant_name(o["scenario"]["Mutant"])
+                if o["summary"] == "MissedMutant":
+                    new["survivors"].append(key)
+                elif o["summary"] == "Timeout":
+                    new["timeouts"].append(key)
+        checked = new["mutants"] - new.get("unviable", 0) - new.get("not checked", 0)
+        new["score"] = round(new["killed"] / max(1, checked), 3)
+        new["seconds"] = old.get("seconds", 0) + round(seconds)
+        new[f"{mode} seconds".replace("+", " and ")] = round(seconds)
+        new["survivors"].sort()
+        new["timeouts"].sort()
+        results[name] = new
+    return results
+
+
 def fold_recheck(new: dict[str, Any], outcomes: list[dict[str, Any]]) -> None:
     """Fold a recheck's outcomes into ``new``: each rerun mutant recorded as a
     survivor (or a timeout) moves to what it is now. Names are not unique (file,
@@ -371,18 +515,20 @@ def readme(out: Path) -> None:
         "came first); see `mutmut.json` and `cargo-mutants.json` for every survivor.",
         "",
         "| tool | module | mutants | killed | survived | timed out | no tests / unviable "
-        "| not checked | score | s |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| not checked | score | without equivalents | s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for tool, file in (("mutmut", "mutmut.json"), ("cargo-mutants", "cargo-mutants.json")):
         if not (out / file).exists():
             continue
         for module, r in sorted(json.loads((out / file).read_text())["modules"].items()):
             skipped = r.get("no tests", r.get("unviable", 0))
+            without = r.get("score without equivalent")
+            equivalent = "–" if without is None else f"{min(without, 1.0):.0%}"
             lines.append(
                 f"| {tool} | {module} | {r['mutants']} | {r['killed']} | {r['survived']} "
                 f"| {r['timeout']} | {skipped} | {r.get('not checked', 0)} "
-                f"| {r['score']:.0%} | {r['seconds']} |"
+                f"| {r['score']:.0%} | {equivalent} | {r['seconds']} |"
             )
     notes = ""  # a hand-written "## Notes" section of the README survives a rewrite
     if (out / "README.md").exists():
@@ -427,6 +573,16 @@ def main() -> None:
         action="store_true",
         help="rerun only the Rust files' recorded survivors and timeouts (after new tests)",
     )
+    parser.add_argument(
+        "--rust-together",
+        default="",
+        help="FILE:MODE,... (recheck, rest or rest+recheck): those files in one cargo-mutants run",
+    )
+    parser.add_argument(
+        "--rust-rest",
+        action="store_true",
+        help="run only the mutants a recorded limited run did not reach, adding to its counts",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     modules = [m for m in args.modules.split(",") if m]
@@ -446,10 +602,31 @@ def main() -> None:
         with locked(args.out):
             merge(args.out / "mutmut.json", "mutmut", metadata.version("mutmut"), {module: result})
             readme(args.out)
+    if args.rust_together:
+        recorded = json.loads((args.out / "cargo-mutants.json").read_text())["modules"]
+        plans = {
+            name: (mode, recorded[name])
+            for name, mode in (p.split(":") for p in args.rust_together.split(","))
+        }
+        version = subprocess.run(
+            ["cargo", "mutants", "--version"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+        results = together_cargo_mutants(plans, args.rust_limit, args.rust_timeout)
+        for name, result in results.items():
+            print(
+                f"cargo-mutants {name}: { ({k: v for k, v in result.items() if k != 'survivors'}) }"
+            )
+        with locked(args.out):
+            merge(args.out / "cargo-mutants.json", "cargo-mutants", version, results)
+            readme(args.out)
+        return
     for name in [f for f in args.rust_files.split(",") if f]:
         if args.rust_recheck:
             old = json.loads((args.out / "cargo-mutants.json").read_text())["modules"][name]
             result = recheck_cargo_mutants(name, old, args.rust_limit, args.rust_timeout)
+        elif args.rust_rest:
+            old = json.loads((args.out / "cargo-mutants.json").read_text())["modules"][name]
+            result = rest_cargo_mutants(name, old, args.rust_limit, args.rust_timeout)
         elif args.rust_resume is not None:
             old = json.loads((args.out / "cargo-mutants.json").read_text())["modules"][name]
             result = run_cargo_mutants(
