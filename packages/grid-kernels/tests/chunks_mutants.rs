@@ -359,3 +359,48 @@ fn a_sub_chunk_counts_its_v() {
     assert_eq!(chunks.stats(), (0, 2));
     assert_eq!(chunks.usage().0, 105 + 50);
 }
+
+#[test]
+fn memo_keys_keep_the_lexicon_categories() {
+    // Frames under allowed sets that differ only in lexicon categories must
+    // not share a chunk unless the frame cannot tell them apart: walked in
+    // turn through one memo, every walk equals the plain walk.
+    let (raw, _, _) = common::fixture();
+    let cats = raw.lexicon_categories.clone();
+    assert!(
+        cats.iter().any(|&w| w != 0),
+        "the fixture has lexicon categories"
+    );
+    let (e, configs) = common::fixture_engine();
+    let (g, t) = (&e.grammar, &e.trie);
+    let chunks = Chunks::new(1, 1, 1 << 30);
+    let variants = |a: &[u64]| -> Vec<Vec<u64>> {
+        let with =
+            |f: &dyn Fn(u64, u64) -> u64| a.iter().zip(&cats).map(|(&a, &c)| f(a, c)).collect();
+        vec![
+            a.to_vec(),
+            with(&|a, c| a & !c),
+            with(&|a, c| a | c),
+            with(&|a, c| a ^ c),
+        ]
+    };
+    let mut compared = 0;
+    for round in 0..2 {
+        for c in &configs {
+            for allowed in variants(&c.allowed) {
+                if allowed.iter().all(|&w| w == 0) {
+                    continue;
+                }
+                for pending in [&c.remainder[..], b"s", b"a", b"'"] {
+                    let plain = walk_from(g, t, 0, pending, &allowed, false);
+                    let mut a = g.allowed_sets(&allowed);
+                    let mut out = WalkOutput::default();
+                    walk_into(g, t, 0, pending, &mut a, false, Some(&chunks), &mut out);
+                    assert_eq!(out, plain, "round {round}, {pending:?}");
+                    compared += 1;
+                }
+            }
+        }
+    }
+    assert!(compared > 50, "{compared}");
+}
