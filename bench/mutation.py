@@ -257,13 +257,8 @@ def rust_regex_escape(text: str) -> str:
     return "".join("\\" + c if c in "\\.+*?()|[]{}^$#&-~" else c for c in text)
 
 
-def recheck_cargo_mutants(
-    name: str, old: dict[str, Any], limit: float | None, timeout: float = 300
-) -> dict[str, Any]:
-    """Rerun only the survivors (and timeouts) recorded in ``old`` for ``src/<name>.rs``
-    (after new tests were written) and fold the outcome into a copy of ``old``: a
-    survivor now caught counts as killed, one that now times out as timed out. The
-    rest of ``old`` (mutants, unviable, not checked) stands."""
+def listing(name: str) -> list[dict[str, Any]]:
+    """cargo-mutants' mutants of ``src/<name>.rs``, in its listing order."""
     listed = subprocess.run(
         ["cargo", "mutants", "--list", "--json", "--file", f"src/{name}.rs"],
         cwd=CRATE,
@@ -271,17 +266,21 @@ def recheck_cargo_mutants(
         text=True,
         check=True,
     )
-    wanted = set(old.get("survivors", ())) | set(old.get("timeouts", ()))
-    chosen = [m["name"] for m in json.loads(listed.stdout) if mutant_name(m) in wanted]
-    new = {**old, "survivors": list(old.get("survivors", ()))}
-    new["timeouts"] = list(old.get("timeouts", ()))
-    if not chosen:
-        return new
+    return list(json.loads(listed.stdout))
+
+
+def run_selected(
+    names: list[str], chosen: list[str], limit: float | None, timeout: float
+) -> tuple[float, dict[str, Any]]:
+    """Run cargo-mutants over the named mutants of the files ``src/<name>.rs`` only
+    (one run, one job, listing order); the seconds it ran and its ``outcomes.json``
+    (empty if none)."""
+    files = [a for name in names for a in ("--file", f"src/{name}.rs")]
     res = [a for text in chosen for a in ("--re", f"^{rust_regex_escape(text)}$")]
-    with tempfile.TemporaryDirectory(prefix=f"mutants-{name}-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="mutants-") as scratch:
         seconds = run_for(
             [
-                *("cargo", "mutants", "--file", f"src/{name}.rs", "--jobs", "1", *res),
+                *("cargo", "mutants", *files, "--jobs", "1", *res),
                 *("--timeout", str(timeout), "--output", scratch, "--no-shuffle"),
             ],
             CRATE,
@@ -289,6 +288,23 @@ def recheck_cargo_mutants(
         )
         outcomes_file = Path(scratch) / "mutants.out" / "outcomes.json"
         outcomes = json.loads(outcomes_file.read_text()) if outcomes_file.exists() else {}
+    return seconds, outcomes
+
+
+def recheck_cargo_mutants(
+    name: str, old: dict[str, Any], limit: float | None, timeout: float = 300
+) -> dict[str, Any]:
+    """Rerun only the survivors (and timeouts) recorded in ``old`` for ``src/<name>.rs``
+    (after new tests were written) and fold the outcome into a copy of ``old``: a
+    survivor now caught counts as killed, one that now times out as timed out. The
+    rest of ``old`` (mutants, unviable, not checked) stands."""
+    wanted = set(old.get("survivors", ())) | set(old.get("timeouts", ()))
+    chosen = [m["name"] for m in listing(name) if mutant_name(m) in wanted]
+    new = {**old, "survivors": list(old.get("survivors", ()))}
+    new["timeouts"] = list(old.get("timeouts", ()))
+    if not chosen:
+        return new
+    seconds, outcomes = run_selected([name], chosen, limit, timeout)
     fold_recheck(new, [o for o in outcomes.get("outcomes", []) if o["scenario"] != "Baseline"])
     checked = new["mutants"] - new.get("unviable", 0) - new.get("not checked", 0)
     new["score"] = round(new["killed"] / max(1, checked), 3)
@@ -307,32 +323,14 @@ def rest_cargo_mutants(
     it reached the first ``mutants - not checked`` of today's listing; run only the
     others (today's tests) and add their outcomes to ``old``'s counts. Valid only
     while ``src/<name>.rs`` is what ``old`` was run on (same listing)."""
-    listed = subprocess.run(
-        ["cargo", "mutants", "--list", "--json", "--file", f"src/{name}.rs"],
-        cwd=CRATE,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    mutants = json.loads(listed.stdout)
+    mutants = listing(name)
     assert len(mutants) == old["mutants"], "the listing changed since the recorded run"
     rest = [m["name"] for m in mutants[old["mutants"] - old["not checked"] :]]
     new = {**old, "survivors": list(old.get("survivors", ()))}
     new["timeouts"] = list(old.get("timeouts", ()))
     if not rest:
         return new
-    res = [a for text in rest for a in ("--re", f"^{rust_regex_escape(text)}$")]
-    with tempfile.TemporaryDirectory(prefix=f"mutants-{name}-") as scratch:
-        seconds = run_for(
-            [
-                *("cargo", "mutants", "--file", f"src/{name}.rs", "--jobs", "1", *res),
-                *("--timeout", str(timeout), "--output", scratch, "--no-shuffle"),
-            ],
-            CRATE,
-            limit,
-        )
-        outcomes_file = Path(scratch) / "mutants.out" / "outcomes.json"
-        outcomes = json.loads(outcomes_file.read_text()) if outcomes_file.exists() else {}
+    seconds, outcomes = run_selected([name], rest, limit, timeout)
     done = [o for o in outcomes.get("outcomes", []) if o["scenario"] != "Baseline"]
     summary = Counter(o["summary"] for o in done)
     new["killed"] += summary["CaughtMutant"]
@@ -367,14 +365,7 @@ def together_cargo_mutants(
     rest_count: dict[str, int] = {}
     rest_names: dict[str, set[str]] = {}
     for name, (mode, old) in plans.items():
-        listed = subprocess.run(
-            ["cargo", "mutants", "--list", "--json", "--file", f"src/{name}.rs"],
-            cwd=CRATE,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        mutants = json.loads(listed.stdout)
+        mutants = listing(name)
         chosen[name] = []
         if "rest" in mode.split("+"):
             assert len(mutants) == old["mutants"], f"the listing of {name} changed"
@@ -388,24 +379,8 @@ def together_cargo_mutants(
             wanted |= set(old.get("timeouts", ()))
             before = mutants[: old["mutants"] - old.get("not checked", 0)]
             chosen[name] += [m["name"] for m in before if mutant_name(m) in wanted]
-    files = [a for name in plans for a in ("--file", f"src/{name}.rs")]
-    res = [
-        a for names in chosen.values() for t in names for a in ("--re", f"^{rust_regex_escape(t)}$")
-    ]
-    outcomes: dict[str, Any] = {}
-    seconds = 0.0
-    if res:
-        with tempfile.TemporaryDirectory(prefix="mutants-together-") as scratch:
-            seconds = run_for(
-                [
-                    *("cargo", "mutants", *files, "--jobs", "1", *res),
-                    *("--timeout", str(timeout), "--output", scratch, "--no-shuffle"),
-                ],
-                CRATE,
-                limit,
-            )
-            outcomes_file = Path(scratch) / "mutants.out" / "outcomes.json"
-            outcomes = json.loads(outcomes_file.read_text()) if outcomes_file.exists() else {}
+    selected = [t for names in chosen.values() for t in names]
+    seconds, outcomes = run_selected(list(plans), selected, limit, timeout) if selected else (0, {})
     done = [o for o in outcomes.get("outcomes", []) if o["scenario"] != "Baseline"]
     results = {}
     for name, (mode, old) in plans.items():
