@@ -55,6 +55,21 @@ const RUN_MIN: u32 = 16;
 /// A run check gives up past this many states reached at one length.
 const RUN_STATES: usize = 8;
 
+thread_local! {
+    /// Nodes stepped by this thread's walkers so far (see [`nodes_stepped`]).
+    static STEPPED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many trie nodes this thread's walks have stepped so far: nodes whose
+/// edge byte a walker scanned one at a time. A subtree taken whole (a loop or
+/// a run, see [`Walker::uniform`]) or replayed from the subtree memo counts
+/// none of its nodes, so the difference across a walk measures what its
+/// shortcuts saved (the walk's cost, not its output). A parallel walk's runs
+/// count on rayon's threads, not on the caller's.
+pub fn nodes_stepped() -> u64 {
+    STEPPED.with(std::cell::Cell::get)
+}
+
 /// One CD entry: the subtree at `node`, whose bytes emit `terminal` and requeue
 /// `tails[tail_start..tail_end]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -470,6 +485,14 @@ pub(crate) struct Walker<'w> {
     /// Scratch of [`Walker::run_lives`]: the states reached at one length,
     /// and at the next (kept between checks: no allocation per check).
     run: (Vec<u32>, Vec<u32>),
+    /// Nodes stepped, added to [`nodes_stepped`] when the walker is dropped.
+    stepped: u64,
+}
+
+impl Drop for Walker<'_> {
+    fn drop(&mut self) {
+        STEPPED.with(|n| n.set(n.get() + self.stepped));
+    }
 }
 
 /// A chunk being made: the parts before `out`, the flags of `out`'s CD
@@ -504,6 +527,7 @@ impl<'w> Walker<'w> {
             chunks,
             build: None,
             run: (Vec::new(), Vec::new()),
+            stepped: 0,
         }
     }
 
@@ -595,6 +619,7 @@ impl<'w> Walker<'w> {
                 self.out.extend_ci(self.trie, self.trie.token_nodes(c));
                 continue;
             }
+            self.stepped += 1;
             let b = here.edge;
             let pos = f.pos as usize;
             self.buf[pos] = b;
@@ -884,6 +909,50 @@ impl<'w> Walker<'w> {
 mod tests {
     use super::*;
     use crate::cache::{DENSE, SPARSE};
+
+    /// The trie of `words` (no special tokens).
+    fn trie_of(words: &[&str]) -> Trie {
+        let refs: Vec<&[u8]> = words.iter().map(|w| w.as_bytes()).collect();
+        Trie::new(crate::trie::RawTrie::pack(&refs, &vec![false; refs.len()])).unwrap()
+    }
+
+    #[test]
+    fn child_runs_close_at_the_first_subtree_reaching_the_target() {
+        // The root's children, in order, with their subtree sizes: a 1, b 2,
+        // c 4, d 1, e 3, f 1, g 1, h 5 (18 nodes; h's children are 15-18).
+        let t = trie_of(&[
+            "a", "b", "bb", "c", "ca", "cb", "cc", "d", "e", "ea", "eb", "f", "g", "h", "ha", "hb",
+            "hc", "hd",
+        ]);
+        assert_eq!(t.node(0).size, 19);
+        assert_eq!(t.node(14).size, 5);
+        // n = 4: target 5 (18 / 4 rounded up); a run closes at the first
+        // child boundary where it holds at least 5 nodes, the last at the end.
+        assert_eq!(child_runs(&t, 0, 4), vec![(1, 8), (8, 13), (13, 19)]);
+        // n = 6: target 3.
+        assert_eq!(
+            child_runs(&t, 0, 6),
+            vec![(1, 4), (4, 8), (8, 12), (12, 19)]
+        );
+        assert_eq!(child_runs(&t, 0, 1), vec![(1, 19)]);
+        assert_eq!(child_runs(&t, 0, 0), vec![(1, 19)], "n is at least 1");
+        // Target 1: one run per child.
+        let each = vec![
+            (1, 2),
+            (2, 4),
+            (4, 8),
+            (8, 9),
+            (9, 12),
+            (12, 13),
+            (13, 14),
+            (14, 19),
+        ];
+        assert_eq!(child_runs(&t, 0, 100), each);
+        // Below another node: h's four leaves in two runs of two.
+        assert_eq!(child_runs(&t, 14, 2), vec![(15, 17), (17, 19)]);
+        assert_eq!(child_runs(&t, 14, 3), vec![(15, 17), (17, 19)]);
+        assert_eq!(child_runs(&t, 1, 4), vec![], "a leaf has no children");
+    }
 
     #[test]
     fn id_sets_spill_to_words_and_pack_like_grid_core() {

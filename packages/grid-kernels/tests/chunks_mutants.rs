@@ -391,7 +391,17 @@ fn memo_keys_keep_the_lexicon_categories() {
                 if allowed.iter().all(|&w| w == 0) {
                     continue;
                 }
-                for pending in [&c.remainder[..], b"s", b"a", b"'"] {
+                // "employees" is a whole word and the prefix of another word
+                // of its category ("employees_public"): the last accept and
+                // the lexicon node both name the category.
+                for pending in [
+                    &c.remainder[..],
+                    b"s",
+                    b"a",
+                    b"'",
+                    b"employees",
+                    b"employees_",
+                ] {
                     let plain = walk_from(g, t, 0, pending, &allowed, false);
                     let mut a = g.allowed_sets(&allowed);
                     let mut out = WalkOutput::default();
@@ -402,5 +412,44 @@ fn memo_keys_keep_the_lexicon_categories() {
             }
         }
     }
+    // After "employees", a whole word and the prefix of another word of its
+    // category ("employees_public"), the last accept (p) and the lexicon node
+    // both name the category. In the fixture the name terminal outranks the
+    // category in the pick order, so the category never decides a walk the
+    // name terminal could make; with the order reversed, A = {name,
+    // category} picks the category and A = {name} the name: one memo must
+    // keep them apart.
+    let mut swapped = raw.clone();
+    let cat = (0..raw.n_terminals)
+        .find(|&k| cats[k / 64] >> (k % 64) & 1 == 1)
+        .unwrap() as i32;
+    swapped.pick_order.retain(|&x| x != cat);
+    swapped.pick_order.insert(0, cat);
+    let sg = grid_kernels::GrammarTables::new(swapped).unwrap();
+    sg.check_invariants();
+    let memo = Chunks::new(1, 1, 1 << 30);
+    let mut differ = 0;
+    for k in (0..raw.n_terminals).filter(|&k| k as i32 != cat) {
+        let mut one = vec![0u64; cats.len()];
+        one[k / 64] |= 1 << (k % 64);
+        let with: Vec<u64> = one.iter().zip(&cats).map(|(&a, &c)| a | c).collect();
+        for pending in [&b"employees"[..], b"employees_", b"orders", b"emp"] {
+            let mut outs = Vec::new();
+            for allowed in [&with, &one] {
+                let plain = walk_from(&sg, t, 0, pending, allowed, false);
+                let mut a = sg.allowed_sets(allowed);
+                let mut out = WalkOutput::default();
+                walk_into(&sg, t, 0, pending, &mut a, false, Some(&memo), &mut out);
+                assert_eq!(out, plain, "terminal {k}, {allowed:x?}, {pending:?}");
+                outs.push(plain);
+                compared += 1;
+            }
+            differ += usize::from(outs[0] != outs[1] && !outs[1].cd.is_empty());
+        }
+    }
+    assert!(
+        differ > 0,
+        "a name terminal alone walks otherwise than with the category"
+    );
     assert!(compared > 50, "{compared}");
 }

@@ -12,7 +12,7 @@ mod common;
 use grid_kernels::cache::Payload;
 use grid_kernels::chunks::Chunks;
 use grid_kernels::trie::WIDE_MIN;
-use grid_kernels::walk::{walk_from, walk_into, walk_par, IdSet, WalkOutput};
+use grid_kernels::walk::{nodes_stepped, walk_from, walk_into, walk_par, IdSet, WalkOutput};
 use grid_kernels::EngineTables;
 
 use common::{big_engine, fixture, fixture_engine, paths, reference_walk};
@@ -974,4 +974,143 @@ fn requeued_tails_that_emit_or_restart_match_the_definition() {
             }
         }
     }
+}
+
+/// The nodes a walk from the root steps (its shortcuts take the rest whole:
+/// [`nodes_stepped`]), after checking its output against the definition.
+fn stepped(e: &EngineTables, allowed: u64) -> u64 {
+    let (g, t) = (&e.grammar, &e.trie);
+    let want = reference_walk(g, t, &paths(t), 0, b"", &[allowed], false);
+    let before = nodes_stepped();
+    let got = walk_from(g, t, 0, b"", &[allowed], false);
+    let n = nodes_stepped() - before;
+    assert_eq!(got, want, "{allowed}");
+    n
+}
+
+/// The shortcuts are taken where they apply, counted in nodes stepped (the
+/// walk's cost: a shortcut turned off, or refused where it holds, gives the
+/// same output and steps more). Counts worked by hand from each fixture's
+/// comment.
+#[test]
+fn runs_are_taken_whole_where_every_path_lives() {
+    // counted_run under {AB}: "a" and "x" are stepped; the 16 subtrees of
+    // 17 nodes below "a" are runs into states live under {AB}. Under {A}
+    // those states are dead: every node is stepped (1 + 16 * 17 + 1).
+    let e = counted_run();
+    assert_eq!(stepped(&e, 2), 2);
+    assert_eq!(stepped(&e, 1), 274);
+    // text_run under {T}: "a\xc3" and "a\xc5" (17 and 16 nodes, UTF-8
+    // characters into the text state) are taken whole; "ab" holds a stray
+    // continuation byte (not UTF-8): it and its 17 children are stepped,
+    // with "a" and "x".
+    assert_eq!(stepped(&text_run(), 2), 20);
+    // fanned under {AB}: "a" is stepped; "ab" (17 nodes) is a run through
+    // state 1, which has 16 successors (the fan-out limit itself).
+    assert_eq!(stepped(&fanned(), 2), 1);
+}
+
+/// Loops are taken whole at any size from [`WIDE_MIN`] (runs only from 16
+/// nodes): below "ab" (the text state 2 of [`text_engine`]), "abb" (10
+/// nodes, letters that loop) and "ab\xc3" (10 nodes, UTF-8 characters that
+/// lead 2 back to 2); "ab" itself holds "ab\x90" (a stray continuation
+/// byte) and is stepped, as are "a", "x" and "ab\x90".
+#[test]
+fn loops_are_taken_whole_from_the_smallest_wide_subtree() {
+    let mut words: Vec<Vec<u8>> = vec![b"a".to_vec(), b"x".to_vec(), b"ab".to_vec()];
+    words.push(b"abb".to_vec());
+    for x in b'b'..=b'j' {
+        words.push(vec![b'a', b'b', b'b', x]);
+    }
+    let e_acute = "é".as_bytes();
+    let chain: Vec<u8> = [&b"ab"[..], &e_acute.repeat(5)].concat();
+    for k in 3..=chain.len() {
+        words.push(chain[..k].to_vec());
+    }
+    words.push(b"ab\x90".to_vec());
+    let e = text_engine(&words);
+    let t = &e.trie;
+    let paths = paths(t);
+    let node = |p: &[u8]| (0..t.n_nodes()).find(|&i| paths[i] == p).unwrap();
+    assert_eq!(t.node(node(b"abb")).size, 10);
+    assert_eq!(t.node(node(b"ab\xc3")).size, 10);
+    const { assert!(WIDE_MIN <= 10) };
+    assert_eq!(stepped(&e, 2), 4);
+}
+
+/// A walk over one thread stays on the calling thread; over several, its
+/// runs go to rayon's pool (the caller, outside the pool, steps none).
+#[test]
+fn parallel_walks_share_their_children_out() {
+    let e = big_engine();
+    let (_, _, configs) = fixture();
+    let (g, t) = (&e.grammar, &e.trie);
+    let c = &configs[0];
+    let before = nodes_stepped();
+    let plain = walk_from(g, t, 0, b"", &c.allowed, false);
+    let alone = nodes_stepped() - before;
+    assert!(alone > 100, "{alone}");
+    for (threads, on_caller) in [(1, alone), (4, 0)] {
+        let mut out = WalkOutput::default();
+        let before = nodes_stepped();
+        walk_par(g, t, 0, b"", &c.allowed, false, None, &mut out, threads);
+        assert_eq!(nodes_stepped() - before, on_caller, "{threads} threads");
+        assert_eq!(out, plain);
+    }
+}
+
+/// A = "a", AB = "a" X "!" with X a letter of [b-q] then any run of "b" and
+/// digits: state 1 (after "a") has 16 successors, one per letter (b -> 2,
+/// c -> 3, ..., q -> 17; digits also lead to 2), 2 loops on "b" and
+/// digits, 2-17 -!-> 18 {AB}. Trie: "a", then "ab" with "ab0".."ab9", "abb"
+/// and "abb0".."abb4" (17 nodes).
+fn fanned() -> EngineTables {
+    let mut trans = vec![-1; 19 * 256];
+    trans[b'a' as usize] = 1;
+    for (i, x) in (b'b'..=b'q').enumerate() {
+        trans[256 + x as usize] = 2 + i as i32;
+        trans[(2 + i) * 256 + b'!' as usize] = 18;
+    }
+    for d in b'0'..=b'9' {
+        trans[256 + d as usize] = 2;
+        trans[2 * 256 + d as usize] = 2;
+    }
+    trans[2 * 256 + b'b' as usize] = 2;
+    let mut accept = vec![vec![0]; 19];
+    accept[1] = vec![1];
+    accept[18] = vec![2];
+    let mut live = vec![vec![2]; 19];
+    live[0] = vec![3];
+    live[1] = vec![3];
+    let raw = grid_kernels::RawGrammar {
+        n_terminals: 2,
+        dfa_trans: trans,
+        dfa_accept: accept,
+        dfa_live: live,
+        action: vec![2, 0, 0, 0, 0, -2, 0, 0, -1],
+        goto: vec![-1, 2, -1, -1, -1, -1],
+        n_nonterminals: 2,
+        rule_lhs: vec![0, 1],
+        rule_len: vec![1, 1],
+        lexicon_children: vec![vec![]],
+        lexicon_prefix_cats: vec![vec![0]],
+        lexicon_word_cats: vec![vec![0]],
+        lexicon_categories: vec![0],
+        pick_order: vec![0, 1],
+        ignored: vec![0],
+    };
+    let g = grid_kernels::GrammarTables::new(raw).unwrap();
+    g.check_invariants();
+    let mut words: Vec<Vec<u8>> = vec![b"a".to_vec(), b"ab".to_vec(), b"abb".to_vec()];
+    for d in b'0'..=b'9' {
+        words.push(vec![b'a', b'b', d]);
+    }
+    for d in b'0'..=b'4' {
+        words.push(vec![b'a', b'b', b'b', d]);
+    }
+    let refs: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+    let t = grid_kernels::Trie::new(grid_kernels::RawTrie::pack(&refs, &vec![false; refs.len()]))
+        .unwrap();
+    assert_eq!(t.node(2).size, 17);
+    EngineTables::new(std::sync::Arc::new(g), std::sync::Arc::new(t))
 }
