@@ -424,3 +424,76 @@ fn long_tokens_are_measured_by_their_sum() {
     assert_eq!(s.output().len(), 2 + 3 * (1 << 16));
     s.check_invariants();
 }
+
+#[test]
+fn masks_are_the_tokens_accept_takes() {
+    // The fixture's SQL grammar over its vocabulary plus tokens of three or
+    // more lexemes (a CD entry whose tail emits again: verdict classes one
+    // shift deeper). Along three statements, every fill (audit on) admits
+    // exactly the tokens a fork accepts, and EOS iff the gate holds.
+    let (raw, trie, _) = common::fixture();
+    let mut words = common::spellings(&trie);
+    let eos = words.pop().expect("EOS is the last id");
+    for w in [
+        "sal=1",
+        "sal <> 1",
+        "1,2",
+        "=1 and",
+        "1 or sal",
+        " where sal=1",
+        "yer >= 1.5;",
+        "1.5;",
+        "s, y",
+        "' and",
+        "'' and yer",
+        "* from",
+        "r from o",
+    ] {
+        words.push(w.as_bytes().to_vec());
+    }
+    words.push(eos);
+    let refs: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+    let mut special = vec![false; refs.len()];
+    *special.last_mut().unwrap() = true;
+    let mut t = RawTrie::pack(&refs, &special);
+    t.eos_ids = vec![(refs.len() - 1) as i32];
+    let tables = EngineTables::new(
+        Arc::new(GrammarTables::new(raw).unwrap()),
+        Arc::new(Trie::new(t).unwrap()),
+    );
+    let engine = Arc::new(Engine::new(tables, Threads::Global, "sql", None));
+    let n = refs.len();
+    let mut deeper_tokens = 0;
+    for script in [
+        &b"select * from employees;"[..],
+        b"select sal, yer from orders where sal <> 'it''s' and yer >= 1.5;",
+        b"select sal, yer from orders where sal=1 and yer <> 1;",
+    ] {
+        let mut s = Session::new(Arc::clone(&engine), 0, true).unwrap();
+        let mut at = 0;
+        loop {
+            let mut row = vec![0u32; s.n_words()];
+            s.fill(&mut row, true).unwrap();
+            for id in 0..n - 1 {
+                let admitted = row[id / 32] >> (id % 32) & 1 == 1;
+                let takes = s.fork().accept_token(id as i64, Kind::Sampled).is_ok();
+                assert_eq!(admitted, takes, "{:?} after {:?}", refs[id], s.output());
+            }
+            let eos_bit = row[(n - 1) / 32] >> ((n - 1) % 32) & 1 == 1;
+            assert_eq!(eos_bit, s.eos_allowed().unwrap());
+            if at == script.len() {
+                break;
+            }
+            // The longest admitted token that spells on along the script.
+            let id = (0..n - 1)
+                .filter(|&i| row[i / 32] >> (i % 32) & 1 == 1 && script[at..].starts_with(refs[i]))
+                .max_by_key(|&i| refs[i].len())
+                .unwrap_or_else(|| panic!("{:?} stays in the language", s.output()));
+            deeper_tokens += usize::from(id >= n - 14);
+            s.accept_token(id as i64, Kind::Sampled).unwrap();
+            at += refs[id].len();
+        }
+        s.check_invariants();
+    }
+    assert!(deeper_tokens >= 3, "{deeper_tokens}");
+}
