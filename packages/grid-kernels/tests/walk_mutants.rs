@@ -1114,3 +1114,60 @@ fn fanned() -> EngineTables {
     assert_eq!(t.node(2).size, 17);
     EngineTables::new(std::sync::Arc::new(g), std::sync::Arc::new(t))
 }
+
+/// A = "x"* "y" ["x" "y"]* "b", C = "x"* "a"; `start: A`. Reading "x" leaves
+/// the union's future unchanged, so the minimal DFA's "x" edge leads the
+/// start state back to itself: 0 -x-> 0, 0 -a-> 1 {C}, 0 -y-> 2, 2 -[xy]-> 2,
+/// 2 -b-> 3 {A}. Trie: every word over {x, y} that starts with "x", of one
+/// to four bytes, and "xxxxx" (16 nodes below the root, which has the one
+/// child "x").
+#[test]
+fn a_run_may_start_on_an_edge_into_the_start_state() {
+    let mut trans = vec![-1; 4 * 256];
+    trans[b'x' as usize] = 0;
+    trans[b'a' as usize] = 1;
+    trans[b'y' as usize] = 2;
+    trans[2 * 256 + b'x' as usize] = 2;
+    trans[2 * 256 + b'y' as usize] = 2;
+    trans[2 * 256 + b'b' as usize] = 3;
+    let raw = grid_kernels::RawGrammar {
+        n_terminals: 2,
+        dfa_trans: trans,
+        dfa_accept: vec![vec![0], vec![2], vec![0], vec![1]],
+        dfa_live: vec![vec![3], vec![2], vec![1], vec![1]],
+        action: vec![2, 0, 0, 0, 0, -2, 0, 0, -1],
+        goto: vec![-1, 2, -1, -1, -1, -1],
+        n_nonterminals: 2,
+        rule_lhs: vec![0, 1],
+        rule_len: vec![1, 1],
+        lexicon_children: vec![vec![]],
+        lexicon_prefix_cats: vec![vec![0]],
+        lexicon_word_cats: vec![vec![0]],
+        lexicon_categories: vec![0],
+        pick_order: vec![0, 1],
+        ignored: vec![0],
+    };
+    let g = grid_kernels::GrammarTables::new(raw).unwrap();
+    g.check_invariants();
+    let mut words: Vec<Vec<u8>> = vec![b"x".to_vec()];
+    let mut last = vec![b"x".to_vec()];
+    for _ in 0..3 {
+        last = last
+            .iter()
+            .flat_map(|w| [[&w[..], b"x"].concat(), [&w[..], b"y"].concat()])
+            .collect();
+        words.extend(last.iter().cloned());
+    }
+    words.push(b"xxxxx".to_vec());
+    let refs: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+    let t = grid_kernels::Trie::new(grid_kernels::RawTrie::pack(&refs, &vec![false; refs.len()]))
+        .unwrap();
+    assert_eq!(t.node(1).size, 16);
+    let e = EngineTables::new(std::sync::Arc::new(g), std::sync::Arc::new(t));
+    // Under {A}: every token lives (a prefix of A), the subtree "x" is one run.
+    assert_eq!(stepped(&e, 1), 0);
+    // Under {C}: state 2 (after a "y") is dead, so no run: stepped are "x",
+    // "xx" (8 nodes, below RUN_MIN), "xxx", "xxxx", "xxxxx", "xxxy", "xxy"
+    // and "xy"; the subtrees below a "y" are skipped whole.
+    assert_eq!(stepped(&e, 2), 8);
+}
