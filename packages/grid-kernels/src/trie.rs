@@ -552,6 +552,27 @@ mod tests {
 
     use super::*;
 
+    /// The trie of "a", "ab", "b": root (4 nodes), a (2), ab (1), b (1).
+    fn small() -> Trie {
+        let spellings: [&[u8]; 3] = [b"a", b"ab", b"b"];
+        Trie::new(RawTrie::pack(&spellings, &[false; 3])).unwrap()
+    }
+
+    #[test]
+    fn check_invariants_holds_on_a_packed_trie() {
+        small().check_invariants();
+    }
+
+    #[test]
+    #[should_panic(expected = "subtree of 1 does not tile")]
+    fn check_invariants_finds_a_subtree_that_overruns_its_parent() {
+        // "ab" claiming 2 nodes: "a"'s children end past "a" itself, though
+        // the root's still tile (a 2 + ab 2 would reach b).
+        let mut t = small();
+        t.nodes[2].size = 2;
+        t.check_invariants();
+    }
+
     fn node(edge: u8, size: u32) -> TrieNode {
         TrieNode {
             size,
