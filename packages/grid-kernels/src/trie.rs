@@ -559,6 +559,42 @@ mod tests {
     }
 
     #[test]
+    fn utf8_phases_accept_exactly_the_prefixes_of_valid_utf8() {
+        // Every sequence of up to four bytes from the boundaries of the
+        // UTF-8 ranges: the phase machine reads it through iff the standard
+        // library finds it valid or only cut short (no invalid byte).
+        let bytes = [
+            0x00, 0x41, 0x7F, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xC3, 0xDF,
+            0xE0, 0xE1, 0xEC, 0xED, 0xEE, 0xEF, 0xF0, 0xF1, 0xF3, 0xF4, 0xF5, 0xFF,
+        ];
+        let mut seq = Vec::with_capacity(4);
+        let mut checked = 0;
+        let mut stack: Vec<usize> = vec![0];
+        while let Some(top) = stack.pop() {
+            // `top` encodes the sequence in base 27 (digit 0: no byte).
+            seq.clear();
+            let mut k = top;
+            while k > 0 {
+                seq.push(bytes[k % 27 - 1]);
+                k /= 27;
+            }
+            let phases = seq.iter().try_fold(0, |p, &b| utf8_step(p, b));
+            let std_prefix = match std::str::from_utf8(&seq) {
+                Ok(_) => true,
+                Err(e) => e.error_len().is_none(),
+            };
+            assert_eq!(phases.is_some(), std_prefix, "{seq:02x?}");
+            checked += 1;
+            if seq.len() < 4 {
+                for d in 1..=bytes.len() {
+                    stack.push(top * 27 + d);
+                }
+            }
+        }
+        assert!(checked > 400_000, "{checked}");
+    }
+
+    #[test]
     fn check_invariants_holds_on_a_packed_trie() {
         small().check_invariants();
     }
