@@ -50,7 +50,9 @@ def tests(session: nox.Session) -> None:
     session.run("bash", "scripts/system-deps.sh", external=True)
     session.env["GRID_REQUIRE_POSTGRES"] = "1"  # installed above: a missing server fails
     session.env["GRID_REQUIRE_REDIS"] = "1"  # likewise redis-server
-    pytest(session)
+    # Two workers, a test file to one worker (module fixtures are built once); servers
+    # take free ports in their own directories, so workers never share one.
+    pytest(session, "-n", "2", "--dist", "loadfile")
     session.run("cargo", "test", "--quiet", "--manifest-path", CRATE, external=True)
 
 

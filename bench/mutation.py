@@ -149,7 +149,7 @@ def run_mutmut(
             [sys.executable, "-m", "mutmut", "run", "--max-children", "2"],
             work,
             limit,
-            env={**os.environ, "GRID_KERNELS": "0"},
+            env={**os.environ, "GRID_KERNELS": "0", "GRID_MUTATION": "1"},
             memory=4 << 30,
         )
         meta_file = work / "mutants" / "src" / name / f"{module}.py.meta"
@@ -173,6 +173,7 @@ def run_mutmut(
         ),
         "seconds": round(seconds),
         "survivors": sorted(k for k, v in by_key.items() if v in ("survived", "no tests")),
+        "untested": sorted(k for k, v in by_key.items() if v == "no tests"),
         "timeouts": sorted(k for k, v in by_key.items() if v == "timeout"),
     }
 
@@ -446,10 +447,18 @@ def keep_equivalent(old: dict[str, Any], new: dict[str, Any]) -> None:
     equivalent = {k: v for k, v in old.get("equivalent", {}).items() if k in survivors}
     if not equivalent:
         return
-    checked = new["mutants"] - new.get("no tests", 0) - new.get("not checked", 0)
-    checked -= new.get("unviable", 0)
     new["equivalent"] = dict(sorted(equivalent.items()))
-    new["score without equivalent"] = round(new["killed"] / max(1, checked - len(equivalent)), 3)
+    score_without_equivalent(new)
+
+
+def score_without_equivalent(r: dict[str, Any]) -> None:
+    """Set ``r``'s score without its equivalent survivors: killed / (checked -
+    equivalent), where an equivalent mutant no test reaches (``untested``) is
+    already out of ``checked``."""
+    checked = r["mutants"] - r.get("no tests", 0) - r.get("not checked", 0) - r.get("unviable", 0)
+    untested = set(r.get("untested", ()))
+    counted = sum(1 for k in r.get("equivalent", {}) if k not in untested)
+    r["score without equivalent"] = round(r["killed"] / max(1, checked - counted), 3)
 
 
 @contextlib.contextmanager
@@ -499,7 +508,7 @@ def readme(out: Path) -> None:
         for module, r in sorted(json.loads((out / file).read_text())["modules"].items()):
             skipped = r.get("no tests", r.get("unviable", 0))
             without = r.get("score without equivalent")
-            equivalent = "–" if without is None else f"{min(without, 1.0):.0%}"
+            equivalent = "–" if without is None else f"{without:.0%}"
             lines.append(
                 f"| {tool} | {module} | {r['mutants']} | {r['killed']} | {r['survived']} "
                 f"| {r['timeout']} | {skipped} | {r.get('not checked', 0)} "

@@ -2,16 +2,18 @@
 
 mutmut runs the selected test files in a scratch copy of grid-core, without the
 repository's ``bench/`` directory; ``test_replay_audit.py``'s tamper campaign
-loads a script from there, so that file cannot be selected whole. This module
-collects its other tests (re-exported under the same names), which are the ones
-that drive :func:`grid_core.replay.replay` and :func:`~grid_core.replay.replay_file`,
-then pins what they leave: whole verdicts (every field, every reason), the
-forced-span count of the jump-forward policy, the budget's bound and
-``replay_file``'s anchor and guide.
+loads a script from there, so that file cannot be selected whole. Under
+``bench/mutation.py`` (``GRID_MUTATION=1``) this module collects its other
+tests (re-exported under the same names; the default suite runs them once, in
+their own module), which are the ones that drive :func:`grid_core.replay.replay`
+and :func:`~grid_core.replay.replay_file`; it then pins what they leave: whole
+verdicts (every field, every reason), the forced-span count of the jump-forward
+policy, the budget's bound and ``replay_file``'s anchor and guide.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -26,19 +28,6 @@ from test_replay_audit import (
     drive,
     edited,
     relog,
-    test_chain_failure_is_reported_as_such,
-    test_eos_stop_with_reserve_steps,
-    test_forced_steps_at_singleton_masks_replay,
-    test_forgeries_pass_verify_but_not_replay,
-    test_generated_logs_replay_bit_identical,
-    test_hand_driven_log_replays,
-    test_jump_forward_is_rederived,
-    test_missing_fingerprint_is_named,
-    test_other_artifacts_are_named,
-    test_read_of_replayed_log_matches,
-    test_replay_does_not_depend_on_the_cache,
-    test_replay_verdict_strings,
-    test_reserve_tail_replays_and_guards_sampled_steps,
 )
 from toy import ANALYST, TOY
 
@@ -47,21 +36,23 @@ from grid_core.guide import Engine, GridGuide
 from grid_core.replay import ReplayVerdict, replay, replay_file
 from grid_core.vocab import Vocabulary
 
-__all__ = [
-    "test_chain_failure_is_reported_as_such",
-    "test_eos_stop_with_reserve_steps",
-    "test_forced_steps_at_singleton_masks_replay",
-    "test_forgeries_pass_verify_but_not_replay",
-    "test_generated_logs_replay_bit_identical",
-    "test_hand_driven_log_replays",
-    "test_jump_forward_is_rederived",
-    "test_missing_fingerprint_is_named",
-    "test_other_artifacts_are_named",
-    "test_read_of_replayed_log_matches",
-    "test_replay_does_not_depend_on_the_cache",
-    "test_replay_verdict_strings",
-    "test_reserve_tail_replays_and_guards_sampled_steps",
-]
+if os.environ.get("GRID_MUTATION") == "1":
+    # Under bench/mutation.py only: the default suite runs these in their own module.
+    from test_replay_audit import (  # noqa: F401
+        test_chain_failure_is_reported_as_such,
+        test_eos_stop_with_reserve_steps,
+        test_forced_steps_at_singleton_masks_replay,
+        test_forgeries_pass_verify_but_not_replay,
+        test_generated_logs_replay_bit_identical,
+        test_hand_driven_log_replays,
+        test_jump_forward_is_rederived,
+        test_missing_fingerprint_is_named,
+        test_other_artifacts_are_named,
+        test_read_of_replayed_log_matches,
+        test_replay_does_not_depend_on_the_cache,
+        test_replay_verdict_strings,
+        test_reserve_tail_replays_and_guards_sampled_steps,
+    )
 
 
 def test_whole_verdict_of_a_chain_failure() -> None:
