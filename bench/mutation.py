@@ -454,10 +454,12 @@ def keep_equivalent(old: dict[str, Any], new: dict[str, Any]) -> None:
 def score_without_equivalent(r: dict[str, Any]) -> None:
     """Set ``r``'s score without its equivalent survivors: killed / (checked -
     equivalent), where an equivalent mutant no test reaches (``untested``) is
-    already out of ``checked``."""
+    already out of ``checked``. Names are not unique: a name recorded twice
+    among the survivors is two equivalent mutants."""
     checked = r["mutants"] - r.get("no tests", 0) - r.get("not checked", 0) - r.get("unviable", 0)
     untested = set(r.get("untested", ()))
-    counted = sum(1 for k in r.get("equivalent", {}) if k not in untested)
+    equivalent = r.get("equivalent", {})
+    counted = sum(1 for k in r["survivors"] if k in equivalent and k not in untested)
     r["score without equivalent"] = round(r["killed"] / max(1, checked - counted), 3)
 
 
