@@ -368,22 +368,29 @@ fn rows_of_a_two_word_vocabulary() {
     ));
 }
 
+/// The toy grammar over `words` (ids in order) and EOS, the next id.
+fn toy_over(words: &[&[u8]]) -> Arc<Engine> {
+    let mut all = words.to_vec();
+    all.push(b"<eos>");
+    let mut special = vec![false; all.len()];
+    special[words.len()] = true;
+    let mut raw = RawTrie::pack(&all, &special);
+    raw.eos_ids = vec![words.len() as i32];
+    let t = Trie::new(raw).unwrap();
+    Arc::new(Engine::new(
+        EngineTables::new(common::toy().grammar, Arc::new(t)),
+        Threads::Global,
+        "toy",
+        None,
+    ))
+}
+
 #[test]
 fn a_mask_of_eos_alone_is_a_mask() {
     // The toy grammar over "a", "b" and EOS (no whitespace token): after "ab"
     // nothing but EOS may follow, and that one-bit row is a fill, not an
     // empty mask. With audit off a fill computes no audit fields.
-    let g = common::toy().grammar;
-    let words: [&[u8]; 3] = [b"a", b"b", b"<eos>"];
-    let mut raw = RawTrie::pack(&words, &[false, false, true]);
-    raw.eos_ids = vec![2];
-    let t = Trie::new(raw).unwrap();
-    let engine = Arc::new(Engine::new(
-        EngineTables::new(g, Arc::new(t)),
-        Threads::Global,
-        "toy",
-        None,
-    ));
+    let engine = toy_over(&[b"a", b"b"]);
     let mut s = Session::new(engine, 0, false).unwrap();
     assert_eq!(fill(&mut s), 0b001);
     s.accept_token(0, Kind::Sampled).unwrap();
@@ -403,18 +410,8 @@ fn long_tokens_are_measured_by_their_sum() {
     // A token of 2^16 spaces (WS = " +"): taken twice after "a", the output
     // is 1 + 2^17 bytes, far below the 4 GiB bound on the output's length
     // (output + token), though output x token would pass it.
-    let g = common::toy().grammar;
     let spaces = vec![b' '; 1 << 16];
-    let words: [&[u8]; 4] = [b"a", b"b", &spaces, b"<eos>"];
-    let mut raw = RawTrie::pack(&words, &[false, false, false, true]);
-    raw.eos_ids = vec![3];
-    let t = Trie::new(raw).unwrap();
-    let engine = Arc::new(Engine::new(
-        EngineTables::new(g, Arc::new(t)),
-        Threads::Global,
-        "toy",
-        None,
-    ));
+    let engine = toy_over(&[b"a", b"b", &spaces]);
     let mut s = Session::new(engine, 0, true).unwrap();
     for token in [0, 2, 2, 2, 1, 3] {
         fill(&mut s);

@@ -276,6 +276,40 @@ fn toy_walks_match_the_definition_with_and_without_an_ignored_terminal() {
     assert_eq!(out, WalkOutput::default());
 }
 
+/// Two terminals (0 and 1; bits 1 and 2) over the DFA `trans` (256 entries a
+/// state) with these accept and live sets, and the grammar `start: T0`:
+///
+/// ```text
+/// LALR (columns T0 T1 $END)    GOTO (S)
+/// s0: T0 -> s1                 s0: S -> s2
+/// s1: $END reduce S -> T0
+/// s2: $END accept
+/// ```
+fn start_a(
+    trans: Vec<i32>,
+    accept: Vec<Vec<u64>>,
+    live: Vec<Vec<u64>>,
+) -> grid_kernels::GrammarTables {
+    let raw = grid_kernels::RawGrammar {
+        n_terminals: 2,
+        dfa_trans: trans,
+        dfa_accept: accept,
+        dfa_live: live,
+        action: vec![2, 0, 0, 0, 0, -2, 0, 0, -1],
+        goto: vec![-1, 2, -1, -1, -1, -1],
+        n_nonterminals: 2,
+        rule_lhs: vec![0, 1],
+        rule_len: vec![1, 1],
+        lexicon_children: vec![vec![]],
+        lexicon_prefix_cats: vec![vec![0]],
+        lexicon_word_cats: vec![vec![0]],
+        lexicon_categories: vec![0],
+        pick_order: vec![0, 1],
+        ignored: vec![0],
+    };
+    grid_kernels::GrammarTables::new(raw).unwrap()
+}
+
 /// A grammar whose remainder can be dead while its last accept is still
 /// viable: terminals A = "a", AB = "abc"; `start: A`. After "ab" only AB
 /// can follow (not allowed under {A}), but the accepted "a" can still be
@@ -292,24 +326,11 @@ fn late_accept() -> EngineTables {
     trans[b'a' as usize] = 1;
     trans[256 + b'b' as usize] = 2;
     trans[2 * 256 + b'c' as usize] = 3;
-    let raw = grid_kernels::RawGrammar {
-        n_terminals: 2,
-        dfa_trans: trans,
-        dfa_accept: vec![vec![0], vec![1], vec![0], vec![2]],
-        dfa_live: vec![vec![3], vec![3], vec![2], vec![2]],
-        action: vec![2, 0, 0, 0, 0, -2, 0, 0, -1],
-        goto: vec![-1, 2, -1, -1, -1, -1],
-        n_nonterminals: 2,
-        rule_lhs: vec![0, 1],
-        rule_len: vec![1, 1],
-        lexicon_children: vec![vec![]],
-        lexicon_prefix_cats: vec![vec![0]],
-        lexicon_word_cats: vec![vec![0]],
-        lexicon_categories: vec![0],
-        pick_order: vec![0, 1],
-        ignored: vec![0],
-    };
-    let g = grid_kernels::GrammarTables::new(raw).unwrap();
+    let g = start_a(
+        trans,
+        vec![vec![0], vec![1], vec![0], vec![2]],
+        vec![vec![3], vec![3], vec![2], vec![2]],
+    );
     let words: [&[u8]; 8] = [b"a", b"ab", b"abc", b"abx", b"abxy", b"b", b"x", b"abcx"];
     let t = grid_kernels::Trie::new(grid_kernels::RawTrie::pack(&words, &[false; 8])).unwrap();
     EngineTables::new(std::sync::Arc::new(g), std::sync::Arc::new(t))
@@ -438,10 +459,9 @@ fn counted_run() -> EngineTables {
     for q in 2..6 {
         trans[q * 256 + b'!' as usize] = 6;
     }
-    let raw = grid_kernels::RawGrammar {
-        n_terminals: 2,
-        dfa_trans: trans,
-        dfa_accept: vec![
+    let g = start_a(
+        trans,
+        vec![
             vec![0],
             vec![1],
             vec![0],
@@ -450,7 +470,7 @@ fn counted_run() -> EngineTables {
             vec![0],
             vec![2],
         ],
-        dfa_live: vec![
+        vec![
             vec![3],
             vec![3],
             vec![2],
@@ -459,19 +479,7 @@ fn counted_run() -> EngineTables {
             vec![2],
             vec![2],
         ],
-        action: vec![2, 0, 0, 0, 0, -2, 0, 0, -1],
-        goto: vec![-1, 2, -1, -1, -1, -1],
-        n_nonterminals: 2,
-        rule_lhs: vec![0, 1],
-        rule_len: vec![1, 1],
-        lexicon_children: vec![vec![]],
-        lexicon_prefix_cats: vec![vec![0]],
-        lexicon_word_cats: vec![vec![0]],
-        lexicon_categories: vec![0],
-        pick_order: vec![0, 1],
-        ignored: vec![0],
-    };
-    let g = grid_kernels::GrammarTables::new(raw).unwrap();
+    );
     let mut words: Vec<Vec<u8>> = vec![b"a".to_vec(), b"x".to_vec()];
     for x in b'b'..=b'q' {
         words.push(vec![b'a', x]);
@@ -1082,24 +1090,7 @@ fn fanned() -> EngineTables {
     let mut live = vec![vec![2]; 19];
     live[0] = vec![3];
     live[1] = vec![3];
-    let raw = grid_kernels::RawGrammar {
-        n_terminals: 2,
-        dfa_trans: trans,
-        dfa_accept: accept,
-        dfa_live: live,
-        action: vec![2, 0, 0, 0, 0, -2, 0, 0, -1],
-        goto: vec![-1, 2, -1, -1, -1, -1],
-        n_nonterminals: 2,
-        rule_lhs: vec![0, 1],
-        rule_len: vec![1, 1],
-        lexicon_children: vec![vec![]],
-        lexicon_prefix_cats: vec![vec![0]],
-        lexicon_word_cats: vec![vec![0]],
-        lexicon_categories: vec![0],
-        pick_order: vec![0, 1],
-        ignored: vec![0],
-    };
-    let g = grid_kernels::GrammarTables::new(raw).unwrap();
+    let g = start_a(trans, accept, live);
     g.check_invariants();
     let mut words: Vec<Vec<u8>> = vec![b"a".to_vec(), b"ab".to_vec(), b"abb".to_vec()];
     for d in b'0'..=b'9' {
@@ -1130,24 +1121,11 @@ fn a_run_may_start_on_an_edge_into_the_start_state() {
     trans[2 * 256 + b'x' as usize] = 2;
     trans[2 * 256 + b'y' as usize] = 2;
     trans[2 * 256 + b'b' as usize] = 3;
-    let raw = grid_kernels::RawGrammar {
-        n_terminals: 2,
-        dfa_trans: trans,
-        dfa_accept: vec![vec![0], vec![2], vec![0], vec![1]],
-        dfa_live: vec![vec![3], vec![2], vec![1], vec![1]],
-        action: vec![2, 0, 0, 0, 0, -2, 0, 0, -1],
-        goto: vec![-1, 2, -1, -1, -1, -1],
-        n_nonterminals: 2,
-        rule_lhs: vec![0, 1],
-        rule_len: vec![1, 1],
-        lexicon_children: vec![vec![]],
-        lexicon_prefix_cats: vec![vec![0]],
-        lexicon_word_cats: vec![vec![0]],
-        lexicon_categories: vec![0],
-        pick_order: vec![0, 1],
-        ignored: vec![0],
-    };
-    let g = grid_kernels::GrammarTables::new(raw).unwrap();
+    let g = start_a(
+        trans,
+        vec![vec![0], vec![2], vec![0], vec![1]],
+        vec![vec![3], vec![2], vec![1], vec![1]],
+    );
     g.check_invariants();
     let mut words: Vec<Vec<u8>> = vec![b"x".to_vec()];
     let mut last = vec![b"x".to_vec()];
