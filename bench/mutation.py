@@ -292,76 +292,21 @@ def run_selected(
     return seconds, outcomes
 
 
-def recheck_cargo_mutants(
-    name: str, old: dict[str, Any], limit: float | None, timeout: float = 300
-) -> dict[str, Any]:
-    """Rerun only the survivors (and timeouts) recorded in ``old`` for ``src/<name>.rs``
-    (after new tests were written) and fold the outcome into a copy of ``old``: a
-    survivor now caught counts as killed, one that now times out as timed out. The
-    rest of ``old`` (mutants, unviable, not checked) stands."""
-    wanted = set(old.get("survivors", ())) | set(old.get("timeouts", ()))
-    chosen = [m["name"] for m in listing(name) if mutant_name(m) in wanted]
-    new = {**old, "survivors": list(old.get("survivors", ()))}
-    new["timeouts"] = list(old.get("timeouts", ()))
-    if not chosen:
-        return new
-    seconds, outcomes = run_selected([name], chosen, limit, timeout)
-    fold_recheck(new, [o for o in outcomes.get("outcomes", []) if o["scenario"] != "Baseline"])
-    checked = new["mutants"] - new.get("unviable", 0) - new.get("not checked", 0)
-    new["score"] = round(new["killed"] / max(1, checked), 3)
-    new["seconds"] = old.get("seconds", 0) + round(seconds)
-    new["recheck seconds"] = round(seconds)
-    new["survivors"].sort()
-    new["timeouts"].sort()
-    return new
-
-
-def rest_cargo_mutants(
-    name: str, old: dict[str, Any], limit: float | None, timeout: float = 300
-) -> dict[str, Any]:
-    """Go on with ``src/<name>.rs`` where a limited run recorded in ``old`` stopped:
-    that run tested the mutants in listing order (``--no-shuffle``, one job), so
-    it reached the first ``mutants - not checked`` of today's listing; run only the
-    others (today's tests) and add their outcomes to ``old``'s counts. Valid only
-    while ``src/<name>.rs`` is what ``old`` was run on (same listing)."""
-    mutants = listing(name)
-    assert len(mutants) == old["mutants"], "the listing changed since the recorded run"
-    rest = [m["name"] for m in mutants[old["mutants"] - old["not checked"] :]]
-    new = {**old, "survivors": list(old.get("survivors", ()))}
-    new["timeouts"] = list(old.get("timeouts", ()))
-    if not rest:
-        return new
-    seconds, outcomes = run_selected([name], rest, limit, timeout)
-    done = [o for o in outcomes.get("outcomes", []) if o["scenario"] != "Baseline"]
-    summary = Counter(o["summary"] for o in done)
-    new["killed"] += summary["CaughtMutant"]
-    new["survived"] += summary["MissedMutant"]
-    new["timeout"] += summary["Timeout"]
-    new["unviable"] += summary["Unviable"]
-    new["not checked"] = len(rest) - len(done)
-    for o in done:
-        key = mutant_name(o["scenario"]["Mutant"])
-        if o["summary"] == "MissedMutant":
-            new["survivors"].append(key)
-        elif o["summary"] == "Timeout":
-            new["timeouts"].append(key)
-    checked = new["mutants"] - new["unviable"] - new["not checked"]
-    new["score"] = round(new["killed"] / max(1, checked), 3)
-    new["seconds"] = old.get("seconds", 0) + round(seconds)
-    new["rest seconds"] = round(seconds)
-    new["survivors"].sort()
-    new["timeouts"].sort()
-    return new
-
-
 def together_cargo_mutants(
     plans: dict[str, tuple[str, dict[str, Any]]], limit: float | None, timeout: float = 300
 ) -> dict[str, dict[str, Any]]:
-    """:func:`recheck_cargo_mutants` (mode ``"recheck"``), :func:`rest_cargo_mutants`
-    (mode ``"rest"``) or both (``"rest+recheck"``) of several files in one
-    cargo-mutants run (one baseline build instead of one per file): ``plans``
-    maps a file to its mode and recorded result; returns each file's new result.
-    A recheck here skips the survivors written down as equivalent."""
+    """Go on from recorded cargo-mutants results, several files in one run (one
+    baseline build): ``plans`` maps a file to its mode and recorded result;
+    returns each file's new result.
+
+    - ``"recheck"`` reruns the recorded survivors (less those written down as
+      equivalent) and timeouts after new tests: a survivor now caught counts
+      as killed, one that now times out as timed out (:func:`fold_recheck`);
+    - ``"rest"`` runs the mutants a limited run did not reach: that run tested
+      them in listing order (``--no-shuffle``, one job), so it reached the first
+      ``mutants - not checked`` of today's listing. Valid only while the
+      file's listing is what the recorded run saw;
+    - ``"rest+recheck"`` does both."""
     chosen: dict[str, list[str]] = {}
     rest_count: dict[str, int] = {}
     rest_names: dict[str, set[str]] = {}
@@ -607,12 +552,11 @@ def main() -> None:
             readme(args.out)
         return
     for name in [f for f in args.rust_files.split(",") if f]:
-        if args.rust_recheck:
+        if args.rust_recheck or args.rust_rest:
             old = json.loads((args.out / "cargo-mutants.json").read_text())["modules"][name]
-            result = recheck_cargo_mutants(name, old, args.rust_limit, args.rust_timeout)
-        elif args.rust_rest:
-            old = json.loads((args.out / "cargo-mutants.json").read_text())["modules"][name]
-            result = rest_cargo_mutants(name, old, args.rust_limit, args.rust_timeout)
+            mode = "recheck" if args.rust_recheck else "rest"
+            plan = {name: (mode, old)}
+            result = together_cargo_mutants(plan, args.rust_limit, args.rust_timeout)[name]
         elif args.rust_resume is not None:
             old = json.loads((args.out / "cargo-mutants.json").read_text())["modules"][name]
             result = run_cargo_mutants(
