@@ -49,7 +49,7 @@
 //! cache already keys). The memo holds at most `cap_bytes` of chunks and is
 //! emptied when full.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 
 use crate::cache::{or_words, set_ids};
@@ -57,7 +57,7 @@ use crate::lru::Lru;
 use crate::scanner::{Allowed, Scan};
 use crate::tables::{GrammarTables, NO_NODE};
 use crate::trie::Trie;
-use crate::walk::{WalkOutput, Walker};
+use crate::walk::{WalkOutput, Walker, SUBTREE};
 
 /// Subtrees of fewer trie nodes than this are walked, not memoized.
 pub const MIN_NODES: u32 = 256;
@@ -82,8 +82,10 @@ pub struct Chunk {
     /// The bytes its bitmask takes once made (0: it gets none).
     reserve: usize,
     /// With at least its memo's `bits_min` fixed CI nodes: their token ids
-    /// as bitmask words, made at its first replay in id mode.
+    /// as bitmask words, made at its second replay in id mode.
     bits: OnceLock<Box<[u32]>>,
+    /// It was replayed in id mode once without a bitmask (see [`Chunk::bits`]).
+    seen: AtomicBool,
 }
 
 /// One part of a [`Chunk`], in walk order.
@@ -126,7 +128,14 @@ impl Chunk {
         for p in &parts {
             match p {
                 Part::Out { out, .. } => {
-                    fixed += out.ci.len();
+                    fixed += out
+                        .ci
+                        .iter()
+                        .map(|&n| match n & SUBTREE {
+                            0 => 1,
+                            _ => trie.token_nodes((n & !SUBTREE) as usize).len(),
+                        })
+                        .sum::<usize>();
                     quiet &= out.cd.is_empty();
                 }
                 Part::Sub { chunk, .. } => {
@@ -147,6 +156,7 @@ impl Chunk {
             quiet,
             reserve,
             bits: OnceLock::new(),
+            seen: AtomicBool::new(false),
         }
     }
 
@@ -167,9 +177,15 @@ impl Chunk {
     }
 
     /// The token ids of its fixed CI nodes as bitmask words over `trie`'s
-    /// vocabulary, made on first use; `None` when it gets no bitmask.
+    /// vocabulary; `None` when it gets no bitmask, and at its first use: a
+    /// chunk made by a cold walk and never met again would cost a zeroed
+    /// bitmask and an OR of it on top of setting its ids, so the bitmask is
+    /// made at the second use (the caller sets the ids one by one before).
     pub(crate) fn bits(&self, trie: &Trie) -> Option<&[u32]> {
         if self.reserve == 0 {
+            return None;
+        }
+        if self.bits.get().is_none() && !self.seen.swap(true, Ordering::Relaxed) {
             return None;
         }
         Some(self.bits.get_or_init(|| {
@@ -185,7 +201,11 @@ impl Chunk {
             match p {
                 Part::Out { out, .. } => {
                     for &n in &out.ci {
-                        set_ids(words, trie.ids_at(n as usize));
+                        if n & SUBTREE == 0 {
+                            set_ids(words, trie.ids_at(n as usize));
+                        } else {
+                            set_ids(words, trie.subtree_ids((n & !SUBTREE) as usize));
+                        }
                     }
                 }
                 // A sub-chunk's own bitmask is used if made, not made here.
@@ -393,4 +413,62 @@ fn memo_key(g: &GrammarTables, c: usize, scan: &Scan, a: &Allowed) -> Option<Vec
         key.extend_from_slice(&(w & r).to_le_bytes());
     }
     Some(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trie::RawTrie;
+
+    /// "a", "ab", "b", "ba" with "ab" and "b" also spelled by ids 4 and 5:
+    /// nodes root 0, a 1, ab 2, b 3, ba 4.
+    fn trie() -> Trie {
+        let spellings: [&[u8]; 6] = [b"a", b"ab", b"b", b"ba", b"ab", b"b"];
+        Trie::new(RawTrie::pack(&spellings, &[false; 6])).unwrap()
+    }
+
+    #[test]
+    fn subtree_entries_stand_for_every_token_below() {
+        let t = trie();
+        assert_eq!(t.token_nodes(1), &[1, 2]);
+        let mut sub = t.subtree_ids(1).to_vec();
+        sub.sort_unstable();
+        assert_eq!(sub, vec![0, 1, 4]);
+        // One plain CI node (b) and one subtree entry (a and ab): four ids.
+        let out = WalkOutput {
+            ci: vec![3, SUBTREE | 1],
+            ..WalkOutput::default()
+        };
+        let parts = vec![Part::Out {
+            out,
+            from_v: Vec::new(),
+        }];
+        let chunk = Chunk::new(parts, &t, 4);
+        assert_eq!(chunk.fixed, 3, "nodes b, a, ab");
+        assert_eq!(chunk.reserve, 0, "3 fixed nodes: no bitmask at bits_min 4");
+        let mut words = vec![0u32; t.n_words()];
+        chunk.add_fixed(&t, &mut words);
+        assert_eq!(words, vec![0b11_0111]);
+    }
+
+    #[test]
+    fn the_bitmask_is_made_at_the_second_use() {
+        let t = trie();
+        let out = WalkOutput {
+            ci: vec![SUBTREE],
+            ..WalkOutput::default()
+        };
+        let parts = vec![Part::Out {
+            out,
+            from_v: Vec::new(),
+        }];
+        let chunk = Chunk::new(parts, &t, 1);
+        assert_eq!(chunk.fixed, 4);
+        assert_eq!(chunk.reserve, 4 * t.n_words(), "counted from the start");
+        assert!(chunk.bits(&t).is_none(), "first use: no bitmask");
+        assert!(chunk.bits.get().is_none());
+        let bits = chunk.bits(&t).expect("second use: the bitmask").to_vec();
+        assert_eq!(bits, vec![0b11_1111]);
+        assert_eq!(chunk.bits(&t), Some(&bits[..]), "kept");
+    }
 }

@@ -334,6 +334,14 @@ impl Trie {
         &self.alias_ids[self.alias_offset[node] as usize..self.alias_offset[node + 1] as usize]
     }
 
+    /// Every token id spelled in the subtree at `i` (itself included): one
+    /// slice, since nodes and their alias classes are both in preorder.
+    #[inline]
+    pub fn subtree_ids(&self, i: usize) -> &[u32] {
+        let end = i + self.nodes[i].size as usize;
+        &self.alias_ids[self.alias_offset[i] as usize..self.alias_offset[end] as usize]
+    }
+
     /// The nodes of the subtree at `i` (itself included) that spell a token,
     /// ascending.
     #[inline]

@@ -70,6 +70,13 @@ pub fn nodes_stepped() -> u64 {
     STEPPED.with(std::cell::Cell::get)
 }
 
+/// In the CI nodes of a memo chunk's output (never of a walk's): an entry
+/// with this bit set stands for every token node of the subtree at the rest,
+/// a subtree taken whole ([`Walker::uniform`]). A chunk so keeps one word per
+/// such subtree, and its replay adds the subtree's ids as one slice
+/// ([`Trie::subtree_ids`]).
+pub(crate) const SUBTREE: u32 = 1 << 31;
+
 /// One CD entry: the subtree at `node`, whose bytes emit `terminal` and requeue
 /// `tails[tail_start..tail_end]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,16 +133,23 @@ impl WalkOutput {
         }
     }
 
-    /// Add the tokens at trie nodes `nodes` to the CI part.
-    #[inline]
-    pub(crate) fn extend_ci(&mut self, trie: &Trie, nodes: &[u32]) {
-        match &mut self.ids {
-            Some(set) => {
-                for &n in nodes {
-                    set.add(trie.ids_at(n as usize));
-                }
+    /// Add the CI nodes of a chunk's output (with [`SUBTREE`] entries).
+    pub(crate) fn extend_chunk_ci(&mut self, trie: &Trie, nodes: &[u32]) {
+        for &n in nodes {
+            if n & SUBTREE == 0 {
+                self.push_ci(trie, n);
+            } else {
+                self.add_subtree(trie, (n & !SUBTREE) as usize);
             }
-            None => self.ci.extend_from_slice(nodes),
+        }
+    }
+
+    /// Add every token of the subtree at `node` to the CI part.
+    #[inline]
+    pub(crate) fn add_subtree(&mut self, trie: &Trie, node: usize) {
+        match &mut self.ids {
+            Some(set) => set.add(trie.subtree_ids(node)),
+            None => self.ci.extend_from_slice(trie.token_nodes(node)),
         }
     }
 
@@ -616,7 +630,11 @@ impl<'w> Walker<'w> {
             // record.
             if here.size >= WIDE_MIN && self.uniform(&here, &f.scan) {
                 // Every byte below keeps the (live) state: every token is CI.
-                self.out.extend_ci(self.trie, self.trie.token_nodes(c));
+                if self.build.is_some() {
+                    self.out.ci.push(SUBTREE | c as u32);
+                } else {
+                    self.out.add_subtree(self.trie, c);
+                }
                 continue;
             }
             self.stepped += 1;
@@ -750,8 +768,11 @@ impl<'w> Walker<'w> {
                     }
                 }
             }
-            if states == next {
-                break; // the same set from here on
+            // The same set from here on (compared inline: the sets are a few
+            // words, and a library memcmp per length was a sixth of a cold
+            // walk through a counted string).
+            if states.len() == next.len() && states.iter().zip(next.iter()).all(|(x, y)| x == y) {
+                break;
             }
             std::mem::swap(states, next);
         }
@@ -821,7 +842,7 @@ impl<'w> Walker<'w> {
             match part {
                 Part::Out { out, from_v } => {
                     if with_ci {
-                        self.out.extend_ci(self.trie, &out.ci);
+                        self.out.extend_chunk_ci(self.trie, &out.ci);
                     }
                     for (e, &flag) in out.cd.iter().zip(from_v) {
                         let head = if flag { v } else { &[] };
