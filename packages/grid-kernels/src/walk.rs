@@ -53,7 +53,11 @@ use crate::trie::{Trie, TrieNode, Wide, WIDE_MIN};
 const RUN_MIN: u32 = 16;
 
 /// A run check gives up past this many states reached at one length.
-const RUN_STATES: usize = 8;
+const RUN_STATES: usize = 32;
+
+/// A run check gives up at a state with more successors than this (a trie
+/// of literals: walked, not followed).
+const RUN_SUCC: usize = 64;
 
 thread_local! {
     /// Nodes stepped by this thread's walkers so far (see [`nodes_stepped`]).
@@ -758,7 +762,7 @@ impl<'w> Walker<'w> {
                     return false;
                 }
                 let succ = &g.succ[g.succ_at[s] as usize..g.succ_at[s + 1] as usize];
-                if succ.len() > 2 * RUN_STATES {
+                if succ.len() > RUN_SUCC {
                     return false; // a trie of literals: walked, not followed
                 }
                 for (t, bytes) in succ {

@@ -1014,7 +1014,7 @@ fn runs_are_taken_whole_where_every_path_lives() {
     // with "a" and "x".
     assert_eq!(stepped(&text_run(), 2), 20);
     // fanned under {AB}: "a" is stepped; "ab" (17 nodes) is a run through
-    // state 1, which has 16 successors (the fan-out limit itself).
+    // state 1, which has 16 successors.
     assert_eq!(stepped(&fanned(), 2), 1);
 }
 
@@ -1148,4 +1148,62 @@ fn a_run_may_start_on_an_edge_into_the_start_state() {
     // "xx" (8 nodes, below RUN_MIN), "xxx", "xxxx", "xxxxx", "xxxy", "xxy"
     // and "xy"; the subtrees below a "y" are skipped whole.
     assert_eq!(stepped(&e, 2), 8);
+}
+
+/// The fan bytes of [`fan`]: "b" first, then letters, digits and signs
+/// (neither "a" nor "!").
+fn fan_bytes() -> Vec<u8> {
+    let mut bytes: Vec<u8> = (b'b'..=b'z').chain(b'A'..=b'Z').collect();
+    bytes.extend(b'0'..=b'9');
+    bytes.extend(b"#$%&*+");
+    bytes
+}
+
+/// A = "a", AB = "a" X+ "!" with X any of `n` fan bytes: state 1 (after "a")
+/// has `n` successors, 1 -x_j-> 2 + j, and every state 2 + j -x-> 2 (any
+/// fan byte), -!-> F {AB}. Trie: "a", "ab" and "ab" x_i for the next `k - 1`
+/// fan bytes, so a run check of "ab" (`k` nodes) from state 1 reaches `k`
+/// states after one byte, then state 2 alone.
+fn fan(n: usize, k: usize) -> EngineTables {
+    let bytes = fan_bytes();
+    assert!(k <= n && n <= bytes.len());
+    let f = n + 2;
+    let mut trans = vec![-1; (f + 1) * 256];
+    trans[b'a' as usize] = 1;
+    for (j, &x) in bytes[..n].iter().enumerate() {
+        trans[256 + x as usize] = 2 + j as i32;
+        for q in 2..f {
+            trans[q * 256 + x as usize] = 2;
+            trans[q * 256 + b'!' as usize] = f as i32;
+        }
+    }
+    let mut accept = vec![vec![0]; f + 1];
+    accept[1] = vec![1];
+    accept[f] = vec![2];
+    let mut live = vec![vec![2]; f + 1];
+    live[0] = vec![3];
+    live[1] = vec![3];
+    let g = start_a(trans, accept, live);
+    g.check_invariants();
+    let mut words: Vec<Vec<u8>> = vec![b"a".to_vec(), b"ab".to_vec()];
+    for &x in &bytes[1..k] {
+        words.push(vec![b'a', b'b', x]);
+    }
+    let refs: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+    let t = grid_kernels::Trie::new(grid_kernels::RawTrie::pack(&refs, &vec![false; refs.len()]))
+        .unwrap();
+    assert_eq!(t.node(2).size as usize, k);
+    EngineTables::new(std::sync::Arc::new(g), std::sync::Arc::new(t))
+}
+
+/// A run check follows at most 32 states at one length through states of at
+/// most 64 successors (counted strings beside the literal keys of a JSON
+/// object). Under {AB}, "a" is always stepped; "ab" is a run, or it and its
+/// `k - 1` children are stepped.
+#[test]
+fn run_checks_follow_32_states_of_64_successors() {
+    assert_eq!(stepped(&fan(64, 16), 2), 1, "64 successors");
+    assert_eq!(stepped(&fan(65, 16), 2), 1 + 16, "65 successors");
+    assert_eq!(stepped(&fan(40, 32), 2), 1, "32 states");
+    assert_eq!(stepped(&fan(40, 33), 2), 1 + 33, "33 states");
 }
