@@ -27,6 +27,12 @@ def length(n: int, width: int = 8) -> bytes:
             b"l" + length(4) + b"i" + length(1, 4) + b"7" + b"T"
             + b"i" + length(2, 4) + b"-1" + b"N",
         ),
+        # A list's strs too; a str subclass goes through the general path, alike.
+        (
+            ("ab", type("Name", (str,), {})("é"), 5),
+            b"l" + length(3) + b"s" + length(2) + b"ab" + b"s" + length(2) + "é".encode()
+            + b"i" + length(1, 4) + b"5",
+        ),
         ((1 << 64,), b"l" + length(1) + b"i" + length(20, 4) + str(1 << 64).encode()),
         ([[3]], b"l" + length(1) + b"l" + length(1) + b"i" + length(1, 4) + b"3"),
         ({"a": 1}, b"D" + length(1) + b"s" + length(1) + b"a" + b"i" + length(1, 4) + b"1"),

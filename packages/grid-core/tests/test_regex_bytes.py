@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lark.lexer import PatternRE, PatternStr
 
+from grid_core import regex_bytes
 from grid_core.errors import GrammarError, PatternError
 from grid_core.regex_bytes import (
     ALL_BYTES,
@@ -258,3 +259,64 @@ def test_rejected_construct(pattern: str, reason: str) -> None:
     assert error.terminal == "MY_TERMINAL" and error.pattern == pattern
     assert "MY_TERMINAL" in str(error)
     assert reason in error.reason
+
+
+# -- the literal fast path ------------------------------------------------------------
+
+
+def parsed_program(pattern: str) -> tuple[list[int], list[int], int]:
+    """The program ``re``'s parse tree gives (the path every non-literal takes)."""
+    tree = regex_bytes._parser.parse(pattern)
+    program = regex_bytes._Program("T", pattern, int(tree.getwidth()[1]))
+    program.validate(tree)
+    program.sequence(tree, tree.state.flags)
+    return program.code.tolist(), program.masks, program.max_width
+
+
+def program_of(pattern: str) -> tuple[list[int], list[int], int]:
+    program = regex_bytes._program("T", pattern)
+    return program.code.tolist(), program.masks, program.max_width
+
+
+@pytest.mark.parametrize(
+    ("pattern", "literal"),
+    [
+        ('"name"', '"name"'),
+        (re.escape('"a.b[c]"'), '"a.b[c]"'),
+        (re.escape("x y#z-~"), "x y#z-~"),
+        (r"\\\^\$", "\\^$"),
+        ("caf\xe9", "caf\xe9"),
+        ("a\nb", "a\nb"),
+        # Not plain literals: a metacharacter, an escape with a meaning, a
+        # bracket or brace alone (re reads some as literals; the fast path
+        # leaves them to re), the empty pattern.
+        ("a.b", None),
+        (r"\d", None),
+        (r"\n", None),
+        (r"\x41", None),
+        ("a]", None),
+        ("a}", None),
+        ("(?i)ab", None),
+        ("", None),
+    ],
+)
+def test_plain_literals_are_recognised(pattern: str, literal: str | None) -> None:
+    assert regex_bytes._literal(pattern) == literal
+    if literal is not None:
+        assert re.fullmatch(pattern, literal)
+        assert program_of(pattern) == parsed_program(pattern)
+
+
+LITERAL_TEXT = st.text(alphabet=st.characters(max_codepoint=0xFF), min_size=1, max_size=12)
+
+
+@settings(derandomize=True, deadline=None, max_examples=400)
+@given(text=LITERAL_TEXT, escape=st.booleans())
+def test_literal_programs_are_the_parsed_ones(text: str, escape: bool) -> None:
+    """Any text, escaped as ``re.escape`` does or raw: where the fast path takes
+    it, its program is the one ``re``'s parse tree gives."""
+    pattern = re.escape(text) if escape else text
+    if escape:
+        assert regex_bytes._literal(pattern) == text
+    if regex_bytes._literal(pattern) is not None:
+        assert program_of(pattern) == parsed_program(pattern)

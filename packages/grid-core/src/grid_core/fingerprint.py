@@ -39,9 +39,15 @@ def _encode(obj: Any, out: bytearray) -> None:
     elif isinstance(obj, tuple | list):
         out += b"l" + len(obj).to_bytes(8, "big")
         for item in obj:
-            if type(item) is int:  # the int case inline: tables are long lists of ints
+            # The int and str cases inline (the same bytes as the branches
+            # above): tables are long lists of ints, grammars of names.
+            kind = type(item)
+            if kind is int:
                 body = str(item).encode()
                 out += b"i" + len(body).to_bytes(4, "big") + body
+            elif kind is str:
+                body = item.encode("utf-8")
+                out += b"s" + len(body).to_bytes(8, "big") + body
             else:
                 _encode(item, out)
     elif isinstance(obj, set | frozenset):

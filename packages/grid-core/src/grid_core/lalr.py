@@ -342,17 +342,38 @@ class _Grammar:
         for r, lhs in enumerate(self.lhs):
             self.rules_by_lhs[lhs].append(r)
 
-        # Items: item_base[r] + dot; item_next is the symbol after the dot or -1.
-        self.item_base: list[int] = []
-        self.item_rule: list[int] = []
-        self.item_dot: list[int] = []
-        self.item_next: list[int] = []
+    @functools.cached_property
+    def _items(self) -> tuple[list[int], list[int], list[int], list[int]]:
+        """Items: ``item_base[r] + dot``; ``item_next`` is the symbol after the dot
+        or -1. Built on first use: the native builder needs them only to name the
+        items of a conflict."""
+        base: list[int] = []
+        rule: list[int] = []
+        dot: list[int] = []
+        nxt: list[int] = []
         for r, body in enumerate(self.rhs):
-            self.item_base.append(len(self.item_rule))
+            base.append(len(rule))
             for d in range(len(body) + 1):
-                self.item_rule.append(r)
-                self.item_dot.append(d)
-                self.item_next.append(body[d] if d < len(body) else -1)
+                rule.append(r)
+                dot.append(d)
+                nxt.append(body[d] if d < len(body) else -1)
+        return base, rule, dot, nxt
+
+    @functools.cached_property
+    def item_base(self) -> list[int]:
+        return self._items[0]
+
+    @functools.cached_property
+    def item_rule(self) -> list[int]:
+        return self._items[1]
+
+    @functools.cached_property
+    def item_dot(self) -> list[int]:
+        return self._items[2]
+
+    @functools.cached_property
+    def item_next(self) -> list[int]:
+        return self._items[3]
 
     @functools.cached_property
     def nullable(self) -> list[bool]:

@@ -256,13 +256,7 @@ def _compile(terminal: str, pattern: str) -> ByteNFA:
                 f"character U+{ord(ch):04X} at position {pos} is above U+00FF; "
                 "patterns are read over bytes (latin-1), spell it as UTF-8 bytes",
             )
-    try:
-        tree = _parser.parse(pattern)
-    except re.error as exc:
-        raise PatternError(terminal, pattern, f"not a Python regular expression: {exc}") from None
-    program = _Program(terminal, pattern, int(tree.getwidth()[1]))
-    program.validate(tree)
-    program.sequence(tree, tree.state.flags)
+    program = _program(terminal, pattern)
     from grid_core import kernels  # the kernels module sits above this one
 
     native = kernels.load()
@@ -285,6 +279,43 @@ def _compile(terminal: str, pattern: str) -> ByteNFA:
         mask_rows,
         program.max_width,
     )
+
+
+def _program(terminal: str, pattern: str) -> _Program:
+    """The pattern program of ``pattern``: written directly for a plain literal
+    (:func:`_literal`: the keys and keywords of a grammar, most of its
+    patterns), else from ``re``'s parse tree. Either way the same program:
+    ``re`` parses a plain literal to one ``LITERAL`` per character, under no
+    flag that changes a literal."""
+    literal = _literal(pattern)
+    if literal is not None:
+        program = _Program(terminal, pattern, len(literal))
+        program.code.extend((_SEQ, len(literal)))
+        for ch in literal:
+            program.byte_edge(1 << ord(ch))
+        return program
+    try:
+        tree = _parser.parse(pattern)
+    except re.error as exc:
+        raise PatternError(terminal, pattern, f"not a Python regular expression: {exc}") from None
+    program = _Program(terminal, pattern, int(tree.getwidth()[1]))
+    program.validate(tree)
+    program.sequence(tree, tree.state.flags)
+    return program
+
+
+#: A plain literal: characters that are not special in ``re`` and escapes of
+#: ASCII punctuation, space and the controls ``\t\n\v\f\r`` (what
+#: ``re.escape`` writes), at least one.
+_PLAIN = re.compile(r"(?:[^.^$*+?{}\[\]\\|()]|\\[!-/:-@\[-`{-~ \t-\r])+")
+_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+
+
+def _literal(pattern: str) -> str | None:
+    """The characters ``pattern`` matches when it is a plain literal, else None."""
+    if _PLAIN.fullmatch(pattern) is None:
+        return None
+    return _ESCAPE.sub(r"\1", pattern)
 
 
 def _int32s(data: bytes) -> array.array[int]:
