@@ -487,10 +487,7 @@ fn counted_run() -> EngineTables {
             words.push(vec![b'a', x, y]);
         }
     }
-    let refs: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
-    let t = grid_kernels::Trie::new(grid_kernels::RawTrie::pack(&refs, &vec![false; refs.len()]))
-        .unwrap();
-    EngineTables::new(std::sync::Arc::new(g), std::sync::Arc::new(t))
+    engine_over(g, &words)
 }
 
 #[test]
@@ -615,10 +612,7 @@ fn text_engine(words: &[Vec<u8>]) -> EngineTables {
     };
     let g = grid_kernels::GrammarTables::new(raw).unwrap();
     g.check_invariants();
-    let refs: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
-    let t = grid_kernels::Trie::new(grid_kernels::RawTrie::pack(&refs, &vec![false; refs.len()]))
-        .unwrap();
-    EngineTables::new(std::sync::Arc::new(g), std::sync::Arc::new(t))
+    engine_over(g, words)
 }
 
 #[test]
@@ -808,10 +802,7 @@ fn digit_run() -> EngineTables {
         words.push(vec![b'a', b'f', x]);
         words.push(vec![b'a', b'g', x]);
     }
-    let refs: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
-    let t = grid_kernels::Trie::new(grid_kernels::RawTrie::pack(&refs, &vec![false; refs.len()]))
-        .unwrap();
-    EngineTables::new(std::sync::Arc::new(g), std::sync::Arc::new(t))
+    engine_over(g, &words)
 }
 
 #[test]
@@ -984,6 +975,14 @@ fn requeued_tails_that_emit_or_restart_match_the_definition() {
     }
 }
 
+/// The engine of `g` over a trie of `words` (no special tokens).
+fn engine_over(g: grid_kernels::GrammarTables, words: &[Vec<u8>]) -> EngineTables {
+    let refs: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+    let t = grid_kernels::Trie::new(grid_kernels::RawTrie::pack(&refs, &vec![false; refs.len()]))
+        .unwrap();
+    EngineTables::new(std::sync::Arc::new(g), std::sync::Arc::new(t))
+}
+
 /// The nodes a walk from the root steps (its shortcuts take the rest whole:
 /// [`nodes_stepped`]), after checking its output against the definition.
 fn stepped(e: &EngineTables, allowed: u64) -> u64 {
@@ -1099,11 +1098,9 @@ fn fanned() -> EngineTables {
     for d in b'0'..=b'4' {
         words.push(vec![b'a', b'b', b'b', d]);
     }
-    let refs: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
-    let t = grid_kernels::Trie::new(grid_kernels::RawTrie::pack(&refs, &vec![false; refs.len()]))
-        .unwrap();
-    assert_eq!(t.node(2).size, 17);
-    EngineTables::new(std::sync::Arc::new(g), std::sync::Arc::new(t))
+    let e = engine_over(g, &words);
+    assert_eq!(e.trie.node(2).size, 17);
+    e
 }
 
 /// A = "x"* "y" ["x" "y"]* "b", C = "x"* "a"; `start: A`. Reading "x" leaves
@@ -1137,11 +1134,8 @@ fn a_run_may_start_on_an_edge_into_the_start_state() {
         words.extend(last.iter().cloned());
     }
     words.push(b"xxxxx".to_vec());
-    let refs: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
-    let t = grid_kernels::Trie::new(grid_kernels::RawTrie::pack(&refs, &vec![false; refs.len()]))
-        .unwrap();
-    assert_eq!(t.node(1).size, 16);
-    let e = EngineTables::new(std::sync::Arc::new(g), std::sync::Arc::new(t));
+    let e = engine_over(g, &words);
+    assert_eq!(e.trie.node(1).size, 16);
     // Under {A}: every token lives (a prefix of A), the subtree "x" is one run.
     assert_eq!(stepped(&e, 1), 0);
     // Under {C}: state 2 (after a "y") is dead, so no run: stepped are "x",
@@ -1189,11 +1183,9 @@ fn fan(n: usize, k: usize) -> EngineTables {
     for &x in &bytes[1..k] {
         words.push(vec![b'a', b'b', x]);
     }
-    let refs: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
-    let t = grid_kernels::Trie::new(grid_kernels::RawTrie::pack(&refs, &vec![false; refs.len()]))
-        .unwrap();
-    assert_eq!(t.node(2).size as usize, k);
-    EngineTables::new(std::sync::Arc::new(g), std::sync::Arc::new(t))
+    let e = engine_over(g, &words);
+    assert_eq!(e.trie.node(2).size as usize, k);
+    e
 }
 
 /// A run check follows at most 32 states at one length through states of at
