@@ -36,7 +36,9 @@ many schemas, per-schema outcomes), rewritten after every schema so that a run
 stopped early leaves a labelled partial result. Run: ``nox -s maskbench`` (the
 ``peers`` environment, numpy's and torch's thread pools held to one thread);
 ``--every K`` takes every K-th schema by file name (all sources, in
-proportion), ``--limit N`` the first N of those.
+proportion), ``--limit N`` the first N of those. Each tokenizer runs in a fresh
+process, so a schema's first compile under the second tokenizer finds no
+pattern or grammar memoized by the first (TTFM is a first compile in both).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -328,12 +331,24 @@ def main(argv: list[str] | None = None) -> None:
     unknown = sorted(set(engines) - set(ENGINES))
     if unknown:
         raise SystemExit(f"unknown engines {unknown}: choose from {', '.join(ENGINES)}")
-    for name in args.tokenizers.split(","):
+    tokenizers = [t for t in args.tokenizers.split(",") if t]
+    if len(tokenizers) == 1:
+        name = tokenizers[0]
 
-        def progress(partial: dict[str, Any], name: str = name) -> None:
+        def progress(partial: dict[str, Any]) -> None:
             write(name, partial)
 
         write(name, run(name, files, progress, engines))
+    else:  # each tokenizer in a fresh process: no compile memo carried across
+        for name in tokenizers:
+            part = args.out.with_name(f".{args.out.stem}.{name}.json")
+            child = [sys.executable, __file__, "--tokenizers", name, "--every", str(args.every)]
+            child += ["--engines", args.engines, "--out", str(part)]
+            child += ["--limit", str(args.limit)] if args.limit is not None else []
+            subprocess.run(child, check=True)
+            done = json.loads(part.read_text())
+            write(name, {**done[name], "outcomes": done["meta"]["outcomes"][name]})
+            part.unlink()
     print(json.dumps({k: v for k, v in result.items() if k != "meta"}, indent=1))
 
 

@@ -23,9 +23,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from grid_core import jsonschema as js
+from grid_core import regex_bytes as rx
 from grid_core.compile import compile_grammar
+from grid_core.dfa import union_of_nfas
 from grid_core.errors import GrammarError, LALRConflictError
-from grid_core.grammar import GrammarText, load_grammar
+from grid_core.grammar import GrammarText, lark_regex, load_grammar, read_literal
 from grid_core.jsonschema import (
     ANY_ORDER,
     FORMATS,
@@ -772,3 +775,40 @@ def test_joined_objects_accept_only_valid_json(data: st.DataObject) -> None:
     value = data.draw(st.dictionaries(names, st.sampled_from(["t", 1, None]), max_size=4) | JSON)
     if JOINED_ACCEPTS(compact(value)):
         assert valid(JOINED, value), compact(value)
+
+
+NAME_CHARS = st.sampled_from(list('ab_"\\\n\t/é€😀-]^ ~\x7f\x01'))
+
+
+@settings(derandomize=True, deadline=None, max_examples=150)
+@given(
+    names=st.lists(st.text(NAME_CHARS, max_size=4), min_size=1, max_size=5, unique=True),
+    other=st.text(NAME_CHARS, max_size=5),
+)
+def test_undeclared_key_patterns_are_written_with_their_programs(
+    names: list[str], other: str
+) -> None:
+    """The key of an extra member (:func:`_not_one_of`) is written as a tree:
+    spelled leaf by leaf it is what lark writes and reads back from its whole
+    text, its program has that text's language, and that language holds the
+    JSON spelling of no name and of every other ASCII string."""
+    written = js._quoted(js._not_one_of(names))
+    lark = f"/{lark_regex(written.text)}/"
+    assert f"/{written.render(lark_regex)}/" == lark
+    pattern = written.render(js._read_back)
+    assert pattern == read_literal(lark)
+    rx._compiled.pop(pattern, None)
+    rx.remember(pattern, written)
+    nfa = rx.compile_pattern("KEY", pattern)
+    for s in [*names, other]:
+        spelled = json.dumps(s, ensure_ascii=False).encode()
+        # never a name; every other string of printable ASCII and short escapes
+        # (a control character without one, DEL, and a multi-byte character
+        # beside a name's are narrowed away where they leave the names' paths)
+        plain = all(c in "\b\f\n\r\t" or " " <= c < "\x7f" for c in s)
+        accepted = nfa.fullmatch(spelled)
+        assert not (accepted and s in names), s
+        assert accepted or s in names or not plain, s
+    rx._compiled.pop(pattern, None)
+    parsed = rx.compile_pattern("KEY", pattern)
+    assert union_of_nfas(["K"], [nfa]).fingerprint == union_of_nfas(["K"], [parsed]).fingerprint

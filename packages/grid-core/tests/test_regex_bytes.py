@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from lark.lexer import PatternRE, PatternStr
 
 from grid_core import regex_bytes
+from grid_core.dfa import union_of_nfas
 from grid_core.errors import GrammarError, PatternError
 from grid_core.regex_bytes import (
     ALL_BYTES,
@@ -320,3 +321,72 @@ def test_literal_programs_are_the_parsed_ones(text: str, escape: bool) -> None:
         assert regex_bytes._literal(pattern) == text
     if regex_bytes._literal(pattern) is not None:
         assert program_of(pattern) == parsed_program(pattern)
+
+
+# -- written patterns: a generator's program beside its text --------------------
+
+
+def _class_text(mask: int) -> str:
+    """A class ``[...]`` of the bytes of ``mask``, each as ``\\xNN``."""
+    return "[" + "".join(f"\\x{b:02x}" for b in range(256) if mask >> b & 1) + "]"
+
+
+_PIECES = ["[0-9]", "ab|c", "(?:x|yz)+", r"\\n|\\\x22", "[\xc2-\xdf][\x80-\xbf]"]
+
+
+def _written() -> st.SearchStrategy[regex_bytes.Written]:
+    """Written regexes: every leaf kind under every combinator, nested."""
+    leaves = st.one_of(
+        st.integers(1, (1 << 256) - 1).map(lambda m: regex_bytes.chars(m, _class_text(m))),
+        st.text(LATIN1, min_size=0, max_size=4).map(regex_bytes.literal),
+        st.sampled_from(_PIECES).map(regex_bytes.parsed),
+    )
+    return st.recursive(
+        leaves,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3).map(lambda ps: regex_bytes.seq(*ps)),
+            st.lists(inner, max_size=3).map(lambda ps: regex_bytes.alt(*ps)),
+            inner.map(regex_bytes.star),
+        ),
+        max_leaves=8,
+    )
+
+
+def _outcome(pattern: str, written: regex_bytes.Written | None) -> tuple[str, int | str]:
+    """The union DFA's fingerprint and the NFA's width, or the refusal, of
+    ``pattern`` compiled afresh, from ``written``'s program where given."""
+    with regex_bytes._compiled_lock:
+        regex_bytes._compiled.pop(pattern, None)
+        regex_bytes._written.pop(pattern, None)
+    if written is not None:
+        regex_bytes.remember(pattern, written)
+    try:
+        nfa = compile_pattern("W", pattern)
+    except PatternError as e:
+        return ("refused", e.reason)
+    finally:
+        with regex_bytes._compiled_lock:
+            regex_bytes._compiled.pop(pattern, None)
+    return (union_of_nfas(["W"], [nfa]).fingerprint, nfa.max_width)
+
+
+@settings(derandomize=True, deadline=None, max_examples=300)
+@given(written=_written())
+def test_written_programs_mean_their_text(written: regex_bytes.Written) -> None:
+    """A written regex's program has its text's language (the same minimal DFA,
+    the same refusal) and its width is ``re``'s; rendered leaf by leaf with
+    the identity, it is its text."""
+    text = written.text
+    assert written.render(lambda leaf: leaf) == text
+    assert _outcome(text, written) == _outcome(text, None)
+
+
+def test_written_spellings() -> None:
+    r = regex_bytes
+    word = r.alt(r.literal("a.b"), r.seq(), r.chars(1 << 0x61, "a"))
+    assert word.text == r"(?:a\.b||a)"
+    assert r.star(word).text == r"(?:a\.b||a)*"
+    assert r.star(r.literal("ab")).text == "(?:ab)*"
+    assert r.star(r.chars(6, r"[\x01\x02]")).text == r"[\x01\x02]*"
+    assert r.alt().text == ""
+    assert word.render(str.upper) == r"(?:A\.B||A)"

@@ -26,7 +26,7 @@ sentence", so masks never lead to dead ends.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
@@ -343,7 +343,9 @@ class GrammarText(str):
     other reader.
 
     Built from BNF: ``terminals`` as ``(name, lark spelling)`` in definition
-    order, ``rules`` as ``(name, alternatives, alias)`` with ``start`` first.
+    order, ``rules`` as ``(name, alternatives, alias)`` with ``start`` first;
+    ``patterns``: for some spellings, the pattern lark reads them to, when the
+    writer spelled both at once (:meth:`~grid_core.regex_bytes.Written.render`).
     :meth:`ir` does what lark's ``Grammar.compile`` does to such text: patterns
     read as lark reads its literals, an alternative written twice kept once,
     unused rules dropped (``test_jsonschema`` checks the result equal to lark's
@@ -352,20 +354,24 @@ class GrammarText(str):
 
     terminals: tuple[tuple[str, str], ...]
     rules: tuple[tuple[str, tuple[tuple[str, ...], ...], str | None], ...]
+    patterns: Mapping[str, str]
 
     def __new__(
         cls,
         text: str,
         terminals: tuple[tuple[str, str], ...],
         rules: tuple[tuple[str, tuple[tuple[str, ...], ...], str | None], ...],
+        patterns: Mapping[str, str] | None = None,
     ) -> GrammarText:
         self = super().__new__(cls, text)
-        self.terminals, self.rules = terminals, rules
+        self.terminals, self.rules, self.patterns = terminals, rules, patterns or {}
         return self
 
     def ir(self, name: str) -> Grammar:
         """The grammar ``load_grammar(str(self), name)`` returns."""
-        terminals = tuple(_terminal(n, spelling) for n, spelling in self.terminals)
+        terminals = tuple(
+            _terminal(n, spelling, self.patterns.get(spelling)) for n, spelling in self.terminals
+        )
         rules: list[Rule] = []
         for origin, alternatives, alias in self.rules:
             for alt in dict.fromkeys(alternatives):  # lark keeps one of equal alternatives
@@ -382,13 +388,16 @@ class GrammarText(str):
         return grammar
 
 
-def _terminal(name: str, spelling: str) -> Terminal:
-    """A terminal as lark reads ``NAME: spelling`` (a ``"..."`` or ``/.../`` literal, no flags)."""
-    return Terminal(name, _read_literal(spelling), 0, False, spelling[0] == '"')
+def _terminal(name: str, spelling: str, pattern: str | None = None) -> Terminal:
+    """A terminal as lark reads ``NAME: spelling`` (a ``"..."`` or ``/.../`` literal,
+    no flags); ``pattern``: that reading, where the caller has it."""
+    if pattern is None:
+        pattern = read_literal(spelling)
+    return Terminal(name, pattern, 0, False, spelling[0] == '"')
 
 
 @lru_cache(maxsize=4096)
-def _read_literal(spelling: str) -> str:
+def read_literal(spelling: str) -> str:
     """The pattern lark reads a ``"..."`` or ``/.../`` literal (no flags) to."""
     body: str = eval_escaping(spelling[1:-1])  # type: ignore[no-untyped-call]
     if spelling[0] == '"':

@@ -86,8 +86,9 @@ from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
+from grid_core import regex_bytes as rx
 from grid_core.errors import GrammarError
-from grid_core.grammar import GrammarText, lark_literal, lark_regex
+from grid_core.grammar import GrammarText, lark_literal, lark_regex, read_literal
 from grid_core.regex_bytes import compile_pattern
 
 __all__ = [
@@ -123,6 +124,7 @@ class _NoInstance(SchemaError):
 
 SAFE = r"[ !#-\[\]-~]"
 """Printable ASCII but ``"`` and ``\\``: a character that is its own JSON spelling."""
+_SAFE_BYTES = sum(1 << b for b in range(0x20, 0x7F)) & ~(1 << ord('"') | 1 << ord("\\"))
 _HEX = "[0-9a-fA-F]"
 _ESCAPE = r'\\(?:["\\/bfnrt]|u(?:[0-9a-cA-CeEfF][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}))'
 _UTF8 = (
@@ -235,6 +237,7 @@ class _Builder:
         self.rules: dict[str, list[list[str]]] = {}
         self.aliases: dict[str, str] = {}  # rule name -> the alias of its alternatives
         self.terminals: dict[str, str] = {}  # lark spelling -> name
+        self.patterns: dict[str, str] = {}  # lark spelling -> its reading (written ones)
         self.ws = whitespace
         self.counter = 0
         self._wrapped: dict[tuple[str, str], str] = {}
@@ -284,8 +287,17 @@ class _Builder:
         """A terminal for fixed bytes."""
         return self.token(lark_literal(re.escape(text.decode("latin-1"))))
 
-    def regex(self, pattern: str) -> str:
-        return self.token(f"/{lark_regex(pattern)}/")
+    def regex(self, pattern: str | rx.Written) -> str:
+        """A terminal for ``pattern``. A written one is spelled leaf by leaf, as
+        lark writes it and as lark reads it back (each leaf's spelling memoized),
+        and compiled from its program."""
+        if not isinstance(pattern, rx.Written):
+            return self.token(f"/{lark_regex(pattern)}/")
+        spelling = f"/{pattern.render(lark_regex)}/"
+        if spelling not in self.patterns:
+            self.patterns[spelling] = read = pattern.render(_read_back)
+            rx.remember(read, pattern)
+        return self.token(spelling)
 
     def punct(self, char: str) -> str:
         """A bracket, comma or colon with the whitespace run on its open side."""
@@ -317,7 +329,7 @@ class _Builder:
             ),
         )
         terminals = tuple((name, spelling) for spelling, name in self.terminals.items())
-        return GrammarText("\n".join(lines) + "\n", terminals, rules)
+        return GrammarText("\n".join(lines) + "\n", terminals, rules, self.patterns)
 
 
 class _Compiler:
@@ -670,7 +682,7 @@ class _Compiler:
         extra_member = None
         loop = self.b.rule([[]])
         if extra_value is not None:
-            key = self.b.wrap(self.b.regex(f'"{_not_one_of(names)}"'), KEY)
+            key = self.b.wrap(self.b.regex(_quoted(_not_one_of(names))), KEY)
             extra_member = self.b.rule([[key, colon, self.b.wrap(extra_value, VALUE)]])
             loop = self.b.rule([[comma, extra_member, _SELF], []])
         after: dict[frozenset[str], str] = {}
@@ -1008,7 +1020,7 @@ class _Compiler:
         # kinds: additionalProperties, or one per patternProperties pattern.
         kinds = []
         if extra not in (None, False):
-            key = self.b.wrap(self.b.regex(f'"{_not_one_of(names + forbidden)}"'), KEY)
+            key = self.b.wrap(self.b.regex(_quoted(_not_one_of(names + forbidden))), KEY)
             try:
                 value = self.value(extra, _ptr(pointer, "additionalProperties"))
                 kinds.append([key, colon, self.b.wrap(value, VALUE)])
@@ -1654,8 +1666,21 @@ _SHORT_ESCAPES = {
 }
 
 
-def _not_one_of(names: Sequence[str]) -> str:
-    """JSON string contents that decode to none of ``names``, as a regex.
+def _read_back(leaf: str) -> str:
+    """The pattern lark reads ``leaf`` (a piece of a regex) back to from its spelling."""
+    return read_literal(f"/{lark_regex(leaf)}/")
+
+
+def _quoted(contents: rx.Written) -> rx.Written:
+    """A JSON string of ``contents``: ``"contents"``."""
+    return rx.seq(rx.literal('"'), contents, rx.literal('"'))
+
+
+def _not_one_of(names: Sequence[str]) -> rx.Written:
+    """JSON string contents that decode to none of ``names``, as a regex written
+    with its pattern program (:class:`~grid_core.regex_bytes.Written`: the text
+    of a few hundred names runs to thousands of characters, which ``re`` would
+    parse back one at a time).
 
     The contents are written without ``\\u`` and ``\\/`` escapes, so every
     string has one spelling. A trie of the names, character by character: at
@@ -1670,44 +1695,54 @@ def _not_one_of(names: Sequence[str]) -> str:
         for ch in n:
             node = node.setdefault(ch, {})
         node[""] = {}
-    escapes = "|".join(re.escape(e) for e in _SHORT_ESCAPES.values())
-    free = f"(?:{SAFE}|{escapes}|{_UTF8})*"
+    escapes = [rx.literal(e) for e in _SHORT_ESCAPES.values()]
+    free = rx.star(rx.alt(rx.parsed(SAFE), *escapes, rx.parsed(_UTF8)))
 
-    def spelled(k: str) -> str:
-        return re.escape(json.dumps(k, ensure_ascii=False)[1:-1].encode().decode("latin-1"))
+    spellings: dict[str, rx.Written] = {}
 
-    def reaching(node: dict[str, Any], keep: Callable[[dict[str, Any]], bool]) -> str | None:
+    def spelled(k: str) -> rx.Written:
+        found = spellings.get(k)
+        if found is None:
+            json_spelling = json.dumps(k, ensure_ascii=False)[1:-1]
+            found = spellings[k] = rx.literal(json_spelling.encode().decode("latin-1"))
+        return found
+
+    def reaching(node: dict[str, Any], keep: Callable[[dict[str, Any]], bool]) -> rx.Written | None:
         """The paths from ``node`` to the nodes ``keep`` holds for (None: none)."""
-        alts = [""] if keep(node) else []
+        alts = [rx.seq()] if keep(node) else []
         for k, child in node.items():
             if k and (tail := reaching(child, keep)) is not None:
-                alts.append(spelled(k) + tail)
-        return "(?:" + "|".join(alts) + ")" if alts else None
+                alts.append(rx.seq(spelled(k), tail))
+        return rx.alt(*alts) if alts else None
 
     def escaped_kid(node: dict[str, Any]) -> bool:
         return any(k in _SHORT_ESCAPES for k in node if k)
 
-    def exits(node: dict[str, Any]) -> str:
+    def exits(node: dict[str, Any]) -> rx.Written:
         """A path in the trie from ``node``, then one character no child continues:
         the exits that depend on the node (a printable ASCII character, and an
         escape where a child is an escaped character)."""
         kids = [k for k in node if k]
-        safe_kids = "".join(re.escape(k) for k in kids if " " <= k <= "~")
-        alts = [f'[^\\x00-\\x1f"\\\\\\x7f-\\xff{safe_kids}]']
+        safe_kids = "".join(k for k in kids if " " <= k <= "~")
+        other = rx.chars(
+            _SAFE_BYTES & ~sum(1 << ord(k) for k in set(safe_kids)),
+            f'[^\\x00-\\x1f"\\\\\\x7f-\\xff{"".join(map(re.escape, safe_kids))}]',
+        )
+        alts = [other]
         if escaped_kid(node):
-            alts += [re.escape(e) for c, e in _SHORT_ESCAPES.items() if c not in kids]
-        alts += [spelled(k) + exits(node[k]) for k in kids]
-        return "(?:" + "|".join(alts) + ")"
+            alts += [rx.literal(e) for c, e in _SHORT_ESCAPES.items() if c not in kids]
+        alts += [rx.seq(spelled(k), exits(node[k])) for k in kids]
+        return rx.alt(*alts)
 
     # The exits every node shares are written once, after the paths that reach
     # the nodes taking them: any escape (where no child is an escaped
     # character) and any multi-byte character (where every child is ASCII).
     leave = [exits(trie)]
     if (path := reaching(trie, lambda node: not escaped_kid(node))) is not None:
-        leave.append(path + "(?:" + escapes + ")")
+        leave.append(rx.seq(path, rx.alt(*escapes)))
     if (path := reaching(trie, lambda node: all(k < "\x80" for k in node if k))) is not None:
-        leave.append(path + "(?:" + _UTF8 + ")")
-    leaving = "(?:" + "|".join(leave) + ")"
+        leave.append(rx.seq(path, rx.alt(rx.parsed(_UTF8))))
+    leaving = rx.alt(*leave)
 
     left = reaching(trie, lambda node: "" not in node)  # a prefix of names, not a name
-    return f"(?:{left}|{leaving}{free})" if left is not None else f"{leaving}{free}"
+    return rx.seq(leaving, free) if left is None else rx.alt(left, rx.seq(leaving, free))

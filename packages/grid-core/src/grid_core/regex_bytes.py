@@ -9,7 +9,10 @@ Semantics (normative):
 - A pattern is Python ``re`` syntax, as lark's ``PatternStr.to_regexp()`` and
   ``PatternRE.to_regexp()`` write it (flags as scoped groups, ``(?i:select)``).
   It is parsed by the standard library's own parser (``re._parser``, formerly
-  ``sre_parse``), never by hand, so the syntax is exactly Python's.
+  ``sre_parse``), never by hand, so the syntax is exactly Python's. Two
+  shortcuts give the same language without the parse: a plain literal, and a
+  pattern a generator wrote as a tree beside its text (:class:`Written`,
+  handed over by :func:`remember`: the keys of JSON objects).
 - The pattern is read over the latin-1 view of bytes: one character is one byte
   0..255, so R_t is a set of byte strings. A character above U+00FF anywhere in
   the pattern (literally or through an escape) is a :class:`PatternError`.
@@ -60,9 +63,9 @@ import re
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any
 
 from grid_core.errors import PatternError
@@ -78,8 +81,16 @@ __all__ = [
     "ALL_BYTES",
     "MAX_NFA_STATES",
     "ByteNFA",
+    "Written",
+    "alt",
     "byteset",
+    "chars",
     "compile_pattern",
+    "literal",
+    "parsed",
+    "remember",
+    "seq",
+    "star",
 ]
 
 #: Upper bound on the states of one pattern's NFA (before trimming).
@@ -282,11 +293,18 @@ def _compile(terminal: str, pattern: str) -> ByteNFA:
 
 
 def _program(terminal: str, pattern: str) -> _Program:
-    """The pattern program of ``pattern``: written directly for a plain literal
-    (:func:`_literal`: the keys and keywords of a grammar, most of its
-    patterns), else from ``re``'s parse tree. Either way the same program:
-    ``re`` parses a plain literal to one ``LITERAL`` per character, under no
-    flag that changes a literal."""
+    """The pattern program of ``pattern``: the one its generator wrote with it
+    (:func:`remember`), written directly for a plain literal (:func:`_literal`:
+    the keys and keywords of a grammar, most of its patterns), else from
+    ``re``'s parse tree. A plain literal's is the same program: ``re`` parses it
+    to one ``LITERAL`` per character, under no flag that changes a literal. A
+    remembered one has the same language, hence the same minimal union DFA."""
+    with _compiled_lock:
+        written = _written.get(pattern)
+    if written is not None:
+        program = _Program(terminal, pattern, written.max_width)
+        written.sequence(program)
+        return program
     literal = _literal(pattern)
     if literal is not None:
         program = _Program(terminal, pattern, len(literal))
@@ -309,6 +327,191 @@ def _program(terminal: str, pattern: str) -> _Program:
 #: ``re.escape`` writes), at least one.
 _PLAIN = re.compile(r"(?:[^.^$*+?{}\[\]\\|()]|\\[!-/:-@\[-`{-~ \t-\r])+")
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+
+
+class Written:
+    """A regex written as the nodes of its pattern program, with its text spelled
+    on demand (:meth:`render`), so that a generated pattern (thousands of
+    characters: the keys an object does not declare, written as a trie) is
+    neither parsed back character by character nor copied at every level of
+    its nesting.
+
+    Build one with :func:`chars`, :func:`literal`, :func:`parsed`, :func:`seq`,
+    :func:`alt` and :func:`star`; each says how it is spelled. Obligation of the
+    writer (held by ``tests/test_regex_bytes.py``): the program's language is
+    the text's (:func:`chars` is the one leaf whose two spellings are given
+    separately).
+    """
+
+    __slots__ = ("arg", "kind")
+
+    def __init__(self, kind: int, arg: Any) -> None:
+        self.kind = kind
+        self.arg = arg
+
+    @property
+    def max_width(self) -> int:
+        """``re``'s ``getwidth`` maximum of the text."""
+        kind, arg = self.kind, self.arg
+        if kind == _W_LEAF:
+            how, _, value = arg
+            if how == _W_CHARS:
+                return 1
+            return len(value) if how == _W_LITERAL else int(value.getwidth()[1])
+        parts: tuple[Written, ...] = arg
+        if kind == _W_SEQ:
+            return min(sum(p.max_width for p in parts), _UNBOUNDED)
+        if kind == _W_ALT:
+            return max(p.max_width for p in parts)
+        part: Written = arg
+        return _UNBOUNDED if part.max_width else 0
+
+    @property
+    def text(self) -> str:
+        """The regex in ``re`` syntax."""
+        return self.render(_same)
+
+    def render(self, leaf: Callable[[str], str]) -> str:
+        """The text with every leaf's spelling ``s`` written ``leaf(s)`` (the
+        groups, bars and stars between them as they are): how a caller respells
+        a long pattern from a few memoized leaves (as lark writes it, as lark
+        reads it back) without scanning it whole."""
+        out: list[str] = []
+        self._render(out, leaf, False)
+        return "".join(out)
+
+    def _render(self, out: list[str], leaf: Callable[[str], str], in_seq: bool) -> None:
+        """Append the spelling; ``in_seq``: inside a sequence, where a parsed
+        leaf (which may be a bare alternation) is grouped."""
+        kind, arg = self.kind, self.arg
+        if kind == _W_LEAF:
+            if in_seq and arg[0] == _W_PARSED:
+                out.extend(("(?:", leaf(arg[1]), ")"))
+            else:
+                out.append(leaf(arg[1]))
+        elif kind == _W_SEQ:
+            for part in arg:
+                part._render(out, leaf, True)
+        elif kind == _W_ALT:
+            out.append("(?:")
+            for i, part in enumerate(arg):
+                if i:
+                    out.append("|")
+                part._render(out, leaf, False)
+            out.append(")")
+        else:
+            atom = arg.kind == _W_ALT or (arg.kind == _W_LEAF and arg.arg[0] == _W_CHARS)
+            if not atom:
+                out.append("(?:")
+            arg._render(out, leaf, False)
+            out.append("*" if atom else ")*")
+
+    def node(self, program: _Program) -> None:
+        """Write this regex as one node of ``program``."""
+        kind, arg = self.kind, self.arg
+        if kind == _W_LEAF:
+            how, _, value = arg
+            if how == _W_CHARS:
+                program.byte_edge(value)
+            elif how == _W_LITERAL:
+                program.code.extend((_SEQ, len(value)))
+                for ch in value:
+                    program.byte_edge(1 << ord(ch))
+            else:
+                program.sequence(value, value.state.flags)
+        elif kind == _W_SEQ:
+            program.code.extend((_SEQ, len(arg)))
+            for part in arg:
+                part.node(program)
+        elif kind == _W_ALT:
+            program.code.extend((_BRANCH, len(arg)))
+            for part in arg:
+                part.sequence(program)
+        else:
+            program.code.extend((_REPEAT, 0, -1))
+            arg.sequence(program)
+
+    def sequence(self, program: _Program) -> None:
+        """Write this regex as a ``SEQ`` (what a program, an alternative and a
+        repeated part are)."""
+        if self.kind == _W_SEQ or (self.kind == _W_LEAF and self.arg[0] != _W_CHARS):
+            self.node(program)
+        else:
+            program.code.extend((_SEQ, 1))
+            self.node(program)
+
+
+# Written node kinds, and the kinds of leaf (arg: (how, spelling, value)).
+_W_LEAF, _W_SEQ, _W_ALT, _W_STAR = range(4)
+_W_CHARS, _W_LITERAL, _W_PARSED = range(3)
+
+
+def _same(text: str) -> str:
+    return text
+
+
+_UNBOUNDED = int(_parser.parse("a*").getwidth()[1])
+"""``re``'s maximum width of an unbounded pattern (the version's ``MAXWIDTH``)."""
+
+
+def chars(mask: int, text: str) -> Written:
+    """One byte of the set ``mask``, spelled ``text`` (a class or an escape)."""
+    return Written(_W_LEAF, (_W_CHARS, text, mask))
+
+
+def literal(chars_: str) -> Written:
+    """The latin-1 characters ``chars_`` in turn, spelled ``re.escape(chars_)``."""
+    return Written(_W_LEAF, (_W_LITERAL, re.escape(chars_), chars_))
+
+
+def parsed(text: str) -> Written:
+    """``text`` as ``re`` parses it (once: for the constant pieces of a generator),
+    spelled ``text``, or ``(?:text)`` inside a sequence."""
+    return Written(_W_LEAF, (_W_PARSED, text, _parsed(text)))
+
+
+@lru_cache(maxsize=64)
+def _parsed(text: str) -> Any:
+    tree = _parser.parse(text)
+    _Program("", text, 0).validate(tree)
+    return tree
+
+
+def seq(*parts: Written) -> Written:
+    """The parts in turn, spelled one after the other."""
+    return Written(_W_SEQ, parts)
+
+
+def alt(*parts: Written) -> Written:
+    """One of the parts, spelled ``(?:a|b|...)``; no parts is the empty string
+    (spelled ``""``), which is also how :func:`seq` of no parts is spelled."""
+    if not parts:
+        return seq()
+    return Written(_W_ALT, parts)
+
+
+def star(part: Written) -> Written:
+    """``part`` any number of times, spelled ``part*`` where ``part`` is one atom
+    (a :func:`chars` or an :func:`alt`), else ``(?:part)*``."""
+    return Written(_W_STAR, part)
+
+
+def remember(pattern: str, written: Written) -> None:
+    """Compile ``pattern`` from ``written``'s program instead of parsing it.
+
+    Precondition: ``pattern`` has ``written``'s language (it is ``written.text``,
+    or what lark reads back from it). Kept like compiled patterns (the
+    :data:`PATTERN_CACHE` most recent)."""
+    with _compiled_lock:
+        if pattern in _compiled:
+            return
+        _written[pattern] = written
+        _written.move_to_end(pattern)
+        while len(_written) > PATTERN_CACHE:
+            _written.popitem(last=False)
+
+
+_written: OrderedDict[str, Written] = OrderedDict()
 
 
 def _literal(pattern: str) -> str | None:
