@@ -23,7 +23,7 @@ miss costs before and after moving it into Rust:
    ``guide_on``, the headline). One warm serving step = ``fill_next_token_bitmask``
    then ``accept_token``, timed per token with ``perf_counter_ns`` (the GC off
    during a pass). After each audited replay its records are read once
-   (native ``records()``; the guide's ``audit_log()``), timed and divided by
+   (native ``audit_lines()``; the guide's ``audit_log()``), timed and divided by
    its steps. Audit's cost per warm step = (``guide_on`` p50 - ``guide_off``
    p50) + the ``audit_log()`` read per step. Targets: ``guide_on`` p50 under
    5 us; audit's cost at most 0.5 us per step (issue #13). The Python
@@ -171,8 +171,8 @@ def warm_audit(engine: Engine, seqs: list[list[int]], passes: int) -> dict[str, 
     guide (``engine.guide(audit=...)``, what the adapters call). The four variants
     replay each sequence in turn (the order rotating), so that they share the
     host's load. After each audited replay the records are read once: the native
-    ``records()`` and the guide's ``audit_log()`` (records into ``AuditLog``, the
-    links checked), timed and divided by the replay's steps."""
+    ``audit_lines()`` and the guide's ``audit_log()`` (the lines into an
+    ``AuditLog``, parsed on first use), timed and divided by the replay's steps."""
     row = array.array("i", bytes(4 * engine.n_words))
     out: dict[str, Any] = {v: [] for v in VARIANTS}
     out |= {f"{v}_fill": [] for v in VARIANTS} | {f"{v}_accept": [] for v in VARIANTS}
@@ -208,9 +208,9 @@ def warm_audit(engine: Engine, seqs: list[list[int]], passes: int) -> dict[str, 
                             out["not_row"] += 1
                     if v == "native_on":
                         t0 = clock()
-                        records = g.records()
+                        lines, _head = g.audit_lines()
                         us = (clock() - t0) / 1e3
-                        assert len(records) == len(seq)
+                        assert lines.count("\n") + 1 == len(seq)
                         out["records_us_per_step"].append(us / len(seq))
                         records_total[0] += us
                         records_total[1] += len(seq)
@@ -218,7 +218,7 @@ def warm_audit(engine: Engine, seqs: list[list[int]], passes: int) -> dict[str, 
                         t0 = clock()
                         log = g.audit_log()
                         us = (clock() - t0) / 1e3
-                        assert len(log.records) == len(seq)
+                        assert len(log) == len(seq)
                         out["audit_log_us_per_step"].append(us / len(seq))
                         audit_log_total[0] += us
                         audit_log_total[1] += len(seq)
@@ -408,7 +408,7 @@ def run_vocab(name: str, grammar: Grammar, args: argparse.Namespace) -> dict[str
     # Audit's cost per warm step: the on-off difference of the fill + accept p50, plus
     # the records read once at the end, amortized over the steps (the median over the
     # replays: a preempted read is the host's, not the audit's): through the protocol
-    # guide (``audit_log()``) and on the raw session (``records()``).
+    # guide (``audit_log()``) and on the raw session (``audit_lines()``).
     audit_cost = max(0.0, delta["guide_p50"]) + read["guide_audit_log_median"]
     audit_cost_native = max(0.0, delta["native_p50"]) + read["native_records_median"]
     out = {

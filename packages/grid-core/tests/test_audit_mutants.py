@@ -306,6 +306,33 @@ def test_of_chain_checks_links() -> None:
     assert str(caught.value) == "record 1 does not link to the chain before it"
 
 
+def test_of_lines_keeps_the_text_and_parses_it_on_first_use() -> None:
+    """A log of record lines (the native guide's): its lines are the text it was
+    given, its length and head need no parse, its seal is the eager log's, and
+    its records, parsed on first use, are the eager log's; a line that does not
+    link, or an end that is not the head, is an error then."""
+    log = small_log(3)
+    text = "\n".join(log.lines())
+    lazy = AuditLog.of_lines(text, log.head)
+    assert lazy._lines is not None and (len(lazy), lazy.head) == (3, log.head)
+    assert lazy.lines() == log.lines() and lazy._lines is not None
+    log.close("eos", {"grammar": "g"}, {"mode": 2})
+    lazy.close("eos", {"grammar": "g"}, {"mode": 2})
+    assert (lazy.seal, lazy.seal_hash, lazy.lines()) == (log.seal, log.seal_hash, log.lines())
+    again = reseal(lazy, {"role": "analyst"})
+    assert again._lines is not None and again.lines()[:3] == log.lines()[:3]
+    assert (lazy.records, lazy.hashes) == (log.records, log.hashes) and lazy._lines is None
+    assert AuditLog.of_lines("", GENESIS).records == [] and len(AuditLog.of_lines("", GENESIS)) == 0
+    skipped = "\n".join(log.lines()[1:3])
+    with pytest.raises(AuditError, match="record 1 does not link"):
+        _ = AuditLog.of_lines(skipped, log.head).records
+    with pytest.raises(AuditError, match="do not end at the chain's head"):
+        _ = AuditLog.of_lines(text, GENESIS).hashes
+    cut = AuditLog.of_lines(text, log.head)
+    cut.truncate(1)
+    assert (cut.records, cut.head) == (log.records[:1], log.hashes[0])
+
+
 def test_reseal_by_hand() -> None:
     log = small_log(2)
     log.close("eos", {"grammar": "g"}, {"a": 1})

@@ -89,6 +89,26 @@ fn int_table(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<i64>> {
         .map_err(|_| PyTypeError::new_err(format!("{what} must be a sequence of ints")))
 }
 
+/// A table of ints as `Vec<T>`: an `int32` buffer (`array('i')`, numpy) read
+/// as it is (a table of the union DFA or the LALR(1) tables runs to millions
+/// of entries), else as [`int_table`] reads it; a value out of `T`'s range is
+/// an error naming its index.
+fn ints<T: TryFrom<i64> + TryFrom<i32>>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<T>> {
+    if let Ok(buf) = PyBuffer::<i32>::get(obj) {
+        return buf
+            .to_vec(obj.py())?
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| {
+                T::try_from(v).map_err(|_| {
+                    PyValueError::new_err(format!("{what}[{i}] = {v} is out of range"))
+                })
+            })
+            .collect();
+    }
+    narrow(int_table(obj, what)?, what)
+}
+
 fn narrow<T: TryFrom<i64>>(values: Vec<i64>, what: &str) -> PyResult<Vec<T>> {
     values
         .into_iter()
@@ -280,13 +300,13 @@ impl PyTrieTables {
         eos_ids: &Bound<'_, PyAny>,
     ) -> PyResult<Self> {
         let raw = RawTrie {
-            edge: narrow(int_table(edge, "edge")?, "edge")?,
-            token: narrow(int_table(token, "token")?, "token")?,
-            size: narrow(int_table(size, "size")?, "size")?,
-            alias_offset: narrow(int_table(alias_offset, "alias_offset")?, "alias_offset")?,
-            alias_ids: narrow(int_table(alias_ids, "alias_ids")?, "alias_ids")?,
+            edge: ints(edge, "edge")?,
+            token: ints(token, "token")?,
+            size: ints(size, "size")?,
+            alias_offset: ints(alias_offset, "alias_offset")?,
+            alias_ids: ints(alias_ids, "alias_ids")?,
             n_vocab,
-            eos_ids: narrow(int_table(eos_ids, "eos_ids")?, "eos_ids")?,
+            eos_ids: ints(eos_ids, "eos_ids")?,
         };
         Ok(Self {
             inner: Arc::new(Trie::new(raw).map_err(to_pyerr)?),
@@ -495,19 +515,19 @@ impl PyEngineTables {
         let w = bits::width_for(n_terminals + 1);
         let raw = RawGrammar {
             n_terminals,
-            dfa_trans: narrow(int_table(dfa_trans, "dfa_trans")?, "dfa_trans")?,
+            dfa_trans: ints(dfa_trans, "dfa_trans")?,
             dfa_accept: int_sets(dfa_accept, w, "dfa_accept")?,
             dfa_live: int_sets(dfa_live, w, "dfa_live")?,
-            action: narrow(int_table(action, "action")?, "action")?,
-            goto: narrow(int_table(goto, "goto")?, "goto")?,
+            action: ints(action, "action")?,
+            goto: ints(goto, "goto")?,
             n_nonterminals,
-            rule_lhs: narrow(int_table(rule_lhs, "rule_lhs")?, "rule_lhs")?,
-            rule_len: narrow(int_table(rule_len, "rule_len")?, "rule_len")?,
+            rule_lhs: ints(rule_lhs, "rule_lhs")?,
+            rule_len: ints(rule_len, "rule_len")?,
             lexicon_children: lexicon_edges(lexicon_children)?,
             lexicon_prefix_cats: int_sets(lexicon_prefix_cats, w, "lexicon_prefix_cats")?,
             lexicon_word_cats: int_sets(lexicon_word_cats, w, "lexicon_word_cats")?,
             lexicon_categories: int_to_words(lexicon_categories, w, "lexicon_categories")?,
-            pick_order: narrow(int_table(pick_order, "pick_order")?, "pick_order")?,
+            pick_order: ints(pick_order, "pick_order")?,
             ignored: int_to_words(ignored, w, "ignored")?,
         };
         let grammar = Arc::new(GrammarTables::new(raw).map_err(to_pyerr)?);
@@ -904,42 +924,17 @@ impl PySession {
             .map(|(h, id, blocked)| (h, audit::hex(&id), blocked))
     }
 
-    /// The audit records so far, each `(step, config_hash, mask_entry_id,
-    /// token, blocked_count, kind, prev_hash, hash)` as grid-core writes
-    /// them (hashes chained here); empty with audit off.
-    #[allow(clippy::type_complexity)]
-    fn records(
-        &mut self,
-    ) -> Vec<(
-        usize,
-        String,
-        String,
-        u32,
-        u32,
-        &'static str,
-        String,
-        String,
-    )> {
-        let Some(chain) = self.inner.chain() else {
-            return Vec::new();
-        };
-        let hashes = chain.hashes().to_vec();
-        let mut prev = audit::genesis();
-        let mut out = Vec::with_capacity(hashes.len());
-        for (i, (r, h)) in chain.records().iter().zip(&hashes).enumerate() {
-            out.push((
-                i,
-                format!("{:016x}", r.config_hash()),
-                audit::hex(&r.entry_id),
-                r.token,
-                r.blocked,
-                r.kind.name(),
-                audit::hex(&prev),
-                audit::hex(h),
-            ));
-            prev = *h;
-        }
-        out
+    /// The records as `grid_core.audit.AuditLog.lines()` writes them, joined
+    /// by `\n`, and the chain's head hash (hex); None with audit off.
+    fn audit_lines(&mut self) -> Option<(String, String)> {
+        let chain = self.inner.chain()?;
+        let lines = chain.lines();
+        let head = chain
+            .hashes()
+            .last()
+            .copied()
+            .unwrap_or_else(audit::genesis);
+        Some((lines, audit::hex(&head)))
     }
 
     /// Write the mask into row `row` of `bitmask`. A warm fill runs with the
@@ -1249,14 +1244,14 @@ fn union_dfa<'py>(
     mask_base: &Bound<'py, PyAny>,
 ) -> PyResult<Option<Bound<'py, PyTuple>>> {
     let raw = crate::dfa::RawUnion {
-        mask_base: narrow(int_table(mask_base, "mask_base")?, "mask_base")?,
-        sizes: narrow(int_table(sizes, "sizes")?, "sizes")?,
-        starts: narrow(int_table(starts, "starts")?, "starts")?,
-        finals: narrow(int_table(finals, "finals")?, "finals")?,
-        eps_len: narrow(int_table(eps_len, "eps_len")?, "eps_len")?,
-        eps_targets: narrow(int_table(eps_targets, "eps_targets")?, "eps_targets")?,
-        edge_mask: narrow(int_table(edge_mask, "edge_mask")?, "edge_mask")?,
-        edge_target: narrow(int_table(edge_target, "edge_target")?, "edge_target")?,
+        mask_base: ints(mask_base, "mask_base")?,
+        sizes: ints(sizes, "sizes")?,
+        starts: ints(starts, "starts")?,
+        finals: ints(finals, "finals")?,
+        eps_len: ints(eps_len, "eps_len")?,
+        eps_targets: ints(eps_targets, "eps_targets")?,
+        edge_mask: ints(edge_mask, "edge_mask")?,
+        edge_target: ints(edge_target, "edge_target")?,
         masks: masks.as_bytes().to_vec(),
     };
     let built = py
@@ -1308,7 +1303,7 @@ fn thompson<'py>(
     masks: &Bound<'py, PyBytes>,
     max_states: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let program: Vec<i32> = narrow(int_table(program, "program")?, "program")?;
+    let program: Vec<i32> = ints(program, "program")?;
     let rows = masks.as_bytes();
     if rows.len() % 32 != 0 {
         return Err(PyValueError::new_err("masks must be 32-byte rows"));

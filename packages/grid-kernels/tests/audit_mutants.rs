@@ -160,3 +160,32 @@ fn chains_hash_in_order_and_rehash_after_a_truncation() {
     c.push(rs[0]);
     assert_eq!(hex(&c.hashes()[0]), H0);
 }
+
+/// `Chain::lines` writes what grid-core's `AuditLog.lines()` writes:
+/// `json.dumps({**record, "hash": h}, sort_keys=True)`. The first line below
+/// is Python's own output for record 0 (its hash pinned above), character for
+/// character; the second checks the fields of a later record in their places.
+#[test]
+fn lines_are_python_json_lines() {
+    let rs = records();
+    let mut c = Chain::default();
+    assert_eq!(c.lines(), "");
+    c.push(rs[0]);
+    let first = "{\"blocked_count\": 9, \"config_hash\": \"0b943cd042adccab\", \"hash\": \
+        \"cd9f6f03ec0c7eca23b5aff6ace8fec9314894e5fcf085299a658ba1ed4ccca7\", \"kind\": \
+        \"sampled\", \"mask_entry_id\": \"000102030405060708090a0b0c0d0e0f\", \"prev_hash\": \
+        \"b9c449758048132f1bcf4f2df0aaf93307ce6ad04da1ae29140ed7087cf51d9c\", \"step\": 0, \
+        \"token\": 5}";
+    assert_eq!(c.lines(), first);
+    c.push(rs[1]);
+    let lines = c.lines();
+    let (line0, line1) = lines.split_once('\n').expect("two lines");
+    assert_eq!(line0, first);
+    let second = format!(
+        "{{\"blocked_count\": 0, \"config_hash\": \"{:016x}\", \"hash\": \"{H1}\", \"kind\": \
+         \"forced\", \"mask_entry_id\": \"abababababababababababababababab\", \"prev_hash\": \
+         \"{H0}\", \"step\": 1, \"token\": 4294967295}}",
+        rs[1].config_hash()
+    );
+    assert_eq!(line1, second);
+}

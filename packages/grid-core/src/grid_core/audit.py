@@ -237,28 +237,70 @@ class AuditLog:
     """
 
     def __init__(self) -> None:
-        self.records: list[Record] = []
-        self.hashes: list[str] = []
+        self._records: list[Record] = []
+        self._hashes: list[str] = []
+        self._lines: list[str] | None = None  # records not parsed yet (of_lines)
+        self._head = GENESIS
         self.seal: dict[str, Any] | None = None
         self.seal_hash: str | None = None
 
     @classmethod
     def of_chain(cls, chain: Iterable[tuple[Record, str]]) -> AuditLog:
-        """An unsealed log of records already chained elsewhere (the native guide's),
-        each with its hash. The links are checked (each record's ``prev_hash`` is the
-        previous hash, steps count from 0); the hashes themselves are the chainer's
-        (``tests/test_guide_protocol.py`` checks them against :meth:`Record.digest`)."""
+        """An unsealed log of records already chained elsewhere, each with its
+        hash. The links are checked (each record's ``prev_hash`` is the previous
+        hash, steps count from 0); the hashes themselves are the chainer's."""
         log = cls()
         for record, digest in chain:
-            if record.step != len(log.records) or record.prev_hash != log.head:
+            if record.step != len(log._records) or record.prev_hash != log._head:
                 raise AuditError(f"record {record.step} does not link to the chain before it")
-            log.records.append(record)
-            log.hashes.append(digest)
+            log._records.append(record)
+            log._hashes.append(digest)
+            log._head = digest
+        return log
+
+    @classmethod
+    def of_lines(cls, lines: str, head: str) -> AuditLog:
+        """An unsealed log of records chained elsewhere (the native guide's), as
+        :meth:`lines` writes them joined by ``\\n``, with the chain's head hash.
+        Kept as text: :meth:`lines` and :meth:`close` read nothing more; the
+        records are parsed (and their links checked, as :meth:`of_chain` does)
+        on first use of :attr:`records` or :attr:`hashes`. The text is the
+        chainer's (``tests/test_guide_protocol.py`` holds the native lines to
+        the Python path's, byte for byte)."""
+        log = cls()
+        log._lines = lines.split("\n") if lines else []
+        log._head = head
         return log
 
     @property
+    def records(self) -> list[Record]:
+        self._parse()
+        return self._records
+
+    @property
+    def hashes(self) -> list[str]:
+        self._parse()
+        return self._hashes
+
+    def _parse(self) -> None:
+        if self._lines is None:
+            return
+        lines, self._lines = self._lines, None
+        parsed = AuditLog.of_chain(
+            (Record(**{k: v for k, v in fields.items() if k != "hash"}), fields["hash"])
+            for fields in map(json.loads, lines)
+        )
+        if parsed.head != self._head:
+            raise AuditError("the records do not end at the chain's head")
+        self._records, self._hashes = parsed._records, parsed._hashes
+
+    def __len__(self) -> int:
+        """How many records the log holds."""
+        return len(self._lines) if self._lines is not None else len(self._records)
+
+    @property
     def head(self) -> str:
-        return self.hashes[-1] if self.hashes else GENESIS
+        return self._head
 
     def append(
         self, config_hash: int, entry_id: str, token: int, blocked: int, kind: Kind
@@ -271,8 +313,9 @@ class AuditLog:
             len(self.records), f"{config_hash:016x}", entry_id, token, blocked, kind, self.head
         )
         assert _record_problem(record) is None, _record_problem(record)
-        self.records.append(record)
-        self.hashes.append(record.digest())
+        self._records.append(record)
+        self._head = record.digest()
+        self._hashes.append(self._head)
         return record
 
     def truncate(self, n: int) -> None:
@@ -281,6 +324,7 @@ class AuditLog:
             raise AuditError("the log is sealed; it cannot be truncated")
         del self.records[n:]
         del self.hashes[n:]
+        self._head = self._hashes[-1] if self._hashes else GENESIS
 
     def close(
         self, stop_reason: str, fingerprints: Mapping[str, str], mode: Mapping[str, object]
@@ -292,7 +336,7 @@ class AuditLog:
             "stop_reason": stop_reason,
             "fingerprints": dict(fingerprints),
             "mode": dict(mode),
-            "record_count": len(self.records),
+            "record_count": len(self),
             "head_hash": self.head,
         }
         problem = _seal_body_problem(seal)
@@ -302,10 +346,13 @@ class AuditLog:
         self.seal_hash = seal_digest(seal)
 
     def lines(self) -> list[str]:
-        out = [
-            json.dumps({**asdict(r), "hash": h}, sort_keys=True)
-            for r, h in zip(self.records, self.hashes, strict=True)
-        ]
+        if self._lines is not None:
+            out = list(self._lines)
+        else:
+            out = [
+                json.dumps({**asdict(r), "hash": h}, sort_keys=True)
+                for r, h in zip(self._records, self._hashes, strict=True)
+            ]
         if self.seal is not None:
             out.append(json.dumps({"seal": self.seal, "hash": self.seal_hash}, sort_keys=True))
         return out
@@ -437,9 +484,10 @@ def read(lines: Iterable[str], anchor: str | None = None) -> tuple[Verdict, Audi
             return bad(count, "prev_hash does not link to the previous record")
         if record.digest() != obj["hash"]:
             return bad(count, "the record's hash does not match its fields")
-        log.records.append(record)
-        log.hashes.append(obj["hash"])
         head = obj["hash"]
+        log._records.append(record)
+        log._hashes.append(head)
+        log._head = head
         count += 1
     if seal_line is None:
         return bad(None, f"unsealed log ({count} records): it may be cut short")
@@ -473,7 +521,10 @@ def reseal(log: AuditLog, extra: Mapping[str, object]) -> AuditLog:
     clash = sorted(set(extra) & set(log.seal["mode"]))
     if clash:
         raise AuditError(f"the seal already has the mode flags {clash}")
-    out = AuditLog.of_chain(zip(log.records, log.hashes, strict=True))
+    if log._lines is not None:  # still as the native guide wrote it
+        out = AuditLog.of_lines("\n".join(log._lines), log.head)
+    else:
+        out = AuditLog.of_chain(zip(log.records, log.hashes, strict=True))
     out.close(log.seal["stop_reason"], log.seal["fingerprints"], {**log.seal["mode"], **extra})
     return out
 

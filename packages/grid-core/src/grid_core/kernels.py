@@ -28,7 +28,7 @@ from types import ModuleType
 from typing import Any
 
 from grid_core import shared_cache
-from grid_core.audit import AuditLog, Kind, Record
+from grid_core.audit import AuditLog, Kind
 from grid_core.cache import Entry, Key, SharedCache
 from grid_core.errors import GridError, GuideError, MaskError
 from grid_core.events import Event, EventSpec
@@ -328,14 +328,8 @@ class KernelGuide:
         """The records of the steps so far, chained natively (unsealed)."""
         if not self.audited:
             raise GuideError(self.steps, None, "this guide does not audit its steps")
-        return AuditLog.of_chain(
-            [
-                (Record(step, config, entry, token, blocked, kind, prev), digest)
-                for step, config, entry, token, blocked, kind, prev, digest in (
-                    self._native.records()
-                )
-            ]
-        )
+        lines, head = self._native.audit_lines()
+        return AuditLog.of_lines(lines, head)
 
     def seal(self, stop_reason: str, mode: Mapping[str, object]) -> AuditLog:
         """The records so far, sealed with the engine's fingerprints."""
