@@ -12,7 +12,7 @@ import re
 
 import pytest
 import regex
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from lark.lexer import PatternRE, PatternStr
 
@@ -372,12 +372,17 @@ def _outcome(pattern: str, written: regex_bytes.Written | None) -> tuple[str, in
 
 @settings(derandomize=True, deadline=None, max_examples=300)
 @given(written=_written())
+@example(  # a star of the empty string beside a byte: width 1
+    written=regex_bytes.seq(
+        regex_bytes.star(regex_bytes.literal("")), regex_bytes.chars(2, _class_text(2))
+    )
+)
 def test_written_programs_mean_their_text(written: regex_bytes.Written) -> None:
     """A written regex's program has its text's language (the same minimal DFA,
-    the same refusal) and its width is ``re``'s; rendered leaf by leaf with
-    the identity, it is its text."""
+    the same refusal) and its width is ``re``'s; rendered with the identity on
+    its leaves, it is its text (once per function)."""
     text = written.text
-    assert written.render(lambda leaf: leaf) == text
+    assert written.render(lambda leaf: leaf, lambda leaf: leaf) == (text, text)
     assert _outcome(text, written) == _outcome(text, None)
 
 
@@ -389,4 +394,4 @@ def test_written_spellings() -> None:
     assert r.star(r.literal("ab")).text == "(?:ab)*"
     assert r.star(r.chars(6, r"[\x01\x02]")).text == r"[\x01\x02]*"
     assert r.alt().text == ""
-    assert word.render(str.upper) == r"(?:A\.B||A)"
+    assert word.render(str.upper, str.lower) == (r"(?:A\.B||A)", r"(?:a\.b||a)")

@@ -293,9 +293,10 @@ class _Builder:
         and compiled from its program."""
         if not isinstance(pattern, rx.Written):
             return self.token(f"/{lark_regex(pattern)}/")
-        spelling = f"/{pattern.render(lark_regex)}/"
+        lark, read = pattern.render(lark_regex, _read_back)
+        spelling = f"/{lark}/"
         if spelling not in self.patterns:
-            self.patterns[spelling] = read = pattern.render(_read_back)
+            self.patterns[spelling] = read
             rx.remember(read, pattern)
         return self.token(spelling)
 

@@ -302,8 +302,8 @@ def _program(terminal: str, pattern: str) -> _Program:
     with _compiled_lock:
         written = _written.get(pattern)
     if written is not None:
-        program = _Program(terminal, pattern, written.max_width)
-        written.sequence(program)
+        program = _Program(terminal, pattern, 0)
+        program.max_width = written.sequence(program)
         return program
     literal = _literal(pattern)
     if literal is not None:
@@ -350,95 +350,85 @@ class Written:
         self.arg = arg
 
     @property
-    def max_width(self) -> int:
-        """``re``'s ``getwidth`` maximum of the text."""
-        kind, arg = self.kind, self.arg
-        if kind == _W_LEAF:
-            how, _, value = arg
-            if how == _W_CHARS:
-                return 1
-            return len(value) if how == _W_LITERAL else int(value.getwidth()[1])
-        parts: tuple[Written, ...] = arg
-        if kind == _W_SEQ:
-            return min(sum(p.max_width for p in parts), _UNBOUNDED)
-        if kind == _W_ALT:
-            return max(p.max_width for p in parts)
-        part: Written = arg
-        return _UNBOUNDED if part.max_width else 0
-
-    @property
     def text(self) -> str:
         """The regex in ``re`` syntax."""
-        return self.render(_same)
+        return self.render(_same)[0]
 
-    def render(self, leaf: Callable[[str], str]) -> str:
-        """The text with every leaf's spelling ``s`` written ``leaf(s)`` (the
-        groups, bars and stars between them as they are): how a caller respells
-        a long pattern from a few memoized leaves (as lark writes it, as lark
-        reads it back) without scanning it whole."""
-        out: list[str] = []
-        self._render(out, leaf, False)
-        return "".join(out)
+    def render(self, *leaves: Callable[[str], str]) -> tuple[str, ...]:
+        """The text once per function of ``leaves``, with every leaf's spelling
+        ``s`` written ``leaf(s)`` (the groups, bars and stars between them as
+        they are), in one walk of the tree: how a caller respells a long pattern
+        from a few memoized leaves (as lark writes it, as lark reads it back)
+        without scanning it whole."""
+        out: list[str | tuple[str]] = []  # a leaf's spelling as a 1-tuple
+        self._render(out, False)
+        return tuple("".join(t if type(t) is str else leaf(t[0]) for t in out) for leaf in leaves)
 
-    def _render(self, out: list[str], leaf: Callable[[str], str], in_seq: bool) -> None:
+    def _render(self, out: list[str | tuple[str]], in_seq: bool) -> None:
         """Append the spelling; ``in_seq``: inside a sequence, where a parsed
         leaf (which may be a bare alternation) is grouped."""
         kind, arg = self.kind, self.arg
         if kind == _W_LEAF:
             if in_seq and arg[0] == _W_PARSED:
-                out.extend(("(?:", leaf(arg[1]), ")"))
+                out.extend(("(?:", (arg[1],), ")"))
             else:
-                out.append(leaf(arg[1]))
+                out.append((arg[1],))
         elif kind == _W_SEQ:
             for part in arg:
-                part._render(out, leaf, True)
+                part._render(out, True)
         elif kind == _W_ALT:
             out.append("(?:")
             for i, part in enumerate(arg):
                 if i:
                     out.append("|")
-                part._render(out, leaf, False)
+                part._render(out, False)
             out.append(")")
         else:
             atom = arg.kind == _W_ALT or (arg.kind == _W_LEAF and arg.arg[0] == _W_CHARS)
             if not atom:
                 out.append("(?:")
-            arg._render(out, leaf, False)
+            arg._render(out, False)
             out.append("*" if atom else ")*")
 
-    def node(self, program: _Program) -> None:
-        """Write this regex as one node of ``program``."""
+    def node(self, program: _Program) -> int:
+        """Write this regex as one node of ``program``; its ``re`` maximum
+        width (``getwidth``)."""
         kind, arg = self.kind, self.arg
+        code = program.code
         if kind == _W_LEAF:
             how, _, value = arg
             if how == _W_CHARS:
                 program.byte_edge(value)
-            elif how == _W_LITERAL:
-                program.code.extend((_SEQ, len(value)))
+                return 1
+            if how == _W_LITERAL:
+                code.extend((_SEQ, len(value)))
+                rows = program.rows
                 for ch in value:
-                    program.byte_edge(1 << ord(ch))
-            else:
-                program.sequence(value, value.state.flags)
-        elif kind == _W_SEQ:
-            program.code.extend((_SEQ, len(arg)))
+                    code.extend((_BYTE, rows.setdefault(1 << ord(ch), len(rows))))
+                return len(value)
+            program.sequence(value, value.state.flags)
+            return int(value.getwidth()[1])
+        if kind == _W_SEQ:
+            code.extend((_SEQ, len(arg)))
+            width = 0
             for part in arg:
-                part.node(program)
-        elif kind == _W_ALT:
-            program.code.extend((_BRANCH, len(arg)))
+                width += part.node(program)
+            return min(width, _UNBOUNDED)
+        if kind == _W_ALT:
+            code.extend((_BRANCH, len(arg)))
+            width = 0
             for part in arg:
-                part.sequence(program)
-        else:
-            program.code.extend((_REPEAT, 0, -1))
-            arg.sequence(program)
+                width = max(width, part.sequence(program))
+            return width
+        code.extend((_REPEAT, 0, -1))
+        return _UNBOUNDED if arg.sequence(program) else 0
 
-    def sequence(self, program: _Program) -> None:
+    def sequence(self, program: _Program) -> int:
         """Write this regex as a ``SEQ`` (what a program, an alternative and a
-        repeated part are)."""
-        if self.kind == _W_SEQ or (self.kind == _W_LEAF and self.arg[0] != _W_CHARS):
-            self.node(program)
-        else:
+        repeated part are); its maximum width."""
+        if self.kind != _W_SEQ and (self.kind != _W_LEAF or self.arg[0] == _W_CHARS):
             program.code.extend((_SEQ, 1))
-            self.node(program)
+        return self.node(program)
 
 
 # Written node kinds, and the kinds of leaf (arg: (how, spelling, value)).
