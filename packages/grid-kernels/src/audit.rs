@@ -18,7 +18,7 @@
 use blake2::digest::consts::{U16, U32};
 use blake2::{Blake2b, Digest};
 
-use crate::canonical::Canonical;
+use crate::canonical::{u64_digits, Canonical};
 
 /// The audit format's schema name (`grid_core.audit.SCHEMA`).
 pub const SCHEMA: &str = "grid.audit/1";
@@ -194,13 +194,13 @@ impl Chain {
         let mut out = String::with_capacity(self.records.len() * 340);
         let mut prev = genesis();
         let (mut config, mut entry) = ([0u8; 16], [0u8; 32]);
-        let (mut link, mut hash) = ([0u8; 64], [0u8; 64]);
+        let (mut link, mut hash, mut digits) = ([0u8; 64], [0u8; 64], [0u8; 21]);
         for (i, (r, h)) in self.records.iter().zip(&self.hashes).enumerate() {
             if i > 0 {
                 out.push('\n');
             }
             out.push_str("{\"blocked_count\": ");
-            push_uint(&mut out, u64::from(r.blocked));
+            out.push_str(u64_digits(u64::from(r.blocked), &mut digits));
             out.push_str(", \"config_hash\": \"");
             out.push_str(hex_into(&r.config_hash().to_be_bytes(), &mut config));
             out.push_str("\", \"hash\": \"");
@@ -212,29 +212,14 @@ impl Chain {
             out.push_str("\", \"prev_hash\": \"");
             out.push_str(hex_into(&prev, &mut link));
             out.push_str("\", \"step\": ");
-            push_uint(&mut out, i as u64);
+            out.push_str(u64_digits(i as u64, &mut digits));
             out.push_str(", \"token\": ");
-            push_uint(&mut out, u64::from(r.token));
+            out.push_str(u64_digits(u64::from(r.token), &mut digits));
             out.push('}');
             prev = *h;
         }
         out
     }
-}
-
-/// `n` in decimal, as Python's `str(n)` writes it.
-fn push_uint(out: &mut String, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.push_str(std::str::from_utf8(&digits[at..]).expect("decimal digits are ASCII"));
 }
 
 #[cfg(test)]

@@ -16,6 +16,21 @@
 //! Ints are written in decimal (Python's `str(int)`); a bitset over terminals
 //! is a multi-word unsigned int, converted by repeated division by 10^19.
 
+/// `n` in decimal (Python's `str(n)`), written at the end of `buf`: the
+/// digits, a suffix of `buf`.
+pub fn u64_digits(mut n: u64, buf: &mut [u8; 21]) -> &str {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(&buf[at..]).expect("decimal digits are ASCII")
+}
+
 /// An encoder appending to one buffer.
 #[derive(Clone, Debug, Default)]
 pub struct Canonical {
@@ -38,18 +53,9 @@ impl Canonical {
     }
 
     pub fn int(&mut self, v: i64) -> &mut Self {
-        // Python's str(int), digits written from the end of a stack buffer.
-        let mut buf = [0u8; 20];
-        let mut at = buf.len();
-        let mut n = v.unsigned_abs();
-        loop {
-            at -= 1;
-            buf[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
+        // Python's str(int).
+        let mut buf = [0u8; 21];
+        let mut at = buf.len() - u64_digits(v.unsigned_abs(), &mut buf).len();
         if v < 0 {
             at -= 1;
             buf[at] = b'-';
