@@ -107,6 +107,11 @@ impl Record {
 
     /// This record's hash as step `step` after `prev`.
     pub fn hash(&self, step: usize, prev: &[u8; 32]) -> [u8; 32] {
+        self.hash_at(step, prev, self.config_hash())
+    }
+
+    /// [`Self::hash`] given the record's configuration hash.
+    fn hash_at(&self, step: usize, prev: &[u8; 32], config_hash: u64) -> [u8; 32] {
         let mut c = Canonical {
             bytes: Vec::with_capacity(320),
         };
@@ -114,7 +119,7 @@ impl Record {
         c.list(8)
             .str(SCHEMA)
             .int(step as i64)
-            .str(hex_into(&self.config_hash().to_be_bytes(), &mut config))
+            .str(hex_into(&config_hash.to_be_bytes(), &mut config))
             .str(hex_into(&self.entry_id, &mut entry))
             .int(i64::from(self.token))
             .int(i64::from(self.blocked))
@@ -144,12 +149,14 @@ fn hex_into<'a>(bytes: &[u8], out: &'a mut [u8]) -> &'a str {
 }
 
 /// The records of one history, and the hashes chained so far over a prefix
-/// of them (invariant: `hashes.len() <= records.len()`, and `hashes[i]` is
-/// the hash of `records[i]` as step `i` after `hashes[i - 1]` or genesis).
+/// of them (invariant: `hashes.len() == configs.len() <= records.len()`,
+/// `hashes[i]` is the hash of `records[i]` as step `i` after `hashes[i - 1]`
+/// or genesis, and `configs[i]` is `records[i].config_hash()`).
 #[derive(Clone, Debug, Default)]
 pub struct Chain {
     records: Vec<Record>,
     hashes: Vec<[u8; 32]>,
+    configs: Vec<u64>,
 }
 
 impl Chain {
@@ -169,6 +176,7 @@ impl Chain {
     pub fn truncate(&mut self, n: usize) {
         self.records.truncate(n);
         self.hashes.truncate(n);
+        self.configs.truncate(n);
     }
 
     pub fn records(&self) -> &[Record] {
@@ -179,8 +187,9 @@ impl Chain {
     pub fn hashes(&mut self) -> &[[u8; 32]] {
         for i in self.hashes.len()..self.records.len() {
             let prev = self.hashes.last().copied().unwrap_or_else(genesis);
-            let h = self.records[i].hash(i, &prev);
-            self.hashes.push(h);
+            let config = self.records[i].config_hash();
+            self.hashes.push(self.records[i].hash_at(i, &prev, config));
+            self.configs.push(config);
         }
         &self.hashes
     }
@@ -195,14 +204,15 @@ impl Chain {
         let mut prev = genesis();
         let (mut config, mut entry) = ([0u8; 16], [0u8; 32]);
         let (mut link, mut hash, mut digits) = ([0u8; 64], [0u8; 64], [0u8; 21]);
-        for (i, (r, h)) in self.records.iter().zip(&self.hashes).enumerate() {
+        let records = self.records.iter().zip(&self.hashes).zip(&self.configs);
+        for (i, ((r, h), config_hash)) in records.enumerate() {
             if i > 0 {
                 out.push('\n');
             }
             out.push_str("{\"blocked_count\": ");
             out.push_str(u64_digits(u64::from(r.blocked), &mut digits));
             out.push_str(", \"config_hash\": \"");
-            out.push_str(hex_into(&r.config_hash().to_be_bytes(), &mut config));
+            out.push_str(hex_into(&config_hash.to_be_bytes(), &mut config));
             out.push_str("\", \"hash\": \"");
             out.push_str(hex_into(h, &mut hash));
             out.push_str("\", \"kind\": \"");
