@@ -30,7 +30,7 @@ Reference.
 
 Vocabulary. Symbols are ints: terminals 0..T-1, $END is T, nonterminal i is
 T+1+i. Rule 0 is the augmented start rule ``$start -> S``; its left-hand side is
-used nowhere else. An *item* is (rule, dot), encoded as one int (``item_base[r] +
+used nowhere else. An *item* is (rule, dot), encoded as one int (``items.base[r] +
 dot``, so advancing the dot is ``+1``). A state's *kernel* is its items with
 dot > 0 (plus item (0, 0) for state 0); a state is identified by its kernel. The
 *accessing symbol* of a state is the symbol every transition into it reads.
@@ -73,6 +73,7 @@ import sys
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from grid_core.errors import GrammarError, LALRConflictError
 from grid_core.fingerprint import fingerprint as _fingerprint
@@ -297,6 +298,16 @@ def build_lalr(
 # --------------------------------------------------------------------------- grammar
 
 
+class Items(NamedTuple):
+    """The item tables: item ``base[r] + dot`` is rule ``rule[i]`` with its dot
+    at ``dot[i]``; ``next[i]`` is the symbol after the dot, or -1."""
+
+    base: list[int]
+    rule: list[int]
+    dot: list[int]
+    next: list[int]
+
+
 class _Grammar:
     """Validated grammar with precomputed item tables, nullability and left corners."""
 
@@ -343,37 +354,17 @@ class _Grammar:
             self.rules_by_lhs[lhs].append(r)
 
     @functools.cached_property
-    def _items(self) -> tuple[list[int], list[int], list[int], list[int]]:
-        """Items: ``item_base[r] + dot``; ``item_next`` is the symbol after the dot
-        or -1. Built on first use: the native builder needs them only to name the
-        items of a conflict."""
-        base: list[int] = []
-        rule: list[int] = []
-        dot: list[int] = []
-        nxt: list[int] = []
+    def items(self) -> Items:
+        """The item tables (:class:`Items`), built on first use: the native
+        builder needs them only to name the items of a conflict."""
+        items = Items([], [], [], [])
         for r, body in enumerate(self.rhs):
-            base.append(len(rule))
+            items.base.append(len(items.rule))
             for d in range(len(body) + 1):
-                rule.append(r)
-                dot.append(d)
-                nxt.append(body[d] if d < len(body) else -1)
-        return base, rule, dot, nxt
-
-    @functools.cached_property
-    def item_base(self) -> list[int]:
-        return self._items[0]
-
-    @functools.cached_property
-    def item_rule(self) -> list[int]:
-        return self._items[1]
-
-    @functools.cached_property
-    def item_dot(self) -> list[int]:
-        return self._items[2]
-
-    @functools.cached_property
-    def item_next(self) -> list[int]:
-        return self._items[3]
+                items.rule.append(r)
+                items.dot.append(d)
+                items.next.append(body[d] if d < len(body) else -1)
+        return items
 
     @functools.cached_property
     def nullable(self) -> list[bool]:
@@ -407,18 +398,18 @@ class _Grammar:
                         seen.add(b)
                         todo.append(b)
             closure_items.append(
-                tuple(self.item_base[r] for b in sorted(seen) for r in self.rules_by_lhs[b])
+                tuple(self.items.base[r] for b in sorted(seen) for r in self.rules_by_lhs[b])
             )
         return closure_items
 
     def item_str(self, item: int) -> str:
-        r = self.item_rule[item]
+        r = self.items.rule[item]
         return _item_str(
             self.nonterminal_names,
             self.symbol_name,
             self.lhs[r],
             self.rhs[r],
-            self.item_dot[item],
+            self.items.dot[item],
             None if self.rule_names is None else self.rule_names[r],
         )
 
@@ -438,8 +429,8 @@ class _Lr0:
 
     def __init__(self, g: _Grammar) -> None:
         t = g.t
-        item_next = g.item_next
-        self.kernels: list[tuple[int, ...]] = [(g.item_base[0],)]
+        item_next = g.items.next
+        self.kernels: list[tuple[int, ...]] = [(g.items.base[0],)]
         self.closures: list[tuple[int, ...]] = []
         self.trans: list[dict[int, int]] = []
         index: dict[tuple[int, ...], int] = {self.kernels[0]: 0}
@@ -603,7 +594,7 @@ def _tables(g: _Grammar, lr0: _Lr0, lookaheads: dict[tuple[int, int], int]) -> L
     n_states = len(lr0.kernels)
     action = array("i", [0]) * (n_states * w)
     goto = array("i", [-1]) * (n_states * n)
-    item_next, item_rule = g.item_next, g.item_rule
+    item_next, item_rule = g.items.next, g.items.rule
     for s, row in enumerate(lr0.trans):
         for x, target in row.items():
             if x < t:
@@ -624,7 +615,7 @@ def _tables(g: _Grammar, lr0: _Lr0, lookaheads: dict[tuple[int, int], int]) -> L
                 if cell == 0:
                     action[s * w + col] = -r - 1
                     continue
-                reduce_item = g.item_str(g.item_base[r] + len(g.rhs[r]))
+                reduce_item = g.item_str(g.items.base[r] + len(g.rhs[r]))
                 if cell > 0:
                     shift_item = next(i for i in closure if item_next[i] == col)
                     kind, first = "shift/reduce", g.item_str(shift_item)
@@ -632,7 +623,7 @@ def _tables(g: _Grammar, lr0: _Lr0, lookaheads: dict[tuple[int, int], int]) -> L
                     other = -cell - 1
                     kind, first = (
                         "reduce/reduce",
-                        g.item_str(g.item_base[other] + len(g.rhs[other])),
+                        g.item_str(g.items.base[other] + len(g.rhs[other])),
                     )
                 raise LALRConflictError(kind, s, g.symbol_name(col), first, reduce_item)
 
@@ -646,7 +637,7 @@ def _tables(g: _Grammar, lr0: _Lr0, lookaheads: dict[tuple[int, int], int]) -> L
     for kernel in lr0.kernels:
         for i in kernel:
             kernel_rule.append(item_rule[i])
-            kernel_dot.append(g.item_dot[i])
+            kernel_dot.append(g.items.dot[i])
         kernel_start.append(len(kernel_rule))
     return _assemble(
         g, n_states, action, goto, state_symbol, (kernel_start, kernel_rule, kernel_dot)
