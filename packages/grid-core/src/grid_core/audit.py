@@ -287,7 +287,7 @@ class AuditLog:
             return
         lines, self._lines = self._lines, None
         parsed = AuditLog.of_chain(
-            (Record(**{k: v for k, v in fields.items() if k != "hash"}), fields["hash"])
+            (Record(**{k: fields[k] for k in RECORD_FIELDS}), fields["hash"])
             for fields in map(json.loads, lines)
         )
         if parsed.head != self._head:

@@ -89,7 +89,7 @@ from typing import Any
 from grid_core import regex_bytes as rx
 from grid_core.errors import GrammarError
 from grid_core.grammar import GrammarText, lark_literal, lark_regex, read_literal
-from grid_core.regex_bytes import compile_pattern
+from grid_core.regex_bytes import byteset, compile_pattern
 
 __all__ = [
     "FORMATS",
@@ -124,7 +124,7 @@ class _NoInstance(SchemaError):
 
 SAFE = r"[ !#-\[\]-~]"
 """Printable ASCII but ``"`` and ``\\``: a character that is its own JSON spelling."""
-_SAFE_BYTES = sum(1 << b for b in range(0x20, 0x7F)) & ~(1 << ord('"') | 1 << ord("\\"))
+_SAFE_BYTES = byteset(b for b in range(0x20, 0x7F) if b not in b'"\\')
 _HEX = "[0-9a-fA-F]"
 _ESCAPE = r'\\(?:["\\/bfnrt]|u(?:[0-9a-cA-CeEfF][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}))'
 _UTF8 = (
@@ -1726,7 +1726,7 @@ def _not_one_of(names: Sequence[str]) -> rx.Written:
         kids = [k for k in node if k]
         safe_kids = "".join(k for k in kids if " " <= k <= "~")
         other = rx.chars(
-            _SAFE_BYTES & ~sum(1 << ord(k) for k in set(safe_kids)),
+            _SAFE_BYTES & ~byteset(map(ord, safe_kids)),
             f'[^\\x00-\\x1f"\\\\\\x7f-\\xff{"".join(map(re.escape, safe_kids))}]',
         )
         alts = [other]

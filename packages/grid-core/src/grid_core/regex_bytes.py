@@ -301,16 +301,11 @@ def _program(terminal: str, pattern: str) -> _Program:
     remembered one has the same language, hence the same minimal union DFA."""
     with _compiled_lock:
         written = _written.get(pattern)
+    if written is None and (plain := _literal(pattern)) is not None:
+        written = literal(plain)
     if written is not None:
         program = _Program(terminal, pattern, 0)
         program.max_width = written.sequence(program)
-        return program
-    literal = _literal(pattern)
-    if literal is not None:
-        program = _Program(terminal, pattern, len(literal))
-        program.code.extend((_SEQ, len(literal)))
-        for ch in literal:
-            program.byte_edge(1 << ord(ch))
         return program
     try:
         tree = _parser.parse(pattern)
