@@ -17,11 +17,13 @@ mask pool) in an engine loop shaped like vLLM's synchronous one:
    vLLM's patch estimates it from recent rounds);
 4. *sample*: when both are done, each scheduled request takes the next token of
    its script (checked to be admitted by its row);
-5. *accept*: each guide advances and its next row is submitted to the mask pool
+5. *accept*: each guide advances (``RowsAhead.ahead``, as the backend's
+   ``accept_tokens``): a slow request's next row is submitted to the mask pool
    (one worker thread: half of this 2-CPU host), where it is computed during
-   the next round's schedule, forward and fills; a request that accepted EOS
-   has its audit log sealed (``seal("eos", {"mode": 2})``), in the round, as the
-   backend does before handing it to its audit sink.
+   the next round's schedule, forward and fills; a warm request's is computed
+   at the next round's bitmask, in the filling thread; a request that accepted EOS
+   has its audit log sealed (``seal("eos", {"mode": 2})``) on the audit thread,
+   as the backend does before handing it to its audit sink.
 
 The guides are the adapters' own: ``Engine.guide()``, the native guide
 (``grid_core.kernels.KernelGuide``) with its audit on, driven only through the
@@ -162,7 +164,7 @@ class Request:
     joined: float = 0.0
     ready: Future[None] | None = None  # the compile, for a request injected cold
     token_times: list[float] = field(default_factory=list)
-    log: AuditLog | None = None  # sealed when the request accepted EOS
+    log: Future[AuditLog] | None = None  # sealed on the audit thread after EOS
     skipped: int = 0  # rounds skipped in a row
     skips: int = 0  # rounds skipped in all
 
@@ -177,6 +179,9 @@ class Sim:
         self.compiler = EngineCompiler(vocab)
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="grid-masks")
         self.compile_pool = ThreadPoolExecutor(1, thread_name_prefix="compile")
+        self.audit_pool = ThreadPoolExecutor(1, thread_name_prefix="grid-audit")
+        for pool in (self.pool, self.audit_pool):
+            pool.submit(int).result()  # threads started now, as the backend does
         self.forward_s = forward_s
         self.stops = StopSet(vocab, {EOS})
         spellings = {
@@ -232,8 +237,14 @@ class Sim:
                     continue
                 if r.ready is not None:
                     r.ready.result()  # a compile error is the bench's own bug: raise it
-                late = r.rows is not None and r.guide is not None and not r.rows.ready(r.guide)
-                if defer and r.skipped and late:
+                # As the defer patch: only a request that skipped is asked whether it is late.
+                late = (
+                    r.skipped
+                    and r.rows is not None
+                    and r.guide is not None
+                    and not r.rows.ready(r.guide)
+                )
+                if defer and late:
                     r.skipped += 1  # skipped last round, row still late: not scheduled
                     r.skips += 1
                     continue
@@ -260,9 +271,9 @@ class Sim:
                     assert row[token >> 3] >> (token & 7) & 1, (r.rid, r.pos)
                     assert r.stops.accept(r.guide, token)
                     if r.guide.is_terminated():
-                        r.log = r.guide.seal("eos", {"mode": 2})  # as the backend does
+                        r.log = seal(self.audit_pool, r.guide)
                     else:
-                        r.rows.submit(r.guide)
+                        r.rows.ahead(r.guide)
                 r.pos += 1
                 r.skipped = 0
                 r.token_times.append(now)
@@ -355,8 +366,9 @@ def check_logs(reqs: list[Request]) -> int:
     """Every request's sealed log verifies and holds one record per token (EOS included)."""
     for r in reqs:
         assert r.log is not None, f"request {r.rid}: no sealed log"
-        assert len(r.log.records) == len(r.script), (r.rid, len(r.log.records), len(r.script))
-        assert verify(r.log.lines()).ok, f"request {r.rid}: its sealed log does not verify"
+        log = r.log.result()
+        assert len(log.records) == len(r.script), (r.rid, len(log.records), len(r.script))
+        assert verify(log.lines()).ok, f"request {r.rid}: its sealed log does not verify"
     return len(reqs)
 
 
@@ -382,7 +394,15 @@ def fill_batch(guides: list[Guide], bitmask: Any, threads: int) -> None:
     assert not any(errors), errors
 
 
-def accept_round(reqs: list[Request], bitmask: Any | None, now: float) -> None:
+def seal(pool: ThreadPoolExecutor, guide: Guide) -> Future[AuditLog]:
+    """A finished request's log, sealed on the audit thread as the backend does
+    (``grid_serve.vllm.backend``: off the engine's round)."""
+    return pool.submit(guide.seal, "eos", {"mode": 2})
+
+
+def accept_round(
+    reqs: list[Request], bitmask: Any | None, now: float, audit: ThreadPoolExecutor
+) -> None:
     """Each live request takes its script's next token (checked in its row when masked);
     a request that accepted EOS is sealed."""
     for i, r in enumerate(reqs):
@@ -391,7 +411,7 @@ def accept_round(reqs: list[Request], bitmask: Any | None, now: float) -> None:
             assert bitmask is not None and int(bitmask[i, token >> 5]) >> (token & 31) & 1
             assert r.stops.accept(r.guide, token)
             if r.guide.is_terminated():
-                r.log = r.guide.seal("eos", {"mode": 2})
+                r.log = seal(audit, r.guide)
         r.pos += 1
         r.token_times.append(now)
 
@@ -433,7 +453,7 @@ def batch_fill_arm(
                     if reference is None:
                         reference = view.copy()
                     assert np.array_equal(view, reference), f"{way}: a row differs"
-                accept_round(live, view, time.perf_counter())
+                accept_round(live, view, time.perf_counter(), sim.audit_pool)
                 live = [r for r in live if not r.done]
         fill = {
             w: {
@@ -480,7 +500,8 @@ def batch_fill_arm(
                         fill_each(guides, view)
                     elif mode != "control":
                         fill_batch(guides, view, int(mode.removeprefix("fill_rows_")[:-1]))
-                    accept_round(live, None if mode == "control" else view, time.perf_counter())
+                    mask = None if mode == "control" else view
+                    accept_round(live, mask, time.perf_counter(), sim.audit_pool)
                     live = [r for r in live if not r.done]
                     steps[mode].append(time.perf_counter() - t0)
                 tpots[mode] += [tpot(r) for r in everyone]

@@ -1046,8 +1046,9 @@ impl PySession {
     }
 }
 
-/// Fill the rows of many sessions in one call, the GIL released, over
-/// `threads` threads: session `i` writes row `rows[i]` (default: row `i`) of
+/// Fill the rows of many sessions in one call: the warm rows with the GIL
+/// held, the rows that must walk with it released, over `threads` threads
+/// (`crate::session::fill_batch`): session `i` writes row `rows[i]` (default: row `i`) of
 /// `bitmask`, a `(batch, n_words)` int32 buffer. Returns one entry per
 /// session: None, or the `SessionError` its fill raised (its row untouched).
 #[pyfunction]
@@ -1098,10 +1099,15 @@ fn fill_next_token_bitmasks(
             .ok_or_else(|| PyValueError::new_err(format!("row {r} is given to two sessions")))?;
         work.push((&mut s.inner, row));
     }
-    let results = py.allow_threads(|| {
-        gil_probe::point();
-        crate::session::fill_batch(&mut work, threads)
-    });
+    // Warm rows with the GIL held (handing it over and back costs more, and
+    // another thread may keep it for a switch interval), the cold ones without.
+    let mut results = crate::session::fill_warm(&mut work);
+    if results.iter().any(|r| matches!(r, Ok(Filled::Cold))) {
+        py.allow_threads(|| {
+            gil_probe::point();
+            crate::session::fill_cold(&mut work, &mut results, threads)
+        });
+    }
     drop(work);
     drop(buf);
     let mut out = Vec::with_capacity(results.len());

@@ -637,20 +637,51 @@ fn union(ci: &Payload, parts: &[Arc<Verdict>], n_words: usize) -> Payload {
 
 /// Fill many sessions' rows in one call (llguidance's
 /// `fill_next_token_bitmask_par`, xgrammar's batch matcher): `work[i]` is a
-/// session and the row it writes, rows disjoint. With `threads > 1` the
-/// sessions are shared out over a pool of that many threads; each fill is
-/// the session's own [`Session::fill`] (walking where it must), so the rows
-/// are bit-identical to filling them one by one, in any order. One result per
-/// session: a failed fill (a terminated session, an empty mask) leaves its row
-/// untouched and the others go on.
+/// session and the row it writes, rows disjoint. First [`fill_warm`] on the
+/// calling thread, then [`fill_cold`] over `threads` threads. Each fill is the
+/// session's own [`Session::fill`], so the rows are bit-identical to filling
+/// them one by one, in any order. One result per session: a failed fill (a
+/// terminated session, an empty mask) leaves its row untouched and the others
+/// go on.
 pub fn fill_batch(work: &mut [(&mut Session, &mut [u32])], threads: usize) -> Vec<Result<Filled>> {
+    let mut out = fill_warm(work);
+    fill_cold(work, &mut out, threads);
+    out
+}
+
+/// The warm pass of [`fill_batch`]: every row that needs no walk (about a
+/// microsecond each: less than waking a thread, or than handing the GIL
+/// over) is filled; the others are `Ok(Filled::Cold)`, their rows untouched.
+pub fn fill_warm(work: &mut [(&mut Session, &mut [u32])]) -> Vec<Result<Filled>> {
+    work.iter_mut().map(|(s, row)| s.fill(row, false)).collect()
+}
+
+/// The cold pass of [`fill_batch`]: the rows `out` marks `Ok(Filled::Cold)`
+/// are walked and filled, shared out over a pool of `threads` threads when
+/// there are two or more of them, and their results replace the marks.
+pub fn fill_cold(
+    work: &mut [(&mut Session, &mut [u32])],
+    out: &mut [Result<Filled>],
+    threads: usize,
+) {
     use rayon::prelude::*;
-    if threads <= 1 || work.len() <= 1 {
-        return work.iter_mut().map(|(s, row)| s.fill(row, true)).collect();
-    }
-    crate::engine::pool(threads).install(|| {
-        work.par_iter_mut()
-            .map(|(s, row)| s.fill(row, true))
+    let mut cold: Vec<(usize, &mut (&mut Session, &mut [u32]))> = work
+        .iter_mut()
+        .enumerate()
+        .filter(|(i, _)| matches!(out[*i], Ok(Filled::Cold)))
+        .collect();
+    let walked: Vec<(usize, Result<Filled>)> = if threads <= 1 || cold.len() <= 1 {
+        cold.iter_mut()
+            .map(|(i, (s, row))| (*i, s.fill(row, true)))
             .collect()
-    })
+    } else {
+        crate::engine::pool(threads).install(|| {
+            cold.par_iter_mut()
+                .map(|(i, (s, row))| (*i, s.fill(row, true)))
+                .collect()
+        })
+    };
+    for (i, r) in walked {
+        out[i] = r;
+    }
 }

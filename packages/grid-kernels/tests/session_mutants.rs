@@ -284,6 +284,34 @@ fn batch_fills_leave_a_failed_row_alone() {
 }
 
 #[test]
+fn batch_fills_walk_only_the_cold_rows_and_report_each_in_its_place() {
+    // Two sessions at a configuration already filled (warm) around one that is
+    // not (cold): the warm rows are served from the memo, the cold one walked,
+    // each result at its session's index, on one thread and on a pool.
+    for threads in [1, 3] {
+        let engine = serving();
+        let mut warm = Session::new(Arc::clone(&engine), 0, false).unwrap();
+        fill(&mut warm);
+        let mut a = warm.fork();
+        let mut b = Session::new(Arc::clone(&engine), 0, false).unwrap();
+        b.accept_token(3, Kind::Sampled).unwrap();
+        let mut c = warm.fork();
+        let (mut ra, mut rb, mut rc) = (vec![0u32; 1], vec![0u32; 1], vec![0u32; 1]);
+        let mut work: Vec<(&mut Session, &mut [u32])> =
+            vec![(&mut a, &mut ra), (&mut b, &mut rb), (&mut c, &mut rc)];
+        let filled: Vec<Filled> = fill_batch(&mut work, threads)
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(filled, vec![Filled::Row, Filled::Walked, Filled::Row]);
+        assert_eq!(
+            (ra, rb, rc),
+            (vec![0b0011_1101], vec![0b1010_0100], vec![0b0011_1101])
+        );
+    }
+}
+
+#[test]
 fn a_tables_check_for_the_toy() {
     // The toy grammar's emittable terminals are A, B and WS: a remainder's
     // p is its accepted terminal (see the mask keys above).

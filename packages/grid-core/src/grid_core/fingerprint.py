@@ -17,6 +17,9 @@ from typing import Any
 
 def canonical(obj: Any) -> bytes:
     """Injective, type-tagged, length-prefixed encoding of ``obj``."""
+    if type(obj) is str:  # the same bytes as _encode's str case, without its dispatch:
+        body: bytes = obj.encode("utf-8")  # dict keys and seal fields are mostly strings
+        return b"s" + len(body).to_bytes(8, "big") + body
     out = bytearray()
     _encode(obj, out)
     return bytes(out)

@@ -370,7 +370,7 @@ def fill_batch(
     threads: int = 1,
 ) -> list[Exception | None]:
     """Row ``rows[i]`` (default ``i``) of ``bitmask`` filled by ``guides[i]`` in one
-    native call, the GIL released, over ``threads`` threads
+    native call, the walks the GIL released, over ``threads`` threads
     (``grid_core.protocol.fill_rows``)."""
     import grid_kernels
 

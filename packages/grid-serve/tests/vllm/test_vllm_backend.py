@@ -120,7 +120,8 @@ def test_requests_run_on_the_native_guide_and_are_audited(
 ) -> None:
     """Fails if a request's guide is the Python one while grid-kernels is installed, or
     if a request that ends (at EOS, or dropped before it) leaves no sealed log in
-    GRID_AUDIT_DIR that ``grid audit verify`` and ``grid audit replay`` accept."""
+    GRID_AUDIT_DIR that ``grid audit verify`` and ``grid audit replay`` accept, or if
+    a log is sealed and written in the engine's thread instead of the audit thread."""
     pytest.importorskip("grid_kernels._native")
     from grid_core.kernels import KernelGuide
 
@@ -128,9 +129,22 @@ def test_requests_run_on_the_native_guide_and_are_audited(
     ids = tokenizer.encode(sql, add_special_tokens=False)
     r, grammar = compiled(manager, config, tokenizer, "audited-eos", ANALYST)
     assert isinstance(grammar.guide, KernelGuide) and grammar.guide.audited
-    for token in [*ids, 2]:
-        manager.grammar_bitmask({"audited-eos": r}, ["audited-eos"], {})
-        assert manager.accept_tokens(r, [token])
+    backend = manager.backend
+    sink, sealed_on = backend.audit_sink, []
+
+    def recording(request_id: str, log: Any) -> None:
+        sealed_on.append(threading.current_thread().name)
+        sink(request_id, log)
+
+    backend.audit_sink = recording
+    try:
+        for token in [*ids, 2]:
+            manager.grammar_bitmask({"audited-eos": r}, ["audited-eos"], {})
+            assert manager.accept_tokens(r, [token])
+        backend.flush_audit()
+    finally:
+        backend.audit_sink = sink
+    assert len(sealed_on) == 1 and sealed_on[0].startswith("grid-audit")
     logs = Path(os.environ["GRID_AUDIT_DIR"])
     lines = (logs / "audited-eos.jsonl").read_text().splitlines()
     seal = json.loads(lines[-1])["seal"]
@@ -145,6 +159,7 @@ def test_requests_run_on_the_native_guide_and_are_audited(
     r2.structured_output_request._grammar = None  # vLLM frees a finished request's grammar
     del dropped
     gc.collect()
+    manager.backend.flush_audit()
     lines = (logs / "audited-cut.jsonl").read_text().splitlines()
     seal = json.loads(lines[-1])["seal"]
     assert (seal["stop_reason"], seal["record_count"]) == ("truncated", 3)
@@ -296,6 +311,7 @@ def test_a_json_schema_request_runs_on_the_native_guide_and_is_audited(
     for token in [*ids, 2]:
         manager.grammar_bitmask({"json-eos": r}, ["json-eos"], {})
         assert manager.accept_tokens(r, [token])
+    manager.backend.flush_audit()
     lines = (Path(os.environ["GRID_AUDIT_DIR"]) / "json-eos.jsonl").read_text().splitlines()
     assert json.loads(lines[-1])["seal"]["stop_reason"] == "eos"
     assert verify(lines).ok and replay(lines, grammar.engine).ok

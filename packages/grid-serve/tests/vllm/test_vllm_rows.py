@@ -9,7 +9,8 @@ from __future__ import annotations
 import array
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
@@ -154,3 +155,37 @@ def test_a_warm_requests_queued_row_is_computed_by_the_asker(
     assert not slow.wait(other, 0.05)
     gate.set()
     assert slow.wait(other, 60.0) and slow.row(other) == other.mask().tobytes()
+
+
+class CountingPool(ThreadPoolExecutor):
+    """A one-thread pool that counts the tasks submitted to it."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+        self.submitted = 0
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        self.submitted += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_only_a_slow_requests_row_is_computed_ahead(engine: Engine) -> None:
+    """After a token (``ahead``), a warm request hands nothing to the pool (waking its
+    thread costs more than the row) and its row is computed when asked for; a slow
+    request's row is submitted at once and is the guide's mask. Fails if a warm
+    request submits, a slow one does not, or either row differs from the mask."""
+    with CountingPool() as pool:
+        warm = RowsAhead(StopSet(engine.vocab, None), pool)
+        guide = advanced(engine, b"SELECT")
+        assert warm.warm
+        warm.ahead(guide)
+        assert pool.submitted == 0
+        assert warm.wait(guide, 0.0) and pool.submitted == 0  # computed here, at once
+        assert warm.row(guide) == guide.mask().tobytes()
+        slow = RowsAhead(StopSet(engine.vocab, None), pool)
+        slow.last_seconds = STEAL_BELOW  # as after a cold row
+        assert not slow.warm
+        slow.ahead(guide)
+        assert pool.submitted == 1
+        assert slow.wait(guide, 60.0) and slow.row(guide) == guide.mask().tobytes()
+        assert pool.submitted == 1

@@ -25,8 +25,9 @@ exception thrown into the engine's batch loop).
   mask exists (vLLM holds it in ``WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR``);
 - ``allocate_token_bitmask`` gives the ``[rows, ceil(V / 32)]`` int32 tensor
   vLLM fills (all ones: no constraint);
-- rows after the first are computed ahead on the backend's mask pool
-  (:class:`~grid_serve.vllm.rows.RowsAhead`), :data:`MASK_WORKERS` threads;
+- rows after the first are computed when vLLM fills the bitmask (a warm
+  request's) or ahead on the backend's mask pool (a slow request's,
+  :class:`~grid_serve.vllm.rows.RowsAhead`), :data:`MASK_WORKERS` threads;
   its :class:`~grid_serve.vllm.rows.RoundClock` is driven by the defer patch.
 
 :class:`GridGrammar` (one per request) holds a guide from ``Engine.guide()``
@@ -34,7 +35,8 @@ exception thrown into the engine's batch loop).
 installed), with audit on:
 
 - ``accept_tokens`` advances it (tokens after termination are ignored, as
-  vLLM's other backends do) and submits the next row to the pool; a refused
+  vLLM's other backends do) and, for a slow request, submits the next row to
+  the pool (:class:`~grid_serve.vllm.rows.RowsAhead`); a refused
   token returns False with the guide unchanged at that token;
 - ``validate_tokens`` advances a fork (O(1)) and returns the accepted prefix;
 - ``rollback(n)`` undoes n tokens (termination included);
@@ -49,7 +51,13 @@ installed), with audit on:
 section 9); the log is sealed once, with stop reason ``eos`` when the request
 accepts a stop id, else (the grammar is dropped: vLLM finished it on a length
 limit, a stop string or an abort; or ``reset``) ``truncated``, or ``error``
-for a failed request, with ``mode: 2``. The sealed log goes to the backend's
+for a failed request, with ``mode: 2``. The log is sealed on the backend's
+audit thread (:attr:`GridBackend.audit_pool`, one thread, in the order the
+requests ended), not in the engine's round: sealing and writing a log cost
+tens of microseconds, which every co-tenant of the batch would wait for. It
+is in the sink within moments of the request's end; ``flush_audit()`` waits
+for every log handed over so far, and ``destroy()`` (the engine's shutdown)
+writes them all before it returns. The sealed log goes to the backend's
 audit sink (:attr:`GridBackend.audit_sink`, a callable ``(request_id, log)``):
 by default :class:`AuditDirectory` over ``GRID_AUDIT_DIR``, else
 ``$XDG_STATE_HOME/grid/audit`` (``~/.local/state/grid/audit``), one
@@ -225,6 +233,12 @@ class GridBackend(StructuredOutputBackend):  # type: ignore[misc, unused-ignore]
         self.grid_vocab = model_vocabulary(self.tokenizer, self.vocab_size)
         self.compiler = EngineCompiler(self.grid_vocab)
         self.mask_pool = ThreadPoolExecutor(MASK_WORKERS, thread_name_prefix="grid-masks")
+        self.audit_pool = ThreadPoolExecutor(1, thread_name_prefix="grid-audit")
+        """The thread that seals finished requests' logs and hands them to the sink."""
+        for pool in (self.mask_pool, self.audit_pool):
+            # Started now: a pool starts its thread at its first task, which would
+            # then hold the GIL for milliseconds inside an engine round.
+            pool.submit(int).result()
         self.clock = RoundClock()
         self.audit_sink: AuditSink = AuditDirectory()
         """Where each request's sealed audit log goes (module header)."""
@@ -242,9 +256,7 @@ class GridBackend(StructuredOutputBackend):  # type: ignore[misc, unused-ignore]
             json_events = None
             if events_requested(kind, grammar_spec):
                 json_events = RequestEvents(json_event_spec(engine.grammar), JsonEventReader)
-            grammar = GridGrammar(
-                engine, stops, self.mask_pool, lambda: self.audit_sink, json_events
-            )
+            grammar = GridGrammar(self, engine, stops, json_events)
             grammar.prime()
             return grammar
         spec = GridSpec.parse(grammar_spec)
@@ -257,7 +269,7 @@ class GridBackend(StructuredOutputBackend):  # type: ignore[misc, unused-ignore]
             events = RequestEvents(
                 event_spec(dialect, engine.grammar), partial(SqlEventReader, dialect, grants)
             )
-        grammar = GridGrammar(engine, stops, self.mask_pool, lambda: self.audit_sink, events)
+        grammar = GridGrammar(self, engine, stops, events)
         grammar.prime()
         return grammar
 
@@ -265,8 +277,13 @@ class GridBackend(StructuredOutputBackend):  # type: ignore[misc, unused-ignore]
         words = (self.grid_vocab.n_vocab + 31) // 32
         return torch.full((max_num_seqs, words), -1, dtype=torch.int32)
 
+    def flush_audit(self) -> None:
+        """Wait until every log handed to the audit thread so far is in the sink."""
+        self.audit_pool.submit(lambda: None).result()
+
     def destroy(self) -> None:
         self.mask_pool.shutdown(wait=False, cancel_futures=True)
+        self.audit_pool.shutdown(wait=True)  # every finished request's log is written
 
 
 class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
@@ -274,22 +291,21 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
 
     def __init__(
         self,
+        backend: GridBackend,
         engine: Engine,
         stops: StopSet,
-        pool: ThreadPoolExecutor,
-        sink: Callable[[], AuditSink] | None = None,
         events: RequestEvents | None = None,
     ) -> None:
+        self.backend = backend
         self.engine = engine
         self.stops = stops
         self.events = events
         self.event_lines: EventLines | None = None
         """The request's event stream once its id is known (``"events": true`` only)."""
-        self.sink = sink or (lambda: AuditDirectory())
         self._request = [""]
         """The id vLLM names the request by (known from its first accepted token), in a
         cell the sealing finalizer shares (it must not hold the grammar itself)."""
-        self.rows = RowsAhead(stops, pool)
+        self.rows = RowsAhead(stops, backend.mask_pool)
         self._start()
         self.error: BaseException | None = None
         """Why the request failed (sticky), or None."""
@@ -307,7 +323,7 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
         spec = None if self.events is None else self.events.spec
         self.guide = self.engine.guide(audit=True, events=spec)
         self._sealer = weakref.finalize(
-            self, _seal, self.guide, self.sink, self._request, "truncated"
+            self, _hand_off, self.backend, self.guide, self._request, "truncated"
         )
         self._sealer.atexit = True
 
@@ -318,7 +334,7 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
             self._flush_events()
             if self.event_lines is not None:
                 self.event_lines.out.close()
-            _seal(self.guide, self.sink, self._request, stop)
+            _hand_off(self.backend, self.guide, self._request, stop)
 
     def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
         self._request[0] = request_id
@@ -340,7 +356,7 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
             self._end("eos")
         else:
             self._flush_events()
-            self.rows.submit(self.guide)
+            self.rows.ahead(self.guide)
         return True
 
     def _flush_events(self) -> None:
@@ -397,7 +413,7 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
         self.rows.clear()
         self._start()
         self.error = None
-        self.rows.submit(self.guide)
+        self.rows.ahead(self.guide)
 
     def mask_ready(self) -> bool:
         """Whether the row of the current configuration is computed (submitted if not).
@@ -453,11 +469,20 @@ def _words_of(bitmask: torch.Tensor) -> Any:
     return view
 
 
-def _seal(guide: Guide, sink: Callable[[], AuditSink], request: list[str], stop: str) -> None:
-    """Seal ``guide``'s records (``mode: 2``) and hand them to the sink; a failure is
-    logged, never raised (it may run in a finalizer)."""
+def _hand_off(backend: GridBackend, guide: Guide, request: list[str], stop: str) -> None:
+    """Seal ``guide``'s log with ``stop`` on the backend's audit thread, off the engine's
+    round (module header); in this thread once that is shut down (interpreter exit)."""
+    try:
+        backend.audit_pool.submit(_seal, backend, guide, request, stop)
+    except RuntimeError:
+        _seal(backend, guide, request, stop)
+
+
+def _seal(backend: GridBackend, guide: Guide, request: list[str], stop: str) -> None:
+    """Seal ``guide``'s records (``mode: 2``) and hand them to the backend's sink; a
+    failure is logged, never raised."""
     request_id = request[0]
     try:
-        sink()(request_id or "request", guide.seal(stop, {"mode": 2}))
+        backend.audit_sink(request_id or "request", guide.seal(stop, {"mode": 2}))
     except Exception:
         logger.exception("GRID: request %s: the audit log could not be written", request_id)

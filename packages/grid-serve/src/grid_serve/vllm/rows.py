@@ -24,20 +24,26 @@ Policy decisions:
   (``vocab.eos_ids[0]``), whatever its spelling. When the stop ids are the
   vocabulary's EOS ids, a row equals the guide's own fill bit for bit. No
   stop ids (None or empty) means the vocabulary's EOS ids.
-- Rows are computed ahead (:class:`RowsAhead`): after each accepted token the
-  row of the new configuration is submitted to a worker pool, so it is computed
-  while the engine schedules and runs the forward pass; ``ready`` tells whether
-  it is done, and ``wait`` waits for it until a deadline (the defer patch,
-  :mod:`grid_serve.vllm.defer`, with a :class:`RoundClock`). Rows are keyed by
-  the guide's exact configuration key (``config_key()``: equal keys, equal
-  masks), so a rollback returns to a key whose row is known. A row asked for
-  with nothing submitted is computed in the caller's thread.
+- A request is *warm* while its most recent row took less than
+  :data:`STEAL_BELOW` seconds (a new request is warm), else *slow*.
+- Rows of slow requests are computed ahead (:class:`RowsAhead`): after each
+  accepted token (``ahead``) the row of the new configuration is submitted to a
+  worker pool, so it is computed while the engine schedules and runs the
+  forward pass; ``ready`` tells whether it is done, and ``wait`` waits for it
+  until a deadline (the defer patch, :mod:`grid_serve.vllm.defer`, with a
+  :class:`RoundClock`). A warm request's row is computed when it is asked for,
+  in the asking thread (the bitmask, which a serving engine fills while the
+  forward pass runs): a warm row costs microseconds, less than handing it to a
+  pool thread (waking the thread and passing the GIL: about 17 us per
+  submission on a 2-CPU host, paid in the serial part of the round where
+  tokens are accepted). Rows are keyed by the guide's exact configuration key
+  (``config_key()``: equal keys, equal masks), so a rollback returns to a key
+  whose row is known.
 - No head-of-line blocking: one request's slow row (a cold schema) must not
-  hold back the warm rows queued behind it on the pool. A row that has not
-  started when it is asked for is taken back from the pool and computed in the
-  caller's thread, if the request's previous row took less than
-  :data:`STEAL_BELOW` seconds (a warm request); a request whose rows are slow
-  keeps its place in the queue and is waited for (``wait``: until a deadline).
+  hold back the warm rows queued behind it on the pool. A warm request's row
+  that has not started when it is asked for is taken back from the pool and
+  computed in the caller's thread; a slow request keeps its place in the queue
+  and is waited for (``wait``: until a deadline).
 - Thread use: one caller thread at a time per :class:`RowsAhead` (the engine's
   thread that drives the request); the pool's threads only compute rows, each
   on a fork of the guide taken at submission (engines are thread-safe: the
@@ -144,6 +150,17 @@ class RowsAhead:
         self.last_seconds = 0.0
         """How long the request's most recent row took to compute."""
 
+    @property
+    def warm(self) -> bool:
+        """Whether the request's most recent row took less than :data:`STEAL_BELOW`."""
+        return self.last_seconds < STEAL_BELOW
+
+    def ahead(self, guide: Guide) -> None:
+        """The guide moved (a token accepted, a reset): a slow request's next row is
+        submitted to the pool; a warm request's waits to be asked for (module header)."""
+        if not self.warm:
+            self.submit(guide)
+
     def submit(self, guide: Guide) -> Future[bytes]:
         """The row of the guide's configuration, submitted to the pool unless known."""
         known = self._lookup(guide)
@@ -162,19 +179,21 @@ class RowsAhead:
         Raises what computing the row raised.
         """
         known = self._lookup(guide)
-        if known is None or (self.last_seconds < STEAL_BELOW and known.cancel()):
+        if known is None or (self.warm and known.cancel()):
             known = self._here(guide)
         return known.result()
 
     def wait(self, guide: Guide, timeout: float) -> bool:
         """Whether the row of the guide's configuration is computed within ``timeout``
-        seconds: a warm request's row that has not started is computed here (module
-        header), anything else is waited for on the pool."""
-        known = self.submit(guide)
-        if known.done():
-            return True
-        if self.last_seconds < STEAL_BELOW and known.cancel():
+        seconds: a warm request's row that is not known or has not started is computed
+        here (module header), anything else is waited for on the pool."""
+        known = self._lookup(guide)
+        if self.warm and (known is None or known.cancel()):
             self._here(guide)
+            return True
+        if known is None:
+            known = self.submit(guide)
+        if known.done():
             return True
         try:
             known.exception(max(timeout, 0.0))
