@@ -16,7 +16,7 @@ mask pool) in an engine loop shaped like vLLM's synchronous one:
    is dropped: ``grid_serve.vllm.defer``; the simulator knows the forward's end,
    vLLM's patch estimates it from recent rounds);
 4. *sample*: when both are done, each scheduled request takes the next token of
-   its script (checked to be admitted by its row);
+   its script (checked to be admitted by its row when the row is filled);
 5. *accept*: each guide advances (``RowsAhead.ahead``, as the backend's
    ``accept_tokens``): a slow request's next row is submitted to the mask pool
    (one worker thread: half of this 2-CPU host), where it is computed during
@@ -250,7 +250,6 @@ class Sim:
                     continue
                 scheduled.append(r)
             forward_end = t0 + self.forward_s
-            rows = {}
             for r in list(scheduled):
                 if r.rows is None or r.guide is None:
                     continue
@@ -259,7 +258,9 @@ class Sim:
                     r.skips += 1
                     scheduled.remove(r)
                     continue
-                rows[r.rid] = r.rows.row(r.guide)
+                row = r.rows.row(r.guide)
+                token = r.script[r.pos]  # checked here, where the forward pass hides it
+                assert row[token >> 3] >> (token & 7) & 1, (r.rid, r.pos)
             pause = forward_end - time.perf_counter()
             if pause > 0:
                 time.sleep(pause)
@@ -267,8 +268,6 @@ class Sim:
             for r in scheduled:
                 token = r.script[r.pos]
                 if r.guide is not None and r.stops is not None and r.rows is not None:
-                    row = rows[r.rid]
-                    assert row[token >> 3] >> (token & 7) & 1, (r.rid, r.pos)
                     assert r.stops.accept(r.guide, token)
                     if r.guide.is_terminated():
                         r.log = seal(self.audit_pool, r.guide)

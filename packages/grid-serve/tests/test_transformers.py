@@ -165,6 +165,38 @@ def test_applied_mask_is_the_guides_mask_at_every_step(
         assert out.audit.seal is not None and out.audit.seal["stop_reason"] == "truncated"
 
 
+@pytest.mark.parametrize("layout", ["float32", "float64", "bfloat16", "strided"])
+def test_every_logits_layout_is_masked_alike(lm: Any, engines: Any, layout: str) -> None:
+    """The processor masks contiguous CPU float32 logits through their numpy view and the
+    kernels, any other dtype or layout through torch. Along a statement, with the
+    exit-intent stop on, fails if the finite columns differ from the guide's mask in
+    any layout, or if, where EOS is legal and the model's top token is refused, the
+    row is not EOS only."""
+    role = engines["analyst"]
+    eos = sorted(lm.vocab.eos_ids)
+    width = lm.model.config.vocab_size
+    proc = GridLogitsProcessor([role.engine.guide()], stop_on_exit=True)
+    reference = role.engine.guide()
+    tokens = lm.tokenizer.encode("SELECT name FROM employees;", add_special_tokens=False)
+    generator = torch.Generator().manual_seed(7)
+    ids = torch.zeros((1, 3), dtype=torch.long)
+    for step in range(len(tokens) + 1):
+        admitted = reference.mask_ids()
+        logits = torch.randn((width, 1), generator=generator).t()  # a column: strided
+        exiting = step == len(tokens)
+        if exiting:  # EOS is legal; the top token is one the mask refuses
+            assert reference.eos_allowed()
+            logits[0, next(t for t in range(width) if t not in set(admitted))] = 100.0
+        if layout != "strided":
+            logits = logits.contiguous().to(getattr(torch, layout))
+        out = proc(ids, logits)
+        finite = torch.isfinite(out[0]).nonzero().flatten().tolist()
+        assert finite == (eos if exiting else admitted), (layout, step)
+        if not exiting:
+            ids = torch.cat([ids, torch.tensor([[tokens[step]]])], dim=1)
+            reference.accept_token(tokens[step])
+
+
 def test_the_adapters_run_on_the_native_guide_and_match_python(
     lm: Any, engines: Any, schema: SchemaSnapshot
 ) -> None:

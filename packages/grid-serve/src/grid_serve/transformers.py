@@ -87,6 +87,7 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 from transformers.generation.streamers import BaseStreamer
 
+from grid_core import kernels
 from grid_core.audit import AuditLog
 from grid_core.decode import GREEDY, Generation, Sampling, decode
 from grid_core.errors import ServingError
@@ -180,6 +181,9 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             bytearray(engine.pack(self.vocab.eos_ids).tobytes()), dtype=torch.int32
         ).numpy()
         self._seen: int | None = None  # columns of input_ids already consumed
+        self._on_cpu = False  # input_ids live on the CPU: read through a numpy view
+        self._native = kernels.load()
+        """The kernels' bitmask application for CPU float32 logits, or None."""
         self._finished = False
         self.mask_seconds = 0.0
         """Wall time spent computing and applying masks (CPU work of GRID)."""
@@ -216,17 +220,23 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
                     f"{self.vocab.n_vocab} ids"
                 )
             self._seen = input_ids.shape[1]
+            self._on_cpu = input_ids.device.type == "cpu"
         self._catch_up(input_ids)
         self._fill()
+        logits = _cpu_float32(scores)
         if self.stop_on_exit:
-            self._exit_intent(scores)
-        apply_bitmask_(scores, self._bitmask)
+            self._exit_intent(scores, logits)
+        if logits is not None and self._native is not None:
+            self._native.apply_token_bitmask(logits, self._words)  # apply_bitmask_'s fast path
+        else:
+            apply_bitmask_(scores, self._bitmask)
         self.mask_seconds += time.perf_counter() - t0
         return scores
 
     def _catch_up(self, input_ids: torch.Tensor) -> None:
         assert self._seen is not None
-        new = input_ids[:, self._seen :].tolist()
+        ids = input_ids.numpy() if self._on_cpu else input_ids  # a view: no torch op per call
+        new = ids[:, self._seen :].tolist()
         self._seen = input_ids.shape[1]
         for row, tokens in zip(self._rows, new, strict=True):
             for token in tokens:
@@ -260,16 +270,16 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             if not row.filled:
                 self._words[i] = self._eos_words
 
-    def _exit_intent(self, scores: torch.Tensor) -> None:
+    def _exit_intent(self, scores: torch.Tensor, logits: Any | None) -> None:
         """EOS only on each filled row where EOS is legal and the model's own top
-        token (before masking) is one the mask refuses (module header)."""
+        token (before masking) is one the mask refuses (module header); ``logits``
+        is the scores' numpy view (CPU float32) or None."""
         eos = self.vocab.eos_ids[0]
         words = self._words
-        cpu = scores.device.type == "cpu" and scores.dtype == torch.float32
         for i, row in enumerate(self._rows):
             if not row.filled or not _admits(words[i], eos):
                 continue
-            top = int(scores[i].numpy().argmax() if cpu else scores[i].argmax())
+            top = int(logits[i].argmax() if logits is not None else scores[i].argmax())
             if not _admits(words[i], top):
                 words[i] = self._eos_words
 
@@ -293,6 +303,14 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             complete = guide.is_terminated() or (row.error is None and _complete(guide))
             outcomes.append(RowOutcome(tuple(row.tokens), text, stop, complete, audit, row.error))
         return outcomes
+
+
+def _cpu_float32(scores: torch.Tensor) -> Any | None:
+    """The numpy view of contiguous CPU float32 logits (read and masked in place without
+    a torch op per use), else None."""
+    if scores.device.type == "cpu" and scores.dtype == torch.float32 and scores.is_contiguous():
+        return scores.numpy()
+    return None
 
 
 def _admits(words: Any, token: int) -> bool:
