@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from grid_core.vocab import Vocabulary, smollm2
+from grid_core.vocab import smollm2
 from grid_serve.text2sql import RoleEngines, example_database
 from grid_serve.transformers import GridLogitsProcessor
 from grid_sql.policy import example_policy
@@ -48,30 +48,17 @@ from grid_sql.schema import SchemaSnapshot
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from host import host_description
+from serving_sim import longest_match
 
 RESULTS = Path(__file__).resolve().parent / "results"
 EVICT_FLOATS = 75_000_000  # 300 MB
 
 
-def longest_match(vocab: Vocabulary, text: bytes) -> list[int]:
-    spell = {b: i for i, b in enumerate(vocab.token_bytes) if b and i not in vocab.special_ids}
-    longest = max(map(len, spell))
-    ids, i = [], 0
-    while i < len(text):
-        for n in range(min(longest, len(text) - i), 0, -1):
-            token = spell.get(text[i : i + n])
-            if token is not None:
-                ids.append(token)
-                i += n
-                break
-        else:
-            raise ValueError(f"no token spells {text[i : i + 1]!r}")
-    return ids
-
-
 def replay(engines: RoleEngines, questions: list[dict[str, Any]], evict: Any) -> dict[str, Any]:
     """Every statement through a fresh processor; ``evict`` (or None) runs before each call."""
     vocab = engines.vocab
+    spellings = {b: i for i, b in enumerate(vocab.token_bytes) if b and i not in vocab.special_ids}
+    longest = max(map(len, spellings))
     calls: list[float] = []
     per_question: list[float] = []
     generator = torch.Generator().manual_seed(0)
@@ -81,7 +68,7 @@ def replay(engines: RoleEngines, questions: list[dict[str, Any]], evict: Any) ->
         ids = torch.zeros((1, 4), dtype=torch.long)
         spent = 0.0
         n = 0
-        for token in longest_match(vocab, q["mode2"]["sql"].encode()):
+        for token in longest_match(spellings, q["mode2"]["sql"].encode(), longest):
             scores = torch.randn((1, vocab.n_vocab), generator=generator)
             if evict is not None:
                 evict()
