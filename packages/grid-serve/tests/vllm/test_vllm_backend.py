@@ -137,10 +137,14 @@ def test_requests_run_on_the_native_guide_and_are_audited(
         sink(request_id, log)
 
     backend.audit_sink = recording
+    engine = grammar.engine
     try:
         for token in [*ids, 2]:
             manager.grammar_bitmask({"audited-eos": r}, ["audited-eos"], {})
             assert manager.accept_tokens(r, [token])
+        r.structured_output_request._grammar = None  # vLLM frees a finished request's grammar
+        del grammar
+        gc.collect()
         backend.flush_audit()
     finally:
         backend.audit_sink = sink
@@ -149,7 +153,7 @@ def test_requests_run_on_the_native_guide_and_are_audited(
     lines = (logs / "audited-eos.jsonl").read_text().splitlines()
     seal = json.loads(lines[-1])["seal"]
     assert (seal["stop_reason"], seal["record_count"]) == ("eos", len(ids) + 1)
-    assert verify(lines).ok and replay(lines, grammar.engine).ok
+    assert verify(lines).ok and replay(lines, engine).ok
 
     r2, dropped = compiled(manager, config, tokenizer, "audited-cut", ANALYST)
     engine = dropped.engine
@@ -197,6 +201,40 @@ def test_speculative_fill_accept_rollback(spec_config: Any, tokenizer: Any) -> N
         assert row_bytes(bitmask, 1) == reference_row(after, {2})
         assert row_bytes(bitmask, 2) == row_bytes(bitmask, 1)
         assert grammar.guide.steps == reference.steps
+    finally:
+        manager.clear_backend()
+
+
+def test_a_draft_stop_id_leaves_the_log_open(spec_config: Any, tokenizer: Any) -> None:
+    """vLLM's bitmask fill accepts draft tokens and rolls them back: a draft stop id
+    (after a complete statement) must not seal the request's log. The request then
+    goes on, ends at a real stop id, and its one log holds exactly its real tokens.
+    Fails if the draft writes a log, or the final log differs from the real tokens."""
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    manager = StructuredOutputManager(spec_config)
+    try:
+        r, grammar = compiled(manager, spec_config, tokenizer, "draft-eos", ANALYST)
+        ids = tokenizer.encode("SELECT name FROM departments;", add_special_tokens=False)
+        assert manager.accept_tokens(r, ids[:-1])
+        manager.grammar_bitmask({"draft-eos": r}, ["draft-eos"], {"draft-eos": [ids[-1], 2]})
+        assert grammar.guide.steps == len(ids) - 1 and not grammar.is_terminated()
+        backend = manager.backend
+        backend.flush_audit()
+        logs = Path(os.environ["GRID_AUDIT_DIR"])
+        assert not (logs / "draft-eos.jsonl").exists()
+        assert manager.accept_tokens(r, [ids[-1], 2]) and grammar.is_terminated()
+        engine = grammar.engine
+        r.structured_output_request._grammar = None  # vLLM frees a finished request's grammar
+        del grammar
+        gc.collect()
+        backend.flush_audit()
+        lines = (logs / "draft-eos.jsonl").read_text().splitlines()
+        assert not (logs / "draft-eos.1.jsonl").exists()
+        seal = json.loads(lines[-1])["seal"]
+        assert (seal["stop_reason"], seal["record_count"]) == ("eos", len(ids) + 1)
+        assert [json.loads(line)["token"] for line in lines[:-1]] == [*ids, 2]
+        assert verify(lines).ok and replay(lines, engine).ok
     finally:
         manager.clear_backend()
 
@@ -311,12 +349,16 @@ def test_a_json_schema_request_runs_on_the_native_guide_and_is_audited(
     for token in [*ids, 2]:
         manager.grammar_bitmask({"json-eos": r}, ["json-eos"], {})
         assert manager.accept_tokens(r, [token])
+    engine = grammar.engine
+    r.structured_output_request._grammar = None  # vLLM frees a finished request's grammar
+    del grammar
+    gc.collect()
     manager.backend.flush_audit()
     lines = (Path(os.environ["GRID_AUDIT_DIR"]) / "json-eos.jsonl").read_text().splitlines()
     assert json.loads(lines[-1])["seal"]["stop_reason"] == "eos"
-    assert verify(lines).ok and replay(lines, grammar.engine).ok
+    assert verify(lines).ok and replay(lines, engine).ok
     _, again = compiled(manager, config, tokenizer, "json-again", params)
-    assert again.engine is grammar.engine  # single-flight: one engine per (kind, text)
+    assert again.engine is engine  # single-flight: one engine per (kind, text)
 
 
 def test_a_json_request_with_events_writes_pointers(

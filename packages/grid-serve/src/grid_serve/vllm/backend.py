@@ -48,10 +48,14 @@ installed), with audit on:
   error at its next token, while the rest of the batch goes on.
 
 **Audit.** Every request's guide records each accepted token (DESIGN.md
-section 9); the log is sealed once, with stop reason ``eos`` when the request
-accepts a stop id, else (the grammar is dropped: vLLM finished it on a length
-limit, a stop string or an abort; or ``reset``) ``truncated``, or ``error``
-for a failed request, with ``mode: 2``. The log is sealed on the backend's
+section 9); the log is sealed once, with ``mode: 2``, when the request's
+grammar ends: when vLLM drops it (the request finished or was aborted), at
+``reset``, or when the request fails. Its stop reason is ``eos`` if the guide
+has accepted a stop id by then, ``error`` for a failed request, else
+``truncated`` (a length limit, a stop string, an abort). A stop id does not
+seal the log when it is accepted: vLLM's speculative decoding accepts draft
+tokens through ``accept_tokens`` and rolls them back, and a draft stop id
+must leave the log open. The log is sealed on the backend's
 audit thread (:attr:`GridBackend.audit_pool`, one thread, in the order the
 requests ended), not in the engine's round: sealing and writing a log cost
 tens of microseconds, which every co-tenant of the batch would wait for. It
@@ -305,6 +309,8 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
         self._request = [""]
         """The id vLLM names the request by (known from its first accepted token), in a
         cell the sealing finalizer shares (it must not hold the grammar itself)."""
+        self._events_out: list[TextIO] = []
+        """The request's events file once open, in a cell the finalizer closes."""
         self.rows = RowsAhead(stops, backend.mask_pool)
         self._start()
         self.error: BaseException | None = None
@@ -319,22 +325,22 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
         self._row()
 
     def _start(self) -> None:
-        """A fresh guide, whose log is sealed and sent to the sink once (module header)."""
+        """A fresh guide, whose log is sealed and sent to the sink once, when the
+        grammar ends: dropped by vLLM (a finished or aborted request), reset, or
+        failed (module header)."""
         spec = None if self.events is None else self.events.spec
         self.guide = self.engine.guide(audit=True, events=spec)
         self._sealer = weakref.finalize(
-            self, _hand_off, self.backend, self.guide, self._request, "truncated"
+            self, _hand_off, self.backend, self.guide, self._request, None, self._events_out
         )
         self._sealer.atexit = True
 
-    def _end(self, stop: str) -> None:
-        """Seal now with ``stop`` (a no-op if already sealed)."""
+    def _end(self, stop: str | None) -> None:
+        """Seal now (a no-op if already sealed); ``stop`` as :func:`_seal`'s."""
         if self._sealer.alive:
             self._sealer.detach()
             self._flush_events()
-            if self.event_lines is not None:
-                self.event_lines.out.close()
-            _hand_off(self.backend, self.guide, self._request, stop)
+            _hand_off(self.backend, self.guide, self._request, stop, self._events_out)
 
     def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
         self._request[0] = request_id
@@ -352,10 +358,11 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
                     self.guide.steps,
                 )
                 return False
-        if self.guide.is_terminated():
-            self._end("eos")
-        else:
-            self._flush_events()
+        # A stop id does not seal the log here: vLLM accepts draft tokens through this
+        # method and rolls them back, so a request has ended only when its grammar
+        # is dropped (or reset, or failed), and the seal's stop reason is read then.
+        self._flush_events()
+        if not self.guide.is_terminated():
             self.rows.ahead(self.guide)
         return True
 
@@ -367,6 +374,7 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
             if self.event_lines is None:
                 assert isinstance(self.guide, EventStream)
                 out = self.events.open(self._request[0] or "request")
+                self._events_out.append(out)
                 self.event_lines = EventLines(self.guide, self.events.reader, out)
             self.event_lines.flush()
         except Exception:
@@ -409,7 +417,7 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
         return self.guide.is_terminated()
 
     def reset(self) -> None:
-        self._end("error" if self.error is not None else "truncated")
+        self._end("error" if self.error is not None else None)
         self.rows.clear()
         self._start()
         self.error = None
@@ -469,19 +477,31 @@ def _words_of(bitmask: torch.Tensor) -> Any:
     return view
 
 
-def _hand_off(backend: GridBackend, guide: Guide, request: list[str], stop: str) -> None:
-    """Seal ``guide``'s log with ``stop`` on the backend's audit thread, off the engine's
-    round (module header); in this thread once that is shut down (interpreter exit)."""
+def _hand_off(
+    backend: GridBackend,
+    guide: Guide,
+    request: list[str],
+    stop: str | None,
+    events_out: list[TextIO],
+) -> None:
+    """Close the request's events file, then seal ``guide``'s log on the backend's audit
+    thread, off the engine's round (module header); in this thread once that is shut
+    down (interpreter exit)."""
+    for out in events_out:
+        out.close()  # its lines are complete before the log is written
     try:
         backend.audit_pool.submit(_seal, backend, guide, request, stop)
     except RuntimeError:
         _seal(backend, guide, request, stop)
 
 
-def _seal(backend: GridBackend, guide: Guide, request: list[str], stop: str) -> None:
-    """Seal ``guide``'s records (``mode: 2``) and hand them to the backend's sink; a
-    failure is logged, never raised."""
+def _seal(backend: GridBackend, guide: Guide, request: list[str], stop: str | None) -> None:
+    """Seal ``guide``'s records (``mode: 2``) with ``stop``, or (None) ``eos`` if the
+    guide has accepted EOS and ``truncated`` if not, and hand them to the backend's
+    sink; a failure is logged, never raised."""
     request_id = request[0]
+    if stop is None:
+        stop = "eos" if guide.is_terminated() else "truncated"
     try:
         backend.audit_sink(request_id or "request", guide.seal(stop, {"mode": 2}))
     except Exception:
