@@ -23,7 +23,8 @@ mask pool) in an engine loop shaped like vLLM's synchronous one:
    the next round's schedule, forward and fills; a warm request's is computed
    at the next round's bitmask, in the filling thread; a request that accepted EOS
    has its audit log sealed (``seal("eos", {"mode": 2})``) on the audit thread,
-   as the backend does before handing it to its audit sink.
+   as the backend does when vLLM frees the finished request (in the same
+   round), before handing it to its audit sink.
 
 The guides are the adapters' own: ``Engine.guide()``, the native guide
 (``grid_core.kernels.KernelGuide``) with its audit on, driven only through the
