@@ -131,13 +131,13 @@ def fill_rows(
     from grid_core import kernels  # the kernels module imports this one
     from grid_core.events import EventGuide
 
-    targets = list(range(len(guides))) if rows is None else list(rows)
-    if len(targets) != len(guides):
-        raise ValueError(f"{len(targets)} rows for {len(guides)} guides")
+    if rows is not None and len(rows) != len(guides):
+        raise ValueError(f"{len(rows)} rows for {len(guides)} guides")
     guides = [g.inner if isinstance(g, EventGuide) else g for g in guides]  # same masks
     native = [g for g in guides if isinstance(g, kernels.KernelGuide)]
     if native and len(native) == len(guides):
-        return kernels.fill_batch(native, bitmask, rows=targets, threads=threads)
+        return kernels.fill_batch(native, bitmask, rows=rows, threads=threads)
+    targets = range(len(guides)) if rows is None else rows
     out: list[Exception | None] = []
     for guide, row in zip(guides, targets, strict=True):
         try:
