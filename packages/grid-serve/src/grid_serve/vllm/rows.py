@@ -36,7 +36,11 @@ Policy decisions:
   forward pass runs): a warm row costs microseconds, less than handing it to a
   pool thread (waking the thread and passing the GIL: about 17 us per
   submission on a 2-CPU host, paid in the serial part of the round where
-  tokens are accepted). Rows are keyed by the guide's exact configuration key
+  tokens are accepted). The price: a warm request that meets a configuration
+  never filled walks in the filling thread (0.3-1.5 ms on the SQL grammars
+  measured, ``docs/performance.md``), where the defer cannot skip it; if that
+  took over :data:`STEAL_BELOW`, the request is slow from then on and its
+  next rows go ahead. Rows are keyed by the guide's exact configuration key
   (``config_key()``: equal keys, equal masks), so a rollback returns to a key
   whose row is known.
 - No head-of-line blocking: one request's slow row (a cold schema) must not
