@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -243,32 +244,34 @@ class Dialect:
     description: str = field(default="", compare=False)
 
     # ------------------------------------------------------------ derived data
+    # (the word sets are built once per dialect object: the lexicon asks for them
+    # once per schema word and spelling, a few hundred times per role)
 
     @property
     def lexicon_categories(self) -> tuple[str, ...]:
         """Terminal names whose words come from an allow-list in deployment."""
         return (self.table_category, self.column_category, self.cte_category)
 
-    @property
+    @cached_property
     def default_functions(self) -> tuple[str, ...]:
         """The functions a role may call when its policy names none: `functions` minus
         `unsafe_functions` (docs/policy.md, "Functions")."""
         unsafe = {name for name, _ in self.unsafe_functions}
         return tuple(f for f in self.functions if f not in unsafe)
 
-    @property
+    @cached_property
     def quoted_words(self) -> frozenset[str]:
         """Words a schema name is never spelled bare as: the database's reserved
         words and this grammar's keywords, lower case (see `spell_identifier`)."""
         return frozenset(w.lower() for w in (*self.reserved_words, *self.keywords))
 
-    @property
+    @cached_property
     def reserved_identifiers(self) -> frozenset[str]:
         """Words no identifier terminal takes bare, lower case: every keyword of the
         grammar and the database's `never_identifiers` (see the module header)."""
         return frozenset(w.lower() for w in (*self.keywords, *self.never_identifiers))
 
-    @property
+    @cached_property
     def reserved_free_names(self) -> frozenset[str]:
         """Words no free name (alias, qualifier) takes bare, lower case:
         `reserved_identifiers` and the database's `never_free_names`."""
