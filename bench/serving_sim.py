@@ -101,6 +101,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from host import host_description
 
 SPIDER = Path(__file__).resolve().parents[2] / "shared" / "data" / "spider"
+if not SPIDER.is_dir():  # a user's clone: the vendored concert_singer (no pets_1: no cold arm)
+    SPIDER = Path(__file__).resolve().parents[1] / "data" / "spider"
 OUT = Path(__file__).resolve().parent / "results" / "serving_sim.json"
 EOS = 2  # SmolLM2's <|im_end|>
 
