@@ -74,8 +74,8 @@ def replay(engines: RoleEngines, questions: list[dict[str, Any]], evict: Any) ->
                 evict()
             t0 = time.perf_counter()
             proc(ids, scores)
-            spent += time.perf_counter() - t0
             calls.append(time.perf_counter() - t0)
+            spent += calls[-1]
             n += 1
             if not torch.isfinite(scores[0, token]):
                 break  # the longest-match spelling leaves the role's language here

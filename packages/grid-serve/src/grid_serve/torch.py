@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import array
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from grid_core import kernels
 
-__all__ = ["apply_bitmask_", "bitmask_tensor", "unpack_bitmask"]
+__all__ = ["apply_bitmask_", "bitmask_tensor", "cpu_float32", "unpack_bitmask"]
 
 _BITS = 32
 
@@ -59,6 +60,14 @@ def unpack_bitmask(words: torch.Tensor, width: int) -> torch.Tensor:
     return torch.cat([allowed, pad], dim=-1)
 
 
+def cpu_float32(logits: torch.Tensor) -> Any | None:
+    """The numpy view of contiguous CPU float32 logits (what the kernels read and mask
+    in place), else None."""
+    if logits.device.type == "cpu" and logits.dtype == torch.float32 and logits.is_contiguous():
+        return logits.numpy()
+    return None
+
+
 def apply_bitmask_(logits: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
     """Set every logit whose token the bitmask does not admit to -inf, in place.
 
@@ -69,16 +78,15 @@ def apply_bitmask_(logits: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
     Both block exactly the same columns and leave admitted logits untouched.
     """
     native = kernels.load()
+    view = cpu_float32(logits)
     if (
         native is not None
-        and logits.device.type == "cpu"
+        and view is not None
         and words.device.type == "cpu"
-        and logits.dtype == torch.float32
-        and logits.is_contiguous()
         and words.is_contiguous()
         and words.dtype == torch.int32
     ):
-        native.apply_token_bitmask(logits.numpy(), words.numpy())
+        native.apply_token_bitmask(view, words.numpy())
         return logits
     allowed = unpack_bitmask(words.to(logits.device, non_blocking=True), logits.shape[-1])
     return logits.masked_fill_(allowed.logical_not_(), float("-inf"))

@@ -96,7 +96,7 @@ from grid_core.guide import Engine
 from grid_core.protocol import Guide, fill_rows
 from grid_core.vocab import Vocabulary
 from grid_serve.text2sql import Avoid
-from grid_serve.torch import apply_bitmask_, unpack_bitmask
+from grid_serve.torch import apply_bitmask_, cpu_float32, unpack_bitmask
 
 __all__ = [
     "CausalLMLogits",
@@ -223,7 +223,7 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             self._on_cpu = input_ids.device.type == "cpu"
         self._catch_up(input_ids)
         self._fill()
-        logits = _cpu_float32(scores)
+        logits = cpu_float32(scores)  # read and masked in place without a torch op per use
         if self.stop_on_exit:
             self._exit_intent(scores, logits)
         if logits is not None and self._native is not None:
@@ -303,14 +303,6 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             complete = guide.is_terminated() or (row.error is None and _complete(guide))
             outcomes.append(RowOutcome(tuple(row.tokens), text, stop, complete, audit, row.error))
         return outcomes
-
-
-def _cpu_float32(scores: torch.Tensor) -> Any | None:
-    """The numpy view of contiguous CPU float32 logits (read and masked in place without
-    a torch op per use), else None."""
-    if scores.device.type == "cpu" and scores.dtype == torch.float32 and scores.is_contiguous():
-        return scores.numpy()
-    return None
 
 
 def _admits(words: Any, token: int) -> bool:
