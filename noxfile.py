@@ -149,14 +149,16 @@ def smollm2_50(session: nox.Session) -> None:
 def spider(session: nox.Session) -> None:
     """Spider dev execution accuracy (bench/spider_ex.py): unconstrained, mode 1 and
     repair over the 972 executable dev questions of ../shared/data/spider, in the serve
-    session's environment (hours on 2 CPUs; ``-- --resume`` continues a run); writes
+    session's environment with the ``gemma`` group (``-- --model gemma3-270m`` runs
+    the second model; hours on 2 CPUs; ``-- --resume`` continues a run); writes
     bench/results/spider_ex/. The serve session runs its 10-question smoke."""
     env = {
         "UV_PROJECT_ENVIRONMENT": str(
             Path(session.create_tmp()).parent.parent / "serve" / "serve-venv"
         )
     }
-    args = ("uv", "run", "--frozen", "--group", "serve", "python", "bench/spider_ex.py")
+    args = ("uv", "run", "--frozen", "--group", "serve", "--group", "gemma")
+    args += ("python", "bench/spider_ex.py")
     session.run(*args, *session.posargs, external=True, env=env)
 
 

@@ -45,6 +45,7 @@ from grid_core.guide import Engine
 from grid_core.trie import build_trie
 from grid_core.vocab import qwen
 from grid_sql.dialects import SQLITE
+from grid_sql.generation import PROFILES, Profile, generation_language
 from grid_sql.lexicon import SchemaLexicon
 from grid_sql.policy import example_policy
 from grid_sql.projection import RoleProjection, dialect_dfa
@@ -66,7 +67,12 @@ def failures(probe: RoleProbe) -> int:
     )
 
 
-def run(roles: Sequence[str] | None, glues: Sequence[bytes], oracle: bool) -> dict[str, Any]:
+def run(
+    roles: Sequence[str] | None,
+    glues: Sequence[bytes],
+    oracle: bool,
+    generation: Profile = "full",
+) -> dict[str, Any]:
     t0 = time.perf_counter()
     schema = example_schema()
     policy = example_policy(schema)
@@ -83,9 +89,10 @@ def run(roles: Sequence[str] | None, glues: Sequence[bytes], oracle: bool) -> di
         grants = policy.grants(name, schema)
         lexicon = SchemaLexicon.build(SQLITE, schema, grants)
         projection = RoleProjection.compile(policy.role(name), SQLITE, words=lexicon.words)
-        engine = Engine(
-            projection.grammar, vocab, lexicon.lexicon, dfa=dfa, trie=trie, cache=shared
+        grammar, words = generation_language(
+            generation, projection.grammar, dfa, lexicon.words, name
         )
+        engine = Engine(grammar, vocab, words, dfa=dfa, trie=trie, cache=shared)
         probe = probe_role(
             engine,
             SQLITE,
@@ -105,6 +112,7 @@ def run(roles: Sequence[str] | None, glues: Sequence[bytes], oracle: bool) -> di
         "policy": policy.fingerprint,
         "schema": schema.fingerprint,
         "glues": [g.decode() for g in glues],
+        "generation": generation,
         "oracle": oracle,
         "roles": out,
         "totals": {
@@ -182,11 +190,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--glues", choices=("all", "space"), default="all", help="'space': a quicker run"
     )
+    p.add_argument(
+        "--generation",
+        choices=PROFILES,
+        default="full",
+        help="the roles' language: full (default) or the narrow generation profile",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "bench/results/rbac_speller.json")
     args = p.parse_args(argv)
     glues = GLUES if args.glues == "all" else (b" ",)
     roles = [r for r in args.roles.split(",") if r] or None
-    summary = run(roles, glues, not args.no_oracle)
+    summary = run(roles, glues, not args.no_oracle, args.generation)
     summary["argv"] = list(argv) if argv is not None else sys.argv[1:]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")

@@ -3,7 +3,8 @@
 Purpose. What a user of ``grid ask`` gets on real questions: for every question of
 Spider's dev set whose database has data (972 of 1,034: ``wta_1`` ships no rows and
 is excluded), one model, greedy, the prompt ``grid ask`` builds
-(``grid_serve.text2sql.prompt_ids`` over ``schema_ddl``), three arms:
+(``grid_serve.text2sql.prompt_ids`` over ``prompt_schema``: the tables, their foreign
+keys and ``--sample-rows`` rows each), three arms:
 
 - **unconstrained**: ``model.generate`` on the same prompt, no GRID; the SQL is the
   answer up to the closing code fence;
@@ -18,6 +19,11 @@ is excluded), one model, greedy, the prompt ``grid ask`` builds
   the FROM-first profile with column policy in the mask
   (``grid_serve.text2sql.answer_from_first``: the role's scoped guide, mode 1, the
   statement rewritten SELECT-first before it is judged and run; no repair).
+
+``--generation`` picks the role's generation profile (:mod:`grid_sql.generation`):
+``narrow`` (the default, what ``grid ask`` decodes in) or ``full`` (the role's whole
+language); "in the role's language" is always judged against the whole language.
+``--model gemma3-270m`` runs the second model (``uv sync --group gemma``).
 
 ``--arms`` picks the arms to run (``repair`` needs ``mode1``); ``--stride K`` takes
 every K-th question (a sample spread over the databases).
@@ -133,8 +139,10 @@ def judge(sql: str, gold_rows: list[tuple[Any, ...]], ordered: bool, ctx: Any) -
 class Context:
     """One database's schema, starter policy, role engines and language."""
 
-    def __init__(self, db: Path, vocab: Any) -> None:
-        from grid_serve.text2sql import RoleEngines, schema_ddl
+    def __init__(
+        self, db: Path, vocab: Any, generation: str = "narrow", sample_rows: int = 3
+    ) -> None:
+        from grid_serve.text2sql import RoleEngines, prompt_schema
         from grid_spec.spec import Language
         from grid_sql.policy import PolicyBundle
         from grid_sql.policy_init import starter_policy
@@ -142,11 +150,14 @@ class Context:
 
         self.db = db
         self.schema = SchemaSnapshot.from_sqlite(db)
-        self.policy = PolicyBundle.loads(starter_policy(self.schema, ROLE), schema=self.schema)
+        text = starter_policy(self.schema, ROLE)
+        text = text.replace('generation = "narrow"', f"generation = {json.dumps(generation)}")
+        self.policy = PolicyBundle.loads(text, schema=self.schema)
+        assert self.policy.role(ROLE).generation == generation
         self.engines = RoleEngines(self.schema, self.policy, vocab)
         role = self.engines[ROLE]
         self.grants = role.grants
-        self.ddl = schema_ddl(self.schema, role.grants)
+        self.ddl = prompt_schema(db, self.schema, role.grants, sample_rows)
         self.lang = Language(role.projection.grammar.to_lark(), role.lexicon.word_lists())
 
 
@@ -363,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--model",
         type=Path,
         default=None,
-        help="a GGUF file or transformers model (default: the embedded SmolLM2)",
+        help="gemma3-270m, a GGUF file or transformers model (default: the embedded SmolLM2)",
     )
     ap.add_argument("--limit", type=int, default=0, help="the first N questions (0: all)")
     ap.add_argument("--stride", type=int, default=1, help="every K-th question (default 1)")
@@ -371,6 +382,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--arms",
         default=",".join(ARMS),
         help=f"comma-separated arms of {', '.join(ALL_ARMS)} (default: {', '.join(ARMS)})",
+    )
+    ap.add_argument(
+        "--generation",
+        choices=("narrow", "full"),
+        default="narrow",
+        help="the role's generation profile (grid_sql.generation; default: narrow)",
+    )
+    ap.add_argument(
+        "--sample-rows",
+        type=int,
+        default=3,
+        help="rows per table in the prompt, with its foreign keys (grid ask's default: 3)",
     )
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--threads", type=int, default=1)
@@ -433,7 +456,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         if q["db_id"] not in contexts:
             contexts.clear()  # one database's engines at a time
-            contexts[q["db_id"]] = Context(database(data, q["db_id"]), lm.vocab)
+            contexts[q["db_id"]] = Context(
+                database(data, q["db_id"]), lm.vocab, args.generation, args.sample_rows
+            )
         rec = run_question(q, contexts[q["db_id"]], lm, args.max_new_tokens, penalty, arms)
         records.append(rec)
         with path.open("a") as f:
@@ -457,6 +482,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "max_new_tokens": args.max_new_tokens,
             "greedy": True,
             "role": f"{ROLE} (grid policy init's starter role)",
+            "generation": args.generation,
+            "sample_rows": args.sample_rows,
             "excluded": EXCLUDED,
             "torch_threads": args.threads,
             "repetition_penalty": penalty,

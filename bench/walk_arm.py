@@ -72,6 +72,7 @@ from grid_core.vocab import Vocabulary, cl100k
 from grid_spec import Language
 from grid_sql.demo import PUNCTUATION
 from grid_sql.dialects import SQLITE
+from grid_sql.generation import PROFILES, Profile, generation_language
 from grid_sql.lexicon import SchemaLexicon
 from grid_sql.policy import example_policy
 from grid_sql.projection import RoleProjection, dialect_dfa
@@ -111,7 +112,9 @@ class Arm:
     r0: int
 
 
-def build_arms(vocab: Vocabulary) -> list[Arm]:
+def build_arms(vocab: Vocabulary, generation: Profile = "full") -> list[Arm]:
+    """One arm per role of the example policy, in the role's whole language (``full``)
+    or its narrow generation profile (``narrow``, :mod:`grid_sql.generation`)."""
     schema = example_schema()
     policy = example_policy(schema)
     trie, dfa = build_trie(vocab), dialect_dfa(SQLITE)
@@ -120,11 +123,12 @@ def build_arms(vocab: Vocabulary) -> list[Arm]:
     for name in sorted(policy.roles):
         lexicon = SchemaLexicon.build(SQLITE, schema, policy.grants(name, schema))
         projection = RoleProjection.compile(policy.role(name), SQLITE, words=lexicon.words)
-        engine = Engine(
-            projection.grammar, vocab, lexicon.lexicon, dfa=dfa, trie=trie, cache=shared
+        grammar, words = generation_language(
+            generation, projection.grammar, dfa, lexicon.words, name
         )
-        text = projection.grammar.to_lark()
-        plausible = {w.lower() for ws in lexicon.words.values() for w in ws}
+        engine = Engine(grammar, vocab, words, dfa=dfa, trie=trie, cache=shared)
+        text = grammar.to_lark()
+        plausible = {w.lower() for ws in words.values() for w in ws}
         plausible |= {k.lower().encode() for k in SQLITE.keywords} | set(PUNCTUATION)
         sqlish = frozenset(
             i for i, b in enumerate(vocab.token_bytes) if b and b.strip().lower() in plausible
@@ -134,7 +138,7 @@ def build_arms(vocab: Vocabulary) -> list[Arm]:
             Arm(
                 name,
                 engine,
-                Language(text, lexicon.word_lists()),
+                Language(text, {c: sorted(ws) for c, ws in words.items()}),
                 Lark(text, parser="lalr", lexer="contextual"),
                 Lark(text, parser=None, lexer="basic"),
                 sqlish,
@@ -190,10 +194,11 @@ def run(
     safety: int = DEFAULT_SAFETY,
     replay_every: int = 0,
     progress: bool = False,
+    generation: Profile = "full",
 ) -> dict[str, Any]:
     """``n`` generations; returns the summary (see the module header)."""
     t_build = time.perf_counter()
-    arms = build_arms(make_vocab(vocab))
+    arms = build_arms(make_vocab(vocab), generation)
     build_s = time.perf_counter() - t_build
     rng = random.Random(seed)
     samplers = [walk_sampler(a) for a in arms]
@@ -294,10 +299,12 @@ def run(
     }
 
 
-def rise_sweep(vocab: str, configs: int, seed: int = 1) -> dict[str, Any]:
+def rise_sweep(
+    vocab: str, configs: int, seed: int = 1, generation: Profile = "full"
+) -> dict[str, Any]:
     """The largest one-token rise of the reserve over every admitted token of
     ``configs`` configurations visited by walks (see the module header)."""
-    arms = build_arms(make_vocab(vocab))
+    arms = build_arms(make_vocab(vocab), generation)
     rng = random.Random(seed)
     worst: tuple[int, str, str, str] = (-(10**9), "", "", "")
     evaluated, visited = 0, 0
@@ -351,14 +358,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--replay-every", type=int, default=100)
     p.add_argument("--rise-configs", type=int, default=0, help="configurations to sweep")
     p.add_argument("--rise-vocab", default="cl100k", help="vocabulary of the rise sweep")
+    p.add_argument(
+        "--generation",
+        choices=PROFILES,
+        default="full",
+        help="the roles' language: full (default) or the narrow generation profile",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "bench/results/walk_arm.json")
     args = p.parse_args(argv)
     summary = run(
-        args.n, args.vocab, args.seed, args.max_budget, args.safety, args.replay_every, True
+        args.n,
+        args.vocab,
+        args.seed,
+        args.max_budget,
+        args.safety,
+        args.replay_every,
+        True,
+        args.generation,
     )
     summary["argv"] = list(argv) if argv is not None else sys.argv[1:]
+    summary["generation"] = args.generation
     if args.rise_configs:
-        summary["rise_sweep"] = rise_sweep(args.rise_vocab, args.rise_configs, args.seed + 1)
+        summary["rise_sweep"] = rise_sweep(
+            args.rise_vocab, args.rise_configs, args.seed + 1, args.generation
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     shown = {k: v for k, v in summary.items() if k not in ("failures", "host")}

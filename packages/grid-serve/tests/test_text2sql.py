@@ -97,3 +97,117 @@ def test_the_prompt_spells_hostile_names_as_one_quoted_name() -> None:
     assert schema_ddl(schema, grants) == (
         'CREATE TABLE "semi; DROP TABLE x" ("a""b" INTEGER, "c -- d", ok VARCHAR(10));'
     )
+
+
+class _PlainTokenizer:
+    """A tokenizer with no chat template (a base model's): bytes as ids, BOS 1."""
+
+    chat_template = None
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return ([1] if add_special_tokens else []) + list(text.encode())
+
+    def apply_chat_template(self, *args: object, **kwargs: object) -> list[int]:
+        raise AssertionError("a tokenizer with no chat template is never asked for one")
+
+
+def test_a_model_with_no_chat_template_gets_the_chat_as_plain_text() -> None:
+    """A base model (Gemma 3 270M's GGUF has no template) is prompted with the same
+    messages as plain text, its BOS first and the answer prefix last."""
+    from grid_serve.text2sql import plain_prompt, prompt_ids
+
+    ids = prompt_ids(_PlainTokenizer(), "How many?", "CREATE TABLE t (a);", feedback="Fix it.")
+    text = bytes(ids[1:]).decode()
+    messages = chat_messages("How many?", "CREATE TABLE t (a);", "Fix it.")
+    assert ids[0] == 1 and text == plain_prompt(messages) + ANSWER_PREFIX
+    assert text.startswith(messages[0]["content"] + "\n\n" + messages[1]["content"])
+    assert text.endswith("\n\nAnswer:\n" + ANSWER_PREFIX)
+
+
+POLICY = """version = 1
+[roles.narrow]
+verbs = ["SELECT"]
+tables = "*"
+[roles.full]
+verbs = ["SELECT"]
+tables = "*"
+generation = "full"
+"""
+
+
+def test_the_role_engine_decodes_in_the_policys_generation_profile(
+    schema: SchemaSnapshot,
+) -> None:
+    """``generation = "narrow"`` (the default) builds the engine over the narrow
+    profile, ``"full"`` over the role's whole language; the checking language (the
+    projection) is the same for both, and the retry engine keeps the profile."""
+    from grid_core.vocab import cl100k
+    from grid_serve.text2sql import RoleEngines
+
+    engines = RoleEngines(schema, PolicyBundle.loads(POLICY, schema=schema), cl100k())
+    vocab = engines.vocab
+    ids = {b: i for i, b in enumerate(vocab.token_bytes) if b}
+
+    def writes(engine: object, sql: bytes) -> bool:
+        guide = engine.guide(audit=False)  # type: ignore[attr-defined]
+        tokens = [ids[bytes([c])] for c in sql]
+        if guide.validate_tokens(tokens) != len(tokens):
+            return False
+        guide.accept_tokens(tokens)
+        return bool(guide.eos_allowed())
+
+    narrow, full = engines["narrow"], engines["full"]
+    assert narrow.projection.grammar.fingerprint == full.projection.grammar.fingerprint
+    refused = (b"SELECT name FROM employees -- all\n;", b"SELECT 1;", b"SELECT zz.id FROM orders;")
+    for sql in refused:
+        assert writes(full.engine, sql) and not writes(narrow.engine, sql), sql
+        assert not writes(engines.retry_engine("narrow", star=False), sql), sql
+    good = b"SELECT T1.name FROM employees AS T1;"
+    assert writes(narrow.engine, good) and writes(full.engine, good)
+    assert writes(engines.retry_engine("narrow", star=False), good)
+
+
+def test_the_prompt_shows_foreign_keys_and_sample_rows_of_granted_columns_only(
+    tmp_path: Path,
+) -> None:
+    """``prompt_schema``: each granted table's statement with the foreign keys whose
+    tables and columns are all granted, then up to N of its rows, granted columns only;
+    a long value is cut, and a value cannot close the comment block it sits in."""
+    from grid_serve.text2sql import SAMPLE_CHARS, foreign_keys, prompt_schema
+    from grid_sql.policy_init import starter_policy
+
+    db = tmp_path / "shop.sqlite"
+    with sqlite3.connect(db) as c:
+        c.executescript(
+            """
+            CREATE TABLE dept (id INTEGER PRIMARY KEY, name TEXT, secret TEXT);
+            CREATE TABLE emp (id INTEGER PRIMARY KEY, dept_id INTEGER REFERENCES dept(id),
+                              boss INTEGER, note TEXT, FOREIGN KEY (boss) REFERENCES emp(id));
+            INSERT INTO dept VALUES (1, 'R&D', 's1'), (2, 'Ops */ DROP', 's2');
+            """
+        )
+        c.executemany(
+            "INSERT INTO emp VALUES (?, ?, ?, ?)",
+            [(i, 1, None, "x" * 100 if i == 1 else "n") for i in range(1, 6)],
+        )
+    schema = SchemaSnapshot.from_sqlite(db)
+    assert sorted(foreign_keys(db, schema)) == [
+        ("emp", ("boss",), "emp", ("id",)),
+        ("emp", ("dept_id",), "dept", ("id",)),
+    ]
+    text = starter_policy(schema, "r") + 'columns.dept = ["id", "name"]\n'
+    grants = PolicyBundle.loads(text, schema=schema).grants("r", schema)
+    shown = prompt_schema(db, schema, grants, rows=3)
+    assert "secret" not in shown and "s1" not in shown
+    assert "CREATE TABLE dept (id INTEGER, name TEXT);" in shown
+    assert "FOREIGN KEY (dept_id) REFERENCES dept (id)" in shown
+    assert "FOREIGN KEY (boss) REFERENCES emp (id)" in shown
+    assert "/* 2 rows of dept:\nid | name\n1 | R&D\n2 | Ops * / DROP\n*/" in shown
+    assert "/* 3 rows of emp:" in shown and "4 | 1 | NULL" not in shown
+    assert "x" * (SAMPLE_CHARS - 3) + "..." in shown and "x" * SAMPLE_CHARS not in shown
+    assert shown.count("*/") == 2  # the two blocks' own ends, never a value's
+    assert "rows of" not in prompt_schema(db, schema, grants, rows=0)
+    # a foreign key into a table the role is not granted is not shown
+    only_emp = starter_policy(schema, "r").replace('    "dept",\n', "")
+    emp = PolicyBundle.loads(only_emp, schema=schema).grants("r", schema)
+    assert "REFERENCES dept" not in prompt_schema(db, schema, emp, rows=0)

@@ -22,6 +22,7 @@ pytest.importorskip("transformers")
 from transformers import LogitsProcessor  # noqa: E402
 
 from grid_core.errors import GuideError, ServingError  # noqa: E402
+from grid_core.guide import Engine  # noqa: E402
 from grid_core.replay import replay  # noqa: E402
 from grid_core.vocab import ByteIncompleteWarning  # noqa: E402
 from grid_serve.text2sql import RoleEngine, prompt_ids, schema_ddl  # noqa: E402
@@ -32,6 +33,8 @@ from grid_serve.transformers import (  # noqa: E402
 )
 from grid_spec.spec import Language  # noqa: E402
 from grid_sql.checker import SemanticChecker, parse_statement  # noqa: E402
+from grid_sql.dialects import SQLITE  # noqa: E402
+from grid_sql.projection import dialect_dfa  # noqa: E402
 from grid_sql.schema import SchemaSnapshot  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::grid_core.vocab.ByteIncompleteWarning")
@@ -332,7 +335,9 @@ def test_exit_intent_finishes_where_the_model_closes_its_fence(lm: Any, engines:
     ends = answer_ends(vocab)
     fence = next(i for i in sorted(ends) if vocab.token_bytes[i] == b"```")
     assert set(vocab.eos_ids) <= ends and fence in ends
-    guide = role.engine.guide()
+    # the role's whole language (generation = "full"): it has backtick-quoted aliases
+    full = Engine(role.projection.grammar, vocab, role.lexicon.lexicon, dfa=dialect_dfa(SQLITE))
+    guide = full.guide()
     for t in lm.tokenizer.encode("SELECT name FROM", add_special_tokens=False):
         guide.accept_token(t)
     exit_intent = ExitIntentLogits(lambda tokens: torch.zeros(vocab.n_vocab), guide)

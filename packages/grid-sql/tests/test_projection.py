@@ -11,13 +11,11 @@ from __future__ import annotations
 from functools import cache
 
 import pytest
+from core_language import CoreLanguage
 
 from grid_core.errors import EmptyLanguageError, GuideError, PolicyError
 from grid_core.grammar import Grammar, Rule
 from grid_core.guide import Engine, GridGuide
-from grid_core.lexer import Lexer, Scanner
-from grid_core.lexicon import build_lexicon
-from grid_core.parser import Parser
 from grid_core.vocab import cl100k
 from grid_spec.spec import Language
 from grid_sql.dialect import Dialect, DialectDefinitionError
@@ -35,23 +33,6 @@ WORDS = {
 }
 
 
-class Lang:
-    """L of a projected grammar with the lexicon WORDS, decided by grid-core."""
-
-    def __init__(self, grammar: Grammar, dialect: Dialect) -> None:
-        dfa = dialect_dfa(dialect)
-        lexicon = build_lexicon(grammar, dfa, WORDS)
-        self.lexer = Lexer(Scanner(grammar, dfa, lexicon), Parser(grammar.lalr()))
-
-    def accepts(self, sql: bytes) -> bool:
-        config = self.lexer.advance(self.lexer.initial, sql)
-        return config is not None and self.lexer.eos_allowed(config)
-
-    def viable(self, sql: bytes) -> bool:
-        config = self.lexer.advance(self.lexer.initial, sql)
-        return config is not None and self.lexer.is_viable(config)
-
-
 def role(name: str, verbs: set[str], banned: set[str] | frozenset[str] = frozenset()) -> Role:
     return Role(name, frozenset(verbs), "*", frozenset(banned))
 
@@ -60,10 +41,10 @@ ADMIN = role("admin", set(VERBS))
 
 
 @cache
-def lang(dialect_name: str, verbs: frozenset[str], banned: frozenset[str]) -> Lang:
+def lang(dialect_name: str, verbs: frozenset[str], banned: frozenset[str]) -> CoreLanguage:
     dialect = get_dialect(dialect_name)
     projection = RoleProjection.compile(Role("r", verbs, "*", banned), dialect)
-    return Lang(projection.grammar, dialect)
+    return CoreLanguage(projection.grammar, dialect, WORDS)
 
 
 # ---------------------------------------------------------------- verbs
@@ -144,7 +125,9 @@ def test_replace_into_is_blocked_for_a_select_only_role() -> None:
     assert not select_only.viable(b"INSERT")
     assert select_only.viable(b"SEL") and select_only.viable(b"WITH cte AS (")
     l1 = dialect_grammar(SQLITE)
-    by_terminal = Lang(l1.drop_terminals(["INSERT", "UPDATE", "DELETE"], "naive"), SQLITE)
+    by_terminal = CoreLanguage(
+        l1.drop_terminals(["INSERT", "UPDATE", "DELETE"], "naive"), SQLITE, WORDS
+    )
     assert by_terminal.accepts(
         b"REPLACE INTO employees VALUES (1);"
     )  # the leak the form cut closes
@@ -287,7 +270,8 @@ def test_collateral_pairs_are_real() -> None:
 def test_example_roles_sqlite() -> None:
     policy = example_policy(example_schema())
     langs = {
-        n: Lang(RoleProjection.compile(r, SQLITE).grammar, SQLITE) for n, r in policy.roles.items()
+        n: CoreLanguage(RoleProjection.compile(r, SQLITE).grammar, SQLITE, WORDS)
+        for n, r in policy.roles.items()
     }
     table = {
         b"SELECT * FROM employees;": {"analyst", "clerk", "admin", "intern"},
@@ -410,7 +394,7 @@ def test_spec_agrees_on_a_projection() -> None:
     """grid-spec (lark, independent of grid-core) reads the projected grammar the same way."""
     projection = RoleProjection.compile(role("intern", {"SELECT"}, {"join", "subquery"}), SQLITE)
     spec = Language(projection.grammar.to_lark(), WORDS)
-    core = Lang(projection.grammar, SQLITE)
+    core = CoreLanguage(projection.grammar, SQLITE, WORDS)
     samples = [s for d in STATEMENTS["sqlite"].values() for s in d]
     samples += [s for d in CLAUSE_SAMPLES["sqlite"].values() for s in d] + PLAIN
     for sql in samples:

@@ -44,20 +44,17 @@ from __future__ import annotations
 import dataclasses
 import random
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from functools import cache
 from importlib import resources
 
 import pytest
+from core_language import CoreLanguage
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pg_server import Server, running_server
 from role_sentences import Generator, Speller
 
-from grid_core.grammar import Grammar
-from grid_core.lexer import Lexer, Scanner
-from grid_core.lexicon import build_lexicon
-from grid_core.parser import Parser
 from grid_sql.checker import StatementParseError, parse_statement
 from grid_sql.dialect import Dialect
 from grid_sql.dialects import POSTGRES, SQLITE, get_dialect
@@ -90,28 +87,13 @@ def _synthetic_policy() -> str:
     return "\n".join(lines) + "\n"
 
 
-class Lang:
-    """L of one grammar with one lexicon, decided by grid-core's lexer and parser."""
-
-    def __init__(
-        self, grammar: Grammar, dialect: Dialect, words: Mapping[str, frozenset[bytes]]
-    ) -> None:
-        dfa = dialect_dfa(dialect)
-        lexicon = build_lexicon(grammar, dfa, words)
-        self.lexer = Lexer(Scanner(grammar, dfa, lexicon), Parser(grammar.lalr()))
-
-    def accepts(self, sql: bytes) -> bool:
-        config = self.lexer.advance(self.lexer.initial, sql)
-        return config is not None and self.lexer.eos_allowed(config)
-
-
 @dataclasses.dataclass(frozen=True)
 class RoleCase:
     dialect: Dialect
     role: str
     banned: frozenset[str]
-    language: Lang
-    dialect_language: Lang
+    language: CoreLanguage
+    dialect_language: CoreLanguage
     generator: Generator
 
 
@@ -140,8 +122,8 @@ def role_case(dialect_name: str, role: str) -> RoleCase:
         dialect,
         role,
         projection.banned_clauses,
-        Lang(grammar, dialect, words),
-        Lang(dialect_grammar(dialect), dialect, words),
+        CoreLanguage(grammar, dialect, words),
+        CoreLanguage(dialect_grammar(dialect), dialect, words),
         Generator(grammar, speller),
     )
 

@@ -306,13 +306,39 @@ def test_forbidden_sets_follow_the_policy() -> None:
     assert len(function_controls(functions, 1)) == 5
 
 
-def test_committed_results_have_no_bypass() -> None:
-    """The committed full run (``bench/results/rbac_speller.json``) covers every role of
+def test_a_glue_that_leaves_the_language_spells_nothing() -> None:
+    """In the narrow generation profile (no comments) the glue ``/**/`` leaves L: the
+    speller skips it (None, never a path), where the role's whole language reads it."""
+    from grid_sql.generation import generation_language
+
+    vocab, trie, index, shared, schema, policy = world()
+    grants = policy.grants("intern", schema)
+    lexicon = SchemaLexicon.build(SQLITE, schema, grants)
+    projection = RoleProjection.compile(policy.role("intern"), SQLITE, words=lexicon.words)
+    dfa = dialect_dfa(SQLITE)
+    grammar, words = generation_language(
+        "narrow", projection.grammar, dfa, lexicon.words, "intern"
+    )
+    narrow = Engine(grammar, vocab, words, dfa=dfa, trie=trie, cache=shared)
+    at = positions(narrow, relation_or_verb(narrow))[:3]
+    full = probe_role(
+        engine("intern"), SQLITE, schema, grants, index, glues=(b"/**/",), positions=at
+    )
+    got = probe_role(narrow, SQLITE, schema, grants, index, glues=(b"/**/",), positions=at)
+    assert full.searches > 0 and full.paths > 0
+    assert got.searches == 0 and got.paths == 0 and not got.bypasses
+
+
+@pytest.mark.parametrize("name", ["rbac_speller.json", "rbac_speller_narrow.json"])
+def test_committed_results_have_no_bypass(name: str) -> None:
+    """The committed full runs (``bench/results/rbac_speller.json``, and
+    ``rbac_speller_narrow.json`` in the narrow generation profile) cover every role of
     the example policy with every goal hit, every control reached and nothing
     forbidden spelled. Fails when the results are stale or record a failure."""
     _, _, _, _, _, policy = world()
-    data = json.loads(RESULTS.read_text(encoding="utf-8"))
+    data = json.loads((RESULTS.parent / name).read_text(encoding="utf-8"))
     assert data["vocab"] == "qwen" and data["glues"] == [" ", "", "\n", "\t", "/**/"]
+    assert data.get("generation", "full") == ("narrow" if "narrow" in name else "full")
     assert sorted(r["role"] for r in data["roles"]) == sorted(policy.roles)
     totals = data["totals"]
     assert totals["failures"] == totals["bypasses"] == totals["disagreements"] == 0

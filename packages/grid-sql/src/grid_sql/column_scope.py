@@ -117,6 +117,7 @@ from grid_core.trie import TokenTrie
 from grid_core.vocab import Vocabulary
 from grid_sql.dialect import Dialect
 from grid_sql.events import SqlEventReader
+from grid_sql.generation import COMMENTS, written_rule
 from grid_sql.lexicon import DEFAULT_CASE_FORMS, SchemaLexicon, case_form, spellings
 from grid_sql.policy import RoleGrants
 from grid_sql.projection import dialect_dfa, dialect_grammar
@@ -148,9 +149,6 @@ MAX_COMPLETION = 4_096
 MAX_ENDED = 4
 QUALIFIER = "QUALIFIER"
 
-#: The comment terminals the generation language silences (a lexicon category with no
-#: word: never picked, so a comment is never written).
-COMMENTS = frozenset({"LINE_COMMENT", "BLOCK_COMMENT"})
 
 _CUT_SYMBOLS = frozenset(
     {"starred_columns", "NATURAL", "USING", "DQ_STRING", "with_clause", "CTE_NAME", "LATERAL"}
@@ -174,22 +172,14 @@ def generation_rule(rule: Rule) -> bool:
     in the scoped language, and a model that starts ``SELECT`` out of habit would be
     held to columnless lists; without one it is a constant query, which the profile
     leaves out): every core is FROM-first or VALUES, so the mask's first word is
-    ``FROM`` (or ``VALUES``). A table or result alias needs ``AS`` (a bare one
-    is where a small model runs a keyword into a name: ``concert WHEREMusic_Name``
-    reads as ``concert AS WHEREMusic_Name``). No bind parameter (``?``: nothing
-    binds it when the statement runs). :func:`scoped_engines` with ``generation``
-    also silences comments (:data:`COMMENTS`), which eat a small model's budget,
-    and admits a column or qualifier only where it names one reference
-    (:attr:`ScopedEngines.unambiguous`)."""
+    ``FROM`` (or ``VALUES``). A table or result alias needs ``AS``, and no bind
+    parameter (:func:`grid_sql.generation.written_rule`). :func:`scoped_engines`
+    with ``generation`` also silences comments (:data:`grid_sql.generation.COMMENTS`),
+    which eat a small model's budget, and admits a column or qualifier only where it
+    names one reference (:attr:`ScopedEngines.unambiguous`)."""
     if rule.origin == "select_core" and rule.expansion[:1] == ("SELECT",):
         return False
-    ex = rule.expansion
-    bare = any(x == "ALIAS_NAME" and (i == 0 or ex[i - 1] != "AS") for i, x in enumerate(ex))
-    if bare and rule.origin in ("table_alias", "result_column"):
-        return False
-    if "PARAMETER" in ex:
-        return False
-    return scoped_rule(rule)
+    return written_rule(rule) and scoped_rule(rule)
 
 
 def scoped_grammar(grammar: Grammar, role: str = "scoped", *, generation: bool = False) -> Grammar:

@@ -26,7 +26,12 @@ A :class:`PolicyBundle` names *roles*. A role has
   statement it runs may take, how many rows and bytes it may return, how much
   SQLite heap it may use. Optional: ``[limits]`` sets them for every role,
   ``[roles.NAME.limits]`` per role (key by key over ``[limits]``), and what
-  neither sets is :data:`~grid_sql.limits.DEFAULT_LIMITS`.
+  neither sets is :data:`~grid_sql.limits.DEFAULT_LIMITS`;
+- **generation profile** (:mod:`grid_sql.generation`): the language a model
+  writes in for the role. Optional: ``generation = "narrow"`` (the default: no
+  comments, a finite alias set, bounded blank runs, no constant query) or
+  ``"full"`` (the role's whole language). The checker judges the whole language
+  either way.
 
 The file format is documented in ``docs/policy.md``; :data:`EXAMPLE` is the
 policy of the demo schema (``examples/company.sql``).
@@ -50,9 +55,10 @@ Policy decisions:
   lower-case, with the aliases ``union`` (``set_operations``) and ``with``
   (``cte``).
 - The fingerprint covers the normalised content (roles, verbs, clauses,
-  grants, CTE names, each role's limits when they are not the defaults, and
-  its functions when it lists them), not the file's path, comments or layout.
-  A file written before limits or functions existed keeps its fingerprint;
+  grants, CTE names, each role's limits when they are not the defaults, its
+  functions when it lists them, and its generation profile when it is not
+  ``narrow``), not the file's path, comments or layout. A file written before
+  limits, functions or generation profiles existed keeps its fingerprint;
   spelling out the default limits changes nothing.
 - Function names are ASCII case-insensitive and resolved against the dialect
   of the schema (:meth:`PolicyBundle.grants`): a name the dialect does not
@@ -77,11 +83,12 @@ from functools import cached_property
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 
 from grid_core.errors import PolicyError
 from grid_core.fingerprint import fingerprint
 from grid_sql.dialects import get_dialect
+from grid_sql.generation import PROFILES, Profile
 from grid_sql.limits import DEFAULT_LIMITS, LIMIT_KEYS, Limits, check_limit
 from grid_sql.schema import SchemaSnapshot, ascii_lower
 
@@ -148,6 +155,7 @@ _ROLE_KEYS = {
     "cte_names": "array",
     "functions": "array or '*'",
     "limits": "table",
+    "generation": "str",
 }
 _LIMIT_KEYS = dict.fromkeys(LIMIT_KEYS, "number")
 _REQUIRED_ROLE_KEYS = ("verbs", "tables")
@@ -243,6 +251,9 @@ class Role:
     None for the dialect's default (``Dialect.default_functions``)."""
     cte_names_given: bool = field(default=False, compare=False)
     """Whether the file named the CTE names (else a clash with a relation is avoided)."""
+    generation: Profile = "narrow"
+    """The language a model writes in for this role (:mod:`grid_sql.generation`):
+    ``narrow``, the generation profile, or ``full``, the role's whole language."""
 
     def __hash__(self) -> int:  # ``columns`` is a mapping: hash the canonical content
         return hash(fingerprint(self.canonical()))
@@ -252,6 +263,7 @@ class Role:
         they are not the defaults, so that fingerprints from before limits stand)."""
         tables = ALL if self.tables == ALL else sorted(self.tables)
         limits = () if self.limits == DEFAULT_LIMITS else (self.limits.canonical(),)
+        generation = () if self.generation == "narrow" else (("generation", self.generation),)
         functions: tuple[Any, ...] = ()
         if self.functions is not None:
             listed = ALL if self.functions == ALL else sorted(self.functions)
@@ -265,6 +277,7 @@ class Role:
             list(self.cte_names),
             *limits,
             *functions,
+            *generation,
         )
 
 
@@ -682,6 +695,16 @@ class _Reader:
         description = self.typed(
             data.get("description", ""), (*where, "description"), str, "a string"
         )
+        generation = self.typed(
+            data.get("generation", "narrow"), (*where, "generation"), str, "a string"
+        )
+        if generation not in PROFILES:
+            raise self.fail(
+                PolicyValueError,
+                (*where, "generation"),
+                f"unknown generation profile {generation!r} (known: {', '.join(PROFILES)})",
+                generation,
+            )
         return Role(
             name,
             frozenset(verbs),
@@ -693,6 +716,7 @@ class _Reader:
             self.limits(data.get("limits", {}), (*where, "limits"), limits),
             functions,
             "cte_names" in data,
+            cast(Profile, generation),
         )
 
 

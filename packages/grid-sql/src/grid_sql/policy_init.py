@@ -96,6 +96,10 @@ def starter_policy(schema: SchemaSnapshot, role: str = DEFAULT_STARTER_ROLE) -> 
         'verbs = ["SELECT"]\n'
         f"tables = [\n{tables},\n]\n"
         f"{cte_line}"
+        "# The language a model writes in for this role (the checker judges all of SQL):\n"
+        '# "narrow" leaves out comments, aliases other than T1-T9, t1-t9 and a-z, result\n'
+        '# column aliases and queries with no FROM; "full" is all the role may run.\n'
+        'generation = "narrow"\n'
     )
 
 

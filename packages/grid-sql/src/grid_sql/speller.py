@@ -573,7 +573,8 @@ class Speller:
         """Search every token path for ``glue + target`` after the position's context.
 
         None when ``glue`` does not separate them: the target's first byte would
-        continue the context's last lexeme (``FROM`` + ``salaries``). With
+        continue the context's last lexeme (``FROM`` + ``salaries``), or the glue
+        itself leaves L (a comment, in a language without comments). With
         ``until_reached`` (for a positive control) the search stops at its first
         spelling read as a use terminal with an ending admitted.
         """
@@ -582,7 +583,9 @@ class Speller:
         pre = position.context + glue
         word, low = target.lexeme, target.lexeme.lower()
         start = self.config(pre)
-        assert start is not None, "a position's context and a glue stay in L"
+        if start is None:
+            assert self.config(position.context) is not None, "a position's context is in L"
+            return None  # the glue leaves L
         first = lexer.advance(start, word[:1])
         if first is None or first.remainder != word[:1]:
             return None

@@ -1,0 +1,152 @@
+"""The generation profile: the narrower language a model writes in (issue 16).
+
+A role's projection (:mod:`grid_sql.projection`) with its lexicon is the language
+the SemanticChecker and the database judge: the *checking* language. A small model
+decoding inside it still writes SQL that fails to run (Spider dev, SmolLM2-135M:
+72% of mode-1 statements in the role's language did not execute): comment lines
+that eat the budget, 40-character invented aliases, qualifiers that name nothing.
+The **narrow** generation profile is a sublanguage of the checking language that
+leaves those out; every statement it admits is in the checking language, so every
+guarantee stated for the role's language (soundness, completeness, termination,
+the reserve) holds for the profile's engine with the profile's language in its
+place.
+
+What ``narrow`` leaves out of the role's language (a policy knob: a role's
+``generation = "narrow"``, the default, or ``"full"``; docs/policy.md):
+
+- **comments** (:data:`COMMENTS`): their terminals become lexicon categories with
+  no word, so no comment lexeme is ever complete;
+- **aliases** other than :data:`ALIASES` (``T1``-``T9``, ``t1``-``t9``, ``a``-``z``:
+  what Spider's gold SQL and the models write), and an alias only after ``AS``
+  (a bare alias is where a small model runs a keyword into a name:
+  ``concert WHEREMusic_Name`` reads as ``concert AS WHEREMusic_Name``);
+- **result-column aliases** (``count(*) AS total``): a result's name changes no
+  row, and held to :data:`ALIASES` a model that means ``AS max_dept_id`` writes
+  ``AS d`` and loops (SmolLM2 on the example database did);
+- **qualifiers** other than an alias of :data:`ALIASES`, a granted relation or a
+  CTE name of the role, each with its dot (``T1.``, ``employees.``): a qualifier
+  that spells nothing the role can declare is never written. That the statement
+  declares the alias it uses is not a regular property; the checker names an
+  undeclared one;
+- **a SELECT with no FROM** (a constant query: ``SELECT 1;``) and
+  **bind parameters** (``?``: nothing binds them when the statement runs).
+
+Precondition: the grammar is a dialect's (or a projection of it) with the terminal
+names of ``base.lark`` (``ALIAS_NAME``, ``QUALIFIER``, ``LINE_COMMENT``,
+``BLOCK_COMMENT``, ``PARAMETER``); a name the grammar lacks is left alone.
+
+Not bounded: runs of blanks. The blank terminal as a lexicon category (a space, a
+line break and an indent) would bound them, but the reserve table
+(:mod:`grid_core.reserve`) writes its completions with a space as the separator
+that joins any blank before it into one ignored lexeme, which a finite blank
+category refuses; the repetition penalty of ``grid ask`` is what holds blank runs
+back today.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Final, Literal
+
+from grid_core.dfa import DEAD, ByteDFA
+from grid_core.grammar import Grammar, Rule
+
+__all__ = [
+    "ALIASES",
+    "COMMENTS",
+    "PROFILES",
+    "Profile",
+    "generation_language",
+    "narrow_grammar",
+    "narrow_rule",
+    "narrow_words",
+    "written_rule",
+]
+
+Profile = Literal["narrow", "full"]
+#: The generation profiles a role may name (``generation`` in the policy file).
+PROFILES: Final[tuple[Profile, ...]] = ("narrow", "full")
+
+#: The comment terminals the narrow profile silences (a lexicon category with no word).
+COMMENTS: Final = frozenset({"LINE_COMMENT", "BLOCK_COMMENT"})
+#: The aliases the narrow profile admits (table, subquery and result-column aliases).
+ALIASES: Final[tuple[bytes, ...]] = (
+    *(f"T{i}".encode() for i in range(1, 10)),
+    *(f"t{i}".encode() for i in range(1, 10)),
+    *(bytes([c]) for c in range(ord("a"), ord("z") + 1)),
+)
+
+_ALIAS = "ALIAS_NAME"
+_QUALIFIER = "QUALIFIER"
+
+
+def written_rule(rule: Rule) -> bool:
+    """Whether a generation language keeps ``rule`` as far as its spelling goes: no
+    bare alias of a table or a result column (an alias follows ``AS``), no bind
+    parameter. Shared by the narrow profile and the FROM-first generation language
+    (:func:`grid_sql.column_scope.generation_rule`)."""
+    ex = rule.expansion
+    bare = any(x == _ALIAS and (i == 0 or ex[i - 1] != "AS") for i, x in enumerate(ex))
+    if bare and rule.origin in ("table_alias", "result_column"):
+        return False
+    return "PARAMETER" not in ex
+
+
+def narrow_rule(rule: Rule) -> bool:
+    """Whether the narrow profile keeps ``rule``: :func:`written_rule`, no result-column
+    alias, and no SELECT core without a FROM clause."""
+    ex = rule.expansion
+    if rule.origin == "select_core" and ex[:1] == ("SELECT",) and "from_clause" not in ex:
+        return False
+    if rule.origin == "result_column" and _ALIAS in rule.expansion:
+        return False
+    return written_rule(rule)
+
+
+def narrow_grammar(grammar: Grammar, role: str) -> Grammar:
+    """``grammar`` (a role's projection) with the rules :func:`narrow_rule` cuts, reduced.
+    Raises :class:`~grid_core.errors.EmptyLanguageError` naming ``role`` when nothing
+    is left."""
+    return grammar.project(narrow_rule, f"{role}-narrow")
+
+
+def narrow_words(
+    grammar: Grammar, dfa: ByteDFA, words: Mapping[str, Collection[bytes]]
+) -> dict[str, list[bytes]]:
+    """The lexicon words of the narrow profile: the role's ``words`` (category ->
+    W_c, the dialect's categories), plus the comment, blank, alias and qualifier
+    categories (see the module header). A qualifier word is kept only where the
+    qualifier pattern matches it (a relation named like a word the dialect refuses as
+    a bare qualifier is written quoted, and its quoted spelling is kept)."""
+    names = {t.name for t in grammar.terminals}
+    out = {c: sorted(ws) for c, ws in words.items()}
+    for name in COMMENTS & names:
+        out[name] = []
+    if _ALIAS in names:
+        out[_ALIAS] = sorted(ALIASES)
+    if _QUALIFIER in names:
+        qualifier = grammar.terminal_id(_QUALIFIER)
+        named = [*ALIASES, *words.get("TABLE_NAME", ()), *words.get("CTE_NAME", ())]
+        out[_QUALIFIER] = sorted({w + b"." for w in named if _matches(dfa, w + b".", qualifier)})
+    return out
+
+
+def _matches(dfa: ByteDFA, word: bytes, terminal: int) -> bool:
+    state = dfa.run(0, word)
+    return state != DEAD and bool(dfa.accept[state] >> terminal & 1)
+
+
+def generation_language(
+    profile: Profile,
+    grammar: Grammar,
+    dfa: ByteDFA,
+    words: Mapping[str, Collection[bytes]],
+    role: str,
+) -> tuple[Grammar, Mapping[str, Collection[bytes]]]:
+    """The grammar and lexicon words a model writes in under ``profile``, from the
+    role's projection ``grammar`` and its lexicon ``words``: themselves for ``full``,
+    :func:`narrow_grammar` and :func:`narrow_words` for ``narrow``."""
+    if profile == "full":
+        return grammar, words
+    narrow = narrow_grammar(grammar, role)
+    return narrow, narrow_words(narrow, dfa, words)

@@ -1,0 +1,217 @@
+"""The narrow generation profile (grid_sql.generation): a sublanguage of the role's
+language that leaves out what a small model writes and no database runs.
+
+Membership is decided twice, by grid-core's lexer and parser and by grid-spec's
+Language (lark, independent of grid-core), over the same grammar and words; the
+masks of the two are compared token by token on SmolLM2's real vocabulary.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import pytest
+from core_language import CoreLanguage
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from grid_core.errors import GridError
+from grid_core.grammar import Grammar
+from grid_core.guide import Engine
+from grid_core.vocab import smollm2
+from grid_spec.spec import Language
+from grid_sql.dialect import Dialect
+from grid_sql.dialects import POSTGRES, SQLITE
+from grid_sql.generation import ALIASES, narrow_grammar, narrow_rule, narrow_words
+from grid_sql.policy import PolicyBundle, Role
+from grid_sql.projection import RoleProjection, dialect_dfa
+
+WORDS = {
+    "TABLE_NAME": [b"departments", b"employees"],
+    "COLUMN_NAME": [b"id", b"name", b"dept_id", b"budget"],
+    "CTE_NAME": [b"cte"],
+}
+READER = Role("reader", frozenset({"SELECT"}), "*")
+
+
+@cache
+def languages(
+    dialect: Dialect = SQLITE,
+) -> tuple[CoreLanguage, CoreLanguage, Language, Grammar, dict]:
+    """(full, narrow by grid-core, narrow by grid-spec, narrow grammar, narrow words)."""
+    full = RoleProjection.compile(READER, dialect, words=WORDS).grammar
+    narrow = narrow_grammar(full, "reader")
+    words = narrow_words(narrow, dialect_dfa(dialect), WORDS)
+    return (
+        CoreLanguage(full, dialect, WORDS),
+        CoreLanguage(narrow, dialect, words),
+        Language(narrow.to_lark(), words),
+        narrow,
+        words,
+    )
+
+
+WRITTEN = [
+    b"SELECT name FROM employees;",
+    b"SELECT * FROM employees;",
+    b"SELECT T1.name FROM employees AS T1;",
+    b"SELECT e.name, d.name FROM employees AS e JOIN departments AS d ON e.dept_id = d.id;",
+    b"SELECT employees.name FROM employees;",
+    b"SELECT count(*) FROM employees;",
+    b"SELECT name\n    FROM employees\n    WHERE id = 1;",
+    b"SELECT name FROM employees WHERE id IN (SELECT dept_id FROM employees);",
+    b"WITH cte AS (SELECT id FROM employees) SELECT cte.id FROM cte;",
+    b"SELECT\tname FROM employees;",
+    b"SELECT  name\n\n  FROM employees;",
+]
+LEFT_OUT = {
+    b"SELECT 1;": "a constant query",
+    b"SELECT upper('x');": "a constant query",
+    b"SELECT name FROM employees -- the names\n;": "a line comment",
+    b"SELECT name /* x */ FROM employees;": "a block comment",
+    b"SELECT name FROM employees T1;": "a bare alias",
+    b"SELECT name AS total FROM employees;": "a result-column alias",
+    b"SELECT count(*) AS c FROM employees;": "a result-column alias, even of the set",
+    b"SELECT name FROM employees AS T10;": "an alias outside the set",
+    b"SELECT zz.name FROM employees;": "a qualifier naming nothing the role declares",
+    b"SELECT CONductor_ID_LIMIT_1000.name FROM employees;": "an invented qualifier",
+    b"SELECT name FROM employees WHERE id = ?;": "a bind parameter",
+}
+
+
+@pytest.mark.parametrize("sql", WRITTEN)
+def test_narrow_writes_what_runs(sql: bytes) -> None:
+    full, narrow, spec, _, _ = languages()
+    assert narrow.accepts(sql) and spec.in_language(sql)
+    assert full.accepts(sql)
+
+
+@pytest.mark.parametrize("sql", list(LEFT_OUT))
+def test_narrow_leaves_out_what_the_role_language_admits(sql: bytes) -> None:
+    full, narrow, spec, _, _ = languages()
+    assert full.accepts(sql), LEFT_OUT[sql]
+    assert not narrow.accepts(sql) and not spec.in_language(sql), LEFT_OUT[sql]
+
+
+PIECES = [
+    b"SELECT ",
+    b"FROM ",
+    b"WHERE ",
+    b"AS ",
+    b"JOIN ",
+    b"ON ",
+    b"name",
+    b"id",
+    b"employees",
+    b"departments",
+    b"T1.",
+    b"T1",
+    b"e.",
+    b"e",
+    b"zz.",
+    b"*",
+    b",",
+    b" ",
+    b"  ",
+    b"\n",
+    b"\n    ",
+    b"= ",
+    b"1",
+    b"'x'",
+    b"(",
+    b")",
+    b";",
+    b"--",
+    b"count(",
+    b"cte",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=12))
+def test_narrow_prefixes_are_role_prefixes_and_both_readers_agree(pieces: list[bytes]) -> None:
+    """Prefix(narrow) is inside Prefix(role): generation never leaves the checking
+    language; and grid-core and grid-spec agree on the narrow language."""
+    full, narrow, spec, _, _ = languages()
+    sql = b"".join(pieces)
+    viable = narrow.viable(sql)
+    assert viable == spec.is_viable_prefix(sql), sql
+    if viable:
+        assert full.viable(sql), sql
+    assert narrow.accepts(sql + b";") == spec.in_language(sql + b";"), sql
+
+
+PREFIXES = [
+    b"",
+    b"SELECT name FROM employees",
+    b"SELECT name FROM employees AS ",
+    b"SELECT T",
+    b"SELECT name FROM employees\n",
+    b"SELECT name FROM employees WHERE id = 1 -",
+    b"SELECT e.name FROM employees AS e WHERE e",
+]
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_engine_mask_equals_the_spec_on_a_real_vocabulary(prefix: bytes) -> None:
+    _, _, spec, grammar, words = languages()
+    vocab = smollm2()
+    engine = Engine(grammar, vocab, words, dfa=dialect_dfa(SQLITE))
+    guide = engine.guide(audit=False)
+    ids = {b: i for i, b in enumerate(vocab.token_bytes) if b and i not in vocab.special_ids}
+    rest = prefix
+    while rest:  # greedy longest tokens
+        n = max(k for k in range(1, len(rest) + 1) if rest[:k] in ids)
+        guide.accept_token(ids[rest[:n]])
+        rest = rest[n:]
+    row = bytearray(((vocab.n_vocab + 31) // 32) * 4)
+    buffer = memoryview(row).cast("i")
+    guide.fill_next_token_bitmask(buffer, 0)
+    core = {i for i in range(vocab.n_vocab) if row[i // 8] >> (i % 8) & 1}
+    eos = vocab.eos_ids[0]
+    want = spec.mask(vocab.token_bytes, set(vocab.special_ids) - {eos}, eos, prefix)
+    assert core == want
+
+
+def test_words_are_the_profile_sets() -> None:
+    *_, words = languages()
+    assert words["LINE_COMMENT"] == [] and words["BLOCK_COMMENT"] == []
+    assert words["ALIAS_NAME"] == sorted(ALIASES)
+    assert b"employees." in words["QUALIFIER"] and b"T1." in words["QUALIFIER"]
+    assert b"cte." in words["QUALIFIER"] and b"id." not in words["QUALIFIER"]
+
+
+def test_postgres_narrows_too() -> None:
+    full, narrow, _, _, _ = languages(POSTGRES)
+    assert narrow.accepts(b"SELECT T1.name FROM employees AS T1;")
+    assert full.accepts(b"SELECT name FROM employees -- x\n;")
+    assert not narrow.accepts(b"SELECT name FROM employees -- x\n;")
+
+
+def test_rule_cut() -> None:
+    grammar = RoleProjection.compile(READER, SQLITE).grammar
+    cut = [r for r in grammar.rules if not narrow_rule(r)]
+    assert any(r.origin == "select_core" for r in cut)
+    assert all("from_clause" not in r.expansion for r in cut if r.origin == "select_core")
+
+
+POLICY = """version = 1
+[roles.reader]
+verbs = ["SELECT"]
+tables = "*"
+{line}
+"""
+
+
+def test_policy_knob() -> None:
+    default = PolicyBundle.loads(POLICY.format(line=""))
+    narrow = PolicyBundle.loads(POLICY.format(line='generation = "narrow"'))
+    full = PolicyBundle.loads(POLICY.format(line='generation = "full"'))
+    assert default.role("reader").generation == "narrow"
+    assert full.role("reader").generation == "full"
+    # the default is not written into the fingerprint (older files keep theirs)
+    assert default.fingerprint == narrow.fingerprint != full.fingerprint
+    with pytest.raises(GridError, match=r":5: roles\.reader\.generation: unknown generation"):
+        PolicyBundle.loads(POLICY.format(line='generation = "loose"'))
+    with pytest.raises(GridError, match=r"roles\.reader\.generation"):
+        PolicyBundle.loads(POLICY.format(line="generation = 1"))
