@@ -29,6 +29,7 @@ Run: ``uv run --group serve python bench/processor_replay.py``. Writes
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 import sys
@@ -114,7 +115,11 @@ def main() -> int:
     questions = json.loads((RESULTS / "smollm2_50.json").read_text())["questions"]
     db = example_database(Path(tempfile.mkdtemp(prefix="processor-replay-")))
     schema = SchemaSnapshot.from_sqlite(db)
-    engines = RoleEngines(schema, example_policy(schema), smollm2())
+    # The replayed statements were written in the roles' whole language (comments,
+    # bare aliases): the engines must be of that language, not the narrow profile.
+    policy = example_policy(schema)
+    roles = {n: dataclasses.replace(r, generation="full") for n, r in policy.roles.items()}
+    engines = RoleEngines(schema, dataclasses.replace(policy, roles=roles), smollm2())
     big = torch.ones(EVICT_FLOATS)
 
     def evict() -> None:

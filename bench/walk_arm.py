@@ -12,6 +12,8 @@ Every generation is checked for
 
 - **in L**: grid-spec's ``Language.in_language`` on ``Grammar.to_lark()`` with
   the role's lexicons (the specification, which shares no code with grid-core);
+  with ``--generation narrow``, L is the narrow profile's language, and each stop
+  must also be in the role's whole language (``outside_role_language``);
 - **lark**: lark's own LALR parser with its own contextual lexer on the same
   text. lark lexes differently from the union maximal munch of DESIGN.md
   section 3 (no lexicons, keyword-first), so a text lark rejects is counted as
@@ -110,6 +112,9 @@ class Arm:
     lark_lexer: Lark
     sqlish: frozenset[int]
     r0: int
+    whole: Language
+    """The role's whole language (its projection): every stop of a generation profile
+    must be in it too."""
 
 
 def build_arms(vocab: Vocabulary, generation: Profile = "full") -> list[Arm]:
@@ -134,15 +139,20 @@ def build_arms(vocab: Vocabulary, generation: Profile = "full") -> list[Arm]:
             i for i, b in enumerate(vocab.token_bytes) if b and b.strip().lower() in plausible
         )
         r0 = reserve_table(engine).reserve(engine.lexer.initial)
+        spec = Language(text, {c: sorted(ws) for c, ws in words.items()})
+        whole = spec
+        if grammar is not projection.grammar:
+            whole = Language(projection.grammar.to_lark(), lexicon.word_lists())
         arms.append(
             Arm(
                 name,
                 engine,
-                Language(text, {c: sorted(ws) for c, ws in words.items()}),
+                spec,
                 Lark(text, parser="lalr", lexer="contextual"),
                 Lark(text, parser=None, lexer="basic"),
                 sqlish,
                 r0,
+                whole,
             )
         )
     return arms
@@ -208,6 +218,7 @@ def run(
         [
             "in_language",
             "not_in_language",
+            "outside_role_language",
             "dead_ends",
             "budget_overruns",
             "audit_invalid",
@@ -252,6 +263,9 @@ def run(
         else:
             counts["not_in_language"] += 1
             bad.append("not in L")
+        if arm.whole is not arm.spec and not arm.whole.in_language(gen.text):
+            counts["outside_role_language"] += 1
+            bad.append("outside the role's whole language")
         verdict = lark_verdict(arm, gen.text)
         counts[LARK_COUNTS[verdict]] += 1
         if verdict == "disagrees":

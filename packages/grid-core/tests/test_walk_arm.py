@@ -10,16 +10,23 @@ cl100k mask costs some 30 times more per step in the pure-Python walk).
 
 from __future__ import annotations
 
+import pytest
 from bench_module import load_bench
 
 
-def test_walk_arm_500() -> None:
+@pytest.mark.parametrize("generation", ["full", "narrow"])
+def test_walk_arm_500(generation: str) -> None:
+    """Each role's whole language, and grid-sql's narrow generation profile (every stop
+    in the profile's language and in the role's whole language)."""
     walk_arm = load_bench("walk_arm")
-    summary = walk_arm.run(500, "cl100k:2048", seed=2026, max_budget=64, replay_every=25)
+    summary = walk_arm.run(
+        500, "cl100k:2048", seed=2026, max_budget=64, replay_every=25, generation=generation
+    )
     assert summary["failures"] == []
     assert summary["in_language"] == 500
     for key in (
         "not_in_language",
+        "outside_role_language",
         "dead_ends",
         "budget_overruns",
         "audit_invalid",

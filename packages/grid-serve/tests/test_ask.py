@@ -626,3 +626,22 @@ def test_the_prompt_must_fit_the_cap_and_the_context() -> None:
     huge = SimpleNamespace(name="big", model=SimpleNamespace(config=SimpleNamespace()))
     with pytest.raises(ServingError, match=f"prompts with at most {ask.MAX_PROMPT_TOKENS}"):
         ask._check_prompt(huge, [0] * (ask.MAX_PROMPT_TOKENS + 1), budget)
+
+
+def test_a_model_name_passes_the_input_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--model gemma3-270m`` is a name (grid_serve.model_files), not a missing path: the
+    inputs pass and the name reaches ``load_model``."""
+    import grid_serve.model
+    from grid_core.errors import ServingError
+
+    seen: list[object] = []
+
+    def load(source: object = None) -> Any:
+        seen.append(source)
+        raise ServingError("stopped here")
+
+    monkeypatch.setattr(grid_serve.model, "load_model", load)
+    assert ask.main(["How many?", "--quiet", "--model", "gemma3-270m"]) == 2
+    assert seen == [Path("gemma3-270m")]
+    assert ask.main(["How many?", "--quiet", "--model", "no-such-model"]) == 2
+    assert len(seen) == 1  # a name that is neither a model nor a path stops before

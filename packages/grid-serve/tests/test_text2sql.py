@@ -165,6 +165,15 @@ def test_the_role_engine_decodes_in_the_policys_generation_profile(
     good = b"SELECT T1.name FROM employees AS T1;"
     assert writes(narrow.engine, good) and writes(full.engine, good)
     assert writes(engines.retry_engine("narrow", star=False), good)
+    # a full role's retry stays in the whole language, with a tighter lexicon too
+    comment = b"SELECT name FROM employees -- all\n;"
+    assert writes(engines.retry_engine("full", star=False), comment)
+    words = {c: set(ws) for c, ws in full.lexicon.words.items()}
+    words["TABLE_NAME"] = {w for w in words["TABLE_NAME"] if w.lower() != b"orders"}
+    assert writes(engines.retry_engine("full", words), comment)
+    assert not writes(engines.retry_engine("narrow", words), comment)
+    assert not writes(engines.retry_engine("narrow", words), b"SELECT T1.id FROM orders AS T1;")
+    assert writes(engines.retry_engine("narrow", words), good)
 
 
 def test_the_prompt_shows_foreign_keys_and_sample_rows_of_granted_columns_only(
@@ -207,6 +216,11 @@ def test_the_prompt_shows_foreign_keys_and_sample_rows_of_granted_columns_only(
     assert "x" * (SAMPLE_CHARS - 3) + "..." in shown and "x" * SAMPLE_CHARS not in shown
     assert shown.count("*/") == 2  # the two blocks' own ends, never a value's
     assert "rows of" not in prompt_schema(db, schema, grants, rows=0)
+    # a role that may not SELECT is shown no row, only the statements
+    writer = text.replace('verbs = ["SELECT"]', 'verbs = ["INSERT"]')
+    insert_only = PolicyBundle.loads(writer, schema=schema).grants("r", schema)
+    assert "rows of" not in prompt_schema(db, schema, insert_only, rows=3)
+    assert "R&D" not in prompt_schema(db, schema, insert_only, rows=3)
     # a foreign key into a table the role is not granted is not shown
     only_emp = starter_policy(schema, "r").replace('    "dept",\n', "")
     emp = PolicyBundle.loads(only_emp, schema=schema).grants("r", schema)

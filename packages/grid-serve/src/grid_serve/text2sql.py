@@ -10,11 +10,14 @@ It composes grid-sql's artifacts into GRID engines and talks to a chat model:
   generation profile (:mod:`grid_sql.generation`: ``narrow`` unless the policy
   says ``full``). The union DFA, the token trie and the T2 mask cache are
   shared by every role (one dialect family).
-- :func:`schema_ddl`: the ``CREATE TABLE`` statements the model is shown: the
-  role's granted tables with their granted columns only, so the prompt never
-  names what the mask refuses.
-- :func:`prompt_ids`: the question in the model's chat template, with the
-  checker's feedback on a rejected statement for a retry.
+- :func:`schema_ddl` and :func:`prompt_schema`: what the model is shown of the
+  database: the ``CREATE TABLE`` statements of the role's granted tables with
+  their granted columns only, so the prompt never names what the mask refuses;
+  the :func:`foreign_keys` between them and a few :func:`sample_rows` of each
+  (granted columns only, for a role that may SELECT).
+- :func:`prompt_ids`: the question in the model's chat template (as plain text,
+  :func:`plain_prompt`, for a model without one), with the checker's feedback on
+  a rejected statement for a retry.
 - :func:`checker_for` and :func:`checker_verdict`: the SemanticChecker of a
   role and its violations (the column policy no mask can enforce, and name
   resolution).
@@ -310,7 +313,7 @@ def schema_ddl(
         if samples and samples.get(table.name) and samples[table.name][1]:
             columns, rows = samples[table.name]
             shown = [" | ".join(_sample_value(v) for v in row) for row in [tuple(columns), *rows]]
-            lines.append(f"/* {len(rows)} rows of {spell(table.name)}:")
+            lines.append(f"/* {len(rows)} row{'s' * (len(rows) > 1)} of {spell(table.name)}:")
             lines += [*shown, "*/"]
     return "\n".join(lines)
 
@@ -354,12 +357,17 @@ def foreign_keys(db_path: Path, schema: SchemaSnapshot) -> list[ForeignKey]:
 
 
 def sample_rows(
-    db_path: Path, schema: SchemaSnapshot, grants: RoleGrants, n: int = SAMPLE_ROWS
+    db_path: Path,
+    schema: SchemaSnapshot,
+    grants: RoleGrants,
+    n: int = SAMPLE_ROWS,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> dict[str, tuple[list[str], list[tuple[Any, ...]]]]:
     """Up to ``n`` rows of each granted table, granted columns only (table -> (columns,
-    rows)), read under the default limits on the database opened read-only. A table
-    whose read fails or exceeds a limit has no entry."""
-    if n <= 0:
+    rows)), read under the role's ``limits`` on the database opened read-only. None for
+    a role without SELECT: a role that may not read the rows is never shown them. A
+    table whose read fails or exceeds a limit has no entry."""
+    if n <= 0 or "SELECT" not in grants.verbs:
         return {}
     spell = get_dialect(schema.dialect).spell_identifier
     errors: tuple[type[Exception], ...] = (*database_for(db_path).errors, LimitExceededError)
@@ -367,7 +375,7 @@ def sample_rows(
     for table, granted in grants.columns.items():
         sql = f"SELECT {', '.join(map(spell, granted))} FROM {spell(table)} LIMIT {int(n)}"
         try:
-            columns, rows, _ = run_readonly(db_path, sql, max_rows=n)
+            columns, rows, _ = run_readonly(db_path, sql, max_rows=n, limits=limits)
         except errors:
             continue
         out[table] = (list(columns), [tuple(r) for r in rows])
@@ -375,15 +383,20 @@ def sample_rows(
 
 
 def prompt_schema(
-    db_path: Path, schema: SchemaSnapshot, grants: RoleGrants, rows: int = SAMPLE_ROWS
+    db_path: Path,
+    schema: SchemaSnapshot,
+    grants: RoleGrants,
+    rows: int = SAMPLE_ROWS,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> str:
     """What the model is shown of the database: :func:`schema_ddl` with the database's
-    :func:`foreign_keys` and ``rows`` :func:`sample_rows` per table (0: none)."""
+    :func:`foreign_keys` and ``rows`` :func:`sample_rows` per table (0: none), read
+    under the role's ``limits``."""
     return schema_ddl(
         schema,
         grants,
         foreign_keys(db_path, schema),
-        sample_rows(db_path, schema, grants, rows),
+        sample_rows(db_path, schema, grants, rows, limits),
     )
 
 

@@ -102,7 +102,6 @@ from typing import Literal
 
 from grid_core.audit import AuditLog, Kind, mask_entry_id
 from grid_core.cache import MaskTable, SharedCache, id_bits
-from grid_core.dfa import DEAD
 from grid_core.errors import GuideError, MaskError
 from grid_core.fingerprint import fingerprint
 from grid_core.grammar import Grammar, Rule
@@ -358,9 +357,7 @@ class ScopedEngines:
 
     def _is_qualifier(self, word: bytes) -> bool:
         """``word`` is a lexeme of the QUALIFIER pattern."""
-        dfa = self.base.dfa
-        q = dfa.run(0, word)
-        return q != DEAD and bool(dfa.accept[q] >> self._qualifier_id & 1)
+        return self.base.dfa.matches(word, self._qualifier_id)
 
     def fold(self, word: str) -> str:
         return ascii_lower(self.reader.unquote(word))

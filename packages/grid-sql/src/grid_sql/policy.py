@@ -29,7 +29,7 @@ A :class:`PolicyBundle` names *roles*. A role has
   neither sets is :data:`~grid_sql.limits.DEFAULT_LIMITS`;
 - **generation profile** (:mod:`grid_sql.generation`): the language a model
   writes in for the role. Optional: ``generation = "narrow"`` (the default: no
-  comments, a finite alias set, bounded blank runs, no constant query) or
+  comments, a finite alias set, no result-column alias, no constant query) or
   ``"full"`` (the role's whole language). The checker judges the whole language
   either way.
 
