@@ -316,9 +316,7 @@ def test_a_glue_that_leaves_the_language_spells_nothing() -> None:
     lexicon = SchemaLexicon.build(SQLITE, schema, grants)
     projection = RoleProjection.compile(policy.role("intern"), SQLITE, words=lexicon.words)
     dfa = dialect_dfa(SQLITE)
-    grammar, words = generation_language(
-        "narrow", projection.grammar, dfa, lexicon.words, "intern"
-    )
+    grammar, words = generation_language("narrow", projection.grammar, dfa, lexicon.words, "intern")
     narrow = Engine(grammar, vocab, words, dfa=dfa, trie=trie, cache=shared)
     at = positions(narrow, relation_or_verb(narrow))[:3]
     full = probe_role(
