@@ -162,9 +162,9 @@ FAULTS = [
     Fault(
         "lexicon-word-outside-its-regex",
         ("test_lexicon.py",),
-        "lexicon.py",
-        "if state == DEAD or not dfa.accept[state] >> t & 1:",
-        "if state == DEAD:",
+        "dfa.py",
+        "return state != DEAD and bool(self.accept[state] >> terminal & 1)",
+        "return state != DEAD",
     ),
     Fault(
         "alias-class-collapsed",
