@@ -38,7 +38,10 @@ role's language (grid-spec's ``Language``), checker verdict, tokens, seconds, an
 the constrained arms GRID's own time per token (the decode's time outside the model's
 forward passes) beside the model's. Summaries: per arm, per database, and the paired
 gains mode1 - unconstrained and repair - unconstrained with a 95% interval (normal
-approximation of the mean of the paired differences).
+approximation of the mean of the paired differences). After repair, a statement is
+*executable or refused* when it runs, when the checker refuses it with a stated
+violation, or when it runs and the default limits refuse its result (more rows than
+``max_rows``: counted apart, ``refused_by_limits``).
 
 Run: ``uv run nox -s spider`` (full dev set, hours on 2 CPUs), or in the serve
 environment ``python bench/spider_ex.py --limit 10``. ``--data`` defaults to
@@ -132,6 +135,8 @@ def judge(sql: str, gold_rows: list[tuple[Any, ...]], ordered: bool, ctx: Any) -
     rows, error = execute(ctx.db, sql) if sql.strip() else (None, "empty statement")
     out["executes"] = rows is not None
     out["error"] = error
+    # It ran, and gave more rows than the default limits let out: refused with that reason.
+    out["refused_by_limits"] = error.startswith("LimitExceededError")
     out["ex"] = rows is not None and same_result(gold_rows, rows, ordered)
     return out
 
@@ -315,9 +320,20 @@ def summarize(
                 for r in records
             ),
             "executable_or_refused": sum(
-                r["repair"]["executes"] or bool(r["repair"]["checker"]) for r in records
+                r["repair"]["executes"]
+                or bool(r["repair"]["checker"])
+                or r["repair"].get("refused_by_limits", False)
+                for r in records
             )
             / max(1, len(records)),
+            "refused_by_checker": sum(bool(r["repair"]["checker"]) for r in records),
+            "refused_by_limits": sum(r["repair"].get("refused_by_limits", False) for r in records),
+            "accepted_but_fails": [
+                r["repair"]["error"]
+                for r in records
+                if not (r["repair"]["executes"] or r["repair"]["checker"])
+                and not r["repair"].get("refused_by_limits", False)
+            ],
         }
     return summary, report
 

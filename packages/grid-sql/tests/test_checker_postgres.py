@@ -34,6 +34,7 @@ from grid_sql.checker import (
 )
 from grid_sql.dialects import POSTGRES
 from grid_sql.schema import SchemaSnapshot
+from grid_sql.violations import STATEMENT_RULES
 
 EXTRA = 'CREATE TABLE "Audit" ("Who" text, who text, "When" date);\n'
 NAME_KINDS = {
@@ -165,3 +166,72 @@ def test_a_dialect_off_the_contract_is_refused() -> None:
     with pytest.raises(GrammarContractError, match="DQ_STRING"):
         SemanticChecker({}, {}, dialect=broken)
     assert issubclass(GrammarContractError, CheckerError)
+
+
+# ---------------------------------------------------------------- statement rules
+
+RULE_CASES = [
+    ("SELECT abs() FROM employees;", ["wrong_argument_count"]),
+    ("SELECT left(first_name) FROM employees;", ["wrong_argument_count"]),
+    ("SELECT round(id, 2, 3) FROM employees;", ["wrong_argument_count"]),
+    ("SELECT lag(id, 1, 0, 0) OVER (ORDER BY id) FROM employees;", ["wrong_argument_count"]),
+    ("SELECT ntile(2) FROM employees;", ["misused_window"]),
+    ("SELECT id FROM employees WHERE row_number() OVER () > 1;", ["misused_window"]),
+    ("SELECT id FROM employees WHERE count(*) > 1;", ["misused_aggregate"]),
+    ("SELECT sum(avg(id)) FROM employees GROUP BY title;", ["misused_aggregate"]),
+    ("SELECT string_agg(title, ',') FROM employees GROUP BY array_agg(id);", [
+        "misused_aggregate"
+    ]),
+    ("SELECT id FROM employees WHERE id IN (SELECT id, title FROM employees);", [
+        "column_count"
+    ]),
+    ("SELECT id FROM employees UNION SELECT id, title FROM employees;", ["column_count"]),
+    # controls: the server prepares each
+    ("SELECT concat(first_name, ' ', title), round(id, 2), now() FROM employees;", []),
+    ("SELECT lag(id, 1, 0) OVER (ORDER BY id), sum(sum(id)) OVER () FROM employees "
+     "GROUP BY id;", []),
+    ("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY id) FROM employees;", []),
+    ("SELECT id FROM employees WHERE (id, title) IN (SELECT id, title FROM employees);", []),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("sql", "kinds"), RULE_CASES, ids=range(len(RULE_CASES)))
+def test_statement_rules_flag_what_the_server_refuses(
+    postgres: Server, checker: SemanticChecker, sql: str, kinds: list[str]
+) -> None:
+    found = sorted(v.kind.value for v in checker.check(sql, "admin") if v.kind in STATEMENT_RULES)
+    assert found == kinds
+    run = postgres.run(f"PREPARE s AS {sql}\nDEALLOCATE s;\n")
+    assert ("ERROR" in run.stderr) == bool(kinds), run.stderr
+
+
+def test_function_arities_are_the_servers(postgres: Server) -> None:
+    """The dialect's arity bounds, window-only and aggregate sets are pg_proc's."""
+    names = (*POSTGRES.functions, "sum", "avg", "min", "max")
+    listed = ", ".join(f"'{n}'" for n in names)
+    out = postgres.run(
+        "SELECT p.proname, p.prokind, p.pronargs, p.pronargdefaults, p.provariadic <> 0, "
+        "coalesce(a.aggkind, '') FROM pg_proc p LEFT JOIN pg_aggregate a ON a.aggfnoid = p.oid "
+        f"WHERE p.pronamespace = 'pg_catalog'::regnamespace AND p.proname IN ({listed});"
+    ).stdout
+    overloads: dict[str, list[tuple[str, int, int, bool, str]]] = {}
+    for line in out.strip().splitlines():
+        name, kind, nargs, defaults, variadic, aggkind = line.split("|")
+        overloads.setdefault(name, []).append(
+            (kind, int(nargs), int(defaults), variadic == "t", aggkind)
+        )
+    assert set(overloads) == set(names)
+    apart = {n for n, rows in overloads.items() if any(r[4] in ("o", "h") for r in rows)}
+    expected = {
+        name: (
+            min(n - d for _, n, d, _, _ in rows),
+            None if any(v for _, _, _, v, _ in rows) else max(n for _, n, _, _, _ in rows),
+        )
+        for name, rows in overloads.items()
+        if name not in apart
+    }
+    assert POSTGRES.arities == expected
+    windows = {n for n, rows in overloads.items() if {r[0] for r in rows} == {"w"}}
+    assert POSTGRES.window_functions == windows
+    aggregates = {n for n, rows in overloads.items() if {r[0] for r in rows} == {"a"}}
+    assert POSTGRES.aggregate_functions == aggregates - {"sum", "avg", "min", "max"}

@@ -84,6 +84,10 @@ def test_feedback_for_a_table_outside_the_grants() -> None:
             "SELECT salary, nope FROM employees",
             "it uses a column the role cannot use; it names a column that no table in",
         ),
+        ("SELECT sin() FROM projects", "it calls a function with the wrong number of arg"),
+        ("SELECT rank() FROM projects", "it uses a window function without OVER or where"),
+        ("SELECT id FROM projects WHERE count(*) > 1", "it uses an aggregate where none is"),
+        ("SELECT (SELECT id, name FROM projects)", "a subquery or compound SELECT gives the"),
     ],
 )
 def test_feedback_headline_is_true_for_the_violations(sql: str, headline: str) -> None:
@@ -97,6 +101,23 @@ def test_feedback_headline_is_true_for_the_violations(sql: str, headline: str) -
     assert headline in first
     grant_kinds = {ViolationKind.TABLE_NOT_GRANTED, ViolationKind.COLUMN_NOT_GRANTED}
     assert ("cannot use" in first) == any(v.kind in grant_kinds for v in violations)
+
+
+@pytest.mark.parametrize(
+    ("sql", "advice"),
+    [
+        ("SELECT salary FROM employees", "Rewrite the statement using only granted tables and "
+         "columns."),
+        ("SELECT sin() FROM projects", "Correct each call and subquery named above."),
+        ("SELECT sin(), salary FROM employees", "Rewrite the statement using only granted "
+         "tables and columns. Correct each call and subquery named above."),
+    ],
+)  # fmt: skip
+def test_feedback_advice_fits_the_violations(sql: str, advice: str) -> None:
+    """A statement whose only problems are statement rules is not told to use
+    granted names: its names are granted."""
+    text = feedback_text(sql, "clerk", CHECKER.check(sql, "clerk"), CHECKER)
+    assert text.splitlines()[-1] == advice
 
 
 def test_tighten_lexicon_removes_every_spelling_and_only_columns() -> None:

@@ -20,7 +20,9 @@ Stages, each in its own section below:
    every name as SQLite does and records what the statement touches: table uses
    (`TableUse`), base-table column accesses (`ColumnAccess`) and name-resolution
    violations (unknown table, unknown column, unknown qualifier, ambiguous
-   column). It does not look at any role.
+   column), then the statement rules a database enforces at prepare time: the
+   column count of a subquery or compound SELECT (this walk) and the rules for
+   calls (`grid_sql.call_rules`). It does not look at any role.
 3. **Policy** (`SemanticChecker.check`): the accesses and table uses are held
    against one role's grants: `table_not_granted`, `column_not_granted`.
 
@@ -81,7 +83,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, Literal
 
 from grid_core.dfa import build_union_dfa
@@ -90,12 +91,13 @@ from grid_core.grammar import load_grammar
 from grid_core.lexer import START, Scanner
 from grid_core.lexicon import build_lexicon
 from grid_core.parser import Parser
+from grid_sql.call_rules import call_violations
 from grid_sql.dialect import Dialect, IdentifierCase
 from grid_sql.dialects import get_dialect
+from grid_sql.violations import AccessKind, Span, Violation, ViolationKind
 
 Tree = Any  # lark.Tree (lark is untyped)
 Token = Any  # lark.Token
-Span = tuple[int, int]
 
 Schema = Mapping[str, Sequence[str]]
 """Table name -> column names."""
@@ -207,44 +209,6 @@ class GrantError(PolicyError):
 # ================================================================ results
 
 
-class ViolationKind(StrEnum):
-    UNKNOWN_TABLE = "unknown_table"
-    """A table position names neither a schema table nor a CTE in scope."""
-    UNKNOWN_COLUMN = "unknown_column"
-    """A column reference resolves nowhere (also: a USING column missing on one side)."""
-    UNKNOWN_QUALIFIER = "unknown_qualifier"
-    """``q.c`` or ``q.*`` where no source in scope is named ``q``."""
-    AMBIGUOUS_COLUMN = "ambiguous_column"
-    """An unqualified column (or USING column) that two sources of one scope have."""
-    TABLE_NOT_GRANTED = "table_not_granted"
-    """The role has no grant on a table the statement uses."""
-    COLUMN_NOT_GRANTED = "column_not_granted"
-    """The statement reads or writes a column the role is not granted."""
-
-
-AccessKind = Literal[
-    "reference", "star", "row", "using", "natural", "in_table", "insert", "update", "rowid"
-]
-
-
-@dataclass(frozen=True)
-class Violation:
-    """One problem, with the byte span it is about and a one-line message.
-
-    ``table`` and ``column`` are spelled as the schema spells them when they
-    exist, as the statement spells them otherwise; None when not applicable.
-    ``candidates`` lists the sources an ambiguous column could come from.
-    """
-
-    kind: ViolationKind
-    table: str | None
-    column: str | None
-    span: Span
-    message: str
-    via: AccessKind | None = None
-    candidates: tuple[str, ...] = ()
-
-
 @dataclass(frozen=True)
 class TableUse:
     """A base table named in a table position (FROM, JOIN, IN, INSERT/UPDATE/DELETE)."""
@@ -270,7 +234,7 @@ class Analysis:
     tables: tuple[TableUse, ...]
     accesses: tuple[ColumnAccess, ...]
     violations: tuple[Violation, ...]
-    """Name-resolution violations only (unknown/ambiguous); no policy verdict."""
+    """Name-resolution and statement-rule violations; no policy verdict."""
 
 
 # ================================================================ names
@@ -631,6 +595,8 @@ class _Walker:
         self.uses: list[TableUse] = []
         self.accesses: list[ColumnAccess] = []
         self.violations: list[Violation] = []
+        # subquery (id of its select_stmt) -> the columns it must give (None: any)
+        self.widths: dict[int, int | None] = {}
 
     # -- recording ------------------------------------------------------------
 
@@ -854,6 +820,14 @@ class _Walker:
             if index == 0 and cte is not None and cte.columns is None:
                 cte.columns = cores[0][1].columns()  # a recursive CTE's anchor names it
                 cte.opaque = cores[0][1].opaque
+        widths = sorted({len(out.names) for _, out in cores})
+        if len(widths) > 1 and not any(out.opaque for _, out in cores):
+            self._violation(
+                ViolationKind.COLUMN_COUNT,
+                _span(body),
+                f"the SELECTs of this compound give {' and '.join(map(str, widths))} columns; "
+                "each must give the same number",
+            )
         order_by = _child(tree, "order_by_clause")
         if order_by is not None:
             if len(cores) == 1:
@@ -1126,6 +1100,7 @@ class _Walker:
             if _is_token(node):
                 continue
             data = node.data
+            self._expect_widths(node, root)
             if data == "column_ref":
                 tokens = _tokens(node)
                 qualifier = tokens[0] if len(tokens) == 2 else None
@@ -1135,7 +1110,8 @@ class _Walker:
                 if _is_token(token) and token.type == "DQ_STRING":
                     self.column_ref(token, None, _span(token), scope, dq_fallback=dq)
             elif data == "select_stmt":
-                self.select_stmt(node, scope, env)
+                outputs = self.select_stmt(node, scope, env)
+                self._check_width(node, outputs)
             elif data == "in_target" and any(t.type == "TABLE_NAME" for t in _tokens(node)):
                 token = next(t for t in _tokens(node) if t.type == "TABLE_NAME")
                 source = self.named_source(token, None, env)
@@ -1144,6 +1120,44 @@ class _Walker:
                         self._access(source.table, key, _span(token), "in_table")
             else:
                 todo.extend(reversed(node.children))
+
+    def _expect_widths(self, node: Tree, root: Tree | Token) -> None:
+        """Record how many columns each subquery among ``node``'s children (or
+        ``node`` itself, the root of a walk) must give: one, or a row value's
+        width for ``(a, b) IN (SELECT ...)``; none when a row value is compared
+        (``(a, b) = (SELECT ...)``, ``(SELECT ...) < (SELECT ...)``: left to the
+        database)."""
+        children = [c for c in node.children if not _is_token(c)]
+        if node is root and node.data == "scalar_subquery":
+            self.widths.setdefault(id(_trees(node)[0]), 1)
+        comparison = node.data in ("predicate", "comparison")
+        rows = [c for c in children if c.data in ("row_constructor", "scalar_subquery")]
+        for child in children:
+            select = _child(child, "select_stmt")
+            if select is None:
+                continue
+            if child.data == "scalar_subquery":
+                compared_to_row = comparison and any(r is not child for r in rows)
+                self.widths[id(select)] = None if compared_to_row else 1
+            elif child.data == "in_target" and children[0] is not child:
+                left = children[0]
+                if left.data == "row_constructor":
+                    self.widths[id(select)] = 1 + len(_trees(left)[1].children)
+                else:
+                    self.widths[id(select)] = None if left.data == "scalar_subquery" else 1
+
+    def _check_width(self, select: Tree, outputs: _Outputs) -> None:
+        expected = self.widths.pop(id(select), None)
+        got = len(outputs.names)
+        if expected is None or outputs.opaque or got == expected:
+            return
+        what = "one value" if expected == 1 else f"a row of {expected} values"
+        self._violation(
+            ViolationKind.COLUMN_COUNT,
+            _span(select),
+            f"this subquery gives {got} column{'s' if got != 1 else ''} where {what} is expected; "
+            f"select {'one column' if expected == 1 else f'{expected} columns'}",
+        )
 
     def column_ref(
         self,
@@ -1361,9 +1375,11 @@ class SemanticChecker:
         data = sql.encode("utf-8") if isinstance(sql, str) else sql
         walker = _Walker(self._tables, data, self._names, self.dialect.name)
         try:
-            walker.statement(parse_statement(data, self.dialect))
+            tree = parse_statement(data, self.dialect)
+            walker.statement(tree)
         except RecursionError:
             raise StatementTooDeepError(len(data)) from None
+        walker.violations += call_violations(tree, self.dialect)
         return Analysis(
             tuple(walker.uses), tuple(walker.accesses), tuple(_sorted(walker.violations))
         )

@@ -228,6 +228,15 @@ class Dialect:
     # table's row id when no column takes them, and whole-row references.
     dq_string_fallback: bool = False
     rowid_names: frozenset[str] = frozenset()
+    # Calls, for the SemanticChecker's statement rules (grid_sql.call_rules): the
+    # argument counts each function takes, as (name, least, most or None for no
+    # bound), the five keyword aggregates' included; the functions that are only
+    # window functions (they need OVER); and the aggregates among `functions`
+    # (COUNT, SUM and AVG always are; MIN and MAX are with one argument). A
+    # function with no arity entry is not counted.
+    function_arities: tuple[tuple[str, int, int | None], ...] = ()
+    window_functions: frozenset[str] = frozenset()
+    aggregate_functions: frozenset[str] = frozenset()
     # Whether a bare name that is no column but names a FROM source is that
     # source's whole row (PostgreSQL: `SELECT to_json(e) FROM employees e`).
     whole_row_references: bool = False
@@ -258,6 +267,11 @@ class Dialect:
         `unsafe_functions` (docs/policy.md, "Functions")."""
         unsafe = {name for name, _ in self.unsafe_functions}
         return tuple(f for f in self.functions if f not in unsafe)
+
+    @cached_property
+    def arities(self) -> dict[str, tuple[int, int | None]]:
+        """`function_arities` as a mapping: name -> (least, most or None)."""
+        return {name: (least, most) for name, least, most in self.function_arities}
 
     @cached_property
     def quoted_words(self) -> frozenset[str]:

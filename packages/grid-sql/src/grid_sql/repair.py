@@ -37,6 +37,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from grid_sql.checker import SemanticChecker, Violation, ViolationKind, fold, unquote
+from grid_sql.violations import STATEMENT_RULES
 
 COLUMN_CATEGORY = "COLUMN_NAME"
 
@@ -92,10 +93,14 @@ def feedback_text(
         lines.append(f"- other tables: {', '.join(others)}")
     if not granted:
         lines.append("- nothing")
-    advice = "Rewrite the statement using only granted tables and columns."
+    advice = []
+    if any(v.kind not in STATEMENT_RULES for v in violations):
+        advice.append("Rewrite the statement using only granted tables and columns.")
     if any(v.via == "star" for v in violations):
-        advice += " Do not use * or t.* on a table with a column that is not granted."
-    lines += ["", advice]
+        advice.append("Do not use * or t.* on a table with a column that is not granted.")
+    if any(v.kind in STATEMENT_RULES for v in violations):
+        advice.append("Correct each call and subquery named above.")
+    lines += ["", " ".join(advice)]
     return "\n".join(lines)
 
 
@@ -109,6 +114,10 @@ _WHAT = {
     "alias of its FROM clause",
     ViolationKind.AMBIGUOUS_COLUMN: "it names a column that two of its tables have, "
     "without saying which",
+    ViolationKind.WRONG_ARGUMENT_COUNT: "it calls a function with the wrong number of arguments",
+    ViolationKind.MISUSED_WINDOW: "it uses a window function without OVER or where none is allowed",
+    ViolationKind.MISUSED_AGGREGATE: "it uses an aggregate where none is allowed",
+    ViolationKind.COLUMN_COUNT: "a subquery or compound SELECT gives the wrong number of columns",
 }
 
 

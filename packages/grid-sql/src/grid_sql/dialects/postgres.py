@@ -95,6 +95,54 @@ FUNCTIONS = (
     "json_build_object", "jsonb_build_object", "json_build_array", "to_json", "to_jsonb",
 )  # fmt: skip
 
+# The argument counts PostgreSQL 15 takes, from pg_proc: over a name's overloads, the
+# fewest (arguments less defaults) to the most (None: a variadic overload); counts in
+# between are taken even where no overload has them (width_bucket: 2 or 4), so a
+# count outside is refused, one inside may still be. The ordered-set and
+# hypothetical-set aggregates (percentile_cont, mode, rank(x) WITHIN GROUP, ...)
+# count their direct arguments apart: not counted. test_checker_postgres.py reads
+# pg_proc again.
+FUNCTION_ARITIES = (
+    ("abs", 1, 1), ("cbrt", 1, 1), ("ceil", 1, 1), ("ceiling", 1, 1), ("degrees", 1, 1),
+    ("div", 2, 2), ("exp", 1, 1), ("floor", 1, 1), ("ln", 1, 1), ("log", 1, 2),
+    ("log10", 1, 1), ("mod", 2, 2), ("pi", 0, 0), ("power", 2, 2), ("radians", 1, 1),
+    ("random", 0, 0), ("round", 1, 2), ("sign", 1, 1), ("sqrt", 1, 1), ("trunc", 1, 2),
+    ("width_bucket", 2, 4),
+    ("ascii", 1, 1), ("btrim", 1, 2), ("char_length", 1, 1), ("character_length", 1, 1),
+    ("chr", 1, 1), ("concat", 1, None), ("concat_ws", 2, None), ("format", 1, None),
+    ("initcap", 1, 1), ("left", 2, 2), ("length", 1, 2), ("lower", 1, 1), ("lpad", 2, 3),
+    ("ltrim", 1, 2), ("md5", 1, 1), ("octet_length", 1, 1), ("regexp_replace", 3, 6),
+    ("repeat", 2, 2), ("replace", 3, 3), ("reverse", 1, 1), ("right", 2, 2),
+    ("rpad", 2, 3), ("rtrim", 1, 2), ("split_part", 3, 3), ("starts_with", 2, 2),
+    ("strpos", 2, 2), ("substr", 2, 3), ("translate", 3, 3), ("upper", 1, 1),
+    ("to_char", 2, 2), ("to_date", 2, 2), ("to_number", 2, 2), ("to_timestamp", 1, 2),
+    ("age", 1, 2), ("clock_timestamp", 0, 0), ("date_part", 2, 2), ("date_trunc", 2, 3),
+    ("make_date", 3, 3), ("make_interval", 0, 7), ("make_timestamp", 6, 6), ("now", 0, 0),
+    ("justify_days", 1, 1), ("justify_hours", 1, 1), ("justify_interval", 1, 1),
+    ("array_agg", 1, 1), ("bit_and", 1, 1), ("bit_or", 1, 1), ("bool_and", 1, 1),
+    ("bool_or", 1, 1), ("every", 1, 1), ("json_agg", 1, 1), ("jsonb_agg", 1, 1),
+    ("string_agg", 2, 2), ("stddev", 1, 1), ("stddev_pop", 1, 1), ("stddev_samp", 1, 1),
+    ("variance", 1, 1), ("var_pop", 1, 1), ("var_samp", 1, 1), ("corr", 2, 2),
+    ("covar_pop", 2, 2), ("covar_samp", 2, 2), ("regr_slope", 2, 2),
+    ("row_number", 0, 0), ("ntile", 1, 1), ("lag", 1, 3), ("lead", 1, 3),
+    ("first_value", 1, 1), ("last_value", 1, 1), ("nth_value", 2, 2),
+    ("json_build_object", 0, None), ("jsonb_build_object", 0, None),
+    ("json_build_array", 0, None), ("to_json", 1, 1), ("to_jsonb", 1, 1),
+    ("sum", 1, 1), ("avg", 1, 1), ("min", 1, 1), ("max", 1, 1),
+)  # fmt: skip
+
+# pg_proc's prokind 'w' only (rank and its kin are hypothetical-set aggregates too).
+WINDOW_FUNCTIONS = frozenset(
+    ("row_number", "ntile", "lag", "lead", "first_value", "last_value", "nth_value")
+)
+# prokind 'a' among FUNCTIONS (the five keyword aggregates are the checker's own).
+AGGREGATE_FUNCTIONS = frozenset((
+    "array_agg", "bit_and", "bit_or", "bool_and", "bool_or", "every", "json_agg",
+    "jsonb_agg", "string_agg", "stddev", "stddev_pop", "stddev_samp", "variance",
+    "var_pop", "var_samp", "corr", "covar_pop", "covar_samp", "regr_slope",
+    "percentile_cont", "percentile_disc", "mode",
+))  # fmt: skip
+
 # Functions a role's default function grant leaves out (docs/policy.md, "Functions").
 UNSAFE_FUNCTIONS = (
     ("repeat", "allocates a string of its count argument's size (repeat('x', 1e9): 1 GB)"),
@@ -171,6 +219,9 @@ class PostgresDialect(Dialect):
     # LEFT and RIGHT name joins and never precede "(" there; left( and right( are calls.
     keyword_functions: frozenset[str] = frozenset({"left", "right"})
     unsafe_functions: tuple[tuple[str, str], ...] = UNSAFE_FUNCTIONS
+    function_arities: tuple[tuple[str, int, int | None], ...] = FUNCTION_ARITIES
+    window_functions: frozenset[str] = WINDOW_FUNCTIONS
+    aggregate_functions: frozenset[str] = AGGREGATE_FUNCTIONS
     type_names: tuple[str, ...] = TYPE_NAMES
     word_classes: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("DATETIME_FIELD", DATETIME_FIELDS),

@@ -110,6 +110,44 @@ FUNCTIONS = (
     "json_type", "json_valid",
 )  # fmt: skip
 
+# The argument counts SQLite 3.40 takes, measured: `EXPLAIN SELECT f(1, ..., 1)` with
+# 0 to 8 arguments (OVER () for the window functions); "wrong number of arguments"
+# for every other count. None: every count from the least up to 8 prepares (SQLite
+# caps them at 127 or none). `f(*)` is a call with no argument. The test
+# test_call_rules.py::test_function_arities_are_sqlites measures them again.
+FUNCTION_ARITIES = (
+    ("abs", 1, 1), ("changes", 0, 0), ("char", 0, None), ("coalesce", 2, None),
+    ("format", 0, None), ("hex", 1, 1), ("ifnull", 2, 2), ("iif", 3, 3), ("instr", 2, 2),
+    ("last_insert_rowid", 0, 0), ("length", 1, 1), ("likelihood", 2, 2), ("likely", 1, 1),
+    ("lower", 1, 1), ("ltrim", 1, 2), ("nullif", 2, 2), ("printf", 0, None),
+    ("quote", 1, 1), ("random", 0, 0), ("randomblob", 1, 1), ("replace", 3, 3),
+    ("round", 1, 2), ("rtrim", 1, 2), ("sign", 1, 1), ("soundex", 1, 1), ("substr", 2, 3),
+    ("substring", 2, 3), ("total_changes", 0, 0), ("trim", 1, 2), ("typeof", 1, 1),
+    ("unicode", 1, 1), ("unlikely", 1, 1), ("upper", 1, 1), ("zeroblob", 1, 1),
+    ("date", 0, None), ("time", 0, None), ("datetime", 0, None), ("julianday", 0, None),
+    ("unixepoch", 0, None), ("strftime", 0, None),
+    ("acos", 1, 1), ("asin", 1, 1), ("atan", 1, 1), ("atan2", 2, 2), ("ceil", 1, 1),
+    ("ceiling", 1, 1), ("cos", 1, 1), ("degrees", 1, 1), ("exp", 1, 1), ("floor", 1, 1),
+    ("ln", 1, 1), ("log", 1, 2), ("log10", 1, 1), ("log2", 1, 1), ("mod", 2, 2),
+    ("pi", 0, 0), ("pow", 2, 2), ("power", 2, 2), ("radians", 1, 1), ("sin", 1, 1),
+    ("sqrt", 1, 1), ("tan", 1, 1), ("trunc", 1, 1),
+    ("group_concat", 1, 2), ("total", 1, 1),
+    ("row_number", 0, 0), ("rank", 0, 0), ("dense_rank", 0, 0), ("percent_rank", 0, 0),
+    ("cume_dist", 0, 0), ("ntile", 1, 1), ("lag", 1, 3), ("lead", 1, 3),
+    ("first_value", 1, 1), ("last_value", 1, 1), ("nth_value", 2, 2),
+    ("json", 1, 1), ("json_array", 0, None), ("json_array_length", 1, 2),
+    ("json_extract", 0, None), ("json_object", 0, None), ("json_type", 1, 2),
+    ("json_valid", 1, 1),
+    # the keyword aggregates (COUNT's forms are the grammar's); MIN and MAX with two
+    # or more arguments are the scalar functions
+    ("sum", 1, 1), ("avg", 1, 1), ("min", 1, None), ("max", 1, None),
+)  # fmt: skip
+
+WINDOW_FUNCTIONS = frozenset((
+    "row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile", "lag",
+    "lead", "first_value", "last_value", "nth_value",
+))  # fmt: skip
+
 # Functions a role's default function grant leaves out (docs/policy.md, "Functions").
 # Functions that read files or load code (load_extension, readfile, writefile, edit,
 # fts3_tokenizer, ...) are in no list: GRID's SQLite dialect has no such word at all.
@@ -177,6 +215,9 @@ class SqliteDialect(Dialect):
     # REPLACE starts `REPLACE INTO` and ends `INSERT OR REPLACE`, never before "(".
     keyword_functions: frozenset[str] = frozenset({"replace"})
     unsafe_functions: tuple[tuple[str, str], ...] = UNSAFE_FUNCTIONS
+    function_arities: tuple[tuple[str, int, int | None], ...] = FUNCTION_ARITIES
+    window_functions: frozenset[str] = WINDOW_FUNCTIONS
+    aggregate_functions: frozenset[str] = frozenset({"group_concat", "total"})
     type_names: tuple[str, ...] = TYPE_NAMES
     word_classes: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("COLLATION_NAME", ("binary", "nocase", "rtrim")),

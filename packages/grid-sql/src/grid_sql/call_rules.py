@@ -1,0 +1,219 @@
+"""Statement rules for calls: what the database refuses in a call, whatever the data.
+
+Purpose. A statement in the role's language can still fail to prepare. Among
+SmolLM2's mode-1 statements on Spider the checker accepted, every one that
+failed did so for a rule of this module or a column count (the walk's, in
+`grid_sql.checker`): `SIN( )`, `PERCENT_RANK(1, 1)`, `DENSE_RANK()` without
+OVER. These rules let the checker refuse them with a stated violation, which
+the repair pass feeds back. They read the parse tree only (no schema, no role):
+
+- ``wrong_argument_count``: a function of `Dialect.function_arities` called
+  with a number of arguments outside its bounds. ``f(*)`` is a call with no
+  argument (SQLite's reading).
+- ``misused_window``: a function of `Dialect.window_functions` called without
+  OVER; a windowed call (one with OVER) in WHERE, GROUP BY or HAVING.
+- ``misused_aggregate``: an aggregate call (no OVER) inside the arguments of
+  another aggregate call (no OVER), not through a subquery; an aggregate call
+  in the WHERE, GROUP BY or ON of a *free* SELECT core: one that no enclosing
+  expression holds (the statement's own cores, FROM subqueries and CTE
+  bodies), so the aggregate cannot belong to an outer query.
+
+Policy: each rule flags only what SQLite 3.40 refuses at prepare time (measured
+with EXPLAIN; the tests replay every flagged case there), and leaves alone what
+is refused only in some readings. So an aggregate in the WHERE of a subquery
+inside an expression is not flagged (PostgreSQL reads ``max(t.x)`` of an outer
+``t`` there as the outer query's aggregate), nor is a window call inside an
+aggregate's arguments, nor ``DISTINCT`` with two arguments.
+
+Grammar contract besides the checker's: ``function_call`` (a ``FUNCTION_NAME``
+lexeme ``name(``, then ``function_arguments`` or ``expr_list``), ``aggregate_call``
+with ``aggregate_head`` (``COUNT`` or ``aggregate_function``), ``over_clause``,
+``where_clause``, ``group_by_clause``, ``having_clause``, ``join_constraint``,
+``scalar_subquery``, ``exists`` and ``in_target``. A dialect whose grammar
+names them otherwise gets no call rule, never a false one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from grid_sql.dialect import Dialect
+from grid_sql.violations import Span, Violation, ViolationKind
+
+Tree = Any  # lark.Tree
+
+__all__ = ["call_violations"]
+
+# A node's clause, for the placement rules.
+_CLAUSES = {
+    "where_clause": "WHERE",
+    "group_by_clause": "GROUP BY",
+    "having_clause": "HAVING",
+    "join_constraint": "ON",
+}
+_NO_WINDOW = ("WHERE", "GROUP BY", "HAVING")
+_NO_AGGREGATE = ("WHERE", "GROUP BY", "ON")
+# Expression nodes whose SELECT is bound (it may read the enclosing query).
+_BOUND = ("scalar_subquery", "exists", "in_target")
+_ALWAYS_AGGREGATE = frozenset({"count", "sum", "avg"})
+_ONE_ARGUMENT_AGGREGATE = frozenset({"min", "max"})
+
+
+class _Context(NamedTuple):
+    clause: str | None  # the clause of the innermost SELECT core the node is in
+    bound: bool  # inside a SELECT that an expression holds
+    aggregate: str | None  # the aggregate call whose arguments hold the node
+
+
+class _Call(NamedTuple):
+    name: str  # lower case
+    arguments: int | None  # None: not counted (COUNT's own forms)
+    windowed: bool
+    span: Span
+
+
+def call_violations(tree: Tree, dialect: Dialect) -> list[Violation]:
+    """The statement rules of the module header broken in ``tree``, in walk order.
+
+    The walk keeps its own stack, as the checker's does: expression depth costs
+    no Python stack."""
+    found: list[Violation] = []
+    todo: list[tuple[Tree, _Context]] = [(tree, _Context(None, False, None))]
+    while todo:
+        node, context = todo.pop()
+        if not hasattr(node, "data"):
+            continue
+        data = node.data
+        if data == "select_stmt":
+            context = _Context(None, context.bound, None)
+        elif data in _BOUND:
+            context = context._replace(bound=True)
+        elif data in _CLAUSES:
+            context = context._replace(clause=_CLAUSES[data])
+        elif data in ("function_call", "aggregate_call"):
+            call = _call(node)
+            if call is not None:
+                found += _judge(call, context, dialect)
+                if _is_aggregate(call, dialect):
+                    context = context._replace(aggregate=call.name)
+        todo.extend((child, context) for child in reversed(node.children))
+    return found
+
+
+def _judge(call: _Call, context: _Context, dialect: Dialect) -> list[Violation]:
+    out: list[Violation] = []
+    name, span = call.name, call.span
+    bounds = dialect.arities.get(name)
+    if bounds is not None and call.arguments is not None and not _within(call.arguments, bounds):
+        out.append(
+            _violation(
+                ViolationKind.WRONG_ARGUMENT_COUNT,
+                span,
+                f"{name}() takes {_takes(bounds)}; this call passes {_count(call.arguments)}",
+            )
+        )
+    if name in dialect.window_functions and not call.windowed:
+        out.append(
+            _violation(
+                ViolationKind.MISUSED_WINDOW,
+                span,
+                f"{name}() is a window function: it needs an OVER clause, "
+                f"e.g. {name}() OVER (ORDER BY ...)",
+            )
+        )
+    elif call.windowed and context.clause in _NO_WINDOW:
+        out.append(
+            _violation(
+                ViolationKind.MISUSED_WINDOW,
+                span,
+                f"a window function ({name}() OVER ...) is not allowed in {context.clause}",
+            )
+        )
+    if _is_aggregate(call, dialect):
+        if context.aggregate is not None:
+            out.append(
+                _violation(
+                    ViolationKind.MISUSED_AGGREGATE,
+                    span,
+                    f"the aggregate {name}() is inside the arguments of the aggregate "
+                    f"{context.aggregate}(): aggregates do not nest",
+                )
+            )
+        elif context.clause in _NO_AGGREGATE and not context.bound:
+            hint = "; compare aggregates in HAVING" if context.clause == "WHERE" else ""
+            out.append(
+                _violation(
+                    ViolationKind.MISUSED_AGGREGATE,
+                    span,
+                    f"the aggregate {name}() is not allowed in {context.clause}{hint}",
+                )
+            )
+    return out
+
+
+def _call(node: Tree) -> _Call | None:
+    """The name, argument count and OVER of a call node; None when the node's
+    shape is not the contract's (another dialect's grammar)."""
+    children = [c for c in node.children if hasattr(c, "data")]
+    windowed = any(c.data == "over_clause" for c in children)
+    span = (int(node.meta.start_pos), int(node.meta.end_pos))
+    if node.data == "function_call":
+        head = node.children[0]
+        if hasattr(head, "data") or head.type != "FUNCTION_NAME":
+            return None
+        name = str(head).rstrip("(").strip().lower()
+        return _Call(name, _arguments(children), windowed, span)
+    head = next((c for c in children if c.data == "aggregate_head"), None)
+    if head is None:
+        return None
+    first, rest = head.children[0], head.children[1:]
+    if not hasattr(first, "data"):  # COUNT: the grammar's own forms
+        return _Call(str(first).lower(), None, windowed, span)
+    # aggregate_function (SUM | AVG | MIN | MAX), DISTINCT?, then an expr_list or one expr
+    name = str(first.children[0]).lower()
+    rest = [c for c in rest if hasattr(c, "data") or c.type != "DISTINCT"]
+    lists = [c for c in rest if hasattr(c, "data") and c.data == "expr_list"]
+    return _Call(name, len(lists[0].children) if lists else len(rest), windowed, span)
+
+
+def _arguments(children: list[Any]) -> int:
+    for child in children:
+        if not hasattr(child, "data"):
+            continue
+        if child.data == "expr_list":
+            return len(child.children)
+        if child.data == "function_arguments":
+            return _arguments(child.children)  # DISTINCT? expr_list | STAR (no argument)
+    return 0
+
+
+def _is_aggregate(call: _Call, dialect: Dialect) -> bool:
+    if call.windowed:
+        return False
+    if call.name in _ONE_ARGUMENT_AGGREGATE:
+        return call.arguments == 1
+    return call.name in _ALWAYS_AGGREGATE or call.name in dialect.aggregate_functions
+
+
+def _within(count: int, bounds: tuple[int, int | None]) -> bool:
+    least, most = bounds
+    return count >= least and (most is None or count <= most)
+
+
+def _count(n: int) -> str:
+    return "no argument" if n == 0 else f"{n} argument" + ("s" if n > 1 else "")
+
+
+def _takes(bounds: tuple[int, int | None]) -> str:
+    least, most = bounds
+    if most is None:
+        return f"at least {_count(least)}" if least else "any number of arguments"
+    if least == most:
+        return _count(least) if least else "no argument"
+    if most == least + 1:
+        return f"{least} or {_count(most)}"
+    return f"{least} to {_count(most)}"
+
+
+def _violation(kind: ViolationKind, span: Span, message: str) -> Violation:
+    return Violation(kind, None, None, span, message)
