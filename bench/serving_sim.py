@@ -109,7 +109,7 @@ EOS = 2  # SmolLM2's <|im_end|>
 COMPANY = {
     "analyst": [
         "SELECT name, budget FROM departments WHERE budget > 100000 ORDER BY budget DESC;",
-        "SELECT e.name, d.name FROM employees e JOIN departments d ON e.dept_id = d.id;",
+        "SELECT e.name, d.name FROM employees AS e JOIN departments AS d ON e.dept_id = d.id;",
         "SELECT dept_id, count(*) FROM employees GROUP BY dept_id;",
         "SELECT name FROM employees WHERE hired >= '2021-01-01';",
     ],

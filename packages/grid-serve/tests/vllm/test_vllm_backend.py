@@ -35,7 +35,7 @@ from grid_serve.vllm.backend import GridBackend, GridGrammar, model_vocabulary
 REPLAYS = {
     "analyst-join": (
         ANALYST,
-        "SELECT e.name, d.name FROM employees e JOIN departments d ON e.dept_id = d.id;",
+        "SELECT e.name, d.name FROM employees AS e JOIN departments AS d ON e.dept_id = d.id;",
     ),
     "clerk-update": (CLERK, "UPDATE orders SET total = 12.5 WHERE id = 3;"),
     "intern-where": (INTERN, "SELECT name FROM departments WHERE budget > 1000;"),

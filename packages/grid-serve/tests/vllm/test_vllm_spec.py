@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,37 @@ def test_one_engine_per_key_and_roles_share_trie_and_t2(vocab: Vocabulary) -> No
     assert again is analyst and clerk is not analyst
     assert compiler.engines.builds == 2
     assert clerk.trie is analyst.trie and clerk.shared is analyst.shared is not None
+
+
+def test_a_role_engine_is_the_generation_profile_its_policy_names(
+    vocab: Vocabulary, tmp_path: Path
+) -> None:
+    """Fails if the backend serves a role outside its policy's generation profile: the
+    default (narrow) refuses a bare alias and a comment, ``generation = "full"`` admits
+    them; both write ``AS T1``."""
+    compiler = EngineCompiler(vocab)
+    narrow = compiler.engine(GridSpec("sqlite", "analyst", "example"))
+    policy = tmp_path / "full.policy.toml"
+    policy.write_text(
+        (resources.files("grid_sql.examples") / EXAMPLE_POLICY)
+        .read_text()
+        .replace("[roles.analyst]\n", '[roles.analyst]\ngeneration = "full"\n', 1)
+    )
+    full = compiler.engine(GridSpec("sqlite", "analyst", "example", str(policy)))
+    ids = {b: i for i, b in enumerate(vocab.token_bytes) if b}
+
+    def writes(engine: object, sql: bytes) -> bool:
+        guide = engine.guide(audit=False)  # type: ignore[attr-defined]
+        tokens = [ids[bytes([c])] for c in sql]
+        if guide.validate_tokens(tokens) != len(tokens):
+            return False
+        guide.accept_tokens(tokens)
+        return bool(guide.eos_allowed())
+
+    for sql in (b"SELECT e.name FROM employees e;", b"SELECT name FROM employees -- x\n;"):
+        assert writes(full, sql) and not writes(narrow, sql), sql
+    good = b"SELECT T1.name FROM employees AS T1;"
+    assert writes(narrow, good) and writes(full, good)
 
 
 def test_concurrent_compiles_of_one_spec_build_once(vocab: Vocabulary) -> None:

@@ -24,8 +24,10 @@ errors (``SchemaError``, ``PolicyError``, ``UnknownRoleError``).
 
 :class:`EngineCompiler` turns specs into :class:`~grid_core.guide.Engine`\\ s over
 one vocabulary, the way :class:`grid_serve.text2sql.RoleEngines` does for one
-schema: the role's projection (L2) and schema lexicon (L3), the dialect's union
-DFA, one token trie for every engine, one T2 cache per dialect family. Builds
+schema: the role's projection (L2) and schema lexicon (L3) narrowed to the
+generation profile the policy names for the role (``generation``, default
+``narrow``: :mod:`grid_sql.generation`), the dialect's union DFA, one token trie
+for every engine, one T2 cache per dialect family. Builds
 are single-flight (:class:`~grid_core.registry.GrammarRegistry`): the key is the
 dialect, the role, the schema's fingerprint and the policy's, so requests that
 name the same artifacts share one engine, and concurrent compiles of one key
@@ -70,6 +72,7 @@ from grid_core.registry import GrammarRegistry
 from grid_core.trie import TokenTrie, build_trie
 from grid_core.vocab import Vocabulary
 from grid_sql.dialects import available_dialects, get_dialect
+from grid_sql.generation import generation_language
 from grid_sql.lexicon import SchemaLexicon
 from grid_sql.policy import PolicyBundle, example_policy
 from grid_sql.projection import RoleProjection, dialect_dfa
@@ -262,10 +265,11 @@ class EngineCompiler:
         lexicon = SchemaLexicon.build(dialect, schema, grants)
         projection = RoleProjection.compile(policy.role(spec.role), dialect, words=lexicon.words)
         dfa = dialect_dfa(dialect)
+        grammar, words = generation_language(
+            policy.role(spec.role).generation, projection.grammar, dfa, lexicon.words, spec.role
+        )
         trie = self.trie
         family = f"{dfa.fingerprint}:{trie.fingerprint}"
         with self._lock:
             shared = self._shared.setdefault(family, SharedCache(family))
-        return Engine(
-            projection.grammar, self.vocab, lexicon.lexicon, dfa=dfa, trie=trie, cache=shared
-        )
+        return Engine(grammar, self.vocab, words, dfa=dfa, trie=trie, cache=shared)
