@@ -10,6 +10,7 @@ import importlib.util
 import io
 import json
 import math
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -251,6 +252,9 @@ def test_ask_end_to_end_on_the_defaults(
     assert final_run.startswith(("ok: ", "not run", "sqlite refused: ", "stopped: "))
     assert "generating (budget 96 tokens)" in err  # progress, plain lines (not a terminal)
     assert "not byte-complete" in err
+    # the time from the command to the first output token, on the first decode's line
+    (first,) = re.findall(r"stop: \w+ \(first token (\d+\.\d)s after the command\), ", err)
+    assert 0 < float(first) < 600
 
 
 def test_ask_from_first_end_to_end(

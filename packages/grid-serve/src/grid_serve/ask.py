@@ -316,10 +316,11 @@ def ask_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
 
 
 def _ask(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
     progress = Progress(sys.stderr, args.quiet)
     with tempfile.TemporaryDirectory(prefix="grid-ask-db-") as tmp:
         try:
-            return _run(args, Path(tmp), progress)
+            return _run(args, Path(tmp), progress, started)
         except BaseException:
             progress.abort()
             raise
@@ -425,7 +426,10 @@ def load_framework() -> tuple[Any, Any]:
     return torch, transformers
 
 
-def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
+def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float) -> int:
+    """The command after its arguments parsed; ``started`` is when its handler began
+    (``time.perf_counter``): the first decode's progress line reports the time from
+    there to the first output token."""
     # Inputs first, so that a bad one fails in milliseconds, before any model work.
     given = inputs(args, tmp)
     db, schema, policy, role, grants = (
@@ -495,7 +499,11 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
     events_out = _events_stream(args.events)
     streams: list[EventLines] = []
 
+    first_token: list[float] = []  # seconds from the command to the first output token
+
     def on_call(tokens: int) -> None:
+        if tokens and not first_token:
+            first_token.append(time.perf_counter() - started)
         progress.update(f"{tokens} tokens")
         if streams:
             streams[-1].flush()
@@ -537,7 +545,10 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress) -> int:
             )
         if streams:
             streams[-1].flush()
-        progress.done(f"{len(gen.tokens)} tokens, stop: {gen.stop_reason}")
+        detail = f"{len(gen.tokens)} tokens, stop: {gen.stop_reason}"
+        if first_token and not feedback:
+            detail += f" (first token {first_token[0]:.1f}s after the command)"
+        progress.done(detail)
         return gen
 
     try:
