@@ -166,6 +166,36 @@ class Context:
         self.lang = Language(role.projection.grammar.to_lark(), role.lexicon.word_lists())
 
 
+def few_shot(q: dict[str, str], every: Sequence[dict[str, str]], ctx: Any, k: int) -> list[Any]:
+    """Up to ``k`` examples for ``q``: the first other dev questions of its database (in
+    the file's order) whose gold SQL ``grid ask --examples`` would take for the role
+    (in its generation language, accepted by the checker). Same-database examples
+    from the dev set: not Spider's cross-database protocol. No example has the
+    question's gold SQL (compared without case and blanks): not the question itself,
+    nor a paraphrase of it."""
+    from grid_core.errors import ServingError
+    from grid_serve.text2sql import Example, check_examples
+
+    out: list[Any] = []
+    role = ctx.engines[ROLE]
+    for other in every:
+        if len(out) == k:
+            break
+        if other["db_id"] != q["db_id"] or same_sql(other["gold"], q["gold"]):
+            continue  # Spider pairs paraphrases with one gold: no example answers q
+        example = Example(other["question"], other["gold"])
+        try:
+            check_examples([example], role.engine, ctx.schema, role.grants)
+        except ServingError:
+            continue
+        out.append(example)
+    return out
+
+
+def same_sql(a: str, b: str) -> bool:
+    return "".join(a.lower().split()).rstrip(";") == "".join(b.lower().split()).rstrip(";")
+
+
 def run_question(
     q: dict[str, str],
     ctx: Context,
@@ -173,6 +203,7 @@ def run_question(
     budget: int,
     penalty: float = 1.0,
     arms: Sequence[str] = ARMS,
+    examples: Sequence[Any] = (),
 ) -> dict[str, Any]:
     from grid_core.audit import verify
     from grid_core.decode import Generation
@@ -184,7 +215,9 @@ def run_question(
     assert gold_rows is not None, f"gold query fails: {error}"
     ordered = bool(ORDER_BY.search(q["gold"]))
     rec: dict[str, Any] = {**q, "ordered": ordered}
-    ids = prompt_ids(lm.tokenizer, q["question"], ctx.ddl)
+    ids = prompt_ids(lm.tokenizer, q["question"], ctx.ddl, examples=examples)
+    if examples:
+        rec["examples"] = [e.question for e in examples]
 
     from smollm2_50 import sql_of_answer, unconstrained
 
@@ -200,7 +233,14 @@ def run_question(
     timing: list[dict[str, float]] = []
 
     def decode_guide(guide: Any, feedback: str, avoid: Avoid | None, ff: bool) -> Generation:
-        prompt = prompt_ids(lm.tokenizer, q["question"], ctx.ddl, feedback=feedback, from_first=ff)
+        prompt = prompt_ids(
+            lm.tokenizer,
+            q["question"],
+            ctx.ddl,
+            feedback=feedback,
+            from_first=ff,
+            examples=() if ff else examples,
+        )
         t0 = time.perf_counter()
         gen, logits = decode_with_model(
             lm.model,
@@ -411,6 +451,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=3,
         help="rows per table in the prompt, with its foreign keys (grid ask's default: 3)",
     )
+    ap.add_argument(
+        "--few-shot",
+        type=int,
+        default=0,
+        help="K worked examples per question: the first K other dev questions of its "
+        "database whose gold SQL the role may write (default: 0)",
+    )
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument(
@@ -433,7 +480,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if set(args.arms.split(",")) - set(arms) or ("repair" in arms and "mode1" not in arms):
         print(f"--arms {args.arms}: arms of {ALL_ARMS}, repair with mode1", file=sys.stderr)
         return 2
-    todo = questions(data)[:: args.stride]
+    every = questions(data)
+    todo = every[:: args.stride]
     if args.limit:
         todo = todo[: args.limit]
     if not todo:
@@ -475,7 +523,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             contexts[q["db_id"]] = Context(
                 database(data, q["db_id"]), lm.vocab, args.generation, args.sample_rows
             )
-        rec = run_question(q, contexts[q["db_id"]], lm, args.max_new_tokens, penalty, arms)
+        ctx = contexts[q["db_id"]]
+        shots = few_shot(q, every, ctx, args.few_shot)
+        rec = run_question(q, ctx, lm, args.max_new_tokens, penalty, arms, shots)
         records.append(rec)
         with path.open("a") as f:
             f.write(json.dumps(rec) + "\n")
@@ -500,6 +550,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "role": f"{ROLE} (grid policy init's starter role)",
             "generation": args.generation,
             "sample_rows": args.sample_rows,
+            "few_shot": args.few_shot,
             "excluded": EXCLUDED,
             "torch_threads": args.threads,
             "repetition_penalty": penalty,

@@ -74,6 +74,12 @@ BAD_INPUT = {
         [Q, "--from-first", "--events", "-"],
         "--events is not offered with --from-first",
     ),
+    "missing-examples": ([Q, "--examples", "/nonexistent/e.jsonl"], "examples file /nonexist"),
+    "malformed-examples": ([Q, "--examples", "{policy}"], "policy.toml:1: not JSON"),
+    "from-first-with-examples": (
+        [Q, "--from-first", "--examples", "/nonexistent/e.jsonl"],
+        "--examples is not offered with --from-first",
+    ),
     "from-first-writer-role": (
         [Q, "--from-first", "--role", "clerk"],
         "--from-first: role 'clerk' may do more than SELECT",

@@ -225,3 +225,58 @@ def test_the_prompt_shows_foreign_keys_and_sample_rows_of_granted_columns_only(
     only_emp = starter_policy(schema, "r").replace('    "dept",\n', "")
     emp = PolicyBundle.loads(only_emp, schema=schema).grants("r", schema)
     assert "REFERENCES dept" not in prompt_schema(db, schema, emp, rows=0)
+
+
+def test_few_shot_examples_are_turns_before_the_question() -> None:
+    """The tables open the first example; each example is a user turn and an assistant
+    turn with its SQL in the answer's code fence; the question is the last user turn."""
+    from grid_serve.text2sql import ANSWER_PREFIX, Example
+
+    examples = [
+        Example("How many?", "SELECT count(*) FROM t;"),
+        Example("All a?", "SELECT a FROM t"),
+    ]
+    chat = chat_messages("Max a?", "CREATE TABLE t (a);", examples=examples)
+    assert [m["role"] for m in chat] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert chat[1]["content"] == "Tables:\nCREATE TABLE t (a);\n\nQuestion: How many?"
+    assert chat[2]["content"] == f"{ANSWER_PREFIX}SELECT count(*) FROM t;\n```"
+    assert chat[3]["content"] == "Question: All a?"
+    assert chat[5]["content"] == "Question: Max a?"
+    assert chat_messages("Max a?", "CREATE TABLE t (a);", examples=[])[1]["content"] == (
+        "Tables:\nCREATE TABLE t (a);\n\nQuestion: Max a?"
+    )
+
+
+def test_examples_load_and_are_checked_for_the_role(schema: SchemaSnapshot, tmp_path: Path) -> None:
+    """A bad line names the file and line; an example outside the role's generation
+    language or refused by the checker is refused, naming the example."""
+    from grid_core.errors import ServingError
+    from grid_core.vocab import cl100k
+    from grid_serve.text2sql import Example, RoleEngines, check_examples, load_examples
+
+    path = tmp_path / "examples.jsonl"
+    path.write_text(
+        '{"question": "Names?", "sql": "SELECT name FROM employees;"}\n\n'
+        '{"question": "Both?", "sql": "SELECT T1.name FROM employees AS T1"}\n'
+    )
+    examples = load_examples(path)
+    assert [e.question for e in examples] == ["Names?", "Both?"]
+    for text, message in (
+        ("[1]\n", ":1: an example is"),
+        ('{"question": "q"}\n', ":1: an example is"),
+        ('\n{"question": "q", "sql": ""}\n', ":2: an example is"),
+        ("{nope\n", ":1: not JSON"),
+    ):
+        path.write_text(text)
+        with pytest.raises(ServingError, match=message):
+            load_examples(path)
+    engines = RoleEngines(schema, PolicyBundle.loads(POLICY, schema=schema), cl100k())
+    role = engines["narrow"]
+    check_examples(examples, role.engine, schema, role.grants)
+    bare = Example("Bare?", "SELECT e.name FROM employees e;")  # a bare alias: not in narrow
+    with pytest.raises(ServingError, match=r"example 2 \('Bare\?'\): its SQL is not a stat"):
+        check_examples([examples[0], bare], role.engine, schema, role.grants)
+    check_examples([bare], engines["full"].engine, schema, engines["full"].grants)
+    unknown = Example("Nope?", "SELECT sin() FROM employees;")
+    with pytest.raises(ServingError, match="the checker refuses its SQL for role narrow: sin"):
+        check_examples([unknown], role.engine, schema, role.grants)

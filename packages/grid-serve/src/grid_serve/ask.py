@@ -238,6 +238,15 @@ def ask_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
         f"(default: {text2sql.SAMPLE_ROWS}; 0: none)",
     )
     p.add_argument(
+        "--examples",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help='few-shot examples: JSON Lines of {"question": ..., "sql": ...} over the same '
+        "tables, shown before the question; each SQL must be one the role may write and "
+        "the checker accepts",
+    )
+    p.add_argument(
         "--threads",
         type=_int_in(1, MAX_THREADS),
         default=1,
@@ -336,6 +345,7 @@ class Inputs:
     role: str
     grants: RoleGrants
     limits: Limits
+    examples: tuple[text2sql.Example, ...] = ()
 
 
 def check_question(question: str) -> None:
@@ -377,6 +387,8 @@ def inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
             raise ServingError(f"no directory {events.parent} for the events")
     if args.from_first and args.events is not None:
         raise ServingError("--events is not offered with --from-first")
+    if args.from_first and args.examples is not None:
+        raise ServingError("--examples is not offered with --from-first")
     if args.db is not None and args.policy is None:
         raise MissingPolicyError(str(args.db))
     db = args.db if args.db is not None else text2sql.example_database(tmp)
@@ -389,8 +401,9 @@ def inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
         text2sql.check_from_first(schema, grants)
     overrides = {key: getattr(args, f"limit_{_FLAG[key]}") for key in LIMIT_KEYS}
     limits = policy.role(role).limits.replace(**overrides)
+    examples = tuple(text2sql.load_examples(args.examples)) if args.examples else ()
     require_framework()
-    return Inputs(db, schema, policy, role, grants, limits)
+    return Inputs(db, schema, policy, role, grants, limits, examples)
 
 
 #: Limit name -> the ``--limit-*`` option's suffix (``max_rows`` -> ``--limit-rows``).
@@ -479,6 +492,7 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
         if not issubclass(w.category, DeprecationWarning | FutureWarning):
             progress.note(str(w.message))
 
+    text2sql.check_examples(given.examples, role_engine.engine, schema, grants)
     ddl = text2sql.prompt_schema(db, schema, grants, args.sample_rows, given.limits)
     audit_path = args.audit or Path(tempfile.mkdtemp(prefix="grid-ask-")) / "audit.jsonl"
     served = engines.scoped(role) if args.from_first else role_engine.engine
@@ -492,7 +506,9 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
             f"{shortest} tokens with EOS, --max-tokens is {args.max_tokens}; audit log "
             f"{audit_path} sealed {text2sql.NO_STATEMENT!r} ({refusal.seal_hash})"
         )
-    prompt = text2sql.prompt_ids(loaded.tokenizer, args.question, ddl, dialect=schema.dialect)
+    prompt = text2sql.prompt_ids(
+        loaded.tokenizer, args.question, ddl, dialect=schema.dialect, examples=given.examples
+    )
     _check_prompt(loaded, prompt, args)
     sampling = GREEDY if args.temperature == 0 else Sampling(temperature=args.temperature)
 
@@ -528,6 +544,7 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
             feedback=feedback,
             dialect=schema.dialect,
             from_first=args.from_first,
+            examples=given.examples,
         )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -48,6 +48,7 @@ the grants of the tables involved. Its budget is the first attempt's.
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -85,18 +86,21 @@ __all__ = [
     "SYSTEM_PROMPT",
     "Attempt",
     "Decode",
+    "Example",
     "RoleEngine",
     "RoleEngines",
     "answer",
     "answer_from_first",
     "budget_refusal",
     "chat_messages",
+    "check_examples",
     "check_from_first",
     "checker_for",
     "checker_verdict",
     "example_database",
     "foreign_keys",
     "format_table",
+    "load_examples",
     "plain_prompt",
     "prompt_ids",
     "prompt_schema",
@@ -400,19 +404,50 @@ def prompt_schema(
     )
 
 
+@dataclass(frozen=True)
+class Example:
+    """A worked example for the prompt: a question over the same tables and its SQL."""
+
+    question: str
+    sql: str
+
+    @property
+    def statement(self) -> str:
+        """The SQL as the model is shown it and must write it: stripped, ending in ``;``."""
+        sql = self.sql.strip()
+        return sql if sql.endswith(";") else sql + ";"
+
+
 def chat_messages(
-    question: str, ddl: str, feedback: str = "", dialect: str = DIALECT, from_first: bool = False
+    question: str,
+    ddl: str,
+    feedback: str = "",
+    dialect: str = DIALECT,
+    from_first: bool = False,
+    examples: Sequence[Example] = (),
 ) -> list[dict[str, str]]:
     """The chat: system instructions (naming the dialect's database; with ``from_first``
     the FROM-first form, :data:`FROM_FIRST_PROMPT`), then the tables, the question and,
-    for a retry, the checker's feedback on the rejected statement."""
-    user = f"Tables:\n{ddl}\n\nQuestion: {question}"
-    if feedback:
-        user += f"\n\n{feedback}"
+    for a retry, the checker's feedback on the rejected statement.
+
+    With ``examples`` (few-shot), the tables open the first example's question, each
+    example is a user turn and an assistant turn that answers it (its SQL in a code
+    fence, as the answer prefix opens one), and the question is the last user turn."""
     system = SYSTEM_PROMPT.replace("SQLite", ENGINE_NAMES.get(dialect, dialect), 1)
     if from_first:
         system += " " + FROM_FIRST_PROMPT
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    messages = [{"role": "system", "content": system}]
+    opening = f"Tables:\n{ddl}\n\n"
+    for example in examples:
+        messages.append({"role": "user", "content": f"{opening}Question: {example.question}"})
+        answer = f"{ANSWER_PREFIX}{example.statement}\n```"
+        messages.append({"role": "assistant", "content": answer})
+        opening = ""
+    user = f"{opening}Question: {question}"
+    if feedback:
+        user += f"\n\n{feedback}"
+    messages.append({"role": "user", "content": user})
+    return messages
 
 
 def prompt_ids(
@@ -423,20 +458,78 @@ def prompt_ids(
     feedback: str = "",
     dialect: str = DIALECT,
     from_first: bool = False,
+    examples: Sequence[Example] = (),
 ) -> list[int]:
     """The prompt's token ids in the tokenizer's chat template, the assistant turn opened
-    and started with ``prefix`` (default: a SQL code fence).
+    and started with ``prefix`` (default: a SQL code fence); ``examples``: few-shot
+    turns before the question (:func:`chat_messages`).
 
     A tokenizer with no chat template (a base model, such as the pretrained Gemma 3
     270M GGUF) gets the same messages as plain text (:func:`plain_prompt`), encoded
     with the tokenizer's own special tokens (its BOS)."""
-    messages = chat_messages(question, ddl, feedback, dialect, from_first)
+    messages = chat_messages(question, ddl, feedback, dialect, from_first, examples)
     if getattr(tokenizer, "chat_template", None) is None:
         return list(tokenizer.encode(plain_prompt(messages) + prefix, add_special_tokens=True))
     ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
     if isinstance(ids, Mapping):  # some versions return a BatchEncoding
         ids = ids["input_ids"]
     return [int(i) for i in ids] + list(tokenizer.encode(prefix, add_special_tokens=False))
+
+
+def load_examples(path: Path) -> list[Example]:
+    """Few-shot examples from a JSON Lines file: one ``{"question": ..., "sql": ...}``
+    object per line (blank lines skipped). Raises
+    :class:`~grid_core.errors.ServingError` naming the file and line of a bad one."""
+    out: list[Example] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ServingError(f"examples file {path}: {e}") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError as e:
+            raise ServingError(f"{path}:{number}: not JSON ({e})") from None
+        if not (
+            isinstance(item, dict)
+            and set(item) == {"question", "sql"}
+            and all(isinstance(item[k], str) and item[k].strip() for k in item)
+        ):
+            raise ServingError(
+                f'{path}:{number}: an example is {{"question": "...", "sql": "..."}}, '
+                "two non-empty strings"
+            )
+        out.append(Example(item["question"], item["sql"]))
+    return out
+
+
+def check_examples(
+    examples: Sequence[Example],
+    engine: Engine,
+    schema: SchemaSnapshot,
+    grants: RoleGrants,
+) -> None:
+    """Raise :class:`~grid_core.errors.ServingError` naming the first example whose SQL
+    the role's guide could not write (outside ``engine``'s language: the generation
+    profile's) or the checker refuses: an example the model imitates must be one it may
+    write, and must not show it what the role cannot read."""
+    lexer = engine.lexer
+    for number, example in enumerate(examples, start=1):
+        sql = example.statement
+        config = lexer.advance(lexer.initial, sql.encode("utf-8"))
+        if config is None or not lexer.eos_allowed(config):
+            raise ServingError(
+                f"example {number} ({example.question!r}): its SQL is not a statement "
+                f"role {grants.role} may write: {sql}"
+            )
+        violations = checker_verdict(schema, grants, sql)
+        if violations:
+            raise ServingError(
+                f"example {number} ({example.question!r}): the checker refuses its SQL for "
+                f"role {grants.role}: {violations[0].message}"
+            )
 
 
 def plain_prompt(messages: Sequence[Mapping[str, str]]) -> str:
