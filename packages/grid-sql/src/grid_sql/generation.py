@@ -41,10 +41,12 @@ line break and an indent) would bound them, but the reserve table
 that joins any blank before it into one ignored lexeme, which a finite blank
 category refuses. Only the budget bounds them today.
 
-Cost: the comment terminals are ignored terminals with words, so every mask key
-of a narrow engine carries its lexicon's fingerprint and no T2 entry is shared
-across roles (the walk arm's T2 hit rate: 0 in narrow, 0.18 in the whole
-language); each role still caches its own masks.
+Cost: no T2 entry is shared across roles (the walk arm's T2 hit rate: 0 in
+narrow, 0.18 in the whole language); each role still caches its own masks. The
+comment terminals are ignored terminals with words, so every mask key carries the
+role's lexicon fingerprint; but with them unignored and unused instead (tried,
+2026-12-03) the rate stayed 0: the alias and qualifier categories, allowed at
+every expression start and after AS, key those positions by the fingerprint too.
 """
 
 from __future__ import annotations
