@@ -92,7 +92,7 @@ __all__ = [
 ]
 
 DEFAULT_MAX_TOKENS = 96
-#: ``--repetition-penalty``'s default: 1 is off, measured best on Spider (docs/serve.md).
+#: ``--repetition-penalty``'s default: 1 is off; 1.1 and 1.3 did worse on Spider (docs/serve.md).
 DEFAULT_REPETITION_PENALTY = 1.0
 #: The longest question (characters) and statement budget (tokens) ``grid ask`` takes.
 MAX_QUESTION_CHARS = 4_000
