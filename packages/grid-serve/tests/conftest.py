@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,3 +70,21 @@ def engines(lm: Any, schema: SchemaSnapshot, policy: PolicyBundle) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ByteIncompleteWarning)
         return RoleEngines(schema, policy, lm.vocab)
+
+
+@pytest.fixture(scope="session")
+def writes() -> Callable[[Any, bytes], bool]:
+    """``writes(engine, sql)``: whether a fresh guide of ``engine`` takes ``sql`` one
+    byte token at a time and may then end (EOS legal): ``sql`` is a statement of the
+    engine's language. The vocabulary must spell every byte of ``sql`` alone."""
+
+    def check(engine: Any, sql: bytes) -> bool:
+        ids = {b: i for i, b in enumerate(engine.vocab.token_bytes) if len(b) == 1}
+        guide = engine.guide(audit=False)
+        tokens = [ids[bytes([c])] for c in sql]
+        if guide.validate_tokens(tokens) != len(tokens):
+            return False
+        guide.accept_tokens(tokens)
+        return bool(guide.eos_allowed())
+
+    return check

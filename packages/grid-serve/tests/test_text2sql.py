@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -136,7 +138,7 @@ generation = "full"
 
 
 def test_the_role_engine_decodes_in_the_policys_generation_profile(
-    schema: SchemaSnapshot,
+    schema: SchemaSnapshot, writes: Callable[[Any, bytes], bool]
 ) -> None:
     """``generation = "narrow"`` (the default) builds the engine over the narrow
     profile, ``"full"`` over the role's whole language; the checking language (the
@@ -145,17 +147,6 @@ def test_the_role_engine_decodes_in_the_policys_generation_profile(
     from grid_serve.text2sql import RoleEngines
 
     engines = RoleEngines(schema, PolicyBundle.loads(POLICY, schema=schema), cl100k())
-    vocab = engines.vocab
-    ids = {b: i for i, b in enumerate(vocab.token_bytes) if b}
-
-    def writes(engine: object, sql: bytes) -> bool:
-        guide = engine.guide(audit=False)  # type: ignore[attr-defined]
-        tokens = [ids[bytes([c])] for c in sql]
-        if guide.validate_tokens(tokens) != len(tokens):
-            return False
-        guide.accept_tokens(tokens)
-        return bool(guide.eos_allowed())
-
     narrow, full = engines["narrow"], engines["full"]
     assert narrow.projection.grammar.fingerprint == full.projection.grammar.fingerprint
     refused = (b"SELECT name FROM employees -- all\n;", b"SELECT 1;", b"SELECT zz.id FROM orders;")

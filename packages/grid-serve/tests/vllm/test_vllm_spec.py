@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,7 +90,7 @@ def test_one_engine_per_key_and_roles_share_trie_and_t2(vocab: Vocabulary) -> No
 
 
 def test_a_role_engine_is_the_generation_profile_its_policy_names(
-    vocab: Vocabulary, tmp_path: Path
+    vocab: Vocabulary, tmp_path: Path, writes: Callable[[Any, bytes], bool]
 ) -> None:
     """Fails if the backend serves a role outside its policy's generation profile: the
     default (narrow) refuses a bare alias and a comment, ``generation = "full"`` admits
@@ -102,16 +104,6 @@ def test_a_role_engine_is_the_generation_profile_its_policy_names(
         .replace("[roles.analyst]\n", '[roles.analyst]\ngeneration = "full"\n', 1)
     )
     full = compiler.engine(GridSpec("sqlite", "analyst", "example", str(policy)))
-    ids = {b: i for i, b in enumerate(vocab.token_bytes) if b}
-
-    def writes(engine: object, sql: bytes) -> bool:
-        guide = engine.guide(audit=False)  # type: ignore[attr-defined]
-        tokens = [ids[bytes([c])] for c in sql]
-        if guide.validate_tokens(tokens) != len(tokens):
-            return False
-        guide.accept_tokens(tokens)
-        return bool(guide.eos_allowed())
-
     for sql in (b"SELECT e.name FROM employees e;", b"SELECT name FROM employees -- x\n;"):
         assert writes(full, sql) and not writes(narrow, sql), sql
     good = b"SELECT T1.name FROM employees AS T1;"

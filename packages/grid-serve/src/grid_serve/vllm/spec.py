@@ -263,10 +263,11 @@ class EngineCompiler:
         dialect = get_dialect(spec.dialect)
         grants = policy.grants(spec.role, schema)  # UnknownRoleError names the known roles
         lexicon = SchemaLexicon.build(dialect, schema, grants)
-        projection = RoleProjection.compile(policy.role(spec.role), dialect, words=lexicon.words)
+        role = policy.role(spec.role)
+        projection = RoleProjection.compile(role, dialect, words=lexicon.words)
         dfa = dialect_dfa(dialect)
         grammar, words = generation_language(
-            policy.role(spec.role).generation, projection.grammar, dfa, lexicon.words, spec.role
+            role.generation, projection.grammar, dfa, lexicon.words, spec.role
         )
         trie = self.trie
         family = f"{dfa.fingerprint}:{trie.fingerprint}"
