@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+import threading
 import warnings
 from typing import Any
 
@@ -223,6 +224,47 @@ def test_the_adapters_run_on_the_native_guide_and_match_python(
     mode1 = [decode_with_model(lm.model, g, ids, 40)[0] for g in guides]
     assert mode1[0].tokens == mode1[1].tokens
     assert mode1[0].audit.lines() == mode1[1].audit.lines()
+
+
+def test_guide_work_ahead_of_the_forward_pass_changes_nothing(
+    lm: Any, engines: Any, schema: SchemaSnapshot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``constrained_generate`` hands each step's catch-up and fill to the processor's
+    worker, to run during the next forward pass (``GridLogitsProcessor.ahead``). Two
+    rows of two roles, one that stops at EOS and one cut by the budget. Fails if a
+    fill after the first runs on the caller's thread (nothing overlaps), if the
+    budget's last token is followed by a fill no step uses, or if the tokens, stop
+    reasons or audit lines differ from the same generation with no work ahead."""
+    fills: list[str] = []
+    fill = GridLogitsProcessor._fill
+
+    def counted(self: GridLogitsProcessor) -> None:
+        fills.append(threading.current_thread().name)
+        fill(self)
+
+    monkeypatch.setattr(GridLogitsProcessor, "_fill", counted)
+    roles = [engines["analyst"], engines["clerk"]]
+    questions = ["How many departments are there?", "List every order with its customer."]
+    prompts = [prompt(lm, r, schema, q) for r, q in zip(roles, questions, strict=True)]
+    budget = 20
+
+    def run() -> tuple[list[Any], GridLogitsProcessor]:
+        fills.clear()
+        guides = [r.engine.guide() for r in roles]
+        return constrained_generate(lm.model, guides, prompts, budget, stop_on_exit=True)
+
+    ahead, proc = run()
+    steps = max(len(o.tokens) for o in ahead)
+    assert fills[0] == "MainThread" and len(fills) == steps, fills
+    assert all(name.startswith("grid-ahead") for name in fills[1:]), fills
+    assert proc.ahead_seconds > 0
+    assert {o.stop_reason for o in ahead} == {"eos", "truncated"}, [o.text for o in ahead]
+    monkeypatch.setattr(GridLogitsProcessor, "_prefetch", lambda self, ids: None)
+    inline, _ = run()
+    assert set(fills) == {"MainThread"}
+    for a, b in zip(ahead, inline, strict=True):
+        assert (a.tokens, a.stop_reason) == (b.tokens, b.stop_reason)
+        assert a.audit.lines() == b.audit.lines()
 
 
 def test_truncation_is_sealed_as_mode_2(lm: Any, engines: Any, schema: SchemaSnapshot) -> None:

@@ -22,6 +22,19 @@ grid-kernels is installed). At each call it
    place (:func:`grid_serve.torch.apply_bitmask_`: one native pass over CPU
    float32 logits, else an unpack on the logits' device).
 
+**Ahead of the forward pass** (:meth:`GridLogitsProcessor.ahead`, which
+:func:`constrained_generate` passes): DESIGN section 10 runs mask work on
+the CPU overlapped with the model's forward pass. ``generate`` calls its
+stopping criteria after it samples a token and before the next forward pass;
+the criterion ``ahead()`` returns (it never stops a row) reads the sampled
+tokens there and hands steps 1 and 2 to the processor's worker thread, which
+accepts and fills while the model computes the next logits. The next call
+then waits for that work (usually long done), applies the mask and returns:
+the same guide calls in the same order, so the same masks and audit records
+(``tests/test_transformers.py`` holds them equal with and without it). Only
+for CPU ``input_ids`` (reading them elsewhere would synchronise the device
+each step); without the criterion the call does both steps itself.
+
 ``generate`` samples the last token after the last call, so
 :meth:`GridLogitsProcessor.finish` takes the returned sequences, catches up
 once more and seals every row's audit log: stop reason ``eos`` (the row
@@ -80,11 +93,17 @@ import queue
 import random
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList
+from transformers import (
+    LogitsProcessor,
+    LogitsProcessorList,
+    StoppingCriteria,
+    StoppingCriteriaList,
+)
 from transformers.generation.streamers import BaseStreamer
 
 from grid_core import kernels
@@ -181,12 +200,19 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             bytearray(engine.pack(self.vocab.eos_ids).tobytes()), dtype=torch.int32
         ).numpy()
         self._seen: int | None = None  # columns of input_ids already consumed
+        self._start = 0  # the prompt's width (input_ids' at the first call)
         self._on_cpu = False  # input_ids live on the CPU: read through a numpy view
         self._native = kernels.load()
         """The kernels' bitmask application for CPU float32 logits, or None."""
         self._finished = False
         self.mask_seconds = 0.0
-        """Wall time spent computing and applying masks (CPU work of GRID)."""
+        """Wall time the calls spent computing and applying masks (what
+        ``generate`` waits for), waits for work done ahead included."""
+        self.ahead_seconds = 0.0
+        """Wall time of the work done ahead, in the forward pass's shadow (:meth:`ahead`)."""
+        self._filled_at: int | None = None  # the input width the rows were filled for
+        self._pending: Future[None] | None = None  # work handed ahead, not yet waited for
+        self._pool: ThreadPoolExecutor | None = None
 
     @classmethod
     def for_engine(
@@ -219,10 +245,13 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
                     f"logits of width {scores.shape[-1]} for a vocabulary of "
                     f"{self.vocab.n_vocab} ids"
                 )
-            self._seen = input_ids.shape[1]
+            self._seen = self._start = input_ids.shape[1]
             self._on_cpu = input_ids.device.type == "cpu"
-        self._catch_up(input_ids)
-        self._fill()
+        self._settle()
+        if self._filled_at != input_ids.shape[1]:  # nothing was done ahead for this step
+            self._catch_up(input_ids)
+            self._fill()
+            self._filled_at = input_ids.shape[1]
         logits = cpu_float32(scores)  # read and masked in place without a torch op per use
         if self.stop_on_exit:
             self._exit_intent(scores, logits)
@@ -233,11 +262,52 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         self.mask_seconds += time.perf_counter() - t0
         return scores
 
+    def ahead(self) -> StoppingCriteria:
+        """A stopping criterion for ``generate(stopping_criteria=...)`` that does
+        each step's catch-up and fill during the next forward pass (module
+        header). It never stops a row. Inert on non-CPU ``input_ids`` and after
+        :meth:`finish`."""
+        return _Ahead(self)
+
+    def _prefetch(self, input_ids: torch.Tensor) -> None:
+        """Hand the catch-up with ``input_ids`` and the next fill to the worker
+        (called between sampling and the next forward pass). At the budget's
+        last token only the catch-up: no further mask will be asked for."""
+        if self._finished or self._seen is None or not self._on_cpu:
+            return
+        self._settle()
+        width = input_ids.shape[1]
+        new = input_ids.numpy()[:, self._seen :].tolist()  # read here: generate goes on
+        self._seen = width
+        last = self.budget is not None and width - self._start >= self.budget
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="grid-ahead")
+        self._pending = self._pool.submit(self._advance, new, None if last else width)
+
+    def _advance(self, new: list[list[int]], width: int | None) -> None:
+        """The worker's part of a step: accept ``new``, then fill for ``width``."""
+        t0 = time.perf_counter()
+        self._accept_new(new)
+        if width is not None:
+            self._fill()
+            self._filled_at = width
+        self.ahead_seconds += time.perf_counter() - t0
+
+    def _settle(self) -> None:
+        """Wait for the work handed ahead; its error (a bug: row errors are
+        sticky on their rows) is raised here, on the caller's thread."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
     def _catch_up(self, input_ids: torch.Tensor) -> None:
         assert self._seen is not None
         ids = input_ids.numpy() if self._on_cpu else input_ids  # a view: no torch op per call
         new = ids[:, self._seen :].tolist()
         self._seen = input_ids.shape[1]
+        self._accept_new(new)
+
+    def _accept_new(self, new: list[list[int]]) -> None:
         for row, tokens in zip(self._rows, new, strict=True):
             for token in tokens:
                 if row.done:
@@ -287,6 +357,11 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         """Catch up with ``generate``'s output (``[batch, prompt + new]``) and seal every row."""
         if self._finished:
             raise ServingError("the processor is already finished")
+        try:
+            self._settle()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown()
         if self._seen is not None:
             self._catch_up(sequences)
         self._finished = True
@@ -303,6 +378,17 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             complete = guide.is_terminated() or (row.error is None and _complete(guide))
             outcomes.append(RowOutcome(tuple(row.tokens), text, stop, complete, audit, row.error))
         return outcomes
+
+
+class _Ahead(StoppingCriteria):  # type: ignore[misc, unused-ignore]
+    """:meth:`GridLogitsProcessor.ahead`'s criterion: it never stops a row."""
+
+    def __init__(self, processor: GridLogitsProcessor) -> None:
+        self.processor = processor
+
+    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.Tensor:
+        self.processor._prefetch(input_ids)
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
 
 def _admits(words: Any, token: int) -> bool:
@@ -338,7 +424,9 @@ def constrained_generate(
     raise a -inf logit. ``after`` processors see the masked scores (observers); one
     that changes them cannot slip a token past GRID: a row that samples a token
     outside its mask fails with a ``GuideError`` (sticky; the batch goes on).
-    Returns the outcomes and the processor.
+    The processor's :meth:`~GridLogitsProcessor.ahead` criterion is added to any
+    ``stopping_criteria`` given, so that each step's guide work overlaps the
+    forward pass. Returns the outcomes and the processor.
     """
     if len(guides) != len(prompts):
         raise ServingError(f"{len(guides)} guides for {len(prompts)} prompts")
@@ -352,6 +440,9 @@ def constrained_generate(
     )
     processor = GridLogitsProcessor(guides, budget=max_new_tokens, stop_on_exit=stop_on_exit)
     kwargs: dict[str, Any] = {"do_sample": False, **generate_kwargs}
+    kwargs["stopping_criteria"] = StoppingCriteriaList(
+        [*kwargs.get("stopping_criteria", ()), processor.ahead()]
+    )
     with torch.inference_mode():
         out = model.generate(
             input_ids=ids,
