@@ -306,22 +306,28 @@ def test_of_chain_checks_links() -> None:
     assert str(caught.value) == "record 1 does not link to the chain before it"
 
 
-def test_of_lines_keeps_the_text_and_parses_it_on_first_use() -> None:
+def test_of_lines_keeps_the_text_and_parses_it_on_first_use(tmp_path: Path) -> None:
     """A log of record lines (the native guide's): its lines are the text it was
-    given, its length and head need no parse, its seal is the eager log's, and
-    its records, parsed on first use, are the eager log's; a line that does not
-    link, or an end that is not the head, is an error then."""
+    given, its length and head need no parse, its seal is the eager log's, the
+    file it writes is the eager log's, and its records, parsed on first use, are
+    the eager log's; a line that does not link, or an end that is not the head,
+    is an error then."""
     log = small_log(3)
     text = "\n".join(log.lines())
     lazy = AuditLog.of_lines(text, log.head)
-    assert lazy._lines is not None and (len(lazy), lazy.head) == (3, log.head)
-    assert lazy.lines() == log.lines() and lazy._lines is not None
+    assert lazy._text is not None and (len(lazy), lazy.head) == (3, log.head)
+    assert lazy.lines() == log.lines() and lazy._text is not None
     log.close("eos", {"grammar": "g"}, {"mode": 2})
     lazy.close("eos", {"grammar": "g"}, {"mode": 2})
     assert (lazy.seal, lazy.seal_hash, lazy.lines()) == (log.seal, log.seal_hash, log.lines())
+    empty = (AuditLog(), AuditLog.of_lines("", GENESIS))
+    for name, each in zip(("eager", "lazy", "empty", "lazy-empty"), (log, lazy, *empty), strict=True):
+        each.write(tmp_path / name)
+        assert (tmp_path / name).read_text() == "".join(f"{line}\n" for line in each.lines())
+    assert lazy._text is not None, "writing must not parse the records"
     again = reseal(lazy, {"role": "analyst"})
-    assert again._lines is not None and again.lines()[:3] == log.lines()[:3]
-    assert (lazy.records, lazy.hashes) == (log.records, log.hashes) and lazy._lines is None
+    assert again._text is not None and again.lines()[:3] == log.lines()[:3]
+    assert (lazy.records, lazy.hashes) == (log.records, log.hashes) and lazy._text is None
     assert AuditLog.of_lines("", GENESIS).records == [] and len(AuditLog.of_lines("", GENESIS)) == 0
     skipped = "\n".join(log.lines()[1:3])
     with pytest.raises(AuditError, match="record 1 does not link"):

@@ -15,10 +15,10 @@
 //! (a rolled-back record is never hashed), so a warm step's audit is a push
 //! of a few words. The seal is written by grid-core over the records read.
 
-use blake2::digest::consts::{U16, U32};
-use blake2::{Blake2b, Digest};
+use std::sync::OnceLock;
 
 use crate::canonical::{u64_digits, Canonical};
+use crate::hash::{blake2b, low64, Hasher};
 
 /// The audit format's schema name (`grid_core.audit.SCHEMA`).
 pub const SCHEMA: &str = "grid.audit/1";
@@ -37,26 +37,31 @@ pub fn extend_digest(mut digest: u64, data: &[u8]) -> u64 {
 
 /// The configuration hash of a stack hash and a remainder's length and digest.
 pub fn config_hash(stack: u64, len: u64, digest: u64) -> u64 {
-    let mut h = Blake2b::<U16>::new();
-    h.update(stack.to_le_bytes());
-    h.update(len.to_le_bytes());
-    h.update(digest.to_le_bytes());
-    u64::from_le_bytes(h.finalize()[..8].try_into().expect("16-byte digest"))
+    low64(&[
+        &stack.to_le_bytes(),
+        &len.to_le_bytes(),
+        &digest.to_le_bytes(),
+    ])
 }
 
 /// The content address of a packed mask row (`grid_core.audit.mask_entry_id`):
 /// BLAKE2b-128 of its words as little-endian bytes.
 pub fn mask_entry_id(row: &[u32]) -> [u8; 16] {
-    let mut h = Blake2b::<U16>::new();
-    for w in row {
-        h.update(w.to_le_bytes());
+    let mut h = Hasher::<16>::new();
+    let mut buf = [0u8; 512];
+    for words in row.chunks(buf.len() / 4) {
+        for (i, w) in words.iter().enumerate() {
+            buf[4 * i..4 * i + 4].copy_from_slice(&w.to_le_bytes());
+        }
+        h.update(&buf[..4 * words.len()]);
     }
-    h.finalize().into()
+    h.finalize()
 }
 
 /// The genesis constant a chain starts from.
 pub fn genesis() -> [u8; 32] {
-    Blake2b::<U32>::digest(b"grid.audit.genesis/1").into()
+    static GENESIS: OnceLock<[u8; 32]> = OnceLock::new();
+    *GENESIS.get_or_init(|| blake2b::<32>(b"grid.audit.genesis/1"))
 }
 
 /// A record's kind (`grid_core.audit.KINDS`).
@@ -107,14 +112,19 @@ impl Record {
 
     /// This record's hash as step `step` after `prev`.
     pub fn hash(&self, step: usize, prev: &[u8; 32]) -> [u8; 32] {
-        self.hash_at(step, prev, self.config_hash())
+        self.hash_at(step, prev, self.config_hash(), &mut Canonical::new())
     }
 
-    /// [`Self::hash`] given the record's configuration hash.
-    fn hash_at(&self, step: usize, prev: &[u8; 32], config_hash: u64) -> [u8; 32] {
-        let mut c = Canonical {
-            bytes: Vec::with_capacity(320),
-        };
+    /// [`Self::hash`] given the record's configuration hash, encoding into
+    /// `c` (emptied first: one buffer serves a whole chain).
+    fn hash_at(
+        &self,
+        step: usize,
+        prev: &[u8; 32],
+        config_hash: u64,
+        c: &mut Canonical,
+    ) -> [u8; 32] {
+        c.bytes.clear();
         let (mut config, mut entry, mut link) = ([0u8; 16], [0u8; 32], [0u8; 64]);
         c.list(8)
             .str(SCHEMA)
@@ -125,10 +135,7 @@ impl Record {
             .int(i64::from(self.blocked))
             .str(self.kind.name())
             .str(hex_into(prev, &mut link));
-        let mut h = Blake2b::<U32>::new();
-        h.update(prev);
-        h.update(&c.bytes);
-        h.finalize().into()
+        Hasher::<32>::new().update(prev).update(&c.bytes).finalize()
     }
 }
 
@@ -185,10 +192,12 @@ impl Chain {
 
     /// Every record's hash, chaining the ones not hashed yet.
     pub fn hashes(&mut self) -> &[[u8; 32]] {
+        let mut c = Canonical::new();
         for i in self.hashes.len()..self.records.len() {
             let prev = self.hashes.last().copied().unwrap_or_else(genesis);
             let config = self.records[i].config_hash();
-            self.hashes.push(self.records[i].hash_at(i, &prev, config));
+            self.hashes
+                .push(self.records[i].hash_at(i, &prev, config, &mut c));
             self.configs.push(config);
         }
         &self.hashes

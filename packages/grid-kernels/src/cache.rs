@@ -32,10 +32,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
-use blake2::digest::consts::U16;
-use blake2::{Blake2b, Digest};
-
 use crate::canonical::Canonical;
+use crate::hash::Hasher as Blake2b;
 use crate::lru::Lru;
 use crate::trie::Trie;
 use crate::walk::{CdEntry, WalkOutput};
@@ -504,11 +502,11 @@ impl Entry {
                     .int(i64::from(e.terminal))
                     .bytes(self.tail(e));
             }
-            let mut h = Blake2b::<U16>::new();
-            h.update(key);
-            h.update([self.ci.encoding]);
-            h.update(&rest.bytes);
-            h.finalize().into()
+            let mut h = Blake2b::<16>::new();
+            h.update(key)
+                .update(&[self.ci.encoding])
+                .update(&rest.bytes);
+            h.finalize()
         })
     }
 }

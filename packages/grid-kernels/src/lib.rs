@@ -22,6 +22,7 @@
 //! | [`fill`]    | alias expansion into a packed int32 bitmask        | guide.Engine.pack    |
 //! | [`apply`]   | a packed bitmask applied to float32 logits         | (grid-serve's apply_bitmask_) |
 //! | [`canonical`] | grid-core's canonical encoding (entry ids)       | fingerprint.canonical |
+//! | [`hash`]    | BLAKE2b (run-time SIMD), the one hash of identities | hashlib.blake2b    |
 //! | [`cache`]   | cached walks: payloads, verdict classes, entry ids | cache                |
 //! | [`lru`]     | byte-capped memo maps, least recently used evicted | (kernels only)       |
 //! | [`engine`]  | tables + walk cache + shared stack arena           | guide.Engine         |
@@ -46,6 +47,7 @@ pub mod engine;
 pub mod error;
 pub mod events;
 pub mod fill;
+pub mod hash;
 pub mod lalr;
 pub mod lexer;
 pub mod lru;

@@ -44,14 +44,11 @@ struct Cell {
 /// `H(node) = low64(BLAKE2b-128(H(parent) || u32(state) || u32(symbol)))`,
 /// little-endian, `symbol` the state's accessing symbol (`Node.__init__`).
 pub fn node_hash(parent: u64, state: u32, symbol: u32) -> u64 {
-    use blake2::digest::consts::U16;
-    use blake2::{Blake2b, Digest};
-    let mut h = Blake2b::<U16>::new();
-    h.update(parent.to_le_bytes());
-    h.update(state.to_le_bytes());
-    h.update(symbol.to_le_bytes());
-    let d = h.finalize();
-    u64::from_le_bytes(d[..8].try_into().expect("16-byte digest"))
+    crate::hash::low64(&[
+        &parent.to_le_bytes(),
+        &state.to_le_bytes(),
+        &symbol.to_le_bytes(),
+    ])
 }
 
 /// What simulating the reduce chain of one terminal ends in.

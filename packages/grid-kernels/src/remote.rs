@@ -56,13 +56,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use blake2::digest::consts::{U16, U8};
-use blake2::{Blake2b, Digest};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use crate::cache::{Classes, Entry, Payload};
 use crate::engine::lock;
+use crate::hash::{blake2b, Hasher};
 use crate::resp::{Conn, Reply, Url};
 use crate::trie::Trie;
 use crate::walk::CdEntry;
@@ -212,13 +211,13 @@ impl Token {
         let nanos = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
-        let mut h = Blake2b::<U16>::new();
+        let mut h = Hasher::<16>::new();
         for _ in 0..2 {
-            h.update(RandomState::new().hash_one((pid, nanos, n)).to_le_bytes());
+            h.update(&RandomState::new().hash_one((pid, nanos, n)).to_le_bytes());
         }
-        h.update(pid.to_le_bytes());
-        h.update(nanos.to_le_bytes());
-        h.update(n.to_le_bytes());
+        h.update(&pid.to_le_bytes());
+        h.update(&nanos.to_le_bytes());
+        h.update(&n.to_le_bytes());
         Token(hex(&h.finalize()))
     }
 
@@ -300,7 +299,7 @@ impl Remote {
         let mut deployment = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key");
         deployment.update(b"grid deployment");
         let deployment = deployment.finalize().into_bytes();
-        let family_hash = Blake2b::<U8>::digest(family.as_bytes());
+        let family_hash = blake2b::<8>(family.as_bytes());
         let prefix = format!(
             "grid:{}:{}:{FORMAT}.{}.{}:",
             hex(&deployment[..8]),
@@ -332,7 +331,7 @@ impl Remote {
 
     /// The Redis keys of the walk whose canonical key is `canonical`.
     pub fn keys(&self, canonical: &[u8]) -> Keys {
-        let h = hex(&Blake2b::<U16>::digest(canonical));
+        let h = hex(&blake2b::<16>(canonical));
         Keys {
             entry: format!("{}e:{h}", self.prefix).into_bytes(),
             lock: format!("{}l:{h}", self.prefix).into_bytes(),

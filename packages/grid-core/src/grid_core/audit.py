@@ -239,7 +239,8 @@ class AuditLog:
     def __init__(self) -> None:
         self._records: list[Record] = []
         self._hashes: list[str] = []
-        self._lines: list[str] | None = None  # records not parsed yet (of_lines)
+        self._text: str | None = None  # records not parsed yet (of_lines), joined by \n
+        self._count = 0  # how many records _text holds
         self._head = GENESIS
         self.seal: dict[str, Any] | None = None
         self.seal_hash: str | None = None
@@ -262,13 +263,15 @@ class AuditLog:
     def of_lines(cls, lines: str, head: str) -> AuditLog:
         """An unsealed log of records chained elsewhere (the native guide's), as
         :meth:`lines` writes them joined by ``\\n``, with the chain's head hash.
-        Kept as text: :meth:`lines` and :meth:`close` read nothing more; the
-        records are parsed (and their links checked, as :meth:`of_chain` does)
-        on first use of :attr:`records` or :attr:`hashes`. The text is the
-        chainer's (``tests/test_guide_protocol.py`` holds the native lines to
-        the Python path's, byte for byte)."""
+        Kept as the one text: :meth:`close` reads nothing more, :meth:`write`
+        writes it as it is and :meth:`lines` splits it; the records are parsed
+        (and their links checked, as :meth:`of_chain` does) on first use of
+        :attr:`records` or :attr:`hashes`. The text is the chainer's
+        (``tests/test_guide_protocol.py`` holds the native lines to the Python
+        path's, byte for byte)."""
         log = cls()
-        log._lines = lines.split("\n") if lines else []
+        log._text = lines
+        log._count = lines.count("\n") + 1 if lines else 0
         log._head = head
         return log
 
@@ -283,9 +286,9 @@ class AuditLog:
         return self._hashes
 
     def _parse(self) -> None:
-        if self._lines is None:
+        if self._text is None:
             return
-        lines, self._lines = self._lines, None
+        lines, self._text = self._text.split("\n") if self._text else [], None
         parsed = AuditLog.of_chain(
             (Record(**{k: fields[k] for k in RECORD_FIELDS}), fields["hash"])
             for fields in map(json.loads, lines)
@@ -296,7 +299,7 @@ class AuditLog:
 
     def __len__(self) -> int:
         """How many records the log holds."""
-        return len(self._lines) if self._lines is not None else len(self._records)
+        return self._count if self._text is not None else len(self._records)
 
     @property
     def head(self) -> str:
@@ -346,19 +349,30 @@ class AuditLog:
         self.seal_hash = seal_digest(seal)
 
     def lines(self) -> list[str]:
-        if self._lines is not None:
-            out = list(self._lines)
+        if self._text is not None:
+            out = self._text.split("\n") if self._text else []
         else:
             out = [
                 json.dumps({**asdict(r), "hash": h}, sort_keys=True)
                 for r, h in zip(self._records, self._hashes, strict=True)
             ]
         if self.seal is not None:
-            out.append(json.dumps({"seal": self.seal, "hash": self.seal_hash}, sort_keys=True))
+            out.append(self._seal_line())
         return out
 
+    def _seal_line(self) -> str:
+        return json.dumps({"seal": self.seal, "hash": self.seal_hash}, sort_keys=True)
+
     def write(self, path: Path) -> None:
-        path.write_text("\n".join(self.lines()) + "\n")
+        """The log as JSON Lines, each line ended by ``\n`` (text kept from
+        :meth:`of_lines` is written as it is, never split)."""
+        if self._text is None:
+            parts = self.lines()
+        else:
+            parts = [self._text] if self._text else []
+            if self.seal is not None:
+                parts.append(self._seal_line())
+        path.write_text("".join(f"{p}\n" for p in parts))
 
 
 # --------------------------------------------------------------------------
@@ -521,8 +535,8 @@ def reseal(log: AuditLog, extra: Mapping[str, object]) -> AuditLog:
     clash = sorted(set(extra) & set(log.seal["mode"]))
     if clash:
         raise AuditError(f"the seal already has the mode flags {clash}")
-    if log._lines is not None:  # still as the native guide wrote it
-        out = AuditLog.of_lines("\n".join(log._lines), log.head)
+    if log._text is not None:  # still as the native guide wrote it
+        out = AuditLog.of_lines(log._text, log.head)
     else:
         out = AuditLog.of_chain(zip(log.records, log.hashes, strict=True))
     out.close(log.seal["stop_reason"], log.seal["fingerprints"], {**log.seal["mode"], **extra})
