@@ -320,8 +320,9 @@ def test_of_lines_keeps_the_text_and_parses_it_on_first_use(tmp_path: Path) -> N
     log.close("eos", {"grammar": "g"}, {"mode": 2})
     lazy.close("eos", {"grammar": "g"}, {"mode": 2})
     assert (lazy.seal, lazy.seal_hash, lazy.lines()) == (log.seal, log.seal_hash, log.lines())
-    empty = (AuditLog(), AuditLog.of_lines("", GENESIS))
-    for name, each in zip(("eager", "lazy", "empty", "lazy-empty"), (log, lazy, *empty), strict=True):
+    logs = {"eager": log, "lazy": lazy, "empty": AuditLog()}
+    logs["lazy-empty"] = AuditLog.of_lines("", GENESIS)
+    for name, each in logs.items():
         each.write(tmp_path / name)
         assert (tmp_path / name).read_text() == "".join(f"{line}\n" for line in each.lines())
     assert lazy._text is not None, "writing must not parse the records"
