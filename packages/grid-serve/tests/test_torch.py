@@ -9,7 +9,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from grid_serve.torch import apply_bitmask_, bitmask_tensor, unpack_bitmask  # noqa: E402
+from grid_serve.torch import (  # noqa: E402
+    apply_bitmask_,
+    bitmask_tensor,
+    cpu_float32,
+    unpack_bitmask,
+)
 
 
 def pack(ids: list[int], n_vocab: int) -> array.array[int]:
@@ -112,3 +117,25 @@ def test_the_native_apply_refuses_mismatched_buffers() -> None:
         native.apply_token_bitmask(logits.double().numpy(), words[:2].numpy())
     with pytest.raises(ValueError, match="C-contiguous"):
         native.apply_token_bitmask(torch.zeros(64, 2).t().numpy(), words[:2].numpy())
+
+
+def test_cpu_float32_views_only_contiguous_cpu_float32() -> None:
+    """The kernels' fast path reads the logits in place: a view sharing the
+    tensor's memory for contiguous CPU float32, None for any other dtype or
+    layout and for a tensor that needs grad (``numpy()`` refuses it), which go
+    through the torch unpack instead."""
+    logits = torch.randn(2, 70)
+    view = cpu_float32(logits)
+    assert view is not None
+    view[1, 3] = 123.0
+    assert logits[1, 3] == 123.0
+    assert cpu_float32(logits[0]) is not None
+    others = {
+        "float64": logits.double(),
+        "bfloat16": logits.bfloat16(),
+        "float16": logits.half(),
+        "strided": logits.t(),
+        "grad": torch.randn(2, 70, requires_grad=True),
+    }
+    for name, tensor in others.items():
+        assert cpu_float32(tensor) is None, name
