@@ -41,6 +41,32 @@ pub fn apply_row(logits: &mut [f32], words: &[u32]) {
     tail.fill(f32::NEG_INFINITY);
 }
 
+/// Greedy choice under a mask, without masking: the admitted column of the
+/// highest logit, the lowest among ties, NaN never chosen; None when no
+/// admitted logit is finite (the best is -inf or +inf, or nothing is
+/// admitted). Columns at or past `32 * words` are not admitted; bits past
+/// the row are ignored. grid-serve's `masked_argmax` on CPU float32 logits,
+/// decision for decision its torch path (unpack, `masked_fill` of the blocked
+/// and NaN columns with -inf, first maximum, finite check), over the admitted
+/// ids only.
+pub fn masked_argmax(logits: &[f32], words: &[u32]) -> Option<usize> {
+    let mut best: Option<(usize, f32)> = None;
+    for (at, &w) in words.iter().enumerate() {
+        let mut bits = w;
+        while bits != 0 {
+            let i = 32 * at + bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let Some(&x) = logits.get(i) else {
+                return best.filter(|b| b.1.is_finite()).map(|b| b.0);
+            };
+            if !x.is_nan() && best.is_none_or(|b| x > b.1) {
+                best = Some((i, x));
+            }
+        }
+    }
+    best.filter(|b| b.1.is_finite()).map(|b| b.0)
+}
+
 /// Mask each of the `rows` rows of `logits` (`rows * width` floats) with its
 /// row of `words` (`rows * n_words` words). Preconditions: both slices hold
 /// exactly that many items and `width > 0` when `rows > 0`.
@@ -83,6 +109,34 @@ mod tests {
         assert_eq!(
             &blocked[32..],
             [true, false, true, true, true, true, true, true]
+        );
+    }
+
+    #[test]
+    fn masked_argmax_takes_the_first_best_admitted_finite_logit() {
+        let logits = [9.0, 1.0, 3.0, 3.0, f32::NAN, 2.0];
+        assert_eq!(
+            masked_argmax(&logits, &[0b11_1110]),
+            Some(2),
+            "ties: lowest id"
+        );
+        assert_eq!(masked_argmax(&logits, &[0b01_0000]), None, "NaN only");
+        assert_eq!(masked_argmax(&logits, &[0]), None, "nothing admitted");
+        assert_eq!(masked_argmax(&logits, &[0b1]), Some(0));
+        assert_eq!(masked_argmax(&logits, &[1 << 31]), None, "past the row");
+        let inf = [f32::NEG_INFINITY, f32::INFINITY, 1.0];
+        assert_eq!(masked_argmax(&inf, &[0b001]), None, "-inf is not finite");
+        assert_eq!(
+            masked_argmax(&inf, &[0b111]),
+            None,
+            "+inf is the best, not finite"
+        );
+        assert_eq!(masked_argmax(&inf, &[0b101]), Some(2));
+        let wide: Vec<f32> = (0..70).map(|i| i as f32).collect();
+        assert_eq!(
+            masked_argmax(&wide, &[u32::MAX, 1]),
+            Some(32),
+            "no column past the mask"
         );
     }
 

@@ -1416,6 +1416,47 @@ fn apply_token_bitmask(
     Ok(())
 }
 
+/// Greedy choice under a mask (`crate::apply::masked_argmax`), the logits
+/// untouched: `logits` a C-contiguous float32 buffer of one row, `bitmask` a
+/// C-contiguous int32 buffer of its words. The admitted column of the highest
+/// logit, the lowest among ties, or None when no admitted logit is finite.
+#[pyfunction]
+fn masked_argmax(
+    py: Python<'_>,
+    logits: &Bound<'_, PyAny>,
+    bitmask: &Bound<'_, PyAny>,
+) -> PyResult<Option<usize>> {
+    let kind = logits.get_type().name()?;
+    let scores = PyBuffer::<f32>::get(logits).map_err(|_| {
+        PyTypeError::new_err(format!(
+            "the logits must be a buffer of float32, not {kind}"
+        ))
+    })?;
+    let kind = bitmask.get_type().name()?;
+    let words = PyBuffer::<i32>::get(bitmask).map_err(|_| {
+        PyTypeError::new_err(format!("the bitmask must be a buffer of int32, not {kind}"))
+    })?;
+    if !scores.is_c_contiguous() || !words.is_c_contiguous() {
+        return Err(PyValueError::new_err(
+            "the logits and the bitmask must be C-contiguous",
+        ));
+    }
+    let aligned = |p: usize| p.is_multiple_of(4);
+    if !aligned(scores.buf_ptr() as usize) || !aligned(words.buf_ptr() as usize) {
+        return Err(PyValueError::new_err("the buffers must be 4-byte aligned"));
+    }
+    let (width, n_words) = (scores.item_count(), words.item_count());
+    let (row, mask) = (scores.buf_ptr() as usize, words.buf_ptr() as usize);
+    Ok(py.allow_threads(|| {
+        // SAFETY: C-contiguous, aligned exports of `width` float32 and
+        // `n_words` int32 (checked above), alive until this function returns,
+        // only read; u32 and i32 share size and alignment.
+        let logits = unsafe { std::slice::from_raw_parts(row as *const f32, width) };
+        let words = unsafe { std::slice::from_raw_parts(mask as *const u32, n_words) };
+        crate::apply::masked_argmax(logits, words)
+    }))
+}
+
 /// A deterministic check that a call releases the GIL (the tests' probe, no
 /// timing involved): armed, the GIL-free part of a cold walk, a cold session
 /// fill or a batch fill first waits until a *Python* thread calls
@@ -1515,6 +1556,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyEntry>()?;
     m.add_function(wrap_pyfunction!(fill_next_token_bitmasks, m)?)?;
     m.add_function(wrap_pyfunction!(apply_token_bitmask, m)?)?;
+    m.add_function(wrap_pyfunction!(masked_argmax, m)?)?;
     m.add_function(wrap_pyfunction!(union_dfa, m)?)?;
     m.add_function(wrap_pyfunction!(thompson, m)?)?;
     m.add_function(wrap_pyfunction!(pack_trie, m)?)?;

@@ -449,33 +449,63 @@ def test_the_mask_is_the_last_processor_and_stays_hard(
     assert replay(gen.audit.lines(), role.engine).ok
 
 
-def test_masked_argmax_is_greedy_sampling() -> None:
-    """The torch greedy choice under a packed row equals ``Sampling.choose`` at
-    temperature 0 over the row's ids (ties to the lowest id; non-finite logits
-    ignored; None when no admitted logit is finite). 200 random cases."""
+def random_row(rng: random.Random, width: int, k: int) -> tuple[list[int], Any]:
+    """``k`` distinct ids below ``width`` (sorted) and their packed ``array('i')`` row."""
     import array
 
+    ids = sorted(rng.sample(range(width), k))
+    row = array.array("i", [0]) * ((width + 31) // 32)
+    for i in ids:
+        bit = 1 << (i & 31) if (i & 31) != 31 else -(1 << 31)  # int32: bit 31 is the sign
+        row[i >> 5] |= bit
+    return ids, row
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_masked_argmax_is_greedy_sampling(dtype: str) -> None:
+    """The greedy choice under a packed row (float32: the kernels; float64: torch)
+    equals ``Sampling.choose`` at temperature 0 over the row's ids (ties to the
+    lowest id; NaN and -inf ignored; None when no admitted logit is finite). 200
+    random cases."""
     from grid_core.decode import GREEDY
     from grid_serve.transformers import masked_argmax
 
     rng = random.Random(3)
     for case in range(200):
         width = rng.choice([31, 32, 100, 1000])
-        ids = sorted(rng.sample(range(width), rng.randint(1, min(width, 20))))
-        row = array.array("i", [0]) * ((width + 31) // 32)
-        for i in ids:
-            row[i >> 5] = (
-                (row[i >> 5] | (1 << (i & 31))) if (i & 31) != 31 else row[i >> 5] | -(1 << 31)
-            )
+        ids, row = random_row(rng, width, rng.randint(1, min(width, 20)))
         values = [float(rng.choice([0, 1, 2, 3])) for _ in range(width)]
         if case % 7 == 0:
             values[ids[0]] = float("nan")
         if case % 11 == 0:
             for i in ids:
                 values[i] = float("-inf")
-        got = masked_argmax(torch.tensor(values), row)
+        got = masked_argmax(torch.tensor(values, dtype=getattr(torch, dtype)), row)
         finite = [i for i in ids if math.isfinite(values[i])]
         if not finite:
             assert got is None, case
         else:
             assert got == GREEDY.choose(ids, [values[i] for i in ids], rng), case
+
+
+def test_masked_argmax_is_the_same_on_both_paths() -> None:
+    """The kernels' choice (contiguous CPU float32) and the torch path's (the same
+    values as float64, and as a strided float32 row) agree on 500 random rows with ties,
+    NaN, -inf and +inf (an admitted +inf is the best, not finite: None), rows
+    wider and narrower than their masks, and empty masks. Skipped without the
+    kernels (there is one path then)."""
+    pytest.importorskip("grid_kernels._native")
+    from grid_serve.transformers import masked_argmax
+
+    rng = random.Random(11)
+    specials = [float("nan"), float("inf"), float("-inf")]
+    for case in range(500):
+        width = rng.choice([1, 31, 32, 33, 64, 100, 1000])
+        ids, row = random_row(rng, width + rng.choice([0, 0, 40]), rng.randint(0, min(width, 30)))
+        values = [float(rng.choice([0, 1, 2, 3])) for _ in range(width)]
+        for _ in range(rng.choice([0, 0, 1, 3])):
+            values[rng.randrange(width)] = rng.choice(specials)
+        native = masked_argmax(torch.tensor(values), row)
+        wide = masked_argmax(torch.tensor(values, dtype=torch.float64), row)
+        strided = masked_argmax(torch.tensor([[v, 0.0] for v in values])[:, 0], row)
+        assert native == wide == strided, (case, ids, values)

@@ -32,6 +32,7 @@ __all__ = [
     "attach_remote",
     "fill_next_token_bitmasks",
     "lalr_tables",
+    "masked_argmax",
     "pack_trie",
     "thompson",
     "union_dfa",
@@ -324,6 +325,13 @@ def apply_token_bitmask(logits: Buffer, bitmask: Buffer) -> None:
     ``(width,)`` or ``(batch, width)``, ``bitmask`` an int32 buffer shaped
     ``(n_words,)`` or ``(batch, n_words)`` with as many rows. Columns at or past
     ``32 * n_words`` are blocked; admitted logits are left bit for bit."""
+
+def masked_argmax(logits: Buffer, bitmask: Buffer) -> int | None:
+    """Greedy choice under a mask, the logits untouched: the admitted column of
+    the highest logit (``logits`` a C-contiguous float32 buffer of one row,
+    ``bitmask`` a C-contiguous int32 buffer of its words), the lowest among
+    ties, NaN never chosen; None when no admitted logit is finite. Columns at or
+    past ``32 * n_words`` are not admitted."""
 
 def lalr_tables(
     n_terminals: int, n_nonterminals: int, rule_lhs: list[int], rule_rhs: list[tuple[int, ...]]
