@@ -20,7 +20,9 @@ aggregate (all tokens / all seconds). Mode 2's ``mask_ms_per_token_median``
 is the processor's calls' own time (what ``generate`` waits for), per token,
 median over questions; ``ahead_ms_per_token_median`` is the guide work the
 processor's ``ahead`` criterion moved into the forward pass's shadow, on its
-worker thread (the second core: the model runs on one).
+worker thread (the second core: the model runs on one). Mode 1's
+``outside_model_ms_per_token_median`` is the decode's wall time less the
+model's (``CausalLMLogits.seconds``), per token, median over questions.
 
 Policy decisions:
 
@@ -372,7 +374,11 @@ def summarize(records: list[dict[str, Any]]) -> dict[str, Any]:
         1000 * r["mask_seconds"] / max(1, r["tokens"]) for r in m2
     )
     out["mode2"]["ahead_ms_per_token_median"] = statistics.median(
-        1000 * r["ahead_seconds"] / max(1, r["tokens"]) for r in m2
+        1000 * r.get("ahead_seconds", 0.0) / max(1, r["tokens"]) for r in m2
+    )
+    m1 = [r["mode1"] for r in records]
+    out["mode1"]["outside_model_ms_per_token_median"] = statistics.median(
+        1000 * (r["seconds"] - r["model_seconds"]) / max(1, r["tokens"]) for r in m1
     )
     free = out["unconstrained"]["tokens_per_s_aggregate"]
     out["ratio_mode2_vs_unconstrained"] = out["mode2"]["tokens_per_s_aggregate"] / free
