@@ -1349,6 +1349,30 @@ fn thompson<'py>(
     .into_any())
 }
 
+/// The float32 logits and int32 bitmask buffers of the functions below, both
+/// C-contiguous (errors name what was passed).
+fn logits_and_mask(
+    logits: &Bound<'_, PyAny>,
+    bitmask: &Bound<'_, PyAny>,
+) -> PyResult<(PyBuffer<f32>, PyBuffer<i32>)> {
+    let kind = logits.get_type().name()?;
+    let scores = PyBuffer::<f32>::get(logits).map_err(|_| {
+        PyTypeError::new_err(format!(
+            "the logits must be a buffer of float32, not {kind}"
+        ))
+    })?;
+    let kind = bitmask.get_type().name()?;
+    let words = PyBuffer::<i32>::get(bitmask).map_err(|_| {
+        PyTypeError::new_err(format!("the bitmask must be a buffer of int32, not {kind}"))
+    })?;
+    if !scores.is_c_contiguous() || !words.is_c_contiguous() {
+        return Err(PyValueError::new_err(
+            "the logits and the bitmask must be C-contiguous",
+        ));
+    }
+    Ok((scores, words))
+}
+
 /// Set every logit of `logits` whose token `bitmask` does not admit to -inf,
 /// in place (`crate::apply`), the GIL released. `logits`: a writable,
 /// C-contiguous float32 buffer shaped `(width,)` or `(batch, width)`;
@@ -1360,23 +1384,9 @@ fn apply_token_bitmask(
     logits: &Bound<'_, PyAny>,
     bitmask: &Bound<'_, PyAny>,
 ) -> PyResult<()> {
-    let kind = logits.get_type().name()?;
-    let scores = PyBuffer::<f32>::get(logits).map_err(|_| {
-        PyTypeError::new_err(format!(
-            "the logits must be a buffer of float32, not {kind}"
-        ))
-    })?;
-    let kind = bitmask.get_type().name()?;
-    let words = PyBuffer::<i32>::get(bitmask).map_err(|_| {
-        PyTypeError::new_err(format!("the bitmask must be a buffer of int32, not {kind}"))
-    })?;
+    let (scores, words) = logits_and_mask(logits, bitmask)?;
     if scores.readonly() {
         return Err(PyTypeError::new_err("the logits buffer is read-only"));
-    }
-    if !scores.is_c_contiguous() || !words.is_c_contiguous() {
-        return Err(PyValueError::new_err(
-            "the logits and the bitmask must be C-contiguous",
-        ));
     }
     let shape = |b: &[usize], what: &str| match *b {
         [n] => Ok((1, n)),
@@ -1426,21 +1436,7 @@ fn masked_argmax(
     logits: &Bound<'_, PyAny>,
     bitmask: &Bound<'_, PyAny>,
 ) -> PyResult<Option<usize>> {
-    let kind = logits.get_type().name()?;
-    let scores = PyBuffer::<f32>::get(logits).map_err(|_| {
-        PyTypeError::new_err(format!(
-            "the logits must be a buffer of float32, not {kind}"
-        ))
-    })?;
-    let kind = bitmask.get_type().name()?;
-    let words = PyBuffer::<i32>::get(bitmask).map_err(|_| {
-        PyTypeError::new_err(format!("the bitmask must be a buffer of int32, not {kind}"))
-    })?;
-    if !scores.is_c_contiguous() || !words.is_c_contiguous() {
-        return Err(PyValueError::new_err(
-            "the logits and the bitmask must be C-contiguous",
-        ));
-    }
+    let (scores, words) = logits_and_mask(logits, bitmask)?;
     let aligned = |p: usize| p.is_multiple_of(4);
     if !aligned(scores.buf_ptr() as usize) || !aligned(words.buf_ptr() as usize) {
         return Err(PyValueError::new_err("the buffers must be 4-byte aligned"));

@@ -117,6 +117,16 @@ def test_the_native_apply_refuses_mismatched_buffers() -> None:
         native.apply_token_bitmask(logits.double().numpy(), words[:2].numpy())
     with pytest.raises(ValueError, match="C-contiguous"):
         native.apply_token_bitmask(torch.zeros(64, 2).t().numpy(), words[:2].numpy())
+    frozen = logits[0].numpy().copy()
+    frozen.flags.writeable = False
+    with pytest.raises(TypeError, match="read-only"):
+        native.apply_token_bitmask(frozen, words[0].numpy())
+    # The greedy pick reads the same buffers (read-only is fine: it only reads).
+    with pytest.raises(TypeError, match="int32"):
+        native.masked_argmax(logits[0].numpy(), words[0].double().numpy())
+    with pytest.raises(ValueError, match="C-contiguous"):
+        native.masked_argmax(torch.zeros(64, 2)[:, 0].numpy(), words[0].numpy())
+    assert native.masked_argmax(frozen, words[0].numpy()) is None  # nothing admitted
 
 
 def test_cpu_float32_views_only_contiguous_cpu_float32() -> None:
