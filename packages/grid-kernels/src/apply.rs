@@ -1,4 +1,5 @@
-//! Applying a packed bitmask to a row of logits, in place.
+//! Applying a packed bitmask to a row of logits, in place; and the greedy
+//! pick under one, the logits untouched ([`masked_argmax`]).
 //!
 //! The other end of [`crate::fill`]: a mask over a vocabulary of `n` ids is
 //! `ceil(n / 32)` words, bit `i % 32` of word `i / 32` set when token `i` is

@@ -20,7 +20,7 @@
 //! | [`chunks`]  | the subtree memo: walks keyed by what they read of A | (kernels only)     |
 //! | [`mask`]    | CD verdict classes + EOS: the whole mask           | guide.Engine.compute_mask |
 //! | [`fill`]    | alias expansion into a packed int32 bitmask        | guide.Engine.pack    |
-//! | [`apply`]   | a packed bitmask applied to float32 logits         | (grid-serve's apply_bitmask_) |
+//! | [`apply`]   | a packed bitmask applied to float32 logits; the greedy pick under one | (grid-serve's apply_bitmask_, masked_argmax) |
 //! | [`canonical`] | grid-core's canonical encoding (entry ids)       | fingerprint.canonical |
 //! | [`hash`]    | BLAKE2b (run-time SIMD), the one hash of identities | hashlib.blake2b    |
 //! | [`cache`]   | cached walks: payloads, verdict classes, entry ids | cache                |
