@@ -720,8 +720,8 @@ def masked_argmax(logits: torch.Tensor, row: Any) -> int | None:
     device, by an unpack and ``masked_fill``, decision for decision the same
     (``test_masked_argmax_is_the_same_on_both_paths``)."""
     native = kernels.load()
-    view = cpu_float32(logits) if native is not None else None
-    if view is not None:
+    view = None if native is None else cpu_float32(logits)
+    if native is not None and view is not None:
         choice: int | None = native.masked_argmax(view.reshape(-1), row)
         return choice
     words = torch.frombuffer(row, dtype=torch.int32)
