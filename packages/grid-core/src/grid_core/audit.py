@@ -240,7 +240,6 @@ class AuditLog:
         self._records: list[Record] = []
         self._hashes: list[str] = []
         self._text: str | None = None  # records not parsed yet (of_lines), joined by \n
-        self._count = 0  # how many records _text holds
         self._head = GENESIS
         self.seal: dict[str, Any] | None = None
         self.seal_hash: str | None = None
@@ -271,7 +270,6 @@ class AuditLog:
         path's, byte for byte)."""
         log = cls()
         log._text = lines
-        log._count = lines.count("\n") + 1 if lines else 0
         log._head = head
         return log
 
@@ -288,7 +286,7 @@ class AuditLog:
     def _parse(self) -> None:
         if self._text is None:
             return
-        lines, self._text = self._text.split("\n") if self._text else [], None
+        lines, self._text = self._text_lines(), None
         parsed = AuditLog.of_chain(
             (Record(**{k: fields[k] for k in RECORD_FIELDS}), fields["hash"])
             for fields in map(json.loads, lines)
@@ -299,7 +297,9 @@ class AuditLog:
 
     def __len__(self) -> int:
         """How many records the log holds."""
-        return self._count if self._text is not None else len(self._records)
+        if self._text is not None:
+            return self._text.count("\n") + 1 if self._text else 0
+        return len(self._records)
 
     @property
     def head(self) -> str:
@@ -350,7 +350,7 @@ class AuditLog:
 
     def lines(self) -> list[str]:
         if self._text is not None:
-            out = self._text.split("\n") if self._text else []
+            out = self._text_lines()
         else:
             out = [
                 json.dumps({**asdict(r), "hash": h}, sort_keys=True)
@@ -359,6 +359,10 @@ class AuditLog:
         if self.seal is not None:
             out.append(self._seal_line())
         return out
+
+    def _text_lines(self) -> list[str]:
+        assert self._text is not None
+        return self._text.split("\n") if self._text else []
 
     def _seal_line(self) -> str:
         return json.dumps({"seal": self.seal, "hash": self.seal_hash}, sort_keys=True)

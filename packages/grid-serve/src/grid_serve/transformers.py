@@ -569,8 +569,10 @@ class ExitIntentLogits:
     def finish(self, logits: torch.Tensor) -> bool:
         """True when EOS is not legal yet and the model's top token (over the whole
         row) is an EOS id or a fence that signals the end: the answer ends here."""
+        if self.guide.eos_allowed():  # __call__ has decided this step (and read the top)
+            return False
         top = _top(logits)
-        if top not in self.ends or self.guide.eos_allowed() or not self._ends_answer(top):
+        if top not in self.ends or not self._ends_answer(top):
             return False
         self.finishes += 1
         return True
