@@ -17,8 +17,8 @@
 
 use std::sync::OnceLock;
 
-use crate::canonical::{u64_digits, Canonical};
-use crate::hash::{blake2b, low64, Hasher};
+use crate::canonical::u64_digits;
+use crate::hash::{blake2b, low64, low64_each, Hasher};
 
 /// The audit format's schema name (`grid_core.audit.SCHEMA`).
 pub const SCHEMA: &str = "grid.audit/1";
@@ -37,11 +37,16 @@ pub fn extend_digest(mut digest: u64, data: &[u8]) -> u64 {
 
 /// The configuration hash of a stack hash and a remainder's length and digest.
 pub fn config_hash(stack: u64, len: u64, digest: u64) -> u64 {
-    low64(&[
-        &stack.to_le_bytes(),
-        &len.to_le_bytes(),
-        &digest.to_le_bytes(),
-    ])
+    low64(&[&config_input(stack, len, digest)])
+}
+
+/// What a configuration hash hashes: the three words, little-endian.
+fn config_input(stack: u64, len: u64, digest: u64) -> [u8; 24] {
+    let mut out = [0u8; 24];
+    out[..8].copy_from_slice(&stack.to_le_bytes());
+    out[8..16].copy_from_slice(&len.to_le_bytes());
+    out[16..].copy_from_slice(&digest.to_le_bytes());
+    out
 }
 
 /// The content address of a packed mask row (`grid_core.audit.mask_entry_id`):
@@ -112,47 +117,125 @@ impl Record {
 
     /// This record's hash as step `step` after `prev`.
     pub fn hash(&self, step: usize, prev: &[u8; 32]) -> [u8; 32] {
-        self.hash_at(step, prev, self.config_hash(), &mut Canonical::new())
+        let mut buf = [0u8; ENCODING_MAX];
+        let n = self.encode(step, prev, self.config_hash(), &mut buf);
+        blake2b::<32>(&buf[..n])
     }
 
-    /// [`Self::hash`] given the record's configuration hash, encoding into
-    /// `c` (emptied first: one buffer serves a whole chain).
-    fn hash_at(
+    /// The record encoding `prev || canonical([schema, step,
+    /// hex(config_hash), hex(entry_id), token, blocked, kind, hex(prev)])`
+    /// written into `buf`; returns its length. The canonical list is written
+    /// field by field, as `canonical::Canonical` would, into a fixed buffer: a chain
+    /// of records allocates nothing.
+    fn encode(
         &self,
         step: usize,
         prev: &[u8; 32],
         config_hash: u64,
-        c: &mut Canonical,
-    ) -> [u8; 32] {
-        c.bytes.clear();
-        let (mut config, mut entry, mut link) = ([0u8; 16], [0u8; 32], [0u8; 64]);
-        c.list(8)
-            .str(SCHEMA)
-            .int(step as i64)
-            .str(hex_into(&config_hash.to_be_bytes(), &mut config))
-            .str(hex_into(&self.entry_id, &mut entry))
-            .int(i64::from(self.token))
-            .int(i64::from(self.blocked))
-            .str(self.kind.name())
-            .str(hex_into(prev, &mut link));
-        Hasher::<32>::new().update(prev).update(&c.bytes).finalize()
+        buf: &mut [u8; ENCODING_MAX],
+    ) -> usize {
+        let mut w = Writer {
+            buf: buf.as_mut_slice(),
+            at: 0,
+        };
+        w.put(prev);
+        w.put(&RECORD_HEAD);
+        w.int(step as u64);
+        w.hex_str(&config_hash.to_be_bytes());
+        w.hex_str(&self.entry_id);
+        w.int(u64::from(self.token));
+        w.int(u64::from(self.blocked));
+        let kind = self.kind.name().as_bytes();
+        w.put(b"s");
+        w.put(&(kind.len() as u64).to_be_bytes());
+        w.put(kind);
+        w.hex_str(prev);
+        w.at
+    }
+}
+
+/// The longest record encoding: the 32-byte link, the list's head, three
+/// ints of at most 20 digits (tag and u32 length first) and four strings
+/// (tag and u64 length first: the config hash's, the entry id's and the
+/// link's hex, and the longest kind).
+const ENCODING_MAX: usize = 32 + RECORD_HEAD.len() + 3 * (5 + 20) + 4 * 9 + 16 + 32 + 7 + 64;
+
+/// The canonical list's head and its first item, the schema: `l` u64(8),
+/// `s` u64(12) `grid.audit/1`.
+const RECORD_HEAD: [u8; 30] = {
+    let mut out = [0u8; 30];
+    out[0] = b'l';
+    out[8] = 8;
+    out[9] = b's';
+    out[17] = SCHEMA.len() as u8;
+    let schema = SCHEMA.as_bytes();
+    let mut i = 0;
+    while i < schema.len() {
+        out[18 + i] = schema[i];
+        i += 1;
+    }
+    out
+};
+
+/// Appends to a fixed buffer (the caller sized it for what it writes).
+struct Writer<'a> {
+    buf: &'a mut [u8],
+    at: usize,
+}
+
+impl Writer<'_> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.buf[self.at..self.at + bytes.len()].copy_from_slice(bytes);
+        self.at += bytes.len();
+    }
+
+    /// A canonical int: `i` u32(len) and the decimal digits.
+    fn int(&mut self, n: u64) {
+        let mut digits = [0u8; 21];
+        let d = u64_digits(n, &mut digits);
+        self.put(b"i");
+        self.put(&(d.len() as u32).to_be_bytes());
+        self.put(d);
+    }
+
+    /// The lowercase hex of `bytes`.
+    fn hex(&mut self, bytes: &[u8]) {
+        hex_into(bytes, &mut self.buf[self.at..self.at + 2 * bytes.len()]);
+        self.at += 2 * bytes.len();
+    }
+
+    /// A canonical string of the lowercase hex of `bytes`.
+    fn hex_str(&mut self, bytes: &[u8]) {
+        self.put(b"s");
+        self.put(&(2 * bytes.len() as u64).to_be_bytes());
+        self.hex(bytes);
     }
 }
 
 /// Lowercase hex of bytes.
 pub fn hex(bytes: &[u8]) -> String {
     let mut out = vec![0u8; 2 * bytes.len()];
-    hex_into(bytes, &mut out).to_owned()
+    hex_into(bytes, &mut out);
+    String::from_utf8(out).expect("hex digits are ASCII")
 }
 
-/// Lowercase hex of `bytes` written into `out` (twice as long), as a `&str`.
-fn hex_into<'a>(bytes: &[u8], out: &'a mut [u8]) -> &'a str {
+/// The two lowercase hex digits of every byte.
+const HEX_PAIRS: [[u8; 2]; 256] = {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    for (i, b) in bytes.iter().enumerate() {
-        out[2 * i] = DIGITS[usize::from(b >> 4)];
-        out[2 * i + 1] = DIGITS[usize::from(b & 15)];
+    let mut out = [[0u8; 2]; 256];
+    let mut b = 0;
+    while b < 256 {
+        out[b] = [DIGITS[b >> 4], DIGITS[b & 15]];
+        b += 1;
     }
-    std::str::from_utf8(out).expect("hex digits are ASCII")
+    out
+};
+
+/// Lowercase hex of `bytes` written into `out` (twice as long): ASCII.
+fn hex_into(bytes: &[u8], out: &mut [u8]) {
+    for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
+        pair.copy_from_slice(&HEX_PAIRS[usize::from(*b)]);
+    }
 }
 
 /// The records of one history, and the hashes chained so far over a prefix
@@ -190,15 +273,22 @@ impl Chain {
         &self.records
     }
 
-    /// Every record's hash, chaining the ones not hashed yet.
+    /// Every record's hash, chaining the ones not hashed yet: first the new
+    /// records' configuration hashes, all together (they do not depend on
+    /// each other: [`low64_each`] hashes several per SIMD pass), then the
+    /// chain, one record after the other, each encoded into one stack buffer.
     pub fn hashes(&mut self) -> &[[u8; 32]] {
-        let mut c = Canonical::new();
-        for i in self.hashes.len()..self.records.len() {
+        let start = self.hashes.len();
+        let inputs: Vec<[u8; 24]> = self.records[start..]
+            .iter()
+            .map(|r| config_input(r.stack, r.rem_len, r.rem_digest))
+            .collect();
+        low64_each(&inputs, &mut self.configs);
+        let mut buf = [0u8; ENCODING_MAX];
+        for i in start..self.records.len() {
             let prev = self.hashes.last().copied().unwrap_or_else(genesis);
-            let config = self.records[i].config_hash();
-            self.hashes
-                .push(self.records[i].hash_at(i, &prev, config, &mut c));
-            self.configs.push(config);
+            let n = self.records[i].encode(i, &prev, self.configs[i], &mut buf);
+            self.hashes.push(blake2b::<32>(&buf[..n]));
         }
         &self.hashes
     }
@@ -209,37 +299,47 @@ impl Chain {
     /// the ones not hashed yet.
     pub fn lines(&mut self) -> String {
         self.hashes();
-        let mut out = String::with_capacity(self.records.len() * 340);
+        let mut out = vec![0u8; self.records.len() * LINE_MAX];
+        let mut w = Writer {
+            buf: out.as_mut_slice(),
+            at: 0,
+        };
         let mut prev = genesis();
-        let (mut config, mut entry) = ([0u8; 16], [0u8; 32]);
-        let (mut link, mut hash, mut digits) = ([0u8; 64], [0u8; 64], [0u8; 21]);
+        let mut digits = [0u8; 21];
         let records = self.records.iter().zip(&self.hashes).zip(&self.configs);
         for (i, ((r, h), config_hash)) in records.enumerate() {
             if i > 0 {
-                out.push('\n');
+                w.put(b"\n");
             }
-            out.push_str("{\"blocked_count\": ");
-            out.push_str(u64_digits(u64::from(r.blocked), &mut digits));
-            out.push_str(", \"config_hash\": \"");
-            out.push_str(hex_into(&config_hash.to_be_bytes(), &mut config));
-            out.push_str("\", \"hash\": \"");
-            out.push_str(hex_into(h, &mut hash));
-            out.push_str("\", \"kind\": \"");
-            out.push_str(r.kind.name());
-            out.push_str("\", \"mask_entry_id\": \"");
-            out.push_str(hex_into(&r.entry_id, &mut entry));
-            out.push_str("\", \"prev_hash\": \"");
-            out.push_str(hex_into(&prev, &mut link));
-            out.push_str("\", \"step\": ");
-            out.push_str(u64_digits(i as u64, &mut digits));
-            out.push_str(", \"token\": ");
-            out.push_str(u64_digits(u64::from(r.token), &mut digits));
-            out.push('}');
+            w.put(b"{\"blocked_count\": ");
+            w.put(u64_digits(u64::from(r.blocked), &mut digits));
+            w.put(b", \"config_hash\": \"");
+            w.hex(&config_hash.to_be_bytes());
+            w.put(b"\", \"hash\": \"");
+            w.hex(h);
+            w.put(b"\", \"kind\": \"");
+            w.put(r.kind.name().as_bytes());
+            w.put(b"\", \"mask_entry_id\": \"");
+            w.hex(&r.entry_id);
+            w.put(b"\", \"prev_hash\": \"");
+            w.hex(&prev);
+            w.put(b"\", \"step\": ");
+            w.put(u64_digits(i as u64, &mut digits));
+            w.put(b", \"token\": ");
+            w.put(u64_digits(u64::from(r.token), &mut digits));
+            w.put(b"}");
             prev = *h;
         }
-        out
+        let n = w.at;
+        out.truncate(n);
+        String::from_utf8(out).expect("a record line is ASCII")
     }
 }
+
+/// The longest record line, its `\n` included: the keys and punctuation
+/// (121 bytes), four hex strings (16 + 64 + 32 + 64), three ints of at most
+/// 20 digits and the longest kind.
+const LINE_MAX: usize = 121 + 16 + 64 + 32 + 64 + 3 * 20 + 7 + 1;
 
 #[cfg(test)]
 mod tests {
@@ -261,9 +361,8 @@ mod tests {
     #[test]
     fn hex_is_lowercase_and_big_endian_for_ints() {
         assert_eq!(hex(&[0x00, 0xab, 0x0f]), "00ab0f");
-        let mut buf = [0u8; 16];
         assert_eq!(
-            hex_into(&0x0123_4567_89ab_cdefu64.to_be_bytes(), &mut buf),
+            hex(&0x0123_4567_89ab_cdefu64.to_be_bytes()),
             "0123456789abcdef"
         );
     }
@@ -273,6 +372,53 @@ mod tests {
         // hashlib.blake2b(b"grid.audit.genesis/1", digest_size=32).hexdigest()[:16]
         assert_eq!(hex(&genesis()).len(), 64);
         assert_ne!(genesis(), [0; 32]);
+    }
+
+    #[test]
+    fn encoding_is_the_canonical_list_and_fits() {
+        use crate::canonical::Canonical;
+        let widest = Record {
+            stack: u64::MAX,
+            rem_len: u64::MAX,
+            rem_digest: DIGEST_MODULUS - 1,
+            entry_id: [0xff; 16],
+            token: u32::MAX,
+            blocked: u32::MAX,
+            kind: Kind::Reserve,
+        };
+        let narrow = Record {
+            stack: 0,
+            rem_len: 0,
+            rem_digest: 0,
+            entry_id: [0; 16],
+            token: 0,
+            blocked: 0,
+            kind: Kind::Eos,
+        };
+        for (r, step) in [(widest, i64::MAX as usize), (narrow, 0), (widest, 7)] {
+            let prev = [0xa5; 32];
+            let config = r.config_hash();
+            let mut c = Canonical::new();
+            c.bytes.extend_from_slice(&prev);
+            c.list(8)
+                .str(SCHEMA)
+                .int(step as i64)
+                .str(&hex(&config.to_be_bytes()))
+                .str(&hex(&r.entry_id))
+                .int(i64::from(r.token))
+                .int(i64::from(r.blocked))
+                .str(r.kind.name())
+                .str(&hex(&prev));
+            let mut buf = [0u8; ENCODING_MAX];
+            let n = r.encode(step, &prev, config, &mut buf);
+            assert_eq!(&buf[..n], c.bytes.as_slice());
+            assert_eq!(r.hash(step, &prev), blake2b::<32>(&c.bytes));
+        }
+        let mut chain = Chain::default();
+        chain.push(widest);
+        chain.push(widest);
+        let lines = chain.lines();
+        assert!(lines.split('\n').all(|l| l.len() < LINE_MAX), "{lines}");
     }
 
     #[test]

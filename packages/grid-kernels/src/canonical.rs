@@ -16,9 +16,9 @@
 //! Ints are written in decimal (Python's `str(int)`); a bitset over terminals
 //! is a multi-word unsigned int, converted by repeated division by 10^19.
 
-/// `n` in decimal (Python's `str(n)`), written at the end of `buf`: the
-/// digits, a suffix of `buf`.
-pub fn u64_digits(mut n: u64, buf: &mut [u8; 21]) -> &str {
+/// `n` in decimal (Python's `str(n)`: ASCII digits), written at the end of
+/// `buf`: the digits, a suffix of `buf`.
+pub fn u64_digits(mut n: u64, buf: &mut [u8; 21]) -> &[u8] {
     let mut at = buf.len();
     loop {
         at -= 1;
@@ -28,7 +28,7 @@ pub fn u64_digits(mut n: u64, buf: &mut [u8; 21]) -> &str {
             break;
         }
     }
-    std::str::from_utf8(&buf[at..]).expect("decimal digits are ASCII")
+    &buf[at..]
 }
 
 /// An encoder appending to one buffer.
