@@ -325,6 +325,58 @@ def test_a_request_with_events_writes_them_as_json_lines(
     assert (table["table"], table["granted"]) == ("departments", True)
 
 
+def test_a_reset_seals_the_attempt_and_streams_the_next(
+    manager: Any,
+    config: Any,
+    tokenizer: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``reset()`` starts a request over. The attempt so far is sealed with stop
+    reason ``reset`` and replays; the next attempt has its own log (``.1``) and its
+    event lines follow the first attempt's in the same file with ``attempt`` 1, equal
+    to the post-hoc events of the statement. Fails if the second attempt's events
+    are lost (the file was closed at the reset and never reopened), if the two
+    attempts share a log, or if a seal misstates how its attempt ended."""
+    from grid_core.events import tracker
+
+    monkeypatch.setenv("GRID_EVENTS_DIR", str(tmp_path))
+    sql = "SELECT name FROM departments WHERE budget > 1000;"
+    ids = tokenizer.encode(sql, add_special_tokens=False)
+    r, grammar = compiled(manager, config, tokenizer, "rs", {**ANALYST, "events": True})
+    engine, spec = grammar.engine, grammar.events.spec
+    first = ids[:5]  # "SELECT name FROM departments" and a little more: a table event
+    for token in first:
+        manager.grammar_bitmask({"rs": r}, ["rs"], {})
+        assert manager.accept_tokens(r, [token])
+    path = tmp_path / "rs.events.jsonl"
+    before = [json.loads(line) for line in path.read_text().splitlines()]
+    assert before and {line["attempt"] for line in before} == {0}
+    grammar.reset()
+    for token in [*ids, 2]:
+        manager.grammar_bitmask({"rs": r}, ["rs"], {})
+        assert manager.accept_tokens(r, [token])
+    r.structured_output_request._grammar = None  # vLLM frees a finished request's grammar
+    del grammar
+    gc.collect()
+    manager.backend.flush_audit()
+
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert lines[: len(before)] == before
+    again = [line for line in lines[len(before) :] if line["attempt"] == 1]
+    assert len(again) == len(lines) - len(before) and "retract" not in {x["kind"] for x in again}
+    keys = [(x["kind"], x["name"], x["start"], x["end"]) for x in again]
+    assert keys == [e.key for e in tracker(engine, spec).parse(sql.encode())]
+
+    logs = Path(os.environ["GRID_AUDIT_DIR"])
+    ends = (("rs.jsonl", "reset", len(first)), ("rs.1.jsonl", "eos", len(ids) + 1))
+    for name, stop, count in ends:
+        log = (logs / name).read_text().splitlines()
+        seal = json.loads(log[-1])["seal"]
+        assert (seal["stop_reason"], seal["record_count"]) == (stop, count), name
+        assert verify(log).ok and replay(log, engine).ok, name
+
+
 def test_a_json_schema_request_runs_on_the_native_guide_and_is_audited(
     manager: Any, config: Any, tokenizer: Any
 ) -> None:

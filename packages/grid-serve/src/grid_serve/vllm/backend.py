@@ -81,7 +81,10 @@ writes a ``retract`` line. vLLM runs its engine core in another process than
 its API server, so a server reads a request's events by following that file
 (one complete line per event, appended as each is determined; the file is
 complete once the request's audit log is written). The events of a request
-are in memory while it runs (:attr:`GridGrammar.event_lines`).
+are in memory while it runs (:attr:`GridGrammar.event_lines`). A ``reset()``
+seals the attempt so far (stop reason ``reset``) and starts a fresh guide and
+log; the next attempt's lines are appended to the same file with ``attempt``
+one higher.
 
 **Shared mask cache.** Like ``GRID_AUDIT_DIR``, the shared tier is configured
 by the environment of the engine process: ``GRID_SHARED_CACHE_URL`` and
@@ -311,6 +314,8 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
         cell the sealing finalizer shares (it must not hold the grammar itself)."""
         self._events_out: list[TextIO] = []
         """The request's events file once open, in a cell the finalizer closes."""
+        self.attempt = 0
+        """How many times the grammar was reset: the ``attempt`` of its event lines."""
         self.rows = RowsAhead(stops, backend.mask_pool)
         self._start()
         self.error: BaseException | None = None
@@ -375,7 +380,7 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
                 assert isinstance(self.guide, EventStream)
                 out = self.events.open(self._request[0] or "request")
                 self._events_out.append(out)
-                self.event_lines = EventLines(self.guide, self.events.reader, out)
+                self.event_lines = EventLines(self.guide, self.events.reader, out, self.attempt)
             self.event_lines.flush()
         except Exception:
             logger.exception("GRID: request %s: events could not be written", self._request[0])
@@ -417,8 +422,18 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
         return self.guide.is_terminated()
 
     def reset(self) -> None:
-        self._end("error" if self.error is not None else None)
+        """Start the request over: the attempt so far is sealed (stop reason
+        ``reset``, or ``eos``/``error`` if it had ended so) and its events file
+        closed; the next attempt gets a fresh guide and log, and its event lines
+        are appended to the same file with ``attempt`` one higher."""
+        if self.error is not None:
+            self._end("error")
+        else:
+            self._end(None if self.guide.is_terminated() else "reset")
         self.rows.clear()
+        self.attempt += 1
+        self.event_lines = None
+        self._events_out = []
         self._start()
         self.error = None
         self.rows.ahead(self.guide)
