@@ -386,8 +386,8 @@ impl Chunks {
 /// p | A & R`, every field of fixed width, so the bytes are injective; `None`
 /// when `R` holds every emittable terminal.
 fn memo_key(g: &GrammarTables, c: usize, scan: &Scan, a: &Allowed) -> Option<Vec<u8>> {
-    let live = g.dfa.live.row(scan.q as usize);
-    let p = if g.la_read[scan.q as usize] {
+    let live = g.lexing.dfa.live.row(scan.q as usize);
+    let p = if g.lexing.la_read[scan.q as usize] {
         g.emittable_candidates(scan)
     } else {
         vec![0; g.width()]

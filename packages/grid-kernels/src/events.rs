@@ -140,7 +140,7 @@ impl EventTables {
         if rule_code.first().is_some_and(|&c| c != NOT_MARKED) {
             return Err(bad("the augmented start rule cannot be an event".into()));
         }
-        let dfa = &grammar.dfa;
+        let dfa = &grammar.lexing.dfa;
         let extensions = (0..dfa.n_states())
             .map(|q| {
                 let mut grow = vec![0u64; grammar.width];
@@ -201,14 +201,14 @@ impl EventTables {
         match shape {
             0 => bits::is_empty(cols),
             1 => {
-                let live = g.dfa.live.row(scan.q as usize);
-                if bits::intersects(live, &g.ignored) {
+                let live = g.lexing.dfa.live.row(scan.q as usize);
+                if bits::intersects(live, &g.lexing.ignored) {
                     return bits::is_empty(cols);
                 }
                 if scan.la_len == 0 {
                     return !bits::intersects(live, cols);
                 }
-                let accept = g.dfa.accept.row(scan.la_q as usize);
+                let accept = g.lexing.dfa.accept.row(scan.la_q as usize);
                 (0..w).all(|i| (live[i] | accept[i]) & cols[i] == 0)
             }
             _ => false,
@@ -614,7 +614,11 @@ impl Tracker {
             return None;
         }
         let cats = &g.lexicon.categories;
-        let ok: Vec<u64> = allowed.iter().zip(&g.ignored).map(|(a, i)| a | i).collect();
+        let ok: Vec<u64> = allowed
+            .iter()
+            .zip(&g.lexing.ignored)
+            .map(|(a, i)| a | i)
+            .collect();
         let ext = &self.tables.extensions[scan.q as usize];
         let grow: Vec<u64> = ext.iter().zip(&ok).map(|(e, o)| e & o).collect();
         if grow.iter().zip(cats).any(|(g, c)| g & !c != 0) {
@@ -643,8 +647,13 @@ impl Tracker {
     /// grow (`_possible`).
     fn possible(&self, g: &GrammarTables, scan: &Scan, allowed: &[u64]) -> Vec<u64> {
         let cats = &g.lexicon.categories;
-        let ok: Vec<u64> = allowed.iter().zip(&g.ignored).map(|(a, i)| a | i).collect();
+        let ok: Vec<u64> = allowed
+            .iter()
+            .zip(&g.lexing.ignored)
+            .map(|(a, i)| a | i)
+            .collect();
         let mut live: Vec<u64> = g
+            .lexing
             .dfa
             .live
             .row(scan.q as usize)
@@ -664,7 +673,7 @@ impl Tracker {
                 bits::set(&mut live, t as usize);
             }
         }
-        if live.iter().zip(&g.ignored).any(|(l, i)| l & i != 0) {
+        if live.iter().zip(&g.lexing.ignored).any(|(l, i)| l & i != 0) {
             return allowed.to_vec();
         }
         let mut out: Vec<u64> = live.iter().zip(allowed).map(|(l, a)| l & a).collect();

@@ -45,7 +45,7 @@ impl GrammarTables {
         let allowed = arena.allowed(node)?;
         let ok: Vec<u64> = allowed
             .iter()
-            .zip(&self.ignored)
+            .zip(&self.lexing.ignored)
             .map(|(a, i)| a | i)
             .collect();
         let Some(t) = self.pick(scan, &ok) else {

@@ -69,13 +69,13 @@ pub use engine::{Engine, Threads};
 pub use error::{KernelError, Result};
 pub use mask::{EngineTables, MaskOutput};
 pub use session::{Filled, Session};
-pub use tables::{GrammarTables, RawGrammar};
+pub use tables::{GrammarTables, Lexing, RawGrammar};
 pub use trie::{RawTrie, Trie, TrieNode};
 pub use walk::{CdEntry, WalkOutput};
 
 /// Version of the table and buffer layout shared with `grid_core`; a module
 /// reporting another version is refused rather than used.
-pub const ABI_VERSION: u32 = 4;
+pub const ABI_VERSION: u32 = 5;
 
 /// Whether the named planted fault is on: with feature `planted-faults`, when
 /// `GRID_PLANTED_FAULT` names it (grid-core's `tests/test_planted_faults.py`);

@@ -38,7 +38,7 @@ use crate::error::KernelError;
 use crate::events::EventTables;
 use crate::mask::EngineTables;
 use crate::session::{Filled, Session};
-use crate::tables::{GrammarTables, RawGrammar};
+use crate::tables::{GrammarTables, Lalr, Lexing, RawGrammar};
 use crate::trie::{RawTrie, Trie};
 
 create_exception!(
@@ -449,6 +449,88 @@ fn attach_remote(tables: &PyEngineTables, remote: &PyRemoteWalks, family: &str) 
     Ok(shared.attach(Arc::clone(&remote.inner)))
 }
 
+/// A dialect's union DFA with what the walk derives from it
+/// ([`crate::tables::Lexing`]): built once, shared by the `EngineTables` of
+/// every projection (`EngineTables(lexing=...)`).
+#[pyclass(frozen, module = "grid_kernels._native", name = "Lexing")]
+struct PyLexing {
+    inner: Arc<Lexing>,
+}
+
+#[pymethods]
+impl PyLexing {
+    #[new]
+    #[pyo3(
+        signature = (*, n_terminals, dfa_trans, dfa_accept, dfa_live, ignored),
+        text_signature = "(*, n_terminals, dfa_trans, dfa_accept, dfa_live, ignored)"
+    )]
+    fn new(
+        n_terminals: usize,
+        dfa_trans: &Bound<'_, PyAny>,
+        dfa_accept: &Bound<'_, PyAny>,
+        dfa_live: &Bound<'_, PyAny>,
+        ignored: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        let w = bits::width_for(n_terminals + 1);
+        let raw = RawGrammar {
+            n_terminals,
+            dfa_trans: ints(dfa_trans, "dfa_trans")?,
+            dfa_accept: int_sets(dfa_accept, w, "dfa_accept")?,
+            dfa_live: int_sets(dfa_live, w, "dfa_live")?,
+            ignored: int_to_words(ignored, w, "ignored")?,
+            ..RawGrammar::default()
+        };
+        let inner = Lexing::new(&raw).map_err(to_pyerr)?;
+        Ok(Self {
+            inner: Arc::new(inner),
+        })
+    }
+
+    #[getter]
+    fn n_terminals(&self) -> usize {
+        self.inner.n_terminals()
+    }
+}
+
+/// A projection's LALR(1) tables, validated and indexed
+/// ([`crate::tables::Lalr`]): built once, shared by the `EngineTables` of
+/// every engine of the projection (`EngineTables(parsing=...)`).
+#[pyclass(frozen, module = "grid_kernels._native", name = "Parsing")]
+struct PyParsing {
+    inner: Arc<Lalr>,
+}
+
+#[pymethods]
+impl PyParsing {
+    #[new]
+    #[pyo3(
+        signature = (*, n_terminals, action, goto, n_nonterminals, rule_lhs, rule_len),
+        text_signature = "(*, n_terminals, action, goto, n_nonterminals, rule_lhs, rule_len)"
+    )]
+    fn new(
+        n_terminals: usize,
+        action: &Bound<'_, PyAny>,
+        goto: &Bound<'_, PyAny>,
+        n_nonterminals: usize,
+        rule_lhs: &Bound<'_, PyAny>,
+        rule_len: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        let raw = RawGrammar {
+            n_terminals,
+            action: ints(action, "action")?,
+            goto: ints(goto, "goto")?,
+            n_nonterminals,
+            rule_lhs: ints(rule_lhs, "rule_lhs")?,
+            rule_len: ints(rule_len, "rule_len")?,
+            ..RawGrammar::default()
+        };
+        let inner = Lalr::new(&raw).map_err(to_pyerr)?;
+        Ok(Self {
+            inner: Arc::new(inner),
+        })
+    }
+}
+
 #[pyclass(frozen, module = "grid_kernels._native", name = "EngineTables")]
 struct PyEngineTables {
     inner: Arc<Engine>,
@@ -470,32 +552,36 @@ fn threads_of(threads: Option<i64>) -> PyResult<Threads> {
 impl PyEngineTables {
     #[new]
     #[pyo3(signature = (
-        *, trie, n_terminals, dfa_trans, dfa_accept, dfa_live, action, goto, n_nonterminals,
-        rule_lhs, rule_len, lexicon_children, lexicon_prefix_cats, lexicon_word_cats,
-        lexicon_categories, pick_order, ignored, schema = None, threads = Some(1),
-        shared = None, family = None
-    ), text_signature = "(*, trie, n_terminals, dfa_trans, dfa_accept, dfa_live, action, goto, \
-        n_nonterminals, rule_lhs, rule_len, lexicon_children, lexicon_prefix_cats, \
-        lexicon_word_cats, lexicon_categories, pick_order, ignored, schema=None, threads=1, \
-        shared=None, family=None)")]
+        *, trie, n_terminals, lexicon_children, lexicon_prefix_cats, lexicon_word_cats,
+        lexicon_categories, pick_order, ignored, action = None, goto = None,
+        n_nonterminals = None, rule_lhs = None, rule_len = None, parsing = None,
+        dfa_trans = None, dfa_accept = None, dfa_live = None, lexing = None, schema = None,
+        threads = Some(1), shared = None, family = None
+    ), text_signature = "(*, trie, n_terminals, lexicon_children, lexicon_prefix_cats, \
+        lexicon_word_cats, lexicon_categories, pick_order, ignored, action=None, goto=None, \
+        n_nonterminals=None, rule_lhs=None, rule_len=None, parsing=None, dfa_trans=None, \
+        dfa_accept=None, dfa_live=None, lexing=None, schema=None, threads=1, shared=None, \
+        family=None)")]
     #[allow(clippy::too_many_arguments)]
     fn new(
         trie: Py<PyTrieTables>,
         n_terminals: usize,
-        dfa_trans: &Bound<'_, PyAny>,
-        dfa_accept: &Bound<'_, PyAny>,
-        dfa_live: &Bound<'_, PyAny>,
-        action: &Bound<'_, PyAny>,
-        goto: &Bound<'_, PyAny>,
-        n_nonterminals: usize,
-        rule_lhs: &Bound<'_, PyAny>,
-        rule_len: &Bound<'_, PyAny>,
         lexicon_children: &Bound<'_, PyAny>,
         lexicon_prefix_cats: &Bound<'_, PyAny>,
         lexicon_word_cats: &Bound<'_, PyAny>,
         lexicon_categories: &Bound<'_, PyAny>,
         pick_order: &Bound<'_, PyAny>,
         ignored: &Bound<'_, PyAny>,
+        action: Option<&Bound<'_, PyAny>>,
+        goto: Option<&Bound<'_, PyAny>>,
+        n_nonterminals: Option<usize>,
+        rule_lhs: Option<&Bound<'_, PyAny>>,
+        rule_len: Option<&Bound<'_, PyAny>>,
+        parsing: Option<Py<PyParsing>>,
+        dfa_trans: Option<&Bound<'_, PyAny>>,
+        dfa_accept: Option<&Bound<'_, PyAny>>,
+        dfa_live: Option<&Bound<'_, PyAny>>,
+        lexing: Option<Py<PyLexing>>,
         schema: Option<String>,
         threads: Option<i64>,
         shared: Option<Py<PySharedWalks>>,
@@ -513,24 +599,59 @@ impl PyEngineTables {
             }
         };
         let w = bits::width_for(n_terminals + 1);
+        let (dfa_trans, dfa_accept, dfa_live) =
+            match (&lexing, dfa_trans, dfa_accept, dfa_live) {
+                (Some(_), None, None, None) => (Vec::new(), Vec::new(), Vec::new()),
+                (None, Some(t), Some(a), Some(l)) => (
+                    ints(t, "dfa_trans")?,
+                    int_sets(a, w, "dfa_accept")?,
+                    int_sets(l, w, "dfa_live")?,
+                ),
+                _ => return Err(PyTypeError::new_err(
+                    "give the DFA either as lexing= or as dfa_trans=, dfa_accept= and dfa_live=",
+                )),
+            };
+        let lalr = match (parsing, action, goto, n_nonterminals, rule_lhs, rule_len) {
+            (Some(p), None, None, None, None, None) => Some(Arc::clone(&p.get().inner)),
+            (None, Some(action), Some(goto), Some(n_nonterminals), Some(lhs), Some(len)) => {
+                let raw = RawGrammar {
+                    n_terminals,
+                    action: ints(action, "action")?,
+                    goto: ints(goto, "goto")?,
+                    n_nonterminals,
+                    rule_lhs: ints(lhs, "rule_lhs")?,
+                    rule_len: ints(len, "rule_len")?,
+                    ..RawGrammar::default()
+                };
+                Some(Arc::new(Lalr::new(&raw).map_err(to_pyerr)?))
+            }
+            _ => None,
+        };
+        let Some(lalr) = lalr else {
+            return Err(PyTypeError::new_err(
+                "give the LALR tables either as parsing= or as action=, goto=, \
+                 n_nonterminals=, rule_lhs= and rule_len=",
+            ));
+        };
         let raw = RawGrammar {
             n_terminals,
-            dfa_trans: ints(dfa_trans, "dfa_trans")?,
-            dfa_accept: int_sets(dfa_accept, w, "dfa_accept")?,
-            dfa_live: int_sets(dfa_live, w, "dfa_live")?,
-            action: ints(action, "action")?,
-            goto: ints(goto, "goto")?,
-            n_nonterminals,
-            rule_lhs: ints(rule_lhs, "rule_lhs")?,
-            rule_len: ints(rule_len, "rule_len")?,
+            dfa_trans,
+            dfa_accept,
+            dfa_live,
             lexicon_children: lexicon_edges(lexicon_children)?,
             lexicon_prefix_cats: int_sets(lexicon_prefix_cats, w, "lexicon_prefix_cats")?,
             lexicon_word_cats: int_sets(lexicon_word_cats, w, "lexicon_word_cats")?,
             lexicon_categories: int_to_words(lexicon_categories, w, "lexicon_categories")?,
             pick_order: ints(pick_order, "pick_order")?,
             ignored: int_to_words(ignored, w, "ignored")?,
+            ..RawGrammar::default()
         };
-        let grammar = Arc::new(GrammarTables::new(raw).map_err(to_pyerr)?);
+        let lexing = match lexing {
+            Some(lexing) => Arc::clone(&lexing.get().inner),
+            None => Arc::new(Lexing::new(&raw).map_err(to_pyerr)?),
+        };
+        let grammar = GrammarTables::with_parts(raw, lexing, lalr);
+        let grammar = Arc::new(grammar.map_err(to_pyerr)?);
         let shared = Arc::clone(&trie.get().inner);
         let tables = EngineTables::new(grammar, shared);
         Ok(Self {
@@ -1544,6 +1665,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SessionError", m.py().get_type::<SessionError>())?;
     m.add_class::<PyTrieTables>()?;
     m.add_class::<PyEngineTables>()?;
+    m.add_class::<PyLexing>()?;
+    m.add_class::<PyParsing>()?;
     m.add_class::<PySharedWalks>()?;
     m.add_class::<PyRemoteWalks>()?;
     m.add_function(wrap_pyfunction!(attach_remote, m)?)?;

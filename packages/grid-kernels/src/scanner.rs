@@ -84,7 +84,7 @@ impl GrammarTables {
         let cats = &self.lexicon.categories;
         let ok: Vec<u64> = allowed
             .iter()
-            .zip(&self.ignored)
+            .zip(&self.lexing.ignored)
             .map(|(a, i)| a | i)
             .collect();
         let ok_lex: Vec<u64> = ok.iter().zip(cats).map(|(o, c)| o & c).collect();
@@ -104,7 +104,10 @@ impl GrammarTables {
     pub fn live_in(&self, q: u32, ln: i32, a: &mut Allowed) -> bool {
         let memo = &mut a.live_q[q as usize];
         if *memo == 0 {
-            *memo = 1 + u8::from(bits::intersects(self.dfa.live.row(q as usize), &a.ok_plain));
+            *memo = 1 + u8::from(bits::intersects(
+                self.lexing.dfa.live.row(q as usize),
+                &a.ok_plain,
+            ));
         }
         *memo == 2
             || (a.lex_visible
@@ -118,7 +121,10 @@ impl GrammarTables {
     pub fn live_dfa_in(&self, q: u32, a: &mut Allowed) -> bool {
         let memo = &mut a.live_q[q as usize];
         if *memo == 0 {
-            *memo = 1 + u8::from(bits::intersects(self.dfa.live.row(q as usize), &a.ok_plain));
+            *memo = 1 + u8::from(bits::intersects(
+                self.lexing.dfa.live.row(q as usize),
+                &a.ok_plain,
+            ));
         }
         *memo == 2
     }
@@ -147,7 +153,7 @@ impl GrammarTables {
     /// `None` when the byte kills the automaton (`Scanner.step`).
     #[inline(always)]
     pub fn step(&self, scan: Scan, length: u32, byte: u8) -> Option<Scan> {
-        let dfa = &self.dfa;
+        let dfa = &self.lexing.dfa;
         let e = dfa.next[scan.q as usize * dfa.n_classes + dfa.class_of[byte as usize] as usize];
         if e < 0 {
             return None;
@@ -171,7 +177,7 @@ impl GrammarTables {
     /// allowed set (`Scanner.live`; the remainder is not empty).
     #[inline]
     pub fn live(&self, q: u32, ln: i32, a: &Allowed) -> bool {
-        bits::intersects(self.dfa.live.row(q as usize), &a.ok_plain)
+        bits::intersects(self.lexing.dfa.live.row(q as usize), &a.ok_plain)
             || (ln != NO_NODE
                 && bits::intersects(self.lexicon.prefix_cats.row(ln as usize), &a.ok_lex))
     }
@@ -180,8 +186,8 @@ impl GrammarTables {
     /// one-off questions such as `Lexer.is_viable`.
     pub fn live_under(&self, q: u32, ln: i32, allowed: &[u64]) -> bool {
         let cats = &self.lexicon.categories;
-        let live = self.dfa.live.row(q as usize);
-        let ok = |i: usize| allowed[i] | self.ignored[i];
+        let live = self.lexing.dfa.live.row(q as usize);
+        let ok = |i: usize| allowed[i] | self.lexing.ignored[i];
         (0..self.width).any(|i| live[i] & ok(i) & !cats[i] != 0)
             || (ln != NO_NODE && {
                 let prefix = self.lexicon.prefix_cats.row(ln as usize);
@@ -192,7 +198,8 @@ impl GrammarTables {
     /// An identifier position: a lexicon category is in `allowed` or ignored
     /// (the walk's key then carries the schema and the lexicon state).
     pub fn ident_position(&self, allowed: &[u64]) -> bool {
-        (0..self.width).any(|i| (allowed[i] | self.ignored[i]) & self.lexicon.categories[i] != 0)
+        (0..self.width)
+            .any(|i| (allowed[i] | self.lexing.ignored[i]) & self.lexicon.categories[i] != 0)
     }
 
     /// The candidates of the last accepted lexeme of `scan` that can ever be
@@ -212,7 +219,7 @@ impl GrammarTables {
         if scan.la_len == 0 {
             return vec![0; self.width];
         }
-        let accept = self.dfa.accept.row(scan.la_q as usize);
+        let accept = self.lexing.dfa.accept.row(scan.la_q as usize);
         let cats = &self.lexicon.categories;
         let words =
             (scan.la_ln != NO_NODE).then(|| self.lexicon.word_cats.row(scan.la_ln as usize));
@@ -227,7 +234,7 @@ impl GrammarTables {
     #[inline]
     pub fn pick(&self, scan: &Scan, ok: &[u64]) -> Option<u32> {
         debug_assert!(scan.la_len > 0);
-        let accept = self.dfa.accept.row(scan.la_q as usize);
+        let accept = self.lexing.dfa.accept.row(scan.la_q as usize);
         let cats = &self.lexicon.categories;
         let words =
             (scan.la_ln != NO_NODE).then(|| self.lexicon.word_cats.row(scan.la_ln as usize));

@@ -11,6 +11,8 @@
 //! - [`GrammarTables`]: one per (projected grammar, lexicon): union DFA, LALR(1)
 //!   ACTION/GOTO, lexicon trie, pick order, ignored set.
 
+use std::sync::Arc;
+
 use crate::bits::{self, BitRows};
 use crate::error::{bad_table, Result};
 
@@ -108,6 +110,104 @@ pub struct Lalr {
 }
 
 impl Lalr {
+    /// Validate `raw`'s LALR(1) tables and index them (its other tables are
+    /// not read).
+    pub fn new(raw: &RawGrammar) -> Result<Self> {
+        const L: &str = "LALR";
+        let w = raw.n_terminals + 1;
+        let n_states = raw.action.len() / w;
+        let n_nt = raw.n_nonterminals;
+        let n_rules = raw.rule_lhs.len();
+        if n_states == 0 || raw.action.len() != n_states * w {
+            return Err(bad_table(
+                L,
+                format!(
+                    "action has {} cells, not a multiple of {w}",
+                    raw.action.len()
+                ),
+            ));
+        }
+        if raw.goto.len() != n_states * n_nt {
+            return Err(bad_table(
+                L,
+                format!(
+                    "goto has {} cells, expected {}",
+                    raw.goto.len(),
+                    n_states * n_nt
+                ),
+            ));
+        }
+        if n_rules == 0 || raw.rule_len.len() != n_rules {
+            return Err(bad_table(L, "rule_lhs and rule_len differ in length"));
+        }
+        for &a in &raw.action {
+            let ok = match a {
+                0 => true,
+                k if k > 0 => ((k - 1) as usize) < n_states,
+                k => ((-(k as i64) - 1) as usize) < n_rules,
+            };
+            if !ok {
+                return Err(bad_table(L, format!("action cell {a} is out of range")));
+            }
+        }
+        if let Some(bad) = raw.goto.iter().find(|&&g| g < -1 || g >= n_states as i32) {
+            return Err(bad_table(L, format!("goto to state {bad} of {n_states}")));
+        }
+        let rule_lhs: Vec<u32> = raw
+            .rule_lhs
+            .iter()
+            .map(|&x| {
+                usize::try_from(x)
+                    .ok()
+                    .filter(|&x| x < n_nt)
+                    .map(|x| x as u32)
+            })
+            .collect::<Option<_>>()
+            .ok_or_else(|| bad_table(L, "a rule's left-hand side is out of range"))?;
+        let rule_len: Vec<u32> = raw
+            .rule_len
+            .iter()
+            .map(|&x| u32::try_from(x).ok())
+            .collect::<Option<_>>()
+            .ok_or_else(|| bad_table(L, "a negative rule length"))?;
+        let mut row_start = Vec::with_capacity(n_states + 1);
+        let mut row_terms = Vec::new();
+        for s in 0..n_states {
+            row_start.push(row_terms.len() as u32);
+            row_terms.extend((0..w as u32).filter(|&t| raw.action[s * w + t as usize] != 0));
+        }
+        row_start.push(row_terms.len() as u32);
+        let mut access = vec![u32::MAX; n_states];
+        for s in 0..n_states {
+            for t in 0..w {
+                let a = raw.action[s * w + t];
+                if a > 0 {
+                    access[(a - 1) as usize] = t as u32;
+                }
+            }
+            for n in 0..n_nt {
+                let g = raw.goto[s * n_nt + n];
+                if g >= 0 {
+                    access[g as usize] = (raw.n_terminals + 1 + n) as u32;
+                }
+            }
+        }
+        Ok(Self {
+            n_states,
+            n_terminals: raw.n_terminals,
+            n_nonterminals: n_nt,
+            action: raw.action.clone(),
+            goto: raw.goto.clone(),
+            rule_lhs,
+            rule_len,
+            row_start,
+            row_terms,
+            access,
+        })
+    }
+}
+
+impl Lalr {
     /// Columns of ACTION: the terminals and `$END`.
     #[inline]
     pub fn width(&self) -> usize {
@@ -156,23 +256,15 @@ impl Lexicon {
     }
 }
 
-/// Everything the scanner and the parser read for one (grammar, lexicon).
+/// What the walk reads of the union DFA and the ignored terminals: the same
+/// for every projection of a dialect (they keep its terminals), so it is
+/// built once per dialect and shared (`Arc`) by each projection's
+/// [`GrammarTables`] ([`GrammarTables::with_lexing`]).
 #[derive(Clone, Debug)]
-pub struct GrammarTables {
-    pub(crate) width: usize,
+pub struct Lexing {
     pub(crate) n_terminals: usize,
-    pub(crate) dfa: Dfa,
-    pub(crate) lalr: Lalr,
-    pub(crate) lexicon: Lexicon,
-    /// Position of each terminal in the pick order (`u32::MAX`: never picked).
-    pub(crate) rank: Vec<u32>,
-    pub(crate) order: Vec<u32>,
     pub(crate) ignored: Vec<u64>,
-    /// Per DFA state: it accepts a lexicon category.
-    pub(crate) accepts_category: Vec<bool>,
-    /// Terminals some LALR state can take, and the ignored ones: the only
-    /// picks there are (`Lexer.emittable`).
-    pub(crate) emittable: Vec<u64>,
+    pub(crate) dfa: Dfa,
     /// Per DFA state: the walk below a remainder in this state may read its
     /// last accept (pick among its candidates) before the next accept
     /// replaces it.
@@ -191,6 +283,70 @@ pub struct GrammarTables {
     pub(crate) succ_at: Vec<u32>,
     /// Per DFA state: the bytes that kill the automaton there.
     pub(crate) dead: Vec<[u64; 4]>,
+}
+
+impl Lexing {
+    /// Validate `raw`'s DFA and ignored set and derive the walk's tables from
+    /// them (its other tables are not read).
+    pub fn new(raw: &RawGrammar) -> Result<Self> {
+        let t = raw.n_terminals;
+        if t == 0 {
+            return Err(bad_table("grammar", "no terminals"));
+        }
+        let width = bits::width_for(t + 1);
+        let dfa = GrammarTables::build_dfa(raw, width)?;
+        check_set("grammar", || "ignored".into(), &raw.ignored, width, t)?;
+        let la_read = la_reads(&dfa, &raw.ignored);
+        let loops = (0..dfa.accept.len())
+            .map(|q| {
+                let mut set = [0u64; 4];
+                for b in 0..256usize {
+                    let e = dfa.next[q * dfa.n_classes + dfa.class_of[b] as usize];
+                    if e >= 0 && (e >> 1) as usize == q {
+                        set[b / 64] |= 1 << (b % 64);
+                    }
+                }
+                set
+            })
+            .collect();
+        let text_next = (0..dfa.accept.len()).map(|q| text_end(&dfa, q)).collect();
+        let (succ, succ_at, dead) = successors(&dfa);
+        Ok(Self {
+            n_terminals: t,
+            ignored: raw.ignored.clone(),
+            dfa,
+            la_read,
+            loops,
+            text_next,
+            succ,
+            succ_at,
+            dead,
+        })
+    }
+
+    pub fn n_terminals(&self) -> usize {
+        self.n_terminals
+    }
+}
+
+/// Everything the scanner and the parser read for one (grammar, lexicon).
+#[derive(Clone, Debug)]
+pub struct GrammarTables {
+    pub(crate) width: usize,
+    pub(crate) n_terminals: usize,
+    /// The dialect's union DFA and what the walk derives from it (shared).
+    pub(crate) lexing: Arc<Lexing>,
+    /// The LALR(1) tables (shared by the engines of one projection).
+    pub(crate) lalr: Arc<Lalr>,
+    pub(crate) lexicon: Lexicon,
+    /// Position of each terminal in the pick order (`u32::MAX`: never picked).
+    pub(crate) rank: Vec<u32>,
+    pub(crate) order: Vec<u32>,
+    /// Per DFA state: it accepts a lexicon category.
+    pub(crate) accepts_category: Vec<bool>,
+    /// Terminals some LALR state can take, and the ignored ones: the only
+    /// picks there are (`Lexer.emittable`).
+    pub(crate) emittable: Vec<u64>,
 }
 
 /// [`GrammarTables::succ`], [`GrammarTables::succ_at`] and
@@ -316,7 +472,7 @@ fn la_reads(dfa: &Dfa, ignored: &[u64]) -> Vec<bool> {
 
 fn check_set(
     table: &'static str,
-    what: &str,
+    what: impl Fn() -> String,
     set: &[u64],
     width: usize,
     n_bits: usize,
@@ -324,13 +480,13 @@ fn check_set(
     if set.len() != width {
         return Err(bad_table(
             table,
-            format!("{what} has {} words, expected {width}", set.len()),
+            format!("{} has {} words, expected {width}", what(), set.len()),
         ));
     }
     if bits::bit_len(set) > n_bits {
         return Err(bad_table(
             table,
-            format!("{what} names a terminal past {n_bits}"),
+            format!("{} names a terminal past {n_bits}", what()),
         ));
     }
     Ok(())
@@ -344,7 +500,7 @@ fn rows(
     n_bits: usize,
 ) -> Result<BitRows> {
     for (i, s) in sets.iter().enumerate() {
-        check_set(table, &format!("{what}[{i}]"), s, width, n_bits)?;
+        check_set(table, || format!("{what}[{i}]"), s, width, n_bits)?;
     }
     Ok(BitRows::from_rows(width, sets).expect("widths checked"))
 }
@@ -352,15 +508,37 @@ fn rows(
 impl GrammarTables {
     /// Validate and take over one grammar's artifacts (see [`RawGrammar`]).
     pub fn new(raw: RawGrammar) -> Result<Self> {
+        let lexing = Arc::new(Lexing::new(&raw)?);
+        let lalr = Arc::new(Lalr::new(&raw)?);
+        Self::with_parts(raw, lexing, lalr)
+    }
+
+    /// [`Self::new`] over a dialect's [`Lexing`] and a projection's [`Lalr`],
+    /// built before: `raw`'s DFA and LALR fields are not read (they may be
+    /// empty). The terminal count and ignored set must be the lexing's, the
+    /// terminal count the LALR tables'.
+    pub fn with_parts(raw: RawGrammar, lexing: Arc<Lexing>, lalr: Arc<Lalr>) -> Result<Self> {
         let t = raw.n_terminals;
-        if t == 0 {
-            return Err(bad_table("grammar", "no terminals"));
+        if t != lexing.n_terminals || raw.ignored != lexing.ignored {
+            return Err(bad_table(
+                "grammar",
+                format!(
+                    "its {t} terminals and ignored set are not those of the shared DFA tables ({})",
+                    lexing.n_terminals
+                ),
+            ));
+        }
+        if t != lalr.n_terminals {
+            return Err(bad_table(
+                "grammar",
+                format!(
+                    "its {t} terminals are not the {} of the shared LALR tables",
+                    lalr.n_terminals
+                ),
+            ));
         }
         let width = bits::width_for(t + 1);
-        let dfa = Self::build_dfa(&raw, width)?;
-        let lalr = Self::build_lalr(&raw)?;
         let lexicon = Self::build_lexicon(&raw, width)?;
-        check_set("grammar", "ignored", &raw.ignored, width, t)?;
         let mut rank = vec![u32::MAX; t];
         let mut order = Vec::with_capacity(raw.pick_order.len());
         for (k, &x) in raw.pick_order.iter().enumerate() {
@@ -377,6 +555,7 @@ impl GrammarTables {
             rank[x] = k as u32;
             order.push(x as u32);
         }
+        let dfa = &lexing.dfa;
         let accepts_category = (0..dfa.accept.len())
             .map(|q| bits::intersects(dfa.accept.row(q), &lexicon.categories))
             .collect();
@@ -386,38 +565,16 @@ impl GrammarTables {
                 bits::set(&mut emittable, c as usize);
             }
         }
-        let la_read = la_reads(&dfa, &raw.ignored);
-        let loops = (0..dfa.accept.len())
-            .map(|q| {
-                let mut set = [0u64; 4];
-                for b in 0..256usize {
-                    let e = dfa.next[q * dfa.n_classes + dfa.class_of[b] as usize];
-                    if e >= 0 && (e >> 1) as usize == q {
-                        set[b / 64] |= 1 << (b % 64);
-                    }
-                }
-                set
-            })
-            .collect();
-        let text_next = (0..dfa.accept.len()).map(|q| text_end(&dfa, q)).collect();
-        let (succ, succ_at, dead) = successors(&dfa);
         Ok(Self {
-            text_next,
-            succ,
-            succ_at,
-            dead,
             accepts_category,
             emittable,
-            la_read,
-            loops,
             width,
             n_terminals: t,
-            dfa,
+            lexing,
             lalr,
             lexicon,
             rank,
             order,
-            ignored: raw.ignored,
         })
     }
 
@@ -475,100 +632,6 @@ impl GrammarTables {
         })
     }
 
-    fn build_lalr(raw: &RawGrammar) -> Result<Lalr> {
-        const L: &str = "LALR";
-        let w = raw.n_terminals + 1;
-        let n_states = raw.action.len() / w;
-        let n_nt = raw.n_nonterminals;
-        let n_rules = raw.rule_lhs.len();
-        if n_states == 0 || raw.action.len() != n_states * w {
-            return Err(bad_table(
-                L,
-                format!(
-                    "action has {} cells, not a multiple of {w}",
-                    raw.action.len()
-                ),
-            ));
-        }
-        if raw.goto.len() != n_states * n_nt {
-            return Err(bad_table(
-                L,
-                format!(
-                    "goto has {} cells, expected {}",
-                    raw.goto.len(),
-                    n_states * n_nt
-                ),
-            ));
-        }
-        if n_rules == 0 || raw.rule_len.len() != n_rules {
-            return Err(bad_table(L, "rule_lhs and rule_len differ in length"));
-        }
-        for &a in &raw.action {
-            let ok = match a {
-                0 => true,
-                k if k > 0 => ((k - 1) as usize) < n_states,
-                k => ((-(k as i64) - 1) as usize) < n_rules,
-            };
-            if !ok {
-                return Err(bad_table(L, format!("action cell {a} is out of range")));
-            }
-        }
-        if let Some(bad) = raw.goto.iter().find(|&&g| g < -1 || g >= n_states as i32) {
-            return Err(bad_table(L, format!("goto to state {bad} of {n_states}")));
-        }
-        let rule_lhs: Vec<u32> = raw
-            .rule_lhs
-            .iter()
-            .map(|&x| {
-                usize::try_from(x)
-                    .ok()
-                    .filter(|&x| x < n_nt)
-                    .map(|x| x as u32)
-            })
-            .collect::<Option<_>>()
-            .ok_or_else(|| bad_table(L, "a rule's left-hand side is out of range"))?;
-        let rule_len: Vec<u32> = raw
-            .rule_len
-            .iter()
-            .map(|&x| u32::try_from(x).ok())
-            .collect::<Option<_>>()
-            .ok_or_else(|| bad_table(L, "a negative rule length"))?;
-        let mut row_start = Vec::with_capacity(n_states + 1);
-        let mut row_terms = Vec::new();
-        for s in 0..n_states {
-            row_start.push(row_terms.len() as u32);
-            row_terms.extend((0..w as u32).filter(|&t| raw.action[s * w + t as usize] != 0));
-        }
-        row_start.push(row_terms.len() as u32);
-        let mut access = vec![u32::MAX; n_states];
-        for s in 0..n_states {
-            for t in 0..w {
-                let a = raw.action[s * w + t];
-                if a > 0 {
-                    access[(a - 1) as usize] = t as u32;
-                }
-            }
-            for n in 0..n_nt {
-                let g = raw.goto[s * n_nt + n];
-                if g >= 0 {
-                    access[g as usize] = (raw.n_terminals + 1 + n) as u32;
-                }
-            }
-        }
-        Ok(Lalr {
-            n_states,
-            n_terminals: raw.n_terminals,
-            n_nonterminals: n_nt,
-            action: raw.action.clone(),
-            goto: raw.goto.clone(),
-            rule_lhs,
-            rule_len,
-            row_start,
-            row_terms,
-            access,
-        })
-    }
-
     fn build_lexicon(raw: &RawGrammar, width: usize) -> Result<Lexicon> {
         const X: &str = "lexicon";
         let n = raw.lexicon_children.len();
@@ -576,7 +639,7 @@ impl GrammarTables {
         if n == 0 || raw.lexicon_prefix_cats.len() != n || raw.lexicon_word_cats.len() != n {
             return Err(bad_table(X, "children, prefix_cats and word_cats must describe the same nodes (at least the root)"));
         }
-        check_set(X, "categories", &raw.lexicon_categories, width, t)?;
+        check_set(X, || "categories".into(), &raw.lexicon_categories, width, t)?;
         let mut start = Vec::with_capacity(n + 1);
         let mut bytes = Vec::new();
         let mut child = Vec::new();
@@ -619,7 +682,12 @@ impl GrammarTables {
     }
 
     pub fn dfa(&self) -> &Dfa {
-        &self.dfa
+        &self.lexing.dfa
+    }
+
+    /// The dialect's DFA tables this grammar's tables share.
+    pub fn lexing(&self) -> &Arc<Lexing> {
+        &self.lexing
     }
 
     pub fn lalr(&self) -> &Lalr {
@@ -627,19 +695,19 @@ impl GrammarTables {
     }
 
     pub fn n_dfa_states(&self) -> usize {
-        self.dfa.accept.len()
+        self.lexing.dfa.accept.len()
     }
 
     /// `t` is `%ignore`d.
     #[inline]
     pub fn is_ignored(&self, t: usize) -> bool {
-        bits::test(&self.ignored, t)
+        bits::test(&self.lexing.ignored, t)
     }
 
     /// Assert the invariants [`GrammarTables::new`] establishes (for tests).
     pub fn check_invariants(&self) {
         let n = self.n_dfa_states();
-        let dfa = &self.dfa;
+        let dfa = &self.lexing.dfa;
         assert_eq!(dfa.next.len(), n * dfa.n_classes);
         assert!(dfa.class_of.iter().all(|&c| (c as usize) < dfa.n_classes));
         for &e in &dfa.next {
@@ -655,7 +723,7 @@ impl GrammarTables {
             }
         }
         for s in 0..n {
-            let (acc, live) = (self.dfa.accept.row(s), self.dfa.live.row(s));
+            let (acc, live) = (dfa.accept.row(s), dfa.live.row(s));
             assert!(
                 acc.iter().zip(live).all(|(a, l)| a & !l == 0),
                 "state {s} accepts past live"

@@ -693,12 +693,12 @@ impl<'w> Walker<'w> {
     #[inline]
     fn uniform(&mut self, here: &TrieNode, scan: &Scan) -> bool {
         let q = scan.q as usize;
-        let (wide, loops) = (self.trie.wide(here), &self.g.loops[q]);
+        let (wide, loops) = (self.trie.wide(here), &self.g.lexing.loops[q]);
         let escape = |i: usize| wide.bytes[i] & !loops[i] != 0;
         // Words 0-1 hold the ASCII bytes, 2-3 the others.
         let ascii_closed = !escape(0) && !escape(1);
         let closed = ascii_closed
-            && ((!escape(2) && !escape(3)) || (self.g.text_next[q] == scan.q && wide.utf8));
+            && ((!escape(2) && !escape(3)) || (self.g.lexing.text_next[q] == scan.q && wide.utf8));
         if closed {
             return self.g.live_dfa_in(scan.q, self.a);
         }
@@ -716,7 +716,7 @@ impl<'w> Walker<'w> {
     /// byte) is tried first: most subtrees die there.
     fn run_lives(&mut self, edge: u8, wide: &Wide, q: u32) -> bool {
         let g = self.g;
-        let dfa = &g.dfa;
+        let dfa = &g.lexing.dfa;
         if dfa.next[q as usize * dfa.n_classes + dfa.class_of[edge as usize] as usize] < 0 {
             return false;
         }
@@ -754,14 +754,17 @@ impl<'w> Walker<'w> {
                     next.push(t);
                     next.len() <= RUN_STATES && g.live_dfa_in(t, a)
                 };
-                if multi && (g.text_next[s] == u32::MAX || !reach(g.text_next[s], self.a)) {
+                if multi
+                    && (g.lexing.text_next[s] == u32::MAX || !reach(g.lexing.text_next[s], self.a))
+                {
                     return false;
                 }
-                let dead = &g.dead[s];
+                let dead = &g.lexing.dead[s];
                 if ascii[0] & dead[0] != 0 || ascii[1] & dead[1] != 0 {
                     return false;
                 }
-                let succ = &g.succ[g.succ_at[s] as usize..g.succ_at[s + 1] as usize];
+                let succ =
+                    &g.lexing.succ[g.lexing.succ_at[s] as usize..g.lexing.succ_at[s + 1] as usize];
                 if succ.len() > RUN_SUCC {
                     return false; // a trie of literals: walked, not followed
                 }

@@ -61,7 +61,7 @@ def toy_engine(trie: TrieTables | None = None, **change: Any) -> EngineTables:
 
 
 def test_module_reports_abi_and_exports() -> None:
-    assert grid_kernels.ABI_VERSION == 4
+    assert grid_kernels.ABI_VERSION == 5
     assert set(grid_kernels.__all__) >= {
         "EngineTables",
         "Entry",
@@ -271,6 +271,59 @@ def test_one_trie_serves_many_grammars() -> None:
     trie = toy_trie()
     first, second = toy_engine(trie), toy_engine(trie)
     assert first.trie is trie and second.trie is trie
+
+
+def toy_parts() -> tuple[Any, Any, dict[str, None]]:
+    """The toy's DFA and LALR tables as shared parts, and the raw fields they replace."""
+    trans = array.array("i", [-1] * (4 * 256))
+    trans[ord("a")], trans[ord("b")], trans[ord(" ")] = 1, 2, 3
+    trans[3 * 256 + ord(" ")] = 3
+    lexing = grid_kernels.Lexing(
+        n_terminals=3,
+        dfa_trans=trans,
+        dfa_accept=(0, A, B, WS),
+        dfa_live=(A | B | WS, A, B, WS),
+        ignored=WS,
+    )
+    parsing = grid_kernels.Parsing(
+        n_terminals=3,
+        action=array.array("i", [2, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, -2, 0, 0, 0, -1]),
+        goto=[-1, 3, -1, -1, -1, -1, -1, -1],
+        n_nonterminals=2,
+        rule_lhs=[0, 1],
+        rule_len=[1, 2],
+    )
+    replaced = dict.fromkeys(
+        ("dfa_trans", "dfa_accept", "dfa_live", "action", "goto", "n_nonterminals", "rule_lhs")
+    )
+    return lexing, parsing, {**replaced, "rule_len": None}
+
+
+def test_shared_dfa_and_lalr_parts_walk_as_the_raw_tables() -> None:
+    """Tables over a dialect's shared ``Lexing`` and a projection's shared ``Parsing``
+    walk and fill exactly as tables built from the raw arrays; parts of another
+    terminal set, or both forms at once, are refused by name."""
+    trie = toy_trie()
+    lexing, parsing, raw = toy_parts()
+    own = toy_engine(trie)
+    shared = [toy_engine(trie, **raw, lexing=lexing, parsing=parsing) for _ in range(2)]
+    for node, pending, allowed in [(0, b"", A), (0, b"", B | WS), (0, b" ", A | B), (3, b"a", B)]:
+        expected = own.walk(node, pending, allowed)
+        assert [s.walk(node, pending, allowed) for s in shared] == [expected] * 2
+    rows = [array.array("i", [0]) for _ in range(2)]
+    for tables, row in zip((own, shared[0]), rows, strict=True):
+        tables.session().fill_next_token_bitmask(row)
+    assert rows[0] == rows[1] and rows[0][0] != 0
+    with pytest.raises(TypeError, match="either as lexing="):
+        toy_engine(trie, lexing=lexing)  # the raw DFA too
+    with pytest.raises(TypeError, match="either as parsing="):
+        toy_engine(trie, **{**raw, "rule_len": [1, 2]}, lexing=lexing, parsing=parsing)
+    with pytest.raises(ValueError, match="not those of the shared DFA tables"):
+        toy_engine(trie, **raw, lexing=lexing, parsing=parsing, ignored=0)
+    with pytest.raises(ValueError, match="invalid LALR table"):
+        grid_kernels.Parsing(
+            n_terminals=3, action=[0] * 5, goto=[], n_nonterminals=2, rule_lhs=[0], rule_len=[1]
+        )
 
 
 def test_walks_run_in_parallel_threads() -> None:

@@ -12,6 +12,8 @@ from functools import cache
 
 import pytest
 from core_language import CoreLanguage
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from grid_core.errors import EmptyLanguageError, GuideError, PolicyError
 from grid_core.grammar import Grammar, Rule
@@ -20,6 +22,7 @@ from grid_core.vocab import cl100k
 from grid_spec.spec import Language
 from grid_sql.dialect import Dialect, DialectDefinitionError
 from grid_sql.dialects import POSTGRES, SQLITE, available_dialects, get_dialect
+from grid_sql.generation import narrow_grammar, narrow_rule
 from grid_sql.lexicon import SchemaLexicon
 from grid_sql.policy import CLAUSES, VERBS, PolicyBundle, Role, example_policy
 from grid_sql.projection import RoleProjection, dialect_dfa, dialect_grammar
@@ -334,6 +337,48 @@ def test_fingerprint_is_the_grammar_and_shared_by_equal_roles() -> None:
     assert a.fingerprint == b.fingerprint == a.grammar.fingerprint
     assert c.fingerprint != a.fingerprint
     assert RoleProjection.compile(ADMIN, SQLITE).fingerprint == dialect_grammar(SQLITE).fingerprint
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    dialect=st.sampled_from([SQLITE, POSTGRES]),
+    verbs=st.frozensets(st.sampled_from(sorted(VERBS)), min_size=1),
+    banned=st.frozensets(st.sampled_from(sorted(CLAUSES))),
+    empty=st.frozensets(st.sampled_from(["CTE_NAME", "TABLE_NAME"])),
+    name=st.sampled_from(["a", "b"]),
+)
+def test_a_kept_projection_is_the_one_built_afresh(
+    dialect: Dialect,
+    verbs: frozenset[str],
+    banned: frozenset[str],
+    empty: frozenset[str],
+    name: str,
+) -> None:
+    """``RoleProjection.compile`` keeps projections by what determines them
+    (``PROJECTIONS``: dialect, verbs, banned clauses, empty categories); a kept one
+    must equal the projection built afresh for the role asking, its name included.
+    Fails if the key misses something the projection reads."""
+    r = role(name, set(verbs), banned)
+    words: dict[str, tuple[bytes, ...]] = {c: () for c in empty}
+    assert dialect.projection is not None
+    try:
+        fresh = RoleProjection._compile(
+            r, dialect, dialect_grammar(dialect), dialect.projection, empty
+        )
+    except EmptyLanguageError as e:
+        with pytest.raises(EmptyLanguageError) as info:
+            RoleProjection.compile(r, dialect, words=words)
+        assert info.value.role == e.role == name
+        return
+    for _ in range(2):  # the second one comes from the memo
+        kept = RoleProjection.compile(r, dialect, words=words)
+        assert (kept.role, kept.grammar.name) == (name, name)
+        assert kept.fingerprint == fresh.fingerprint
+        assert kept.grammar.rules == fresh.grammar.rules and kept.cut == fresh.cut
+        assert (kept.verbs, kept.banned_clauses) == (verbs, banned)
+        narrow = narrow_grammar(kept.grammar, name)
+        assert narrow.name == f"{name}-narrow"
+        assert narrow.rules == fresh.grammar.project(narrow_rule, "x").rules
 
 
 def test_same_semantics_as_the_demo_statement_cut() -> None:

@@ -57,6 +57,7 @@ import sys
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from types import ModuleType
 
 from grid_core.errors import GrammarError
@@ -105,8 +106,10 @@ class ByteDFA:
         return state
 
     def matches(self, data: bytes, terminal: int) -> bool:
-        """Whether ``data``, read whole from the start state, is a lexeme of ``terminal``."""
-        state = self.run(0, data)
+        """Whether ``data``, read whole from the start state, is a lexeme of ``terminal``.
+        (The state ``data`` leads to is remembered: a schema's words are checked
+        by every lexicon built over them.)"""
+        state = _end_state(self, bytes(data))
         return state != DEAD and bool(self.accept[state] >> terminal & 1)
 
     def check_invariants(self) -> None:
@@ -143,6 +146,12 @@ class ByteDFA:
             == _fingerprint(self.terminal_names, self.trans, self.accept, self.live),
             "fingerprint does not match the tables",
         )
+
+
+@lru_cache(maxsize=1 << 16)
+def _end_state(dfa: ByteDFA, data: bytes) -> int:
+    """``dfa.run(0, data)``, remembered (a DFA is immutable; keyed by identity)."""
+    return dfa.run(0, data)
 
 
 def _require(condition: bool, message: str) -> None:

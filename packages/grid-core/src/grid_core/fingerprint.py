@@ -15,6 +15,17 @@ from collections.abc import Mapping
 from typing import Any
 
 
+class Encoded:
+    """A value encoded once (``canonical(value)``): inside another value it encodes
+    as those bytes, so a large part that many fingerprints share (a grammar's
+    terminal patterns) is encoded once. The fingerprint is the value's own."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, value: Any) -> None:
+        self.data = canonical(value)
+
+
 def canonical(obj: Any) -> bytes:
     """Injective, type-tagged, length-prefixed encoding of ``obj``."""
     if type(obj) is str:  # the same bytes as _encode's str case, without its dispatch:
@@ -28,6 +39,8 @@ def canonical(obj: Any) -> bytes:
 def _encode(obj: Any, out: bytearray) -> None:
     if obj is None:
         out += b"N"
+    elif type(obj) is Encoded:
+        out += obj.data
     elif obj is True or obj is False:
         out += b"T" if obj else b"F"
     elif isinstance(obj, int):
@@ -42,8 +55,8 @@ def _encode(obj: Any, out: bytearray) -> None:
     elif isinstance(obj, tuple | list):
         out += b"l" + len(obj).to_bytes(8, "big")
         for item in obj:
-            # The int and str cases inline (the same bytes as the branches
-            # above): tables are long lists of ints, grammars of names.
+            # The int, str and bytes cases inline (the same bytes as the
+            # branches above): tables are long lists of ints, grammars of names.
             kind = type(item)
             if kind is int:
                 body = str(item).encode()
@@ -51,6 +64,8 @@ def _encode(obj: Any, out: bytearray) -> None:
             elif kind is str:
                 body = item.encode("utf-8")
                 out += b"s" + len(body).to_bytes(8, "big") + body
+            elif kind is bytes:  # a lexicon's word lists
+                out += b"b" + len(item).to_bytes(8, "big") + item
             else:
                 _encode(item, out)
     elif isinstance(obj, set | frozenset):

@@ -40,6 +40,7 @@ from lark.utils import get_regexp_width
 
 from grid_core.errors import EmptyLanguageError, GrammarError, PatternError, UndefinedSymbolError
 from grid_core.fingerprint import fingerprint
+from grid_core.memo import ContentMemo
 from grid_core.regex_bytes import compile_pattern
 
 if TYPE_CHECKING:
@@ -230,8 +231,27 @@ class Grammar:
             self.terminal_id(n)
         return self.project(lambda r: banned.isdisjoint(r.expansion), role)
 
+    def renamed(self, name: str) -> Grammar:
+        """This grammar under ``name`` (the role its errors name), with what was
+        already derived from its content (fingerprint, symbol orders) carried over:
+        a projection kept for one role serves another at no cost."""
+        if name == self.name:
+            return self
+        other = Grammar(name, self.terminals, self.rules, self.start)
+        for key in _CONTENT_DERIVED:
+            if key in self.__dict__:
+                other.__dict__[key] = self.__dict__[key]
+        return other
+
     def lalr(self) -> LalrTables:
-        """LALR(1) tables of this grammar (grid-core's own construction)."""
+        """LALR(1) tables of this grammar (grid-core's own construction), built once
+        per content: grammars with the same start, terminals, rules and rule aliases
+        (the fingerprint and the aliases: all that the construction reads) share one
+        set of tables (:data:`LALR_TABLES`)."""
+        key = (self.fingerprint, tuple(r.alias for r in self.rules))
+        return LALR_TABLES.get(key, self._build_lalr)
+
+    def _build_lalr(self) -> LalrTables:
         from grid_core.lalr import build_lalr
 
         nts = {n: i for i, n in enumerate(self.nonterminals)}
@@ -334,6 +354,16 @@ def lark_literal(pattern: str) -> str:
 
 def _raw(c: str) -> str:
     return c if " " <= c <= "~" and c != "/" else f"\\x{ord(c):02x}" if ord(c) < 256 else c
+
+
+#: Cached properties of :class:`Grammar` that depend on its content only, not its
+#: name (what :meth:`Grammar.renamed` carries over).
+_CONTENT_DERIVED = ("fingerprint", "nonterminals", "ignored", "pick_order")
+
+#: LALR(1) tables by grammar content (:meth:`Grammar.lalr`): a role's projection
+#: rebuilt for a new schema, or a second role with the same verbs and clauses, finds
+#: its tables here.
+LALR_TABLES: ContentMemo[LalrTables] = ContentMemo(64)
 
 
 class GrammarText(str):

@@ -32,9 +32,10 @@ from grid_core.audit import AuditLog, Kind
 from grid_core.cache import Entry, Key, SharedCache
 from grid_core.errors import GridError, GuideError, MaskError
 from grid_core.events import Event, EventSpec
+from grid_core.memo import ContentMemo
 from grid_core.protocol import accept_in_order, is_tensor, tensor_view
 
-ABI_VERSION = 4
+ABI_VERSION = 5
 
 
 class KernelsError(GridError):
@@ -63,6 +64,12 @@ def load() -> ModuleType | None:
 
 
 _tries: dict[str, Any] = {}
+_parsings: ContentMemo[Any] = ContentMemo(256)
+"""The kernels' LALR(1) tables (``grid_kernels.Parsing``) by the tables' fingerprint:
+one per projection, shared by its engines (a role's engine rebuilt for a new schema)."""
+_lexings: dict[tuple[str, int], Any] = {}
+"""The kernels' DFA tables (``grid_kernels.Lexing``) by the union DFA's fingerprint
+and the ignored terminals: one per dialect, shared by its projections' engines."""
 _shared: weakref.WeakKeyDictionary[SharedCache, Any] = weakref.WeakKeyDictionary()
 """The native walk cache of each T2 (made on its first engine, gone with it)."""
 
@@ -85,7 +92,9 @@ def engine_tables(engine: Any) -> Any:
     """The kernels' tables of an Engine, or None on the Python path.
 
     The trie tables (the large part) are built once per tokenizer trie and
-    shared by every engine over it; the grammar tables are per engine, with
+    shared by every engine over it, the DFA's once per dialect (union DFA and
+    ignored terminals) and shared by its projections, the LALR(1) tables' once
+    per projection; the rest (the lexicon) is per engine, with
     their caches capped as :func:`cache_caps` says (least recently used evicted).
     An engine built with a :class:`~grid_core.cache.SharedCache` (T2) shares one
     native walk cache with every other engine built with it: T2 lives with the
@@ -107,7 +116,12 @@ def engine_tables(engine: Any) -> Any:
         shared = _shared.get(engine.shared)
         if shared is None:
             shared = _shared.setdefault(engine.shared, native.SharedWalks(engine.shared.family))
-    tables = native.engine_tables(engine, trie, shared=shared)
+    key = (engine.dfa.fingerprint, engine.scanner.ignored)
+    lexing = _lexings.get(key)
+    if lexing is None:
+        lexing = _lexings.setdefault(key, native.lexing_of(engine))
+    parsing = _parsings.get(engine.tables.fingerprint, lambda: native.parsing_of(engine))
+    tables = native.engine_tables(engine, trie, shared=shared, lexing=lexing, parsing=parsing)
     if caps is not None:
         tables.set_caps(*caps)
     shared_cache.attach(native, tables, engine.family)

@@ -73,6 +73,7 @@ import sys
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import compress
 from typing import NamedTuple
 
 from grid_core.errors import GrammarError, LALRConflictError
@@ -113,6 +114,21 @@ class LalrTables:
     @property
     def n_rules(self) -> int:
         return len(self.rule_lhs)
+
+    @functools.cached_property
+    def shiftable(self) -> int:
+        """Bitset of the terminals some state has an action on."""
+        end = self.n_terminals
+        return sum(1 << t for t in {t for row in self.row_terms for t in row if t < end})
+
+    @functools.cached_property
+    def row_terms(self) -> tuple[tuple[int, ...], ...]:
+        """Per state, the symbols (terminals and ``$END``) with an action."""
+        action, w = self.action, self.n_terminals + 1
+        symbols = range(w)
+        return tuple(
+            tuple(compress(symbols, action[s * w : (s + 1) * w])) for s in range(self.n_states)
+        )
 
     def symbol_name(self, symbol: int) -> str:
         """Display name of a symbol id (terminal, $END or nonterminal)."""

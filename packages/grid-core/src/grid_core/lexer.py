@@ -174,9 +174,7 @@ class Lexer:
     def __init__(self, scanner: Scanner, parser: Parser) -> None:
         self.scanner = scanner
         self.parser = parser
-        terminals = {t for row in parser.row_terms for t in row if t < parser.end}
-        shiftable = sum(1 << t for t in terminals)
-        self.emittable = shiftable | scanner.ignored
+        self.emittable = parser.tables.shiftable | scanner.ignored
         """Terminals some stack can take, and the ignored ones: the only picks there are."""
         self.initial = self.config(parser.root, b"", 0, START, 0)
         self._append = threading.Lock()

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from grid_core.dfa import ByteDFA
 from grid_core.errors import LexiconError
-from grid_core.fingerprint import fingerprint
-from grid_core.grammar import Grammar
+from grid_core.fingerprint import Encoded, fingerprint
+from grid_core.grammar import Grammar, Terminal
 
 NO_NODE = -1
 
@@ -69,14 +70,19 @@ class Lexicon:
             assert below == self.prefix_cats[n]
 
 
-def build_lexicon(
-    grammar: Grammar, dfa: ByteDFA, words: Mapping[str, Collection[bytes]]
-) -> Lexicon:
-    """Build and validate a lexicon; ``words`` maps terminal names to W_c.
+@lru_cache(maxsize=16)
+def _terminal_patterns(terminals: tuple[Terminal, ...]) -> Encoded:
+    """The terminals' names and patterns, encoded once per terminal set: every
+    lexicon of a dialect's projections fingerprints the same list."""
+    return Encoded([(t.name, t.pattern) for t in terminals])
 
-    Raises :class:`LexiconError` for an empty word, or a word that the
-    category's own pattern does not match (the error names both).
-    """
+
+def check_words(
+    grammar: Grammar, dfa: ByteDFA, words: Mapping[str, Collection[bytes]]
+) -> dict[int, frozenset[bytes]]:
+    """``words`` (terminal name -> W_c) by terminal id, validated: raises
+    :class:`LexiconError` for an empty word, or a word that the category's own
+    pattern does not match (the error names both)."""
     by_id: dict[int, frozenset[bytes]] = {}
     for name, ws in words.items():
         t = grammar.terminal_id(name)
@@ -86,6 +92,31 @@ def build_lexicon(
             if not dfa.matches(w, t):
                 raise LexiconError(w, name, f"not matched by the pattern of {name}")
         by_id[t] = frozenset(ws)
+    return by_id
+
+
+def lexicon_fingerprint(grammar: Grammar, by_id: Mapping[int, Collection[bytes]]) -> str:
+    """The fingerprint of the lexicon of ``by_id`` (terminal id -> W_c) over
+    ``grammar``'s terminals, as :func:`build_lexicon` gives it."""
+    # Keyed on the terminal set, not the grammar: one lexicon serves L1 and every projection.
+    return fingerprint(
+        (
+            "grid.lexicon.v1",
+            _terminal_patterns(grammar.terminals),
+            {grammar.terminals[t].name: sorted(ws) for t, ws in by_id.items()},
+        )
+    )
+
+
+def build_lexicon(
+    grammar: Grammar, dfa: ByteDFA, words: Mapping[str, Collection[bytes]]
+) -> Lexicon:
+    """Build and validate a lexicon; ``words`` maps terminal names to W_c.
+
+    Raises :class:`LexiconError` for an empty word, or a word that the
+    category's own pattern does not match (the error names both).
+    """
+    by_id = check_words(grammar, dfa, words)
     children: list[dict[int, int]] = [{}]
     prefix: list[int] = [0]
     whole: list[int] = [0]
@@ -108,12 +139,5 @@ def build_lexicon(
     categories = 0
     for t in by_id:
         categories |= 1 << t
-    # Keyed on the terminal set, not the grammar: one lexicon serves L1 and every projection.
-    fp = fingerprint(
-        (
-            "grid.lexicon.v1",
-            [(t.name, t.pattern) for t in grammar.terminals],
-            {grammar.terminals[t].name: sorted(ws) for t, ws in by_id.items()},
-        )
-    )
+    fp = lexicon_fingerprint(grammar, by_id)
     return Lexicon(by_id, categories, tuple(children), tuple(prefix), tuple(whole), fp)

@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import threading
 import weakref
-from itertools import compress
 
 from grid_core.lalr import LalrTables
 
@@ -88,11 +87,7 @@ class Parser:
         )
         self._lock = threading.Lock()
         self.root = Node(None, -1, 0)
-        action, w = tables.action, self.width
-        symbols = range(w)
-        self.row_terms = tuple(
-            tuple(compress(symbols, action[s * w : (s + 1) * w])) for s in range(tables.n_states)
-        )
+        self.row_terms = tables.row_terms
         """Per state, the symbols (terminals and ``$END``) with an action."""
 
     def push(self, parent: Node, symbol: int, state: int) -> Node:

@@ -28,6 +28,8 @@ from grid_kernels._native import (
     EngineTables,
     Entry,
     EventTables,
+    Lexing,
+    Parsing,
     RemoteWalks,
     Session,
     SessionError,
@@ -48,6 +50,8 @@ __all__ = [
     "EngineTables",
     "Entry",
     "EventTables",
+    "Lexing",
+    "Parsing",
     "RemoteWalks",
     "Session",
     "SessionError",
@@ -58,8 +62,10 @@ __all__ = [
     "engine_tables",
     "fill_next_token_bitmasks",
     "lalr_tables",
+    "lexing_of",
     "masked_argmax",
     "pack_trie",
+    "parsing_of",
     "thompson",
     "trie_tables",
     "union_dfa",
@@ -79,16 +85,49 @@ def trie_tables(trie: Any, vocab: Any) -> TrieTables:
     )
 
 
+def lexing_of(engine: Any) -> Lexing:
+    """The :class:`Lexing` of a ``grid_core.guide.Engine``'s union DFA and ignored
+    terminals (the same for every projection of its dialect)."""
+    dfa = engine.dfa
+    return Lexing(
+        n_terminals=engine.tables.n_terminals,
+        dfa_trans=dfa.trans,
+        dfa_accept=dfa.accept,
+        dfa_live=dfa.live,
+        ignored=engine.scanner.ignored,
+    )
+
+
+def parsing_of(engine: Any) -> Parsing:
+    """The :class:`Parsing` of a ``grid_core.guide.Engine``'s LALR(1) tables (the
+    same for every engine of its projection)."""
+    tables = engine.tables
+    return Parsing(
+        n_terminals=tables.n_terminals,
+        action=tables.action,
+        goto=tables.goto,
+        n_nonterminals=tables.n_nonterminals,
+        rule_lhs=tables.rule_lhs,
+        rule_len=tables.rule_len,
+    )
+
+
 def engine_tables(
     engine: Any,
     trie: TrieTables | None = None,
     threads: int | None = 1,
     shared: SharedWalks | None = None,
+    lexing: Lexing | None = None,
+    parsing: Parsing | None = None,
 ) -> EngineTables:
     """The kernels' tables of a ``grid_core.guide.Engine``.
 
     Pass ``trie`` to share one :class:`TrieTables` between engines over the same
-    vocabulary (the trie is the large part); otherwise it is built here.
+    vocabulary (the trie is the large part); otherwise it is built here. Pass
+    ``lexing`` (:func:`lexing_of` an engine of the same dialect) to share the DFA's
+    tables between the dialect's projections, and ``parsing`` (:func:`parsing_of`
+    an engine of the same projection) to share its LALR(1) tables; otherwise
+    they are built here.
     ``threads``: the pool cold walks are spread over (None: rayon's global
     pool, one thread per CPU unless ``RAYON_NUM_THREADS`` says otherwise). One
     by default: through the subtree memo a typical cold walk takes a few
@@ -99,19 +138,17 @@ def engine_tables(
     """
     if trie is None:
         trie = trie_tables(engine.trie, engine.vocab)
-    tables, dfa, lexicon = engine.tables, engine.dfa, engine.lexicon
+    if lexing is None:
+        lexing = lexing_of(engine)
+    if parsing is None:
+        parsing = parsing_of(engine)
+    lexicon = engine.lexicon
     return EngineTables(
         trie=trie,
-        n_terminals=tables.n_terminals,
-        dfa_trans=dfa.trans,
-        dfa_accept=dfa.accept,
-        dfa_live=dfa.live,
-        action=tables.action,
-        goto=tables.goto,
-        n_nonterminals=tables.n_nonterminals,
-        rule_lhs=tables.rule_lhs,
-        rule_len=tables.rule_len,
-        lexicon_children=[dict(kids) for kids in lexicon.children],
+        n_terminals=engine.tables.n_terminals,
+        lexing=lexing,
+        parsing=parsing,
+        lexicon_children=lexicon.children,
         lexicon_prefix_cats=lexicon.prefix_cats,
         lexicon_word_cats=lexicon.word_cats,
         lexicon_categories=lexicon.categories,

@@ -19,6 +19,8 @@ __all__ = [
     "EngineTables",
     "Entry",
     "EventTables",
+    "Lexing",
+    "Parsing",
     "RemoteWalks",
     "Session",
     "SessionError",
@@ -99,6 +101,42 @@ class RemoteWalks:
 def attach_remote(tables: EngineTables, remote: RemoteWalks, family: str) -> bool: ...
 
 @final
+class Lexing:
+    """A dialect's union DFA (``grid_core.dfa.ByteDFA``'s tables) and ignored
+    terminals, validated, with what the walk derives from them: built once and
+    shared by the :class:`EngineTables` of every projection of the dialect
+    (``EngineTables(lexing=...)``). Immutable."""
+
+    def __new__(
+        cls,
+        *,
+        n_terminals: int,
+        dfa_trans: Sequence[int],
+        dfa_accept: Sequence[int],
+        dfa_live: Sequence[int],
+        ignored: int,
+    ) -> Lexing: ...
+    @property
+    def n_terminals(self) -> int: ...
+
+@final
+class Parsing:
+    """A projection's LALR(1) tables (``grid_core.lalr.LalrTables``' arrays),
+    validated and indexed: built once and shared by the :class:`EngineTables` of
+    every engine of the projection (``EngineTables(parsing=...)``). Immutable."""
+
+    def __new__(
+        cls,
+        *,
+        n_terminals: int,
+        action: Sequence[int],
+        goto: Sequence[int],
+        n_nonterminals: int,
+        rule_lhs: Sequence[int],
+        rule_len: Sequence[int],
+    ) -> Parsing: ...
+
+@final
 class EngineTables:
     """One grammar's validated tables (union DFA, LALR(1), lexicon, pick order,
     ignored set) over a shared :class:`TrieTables`. Immutable; any number of
@@ -109,26 +147,34 @@ class EngineTables:
         *,
         trie: TrieTables,
         n_terminals: int,
-        dfa_trans: Sequence[int],
-        dfa_accept: Sequence[int],
-        dfa_live: Sequence[int],
-        action: Sequence[int],
-        goto: Sequence[int],
-        n_nonterminals: int,
-        rule_lhs: Sequence[int],
-        rule_len: Sequence[int],
         lexicon_children: Sequence[Mapping[int, int]],
         lexicon_prefix_cats: Sequence[int],
         lexicon_word_cats: Sequence[int],
         lexicon_categories: int,
         pick_order: Sequence[int],
         ignored: int,
+        action: Sequence[int] | None = None,
+        goto: Sequence[int] | None = None,
+        n_nonterminals: int | None = None,
+        rule_lhs: Sequence[int] | None = None,
+        rule_len: Sequence[int] | None = None,
+        parsing: Parsing | None = None,
+        dfa_trans: Sequence[int] | None = None,
+        dfa_accept: Sequence[int] | None = None,
+        dfa_live: Sequence[int] | None = None,
+        lexing: Lexing | None = None,
         schema: str | None = None,
         threads: int | None = 1,
         shared: SharedWalks | None = None,
         family: str | None = None,
     ) -> EngineTables:
-        """``schema``: the lexicon's fingerprint (identifier keys carry it; None:
+        """The union DFA is given either as ``lexing`` (built once per dialect, its
+        terminal count and ``ignored`` must be these) or as ``dfa_trans``,
+        ``dfa_accept`` and ``dfa_live``; the LALR(1) tables either as ``parsing``
+        or as ``action``, ``goto``, ``n_nonterminals``, ``rule_lhs`` and
+        ``rule_len`` (a ``TypeError`` otherwise; a ``ValueError`` for parts of
+        another terminal set).
+        ``schema``: the lexicon's fingerprint (identifier keys carry it; None:
         the empty string).
         ``threads``: the pool cold walks are spread over (1: the calling
         thread; None: rayon's global pool).

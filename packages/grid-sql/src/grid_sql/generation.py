@@ -56,6 +56,7 @@ from typing import Final, Literal
 
 from grid_core.dfa import ByteDFA
 from grid_core.grammar import Grammar, Rule
+from grid_core.memo import ContentMemo
 
 __all__ = [
     "ALIASES",
@@ -114,8 +115,15 @@ def narrow_rule(rule: Rule) -> bool:
 def narrow_grammar(grammar: Grammar, role: str) -> Grammar:
     """``grammar`` (a role's projection) with the rules :func:`narrow_rule` cuts, reduced.
     Raises :class:`~grid_core.errors.EmptyLanguageError` naming ``role`` when nothing
-    is left."""
-    return grammar.project(narrow_rule, f"{role}-narrow")
+    is left. Kept by the projection's content (:data:`NARROWED`)."""
+    name = f"{role}-narrow"
+    key = (grammar.fingerprint, tuple(r.alias for r in grammar.rules))
+    return NARROWED.get(key, lambda: grammar.project(narrow_rule, name)).renamed(name)
+
+
+#: Narrowed grammars by the projection's content (its fingerprint and rule
+#: aliases: all that :func:`narrow_rule` and the reduction read).
+NARROWED: ContentMemo[Grammar] = ContentMemo(256)
 
 
 def narrow_words(

@@ -59,12 +59,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Final, Literal
 
 from grid_core.errors import LexiconError
-from grid_core.lexicon import Lexicon, build_lexicon
+from grid_core.lexicon import Lexicon, build_lexicon, check_words, lexicon_fingerprint
 from grid_sql.dialect import Dialect, DialectDefinitionError
 from grid_sql.policy import ALL, DEFAULT_CTE_NAMES, RoleGrants
 from grid_sql.projection import dialect_dfa, dialect_grammar
@@ -171,13 +172,21 @@ class SchemaLexicon:
     """Category -> word -> the catalog names it spells (for the SemanticChecker)."""
     quoted: frozenset[str]
     """Catalog names admitted in quoted form only (no bare spelling resolves to them)."""
-    lexicon: Lexicon
-    """The grid-core lexicon (one trie over all categories)."""
     schema_fingerprint: str
+    fingerprint: str
+    """The fingerprint of :attr:`lexicon` (``grid_core.lexicon.lexicon_fingerprint``)."""
+    _dialect: Dialect = field(repr=False)
 
-    @property
-    def fingerprint(self) -> str:
-        return self.lexicon.fingerprint
+    @cached_property
+    def lexicon(self) -> Lexicon:
+        """The grid-core lexicon (one trie over all categories), built on first use:
+        a role's engine builds its own over its generation profile's words, so the
+        serving path never needs this one. Its words were validated by :meth:`build`."""
+        dialect = self._dialect
+        lexicon = build_lexicon(dialect_grammar(dialect), dialect_dfa(dialect), self.words)
+        lexicon.check_invariants()
+        assert lexicon.fingerprint == self.fingerprint
+        return lexicon
 
     def word_lists(self) -> dict[str, list[bytes]]:
         """``{category: sorted words}``: the mapping ``build_lexicon`` and ``Engine`` take."""
@@ -233,8 +242,8 @@ class SchemaLexicon:
                     )
             admit(dialect.cte_category, grants.cte_names)
         words = {c: frozenset(ws) for c, ws in origins.items()}
-        lexicon = build_lexicon(dialect_grammar(dialect), dialect_dfa(dialect), words)
-        lexicon.check_invariants()
+        grammar = dialect_grammar(dialect)
+        by_id = check_words(grammar, dialect_dfa(dialect), words)  # LexiconError for a bad word
         return cls(
             grants.role,
             dialect.name,
@@ -246,6 +255,7 @@ class SchemaLexicon:
                 }
             ),
             frozenset(quoted),
-            lexicon,
             schema.fingerprint,
+            lexicon_fingerprint(grammar, by_id),
+            dialect,
         )

@@ -38,6 +38,7 @@ silently leave a clause open, and every clause it names is one of
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -45,6 +46,7 @@ from functools import cache
 from grid_core.dfa import ByteDFA, build_union_dfa
 from grid_core.errors import EmptyLanguageError, PolicyError
 from grid_core.grammar import Grammar, Rule, load_grammar
+from grid_core.memo import ContentMemo
 from grid_sql.dialect import Dialect, DialectDefinitionError
 from grid_sql.policy import CLAUSES, VERBS, Role
 from grid_sql.projection_rules import ProjectionRules
@@ -115,23 +117,40 @@ class RoleProjection:
                     "(give its Dialect value a projection: grid_sql.projection_rules)"
                 )
             rules = dialect.projection
-        l1 = grammar or dialect_grammar(dialect)
-        rules.check(dialect.name, l1)
-        unknown = sorted(set(rules.clauses) - set(CLAUSES))
-        if unknown:
-            raise DialectDefinitionError(
-                dialect.name, f"projection rules for unknown clauses {unknown}"
-            )
         unknown_verbs = sorted(role.verbs - set(VERBS))
         if unknown_verbs:
             raise PolicyError(f"role {role.name!r}: unknown verbs {unknown_verbs}")
         unknown_clauses = sorted(role.banned_clauses - set(CLAUSES))
         if unknown_clauses:
             raise PolicyError(f"role {role.name!r}: unknown clauses {unknown_clauses}")
+        empty = frozenset(c for c, ws in (words or {}).items() if not ws)
+        if grammar is not None or rules is not dialect.projection:
+            return cls._compile(role, dialect, grammar or dialect_grammar(dialect), rules, empty)
+        key = (dialect, role.verbs, role.banned_clauses, empty)
+        kept = PROJECTIONS.get(
+            key, lambda: cls._compile(role, dialect, dialect_grammar(dialect), rules, empty)
+        )
+        return dataclasses.replace(kept, role=role.name, grammar=kept.grammar.renamed(role.name))
+
+    @classmethod
+    def _compile(
+        cls,
+        role: Role,
+        dialect: Dialect,
+        l1: Grammar,
+        rules: ProjectionRules,
+        empty: frozenset[str],
+    ) -> RoleProjection:
+        """:meth:`compile` once its arguments are checked (see there)."""
+        rules.check(dialect.name, l1)
+        unknown = sorted(set(rules.clauses) - set(CLAUSES))
+        if unknown:
+            raise DialectDefinitionError(
+                dialect.name, f"projection rules for unknown clauses {unknown}"
+            )
         banned_forms = {f for v, f in rules.verb_forms.items() if v not in role.verbs}
         cuts = [c for clause in sorted(role.banned_clauses) for c in rules.clauses.get(clause, ())]
         cuts += [c for c, needs in rules.requirements if not needs <= role.verbs]
-        empty = {c for c, ws in (words or {}).items() if not ws}
         for category in empty:
             l1.terminal_id(category)  # a GrammarError for a category the dialect lacks
 
@@ -160,6 +179,13 @@ class RoleProjection:
             projected,
             tuple(r for r in l1.rules if cut(r)),
         )
+
+
+#: Projections by what determines them: the dialect (its L1 grammar and projection
+#: rules), the role's verbs and banned clauses, and the lexicon categories left
+#: empty. A second role with the same verbs and clauses, or the same role over
+#: another schema, gets the kept projection under its own name.
+PROJECTIONS: ContentMemo[RoleProjection] = ContentMemo(256)
 
 
 def project_role(
