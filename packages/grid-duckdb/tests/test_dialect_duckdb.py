@@ -220,6 +220,26 @@ def test_column_policy_on_from_first_statements(
     assert all(v.kind == ViolationKind.COLUMN_NOT_GRANTED for v in found)
 
 
+@pytest.mark.parametrize(
+    ("sql", "flagged"),
+    [
+        ("INSERT INTO departments VALUES (1);", True),  # DuckDB fills no defaults
+        ("INSERT INTO departments (id, name) VALUES (1, 'a'), (2);", True),
+        ("INSERT INTO departments (id) VALUES (1, 'a');", True),
+        ("INSERT INTO departments (id, name) VALUES (1, 'a'), (2, 'b');", False),
+        ("INSERT INTO departments (id) SELECT id FROM employees;", False),
+    ],
+)
+def test_insert_widths_are_duckdbs(
+    db: duckdb.DuckDBPyConnection, checker: SemanticChecker, sql: str, flagged: bool
+) -> None:
+    """The checker's VALUES and INSERT width rules flag what DuckDB refuses to prepare
+    (unlike PostgreSQL, DuckDB gives missing columns no default)."""
+    kinds = [v.kind for v in checker.check(sql, "admin")]
+    assert (ViolationKind.COLUMN_COUNT in kinds) == flagged, kinds
+    assert (prepares(db, sql) is not None) == flagged
+
+
 # ---------------------------------------------------------------- the database backend
 
 

@@ -186,12 +186,20 @@ RULE_CASES = [
         "column_count"
     ]),
     ("SELECT id FROM employees UNION SELECT id, title FROM employees;", ["column_count"]),
+    ("INSERT INTO employees (id, title) VALUES (1, 'a'), (2);", ["column_count"]),
+    ("INSERT INTO employees (id) VALUES (1, 2);", ["column_count"]),
+    ("INSERT INTO employees (id, title) SELECT id FROM employees;", ["column_count"]),
+    ("INSERT INTO employees VALUES (1, 'a', 'b', 'c', 2, 3, NULL, 4, 'h', true, 5);", [
+        "column_count"
+    ]),
     # controls: the server prepares each
     ("SELECT concat(first_name, ' ', title), round(id, 2), now() FROM employees;", []),
     ("SELECT lag(id, 1, 0) OVER (ORDER BY id), sum(sum(id)) OVER () FROM employees "
      "GROUP BY id;", []),
     ("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY id) FROM employees;", []),
     ("SELECT id FROM employees WHERE (id, title) IN (SELECT id, title FROM employees);", []),
+    ("INSERT INTO employees VALUES (1);", []),  # the other columns take their defaults
+    ("INSERT INTO employees (id, title) VALUES (1, 'a'), (2, 'b');", []),
 ]  # fmt: skip
 
 

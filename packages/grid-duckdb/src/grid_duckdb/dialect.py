@@ -84,6 +84,7 @@ class DuckdbDialect(PostgresDialect):
     type_names: tuple[str, ...] = TYPE_NAMES
     identifier_case: IdentifierCase = "insensitive"
     from_first_native: bool = True
+    insert_fills_defaults: bool = False  # "table t has 2 columns but 1 values were supplied"
     description: str = "DuckDB 2.0: PostgreSQL's DML with FROM-first SELECT"
 
 

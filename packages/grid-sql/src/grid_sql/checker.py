@@ -586,7 +586,7 @@ class _Walker:
     """One statement's name resolution: fills table uses, accesses, violations."""
 
     def __init__(
-        self, tables: Mapping[str, _Table], data: bytes, names: _Names, dialect: str
+        self, tables: Mapping[str, _Table], data: bytes, names: _Names, dialect: Dialect
     ) -> None:
         self.names = names
         self.dialect = dialect
@@ -667,7 +667,9 @@ class _Walker:
         source = _child(tree, "insert_source")
         if source is not None:
             for node in _trees(source):
-                self.select_stmt(node, None, env)
+                given = self.select_stmt(node, None, env)
+                if target is not None and target.table is not None and not given.opaque:
+                    self._insert_width(node, len(given.names), target.table, columns)
         if target is None:
             return
         alias = next((t for t in _tokens(tree) if t.type == "ALIAS_NAME"), None)
@@ -679,6 +681,26 @@ class _Walker:
         if conflict is not None:
             self.on_conflict(conflict, target, scope, env)
         self.returning(tree, scope, env)
+
+    def _insert_width(self, source: Tree, given: int, table: _Table, columns: Tree | None) -> None:
+        """An INSERT's source must give one value per target column: per named column
+        when the statement lists them, else per column of the table (a dialect with
+        ``insert_fills_defaults`` takes fewer: the rest get their defaults)."""
+        if columns is not None:
+            expected, what = len(_tokens(columns)), "the columns it names"
+        else:
+            expected, what = len(table.columns), f"the columns of {table.name}"
+            if given < expected and self.dialect.insert_fills_defaults:
+                return
+        if given != expected:
+            self._violation(
+                ViolationKind.COLUMN_COUNT,
+                _span(source),
+                f"this INSERT gives {given} value{'s' if given != 1 else ''} per row for "
+                f"{expected} column{'s' if expected != 1 else ''} ({what}); give one value "
+                "per column, or name the columns the values are for",
+                table.name,
+            )
 
     def on_conflict(self, tree: Tree, target: _Source, scope: _Scope, env: _Env) -> None:
         """ON CONFLICT (cols) DO UPDATE SET ... WHERE ...: the conflict columns are
@@ -846,7 +868,15 @@ class _Walker:
         if values is not None:
             rows = [r for r in _trees(values) if r.data == "row_value"]
             self.expr(values, scope, env)
-            width = len(_trees(rows[0])[0].children) if rows and _trees(rows[0]) else 0
+            widths = [len(_trees(r)[0].children) if _trees(r) else 0 for r in rows]
+            if len(set(widths)) > 1:
+                counts = " and ".join(map(str, sorted(set(widths))))
+                self._violation(
+                    ViolationKind.COLUMN_COUNT,
+                    _span(values),
+                    f"the rows of this VALUES give {counts} values; each must give the same number",
+                )
+            width = widths[0] if widths else 0
             return scope, _Outputs([(f"column{i}", f"column{i}") for i in range(1, width + 1)])
         deferred: list[Tree] = []
         from_clause = _child(tree, "from_clause")
@@ -969,7 +999,7 @@ class _Walker:
             scope.sources += self.table_or_subquery(tree, scope, env, deferred)
             return
         if tree.data != "join_source":
-            raise GrammarContractError(self.dialect, f"a FROM item is a {tree.data} tree")
+            raise GrammarContractError(self.dialect.name, f"a FROM item is a {tree.data} tree")
         parts = _trees(tree)
         self.join_source(parts[0], scope, env, deferred)
         left = list(scope.sources)
@@ -1373,7 +1403,7 @@ class SemanticChecker:
     def analyze(self, sql: str | bytes) -> Analysis:
         """Resolve every name of one statement (stage 2); no role is involved."""
         data = sql.encode("utf-8") if isinstance(sql, str) else sql
-        walker = _Walker(self._tables, data, self._names, self.dialect.name)
+        walker = _Walker(self._tables, data, self._names, self.dialect)
         try:
             tree = parse_statement(data, self.dialect)
             walker.statement(tree)

@@ -240,6 +240,9 @@ class Dialect:
     # Whether a bare name that is no column but names a FROM source is that
     # source's whole row (PostgreSQL: `SELECT to_json(e) FROM employees e`).
     whole_row_references: bool = False
+    # Whether an INSERT with no column list may give fewer values than the table has
+    # columns, the rest taking their defaults (PostgreSQL); SQLite and DuckDB refuse it.
+    insert_fills_defaults: bool = False
     # Whether a join condition's names resolve against every table of its FROM
     # clause, those joined to its right included (SQLite: `FROM a JOIN b ON x = 1
     # JOIN c` reads c.x, or is ambiguous), rather than the tables to its left and

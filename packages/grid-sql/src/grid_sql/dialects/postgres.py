@@ -240,6 +240,7 @@ class PostgresDialect(Dialect):
         ("returning_clause", "clause_close"),
     )
     join_condition_sees_right: bool = False
+    insert_fills_defaults: bool = True
     description: str = "PostgreSQL 15: SELECT/INSERT/UPDATE/DELETE, RETURNING, ON CONFLICT"
 
 
