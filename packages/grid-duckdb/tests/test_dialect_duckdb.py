@@ -240,6 +240,15 @@ def test_insert_widths_are_duckdbs(
     assert (prepares(db, sql) is not None) == flagged
 
 
+def test_star_calls_are_zero_argument_calls(
+    db: duckdb.DuckDBPyConnection, checker: SemanticChecker
+) -> None:
+    """DuckDB reads ``f(*)`` as ``f()`` (SQLite's reading, not PostgreSQL's)."""
+    sql = "SELECT now(*), random(*), row_number(*) OVER () FROM employees;"
+    assert prepares(db, sql) is None
+    assert checker.check(sql, "admin") == []
+
+
 # ---------------------------------------------------------------- the database backend
 
 

@@ -186,6 +186,8 @@ RULE_CASES = [
         "column_count"
     ]),
     ("SELECT id FROM employees UNION SELECT id, title FROM employees;", ["column_count"]),
+    ("SELECT now(*) FROM employees;", ["wrong_argument_count"]),
+    ("SELECT random(*) FROM employees;", ["wrong_argument_count"]),
     ("INSERT INTO employees (id, title) VALUES (1, 'a'), (2);", ["column_count"]),
     ("INSERT INTO employees (id) VALUES (1, 2);", ["column_count"]),
     ("INSERT INTO employees (id, title) SELECT id FROM employees;", ["column_count"]),
@@ -199,6 +201,7 @@ RULE_CASES = [
     ("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY id) FROM employees;", []),
     ("SELECT id FROM employees WHERE (id, title) IN (SELECT id, title FROM employees);", []),
     ("INSERT INTO employees VALUES (1);", []),  # the other columns take their defaults
+    ("SELECT row_number(*) OVER (), rank(*) OVER (), count(*) FROM employees;", []),
     ("INSERT INTO employees (id, title) VALUES (1, 'a'), (2, 'b');", []),
 ]  # fmt: skip
 

@@ -85,6 +85,7 @@ class DuckdbDialect(PostgresDialect):
     identifier_case: IdentifierCase = "insensitive"
     from_first_native: bool = True
     insert_fills_defaults: bool = False  # "table t has 2 columns but 1 values were supplied"
+    star_only_aggregates: bool = False  # now(*) is now()
     description: str = "DuckDB 2.0: PostgreSQL's DML with FROM-first SELECT"
 
 

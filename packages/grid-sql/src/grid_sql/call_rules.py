@@ -9,7 +9,10 @@ the repair pass feeds back. They read the parse tree only (no schema, no role):
 
 - ``wrong_argument_count``: a function of `Dialect.function_arities` called
   with a number of arguments outside its bounds. ``f(*)`` is a call with no
-  argument (SQLite's reading).
+  argument (SQLite's and DuckDB's reading); where `Dialect.star_only_aggregates`
+  (PostgreSQL: "now(*) specified, but now is not an aggregate function"), it
+  is also refused for a known function that is neither an aggregate nor a
+  window function.
 - ``misused_window``: a function of `Dialect.window_functions` called without
   OVER; a windowed call (one with OVER) in WHERE, GROUP BY or HAVING.
 - ``misused_aggregate``: an aggregate call (no OVER) inside the arguments of
@@ -70,6 +73,7 @@ class _Call(NamedTuple):
     arguments: int | None  # None: not counted (COUNT's own forms)
     windowed: bool
     span: Span
+    star: bool = False  # written f(*)
 
 
 def call_violations(tree: Tree, dialect: Dialect) -> list[Violation]:
@@ -110,6 +114,21 @@ def _judge(call: _Call, context: _Context, dialect: Dialect) -> list[Violation]:
                 ViolationKind.WRONG_ARGUMENT_COUNT,
                 span,
                 f"{name}() takes {_takes(bounds)}; this call passes {_count(call.arguments)}",
+            )
+        )
+    if (
+        call.star
+        and dialect.star_only_aggregates
+        and name in dialect.arities
+        and name not in dialect.window_functions
+        and not _can_aggregate(name, dialect)
+    ):
+        out.append(
+            _violation(
+                ViolationKind.WRONG_ARGUMENT_COUNT,
+                span,
+                f"{name}(*): `*` is an argument of aggregate and window functions only; "
+                f"call {name}() without it",
             )
         )
     if name in dialect.window_functions and not call.windowed:
@@ -162,7 +181,7 @@ def _call(node: Tree) -> _Call | None:
         if hasattr(head, "data") or head.type != "FUNCTION_NAME":
             return None
         name = str(head).rstrip("(").strip().lower()
-        return _Call(name, _arguments(children), windowed, span)
+        return _Call(name, _arguments(children), windowed, span, _star(children))
     head = next((c for c in children if c.data == "aggregate_head"), None)
     if head is None:
         return None
@@ -185,6 +204,23 @@ def _arguments(children: list[Any]) -> int:
         if child.data == "function_arguments":
             return _arguments(child.children)  # DISTINCT? expr_list | STAR (no argument)
     return 0
+
+
+def _star(children: list[Any]) -> bool:
+    """Whether a call's argument is ``*``."""
+    for child in children:
+        if hasattr(child, "data") and child.data == "function_arguments":
+            return any(not hasattr(c, "data") and c.type == "STAR" for c in child.children)
+    return False
+
+
+def _can_aggregate(name: str, dialect: Dialect) -> bool:
+    """Whether some call of ``name`` is an aggregate (MIN and MAX with one argument)."""
+    return (
+        name in _ALWAYS_AGGREGATE
+        or name in _ONE_ARGUMENT_AGGREGATE
+        or name in dialect.aggregate_functions
+    )
 
 
 def _is_aggregate(call: _Call, dialect: Dialect) -> bool:

@@ -243,6 +243,9 @@ class Dialect:
     # Whether an INSERT with no column list may give fewer values than the table has
     # columns, the rest taking their defaults (PostgreSQL); SQLite and DuckDB refuse it.
     insert_fills_defaults: bool = False
+    # Whether `f(*)` is refused for a function that is neither an aggregate nor a
+    # window function (PostgreSQL); SQLite and DuckDB read it as `f()`.
+    star_only_aggregates: bool = False
     # Whether a join condition's names resolve against every table of its FROM
     # clause, those joined to its right included (SQLite: `FROM a JOIN b ON x = 1
     # JOIN c` reads c.x, or is ambiguous), rather than the tables to its left and
