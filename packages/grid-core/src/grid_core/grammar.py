@@ -363,7 +363,7 @@ _CONTENT_DERIVED = ("fingerprint", "nonterminals", "ignored", "pick_order")
 #: LALR(1) tables by grammar content (:meth:`Grammar.lalr`): a role's projection
 #: rebuilt for a new schema, or a second role with the same verbs and clauses, finds
 #: its tables here.
-LALR_TABLES: ContentMemo[LalrTables] = ContentMemo(64)
+LALR_TABLES: ContentMemo[LalrTables] = ContentMemo(32)
 
 
 class GrammarText(str):

@@ -64,7 +64,7 @@ def load() -> ModuleType | None:
 
 
 _tries: dict[str, Any] = {}
-_parsings: ContentMemo[Any] = ContentMemo(256)
+_parsings: ContentMemo[Any] = ContentMemo(32)
 """The kernels' LALR(1) tables (``grid_kernels.Parsing``) by the tables' fingerprint:
 one per projection, shared by its engines (a role's engine rebuilt for a new schema)."""
 _lexings: dict[tuple[str, int], Any] = {}
