@@ -425,7 +425,7 @@ def test_check_statement_passes_the_dialect() -> None:
 
 def _walker(dialect: str = "sqlite") -> checker_module._Walker:
     checker = make(dialect)
-    return checker_module._Walker(checker._tables, b"", checker._names, checker.dialect.name)
+    return checker_module._Walker(checker._tables, b"", checker._names, checker.dialect)
 
 
 def _at(token: Token, start: int, end: int) -> Token:

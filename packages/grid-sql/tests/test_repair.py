@@ -87,7 +87,10 @@ def test_feedback_for_a_table_outside_the_grants() -> None:
         ("SELECT sin() FROM projects", "it calls a function with the wrong number of arg"),
         ("SELECT rank() FROM projects", "it uses a window function without OVER or where"),
         ("SELECT id FROM projects WHERE count(*) > 1", "it uses an aggregate where none is"),
-        ("SELECT (SELECT id, name FROM projects)", "a subquery or compound SELECT gives the"),
+        (
+            "SELECT (SELECT id, name FROM projects)",
+            "a subquery, compound SELECT, VALUES or INSERT gives the",
+        ),
     ],
 )
 def test_feedback_headline_is_true_for_the_violations(sql: str, headline: str) -> None:
