@@ -96,6 +96,27 @@ impl Payload {
         }
     }
 
+    /// A 64-bit hash of the encoding and data, for indexing rows by content
+    /// (not cryptographic: equal hashes are confirmed by comparing). Four
+    /// independent lanes of multiply-rotate over 64-bit words, so a dense
+    /// 150k-token row hashes in about a microsecond.
+    pub fn content_hash(&self) -> u64 {
+        const K: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mix = |h: u64, w: u64| (h ^ w).wrapping_mul(K).rotate_left(29);
+        let mut lanes = [u64::from(self.encoding), 1, 2, 3];
+        let mut chunks = self.data.chunks_exact(8);
+        for c in &mut chunks {
+            for (l, lane) in lanes.iter_mut().enumerate() {
+                *lane = mix(*lane, u64::from(c[2 * l]) | (u64::from(c[2 * l + 1]) << 32));
+            }
+        }
+        let mut h = self.data.len() as u64;
+        for &x in chunks.remainder() {
+            h = mix(h, u64::from(x));
+        }
+        lanes.iter().fold(h, |h, &l| mix(h, l))
+    }
+
     /// The payload of distinct token ids in any order.
     pub fn of_ids(n_vocab: usize, mut ids: Vec<u32>) -> Self {
         if 4 * ids.len() <= n_vocab.div_ceil(8) {

@@ -26,7 +26,9 @@
 //! evaluated class by class against the live stack (one shift each, each
 //! class's verdict memoized per allowed set), exactly as grid-core does; it
 //! holds at most a cap of bytes ([`ROW_MEMO_BYTES`] by default), evicting
-//! the least recently used rows ([`crate::lru`]). Interned nodes
+//! the least recently used rows ([`crate::lru`]). A new row equal in content
+//! to one still memoized is that row ([`RowIndex`]), so its audit fields are
+//! computed once per distinct row, not once per stack. Interned nodes
 //! are never freed one by one; instead the arena is a *generation*: once it
 //! holds more than [`ARENA_CAP`] nodes, sessions created from then on start a
 //! fresh one, and the old one is freed with its last session. Memory stays
@@ -44,7 +46,7 @@
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Instant;
 
 use rayon::prelude::*;
@@ -96,6 +98,8 @@ impl Row {
 pub struct Stacks {
     pub arena: StackArena,
     rows: Lru<(u64, NodeId), Arc<Row>>,
+    /// The row memo's rows by parts and by content ([`RowIndex`]).
+    same: RowIndex,
     /// The parse-event plans of this generation's nodes ([`crate::events`]).
     pub plans: crate::events::Plans,
 }
@@ -103,11 +107,106 @@ pub struct Stacks {
 /// The event plan memo's cap in bytes, per arena generation.
 pub const PLAN_MEMO_BYTES: usize = 16 << 20;
 
+/// Two indexes of a generation's memoized rows, so that a (walk, stack) seen
+/// for the first time mostly gets a row already built (most first-sight
+/// stacks give a row seen before: `docs/performance.md`):
+///
+/// - **by parts**: (root walk, the verdicts its classes gave against the
+///   stack, by identity) -> row. The row is `union(root CI, verdicts' CI)`, a
+///   function of that key, so a hit skips the union.
+/// - **by content** ([`Payload::content_hash`], confirmed by comparing): a new
+///   row equal to one still memoized is that row, so a row's audit fields (a
+///   BLAKE2b of the whole row, about 20 us on a 150k vocabulary) are
+///   computed once per distinct row.
+///
+/// Both hold `Weak`s: they keep no row alive, and a verdict's `Weak` pins its
+/// address, so no other verdict can take that address while the key lives.
+/// Each holds at most 1/[`INDEX_SHARE`] of the row memo's cap.
+#[derive(Debug)]
+pub struct RowIndex {
+    by_parts: Lru<(u64, Box<[usize]>), Shape>,
+    by_content: Lru<u64, Weak<Row>>,
+}
+
+/// A row under its parts, and `Weak`s of the verdicts whose addresses its key holds.
+#[derive(Debug)]
+struct Shape {
+    _pins: Box<[Weak<Verdict>]>,
+    row: Weak<Row>,
+}
+
+/// Bytes an index entry counts for its cap (plus 16 per verdict by parts), and
+/// each index's cap as a share of the row memo's: 1/32.
+const INDEX_ENTRY_BYTES: usize = 64;
+const INDEX_SHARE: usize = 32;
+
+impl RowIndex {
+    /// The indexes beside a row memo of `row_cap` bytes.
+    pub fn new(row_cap: usize) -> Self {
+        Self {
+            by_parts: Lru::new(row_cap / INDEX_SHARE),
+            by_content: Lru::new(row_cap / INDEX_SHARE),
+        }
+    }
+
+    /// The live row built from the root walk `serial` and `parts`, if indexed.
+    pub fn of_parts(&self, serial: u64, parts: &[Arc<Verdict>]) -> Option<Arc<Row>> {
+        let key = (serial, addresses(parts));
+        self.by_parts.get(&key).and_then(|s| s.row.upgrade())
+    }
+
+    /// The row of `ids`, the union of the root walk `serial`'s CI and `parts`':
+    /// a live row with equal ids if the content index finds one, else a new
+    /// row; indexed both ways. Equal ids give equal rows and equal audit
+    /// fields, so which row is returned is invisible in masks and records.
+    pub fn row_of(&mut self, serial: u64, parts: &[Arc<Verdict>], ids: Payload) -> Arc<Row> {
+        let hash = ids.content_hash();
+        let row = self.row_under(hash, ids);
+        let shape = Shape {
+            _pins: parts.iter().map(Arc::downgrade).collect(),
+            row: Arc::downgrade(&row),
+        };
+        let key = (serial, addresses(parts));
+        self.by_parts.remove(&key);
+        let size = INDEX_ENTRY_BYTES + 16 * parts.len();
+        self.by_parts.insert(key, shape, size);
+        row
+    }
+
+    /// The content index's half of [`RowIndex::row_of`], its key given: a row
+    /// found under `hash` is returned only if its ids are `ids` (hashes
+    /// collide; rows never do).
+    fn row_under(&mut self, hash: u64, ids: Payload) -> Arc<Row> {
+        if let Some(row) = self.by_content.get(&hash).and_then(Weak::upgrade) {
+            if row.ids == ids {
+                return row;
+            }
+        }
+        let row = Arc::new(Row::new(ids));
+        self.by_content.remove(&hash);
+        let weak = Arc::downgrade(&row);
+        self.by_content.insert(hash, weak, INDEX_ENTRY_BYTES);
+        row
+    }
+
+    /// Follow the row memo's new cap.
+    pub fn set_row_cap(&mut self, row_cap: usize) {
+        self.by_parts.set_cap(row_cap / INDEX_SHARE);
+        self.by_content.set_cap(row_cap / INDEX_SHARE);
+    }
+}
+
+/// The verdicts' identities, in order.
+fn addresses(parts: &[Arc<Verdict>]) -> Box<[usize]> {
+    parts.iter().map(|v| Arc::as_ptr(v) as usize).collect()
+}
+
 impl Stacks {
     fn new(arena: StackArena, row_cap: usize) -> Self {
         Self {
             arena,
             rows: Lru::new(row_cap),
+            same: RowIndex::new(row_cap),
             plans: Lru::new(PLAN_MEMO_BYTES),
         }
     }
@@ -127,6 +226,17 @@ impl Stacks {
     pub fn remember_row(&mut self, entry: &Entry, node: NodeId, row: Arc<Row>) {
         let size = row.ids.size() + 64;
         self.rows.insert((entry.serial, node), row, size);
+    }
+
+    /// The indexes of the memo's rows ([`RowIndex`]).
+    pub fn index(&mut self) -> &mut RowIndex {
+        &mut self.same
+    }
+
+    /// Set the row memo's cap (and its content index's, in proportion).
+    fn set_row_cap(&mut self, cap: usize) {
+        self.rows.set_cap(cap);
+        self.same.set_row_cap(cap);
     }
 
     /// Rows memoized now.
@@ -310,7 +420,7 @@ impl Engine {
         self.shared.cache.set_cap(walks);
         self.chunks.set_cap(chunks);
         self.row_cap.store(rows, Ordering::Relaxed);
-        lock(&lock(&self.stacks)).rows.set_cap(rows);
+        lock(&lock(&self.stacks)).set_row_cap(rows);
     }
 
     /// Bytes held, cap and evictions of the walk cache, the subtree memo and
@@ -771,4 +881,113 @@ pub struct WalkKey<'p> {
     /// An identifier position: a lexicon category is allowed or ignored.
     pub ident: bool,
     pub form: Form<'p>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::{DENSE, SPARSE};
+
+    fn ids(encoding: u8, data: &[u32]) -> Payload {
+        Payload {
+            encoding,
+            data: data.into(),
+        }
+    }
+
+    fn verdict(data: &[u32]) -> Arc<Verdict> {
+        Arc::new(Verdict {
+            ci: ids(SPARSE, data),
+            deeper: Vec::new(),
+        })
+    }
+
+    #[test]
+    fn rows_equal_in_content_are_one_row() {
+        let mut index = RowIndex::new(1 << 20);
+        let a = index.row_of(1, &[], ids(DENSE, &[0b1011, 7, 0]));
+        let b = index.row_of(2, &[], ids(DENSE, &[0b1011, 7, 0]));
+        assert!(
+            Arc::ptr_eq(&a, &b),
+            "equal ids, one row (its audit fields once)"
+        );
+        let c = index.row_of(3, &[], ids(SPARSE, &[0b1011, 7, 0]));
+        let d = index.row_of(4, &[], ids(DENSE, &[0b1011, 7, 1]));
+        assert!(!Arc::ptr_eq(&a, &c) && !Arc::ptr_eq(&a, &d));
+        assert_eq!(
+            (c.ids.encoding, &*d.ids.data),
+            (SPARSE, &[0b1011, 7, 1][..])
+        );
+        assert_ne!(a.ids.content_hash(), c.ids.content_hash());
+        assert_ne!(a.ids.content_hash(), d.ids.content_hash());
+    }
+
+    #[test]
+    fn a_colliding_hash_never_gives_another_rows_ids() {
+        let mut index = RowIndex::new(1 << 20);
+        let a = index.row_under(42, ids(DENSE, &[1, 2]));
+        let b = index.row_under(42, ids(DENSE, &[1, 3]));
+        assert_eq!(
+            &*b.ids.data,
+            &[1, 3][..],
+            "the index found a row with other ids"
+        );
+        assert!(!Arc::ptr_eq(&a, &b));
+        // The newer row now holds the slot; the older one is still itself.
+        assert!(Arc::ptr_eq(&b, &index.row_under(42, ids(DENSE, &[1, 3]))));
+        assert_eq!(&*a.ids.data, &[1, 2][..]);
+    }
+
+    #[test]
+    fn rows_are_found_by_their_root_and_verdicts() {
+        let mut index = RowIndex::new(1 << 20);
+        let (v, w) = (verdict(&[1]), verdict(&[1]));
+        let row = index.row_of(7, &[Arc::clone(&v), Arc::clone(&w)], ids(SPARSE, &[1]));
+        let found = index.of_parts(7, &[Arc::clone(&v), Arc::clone(&w)]);
+        assert!(found.is_some_and(|f| Arc::ptr_eq(&f, &row)));
+        // Another root, other verdicts (equal in content), another order: not found.
+        assert!(index
+            .of_parts(8, &[Arc::clone(&v), Arc::clone(&w)])
+            .is_none());
+        assert!(index
+            .of_parts(7, &[Arc::clone(&v), verdict(&[1])])
+            .is_none());
+        assert!(index
+            .of_parts(7, &[Arc::clone(&w), Arc::clone(&v)])
+            .is_none());
+        assert!(index.of_parts(7, &[Arc::clone(&v)]).is_none());
+        // A dropped verdict's address is pinned: a new verdict never takes it.
+        let address = Arc::as_ptr(&w) as usize;
+        drop(w);
+        let fresh: Vec<Arc<Verdict>> = (0..64).map(|_| verdict(&[2])).collect();
+        assert!(fresh.iter().all(|f| Arc::as_ptr(f) as usize != address));
+        // The row itself is not kept alive by the index.
+        drop(row);
+        assert!(index.of_parts(7, &[Arc::clone(&v)]).is_none());
+    }
+
+    #[test]
+    fn the_index_keeps_no_row_alive_and_follows_the_memo_cap() {
+        let mut index = RowIndex::new(1 << 20);
+        let v = verdict(&[5]);
+        let first = index.row_of(1, &[Arc::clone(&v)], ids(DENSE, &[5]));
+        let weak = Arc::downgrade(&first);
+        drop(first);
+        assert!(weak.upgrade().is_none(), "the index held the row");
+        assert!(index.of_parts(1, &[Arc::clone(&v)]).is_none());
+        let again = index.row_of(1, &[Arc::clone(&v)], ids(DENSE, &[5]));
+        assert_eq!(&*again.ids.data, &[5][..]);
+        index.set_row_cap(0);
+        assert_eq!(
+            (index.by_content.usage().1, index.by_parts.usage().1),
+            (0, 0)
+        );
+        let other = index.row_of(1, &[Arc::clone(&v)], ids(DENSE, &[5]));
+        assert!(
+            !Arc::ptr_eq(&again, &other),
+            "a memo without room indexes nothing"
+        );
+        assert!(index.by_content.is_empty() && index.by_parts.is_empty());
+        assert!(index.of_parts(1, &[v]).is_none());
+    }
 }

@@ -125,6 +125,17 @@ impl<K: Hash + Eq, V> Lru<K, V> {
         self.bytes = self.map.values().map(|s| s.size).sum();
     }
 
+    /// Take the value under `key` out of the map (not counted as evicted).
+    pub fn remove<Q>(&mut self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let slot = self.map.remove(key)?;
+        self.bytes -= slot.size;
+        Some(slot.value)
+    }
+
     /// Drop everything (the eviction count stays).
     pub fn clear(&mut self) {
         self.map.clear();

@@ -43,8 +43,8 @@
 use std::sync::{Arc, Mutex};
 
 use crate::audit::{extend_digest, mask_entry_id, Chain, Kind, Record};
-use crate::cache::{Class, Payload, Verdict};
-use crate::engine::{lock, Engine, Lookup, Row, Stacks};
+use crate::cache::{Class, Payload, Verdict, SPARSE};
+use crate::engine::{lock, Engine, Lookup, Stacks};
 use crate::error::{KernelError, Result};
 use crate::events::{At, Emission, Event, EventTables, Tracker};
 use crate::parser::NodeId;
@@ -470,7 +470,14 @@ impl Session {
                 if !walk.classes(s.node, &root.classes)? {
                     return Ok(Filled::Cold);
                 }
-                let memo = Arc::new(Row::new(union(&root.ci, &parts, n_words)));
+                let known = lock(&self.stacks).index().of_parts(root.serial, &parts);
+                let memo = match known {
+                    Some(row) => row,
+                    None => {
+                        let ids = union(&root.ci, &parts, n_words);
+                        lock(&self.stacks).index().row_of(root.serial, &parts, ids)
+                    }
+                };
                 lock(&self.stacks).remember_row(&root, s.node, Arc::clone(&memo));
                 memo
             }
@@ -622,10 +629,23 @@ impl Gather<'_> {
 }
 
 /// The CI ids of a root walk and of its CD verdicts, as one payload in
-/// grid-core's adaptive encoding.
+/// grid-core's adaptive encoding. When every part is sparse the id lists are
+/// merged without a dense row (most rows at identifier positions are a few
+/// hundred ids among 150k); the payload is the same either way.
 fn union(ci: &Payload, parts: &[Arc<Verdict>], n_words: usize) -> Payload {
     if parts.is_empty() {
         return ci.clone();
+    }
+    if ci.encoding == SPARSE && parts.iter().all(|v| v.ci.encoding == SPARSE) {
+        let total = ci.data.len() + parts.iter().map(|v| v.ci.data.len()).sum::<usize>();
+        let mut ids = Vec::with_capacity(total);
+        ids.extend_from_slice(&ci.data);
+        for v in parts {
+            ids.extend_from_slice(&v.ci.data);
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        return Payload::of_ids(32 * n_words, ids);
     }
     let mut words = vec![0u32; n_words];
     ci.write(&mut words);
@@ -683,5 +703,59 @@ pub fn fill_cold(
     };
     for (i, r) in walked {
         out[i] = r;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::DENSE;
+
+    /// The union by a dense row, whatever the parts' encodings.
+    fn dense_union(ci: &Payload, parts: &[Arc<Verdict>], n_words: usize) -> Payload {
+        let mut words = vec![0u32; n_words];
+        ci.write(&mut words);
+        for v in parts {
+            v.ci.or_into(&mut words);
+        }
+        Payload::of_words(words, 32 * n_words)
+    }
+
+    fn part(ci: Payload) -> Arc<Verdict> {
+        Arc::new(Verdict {
+            ci,
+            deeper: Vec::new(),
+        })
+    }
+
+    #[test]
+    fn sparse_unions_merge_to_the_dense_rows_payload() {
+        let n_words = 4;
+        let sparse = |ids: &[u32]| Payload::of_ids(32 * n_words, ids.to_vec());
+        let dense = |ids: &[u32]| {
+            let mut words = vec![0u32; n_words];
+            crate::cache::set_ids(&mut words, ids);
+            Payload {
+                encoding: DENSE,
+                data: words.into(),
+            }
+        };
+        let few: &[u32] = &[3, 64, 127];
+        let more: &[u32] = &[0, 3, 5, 31, 32, 100];
+        let cases = [
+            (sparse(few), vec![sparse(more)]),
+            (sparse(&[]), vec![sparse(few), sparse(few)]),
+            (sparse(few), vec![sparse(more), sparse(&[1, 2])]), // past the sparse limit: dense
+            (sparse(few), vec![dense(more)]),
+            (dense(more), vec![sparse(few)]),
+        ];
+        let mut encodings = Vec::new();
+        for (ci, parts) in cases {
+            let parts: Vec<Arc<Verdict>> = parts.into_iter().map(part).collect();
+            let got = union(&ci, &parts, n_words);
+            assert_eq!(got, dense_union(&ci, &parts, n_words));
+            encodings.push(got.encoding);
+        }
+        assert_eq!(encodings, [DENSE, SPARSE, DENSE, DENSE, DENSE]);
     }
 }
