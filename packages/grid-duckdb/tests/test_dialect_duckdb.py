@@ -21,10 +21,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from grid_duckdb.dialect import DUCKDB
+from grid_duckdb.dialect import DUCKDB, FUNCTION_ARITIES
 from grid_duckdb.schema import snapshot, snapshot_connection
 from grid_spec.spec import Language
-from grid_sql.checker import SemanticChecker, ViolationKind, contract_gaps
+from grid_sql.checker import SemanticChecker, StatementParseError, ViolationKind, contract_gaps
 from grid_sql.dialects import ENTRY_POINT_GROUP, get_dialect
 from grid_sql.lexicon import SchemaLexicon
 from grid_sql.schema import SchemaError
@@ -245,6 +245,96 @@ def test_star_calls_are_zero_argument_calls(
 ) -> None:
     """DuckDB reads ``f(*)`` as ``f()`` (SQLite's reading, not PostgreSQL's)."""
     sql = "SELECT now(*), random(*), row_number(*) OVER () FROM employees;"
+    assert prepares(db, sql) is None
+    assert checker.check(sql, "admin") == []
+
+
+def measured_arities(db: duckdb.DuckDBPyConnection) -> tuple[tuple[str, int, int | None], ...]:
+    """DuckDB's argument counts for the names of PostgreSQL's arity table that DuckDB
+    has, derived as `grid_duckdb.dialect.FUNCTION_ARITIES` says."""
+    from grid_sql.dialects.postgres import FUNCTION_ARITIES as PG_ARITIES
+
+    listed: dict[str, list[tuple[str, int, bool]]] = {}
+    query = "SELECT function_name, function_type, parameters, varargs FROM duckdb_functions()"
+    for name, kind, parameters, varargs in db.execute(query).fetchall():
+        listed.setdefault(name, []).append((kind, len(parameters), bool(varargs)))
+    out: list[tuple[str, int, int | None]] = []
+    for name, _, _ in PG_ARITIES:
+        overloads = listed.get(name)
+        if overloads is None:
+            continue
+        if any(kind == "window" for kind, _, _ in overloads):
+            counts = {k for k in range(6) if prepares(db, window_call(name, k)) is None}
+            unbounded = False
+        else:
+            counts = {n for _, n, _ in overloads}
+            unbounded = any(v for _, _, v in overloads)
+        out.append((name, min(counts), None if unbounded else max(counts)))
+    return tuple(out)
+
+
+def window_call(name: str, k: int) -> str:
+    args = ", ".join(["id", *["1"] * (k - 1)][:k])
+    return f"SELECT {name}({args}) OVER () FROM employees"
+
+
+def test_arities_are_duckdbs(db: duckdb.DuckDBPyConnection) -> None:
+    """The vendored table is what the installed DuckDB says (regenerate it with
+    `measured_arities` when DuckDB changes), and it is DuckDB's, not PostgreSQL's."""
+    from grid_sql.dialects.postgres import POSTGRES
+
+    assert DUCKDB.function_arities == measured_arities(db)
+    assert DUCKDB.function_arities != POSTGRES.function_arities
+
+
+KEYWORD_AGGREGATES = frozenset(("sum", "avg", "min", "max"))
+
+
+def _call(name: str, k: int) -> str:
+    if name in DUCKDB.window_functions:
+        return window_call(name, k) + ";"
+    return f"SELECT {name}({', '.join(['salary'] * k)}) FROM employees;"
+
+
+@pytest.mark.parametrize(
+    ("name", "k"),
+    [
+        (name, k)
+        for name, least, most in FUNCTION_ARITIES
+        for k in ([least - 1] if least else []) + ([most + 1] if most is not None else [])
+    ],
+)
+def test_a_count_outside_the_range_is_flagged_and_refused(
+    db: duckdb.DuckDBPyConnection, checker: SemanticChecker, name: str, k: int
+) -> None:
+    """Every count just outside a function's range: DuckDB refuses the call, and the
+    checker says wrong_argument_count (so no flag is a false one, and none is missed
+    at the edges). SUM, AVG, MIN and MAX are keywords whose one argument the grammar
+    fixes: other counts are outside the language."""
+    sql = _call(name, k)
+    assert prepares(db, sql) is not None, sql
+    if name in KEYWORD_AGGREGATES:
+        with pytest.raises(StatementParseError):
+            checker.check(sql, "admin")
+        return
+    kinds = [v.kind for v in checker.check(sql, "admin")]
+    assert ViolationKind.WRONG_ARGUMENT_COUNT in kinds, (sql, kinds)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT string_agg(title) FROM employees;",
+        "SELECT make_date(id) FROM employees;",
+        "SELECT lag(salary) OVER (), lead(salary, 1, 0) OVER () FROM employees;",
+        "SELECT regexp_replace(title, 'a', 'b', 'g') FROM employees;",
+    ],
+)
+def test_duckdb_only_counts_are_not_flagged(
+    db: duckdb.DuckDBPyConnection, checker: SemanticChecker, sql: str
+) -> None:
+    """Calls DuckDB runs though PostgreSQL would refuse their counts (the table used to
+    be PostgreSQL's, and flagged each of these)."""
     assert prepares(db, sql) is None
     assert checker.check(sql, "admin") == []
 

@@ -9,7 +9,10 @@ DuckDB, every reject line is refused by DuckDB and by the grammar
 
 - Functions: PostgreSQL's closed list minus the functions DuckDB lacks
   (measured with `duckdb_functions()`); the same reasoning about functions as
-  exits from table policy applies (grid_sql.dialects.postgres).
+  exits from table policy applies (grid_sql.dialects.postgres). Their
+  argument counts are DuckDB's own (`FUNCTION_ARITIES`), not PostgreSQL's:
+  `string_agg(s)`, `min(x, 3)` and `make_date(d)` run in DuckDB, `length(s, 1)`
+  and `lpad(s, 3)` do not.
 - Identifiers compare case-insensitively, quoted or not (DuckDB preserves the
   case a name was created with and matches it in any case): `identifier_case`
   is "insensitive".
@@ -48,6 +51,35 @@ MISSING_FUNCTIONS = frozenset((
     "to_jsonb",
 ))  # fmt: skip
 FUNCTIONS = tuple(f for f in PG_FUNCTIONS if f not in MISSING_FUNCTIONS)
+# The argument counts DuckDB accepts for PostgreSQL's arity table's functions that
+# it has, as (name, least, most or None), for the SemanticChecker's
+# wrong_argument_count. From duckdb_functions() (DuckDB 2.0.1): the least and most
+# parameters over a function's overloads, no bound for varargs; window functions
+# probed by preparing `f(x, 1, ...) OVER ()`, since their listed parameters include
+# the optional ones. tests/test_dialect_duckdb.py derives it again from the DuckDB
+# installed and replays the counts just outside each range against DuckDB.
+FUNCTION_ARITIES = (
+    ("abs", 1, 1), ("cbrt", 1, 1), ("ceil", 1, 1), ("ceiling", 1, 1), ("degrees", 1, 1),
+    ("exp", 1, 1), ("floor", 1, 1), ("ln", 1, 1), ("log", 1, 2), ("log10", 1, 1),
+    ("mod", 2, 2), ("pi", 0, 0), ("power", 2, 2), ("radians", 1, 1), ("random", 0, 0),
+    ("round", 1, 2), ("sign", 1, 1), ("sqrt", 1, 1), ("trunc", 1, 2),
+    ("ascii", 1, 1), ("char_length", 1, 1), ("character_length", 1, 1), ("chr", 1, 1),
+    ("concat", 1, None), ("concat_ws", 2, None), ("format", 1, None), ("left", 2, 2),
+    ("length", 1, 1), ("lower", 1, 1), ("lpad", 3, 3), ("ltrim", 1, 2), ("md5", 1, 1),
+    ("octet_length", 1, 1), ("regexp_replace", 3, 4), ("repeat", 2, 2),
+    ("replace", 3, 3), ("reverse", 1, 1), ("right", 2, 2), ("rpad", 3, 3),
+    ("rtrim", 1, 2), ("split_part", 3, 3), ("starts_with", 2, 2), ("strpos", 2, 2),
+    ("substr", 2, 3), ("translate", 3, 3), ("upper", 1, 1),
+    ("to_timestamp", 1, 1), ("age", 1, 2), ("date_part", 2, 2), ("date_trunc", 2, 2),
+    ("make_date", 1, 3), ("make_timestamp", 1, 6), ("now", 0, 0),
+    ("array_agg", 1, 1), ("bit_and", 1, 1), ("bit_or", 1, 1), ("bool_and", 1, 1),
+    ("bool_or", 1, 1), ("string_agg", 1, 2), ("stddev", 1, 1), ("stddev_pop", 1, 1),
+    ("stddev_samp", 1, 1), ("variance", 1, 1), ("var_pop", 1, 1), ("var_samp", 1, 1),
+    ("corr", 2, 2), ("covar_pop", 2, 2), ("covar_samp", 2, 2), ("regr_slope", 2, 2),
+    ("row_number", 0, 0), ("ntile", 1, 1), ("lag", 1, 3), ("lead", 1, 3),
+    ("first_value", 1, 1), ("last_value", 1, 1), ("nth_value", 2, 2),
+    ("to_json", 0, None), ("sum", 1, 1), ("avg", 1, 1), ("min", 1, 2), ("max", 1, 2),
+)  # fmt: skip
 # PostgreSQL's keywords less TIES (DuckDB has no FETCH ... WITH TIES; duckdb.lark).
 KEYWORDS = tuple(k for k in PG_KEYWORDS if k != "ties")
 # PostgreSQL type names DuckDB does not have.
@@ -86,6 +118,7 @@ class DuckdbDialect(PostgresDialect):
     from_first_native: bool = True
     insert_fills_defaults: bool = False  # "table t has 2 columns but 1 values were supplied"
     star_only_aggregates: bool = False  # now(*) is now()
+    function_arities: tuple[tuple[str, int, int | None], ...] = FUNCTION_ARITIES
     description: str = "DuckDB 2.0: PostgreSQL's DML with FROM-first SELECT"
 
 
