@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from grid_core.fingerprint import canonical, fingerprint
 
@@ -51,3 +53,63 @@ def test_tuples_and_lists_encode_alike_and_types_are_refused() -> None:
     assert fingerprint((1, 2)) != fingerprint((1, True))
     with pytest.raises(TypeError, match="float"):
         canonical([1, 2.0])
+
+
+def reference(value: object) -> bytes:
+    """The encoding as the module header states it, with no fast path."""
+    if value is None:
+        return b"N"
+    if value is True or value is False:
+        return b"T" if value else b"F"
+    if isinstance(value, int):
+        body = str(value).encode()
+        return b"i" + length(len(body), 4) + body
+    if isinstance(value, str):
+        return b"s" + length(len(value.encode())) + value.encode()
+    if isinstance(value, bytes):
+        return b"b" + length(len(value)) + value
+    if isinstance(value, tuple | list):
+        return b"l" + length(len(value)) + b"".join(reference(v) for v in value)
+    if isinstance(value, frozenset):
+        items = sorted(reference(v) for v in value)
+        return b"S" + length(len(items)) + b"".join(items)
+    assert isinstance(value, dict)
+    pairs = sorted((reference(k), reference(v)) for k, v in value.items())
+    return b"D" + length(len(pairs)) + b"".join(k + v for k, v in pairs)
+
+
+_scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=4) | st.binary(max_size=4)
+_values = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=4).map(tuple)
+        | st.frozensets(_scalars, max_size=3)
+        | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_values)
+def test_the_fast_paths_write_the_reference_bytes(value: object) -> None:
+    """Nested sequences take _encode_sequence's inline cases; every value's bytes are
+    still the header's encoding."""
+    assert canonical(value) == reference(value)
+
+
+def test_a_grammars_fingerprint_is_that_of_its_plain_value() -> None:
+    """Grammar.fingerprint encodes its terminals once per terminal set; the digest is
+    the one of the plain (start, terminals, rules) value."""
+    from grid_core.grammar import load_grammar
+
+    g = load_grammar('start: A B?\nA: "a"\nB: /b+/\n%ignore " "\n', "toy")
+    plain = (
+        "grid.grammar.v1",
+        g.start,
+        [(t.name, t.pattern, t.priority, t.ignored, t.literal) for t in g.terminals],
+        [(r.origin, r.expansion) for r in g.rules],
+    )
+    assert g.fingerprint == fingerprint(plain)
+    assert g.renamed("other").fingerprint == g.fingerprint

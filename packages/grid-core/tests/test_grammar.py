@@ -7,10 +7,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from grid_core.dfa import ByteDFA, build_union_dfa
 from grid_core.errors import EmptyLanguageError, LALRConflictError, UndefinedSymbolError
-from grid_core.grammar import Grammar, load_grammar
+from grid_core.grammar import Grammar, Rule, Terminal, load_grammar
 
 CRUD = (Path(__file__).parent / "grammars" / "crud.lark").read_text()
 
@@ -118,3 +120,62 @@ def test_fingerprints_are_stable_across_processes(crud: Grammar) -> None:
             env={"PYTHONHASHSEED": seed},
         )
         assert out.stdout.strip() == here
+
+
+def _reduced_by_fixpoint(g: Grammar, rules: list[Rule]) -> tuple[Rule, ...] | None:
+    """The reduced rules as the definition states them (generating, then reachable
+    from start), by naive fixpoints; None when start generates nothing."""
+    terminals = {t.name for t in g.terminals}
+    generating: set[str] = set()
+    while True:
+        more = {
+            r.origin for r in rules if all(s in terminals or s in generating for s in r.expansion)
+        }
+        if more <= generating:
+            break
+        generating |= more
+    if g.start not in generating:
+        return None
+    rules = [
+        r
+        for r in rules
+        if all(s in terminals or s in generating for s in r.expansion) and r.origin in generating
+    ]
+    reachable = {g.start}
+    while True:
+        more = {s for r in rules if r.origin in reachable for s in r.expansion} - terminals
+        if more <= reachable:
+            break
+        reachable |= more
+    return tuple(r for r in rules if r.origin in reachable)
+
+
+_SYMBOLS = ["start", "a", "b", "c", "d", "X", "Y"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(_SYMBOLS[:5]), st.lists(st.sampled_from(_SYMBOLS), max_size=3)),
+        min_size=1,
+        max_size=12,
+    ),
+    st.data(),
+)
+def test_projection_reduces_like_the_naive_fixpoints(
+    productions: list[tuple[str, list[str]]], data: st.DataObject
+) -> None:
+    """Grammar.project's linear-time generating and reachable sets give the rules the
+    naive fixpoints give, in the same order (cycles, unproductive and unreachable
+    rules, rules the projection drops)."""
+    terminals = (Terminal("X", "x", 0, False), Terminal("Y", "y", 0, False))
+    rules = tuple(Rule(o, tuple(e)) for o, e in productions)
+    g = Grammar("g", terminals, rules, "start")
+    keep = [data.draw(st.booleans()) for _ in rules]
+    kept = {id(r) for r, k in zip(rules, keep, strict=True) if k}
+    expected = _reduced_by_fixpoint(g, [r for r in rules if id(r) in kept])
+    if expected is None:
+        with pytest.raises(EmptyLanguageError):
+            g.project(lambda r: id(r) in kept, "role")
+        return
+    assert g.project(lambda r: id(r) in kept, "role").rules == expected

@@ -53,21 +53,7 @@ def _encode(obj: Any, out: bytearray) -> None:
         body = bytes(obj)
         out += b"b" + len(body).to_bytes(8, "big") + body
     elif isinstance(obj, tuple | list):
-        out += b"l" + len(obj).to_bytes(8, "big")
-        for item in obj:
-            # The int, str and bytes cases inline (the same bytes as the
-            # branches above): tables are long lists of ints, grammars of names.
-            kind = type(item)
-            if kind is int:
-                body = str(item).encode()
-                out += b"i" + len(body).to_bytes(4, "big") + body
-            elif kind is str:
-                body = item.encode("utf-8")
-                out += b"s" + len(body).to_bytes(8, "big") + body
-            elif kind is bytes:  # a lexicon's word lists
-                out += b"b" + len(item).to_bytes(8, "big") + item
-            else:
-                _encode(item, out)
+        _encode_sequence(obj, out)
     elif isinstance(obj, set | frozenset):
         items = sorted(canonical(x) for x in obj)
         out += b"S" + len(items).to_bytes(8, "big")
@@ -80,6 +66,28 @@ def _encode(obj: Any, out: bytearray) -> None:
             out += k + v
     else:
         raise TypeError(f"cannot fingerprint a value of type {type(obj).__name__}")
+
+
+def _encode_sequence(obj: tuple[Any, ...] | list[Any], out: bytearray) -> None:
+    """_encode's tuple and list case."""
+    out += b"l" + len(obj).to_bytes(8, "big")
+    for item in obj:
+        # The int, str, bytes and sequence cases inline (the same bytes as
+        # _encode's branches): tables are long lists of ints, grammars lists of
+        # (name, (names...)) pairs.
+        kind = type(item)
+        if kind is str:
+            body = item.encode("utf-8")
+            out += b"s" + len(body).to_bytes(8, "big") + body
+        elif kind is int:
+            body = str(item).encode()
+            out += b"i" + len(body).to_bytes(4, "big") + body
+        elif kind is tuple or kind is list:
+            _encode_sequence(item, out)
+        elif kind is bytes:  # a lexicon's word lists
+            out += b"b" + len(item).to_bytes(8, "big") + item
+        else:
+            _encode(item, out)
 
 
 def fingerprint(obj: Any) -> str:

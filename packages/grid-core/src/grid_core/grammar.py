@@ -39,7 +39,7 @@ from lark.load_grammar import load_grammar as lark_load_grammar
 from lark.utils import get_regexp_width
 
 from grid_core.errors import EmptyLanguageError, GrammarError, PatternError, UndefinedSymbolError
-from grid_core.fingerprint import fingerprint
+from grid_core.fingerprint import Encoded, fingerprint
 from grid_core.memo import ContentMemo
 from grid_core.regex_bytes import compile_pattern
 
@@ -101,6 +101,14 @@ class Terminal:
             -len(self.pattern),
             self.name,
         )
+
+
+@lru_cache(maxsize=32)
+def _terminals_encoded(terminals: tuple[Terminal, ...]) -> Encoded:
+    """The terminals' part of :attr:`Grammar.fingerprint`, encoded once per terminal
+    set: a dialect's projections and narrowings keep its terminals (about 100 KB
+    of patterns)."""
+    return Encoded([(t.name, t.pattern, t.priority, t.ignored, t.literal) for t in terminals])
 
 
 @dataclass(frozen=True)
@@ -180,7 +188,7 @@ class Grammar:
             (
                 "grid.grammar.v1",
                 self.start,
-                [(t.name, t.pattern, t.priority, t.ignored, t.literal) for t in self.terminals],
+                _terminals_encoded(self.terminals),
                 [(r.origin, r.expansion) for r in self.rules],
             )
         )
@@ -193,17 +201,26 @@ class Grammar:
         Raises :class:`EmptyLanguageError` naming ``role`` when nothing is left.
         """
         rules = [r for r in self.rules if keep(r)]
-        terminals = set(self._ids)
+        terminals = self._ids
+        # Generating symbols, the least fixpoint, in time linear in the rules: a
+        # rule's count is its occurrences of symbols not yet known to generate.
+        pending = [sum(s not in terminals for s in r.expansion) for r in rules]
+        uses: dict[str, list[int]] = {}
+        for i, r in enumerate(rules):
+            for s in r.expansion:
+                if s not in terminals:
+                    uses.setdefault(s, []).append(i)
         generating: set[str] = set()
-        changed = True
-        while changed:
-            changed = False
-            for r in rules:
-                if r.origin not in generating and all(
-                    s in terminals or s in generating for s in r.expansion
-                ):
-                    generating.add(r.origin)
-                    changed = True
+        ready = [i for i, n in enumerate(pending) if n == 0]
+        while ready:
+            origin = rules[ready.pop()].origin
+            if origin in generating:
+                continue
+            generating.add(origin)
+            for i in uses.get(origin, ()):
+                pending[i] -= 1
+                if pending[i] == 0:
+                    ready.append(i)
         if self.start not in generating:
             raise EmptyLanguageError(role, f"start symbol {self.start!r} derives no sentence")
         rules = [
@@ -212,15 +229,16 @@ class Grammar:
             if r.origin in generating
             and all(s in terminals or s in generating for s in r.expansion)
         ]
+        by_origin: dict[str, list[Rule]] = {}
+        for r in rules:
+            by_origin.setdefault(r.origin, []).append(r)
         reachable, todo = {self.start}, [self.start]
         while todo:
-            sym = todo.pop()
-            for r in rules:
-                if r.origin == sym:
-                    for s in r.expansion:
-                        if s not in terminals and s not in reachable:
-                            reachable.add(s)
-                            todo.append(s)
+            for r in by_origin.get(todo.pop(), ()):
+                for s in r.expansion:
+                    if s not in terminals and s not in reachable:
+                        reachable.add(s)
+                        todo.append(s)
         rules = [r for r in rules if r.origin in reachable]
         return Grammar(role, self.terminals, tuple(rules), self.start)
 
