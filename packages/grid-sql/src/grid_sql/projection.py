@@ -142,7 +142,12 @@ class RoleProjection:
         empty: frozenset[str],
     ) -> RoleProjection:
         """:meth:`compile` once its arguments are checked (see there)."""
-        rules.check(dialect.name, l1)
+        checked = (rules, l1.fingerprint)
+        if checked not in _CHECKED:
+            rules.check(dialect.name, l1)
+            if len(_CHECKED) >= 64:
+                _CHECKED.clear()
+            _CHECKED.add(checked)
         unknown = sorted(set(rules.clauses) - set(CLAUSES))
         if unknown:
             raise DialectDefinitionError(
@@ -154,15 +159,22 @@ class RoleProjection:
         for category in empty:
             l1.terminal_id(category)  # a GrammarError for a category the dialect lacks
 
+        uses_by_origin: dict[str, list[str | None]] = {}
+        for c in cuts:  # Cut.selects, grouped by origin
+            uses_by_origin.setdefault(c.origin, []).append(c.uses)
+
         def cut(rule: Rule) -> bool:
             if rule.origin == rules.statement and not banned_forms.isdisjoint(rule.expansion):
                 return True
             if not empty.isdisjoint(rule.expansion):
                 return True
-            return any(c.selects(rule) for c in cuts)
+            uses = uses_by_origin.get(rule.origin)
+            return uses is not None and any(u is None or u in rule.expansion for u in uses)
 
+        removed = tuple(r for r in l1.rules if cut(r))
+        gone = {id(r) for r in removed}
         try:
-            projected = l1.project(lambda r: not cut(r), role.name)
+            projected = l1.project(lambda r: id(r) not in gone, role.name)
         except EmptyLanguageError:
             raise EmptyLanguageError(
                 role.name,
@@ -177,9 +189,13 @@ class RoleProjection:
             role.verbs,
             role.banned_clauses,
             projected,
-            tuple(r for r in l1.rules if cut(r)),
+            removed,
         )
 
+
+#: (projection rules, L1 fingerprint) pairs whose ``ProjectionRules.check`` passed:
+#: the check reads nothing else, and a dialect checks one L1 (at most 64 kept).
+_CHECKED: set[tuple[ProjectionRules, str]] = set()
 
 #: Projections by what determines them: the dialect (its L1 grammar and projection
 #: rules), the role's verbs and banned clauses, and the lexicon categories left
