@@ -393,13 +393,12 @@ impl Engine {
         }
     }
 
-    /// The verdict memo key of `allowed` (the allowed set after a shift) in
-    /// this engine: the set, then the lexicon's tag.
-    pub fn verdict_key(&self, allowed: &[u64]) -> Vec<u64> {
-        let mut key = Vec::with_capacity(allowed.len() + 1);
+    /// Write into `key` the verdict memo key of `allowed` (the allowed set
+    /// after a shift) in this engine: the set, then the lexicon's tag.
+    pub fn verdict_key_into(&self, allowed: &[u64], key: &mut Vec<u64>) {
+        key.clear();
         key.extend_from_slice(allowed);
         key.push(self.schema_tag);
-        key
     }
 
     /// The arena generation a new session interns its stacks in.
@@ -759,8 +758,9 @@ impl Engine {
         Ok((entry, id))
     }
 
-    /// The verdict of a class with `members` under `allowed` (the allowed set
-    /// after shifting its terminal): memoized, else computed when `ctx.cold`
+    /// The verdict of a class with `members` under the allowed set after
+    /// shifting its terminal, given as its memo key ([`Engine::verdict_key_into`]:
+    /// the set, then the lexicon's tag): memoized, else computed when `ctx.cold`
     /// (counted as a walk), else `None`.
     ///
     /// Each member's sub-walk (`walk_from` of its subtree from its tail) is
@@ -775,10 +775,10 @@ impl Engine {
         &self,
         ctx: &mut Lookup,
         members: &Members,
-        allowed: &[u64],
+        key: &[u64],
     ) -> Result<Option<Arc<Verdict>>> {
-        let memo = self.verdict_key(allowed);
-        if let Some(v) = members.verdict(&memo) {
+        let (memo, allowed) = (key, &key[..key.len() - 1]);
+        if let Some(v) = members.verdict(memo) {
             return Ok(Some(v));
         }
         if !ctx.cold {
@@ -825,7 +825,7 @@ impl Engine {
                 .expect("walked in id mode")
                 .into_payload(trie.n_vocab()),
         };
-        Ok(Some(members.remember(&memo, verdict)))
+        Ok(Some(members.remember(memo, verdict)))
     }
 }
 

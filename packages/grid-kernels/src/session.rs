@@ -466,6 +466,7 @@ impl Session {
                     stacks: &self.stacks,
                     lookup: &mut self.lookup,
                     parts: &mut parts,
+                    key: Vec::new(),
                 };
                 if !walk.classes(s.node, &root.classes)? {
                     return Ok(Filled::Cold);
@@ -602,6 +603,9 @@ struct Gather<'a> {
     stacks: &'a Mutex<Stacks>,
     lookup: &'a mut Lookup,
     parts: &'a mut Vec<Arc<Verdict>>,
+    /// The current class's verdict key ([`Engine::verdict_key_into`]), one
+    /// buffer for the whole fill.
+    key: Vec<u64>,
 }
 
 impl Gather<'_> {
@@ -610,12 +614,16 @@ impl Gather<'_> {
     /// missing and the fill may not walk.
     fn classes(&mut self, node: NodeId, classes: &[Class]) -> Result<bool> {
         for class in classes {
-            let (shifted, allowed) = {
+            let shifted = {
                 let arena = &mut lock(self.stacks).arena;
                 let shifted = arena.shift(node, class.terminal as usize)?;
-                (shifted, arena.allowed(shifted)?.to_vec())
+                self.engine
+                    .verdict_key_into(arena.allowed(shifted)?, &mut self.key);
+                shifted
             };
-            let v = self.engine.verdict(self.lookup, &class.members, &allowed)?;
+            let v = self
+                .engine
+                .verdict(self.lookup, &class.members, &self.key)?;
             let Some(v) = v else {
                 return Ok(false);
             };
