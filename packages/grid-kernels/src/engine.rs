@@ -149,31 +149,34 @@ impl RowIndex {
         }
     }
 
-    /// The live row built from the root walk `serial` and `parts`, if indexed.
-    pub fn of_parts(&self, serial: u64, parts: &[Arc<Verdict>]) -> Option<Arc<Row>> {
-        let key = (serial, addresses(parts));
-        self.by_parts.get(&key).and_then(|s| s.row.upgrade())
-    }
-
-    /// The row of `ids`, the union of the root walk `serial`'s CI and `parts`':
-    /// a live row with equal ids if the content index finds one, else a new
-    /// row; indexed both ways. Equal ids give equal rows and equal audit
+    /// The row of the root walk `serial` and the verdicts `parts` its classes
+    /// gave: the live row indexed under them, else the row of `union()`'s ids
+    /// (a live row with equal ids if the content index finds one, else a new
+    /// row), indexed both ways. Equal ids give equal rows and equal audit
     /// fields, so which row is returned is invisible in masks and records.
-    pub fn row_of(&mut self, serial: u64, parts: &[Arc<Verdict>], ids: Payload) -> Arc<Row> {
-        let hash = ids.content_hash();
-        let row = self.row_under(hash, ids);
+    pub fn row(
+        &mut self,
+        serial: u64,
+        parts: &[Arc<Verdict>],
+        union: impl FnOnce() -> Payload,
+    ) -> Arc<Row> {
+        let key = (serial, addresses(parts));
+        if let Some(row) = self.by_parts.get(&key).and_then(|s| s.row.upgrade()) {
+            return row;
+        }
+        let ids = union();
+        let row = self.row_under(ids.content_hash(), ids);
         let shape = Shape {
             _pins: parts.iter().map(Arc::downgrade).collect(),
             row: Arc::downgrade(&row),
         };
-        let key = (serial, addresses(parts));
         self.by_parts.remove(&key);
         let size = INDEX_ENTRY_BYTES + 16 * parts.len();
         self.by_parts.insert(key, shape, size);
         row
     }
 
-    /// The content index's half of [`RowIndex::row_of`], its key given: a row
+    /// The content index's half of [`RowIndex::row`], its key given: a row
     /// found under `hash` is returned only if its ids are `ids` (hashes
     /// collide; rows never do).
     fn row_under(&mut self, hash: u64, ids: Payload) -> Arc<Row> {
@@ -902,17 +905,27 @@ mod tests {
         })
     }
 
+    /// The row `RowIndex::row` finds under `serial` and `parts` without building one.
+    fn found(index: &mut RowIndex, serial: u64, parts: &[Arc<Verdict>]) -> Option<Arc<Row>> {
+        let mut built = false;
+        let row = index.row(serial, parts, || {
+            built = true;
+            ids(DENSE, &[u32::MAX])
+        });
+        (!built).then_some(row)
+    }
+
     #[test]
     fn rows_equal_in_content_are_one_row() {
         let mut index = RowIndex::new(1 << 20);
-        let a = index.row_of(1, &[], ids(DENSE, &[0b1011, 7, 0]));
-        let b = index.row_of(2, &[], ids(DENSE, &[0b1011, 7, 0]));
+        let a = index.row(1, &[], || ids(DENSE, &[0b1011, 7, 0]));
+        let b = index.row(2, &[], || ids(DENSE, &[0b1011, 7, 0]));
         assert!(
             Arc::ptr_eq(&a, &b),
             "equal ids, one row (its audit fields once)"
         );
-        let c = index.row_of(3, &[], ids(SPARSE, &[0b1011, 7, 0]));
-        let d = index.row_of(4, &[], ids(DENSE, &[0b1011, 7, 1]));
+        let c = index.row(3, &[], || ids(SPARSE, &[0b1011, 7, 0]));
+        let d = index.row(4, &[], || ids(DENSE, &[0b1011, 7, 1]));
         assert!(!Arc::ptr_eq(&a, &c) && !Arc::ptr_eq(&a, &d));
         assert_eq!(
             (c.ids.encoding, &*d.ids.data),
@@ -942,20 +955,14 @@ mod tests {
     fn rows_are_found_by_their_root_and_verdicts() {
         let mut index = RowIndex::new(1 << 20);
         let (v, w) = (verdict(&[1]), verdict(&[1]));
-        let row = index.row_of(7, &[Arc::clone(&v), Arc::clone(&w)], ids(SPARSE, &[1]));
-        let found = index.of_parts(7, &[Arc::clone(&v), Arc::clone(&w)]);
-        assert!(found.is_some_and(|f| Arc::ptr_eq(&f, &row)));
+        let row = index.row(7, &[Arc::clone(&v), Arc::clone(&w)], || ids(SPARSE, &[1]));
+        let kept = found(&mut index, 7, &[Arc::clone(&v), Arc::clone(&w)]);
+        assert!(kept.is_some_and(|f| Arc::ptr_eq(&f, &row)));
         // Another root, other verdicts (equal in content), another order: not found.
-        assert!(index
-            .of_parts(8, &[Arc::clone(&v), Arc::clone(&w)])
-            .is_none());
-        assert!(index
-            .of_parts(7, &[Arc::clone(&v), verdict(&[1])])
-            .is_none());
-        assert!(index
-            .of_parts(7, &[Arc::clone(&w), Arc::clone(&v)])
-            .is_none());
-        assert!(index.of_parts(7, &[Arc::clone(&v)]).is_none());
+        assert!(found(&mut index, 8, &[Arc::clone(&v), Arc::clone(&w)]).is_none());
+        assert!(found(&mut index, 7, &[Arc::clone(&v), verdict(&[1])]).is_none());
+        assert!(found(&mut index, 7, &[Arc::clone(&w), Arc::clone(&v)]).is_none());
+        assert!(found(&mut index, 7, &[Arc::clone(&v)]).is_none());
         // A dropped verdict's address is pinned: a new verdict never takes it.
         let address = Arc::as_ptr(&w) as usize;
         drop(w);
@@ -963,31 +970,31 @@ mod tests {
         assert!(fresh.iter().all(|f| Arc::as_ptr(f) as usize != address));
         // The row itself is not kept alive by the index.
         drop(row);
-        assert!(index.of_parts(7, &[Arc::clone(&v)]).is_none());
+        assert!(found(&mut index, 7, &[Arc::clone(&v)]).is_none());
     }
 
     #[test]
     fn the_index_keeps_no_row_alive_and_follows_the_memo_cap() {
         let mut index = RowIndex::new(1 << 20);
         let v = verdict(&[5]);
-        let first = index.row_of(1, &[Arc::clone(&v)], ids(DENSE, &[5]));
+        let first = index.row(1, &[Arc::clone(&v)], || ids(DENSE, &[5]));
         let weak = Arc::downgrade(&first);
         drop(first);
         assert!(weak.upgrade().is_none(), "the index held the row");
-        assert!(index.of_parts(1, &[Arc::clone(&v)]).is_none());
-        let again = index.row_of(1, &[Arc::clone(&v)], ids(DENSE, &[5]));
+        assert!(found(&mut index, 1, &[Arc::clone(&v)]).is_none());
+        let again = index.row(1, &[Arc::clone(&v)], || ids(DENSE, &[5]));
         assert_eq!(&*again.ids.data, &[5][..]);
         index.set_row_cap(0);
         assert_eq!(
             (index.by_content.usage().1, index.by_parts.usage().1),
             (0, 0)
         );
-        let other = index.row_of(1, &[Arc::clone(&v)], ids(DENSE, &[5]));
+        let other = index.row(1, &[Arc::clone(&v)], || ids(DENSE, &[5]));
         assert!(
             !Arc::ptr_eq(&again, &other),
             "a memo without room indexes nothing"
         );
         assert!(index.by_content.is_empty() && index.by_parts.is_empty());
-        assert!(index.of_parts(1, &[v]).is_none());
+        assert!(found(&mut index, 1, &[v]).is_none());
     }
 }

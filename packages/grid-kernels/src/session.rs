@@ -471,15 +471,10 @@ impl Session {
                 if !walk.classes(s.node, &root.classes)? {
                     return Ok(Filled::Cold);
                 }
-                let known = lock(&self.stacks).index().of_parts(root.serial, &parts);
-                let memo = match known {
-                    Some(row) => row,
-                    None => {
-                        let ids = union(&root.ci, &parts, n_words);
-                        lock(&self.stacks).index().row_of(root.serial, &parts, ids)
-                    }
-                };
-                lock(&self.stacks).remember_row(&root, s.node, Arc::clone(&memo));
+                let mut stacks = lock(&self.stacks);
+                let union = || union(&root.ci, &parts, n_words);
+                let memo = stacks.index().row(root.serial, &parts, union);
+                stacks.remember_row(&root, s.node, Arc::clone(&memo));
                 memo
             }
         };

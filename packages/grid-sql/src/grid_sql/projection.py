@@ -142,12 +142,7 @@ class RoleProjection:
         empty: frozenset[str],
     ) -> RoleProjection:
         """:meth:`compile` once its arguments are checked (see there)."""
-        checked = (rules, l1.fingerprint)
-        if checked not in _CHECKED:
-            rules.check(dialect.name, l1)
-            if len(_CHECKED) >= 64:
-                _CHECKED.clear()
-            _CHECKED.add(checked)
+        CHECKED_RULES.get((rules, l1.fingerprint), lambda: _checked(rules, dialect.name, l1))
         unknown = sorted(set(rules.clauses) - set(CLAUSES))
         if unknown:
             raise DialectDefinitionError(
@@ -193,9 +188,15 @@ class RoleProjection:
         )
 
 
-#: (projection rules, L1 fingerprint) pairs whose ``ProjectionRules.check`` passed:
-#: the check reads nothing else, and a dialect checks one L1 (at most 64 kept).
-_CHECKED: set[tuple[ProjectionRules, str]] = set()
+#: Projection rules whose ``ProjectionRules.check`` passed, by (rules, L1
+#: fingerprint): the check reads nothing else, and a dialect checks one L1.
+CHECKED_RULES: ContentMemo[ProjectionRules] = ContentMemo(64)
+
+
+def _checked(rules: ProjectionRules, dialect: str, l1: Grammar) -> ProjectionRules:
+    rules.check(dialect, l1)
+    return rules
+
 
 #: Projections by what determines them: the dialect (its L1 grammar and projection
 #: rules), the role's verbs and banned clauses, and the lexicon categories left
