@@ -267,6 +267,35 @@ def test_guide_work_ahead_of_the_forward_pass_changes_nothing(
         assert a.audit.lines() == b.audit.lines()
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_guide_work_ahead_on_cuda_changes_nothing(
+    lm: Any, engines: Any, schema: SchemaSnapshot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On CUDA the criterion queues the sampled tokens' copy behind an event and the
+    worker waits for it (``grid_serve.transformers`` header). Fails if the rows'
+    tokens or audit lines differ from the same generation with no work ahead, or if
+    no work was done ahead. ``bench/gpu_processor.py`` checks the same at batch 1 to
+    128 on a larger model (its result: ``bench/results/gpu_processor.json``)."""
+    import copy
+
+    model = copy.deepcopy(lm.model).to("cuda")
+    roles = [engines["analyst"], engines["clerk"]]
+    questions = ["How many departments are there?", "List every order with its customer."]
+    prompts = [prompt(lm, r, schema, q) for r, q in zip(roles, questions, strict=True)]
+
+    def run() -> tuple[list[Any], GridLogitsProcessor]:
+        guides = [r.engine.guide() for r in roles]
+        return constrained_generate(model, guides, prompts, 20, stop_on_exit=True)
+
+    ahead, proc = run()
+    assert proc.ahead_seconds > 0
+    monkeypatch.setattr(GridLogitsProcessor, "_prefetch", lambda self, ids: None)
+    inline, _ = run()
+    for a, b in zip(ahead, inline, strict=True):
+        assert (a.tokens, a.stop_reason) == (b.tokens, b.stop_reason)
+        assert a.audit.lines() == b.audit.lines()
+
+
 def test_truncation_is_sealed_as_mode_2(lm: Any, engines: Any, schema: SchemaSnapshot) -> None:
     role = engines["admin"]
     (out,), _ = constrained_generate(

