@@ -267,6 +267,26 @@ def test_guide_work_ahead_of_the_forward_pass_changes_nothing(
         assert a.audit.lines() == b.audit.lines()
 
 
+def test_a_bug_in_the_work_ahead_is_raised_on_the_callers_thread(
+    lm: Any, engines: Any, schema: SchemaSnapshot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's failure (not a row's: those are sticky on the row) reaches
+    ``generate``'s caller at the next call. Fails if the call skips the failed
+    work as done (``_settle`` reads a done flag before the future)."""
+    fill = GridLogitsProcessor._fill
+
+    def broken(self: GridLogitsProcessor) -> None:
+        if threading.current_thread().name.startswith("grid-ahead"):
+            raise RuntimeError("a bug in the work ahead")
+        fill(self)
+
+    monkeypatch.setattr(GridLogitsProcessor, "_fill", broken)
+    role = engines["analyst"]
+    ids = prompt(lm, role, schema, "How many departments are there?")
+    with pytest.raises(RuntimeError, match="a bug in the work ahead"):
+        constrained_generate(lm.model, [role.engine.guide()], [ids], 8)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_guide_work_ahead_on_cuda_changes_nothing(
     lm: Any, engines: Any, schema: SchemaSnapshot, monkeypatch: pytest.MonkeyPatch

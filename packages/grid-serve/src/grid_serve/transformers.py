@@ -220,6 +220,7 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         """Wall time of the work done ahead, in the forward pass's shadow (:meth:`ahead`)."""
         self._filled_at: int | None = None  # the input width the rows were filled for
         self._pending: Future[None] | None = None  # work handed ahead, not yet waited for
+        self._ahead_done = False  # the worker finished the pending work without error
         self._pool: ThreadPoolExecutor | None = None
 
     @classmethod
@@ -302,6 +303,7 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         last = self.budget is not None and width - self._start >= self.budget
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="grid-ahead")
+        self._ahead_done = False
         self._pending = self._pool.submit(self._advance, new, ready, None if last else width)
 
     def _advance(
@@ -317,12 +319,13 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             self._fill()
             self._filled_at = width
         self.ahead_seconds += time.perf_counter() - t0
+        self._ahead_done = True  # last: _settle then skips the future's lock
 
     def _settle(self) -> None:
         """Wait for the work handed ahead; its error (a bug: row errors are
         sticky on their rows) is raised here, on the caller's thread."""
         pending, self._pending = self._pending, None
-        if pending is not None:
+        if pending is not None and not self._ahead_done:  # usually done: no lock taken
             pending.result()
 
     def _catch_up(self, input_ids: torch.Tensor) -> None:
