@@ -26,11 +26,17 @@ Arms, for batches of 1, 8, 32 and 128 rows, ``--steps`` new tokens:
 - ``grid_inline``: the same processor with no work ahead (each call catches up
   and fills after the forward pass, which its read of ``input_ids`` waits for).
 
-Each arm runs once untimed (caches warm: the ``grid`` run's ``first`` row keeps
-that run's numbers, first sight of every mask), then ``--repeats`` times; TPOT
-is wall time over the steps the batch ran (a GRID batch ends when every row has
-ended), median over the repeats. ``mask_ms_per_step`` is the processor's own
-time per call (what ``generate`` waits for).
+The arms run interleaved (plain, grid, grid_inline, again), once untimed
+(caches warm: the ``grid`` run's ``first`` row keeps that run's numbers, first
+sight of every mask), then ``--repeats`` times; TPOT is wall time over the
+steps the batch ran (a GRID batch ends when every row has ended), median over
+the repeats; ``overhead_paired`` lists each repeat's GRID TPOT over the plain
+run just before it, minus one; ``gc_ms_per_step`` is the time Python's
+collector ran inside the timed runs (each run starts after an untimed
+``gc.collect()``, so no arm pays for the checks' garbage).
+``mask_ms_per_step`` is the processor's own time per call (what ``generate``
+waits for). ``apply_check`` times the GPU application (median of 20 calls,
+the CPU waiting for the GPU).
 
 Checks, each one fails the run: every GRID row's audit log verifies and
 replays; every row's text is a viable prefix of the role's language (grid-spec)
@@ -47,6 +53,7 @@ importable). Writes ``bench/results/gpu_processor.json`` (or ``--out``).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -121,12 +128,28 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
-def timed(run: Any) -> tuple[float, Any]:
+GC = {"seconds": 0.0, "collections": 0, "start": 0.0}
+
+
+def _gc_clock(phase: str, info: dict[str, int]) -> None:
+    if phase == "start":
+        GC["start"] = time.perf_counter()
+    else:
+        GC["seconds"] += time.perf_counter() - GC["start"]
+        GC["collections"] += 1
+
+
+def timed(run: Any) -> tuple[float, float, Any]:
+    """``run()``'s wall seconds, the seconds Python's collector ran inside it, its
+    result. The garbage of what ran before (the checks) is collected first,
+    untimed, so that no arm pays for another's."""
+    gc.collect()
     sync()
+    before = GC["seconds"]
     t0 = time.perf_counter()
     result = run()
     sync()
-    return time.perf_counter() - t0, result
+    return time.perf_counter() - t0, GC["seconds"] - before, result
 
 
 def check_rows(outcomes: list[Any], role: Any, lang: Language) -> dict[str, int]:
@@ -164,14 +187,16 @@ def check_apply(engine: Any, rows: int, seed: int) -> dict[str, Any]:
         logits = torch.randn((rows, 151936), generator=torch.Generator().manual_seed(seed))
         reference = logits.clone()
         native.apply_token_bitmask(reference.numpy(), words.numpy())
+        timings: list[float] = []
+        for _ in range(21):  # the first is a warm-up
+            gpu = logits.to(DEVICE, dtype)
+            sync()
+            t0 = time.perf_counter()
+            apply_bitmask_(gpu, words)
+            sync()
+            timings.append(1e3 * (time.perf_counter() - t0))
         gpu = logits.to(DEVICE, dtype)
-        apply_bitmask_(gpu, words)  # warm
-        gpu = logits.to(DEVICE, dtype)
-        sync()
-        t0 = time.perf_counter()
         apply_bitmask_(gpu, words)
-        sync()
-        apply_ms = 1e3 * (time.perf_counter() - t0)
         back = gpu.float().cpu()
         blocked = torch.isinf(back)
         assert torch.equal(blocked, torch.isinf(reference)), f"{dtype}: blocked ids differ"
@@ -179,39 +204,43 @@ def check_apply(engine: Any, rows: int, seed: int) -> dict[str, Any]:
         assert torch.equal(back[~blocked], kept[~blocked]), f"{dtype}: an admitted logit changed"
         out[str(dtype).removeprefix("torch.")] = {
             "blocked": int(blocked.sum()),
-            "apply_ms": apply_ms,
+            "apply_ms": statistics.median(timings[1:]),
         }
     return out
 
 
 def grid_arm(
     model: Any, role: Any, prompts: list[list[int]], steps: int, ahead: bool
-) -> tuple[float, int, GridLogitsProcessor, list[Any]]:
-    """One constrained batch; returns wall seconds, steps run, the processor, the outcomes."""
+) -> tuple[float, float, int, GridLogitsProcessor, list[Any]]:
+    """One constrained batch; returns wall seconds, the collector's seconds in
+    them, the steps run, the processor, the outcomes."""
     guides = [role.engine.guide() for _ in prompts]
     if ahead:
-        secs, (outcomes, proc) = timed(lambda: constrained_generate(model, guides, prompts, steps))
+        secs, gc_secs, (outcomes, proc) = timed(
+            lambda: constrained_generate(model, guides, prompts, steps)
+        )
     else:
         prefetch = GridLogitsProcessor._prefetch
         GridLogitsProcessor._prefetch = lambda self, ids: None  # type: ignore[method-assign]
         try:
-            secs, (outcomes, proc) = timed(
+            secs, gc_secs, (outcomes, proc) = timed(
                 lambda: constrained_generate(model, guides, prompts, steps)
             )
         finally:
             GridLogitsProcessor._prefetch = prefetch  # type: ignore[method-assign]
     ran = max(len(o.tokens) for o in outcomes)
-    return secs, ran, proc, outcomes
+    return secs, gc_secs, ran, proc, outcomes
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batches", default="1,8,32,128")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--dry-run", action="store_true", help="a tiny model on the CPU")
     args = parser.parse_args()
+    gc.callbacks.append(_gc_clock)
     if not args.dry_run and not torch.cuda.is_available():
         raise SystemExit("gpu_processor.py needs a CUDA device")
     global DEVICE
@@ -268,42 +297,60 @@ def measure(
     pad: int,
     row: dict[str, Any],
 ) -> None:
-    """One batch's three arms, into ``row`` (module header)."""
-    plain = []
+    """One batch's three arms, into ``row`` (module header), interleaved: each
+    repeat runs plain, grid, grid_inline in turn, so that drifts of the
+    machine's speed fall on all three alike."""
+    times: dict[str, list[tuple[float, float, float, float]]] = {
+        "plain": [],
+        "grid": [],
+        "grid_inline": [],
+    }
+    steps: dict[str, int] = {}
+    checked: dict[str, dict[str, int]] = {}
+    reference = None
     for rep in range(args.repeats + 1):
-        secs, ran = timed(lambda: plain_generate(model, prompts, args.steps, pad))
+        secs, gc_secs, ran = timed(lambda: plain_generate(model, prompts, args.steps, pad))
+        steps["plain"] = ran
         if rep:
-            plain.append(secs / ran)
-    row["plain_tpot_ms"] = 1e3 * statistics.median(plain)
-    for arm, ahead in (("grid", True), ("grid_inline", False)):
-        tpots, masks, aheads = [], [], []
-        for rep in range(args.repeats + 1):
-            secs, ran, proc, outcomes = grid_arm(model, role, prompts, args.steps, ahead)
-            checked = check_rows(outcomes, role, lang)
-            if arm == "grid" and rep == 0:
+            times["plain"].append((secs / ran, 0.0, 0.0, gc_secs / ran))
+        for arm, ahead in (("grid", True), ("grid_inline", False)):
+            secs, gc_secs, ran, proc, outcomes = grid_arm(model, role, prompts, args.steps, ahead)
+            steps[arm], checked[arm] = ran, check_rows(outcomes, role, lang)
+            per_step = (
+                secs / ran,
+                proc.mask_seconds / ran,
+                proc.ahead_seconds / ran,
+                gc_secs / ran,
+            )
+            if rep:
+                times[arm].append(per_step)
+            elif arm == "grid":  # first sight of every mask
                 row["first"] = {
-                    "tpot_ms": 1e3 * secs / ran,
-                    "mask_ms_per_step": 1e3 * proc.mask_seconds / ran,
-                    "ahead_ms_per_step": 1e3 * proc.ahead_seconds / ran,
+                    "tpot_ms": 1e3 * per_step[0],
+                    "mask_ms_per_step": 1e3 * per_step[1],
+                    "ahead_ms_per_step": 1e3 * per_step[2],
                     "steps": ran,
-                    **checked,
+                    **checked[arm],
                 }
                 reference = [(o.tokens, o.audit.lines()) for o in outcomes]
-            elif arm == "grid_inline" and rep == 0:  # greedy on one GPU: deterministic
-                row["inline_same_as_ahead"] = [
-                    (o.tokens, o.audit.lines()) for o in outcomes
-                ] == reference
-            if rep:
-                tpots.append(secs / ran)
-                masks.append(proc.mask_seconds / ran)
-                aheads.append(proc.ahead_seconds / ran)
+            else:  # greedy on one GPU: deterministic
+                same = [(o.tokens, o.audit.lines()) for o in outcomes] == reference
+                row["inline_same_as_ahead"] = same
+    plain = statistics.median(t[0] for t in times["plain"])
+    row["plain_tpot_ms"] = 1e3 * plain
+    row["plain_gc_ms_per_step"] = 1e3 * statistics.median(t[3] for t in times["plain"])
+    for arm in ("grid", "grid_inline"):
+        tpot = statistics.median(t[0] for t in times[arm])
+        paired = [g[0] / p[0] - 1 for g, p in zip(times[arm], times["plain"], strict=True)]
         row[arm] = {
-            "tpot_ms": 1e3 * statistics.median(tpots),
-            "mask_ms_per_step": 1e3 * statistics.median(masks),
-            "ahead_ms_per_step": 1e3 * statistics.median(aheads),
-            "steps": ran,
-            "overhead_vs_plain": statistics.median(tpots) / statistics.median(plain) - 1,
-            **checked,
+            "tpot_ms": 1e3 * tpot,
+            "mask_ms_per_step": 1e3 * statistics.median(t[1] for t in times[arm]),
+            "ahead_ms_per_step": 1e3 * statistics.median(t[2] for t in times[arm]),
+            "gc_ms_per_step": 1e3 * statistics.median(t[3] for t in times[arm]),
+            "steps": steps[arm],
+            "overhead_vs_plain": tpot / plain - 1,
+            "overhead_paired": sorted(paired),
+            **checked[arm],
         }
 
 
