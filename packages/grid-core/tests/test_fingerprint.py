@@ -102,14 +102,19 @@ def test_the_fast_paths_write_the_reference_bytes(value: object) -> None:
 def test_a_grammars_fingerprint_is_that_of_its_plain_value() -> None:
     """Grammar.fingerprint encodes its terminals once per terminal set; the digest is
     the one of the plain (start, terminals, rules) value."""
-    from grid_core.grammar import load_grammar
+    from grid_core.grammar import Grammar, load_grammar
+
+    def plain(g: Grammar) -> object:
+        return (
+            "grid.grammar.v1",
+            g.start,
+            [(t.name, t.pattern, t.priority, t.ignored, t.literal) for t in g.terminals],
+            [(r.origin, r.expansion) for r in g.rules],
+        )
 
     g = load_grammar('start: A B?\nA: "a"\nB: /b+/\n%ignore " "\n', "toy")
-    plain = (
-        "grid.grammar.v1",
-        g.start,
-        [(t.name, t.pattern, t.priority, t.ignored, t.literal) for t in g.terminals],
-        [(r.origin, r.expansion) for r in g.rules],
-    )
-    assert g.fingerprint == fingerprint(plain)
+    assert g.fingerprint == fingerprint(plain(g))
     assert g.renamed("other").fingerprint == g.fingerprint
+    # A projection reuses its parent's rules and their encodings (Rule.encoded).
+    projected = g.drop_terminals(["B"], "no-b")
+    assert projected.fingerprint == fingerprint(plain(projected)) != g.fingerprint

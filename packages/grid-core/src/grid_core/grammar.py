@@ -122,6 +122,13 @@ class Rule:
     def __str__(self) -> str:
         return f"{self.origin}: {' '.join(self.expansion) or '<empty>'}"
 
+    @cached_property
+    def encoded(self) -> Encoded:
+        """``(origin, expansion)`` encoded once for grammar fingerprints: a
+        projection keeps its parent's ``Rule`` objects, so a new projection's
+        fingerprint encodes only the rules it rewrote."""
+        return Encoded((self.origin, self.expansion))
+
 
 def _spellable(name: str) -> str:
     if not name.startswith("__"):
@@ -189,7 +196,7 @@ class Grammar:
                 "grid.grammar.v1",
                 self.start,
                 _terminals_encoded(self.terminals),
-                [(r.origin, r.expansion) for r in self.rules],
+                [r.encoded for r in self.rules],  # the bytes of (r.origin, r.expansion)
             )
         )
 
