@@ -179,3 +179,14 @@ def test_projection_reduces_like_the_naive_fixpoints(
             g.project(lambda r: id(r) in kept, "role")
         return
     assert g.project(lambda r: id(r) in kept, "role").rules == expected
+
+
+def test_shiftable_by_columns_is_the_union_of_the_rows(crud: Grammar) -> None:
+    """``LalrTables.shiftable`` scans the action table column by column; it is the
+    set of terminals in some state's row (``terms``, computed per state on use)."""
+    for grammar in (crud, crud.drop_terminals(["INSERT"], "analyst")):
+        tables = grammar.lalr()
+        rows = [tables.terms(s) for s in range(tables.n_states)]
+        assert tuple(rows) == tables.row_terms
+        union = {t for row in rows for t in row if t < tables.n_terminals}
+        assert tables.shiftable == sum(1 << t for t in union)

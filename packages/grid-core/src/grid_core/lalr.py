@@ -117,18 +117,30 @@ class LalrTables:
 
     @functools.cached_property
     def shiftable(self) -> int:
-        """Bitset of the terminals some state has an action on."""
-        end = self.n_terminals
-        return sum(1 << t for t in {t for row in self.row_terms for t in row if t < end})
+        """Bitset of the terminals some state has an action on (column by column:
+        a column's slice is copied and scanned in C, and stops at its first action)."""
+        action, w = self.action, self.n_terminals + 1
+        return sum(1 << t for t in range(self.n_terminals) if any(action[t::w]))
 
     @functools.cached_property
     def row_terms(self) -> tuple[tuple[int, ...], ...]:
         """Per state, the symbols (terminals and ``$END``) with an action."""
-        action, w = self.action, self.n_terminals + 1
-        symbols = range(w)
-        return tuple(
-            tuple(compress(symbols, action[s * w : (s + 1) * w])) for s in range(self.n_states)
-        )
+        return tuple(self.terms(s) for s in range(self.n_states))
+
+    def terms(self, state: int) -> tuple[int, ...]:
+        """The symbols (terminals and ``$END``) with an action in ``state``, computed
+        on first use: a parser visits few of a grammar's states (about 1.7 ms for
+        all of SQLite's 624 at once), and the kernels keep their own."""
+        rows = self._terms
+        row = rows[state]
+        if row is None:  # two threads may both compute it: the same tuple
+            action, w = self.action, self.n_terminals + 1
+            row = rows[state] = tuple(compress(range(w), action[state * w : (state + 1) * w]))
+        return row
+
+    @functools.cached_property
+    def _terms(self) -> list[tuple[int, ...] | None]:
+        return [None] * self.n_states
 
     def symbol_name(self, symbol: int) -> str:
         """Display name of a symbol id (terminal, $END or nonterminal)."""

@@ -87,8 +87,13 @@ class Parser:
         )
         self._lock = threading.Lock()
         self.root = Node(None, -1, 0)
-        self.row_terms = tables.row_terms
+        self.terms = tables.terms
+        """``terms(state)``: the symbols (terminals and ``$END``) with an action."""
+
+    @property
+    def row_terms(self) -> tuple[tuple[int, ...], ...]:
         """Per state, the symbols (terminals and ``$END``) with an action."""
+        return self.tables.row_terms
 
     def push(self, parent: Node, symbol: int, state: int) -> Node:
         key = (parent, symbol, state)
@@ -144,7 +149,7 @@ class Parser:
         a = node._allowed
         if a is None:
             a = 0
-            for t in self.row_terms[node.state]:
+            for t in self.terms(node.state):
                 if self._run(node, t, False):
                     a |= 1 << t
             node._allowed = a
