@@ -118,3 +118,36 @@ def test_a_grammars_fingerprint_is_that_of_its_plain_value() -> None:
     # A projection reuses its parent's rules and their encodings (Rule.encoded).
     projected = g.drop_terminals(["B"], "no-b")
     assert projected.fingerprint == fingerprint(plain(projected)) != g.fingerprint
+
+
+@given(st.lists(_values, max_size=6), st.integers(0, 6))
+def test_a_prefix_then_its_tail_is_the_whole_tuples_fingerprint(
+    items: list[object], cut: int
+) -> None:
+    """``Prefix`` keeps the hash state after a tuple's first items; with the rest
+    appended, the digest is the whole tuple's (grammar and lexicon fingerprints
+    rely on it to hash a dialect's terminals once)."""
+    from grid_core.fingerprint import Prefix
+
+    cut = min(cut, len(items))
+    prefix = Prefix(len(items), *items[:cut])
+    assert prefix.fingerprint(*items[cut:]) == fingerprint(tuple(items))
+    assert prefix.fingerprint(*items[cut:]) == prefix.fingerprint(*items[cut:])  # reusable
+
+
+def test_a_lexicons_fingerprint_is_that_of_its_plain_value() -> None:
+    """The lexicon's fingerprint hashes its terminals once per terminal set; the
+    digest is the one of the plain (tag, [(name, pattern)...], {name: words}) value."""
+    from grid_core.dfa import build_union_dfa
+    from grid_core.grammar import load_grammar
+    from grid_core.lexicon import build_lexicon
+
+    g = load_grammar('start: "select" NAME\nNAME: /[a-z]+/\n%ignore " "\n', "toy")
+    dfa = build_union_dfa([(t.name, t.pattern) for t in g.terminals])
+    lexicon = build_lexicon(g, dfa, {"NAME": [b"users", b"orders"]})
+    plain = (
+        "grid.lexicon.v1",
+        [(t.name, t.pattern) for t in g.terminals],
+        {"NAME": [b"orders", b"users"]},
+    )
+    assert lexicon.fingerprint == fingerprint(plain)

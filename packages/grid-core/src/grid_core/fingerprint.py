@@ -26,6 +26,31 @@ class Encoded:
         self.data = canonical(value)
 
 
+class Prefix:
+    """The first items of a tuple fingerprinted many times with different tails
+    (a dialect's terminals, about 100 KB encoded, ahead of each projection's
+    rules or lexicon): the hash state after them is kept, so that
+    ``Prefix(n, *head).fingerprint(*tail) == fingerprint((*head, *tail))`` for
+    ``n == len(head) + len(tail)`` hashes only the tail's bytes."""
+
+    __slots__ = ("_length", "_state")
+
+    def __init__(self, length: int, *head: Any) -> None:
+        self._length = length
+        self._state = hashlib.blake2b(
+            b"l" + length.to_bytes(8, "big") + b"".join(canonical(x) for x in head),
+            digest_size=16,
+        )
+        self._length -= len(head)
+
+    def fingerprint(self, *tail: Any) -> str:
+        assert len(tail) == self._length, "the tail completes the tuple the prefix began"
+        state = self._state.copy()
+        for item in tail:
+            state.update(canonical(item))
+        return state.hexdigest()
+
+
 def canonical(obj: Any) -> bytes:
     """Injective, type-tagged, length-prefixed encoding of ``obj``."""
     if type(obj) is str:  # the same bytes as _encode's str case, without its dispatch:

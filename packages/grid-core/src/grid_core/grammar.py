@@ -39,7 +39,7 @@ from lark.load_grammar import load_grammar as lark_load_grammar
 from lark.utils import get_regexp_width
 
 from grid_core.errors import EmptyLanguageError, GrammarError, PatternError, UndefinedSymbolError
-from grid_core.fingerprint import Encoded, fingerprint
+from grid_core.fingerprint import Encoded, Prefix
 from grid_core.memo import ContentMemo
 from grid_core.regex_bytes import compile_pattern
 
@@ -104,11 +104,12 @@ class Terminal:
 
 
 @lru_cache(maxsize=32)
-def _terminals_encoded(terminals: tuple[Terminal, ...]) -> Encoded:
-    """The terminals' part of :attr:`Grammar.fingerprint`, encoded once per terminal
-    set: a dialect's projections and narrowings keep its terminals (about 100 KB
-    of patterns)."""
-    return Encoded([(t.name, t.pattern, t.priority, t.ignored, t.literal) for t in terminals])
+def _fingerprint_prefix(start: str, terminals: tuple[Terminal, ...]) -> Prefix:
+    """:attr:`Grammar.fingerprint` up to its rules, hashed once per start symbol and
+    terminal set: a dialect's projections and narrowings keep its terminals (about
+    100 KB of patterns)."""
+    encoded = [(t.name, t.pattern, t.priority, t.ignored, t.literal) for t in terminals]
+    return Prefix(4, "grid.grammar.v1", start, encoded)
 
 
 @dataclass(frozen=True)
@@ -191,14 +192,9 @@ class Grammar:
 
     @cached_property
     def fingerprint(self) -> str:
-        return fingerprint(
-            (
-                "grid.grammar.v1",
-                self.start,
-                _terminals_encoded(self.terminals),
-                [r.encoded for r in self.rules],  # the bytes of (r.origin, r.expansion)
-            )
-        )
+        # fingerprint(("grid.grammar.v1", start, terminals' fields, [(origin, expansion)...]))
+        prefix = _fingerprint_prefix(self.start, self.terminals)
+        return prefix.fingerprint([r.encoded for r in self.rules])
 
     # -- pipeline ------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from functools import lru_cache
 
 from grid_core.dfa import ByteDFA
 from grid_core.errors import LexiconError
-from grid_core.fingerprint import Encoded, fingerprint
+from grid_core.fingerprint import Prefix
 from grid_core.grammar import Grammar, Terminal
 
 NO_NODE = -1
@@ -71,10 +71,10 @@ class Lexicon:
 
 
 @lru_cache(maxsize=16)
-def _terminal_patterns(terminals: tuple[Terminal, ...]) -> Encoded:
-    """The terminals' names and patterns, encoded once per terminal set: every
-    lexicon of a dialect's projections fingerprints the same list."""
-    return Encoded([(t.name, t.pattern) for t in terminals])
+def _fingerprint_prefix(terminals: tuple[Terminal, ...]) -> Prefix:
+    """:func:`lexicon_fingerprint` up to its words, hashed once per terminal set:
+    every lexicon of a dialect's projections fingerprints the same patterns."""
+    return Prefix(3, "grid.lexicon.v1", [(t.name, t.pattern) for t in terminals])
 
 
 def check_words(
@@ -99,12 +99,9 @@ def lexicon_fingerprint(grammar: Grammar, by_id: Mapping[int, Collection[bytes]]
     """The fingerprint of the lexicon of ``by_id`` (terminal id -> W_c) over
     ``grammar``'s terminals, as :func:`build_lexicon` gives it."""
     # Keyed on the terminal set, not the grammar: one lexicon serves L1 and every projection.
-    return fingerprint(
-        (
-            "grid.lexicon.v1",
-            _terminal_patterns(grammar.terminals),
-            {grammar.terminals[t].name: sorted(ws) for t, ws in by_id.items()},
-        )
+    # fingerprint(("grid.lexicon.v1", [(name, pattern)...], {name: sorted words}))
+    return _fingerprint_prefix(grammar.terminals).fingerprint(
+        {grammar.terminals[t].name: sorted(ws) for t, ws in by_id.items()}
     )
 
 
