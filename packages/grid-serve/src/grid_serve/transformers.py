@@ -416,10 +416,17 @@ class _Ahead(StoppingCriteria):  # type: ignore[misc, unused-ignore]
 
     def __init__(self, processor: GridLogitsProcessor) -> None:
         self.processor = processor
+        self._never: torch.Tensor | None = None  # the all-False answer, made once
 
     def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.Tensor:
         self.processor._prefetch(input_ids)
-        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        never = self._never
+        if never is None or never.shape[0] != input_ids.shape[0]:
+            # generate only reads a criterion's answer (``is_done | answer``): one
+            # tensor serves every step, no allocation and fill on the device each time.
+            never = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+            self._never = never
+        return never
 
 
 def _admits(words: Any, token: int) -> bool:
