@@ -132,11 +132,25 @@ fn int_to_words(obj: &Bound<'_, PyAny>, width: usize, what: &str) -> PyResult<Ve
     bitset_words(obj, width).ok_or_else(|| not_a_bitset(obj, width, what))
 }
 
-/// The little-endian words of a non-negative int of at most `64 * width` bits,
-/// in one Python call (`to_bytes` refuses a negative or a wider int); None for
-/// anything else. Tables hold thousands of bitsets, so this is the fast path.
+/// The little-endian words of a non-negative int of at most `64 * width` bits;
+/// None for anything else. Tables hold thousands of bitsets, so this is a fast
+/// path: an int below 2^128 (most: a lexicon's over SQLite's 143 symbols stop at
+/// bit 118) is read by C calls alone, any other by one Python call (`to_bytes`
+/// refuses a negative or a wider int).
 fn bitset_words(obj: &Bound<'_, PyAny>, width: usize) -> Option<Vec<u64>> {
     let int = obj.downcast::<PyInt>().ok()?;
+    if let Ok(v) = int.extract::<u128>() {
+        let (lo, hi) = (v as u64, (v >> 64) as u64);
+        let mut words = vec![0u64; width];
+        match width {
+            0 if v != 0 => return None,
+            0 => {}
+            1 if hi != 0 => return None,
+            1 => words[0] = lo,
+            _ => (words[0], words[1]) = (lo, hi),
+        }
+        return Some(words);
+    }
     let bytes = int.call_method1("to_bytes", (8 * width, "little")).ok()?;
     bits::from_le_bytes(bytes.downcast::<PyBytes>().ok()?.as_bytes(), width)
 }

@@ -224,6 +224,9 @@ def test_fill_rejects_bad_buffers_before_writing(
         pytest.param(lambda e: e.walk(-1, b"", A), "trie node -1", id="negative-node"),
         pytest.param(lambda e: e.walk(0, b"", 1 << 4), "allowed set has bit 4", id="allowed"),
         pytest.param(lambda e: e.walk(0, b"", -1), "negative", id="negative-allowed"),
+        # Past the sets' one word: below 2^128 (read by C calls), and above.
+        pytest.param(lambda e: e.walk(0, b"", 1 << 64 | A), "has bit 64 set", id="bit-64"),
+        pytest.param(lambda e: e.walk(0, b"", 1 << 130 | A), "has bit 130 set", id="bit-130"),
         pytest.param(
             lambda e: e.session().accept_token(8, "sampled"), "outside the vocabulary", id="token"
         ),
