@@ -68,7 +68,8 @@ def test_root_and_row_terms() -> None:
     root = parser.root
     assert (root.parent, root.symbol, root.state, root.depth, root.hash) == (None, -1, 0, 0, 0)
     assert (parser.end, parser.width) == (3, 4)
-    assert parser.row_terms == ((A,), (B, C, END), (END,), (B, C, END), (C, END), (C, END), (END,))
+    rows = ((A,), (B, C, END), (END,), (B, C, END), (C, END), (C, END), (END,))
+    assert parser.tables.row_terms == rows
     assert [parser.terms(s) for s in (3, 0, 6)] == [(B, C, END), (A,), (END,)]  # computed lazily
     assert TABLES.shiftable == 1 << A | 1 << B | 1 << C  # by columns; $END is not a terminal
 

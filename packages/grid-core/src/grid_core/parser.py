@@ -90,11 +90,6 @@ class Parser:
         self.terms = tables.terms
         """``terms(state)``: the symbols (terminals and ``$END``) with an action."""
 
-    @property
-    def row_terms(self) -> tuple[tuple[int, ...], ...]:
-        """Per state, the symbols (terminals and ``$END``) with an action."""
-        return self.tables.row_terms
-
     def push(self, parent: Node, symbol: int, state: int) -> Node:
         key = (parent, symbol, state)
         node = self._interned.get(key)

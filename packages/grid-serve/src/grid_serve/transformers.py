@@ -209,8 +209,7 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         ).numpy()
         self._seen: int | None = None  # columns of input_ids already consumed
         self._start = 0  # the prompt's width (input_ids' at the first call)
-        self._device = ""  # input_ids' device type (known at the first call)
-        self._scores_on_cpu = True  # the logits are on the CPU (known at the first call)
+        self._device = ""  # the batch's device type, input_ids' and logits' (first call)
         self._native = kernels.load()
         """The kernels' bitmask application for CPU float32 logits, or None."""
         self._finished = False
@@ -257,8 +256,7 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
                 )
             self._seen = self._start = input_ids.shape[1]
             self._device = input_ids.device.type
-            self._scores_on_cpu = scores.device.type == "cpu"
-            if scores.device.type == "cuda":  # the rows' copy to the GPU is queued
+            if self._device == "cuda":  # the rows' copy to the GPU is queued
                 self._bitmask = self._bitmask.pin_memory()
                 self._words = self._bitmask.numpy()
         self._settle()
@@ -267,7 +265,7 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             self._fill()
             self._filled_at = input_ids.shape[1]
         # Read and masked in place without a torch op per use (on the CPU).
-        logits = cpu_float32(scores) if self._scores_on_cpu else None
+        logits = cpu_float32(scores) if self._device == "cpu" else None
         if self.stop_on_exit:
             self._exit_intent(scores, logits)
         if logits is not None and self._native is not None:

@@ -49,7 +49,7 @@ from grid_core.grammar import Grammar, Rule, load_grammar
 from grid_core.memo import ContentMemo
 from grid_sql.dialect import Dialect, DialectDefinitionError
 from grid_sql.policy import CLAUSES, VERBS, Role
-from grid_sql.projection_rules import ProjectionRules
+from grid_sql.projection_rules import Cut, ProjectionRules
 
 __all__ = [
     "RoleProjection",
@@ -154,17 +154,16 @@ class RoleProjection:
         for category in empty:
             l1.terminal_id(category)  # a GrammarError for a category the dialect lacks
 
-        uses_by_origin: dict[str, list[str | None]] = {}
-        for c in cuts:  # Cut.selects, grouped by origin
-            uses_by_origin.setdefault(c.origin, []).append(c.uses)
+        cuts_by_origin: dict[str, list[Cut]] = {}
+        for c in cuts:  # a cut selects only rules of its origin
+            cuts_by_origin.setdefault(c.origin, []).append(c)
 
         def cut(rule: Rule) -> bool:
             if rule.origin == rules.statement and not banned_forms.isdisjoint(rule.expansion):
                 return True
             if not empty.isdisjoint(rule.expansion):
                 return True
-            uses = uses_by_origin.get(rule.origin)
-            return uses is not None and any(u is None or u in rule.expansion for u in uses)
+            return any(c.selects(rule) for c in cuts_by_origin.get(rule.origin, ()))
 
         removed = tuple(r for r in l1.rules if cut(r))
         gone = {id(r) for r in removed}
