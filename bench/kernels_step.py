@@ -210,7 +210,7 @@ def warm_audit(engine: Engine, seqs: list[list[int]], passes: int) -> dict[str, 
                         t0 = clock()
                         lines, _head = g.audit_lines()
                         us = (clock() - t0) / 1e3
-                        assert lines.count("\n") + 1 == len(seq)
+                        assert lines.count(b"\n") + 1 == len(seq)
                         out["records_us_per_step"].append(us / len(seq))
                         records_total[0] += us
                         records_total[1] += len(seq)

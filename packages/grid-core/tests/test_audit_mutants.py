@@ -313,7 +313,7 @@ def test_of_lines_keeps_the_text_and_parses_it_on_first_use(tmp_path: Path) -> N
     the eager log's; a line that does not link, or an end that is not the head,
     is an error then."""
     log = small_log(3)
-    text = "\n".join(log.lines())
+    text = "\n".join(log.lines()).encode()
     lazy = AuditLog.of_lines(text, log.head)
     assert lazy._text is not None and (len(lazy), lazy.head) == (3, log.head)
     assert lazy.lines() == log.lines() and lazy._text is not None
@@ -321,7 +321,7 @@ def test_of_lines_keeps_the_text_and_parses_it_on_first_use(tmp_path: Path) -> N
     lazy.close("eos", {"grammar": "g"}, {"mode": 2})
     assert (lazy.seal, lazy.seal_hash, lazy.lines()) == (log.seal, log.seal_hash, log.lines())
     logs = {"eager": log, "lazy": lazy, "empty": AuditLog()}
-    logs["lazy-empty"] = AuditLog.of_lines("", GENESIS)
+    logs["lazy-empty"] = AuditLog.of_lines(b"", GENESIS)
     for name, each in logs.items():
         each.write(tmp_path / name)
         assert (tmp_path / name).read_text() == "".join(f"{line}\n" for line in each.lines())
@@ -329,8 +329,10 @@ def test_of_lines_keeps_the_text_and_parses_it_on_first_use(tmp_path: Path) -> N
     again = reseal(lazy, {"role": "analyst"})
     assert again._text is not None and again.lines()[:3] == log.lines()[:3]
     assert (lazy.records, lazy.hashes) == (log.records, log.hashes) and lazy._text is None
-    assert AuditLog.of_lines("", GENESIS).records == [] and len(AuditLog.of_lines("", GENESIS)) == 0
-    skipped = "\n".join(log.lines()[1:3])
+    assert (
+        AuditLog.of_lines(b"", GENESIS).records == [] and len(AuditLog.of_lines(b"", GENESIS)) == 0
+    )
+    skipped = "\n".join(log.lines()[1:3]).encode()
     with pytest.raises(AuditError, match="record 1 does not link"):
         _ = AuditLog.of_lines(skipped, log.head).records
     with pytest.raises(AuditError, match="do not end at the chain's head"):

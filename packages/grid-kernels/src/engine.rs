@@ -93,11 +93,41 @@ impl Row {
     }
 }
 
+/// A row memo slot, (root entry, stack) -> its row (shared between slots:
+/// [`RowIndex`]), with the first audited configuration it served: (stack
+/// hash, remainder length, remainder digest, configuration hash).
+#[derive(Debug)]
+pub struct Kept {
+    pub row: Arc<Row>,
+    config: OnceLock<[u64; 4]>,
+}
+
+impl Kept {
+    /// The configuration hash of (`stack`, `len`, `digest`) (`Config.hash`)
+    /// if it is the configuration memoized in this slot, the first one that
+    /// asked (computed then); None for any other (the caller's
+    /// [`crate::audit::Chain`] computes it when the records are read). A
+    /// warm step mostly serves a configuration its slot served before (one
+    /// slot per walk key and stack; the walk key is the remainder's normal
+    /// form), so its record's hash costs a comparison, not a BLAKE2b.
+    pub fn config_hash(&self, stack: u64, len: u64, digest: u64) -> Option<u64> {
+        let known = self.config.get_or_init(|| {
+            [
+                stack,
+                len,
+                digest,
+                crate::audit::config_hash(stack, len, digest),
+            ]
+        });
+        (known[..3] == [stack, len, digest]).then_some(known[3])
+    }
+}
+
 /// One arena generation: the interned stacks and the row memo keyed by them.
 #[derive(Debug)]
 pub struct Stacks {
     pub arena: StackArena,
-    rows: Lru<(u64, NodeId), Arc<Row>>,
+    rows: Lru<(u64, NodeId), Arc<Kept>>,
     /// The row memo's rows by parts and by content ([`RowIndex`]).
     same: RowIndex,
     /// The parse-event plans of this generation's nodes ([`crate::events`]).
@@ -215,7 +245,7 @@ impl Stacks {
     }
 
     /// The memoized row of (`entry`, `node`).
-    pub fn row(&self, entry: &Entry, node: NodeId) -> Option<Arc<Row>> {
+    pub fn row(&self, entry: &Entry, node: NodeId) -> Option<Arc<Kept>> {
         self.rows.get(&(entry.serial, node)).cloned()
     }
 
@@ -225,10 +255,16 @@ impl Stacks {
     }
 
     /// Memoize the row of (`entry`, `node`), evicting the least recently used
-    /// rows first if the memo would exceed its cap.
-    pub fn remember_row(&mut self, entry: &Entry, node: NodeId, row: Arc<Row>) {
-        let size = row.ids.size() + 64;
-        self.rows.insert((entry.serial, node), row, size);
+    /// rows first if the memo would exceed its cap; returns its slot.
+    pub fn remember_row(&mut self, entry: &Entry, node: NodeId, row: Arc<Row>) -> Arc<Kept> {
+        let size = row.ids.size() + 128; // the row's ids, the slot and the map's entry
+        let kept = Arc::new(Kept {
+            row,
+            config: OnceLock::new(),
+        });
+        self.rows
+            .insert((entry.serial, node), Arc::clone(&kept), size);
+        kept
     }
 
     /// The indexes of the memo's rows ([`RowIndex`]).

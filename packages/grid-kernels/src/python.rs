@@ -1060,8 +1060,9 @@ impl PySession {
     }
 
     /// The records as `grid_core.audit.AuditLog.lines()` writes them, joined
-    /// by `\n`, and the chain's head hash (hex); None with audit off.
-    fn audit_lines(&mut self) -> Option<(String, String)> {
+    /// by `\n` (ASCII bytes: no str is built unless grid-core needs one), and
+    /// the chain's head hash (hex); None with audit off.
+    fn audit_lines<'py>(&mut self, py: Python<'py>) -> Option<(Bound<'py, PyBytes>, String)> {
         let chain = self.inner.chain()?;
         let lines = chain.lines();
         let head = chain
@@ -1069,7 +1070,7 @@ impl PySession {
             .last()
             .copied()
             .unwrap_or_else(audit::genesis);
-        Some((lines, audit::hex(&head)))
+        Some((PyBytes::new(py, &lines), audit::hex(&head)))
     }
 
     /// Write the mask into row `row` of `bitmask`. A warm fill runs with the

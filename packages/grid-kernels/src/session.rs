@@ -68,6 +68,9 @@ struct Step {
     stack_hash: u64,
     /// The entry id and blocked count of this configuration's mask, once filled.
     mask: Option<([u8; 16], u32)>,
+    /// This configuration's hash, when its fill found it memoized with the
+    /// row ([`crate::engine::Row::config_hash`]).
+    config: Option<u64>,
 }
 
 /// What [`Session::fill`] did.
@@ -121,6 +124,7 @@ impl Session {
             digest: 0,
             stack_hash: 0, // the bottom of every stack hashes to 0
             mask: None,
+            config: None,
         });
         Ok(Self {
             engine,
@@ -280,7 +284,9 @@ impl Session {
     /// The configuration hash of the current step (`Config.hash`).
     pub fn config_hash(&self) -> u64 {
         let s = self.current();
-        crate::audit::config_hash(s.stack_hash, u64::from(s.out_len - s.rem_start), s.digest)
+        s.config.unwrap_or_else(|| {
+            crate::audit::config_hash(s.stack_hash, u64::from(s.out_len - s.rem_start), s.digest)
+        })
     }
 
     /// The audit chain (None: audit off).
@@ -306,6 +312,7 @@ impl Session {
             token,
             blocked,
             kind,
+            config: s.config,
         });
     }
 
@@ -346,6 +353,7 @@ impl Session {
                 terminated: true,
                 eos: Some(true),
                 mask: None,
+                config: None,
                 ..s
             });
             return Ok(());
@@ -428,6 +436,7 @@ impl Session {
             digest,
             stack_hash,
             mask: None,
+            config: None,
         });
         Ok(())
     }
@@ -455,10 +464,10 @@ impl Session {
         let Some(root) = engine.entry(&mut self.lookup, 0, rem, Some(&s.scan), &allowed)? else {
             return Ok(Filled::Cold);
         };
-        let memo = lock(&self.stacks).row(&root, s.node);
-        let memo_hit = memo.is_some();
-        let memo = match memo {
-            Some(memo) => memo,
+        let kept = lock(&self.stacks).row(&root, s.node);
+        let memo_hit = kept.is_some();
+        let kept = match kept {
+            Some(kept) => kept,
             None => {
                 let mut parts: Vec<Arc<Verdict>> = Vec::new();
                 let mut walk = Gather {
@@ -474,10 +483,10 @@ impl Session {
                 let mut stacks = lock(&self.stacks);
                 let union = || union(&root.ci, &parts, n_words);
                 let memo = stacks.index().row(root.serial, &parts, union);
-                stacks.remember_row(&root, s.node, Arc::clone(&memo));
-                memo
+                stacks.remember_row(&root, s.node, memo)
             }
         };
+        let memo = &kept.row;
         let ids = &memo.ids;
         let filled = match (memo_hit, self.lookup.walks) {
             (true, _) => Filled::Row,
@@ -500,7 +509,12 @@ impl Session {
                 let n_vocab = engine.tables.trie.n_vocab() as u32;
                 (mask_entry_id(row), n_vocab - admitted)
             });
-            self.steps.last_mut().expect("initial step").mask = Some(mask);
+            let s = self.current();
+            let config =
+                kept.config_hash(s.stack_hash, u64::from(s.out_len - s.rem_start), s.digest);
+            let step = self.steps.last_mut().expect("initial step");
+            step.mask = Some(mask);
+            step.config = config;
         }
         Ok(filled)
     }

@@ -41,6 +41,7 @@ fn records() -> [Record; 4] {
         token: 5,
         blocked: 9,
         kind: Kind::Sampled,
+        config: None,
     };
     let r1 = Record {
         stack: u64::MAX,
@@ -50,6 +51,7 @@ fn records() -> [Record; 4] {
         token: u32::MAX,
         blocked: 0,
         kind: Kind::Forced,
+        config: None,
     };
     let r2 = Record {
         stack: 7,
@@ -59,6 +61,7 @@ fn records() -> [Record; 4] {
         token: 12,
         blocked: 3,
         kind: Kind::Reserve,
+        config: None,
     };
     let r3 = Record {
         kind: Kind::Eos,
@@ -159,6 +162,17 @@ fn chains_hash_in_order_and_rehash_after_a_truncation() {
     assert!(c.is_empty());
     c.push(rs[0]);
     assert_eq!(hex(&c.hashes()[0]), H0);
+    // Records whose step knew its configuration hash (a memoized row's) chain
+    // to the same hashes.
+    let mut known = Chain::default();
+    for r in rs {
+        known.push(Record {
+            config: Some(r.config_hash()),
+            ..r
+        });
+    }
+    let all_known: Vec<String> = known.hashes().iter().map(|h| hex(h)).collect();
+    assert_eq!(all_known, [H0, H1, H2, H3]);
 }
 
 /// `Chain::lines` writes what grid-core's `AuditLog.lines()` writes:
@@ -169,16 +183,17 @@ fn chains_hash_in_order_and_rehash_after_a_truncation() {
 fn lines_are_python_json_lines() {
     let rs = records();
     let mut c = Chain::default();
-    assert_eq!(c.lines(), "");
+    let text = |c: &mut Chain| String::from_utf8(c.lines()).expect("lines are ASCII");
+    assert_eq!(text(&mut c), "");
     c.push(rs[0]);
     let first = "{\"blocked_count\": 9, \"config_hash\": \"0b943cd042adccab\", \"hash\": \
         \"cd9f6f03ec0c7eca23b5aff6ace8fec9314894e5fcf085299a658ba1ed4ccca7\", \"kind\": \
         \"sampled\", \"mask_entry_id\": \"000102030405060708090a0b0c0d0e0f\", \"prev_hash\": \
         \"b9c449758048132f1bcf4f2df0aaf93307ce6ad04da1ae29140ed7087cf51d9c\", \"step\": 0, \
         \"token\": 5}";
-    assert_eq!(c.lines(), first);
+    assert_eq!(text(&mut c), first);
     c.push(rs[1]);
-    let lines = c.lines();
+    let lines = text(&mut c);
     let (line0, line1) = lines.split_once('\n').expect("two lines");
     assert_eq!(line0, first);
     let second = format!(

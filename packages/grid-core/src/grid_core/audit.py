@@ -239,7 +239,7 @@ class AuditLog:
     def __init__(self) -> None:
         self._records: list[Record] = []
         self._hashes: list[str] = []
-        self._text: str | None = None  # records not parsed yet (of_lines), joined by \n
+        self._text: bytes | None = None  # records not parsed yet (of_lines), joined by \n
         self._head = GENESIS
         self.seal: dict[str, Any] | None = None
         self.seal_hash: str | None = None
@@ -259,9 +259,10 @@ class AuditLog:
         return log
 
     @classmethod
-    def of_lines(cls, lines: str, head: str) -> AuditLog:
+    def of_lines(cls, lines: bytes, head: str) -> AuditLog:
         """An unsealed log of records chained elsewhere (the native guide's), as
-        :meth:`lines` writes them joined by ``\\n``, with the chain's head hash.
+        :meth:`lines` writes them joined by ``\\n`` (ASCII bytes), with the
+        chain's head hash.
         Kept as the one text: :meth:`close` reads nothing more, :meth:`write`
         writes it as it is and :meth:`lines` splits it; the records are parsed
         (and their links checked, as :meth:`of_chain` does) on first use of
@@ -298,7 +299,7 @@ class AuditLog:
     def __len__(self) -> int:
         """How many records the log holds."""
         if self._text is not None:
-            return self._text.count("\n") + 1 if self._text else 0
+            return self._text.count(b"\n") + 1 if self._text else 0
         return len(self._records)
 
     @property
@@ -362,7 +363,7 @@ class AuditLog:
 
     def _text_lines(self) -> list[str]:
         assert self._text is not None
-        return self._text.split("\n") if self._text else []
+        return self._text.decode("ascii").split("\n") if self._text else []
 
     def _seal_line(self) -> str:
         return json.dumps({"seal": self.seal, "hash": self.seal_hash}, sort_keys=True)
@@ -371,12 +372,12 @@ class AuditLog:
         """The log as JSON Lines, each line ended by ``\n`` (text kept from
         :meth:`of_lines` is written as it is, never split)."""
         if self._text is None:
-            parts = self.lines()
+            data = "".join(f"{p}\n" for p in self.lines()).encode()
         else:
-            parts = [self._text] if self._text else []
+            data = self._text + b"\n" if self._text else b""
             if self.seal is not None:
-                parts.append(self._seal_line())
-        path.write_text("".join(f"{p}\n" for p in parts))
+                data += f"{self._seal_line()}\n".encode()
+        path.write_bytes(data)
 
 
 # --------------------------------------------------------------------------

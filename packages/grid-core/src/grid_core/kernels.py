@@ -340,10 +340,10 @@ class KernelGuide:
 
     def audit_log(self) -> AuditLog:
         """The records of the steps so far, chained natively (unsealed)."""
-        if not self.audited:
+        got = self._native.audit_lines()  # None: audit off
+        if got is None:
             raise GuideError(self.steps, None, "this guide does not audit its steps")
-        lines, head = self._native.audit_lines()
-        return AuditLog.of_lines(lines, head)
+        return AuditLog.of_lines(*got)
 
     def seal(self, stop_reason: str, mode: Mapping[str, object]) -> AuditLog:
         """The records so far, sealed with the engine's fingerprints."""

@@ -311,10 +311,10 @@ class Session:
     def step_audit(self) -> tuple[int, str, int] | None:
         """(configuration hash, mask entry id, blocked count) of the current
         step's mask once a fill with audit on computed them, else None."""
-    def audit_lines(self) -> tuple[str, str] | None:
+    def audit_lines(self) -> tuple[bytes, str] | None:
         """The audit records so far as ``grid_core.audit.AuditLog.lines()``
-        writes them, joined by ``\\n`` (chained here), and the chain's head
-        hash; None with audit off."""
+        writes them, joined by ``\\n`` (chained here; ASCII bytes), and the
+        chain's head hash; None with audit off."""
     def fill_next_token_bitmask(self, bitmask: Buffer, row: int = 0) -> None:
         """Write the mask into row ``row`` of ``bitmask``: bit ``i % 32`` of
         word ``i // 32`` is token ``i`` (``GridGuide.mask``), the whole row
