@@ -15,7 +15,7 @@
 //! An action cell is 0 (error), `s + 1` (shift to `s`) or `-r - 1` (reduce by
 //! rule `r`); a goto cell is the target state or -1.
 
-use std::collections::HashMap;
+use crate::cache::FxMap;
 
 /// The constructed tables (grid-core's `LalrTables` arrays that depend on
 /// the automaton; the rest are read off the rules there).
@@ -43,12 +43,42 @@ pub struct Conflict {
     pub reduce: usize,
 }
 
-/// A terminal set over `t + 1` symbols ($END included), as words.
-type Set = Vec<u64>;
+/// Terminal sets over `t + 1` symbols ($END included), one per node, as
+/// rows of `words` 64-bit words in one vector.
+#[derive(Clone, Debug)]
+struct Sets {
+    words: usize,
+    bits: Vec<u64>,
+}
 
-fn or_into(a: &mut Set, b: &Set) {
-    for (x, y) in a.iter_mut().zip(b) {
-        *x |= y;
+impl Sets {
+    fn new(n: usize, words: usize) -> Self {
+        Self {
+            words,
+            bits: vec![0; n * words],
+        }
+    }
+
+    fn row(&self, x: usize) -> &[u64] {
+        &self.bits[x * self.words..(x + 1) * self.words]
+    }
+
+    fn insert(&mut self, x: usize, c: usize) {
+        self.bits[x * self.words + c / 64] |= 1 << (c % 64);
+    }
+
+    /// Row `into` |= row `from`.
+    fn or_row(&mut self, into: usize, from: usize) {
+        for k in 0..self.words {
+            let v = self.bits[from * self.words + k];
+            self.bits[into * self.words + k] |= v;
+        }
+    }
+
+    /// Row `into` = row `from`.
+    fn copy_row(&mut self, into: usize, from: usize) {
+        let w = self.words;
+        self.bits.copy_within(from * w..(from + 1) * w, into * w);
     }
 }
 
@@ -117,131 +147,68 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
     let mut kernels: Vec<Vec<u32>> = vec![vec![item_base[0] as u32]];
     let mut closures: Vec<Vec<u32>> = Vec::new();
     let mut trans: Vec<Vec<(u32, u32)>> = Vec::new();
-    let mut index: HashMap<Vec<u32>, u32> = HashMap::from([(kernels[0].clone(), 0)]);
+    let mut index: FxMap<Vec<u32>, u32> = FxMap::default();
+    index.insert(kernels[0].clone(), 0);
+    // The successor items of the state being closed, by the symbol after the
+    // dot (`succ_of[x]`), and the symbols met, in order.
+    let mut succ_of: Vec<Vec<u32>> = vec![Vec::new(); t + 1 + n];
+    let mut symbols: Vec<u32> = Vec::new();
+    // Scratch reused from state to state: the nonterminals after a kernel
+    // dot, and the items their closure adds.
+    let (mut nts, mut added): (Vec<usize>, Vec<u32>) = (Vec::new(), Vec::new());
     let mut s = 0;
     while s < kernels.len() {
-        let kernel = kernels[s].clone();
-        let mut nts: Vec<usize> = kernel
-            .iter()
-            .filter(|&&i| item_next[i as usize] > t as i64)
-            .map(|&i| item_next[i as usize] as usize - t - 1)
-            .collect();
+        let kernel = &kernels[s];
+        nts.clear();
+        nts.extend(
+            kernel
+                .iter()
+                .filter(|&&i| item_next[i as usize] > t as i64)
+                .map(|&i| item_next[i as usize] as usize - t - 1),
+        );
         nts.sort_unstable();
         nts.dedup();
         let mut closure = kernel.clone();
         if !nts.is_empty() {
-            let mut added: Vec<u32> = nts
-                .iter()
-                .flat_map(|&a| closure_items[a].iter().copied())
-                .collect();
+            added.clear();
+            added.extend(nts.iter().flat_map(|&a| closure_items[a].iter().copied()));
             added.sort_unstable();
             added.dedup();
-            closure.extend(added);
+            closure.extend_from_slice(&added);
         }
-        let mut groups: Vec<(u32, Vec<u32>)> = Vec::new();
         for &i in &closure {
             let x = item_next[i as usize];
             if x >= 0 {
-                match groups.iter_mut().find(|(y, _)| *y == x as u32) {
-                    Some((_, g)) => g.push(i + 1),
-                    None => groups.push((x as u32, vec![i + 1])),
+                let succ = &mut succ_of[x as usize];
+                if succ.is_empty() {
+                    symbols.push(x as u32);
                 }
+                succ.push(i + 1);
             }
         }
-        groups.sort_unstable_by_key(|(x, _)| *x);
-        let mut row = Vec::with_capacity(groups.len());
-        for (x, mut succ) in groups {
+        symbols.sort_unstable();
+        let mut row = Vec::with_capacity(symbols.len());
+        for x in symbols.drain(..) {
+            let succ = &mut succ_of[x as usize];
             succ.sort_unstable();
-            let target = match index.get(&succ) {
+            let target = match index.get(succ.as_slice()) {
                 Some(&target) => target,
                 None => {
                     let target = kernels.len() as u32;
                     index.insert(succ.clone(), target);
-                    kernels.push(succ);
+                    kernels.push(succ.clone());
                     target
                 }
             };
+            succ.clear(); // keeps its capacity for the next state
             row.push((x, target));
         }
         closures.push(closure);
         trans.push(row);
         s += 1;
     }
-    let goto_of = |q: usize, x: u32| -> usize {
-        let row = &trans[q];
-        let at = row
-            .binary_search_by_key(&x, |&(y, _)| y)
-            .expect("a rule's body is a path of the automaton");
-        row[at].1 as usize
-    };
-
-    // Lookaheads (DeRemer-Pennello): nonterminal transitions x = (p, A), and
-    // the virtual (0, $start).
-    let words = (t + 1).div_ceil(64).max(1);
-    let mut nt_from: Vec<usize> = Vec::new();
-    let mut nt_sym: Vec<u32> = Vec::new();
-    let mut nt_index: Vec<HashMap<u32, usize>> = Vec::with_capacity(trans.len());
-    for (p, row) in trans.iter().enumerate() {
-        let mut ids = HashMap::new();
-        for &(x, _) in row {
-            if is_nt(x) {
-                ids.insert(x, nt_from.len());
-                nt_from.push(p);
-                nt_sym.push(x);
-            }
-        }
-        nt_index.push(ids);
-    }
-    let start_sym = (t + 1) as u32 + lhs[0];
-    let virtual_ = nt_from.len();
-    nt_index[0].insert(start_sym, virtual_);
-    nt_from.push(0);
-    nt_sym.push(start_sym);
-    let n_trans = nt_from.len();
-
-    let mut direct: Vec<Set> = vec![vec![0; words]; n_trans];
-    let mut reads: Vec<Vec<usize>> = vec![Vec::new(); n_trans];
-    for x in 0..virtual_ {
-        let q = goto_of(nt_from[x], nt_sym[x]);
-        for &(c, _) in &trans[q] {
-            if (c as usize) < t {
-                direct[x][c as usize / 64] |= 1 << (c % 64);
-            } else if is_nt(c) && nullable[c as usize] {
-                reads[x].push(nt_index[q][&c]);
-            }
-        }
-    }
-    direct[virtual_][t / 64] |= 1 << (t % 64);
-    let read = digraph(&reads, direct);
-
-    let mut includes: Vec<Vec<usize>> = vec![Vec::new(); n_trans];
-    let mut lookback: HashMap<(usize, usize), Vec<usize>> = HashMap::new();
-    for x in 0..n_trans {
-        let (p, a) = (nt_from[x], nt_sym[x]);
-        for &r in &rules_by_lhs[sym_nt(a)] {
-            let body = &rhs[r];
-            let mut path = Vec::with_capacity(body.len() + 1);
-            path.push(p);
-            let mut q = p;
-            for &y in body {
-                q = goto_of(q, y);
-                path.push(q);
-            }
-            lookback.entry((q, r)).or_default().push(x);
-            for i in (0..body.len()).rev() {
-                let y = body[i];
-                if is_nt(y) {
-                    includes[nt_index[path[i]][&y]].push(x);
-                }
-                if !nullable[y as usize] {
-                    break;
-                }
-            }
-        }
-    }
-    let follow = digraph(&includes, read);
-
-    // The tables.
+    // The shifts and gotos, dense: the tables' cells, and what the
+    // lookahead computation follows rule bodies through.
     let (w, n_states) = (t + 1, kernels.len());
     let mut action = vec![0i32; n_states * w];
     let mut goto = vec![-1i32; n_states * n];
@@ -254,6 +221,84 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
             }
         }
     }
+    let goto_of = |q: usize, x: u32| -> usize {
+        let target = if (x as usize) < t {
+            action[q * w + x as usize] - 1
+        } else {
+            goto[q * n + sym_nt(x)]
+        };
+        assert!(target >= 0, "a rule's body is a path of the automaton");
+        target as usize
+    };
+
+    // Lookaheads (DeRemer-Pennello): nonterminal transitions x = (p, A), and
+    // the virtual (0, $start).
+    let words = (t + 1).div_ceil(64).max(1);
+    let mut nt_from: Vec<usize> = Vec::new();
+    let mut nt_sym: Vec<u32> = Vec::new();
+    // nt_index[p * n + A]: the transition (p, A) (usize::MAX: none).
+    let mut nt_index: Vec<usize> = vec![usize::MAX; trans.len() * n];
+    for (p, row) in trans.iter().enumerate() {
+        for &(x, _) in row {
+            if is_nt(x) {
+                nt_index[p * n + sym_nt(x)] = nt_from.len();
+                nt_from.push(p);
+                nt_sym.push(x);
+            }
+        }
+    }
+    let start_sym = (t + 1) as u32 + lhs[0];
+    let virtual_ = nt_from.len();
+    nt_index[sym_nt(start_sym)] = virtual_;
+    nt_from.push(0);
+    nt_sym.push(start_sym);
+    let n_trans = nt_from.len();
+
+    let mut direct = Sets::new(n_trans, words);
+    let mut reads: Vec<Vec<usize>> = vec![Vec::new(); n_trans];
+    for x in 0..virtual_ {
+        let q = goto_of(nt_from[x], nt_sym[x]);
+        for &(c, _) in &trans[q] {
+            if (c as usize) < t {
+                direct.insert(x, c as usize);
+            } else if is_nt(c) && nullable[c as usize] {
+                reads[x].push(nt_index[q * n + sym_nt(c)]);
+            }
+        }
+    }
+    direct.insert(virtual_, t);
+    let read = digraph(&reads, direct);
+
+    let mut includes: Vec<Vec<usize>> = vec![Vec::new(); n_trans];
+    let mut lookback: FxMap<(usize, usize), Vec<usize>> = FxMap::default();
+    let mut path = Vec::new();
+    for x in 0..n_trans {
+        let (p, a) = (nt_from[x], nt_sym[x]);
+        for &r in &rules_by_lhs[sym_nt(a)] {
+            let body = &rhs[r];
+            path.clear();
+            path.push(p);
+            let mut q = p;
+            for &y in body {
+                q = goto_of(q, y);
+                path.push(q);
+            }
+            lookback.entry((q, r)).or_default().push(x);
+            for i in (0..body.len()).rev() {
+                let y = body[i];
+                if is_nt(y) {
+                    includes[nt_index[path[i] * n + sym_nt(y)]].push(x);
+                }
+                if !nullable[y as usize] {
+                    break;
+                }
+            }
+        }
+    }
+    let follow = digraph(&includes, read);
+
+    // The reductions.
+    let mut mask = vec![0u64; words];
     for (s, closure) in closures.iter().enumerate() {
         let mut complete: Vec<usize> = closure
             .iter()
@@ -262,9 +307,11 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
             .collect();
         complete.sort_unstable();
         for r in complete {
-            let mut mask: Set = vec![0; words];
+            mask.fill(0);
             for &x in lookback.get(&(s, r)).map_or(&[][..], |v| &v[..]) {
-                or_into(&mut mask, &follow[x]);
+                for (m, f) in mask.iter_mut().zip(follow.row(x)) {
+                    *m |= f;
+                }
             }
             for col in (0..w).filter(|&c| mask[c / 64] >> (c % 64) & 1 == 1) {
                 let cell = action[s * w + col];
@@ -324,8 +371,8 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
 /// (Tarjan's strongly connected components, iterative): grid-core's
 /// `_digraph`. The least solution is unique, so the result does not depend
 /// on the order of the edges.
-fn digraph(relation: &[Vec<usize>], base: Vec<Set>) -> Vec<Set> {
-    let n = base.len();
+fn digraph(relation: &[Vec<usize>], base: Sets) -> Sets {
+    let n = relation.len();
     let mut result = base;
     let mut depth = vec![0usize; n];
     let done = n + 1;
@@ -351,19 +398,17 @@ fn digraph(relation: &[Vec<usize>], base: Vec<Set>) -> Vec<Set> {
                     cursor.push(0);
                 } else {
                     depth[x] = depth[x].min(depth[y]);
-                    let fy = result[y].clone();
-                    or_into(&mut result[x], &fy);
+                    result.or_row(x, y);
                 }
                 continue;
             }
             work.pop();
             cursor.pop();
             if depth[x] == heights.pop().expect("one height per open node") {
-                let fx = result[x].clone();
                 loop {
                     let z = stack.pop().expect("x is on the stack");
                     depth[z] = done;
-                    result[z].clone_from(&fx);
+                    result.copy_row(z, x);
                     if z == x {
                         break;
                     }
@@ -371,8 +416,7 @@ fn digraph(relation: &[Vec<usize>], base: Vec<Set>) -> Vec<Set> {
             }
             if let Some(&parent) = work.last() {
                 depth[parent] = depth[parent].min(depth[x]);
-                let fx = result[x].clone();
-                or_into(&mut result[parent], &fx);
+                result.or_row(parent, x);
             }
         }
     }

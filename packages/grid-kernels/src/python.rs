@@ -1298,19 +1298,28 @@ fn lalr_tables<'py>(
         }
     }
     let built = py.allow_threads(|| crate::lalr::build(t, n, &rule_lhs, &rule_rhs));
-    let le = |v: &[i32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    // Each array written straight into its bytes object (no copy between).
+    let le = |v: &[i32]| -> PyResult<Bound<'py, PyAny>> {
+        let bytes = PyBytes::new_with(py, 4 * v.len(), |buf| {
+            for (out, x) in buf.chunks_exact_mut(4).zip(v) {
+                out.copy_from_slice(&x.to_le_bytes());
+            }
+            Ok(())
+        })?;
+        Ok(bytes.into_any())
+    };
     match built {
         Ok(b) => {
             let tables = PyTuple::new(
                 py,
                 [
                     b.n_states.into_pyobject(py)?.into_any(),
-                    PyBytes::new(py, &le(&b.action)).into_any(),
-                    PyBytes::new(py, &le(&b.goto)).into_any(),
-                    PyBytes::new(py, &le(&b.state_symbol)).into_any(),
-                    PyBytes::new(py, &le(&b.kernel_start)).into_any(),
-                    PyBytes::new(py, &le(&b.kernel_rule)).into_any(),
-                    PyBytes::new(py, &le(&b.kernel_dot)).into_any(),
+                    le(&b.action)?,
+                    le(&b.goto)?,
+                    le(&b.state_symbol)?,
+                    le(&b.kernel_start)?,
+                    le(&b.kernel_rule)?,
+                    le(&b.kernel_dot)?,
                 ],
             )?;
             PyTuple::new(py, [py.None().into_bound(py), tables.into_any()])
