@@ -47,7 +47,7 @@ class Prefix:
         assert len(tail) == self._length, "the tail completes the tuple the prefix began"
         state = self._state.copy()
         for item in tail:
-            state.update(canonical(item))
+            state.update(_written(item))
         return state.hexdigest()
 
 
@@ -76,7 +76,8 @@ def _encode(obj: Any, out: bytearray) -> None:
         out += b"s" + len(body).to_bytes(8, "big") + body
     elif isinstance(obj, bytes | bytearray | memoryview):
         body = bytes(obj)
-        out += b"b" + len(body).to_bytes(8, "big") + body
+        out += b"b" + len(body).to_bytes(8, "big")
+        out += body
     elif isinstance(obj, tuple | list):
         _encode_sequence(obj, out)
     elif isinstance(obj, set | frozenset):
@@ -109,12 +110,23 @@ def _encode_sequence(obj: tuple[Any, ...] | list[Any], out: bytearray) -> None:
             out += b"i" + len(body).to_bytes(4, "big") + body
         elif kind is tuple or kind is list:
             _encode_sequence(item, out)
-        elif kind is bytes:  # a lexicon's word lists
-            out += b"b" + len(item).to_bytes(8, "big") + item
+        elif kind is bytes:  # a lexicon's word lists, tables' arrays (no copy joined)
+            out += b"b" + len(item).to_bytes(8, "big")
+            out += item
         else:
             _encode(item, out)
 
 
 def fingerprint(obj: Any) -> str:
     """BLAKE2b-128 hex digest of ``canonical(obj)``."""
-    return hashlib.blake2b(canonical(obj), digest_size=16).hexdigest()
+    return hashlib.blake2b(_written(obj), digest_size=16).hexdigest()
+
+
+def _written(obj: Any) -> bytes | bytearray:
+    """``canonical(obj)``'s bytes, for a hash to read where they were written (a
+    table's arrays are hundreds of KB: no copy into a ``bytes``)."""
+    if type(obj) is str:
+        return canonical(obj)
+    out = bytearray()
+    _encode(obj, out)
+    return out
