@@ -19,6 +19,10 @@ keys and ``--sample-rows`` rows each), three arms:
   the FROM-first profile with column policy in the mask
   (``grid_serve.text2sql.answer_from_first``: the role's scoped guide, mode 1, the
   statement rewritten SELECT-first before it is judged and run; no repair).
+- **covering** (``--arms ...,covering``): ``grid ask --covering``, the SELECT-first
+  covering language (``grid_serve.text2sql.answer_covering``: the same prompt as
+  mode 1; the select list names columns granted wherever they are, the FROM clause
+  is chosen to have them, every later column is one its tables have; no repair).
 
 ``--generation`` picks the role's generation profile (:mod:`grid_sql.generation`):
 ``narrow`` (the default, what ``grid ask`` decodes in) or ``full`` (the role's whole
@@ -76,7 +80,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).parent))  # host.py, smollm2_50.py
 
 ARMS = ("unconstrained", "mode1", "repair")
-ALL_ARMS = (*ARMS, "from_first")
+ALL_ARMS = (*ARMS, "from_first", "covering")
 EXCLUDED = {"wta_1": "the release ships its schema without rows"}
 ORDER_BY = re.compile(r"\border\s+by\b", re.I)
 ROLE = "reader"
@@ -208,7 +212,7 @@ def run_question(
     from grid_core.audit import verify
     from grid_core.decode import Generation
     from grid_core.guide import Engine
-    from grid_serve.text2sql import Avoid, answer, answer_from_first, prompt_ids
+    from grid_serve.text2sql import Avoid, answer, answer_covering, answer_from_first, prompt_ids
     from grid_serve.transformers import decode_with_model
 
     gold_rows, error = execute(ctx.db, q["gold"])
@@ -273,6 +277,12 @@ def run_question(
                 lambda guide: decode_guide(guide, "", None, True), ctx.engines, ROLE
             )
             runs.append(("from_first", 0, attempts, timing[:]))
+        if "covering" in arms:
+            timing.clear()
+            attempts = answer_covering(
+                lambda guide: decode_guide(guide, "", None, False), ctx.engines, ROLE
+            )
+            runs.append(("covering", 0, attempts, timing[:]))
     for arm, last, attempts, timing in runs:
         gens = [a.generation for a in attempts[: last + 1]]
         spent = timing[: last + 1]
@@ -342,6 +352,8 @@ def summarize(
         ("repair", "mode1"),
         ("from_first", "mode1"),
         ("from_first", "unconstrained"),
+        ("covering", "mode1"),
+        ("covering", "unconstrained"),
     ]
     report: dict[str, Any] = {
         "paired_gain": {
@@ -349,7 +361,7 @@ def summarize(
         },
         "per_database": per_db,
     }
-    for arm in ("mode1", "from_first"):
+    for arm in ("mode1", "from_first", "covering"):
         if arm in arms:
             report[arm] = constrained_report([r[arm] for r in records])
     if "repair" in arms:

@@ -84,6 +84,15 @@ BAD_INPUT = {
         [Q, "--from-first", "--role", "clerk"],
         "--from-first: role 'clerk' may do more than SELECT",
     ),
+    "covering-and-from-first": (
+        [Q, "--covering", "--from-first"],
+        "--from-first and --covering are two languages: pick one",
+    ),
+    "covering-with-events": ([Q, "--covering", "--events", "-"], "not offered with --covering"),
+    "covering-writer-role": (
+        [Q, "--covering", "--role", "clerk"],
+        "--covering: role 'clerk' may do more than SELECT",
+    ),
 }
 
 
@@ -298,6 +307,39 @@ def test_ask_from_first_end_to_end(
     assert verdict.ok, verdict
     # the role's own (SELECT-first) engine cannot replay it
     assert not replay_file(log, engines["analyst"].engine).ok
+
+
+def test_ask_covering_end_to_end(
+    lm: Any,
+    engines: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--covering``: the statement is decoded SELECT-first under the role's covering
+    guide, judged by the checker, never repaired; its sealed log carries the column
+    scope's fingerprint and replays against a fresh covering guide, not against the
+    FROM-first one."""
+    import grid_serve.model
+
+    monkeypatch.setattr(grid_serve.model, "load_model", lambda source=None: lm)
+    log = tmp_path / "audit.jsonl"
+    code = ask.main(
+        ["How many employees are in each department?", "--covering", "--audit", str(log)]
+    )
+    out, _ = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[1].lstrip().upper().startswith("SELECT ")
+    assert "repair: off (--covering)" in lines
+    assert not (tmp_path / "audit.retry.jsonl").exists()
+    assert code in (0, 1)
+    seal = json.loads(log.read_text().splitlines()[-1])["seal"]
+    assert "column_scope" in seal["fingerprints"]
+    covering = engines.scoped("analyst", covering=True)
+    verdict = replay_file(log, covering.base, guide=covering.guide(audit=False))
+    assert verdict.ok, verdict
+    from_first = engines.scoped("analyst")
+    assert not replay_file(log, from_first.base, guide=from_first.guide(audit=False)).ok
 
 
 def test_no_statement_within_the_budget(

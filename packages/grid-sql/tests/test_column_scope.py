@@ -602,3 +602,87 @@ def test_the_generation_language_is_from_first_without_comments() -> None:
     for text in cut[-3:]:
         scoped = ScopedGuide(engines("concert_singer"), audit=False)
         assert run(scoped, tokens(text)) == len(tokens(text)) + 1, text
+
+
+@cache
+def covering_engines() -> ScopedEngines:
+    vocab, trie = world()
+    return scoped_engines(
+        SQLITE, schema("concert_singer"), grants("concert_singer"), vocab, trie=trie, covering=True
+    )
+
+
+def test_the_covering_language_is_select_first_with_a_covering_from_clause() -> None:
+    """``scoped_engines(..., covering=True)`` (``grid ask --covering``): SELECT-first
+    cores with a FROM clause; a select list names, bare, only columns granted on
+    every granted table that has them (``Singer_ID`` is denied on
+    ``singer_in_concert``, so not even ``singer``'s may be written there); the FROM
+    clause's first table has every such column, a later one none its core already
+    has; after FROM, columns are scoped as in the generation language."""
+    e = covering_engines()
+    kept = [
+        "SELECT name FROM singer;",
+        "SELECT name, age FROM singer WHERE age > 1;",
+        "SELECT capacity FROM stadium;",
+        "SELECT count(*) FROM singer;",
+        "SELECT name FROM singer WHERE age IN (SELECT age FROM singer);",
+        "SELECT concert_name FROM concert JOIN stadium ON concert.stadium_id = stadium.stadium_id;",
+        "SELECT name FROM singer AS s WHERE s.age > 1;",
+    ]
+    cut = [
+        "FROM singer SELECT name;",
+        "SELECT 1;",
+        "SELECT name;",
+        "SELECT * FROM singer;",
+        "SELECT singer_id FROM singer;",  # denied on singer_in_concert
+        "SELECT s.name FROM singer AS s;",  # no qualifier before FROM
+        "-- x\nSELECT name FROM singer;",
+        "SELECT capacity FROM singer;",  # the first table lacks the select list's column
+        "SELECT name, age FROM stadium;",  # stadium has name, not age; singer has both
+        "SELECT name FROM singer JOIN stadium ON 1;",  # name twice: ambiguous
+    ]
+    for text in kept:
+        assert run(e.guide(audit=False), tokens(text)) == len(tokens(text)) + 1, text
+    for text in cut:
+        assert run(e.guide(audit=False), tokens(text)) <= len(tokens(text)), text
+    # where no table has every column, one with some of them; a later table without
+    # the core's columns
+    for text in [
+        "SELECT capacity, age FROM stadium;",
+        "SELECT name FROM singer JOIN concert ON 1;",
+    ]:
+        assert run(e.guide(audit=False), tokens(text)) == len(tokens(text)) + 1, text
+
+
+def test_covering_masks_equal_the_scoped_lexer_and_the_reserve_holds() -> None:
+    """In the covering language: at a select list before FROM and at the FROM
+    clause's first table, the mask is exactly what the scoped lexer takes on every
+    token; theorem 4's obligations for its reserve at the positions its scope
+    changes the words of."""
+    e = covering_engines()
+    vocab, _ = world()
+    for prefix in ["SELECT ", "SELECT capacity FROM ", "SELECT name FROM singer JOIN "]:
+        guide = e.guide(audit=False)
+        assert run(guide, tokens(prefix)) == len(tokens(prefix))
+        mask = set(guide.mask_ids())
+        assert mask == {t for t in range(vocab.n_vocab) if guide.accepts(t)}, prefix
+    for prefix in ["SELECT name, ", "SELECT capacity FROM ", "SELECT name FROM singer JOIN ", ""]:
+        check_reserve(e, prefix)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_covering_decodes_end_in_scope_and_replay(seed: int) -> None:
+    """Mode 1 in the covering language, steered towards SELECT-first gold: every
+    decode ends with EOS within the budget at a statement the checker finds no
+    column violation in (whichever table SQL resolves a select-list column to
+    grants it), and its sealed log replays against a fresh covering guide."""
+    e = covering_engines()
+    rng = random.Random(seed)
+    target = rng.choice(gold("concert_singer"))[0].encode()
+    guide = e.guide()
+    gen = generate(guide, steered(guide, target, rng), 40, rng)
+    assert gen.stop_reason in ("eos", "reserve") and len(gen.tokens) <= 40
+    found = checker("concert_singer").check(gen.text.decode(), "reader")
+    assert [v for v in found if v.kind not in STATEMENT_RULES] == [], gen.text
+    verdict = replay(gen.audit.lines(), e.base, guide=e.guide(audit=False))
+    assert verdict.ok, verdict

@@ -27,7 +27,9 @@ the example policy is never applied to it. Steps:
    :data:`MAX_PROMPT_TOKENS` (checked once the tokenizer is loaded);
    with ``--from-first`` the statement is written FROM-first under the role's
    column-scoped guide (column policy in the mask, :mod:`grid_sql.column_scope`)
-   and rewritten SELECT-first (no repair pass);
+   and rewritten SELECT-first (no repair pass); with ``--covering`` it is written
+   SELECT-first under the role's covering guide (its FROM clause chosen to have
+   the columns its select list named; no repair pass);
 5. print the SQL and the SemanticChecker's verdict; run the statement on the
    database opened read-only only if the checker accepts it, under the role's
    execution limits (:mod:`grid_sql.limits`: wall time, rows, result bytes,
@@ -313,6 +315,14 @@ def ask_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
         "the role is granted on a table in scope; the statement is rewritten SELECT-first "
         "before it runs (DuckDB runs it as written); no repair (docs/policy.md)",
     )
+    p.add_argument(
+        "--covering",
+        action="store_true",
+        help="write the statement SELECT-first in the covering language (same schemas and "
+        "roles as --from-first): the select list names columns granted wherever they are, "
+        "the FROM clause is chosen to have them, every later column is one its tables "
+        "have; no repair (docs/policy.md)",
+    )
     p.add_argument("--audit", type=Path, help="audit log path (default: a new temp directory)")
     p.add_argument(
         "--events",
@@ -385,8 +395,11 @@ def inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
             raise ServingError(f"--events {events} is a directory; name a file in it")
         if not events.parent.is_dir():
             raise ServingError(f"no directory {events.parent} for the events")
-    if args.from_first and args.events is not None:
-        raise ServingError("--events is not offered with --from-first")
+    if args.from_first and args.covering:
+        raise ServingError("--from-first and --covering are two languages: pick one")
+    scoped = "--from-first" if args.from_first else "--covering" if args.covering else None
+    if scoped and args.events is not None:
+        raise ServingError(f"--events is not offered with {scoped}")
     if args.from_first and args.examples is not None:
         raise ServingError("--examples is not offered with --from-first")
     if args.db is not None and args.policy is None:
@@ -397,8 +410,8 @@ def inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
     role = args.role or default_role(policy)
     grants = policy.grants(role, schema)
     role_language(schema, policy, role)  # a role that cannot say anything fails here
-    if args.from_first:
-        text2sql.check_from_first(schema, grants)
+    if scoped:
+        text2sql.check_from_first(schema, grants, scoped)
     overrides = {key: getattr(args, f"limit_{_FLAG[key]}") for key in LIMIT_KEYS}
     limits = policy.role(role).limits.replace(**overrides)
     examples = tuple(text2sql.load_examples(args.examples)) if args.examples else ()
@@ -495,7 +508,11 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
     text2sql.check_examples(given.examples, role_engine.engine, schema, grants)
     ddl = text2sql.prompt_schema(db, schema, grants, args.sample_rows, given.limits)
     audit_path = args.audit or Path(tempfile.mkdtemp(prefix="grid-ask-")) / "audit.jsonl"
-    served = engines.scoped(role) if args.from_first else role_engine.engine
+    served = (
+        engines.scoped(role, covering=args.covering)
+        if args.from_first or args.covering
+        else role_engine.engine
+    )
     if text2sql.shortest_statement(served) > args.max_tokens:
         refusal = text2sql.budget_refusal(served, args.max_tokens)
         refusal.write(audit_path)
@@ -571,6 +588,10 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
     try:
         if args.from_first:
             attempts = text2sql.answer_from_first(
+                lambda guide: decode_guide(guide, "", None), engines, role
+            )
+        elif args.covering:
+            attempts = text2sql.answer_covering(
                 lambda guide: decode_guide(guide, "", None), engines, role
             )
         else:
@@ -654,6 +675,8 @@ def _report(
         )
     elif args.from_first:
         out.write("repair: off (--from-first: the column policy is the mask's)\n")
+    elif args.covering:
+        out.write("repair: off (--covering)\n")
     elif first.error:
         out.write("repair: not engaged (the checker could not judge the statement)\n")
     elif first.violations:

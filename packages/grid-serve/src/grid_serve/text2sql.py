@@ -90,6 +90,7 @@ __all__ = [
     "RoleEngine",
     "RoleEngines",
     "answer",
+    "answer_covering",
     "answer_from_first",
     "budget_refusal",
     "chat_messages",
@@ -160,7 +161,7 @@ class RoleEngines:
     trie: TokenTrie | None = None
     _built: dict[str, RoleEngine] = field(default_factory=dict)
     _shared: SharedCache | None = None
-    _scoped: dict[str, ScopedEngines] = field(default_factory=dict)
+    _scoped: dict[tuple[str, bool], ScopedEngines] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.policy.validate(self.schema)
@@ -187,15 +188,18 @@ class RoleEngines:
         profile = self.policy.role(role).generation
         return generation_language(profile, grammar, dfa, words, role)
 
-    def scoped(self, role: str) -> ScopedEngines:
+    def scoped(self, role: str, *, covering: bool = False) -> ScopedEngines:
         """The role's FROM-first engines with column policy in the mask
         (:mod:`grid_sql.column_scope`): the dialect's FROM-first profile projected
         for the role, narrowed to the scoped generation language (FROM-first cores
-        only, :func:`grid_sql.column_scope.generation_rule`). Raises
-        :class:`~grid_core.errors.ServingError` for a dialect with no FROM-first
-        profile, a role that may do more than SELECT, or a granted table with no
-        granted column (the scope's preconditions), naming the role."""
-        got = self._scoped.get(role)
+        only, :func:`grid_sql.column_scope.generation_rule`); with ``covering``, to
+        the SELECT-first covering language instead
+        (:func:`grid_sql.column_scope.covering_rule`: a select list names columns
+        granted wherever they are, then its FROM clause is chosen to have them).
+        Raises :class:`~grid_core.errors.ServingError` for a dialect with no
+        FROM-first profile, a role that may do more than SELECT, or a granted table
+        with no granted column (the scope's preconditions), naming the role."""
+        got = self._scoped.get((role, covering))
         if got is not None:
             return got
         dialect = get_dialect(self.schema.dialect)
@@ -216,11 +220,12 @@ class RoleEngines:
                 self.vocab,
                 grammar=projection.grammar,
                 trie=self.trie,
-                generation=True,
+                generation=not covering,
+                covering=covering,
             )
         except ValueError as e:
-            raise ServingError(f"--from-first: {e}") from None
-        self._scoped[role] = got
+            raise ServingError(f"--{'covering' if covering else 'from-first'}: {e}") from None
+        self._scoped[(role, covering)] = got
         return got
 
     def _engine(
@@ -567,25 +572,26 @@ def shortest_statement(engine: Engine | ScopedEngines) -> int:
     return source.reserve(source.start()) + 1
 
 
-def check_from_first(schema: SchemaSnapshot, grants: RoleGrants) -> None:
-    """Raise :class:`~grid_core.errors.ServingError` unless the FROM-first profile with
-    column policy in the mask can serve the role (:meth:`RoleEngines.scoped`'s
-    preconditions), before any engine is built."""
+def check_from_first(
+    schema: SchemaSnapshot, grants: RoleGrants, flag: str = "--from-first"
+) -> None:
+    """Raise :class:`~grid_core.errors.ServingError` (naming ``flag``) unless the
+    column-scoped engines can serve the role (:meth:`RoleEngines.scoped`'s
+    preconditions, FROM-first or covering), before any engine is built."""
     if from_first_of(get_dialect(schema.dialect)) is None:
         raise ServingError(
-            f"--from-first: the {schema.dialect} dialect has no FROM-first profile "
+            f"{flag}: the {schema.dialect} dialect has no FROM-first profile "
             f"(SQLite and PostgreSQL have one; DuckDB parses FROM-first SQL itself)"
         )
     if grants.verbs - {"SELECT"}:
         raise ServingError(
-            f"--from-first: role {grants.role!r} may do more than SELECT; the column scope "
+            f"{flag}: role {grants.role!r} may do more than SELECT; the column scope "
             "is for SELECT-only roles"
         )
     empty = sorted(t for t, cols in grants.columns.items() if not cols)
     if empty:
         raise ServingError(
-            f"--from-first: role {grants.role!r} has tables without a granted column: "
-            f"{', '.join(empty)}"
+            f"{flag}: role {grants.role!r} has tables without a granted column: {', '.join(empty)}"
         )
 
 
@@ -719,6 +725,23 @@ def answer_from_first(
     except GridError as e:  # a statement of L the rewrite or checker cannot read: refused
         return (Attempt(gen, decoded, (), error=str(e), decoded=decoded),)
     return (Attempt(gen, sql, violations, decoded=decoded),)
+
+
+def answer_covering(
+    decode: Callable[[Guide], Generation], engines: RoleEngines, role: str
+) -> tuple[Attempt, ...]:
+    """The SELECT-first covering language (``grid ask --covering``): one mode-1 decode
+    under the role's covering guide (:meth:`RoleEngines.scoped` with ``covering``: the
+    FROM clause chosen to have the columns its select list named, every later column
+    one its tables have), then the checker. No repair, no rewrite."""
+    checker = checker_for(engines.schema, engines[role].grants)
+    gen = decode(engines.scoped(role, covering=True).guide())
+    sql = gen.text.decode("utf-8", "replace")
+    try:
+        violations = tuple(checker.check(sql, role))
+    except GridError as e:  # a statement of L the checker cannot judge: refused, kept
+        return (Attempt(gen, sql, (), error=str(e)),)
+    return (Attempt(gen, sql, violations),)
 
 
 def example_database(directory: Path) -> Path:

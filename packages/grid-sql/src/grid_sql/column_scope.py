@@ -181,12 +181,30 @@ def generation_rule(rule: Rule) -> bool:
     return written_rule(rule) and scoped_rule(rule)
 
 
-def scoped_grammar(grammar: Grammar, role: str = "scoped", *, generation: bool = False) -> Grammar:
+def covering_rule(rule: Rule) -> bool:
+    """Whether the SELECT-first *covering* generation language keeps ``rule``
+    (:attr:`ScopedEngines.covering`): :func:`scoped_rule` and
+    :func:`~grid_sql.generation.written_rule`, SELECT-first cores only, each with a
+    FROM clause (a select list written before FROM names columns its FROM clause
+    must then have; with none, no column could resolve), and no VALUES core."""
+    if rule.origin == "select_core" and (
+        rule.expansion[:1] != ("SELECT",) or "from_clause" not in rule.expansion
+    ):
+        return False
+    return written_rule(rule) and scoped_rule(rule)
+
+
+def scoped_grammar(
+    grammar: Grammar, role: str = "scoped", *, generation: bool = False, covering: bool = False
+) -> Grammar:
     """``grammar`` (a FROM-first profile's, or a role projection of it) narrowed to
     the scoped language: :func:`scoped_rule` (with ``generation``,
     :func:`generation_rule`: FROM-first cores only, what ``grid ask --from-first``
-    decodes), then reduced."""
-    return grammar.project(generation_rule if generation else scoped_rule, role)
+    decodes; with ``covering``, :func:`covering_rule`: SELECT-first cores with a
+    FROM clause, what ``grid ask --covering`` decodes), then reduced."""
+    assert not (generation and covering), "one generation language at a time"
+    keep = covering_rule if covering else generation_rule if generation else scoped_rule
+    return grammar.project(keep, role)
 
 
 # ---------------------------------------------------------------- the scope
@@ -214,6 +232,9 @@ class Frame:
     """The current core's references, declared so far."""
     statement: tuple[Ref, ...] = ()
     """Every core's references (the statement's ORDER BY and LIMIT see them)."""
+    pending: frozenset[str] = frozenset()
+    """The folded columns the core's select list named before its FROM clause
+    (:attr:`ScopedEngines.covering`): its FROM clause is to have them."""
 
     @property
     def visible(self) -> tuple[Ref, ...] | None:
@@ -312,7 +333,9 @@ class ScopedEngines:
         lexicon: SchemaLexicon,
         silenced: frozenset[str] = frozenset(),
         unambiguous: bool = False,
+        covering: bool = False,
     ) -> None:
+        assert unambiguous or not covering, "the covering language is a generation language"
         if grants.verbs - {"SELECT"}:
             raise ValueError(f"role {grants.role!r}: the column scope is for SELECT-only roles")
         empty = [t for t, cols in grants.columns.items() if not cols]
@@ -352,6 +375,21 @@ class ScopedEngines:
         self._qualifier_id = base.grammar.terminal_id(QUALIFIER)
         self._table_id = base.grammar.terminal_id(dialect.table_category)
         self._column_id = base.grammar.terminal_id(dialect.column_category)
+        self.covering = covering
+        """A SELECT-first core's select list, written before its FROM clause, names
+        any column granted on every granted table that has it (whichever table SQL
+        resolves it to grants it), bare; its FROM clause's tables are then chosen to
+        have those columns (:meth:`tables`). The SELECT-first generation language
+        (:func:`covering_rule`, ``grid ask --covering``)."""
+        safe = [
+            self._catalog[t][c]
+            for t, cols in sorted(self._granted.items())
+            for c in sorted(cols)
+            if all(c in self._granted[u] for u, have in self._catalog.items() if c in have)
+        ]
+        self._select_words = frozenset(
+            w for c in safe for w in spellings(c, dialect, dialect.column_category)
+        )
 
     # -------------------------------------------------------- words of a scope
 
@@ -404,6 +442,10 @@ class ScopedEngines:
         if got is not None:
             return got
         frames = self._visible(state)
+        if self.covering and state.qualifier is None and frames and frames[0] is None:
+            got = (self._select_words, frozenset())  # a select list before its FROM
+            self._scopes[state] = got
+            return got
         if state.qualifier is not None:
             columns = self._qualified(frames, state.qualifier)
         else:
@@ -506,9 +548,35 @@ class ScopedEngines:
             for w, names in self._table_of.items()
             if not any(ascii_lower(t) in taken for t in names)
         )
+        if self.covering and frame is not None and frame.pending:
+            free = self._covering(frame, free)
         # Every table taken: leave them all, or a JOIN would have no table to name
         # (a prefix with no sentence; the SQL is then ambiguous, never stuck).
         return free or frozenset(self._table_of)
+
+    def _columns_of(self, word: bytes) -> frozenset[str]:
+        """The folded catalog columns every table a ``TABLE_NAME`` word names has."""
+        return frozenset.intersection(*(frozenset(self._catalog[t]) for t in self._table_of[word]))
+
+    def _covering(self, frame: Frame, free: frozenset[bytes]) -> frozenset[bytes]:
+        """Of ``free``, the tables a FROM clause after a select list naming
+        ``frame.pending`` is best continued with (:attr:`covering`): the first table
+        has them all, else some; a later one has none its core's tables already
+        have (SQL would call them ambiguous) and, preferably, some they lack.
+        Never empty when ``free`` is not."""
+        have: set[str] = set()
+        for r in frame.core:
+            have |= self._catalog[r.table].keys()
+        if not frame.core:
+            pending = frame.pending
+            return (
+                frozenset(w for w in free if pending <= self._columns_of(w))
+                or frozenset(w for w in free if pending & self._columns_of(w))
+                or free
+            )
+        clash, missing = frame.pending & have, frame.pending - have
+        ok = frozenset(w for w in free if not clash & self._columns_of(w))
+        return frozenset(w for w in ok if missing & self._columns_of(w)) or ok or free
 
     @property
     def engines_built(self) -> int:
@@ -575,6 +643,15 @@ class ScopedEngines:
             f = frames[-1]
             ref = self.aliased(f.core[-1], text)
             frames[-1] = replace(f, core=(*f.core[:-1], ref), statement=(*f.statement[:-1], ref))
+        elif (
+            self.covering
+            and t == self._column_id
+            and state.qualifier is None
+            and frames
+            and frames[-1].phase == "select"
+        ):
+            f = frames[-1]
+            frames[-1] = replace(f, pending=f.pending | {self.fold(text.decode("utf-8"))})
         return ScopeState(tuple(frames), depth, qualifier, alias_for)
 
     # -------------------------------------------------------- the scoped lexer
@@ -1128,6 +1205,7 @@ def scoped_engines(
     trie: TokenTrie | None = None,
     cache: bool | SharedCache = True,
     generation: bool = False,
+    covering: bool = False,
 ) -> ScopedEngines:
     """The scoped engines of a role: ``dialect`` is the base dialect (``sqlite``,
     ``postgres``: its schema snapshots and lexicons), the grammar its FROM-first
@@ -1139,13 +1217,16 @@ def scoped_engines(
     lexicon = SchemaLexicon.build(dialect, schema, grants)
     words: dict[str, list[bytes]] = lexicon.word_lists()
     words[QUALIFIER] = []
-    g = scoped_grammar(grammar or dialect_grammar(profile), grants.role, generation=generation)
-    silenced = COMMENTS & {t.name for t in g.terminals} if generation else frozenset()
+    g = scoped_grammar(
+        grammar or dialect_grammar(profile), grants.role, generation=generation, covering=covering
+    )
+    writing = generation or covering
+    silenced = COMMENTS & {t.name for t in g.terminals} if writing else frozenset()
     for name in silenced:
         words[name] = []
     dfa = dialect_dfa(profile)
     base = Engine(g, vocab, build_lexicon(g, dfa, words), dfa=dfa, trie=trie, cache=cache)
-    return ScopedEngines(base, dialect, schema, grants, lexicon, silenced, generation)
+    return ScopedEngines(base, dialect, schema, grants, lexicon, silenced, writing, covering)
 
 
 # ---------------------------------------------------------------- the column speller
