@@ -377,9 +377,10 @@ class ScopedEngines:
         self._column_id = base.grammar.terminal_id(dialect.column_category)
         self.covering = covering
         """A SELECT-first core's select list, written before its FROM clause, names
-        any column granted on every granted table that has it (whichever table SQL
-        resolves it to grants it), bare; its FROM clause's tables are then chosen to
-        have those columns (:meth:`tables`). The SELECT-first generation language
+        columns granted on every granted table that has them (whichever table SQL
+        resolves one to grants it), bare, and all of one table
+        (:meth:`_select_list`); its FROM clause's first table is then one that has
+        them (:meth:`tables`). The SELECT-first generation language
         (:func:`covering_rule`, ``grid ask --covering``)."""
         safe = [
             self._catalog[t][c]
@@ -387,9 +388,7 @@ class ScopedEngines:
             for c in sorted(cols)
             if all(c in self._granted[u] for u, have in self._catalog.items() if c in have)
         ]
-        self._select_words = frozenset(
-            w for c in safe for w in spellings(c, dialect, dialect.column_category)
-        )
+        self._safe = {ascii_lower(c): c for c in safe}
 
     # -------------------------------------------------------- words of a scope
 
@@ -443,7 +442,7 @@ class ScopedEngines:
             return got
         frames = self._visible(state)
         if self.covering and state.qualifier is None and frames and frames[0] is None:
-            got = (self._select_words, frozenset())  # a select list before its FROM
+            got = (self._select_list(state.frames[-1].pending), frozenset())
             self._scopes[state] = got
             return got
         if state.qualifier is not None:
@@ -468,6 +467,21 @@ class ScopedEngines:
         got = (spelled, frozenset(qualifiers))
         self._scopes[state] = got
         return got
+
+    def _select_list(self, pending: frozenset[str]) -> frozenset[bytes]:
+        """The ``COLUMN_NAME`` words of a select list written before its FROM clause
+        that has named ``pending`` (:attr:`covering`): the safe columns of the tables
+        that have every pending one and it, so that one table can still have them
+        all (the FROM clause's first, :meth:`tables`)."""
+        names = {
+            self._safe[c]
+            for cols in self._catalog.values()
+            if pending <= cols.keys()
+            for c in cols.keys() & self._safe.keys()
+        }
+        return frozenset(
+            w for c in names for w in spellings(c, self.dialect, self.dialect.column_category)
+        )
 
     def _qualified(self, frames: list[tuple[Ref, ...] | None], name: str) -> list[str]:
         """Catalog names of the columns a qualifier admits (innermost frame naming it)."""
