@@ -684,3 +684,20 @@ def test_covering_decodes_end_in_scope_and_replay(seed: int) -> None:
     assert [v for v in found if v.kind not in STATEMENT_RULES] == [], gen.text
     verdict = replay(gen.audit.lines(), e.base, guide=e.guide(audit=False))
     assert verdict.ok, verdict
+
+
+def test_covering_column_speller_finds_no_bypass() -> None:
+    """The column speller over the covering language: before FROM, only columns
+    granted on every table that has them (``singer_id`` is denied on
+    ``singer_in_concert``), then only those of a table that has the columns named
+    so far; after FROM, the FROM clause's."""
+    safe = (SINGER | STADIUM | {"concert_id", "concert_name", "theme"}) - {"singer_id"}
+    contexts = {
+        "SELECT": safe,
+        "SELECT age,": SINGER - {"singer_id"},
+        "SELECT name FROM singer WHERE": SINGER,
+    }
+    got = spell_columns(covering_engines(), {c: frozenset(v) for c, v in contexts.items()})
+    assert got.bypasses == [] and got.disagreements == [], (got.bypasses[:5],)
+    assert got.controls_missing == []
+    assert got.controls_reached == got.controls_expected >= sum(map(len, contexts.values()))
