@@ -96,7 +96,7 @@ from __future__ import annotations
 
 import array
 import bisect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -389,6 +389,9 @@ class ScopedEngines:
             if all(c in self._granted[u] for u, have in self._catalog.items() if c in have)
         ]
         self._safe = {ascii_lower(c): c for c in safe}
+        self._window_words = window_words(lexicon.words, dialect) if covering else frozenset()
+        """The covering language has no window function (each needs an OVER clause,
+        which a small model leaves out: SQLite then refuses the statement)."""
 
     # -------------------------------------------------------- words of a scope
 
@@ -545,6 +548,8 @@ class ScopedEngines:
                 words[self.dialect.table_category] = set(tables)
             for name in self.silenced:
                 words[name] = set()
+            if self.covering and self.dialect.function_category in words:
+                words[self.dialect.function_category] -= self._window_words
             lexicon = build_lexicon(self.base.grammar, self.base.dfa, words)
             e = self._engines.setdefault(key, _with_lexicon(self.base, lexicon))
         return e
@@ -1238,9 +1243,27 @@ def scoped_engines(
     silenced = COMMENTS & {t.name for t in g.terminals} if writing else frozenset()
     for name in silenced:
         words[name] = []
+    if covering and dialect.function_category in words:
+        windows = window_words(words, dialect)
+        words[dialect.function_category] = [
+            w for w in words[dialect.function_category] if w not in windows
+        ]
     dfa = dialect_dfa(profile)
     base = Engine(g, vocab, build_lexicon(g, dfa, words), dfa=dfa, trie=trie, cache=cache)
     return ScopedEngines(base, dialect, schema, grants, lexicon, silenced, writing, covering)
+
+
+def window_words(words: Mapping[str, Collection[bytes]], dialect: Dialect) -> frozenset[bytes]:
+    """The function words of ``words`` (each a name and its ``(``) that spell one of
+    the dialect's window functions (``Dialect.window_functions``), in any case form
+    or quoted."""
+    fn = words.get(dialect.function_category, ())
+    return frozenset(
+        w
+        for w in fn
+        if ascii_lower(w.decode("utf-8").split("(")[0].strip().strip('"'))
+        in dialect.window_functions
+    )
 
 
 # ---------------------------------------------------------------- the column speller
