@@ -272,6 +272,30 @@ def test_ask_end_to_end_on_the_defaults(
     assert 0 < float(first) < 600
 
 
+def ask_scoped(
+    lm: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    flag: str,
+) -> tuple[int, list[str], dict[str, Any], Path]:
+    """``grid ask`` with the scoped-language ``flag`` on the example database: (exit
+    status, stdout lines, the seal, the log's path), after the checks both flags
+    share: one decode (no retry log), exit 0 or 1, the column scope's fingerprint
+    in the seal."""
+    import grid_serve.model
+
+    monkeypatch.setattr(grid_serve.model, "load_model", lambda source=None: lm)
+    log = tmp_path / "audit.jsonl"
+    code = ask.main(["How many employees are in each department?", flag, "--audit", str(log)])
+    lines = capsys.readouterr().out.splitlines()
+    assert not (tmp_path / "audit.retry.jsonl").exists()
+    assert code in (0, 1)
+    seal: dict[str, Any] = json.loads(log.read_text().splitlines()[-1])["seal"]
+    assert "column_scope" in seal["fingerprints"]
+    return code, lines, seal, log
+
+
 def test_ask_from_first_end_to_end(
     lm: Any,
     engines: Any,
@@ -283,24 +307,12 @@ def test_ask_from_first_end_to_end(
     guide (column policy in the mask), printed as decoded and as it runs (rewritten
     SELECT-first), judged by the checker, never repaired; its sealed log carries the
     column scope's fingerprint and replays against a fresh scoped guide."""
-    import grid_serve.model
-
-    monkeypatch.setattr(grid_serve.model, "load_model", lambda source=None: lm)
-    log = tmp_path / "audit.jsonl"
-    code = ask.main(
-        ["How many employees are in each department?", "--from-first", "--audit", str(log)]
-    )
-    out, _ = capsys.readouterr()
-    lines = out.splitlines()
+    _code, lines, seal, log = ask_scoped(lm, tmp_path, monkeypatch, capsys, "--from-first")
     assert lines[1] == "-- FROM-first, as decoded:"
     assert lines[2].lstrip().upper().startswith("FROM ")
     k = lines.index("-- as it runs:")
     assert lines[k + 1].lstrip().upper().startswith("SELECT ")
     assert "repair: off (--from-first: the column policy is the mask's)" in lines
-    assert not (tmp_path / "audit.retry.jsonl").exists()
-    assert code in (0, 1)
-    seal = json.loads(log.read_text().splitlines()[-1])["seal"]
-    assert "column_scope" in seal["fingerprints"]
     assert seal["mode"]["decoded_from_first"].strip() == "\n".join(lines[2:k]).strip()
     scoped = engines.scoped("analyst")
     verdict = replay_file(log, scoped.base, guide=scoped.guide(audit=False))
@@ -320,21 +332,9 @@ def test_ask_covering_end_to_end(
     guide, judged by the checker, never repaired; its sealed log carries the column
     scope's fingerprint and replays against a fresh covering guide, not against the
     FROM-first one."""
-    import grid_serve.model
-
-    monkeypatch.setattr(grid_serve.model, "load_model", lambda source=None: lm)
-    log = tmp_path / "audit.jsonl"
-    code = ask.main(
-        ["How many employees are in each department?", "--covering", "--audit", str(log)]
-    )
-    out, _ = capsys.readouterr()
-    lines = out.splitlines()
+    _code, lines, _seal, log = ask_scoped(lm, tmp_path, monkeypatch, capsys, "--covering")
     assert lines[1].lstrip().upper().startswith("SELECT ")
     assert "repair: off (--covering)" in lines
-    assert not (tmp_path / "audit.retry.jsonl").exists()
-    assert code in (0, 1)
-    seal = json.loads(log.read_text().splitlines()[-1])["seal"]
-    assert "column_scope" in seal["fingerprints"]
     covering = engines.scoped("analyst", covering=True)
     verdict = replay_file(log, covering.base, guide=covering.guide(audit=False))
     assert verdict.ok, verdict
