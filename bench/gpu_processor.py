@@ -114,21 +114,29 @@ def qwen_05b_shape() -> Any:
     return model.eval()
 
 
-def plain_generate(model: Any, prompts: list[list[int]], steps: int, eos: list[int]) -> int:
-    """Greedy generation without GRID, stopping at the vocabulary's EOS ids as
-    ``constrained_generate`` does (so that both pay ``generate``'s end-of-sequence
-    work); returns the steps the batch ran."""
+def greedy(
+    model: Any, prompts: list[list[int]], steps: int, eos: list[int], processors: list[Any]
+) -> torch.Tensor:
+    """``generate``, greedy, stopping at ``eos``, with ``processors``: the sequences."""
     ids = torch.tensor(prompts, device=DEVICE)
     with torch.inference_mode():
-        out = model.generate(
+        out: torch.Tensor = model.generate(
             input_ids=ids,
             attention_mask=torch.ones_like(ids),
             max_new_tokens=steps,
+            logits_processor=transformers.LogitsProcessorList(processors),
             do_sample=False,
             eos_token_id=eos,
             pad_token_id=eos[0],
         )
-    return int(out.shape[1] - ids.shape[1])
+    return out
+
+
+def plain_generate(model: Any, prompts: list[list[int]], steps: int, eos: list[int]) -> int:
+    """Greedy generation without GRID, stopping at the vocabulary's EOS ids as
+    ``constrained_generate`` does (so that both pay ``generate``'s end-of-sequence
+    work); returns the steps the batch ran."""
+    return int(greedy(model, prompts, steps, eos, []).shape[1] - len(prompts[0]))
 
 
 def sync() -> None:
@@ -224,17 +232,7 @@ def inline_generate(
     criterion), as docs/serve.md shows calling it directly."""
     eos = list(guides[0].engine.vocab.eos_ids)
     processor = GridLogitsProcessor(guides, budget=steps)
-    ids = torch.tensor(prompts, device=DEVICE)
-    with torch.inference_mode():
-        out = model.generate(
-            input_ids=ids,
-            attention_mask=torch.ones_like(ids),
-            max_new_tokens=steps,
-            logits_processor=transformers.LogitsProcessorList([processor]),
-            do_sample=False,
-            eos_token_id=eos,
-            pad_token_id=eos[0],
-        )
+    out = greedy(model, prompts, steps, eos, [processor])
     return processor.finish(out), processor
 
 

@@ -389,6 +389,11 @@ class ScopedEngines:
             if all(c in self._granted[u] for u, have in self._catalog.items() if c in have)
         ]
         self._safe = {ascii_lower(c): c for c in safe}
+        self._word_columns = {
+            w: frozenset.intersection(*(frozenset(self._catalog[t]) for t in tables))
+            for w, tables in self._table_of.items()
+        }
+        """The folded catalog columns every table a ``TABLE_NAME`` word names has."""
         self._window_words = window_words(lexicon.words, dialect) if covering else frozenset()
         """The covering language has no window function (each needs an OVER clause,
         which a small model leaves out: SQLite then refuses the statement)."""
@@ -573,10 +578,6 @@ class ScopedEngines:
         # (a prefix with no sentence; the SQL is then ambiguous, never stuck).
         return free or frozenset(self._table_of)
 
-    def _columns_of(self, word: bytes) -> frozenset[str]:
-        """The folded catalog columns every table a ``TABLE_NAME`` word names has."""
-        return frozenset.intersection(*(frozenset(self._catalog[t]) for t in self._table_of[word]))
-
     def _covering(self, frame: Frame, free: frozenset[bytes]) -> frozenset[bytes]:
         """Of ``free``, the tables a FROM clause after a select list naming
         ``frame.pending`` is best continued with (:attr:`covering`): the first table
@@ -589,13 +590,13 @@ class ScopedEngines:
         if not frame.core:
             pending = frame.pending
             return (
-                frozenset(w for w in free if pending <= self._columns_of(w))
-                or frozenset(w for w in free if pending & self._columns_of(w))
+                frozenset(w for w in free if pending <= self._word_columns[w])
+                or frozenset(w for w in free if pending & self._word_columns[w])
                 or free
             )
         clash, missing = frame.pending & have, frame.pending - have
-        ok = frozenset(w for w in free if not clash & self._columns_of(w))
-        return frozenset(w for w in ok if missing & self._columns_of(w)) or ok or free
+        ok = frozenset(w for w in free if not clash & self._word_columns[w])
+        return frozenset(w for w in ok if missing & self._word_columns[w]) or ok or free
 
     @property
     def engines_built(self) -> int:
