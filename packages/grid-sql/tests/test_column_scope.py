@@ -617,12 +617,15 @@ def covering_engines() -> ScopedEngines:
 
 def test_the_covering_language_is_select_first_with_a_covering_from_clause() -> None:
     """``scoped_engines(..., covering=True)`` (``grid ask --covering``): SELECT-first
-    cores with a FROM clause, no window function; a select list names, bare, only columns granted on
+    cores with a FROM clause, no window function, no call without arguments, no
+    result alias; a select list names, bare, only columns granted on
     every granted table that has them (``Singer_ID`` is denied on
     ``singer_in_concert``, so not even ``singer``'s may be written there), all of
-    one table; the FROM clause's first table has every such column, a later one none
-    its core already has; after FROM, columns are scoped as in the generation
-    language."""
+    one table, or, once one table's name qualifies a column, that table's granted
+    columns; none twice outside a call or parentheses; the FROM clause's first
+    table has every such column (is the qualifier's table, aliased by its own name
+    or not at all), a later one none its core already has; after FROM, columns are
+    scoped as in the generation language."""
     e = covering_engines()
     kept = [
         "SELECT name FROM singer;",
@@ -632,6 +635,13 @@ def test_the_covering_language_is_select_first_with_a_covering_from_clause() -> 
         "SELECT name FROM singer WHERE age IN (SELECT age FROM singer);",
         "SELECT concert_name FROM concert JOIN stadium ON concert.stadium_id = stadium.stadium_id;",
         "SELECT name FROM singer AS s WHERE s.age > 1;",
+        "SELECT singer.singer_id, name FROM singer;",  # granted on singer, the first table
+        "SELECT age, Singer.name FROM singer AS singer;",
+        "SELECT stadium.name FROM stadium JOIN concert ON stadium.stadium_id = concert.stadium_id;",
+        "SELECT abs(age) FROM singer;",
+        "SELECT max(age), min(age) FROM singer;",  # a column again inside a call
+        "SELECT name FROM singer WHERE name = 'x' ORDER BY name;",
+        "SELECT name FROM singer AS a JOIN concert AS b ON a.age = b.stadium_id;",
     ]
     cut = [
         "FROM singer SELECT name;",
@@ -646,6 +656,21 @@ def test_the_covering_language_is_select_first_with_a_covering_from_clause() -> 
         "SELECT capacity, age FROM stadium;",  # no table has both: age is not admitted
         "SELECT dense_rank() OVER (ORDER BY age) FROM singer;",  # no window function
         "SELECT name FROM singer JOIN stadium ON 1;",  # name twice: ambiguous
+        "SELECT singer.name FROM stadium;",  # the first table is the qualifier's
+        "SELECT singer.name FROM singer AS s;",  # aliased away from the qualifier
+        "SELECT singer.name, stadium.name FROM singer;",  # one qualifier before FROM
+        "SELECT capacity, singer.name FROM singer;",  # singer lacks capacity
+        "SELECT singer.capacity FROM singer;",
+        "SELECT singer.name, capacity FROM singer;",
+        "SELECT concert.year FROM concert;",  # denied on concert
+        "SELECT sin() FROM singer;",  # no call without arguments
+        "SELECT substr(*) FROM singer;",
+        "SELECT random() FROM singer;",  # nor a function that takes none
+        "SELECT count(*) AS n FROM singer;",  # no result alias
+        "SELECT name, age, name FROM singer;",  # no column twice at the list's own depth
+        "SELECT singer.name, Name FROM singer;",
+        "SELECT name FROM singer AS a JOIN concert AS a ON 1;",  # an alias twice in a core
+        "SELECT name FROM singer AS T1 JOIN concert AS t1 ON 1;",
     ]
     for text in kept:
         assert run(e.guide(audit=False), tokens(text)) == len(tokens(text)) + 1, text
@@ -663,12 +688,20 @@ def test_covering_masks_equal_the_scoped_lexer_and_the_reserve_holds() -> None:
     changes the words of."""
     e = covering_engines()
     vocab, _ = world()
-    for prefix in ["SELECT ", "SELECT capacity FROM ", "SELECT name FROM singer JOIN "]:
+    qualified = [
+        "SELECT singer.",
+        "SELECT singer.name, ",
+        "SELECT singer.age FROM singer AS ",
+        "SELECT name FROM singer AS t1 JOIN concert AS ",
+    ]
+    for prefix in ["SELECT ", "SELECT capacity FROM ", "SELECT name FROM singer JOIN ", *qualified]:
         guide = e.guide(audit=False)
         assert run(guide, tokens(prefix)) == len(tokens(prefix))
         mask = set(guide.mask_ids())
         assert mask == {t for t in range(vocab.n_vocab) if guide.accepts(t)}, prefix
     for prefix in ["SELECT name, ", "SELECT capacity FROM ", "SELECT name FROM singer JOIN ", ""]:
+        check_reserve(e, prefix)
+    for prefix in ["SELECT singer.", "SELECT singer.age FROM ", "SELECT singer.age FROM singer AS"]:
         check_reserve(e, prefix)
 
 
@@ -694,11 +727,15 @@ def test_covering_column_speller_finds_no_bypass() -> None:
     """The column speller over the covering language: before FROM, only columns
     granted on every table that has them (``singer_id`` is denied on
     ``singer_in_concert``), then only those of a table that has the columns named
-    so far; after FROM, the FROM clause's."""
+    so far, or, after a table's name as a qualifier, that table's granted ones; after
+    FROM, the FROM clause's."""
     safe = (SINGER | STADIUM | {"concert_id", "concert_name", "theme"}) - {"singer_id"}
     contexts = {
         "SELECT": safe,
-        "SELECT age,": SINGER - {"singer_id"},
+        "SELECT age,": SINGER - {"singer_id", "age"},  # age: said at the list's depth
+        "SELECT singer.": SINGER,
+        "SELECT singer.age,": SINGER - {"age"},
+        "SELECT singer.age, max(": SINGER,
         "SELECT name FROM singer WHERE": SINGER,
     }
     got = spell_columns(covering_engines(), {c: frozenset(v) for c, v in contexts.items()})

@@ -29,7 +29,7 @@ the example policy is never applied to it. Steps:
    column-scoped guide (column policy in the mask, :mod:`grid_sql.column_scope`)
    and rewritten SELECT-first (no repair pass); with ``--covering`` it is written
    SELECT-first under the role's covering guide (its FROM clause chosen to have
-   the columns its select list named; no repair pass);
+   the columns its select list named; a repair retry in the same language);
 5. print the SQL and the SemanticChecker's verdict; run the statement on the
    database opened read-only only if the checker accepts it, under the role's
    execution limits (:mod:`grid_sql.limits`: wall time, rows, result bytes,
@@ -321,7 +321,7 @@ def ask_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
         help="write the statement SELECT-first in the covering language (same schemas and "
         "roles as --from-first): the select list names columns granted wherever they are, "
         "the FROM clause is chosen to have them, every later column is one its tables "
-        "have; no repair (docs/policy.md)",
+        "have; a refused statement is retried once in the same language (docs/policy.md)",
     )
     p.add_argument("--audit", type=Path, help="audit log path (default: a new temp directory)")
     p.add_argument(
@@ -592,7 +592,7 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
             )
         elif args.covering:
             attempts = text2sql.answer_covering(
-                lambda guide: decode_guide(guide, "", None), engines, role
+                decode_guide, engines, role, retries=0 if args.no_repair else 1
             )
         else:
             attempts = text2sql.answer(decode, engines, role, retries=0 if args.no_repair else 1)
@@ -661,7 +661,8 @@ def _report(
         n = len(first.violations)
         tightened = [f"lexicon without column {', '.join(final.removed)}"] * bool(final.removed)
         tightened += ["no `*` result column"] * (not final.star)
-        under = f"a guide with {' and '.join(tightened)}" if tightened else "the role's guide"
+        own = "the role's covering guide" if args.covering else "the role's guide"
+        under = f"a guide with {' and '.join(tightened)}" if tightened else own
         out.write(
             f"repair: engaged: the {_count(n, 'violation')} quoted back to the model for one "
             f"constrained retry under {under}\n-- retry\n"
@@ -675,8 +676,6 @@ def _report(
         )
     elif args.from_first:
         out.write("repair: off (--from-first: the column policy is the mask's)\n")
-    elif args.covering:
-        out.write("repair: off (--covering)\n")
     elif first.error:
         out.write("repair: not engaged (the checker could not judge the statement)\n")
     elif first.violations:

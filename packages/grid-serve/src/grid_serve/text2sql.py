@@ -77,7 +77,7 @@ from grid_sql.lexicon import SchemaLexicon
 from grid_sql.limits import DEFAULT_LIMITS, LimitExceededError, Limits
 from grid_sql.policy import PolicyBundle, RoleGrants
 from grid_sql.projection import RoleProjection, dialect_dfa
-from grid_sql.repair import COLUMN_CATEGORY, plan_retry
+from grid_sql.repair import COLUMN_CATEGORY, feedback_text, plan_retry
 from grid_sql.schema import SchemaSnapshot, ascii_lower
 
 __all__ = [
@@ -727,21 +727,41 @@ def answer_from_first(
     return (Attempt(gen, sql, violations, decoded=decoded),)
 
 
+GuideDecode = Callable[[Guide, str, Avoid | None], Generation]
+"""``decode(guide, feedback, avoid) -> Generation``: :data:`Decode` with the guide given."""
+
+
 def answer_covering(
-    decode: Callable[[Guide], Generation], engines: RoleEngines, role: str
+    decode: GuideDecode, engines: RoleEngines, role: str, *, retries: int = 1
 ) -> tuple[Attempt, ...]:
-    """The SELECT-first covering language (``grid ask --covering``): one mode-1 decode
-    under the role's covering guide (:meth:`RoleEngines.scoped` with ``covering``: the
-    FROM clause chosen to have the columns its select list named, every later column
-    one its tables have), then the checker. No repair, no rewrite."""
+    """The SELECT-first covering language (``grid ask --covering``): mode-1 decodes
+    under fresh guides of the role's covering language (:meth:`RoleEngines.scoped`
+    with ``covering``: the FROM clause chosen to have the columns its select list
+    named, every later column one its tables have), each judged by the checker, and
+    while it refuses, up to ``retries`` retries (0: no repair) as :func:`answer`'s:
+    prompted with the feedback on the attempt before, diverging from it at the latest
+    where its first violation starts (:class:`Avoid`). The language is the same on a
+    retry: the column policy the feedback could tighten is already the mask's, so
+    what it refuses are the statement rules (argument counts, aggregates, windows)
+    and the walk's column counts. No rewrite."""
     checker = checker_for(engines.schema, engines[role].grants)
-    gen = decode(engines.scoped(role, covering=True).guide())
-    sql = gen.text.decode("utf-8", "replace")
-    try:
-        violations = tuple(checker.check(sql, role))
-    except GridError as e:  # a statement of L the checker cannot judge: refused, kept
-        return (Attempt(gen, sql, (), error=str(e)),)
-    return (Attempt(gen, sql, violations),)
+    covering = engines.scoped(role, covering=True)
+    attempts: list[Attempt] = []
+    feedback, avoid = "", None
+    for _ in range(retries + 1):
+        gen = decode(covering.guide(), feedback, avoid)
+        sql = gen.text.decode("utf-8", "replace")
+        try:
+            violations = tuple(checker.check(sql, role))
+        except GridError as e:  # a statement of L the checker cannot judge: refused, kept
+            attempts.append(Attempt(gen, sql, (), feedback, error=str(e)))
+            break
+        attempts.append(Attempt(gen, sql, violations, feedback))
+        if not violations:
+            break
+        avoid = Avoid(gen.text, min(v.span[0] for v in violations))
+        feedback = feedback_text(sql, role, violations, checker)
+    return tuple(attempts)
 
 
 def example_database(directory: Path) -> Path:

@@ -116,7 +116,7 @@ from grid_core.trie import TokenTrie
 from grid_core.vocab import Vocabulary
 from grid_sql.dialect import Dialect
 from grid_sql.events import SqlEventReader
-from grid_sql.generation import COMMENTS, written_rule
+from grid_sql.generation import ALIASES, COMMENTS, written_rule
 from grid_sql.lexicon import DEFAULT_CASE_FORMS, SchemaLexicon, case_form, spellings
 from grid_sql.policy import RoleGrants
 from grid_sql.projection import dialect_dfa, dialect_grammar
@@ -147,6 +147,7 @@ MAX_COMPLETION = 4_096
 #: words complete the statement, before it gives up.
 MAX_ENDED = 4
 QUALIFIER = "QUALIFIER"
+_ALIAS = "ALIAS_NAME"
 
 
 _CUT_SYMBOLS = frozenset(
@@ -186,10 +187,21 @@ def covering_rule(rule: Rule) -> bool:
     (:attr:`ScopedEngines.covering`): :func:`scoped_rule` and
     :func:`~grid_sql.generation.written_rule`, SELECT-first cores only, each with a
     FROM clause (a select list written before FROM names columns its FROM clause
-    must then have; with none, no column could resolve), and no VALUES core."""
-    if rule.origin == "select_core" and (
-        rule.expansion[:1] != ("SELECT",) or "from_clause" not in rule.expansion
-    ):
+    must then have; with none, no column could resolve), no VALUES core, no
+    result-column alias (a result's name changes no row; ``ALIAS_NAME`` is a finite
+    category here, :data:`~grid_sql.generation.ALIASES`, which a model naming a
+    result loops on), and no call without arguments (SmolLM2 writes ``SIN( )`` and
+    ``SUBSTR( * )``, which SQLite refuses; ``f(*)`` is a call with none in SQLite's
+    reading; ``count(*)`` stays; the functions that take none are not spelled,
+    :func:`cut_functions`)."""
+    ex = rule.expansion
+    if rule.origin == "select_core" and (ex[:1] != ("SELECT",) or "from_clause" not in ex):
+        return False
+    if rule.origin == "result_column" and _ALIAS in ex:
+        return False
+    if rule.origin == "function_call" and ex[1:2] == ("RPAR",):
+        return False
+    if rule.origin == "function_arguments" and ex == ("STAR",):
         return False
     return written_rule(rule) and scoped_rule(rule)
 
@@ -235,6 +247,15 @@ class Frame:
     pending: frozenset[str] = frozenset()
     """The folded columns the core's select list named before its FROM clause
     (:attr:`ScopedEngines.covering`): its FROM clause is to have them."""
+    said: frozenset[str] = frozenset()
+    """The folded columns the core's select list wrote before its FROM clause at its
+    own depth (not inside a call or parentheses), bare or qualified
+    (:attr:`ScopedEngines.covering`): not written there again (``SELECT id, id,
+    id, ...`` is how a small model loops)."""
+    named: str | None = None
+    """The granted table a qualifier of the core's select list named before its FROM
+    clause (:attr:`ScopedEngines.covering`): its FROM clause's first table is that
+    table, under its own name."""
 
     @property
     def visible(self) -> tuple[Ref, ...] | None:
@@ -320,8 +341,11 @@ class ScopedEngines:
 
     ``base`` is the role's engine over :func:`scoped_grammar` with the role's
     :class:`SchemaLexicon` (its ``COLUMN_NAME`` words are the union of the
-    role's granted columns); every scope's engine is ``base`` with the
-    ``COLUMN_NAME`` and ``QUALIFIER`` words of that scope.
+    role's granted columns; a generation language's silenced and cut words already
+    taken out); every scope's engine is ``base`` with the ``COLUMN_NAME`` and
+    ``QUALIFIER`` words of that scope (in a generation language, its
+    ``TABLE_NAME`` words too, and in the covering language its ``ALIAS_NAME``
+    words).
     """
 
     def __init__(
@@ -331,7 +355,6 @@ class ScopedEngines:
         schema: SchemaSnapshot,
         grants: RoleGrants,
         lexicon: SchemaLexicon,
-        silenced: frozenset[str] = frozenset(),
         unambiguous: bool = False,
         covering: bool = False,
     ) -> None:
@@ -345,9 +368,6 @@ class ScopedEngines:
         self.dialect = dialect
         self.schema = schema
         self.grants = grants
-        self.role_lexicon = lexicon
-        self.silenced = silenced
-        """Terminals with no word in every scope (the generation language's comments)."""
         self.unambiguous = unambiguous
         """Admit a column or qualifier only where it names one reference, and no table a
         reference of the core already answers to (the generation language: a column
@@ -355,7 +375,10 @@ class ScopedEngines:
         self.terms = _terms(base, dialect)
         self.reader = SqlEventReader(dialect)
         self._engines: dict[
-            tuple[frozenset[bytes], frozenset[bytes], frozenset[bytes] | None], Engine
+            tuple[
+                frozenset[bytes], frozenset[bytes], frozenset[bytes] | None, frozenset[bytes] | None
+            ],
+            Engine,
         ] = {}
         self._scopes: dict[ScopeState, tuple[frozenset[bytes], frozenset[bytes]]] = {}
         self._steps: dict[tuple[ScopeState, int, bytes, Node], ScopeState] = {}
@@ -379,9 +402,14 @@ class ScopedEngines:
         """A SELECT-first core's select list, written before its FROM clause, names
         columns granted on every granted table that has them (whichever table SQL
         resolves one to grants it), bare, and all of one table
-        (:meth:`_select_list`); its FROM clause's first table is then one that has
-        them (:meth:`tables`). The SELECT-first generation language
-        (:func:`covering_rule`, ``grid ask --covering``)."""
+        (:meth:`_before_from`); or, once it has qualified one with a granted table's
+        name (``employees.id``), columns granted on that table, bare or under that
+        qualifier only; no column twice at the list's own depth (:attr:`Frame.said`).
+        Its FROM clause's first table is then one that has them
+        (:meth:`tables`): the qualifier's table, aliased by its own name or not at
+        all (:meth:`aliases`). Aliases are :data:`~grid_sql.generation.ALIASES`.
+        The SELECT-first generation language (:func:`covering_rule`,
+        ``grid ask --covering``)."""
         safe = [
             self._catalog[t][c]
             for t, cols in sorted(self._granted.items())
@@ -394,9 +422,25 @@ class ScopedEngines:
             for w, tables in self._table_of.items()
         }
         """The folded catalog columns every table a ``TABLE_NAME`` word names has."""
-        self._window_words = window_words(lexicon.words, dialect) if covering else frozenset()
-        """The covering language has no window function (each needs an OVER clause,
-        which a small model leaves out: SQLite then refuses the statement)."""
+        self._alias_id = base.grammar.terminal_id(_ALIAS)
+        self._by_fold = {ascii_lower(t): t for t in self._granted}
+        self._alias_names: dict[str, list[bytes]] = {}
+        """:data:`~grid_sql.generation.ALIASES` by folded name (``T1`` and ``t1`` fold
+        alike)."""
+        for a in ALIASES:
+            self._alias_names.setdefault(ascii_lower(a.decode("ascii")), []).append(a)
+        self._own_alias: dict[str, tuple[frozenset[bytes], frozenset[bytes]]] = {}
+        """Per granted table that a qualifier may name before FROM (covering):
+        (its qualifier words, its names as an alias). A table no alias can spell is
+        left out: its FROM clause could alias it away from the qualifier."""
+        for w, names in self._table_of.items() if covering else ():
+            if names[0] not in self._own_alias:
+                words = frozenset(self.ref(w).words)
+                aliases = frozenset(
+                    q[:-1] for q in words if base.dfa.matches(q[:-1], self._alias_id)
+                )
+                if words and aliases:
+                    self._own_alias[names[0]] = (words, aliases)
 
     # -------------------------------------------------------- words of a scope
 
@@ -449,8 +493,10 @@ class ScopedEngines:
         if got is not None:
             return got
         frames = self._visible(state)
-        if self.covering and state.qualifier is None and frames and frames[0] is None:
-            got = (self._select_list(state.frames[-1].pending), frozenset())
+        if self.covering and frames and frames[0] is None:
+            frame = state.frames[-1]
+            said = frame.said if state.depth == frame.depth else frozenset()
+            got = self._before_from(frame, state.qualifier, said)
             self._scopes[state] = got
             return got
         if state.qualifier is not None:
@@ -476,20 +522,40 @@ class ScopedEngines:
         self._scopes[state] = got
         return got
 
-    def _select_list(self, pending: frozenset[str]) -> frozenset[bytes]:
-        """The ``COLUMN_NAME`` words of a select list written before its FROM clause
-        that has named ``pending`` (:attr:`covering`): the safe columns of the tables
-        that have every pending one and it, so that one table can still have them
-        all (the FROM clause's first, :meth:`tables`)."""
-        names = {
-            self._safe[c]
-            for cols in self._catalog.values()
-            if pending <= cols.keys()
-            for c in cols.keys() & self._safe.keys()
-        }
-        return frozenset(
-            w for c in names for w in spellings(c, self.dialect, self.dialect.column_category)
+    def _before_from(
+        self, frame: Frame, qualifier: str | None, said: frozenset[str]
+    ) -> tuple[frozenset[bytes], frozenset[bytes]]:
+        """(``COLUMN_NAME`` words, ``QUALIFIER`` words) in a select list written before
+        its FROM clause (:attr:`covering`), ``frame`` having named ``frame.pending``
+        bare and ``frame.named`` as a qualifier, none of the folded columns ``said``.
+        After a qualifier: the columns granted on its table. Once a qualifier is
+        named: its table's granted columns, bare, and its qualifier words. Before: the
+        safe columns of the tables that have every pending one and it, so that one
+        table can still have them all (the FROM clause's first, :meth:`tables`), and
+        the qualifier words of those tables."""
+        if qualifier is not None:
+            table = self._by_fold[qualifier]
+            return self._spelled(self._granted[table] - said, table), frozenset()
+        if frame.named is not None:
+            words, _ = self._own_alias[frame.named]
+            return self._spelled(self._granted[frame.named] - said, frame.named), words
+        having = [t for t, cols in self._catalog.items() if frame.pending <= cols.keys()]
+        columns = frozenset(
+            w
+            for t in having
+            for c in self._catalog[t].keys() & self._safe.keys() - said
+            for w in spellings(self._safe[c], self.dialect, self.dialect.column_category)
         )
+        qualifiers = frozenset(
+            w for t in having if t in self._own_alias for w in self._own_alias[t][0]
+        )
+        return columns, qualifiers
+
+    def _spelled(self, columns: frozenset[str], table: str) -> frozenset[bytes]:
+        """The ``COLUMN_NAME`` words of folded ``columns`` of granted ``table``."""
+        names = self._catalog[table]
+        category = self.dialect.column_category
+        return frozenset(w for c in columns for w in spellings(names[c], self.dialect, category))
 
     def _qualified(self, frames: list[tuple[Ref, ...] | None], name: str) -> list[str]:
         """Catalog names of the columns a qualifier admits (innermost frame naming it)."""
@@ -543,18 +609,20 @@ class ScopedEngines:
         tables = None
         if self.unambiguous and allowed >> self._table_id & 1:
             tables = self.tables(state)
-        key = (columns, qualifiers, tables)
+        aliases = None
+        if self.covering and allowed >> self._alias_id & 1:
+            aliases = self.aliases(state)
+        key = (columns, qualifiers, tables, aliases)
         e = self._engines.get(key)
         if e is None:
-            words = {c: set(ws) for c, ws in self.role_lexicon.words.items()}
+            terminals = self.base.grammar.terminals
+            words = {terminals[c].name: set(ws) for c, ws in self.base.lexicon.words.items()}
             words[self.dialect.column_category] = set(columns)
             words[QUALIFIER] = set(qualifiers)
             if tables is not None:
                 words[self.dialect.table_category] = set(tables)
-            for name in self.silenced:
-                words[name] = set()
-            if self.covering and self.dialect.function_category in words:
-                words[self.dialect.function_category] -= self._window_words
+            if aliases is not None:
+                words[_ALIAS] = set(aliases)
             lexicon = build_lexicon(self.base.grammar, self.base.dfa, words)
             e = self._engines.setdefault(key, _with_lexicon(self.base, lexicon))
         return e
@@ -572,11 +640,29 @@ class ScopedEngines:
             for w, names in self._table_of.items()
             if not any(ascii_lower(t) in taken for t in names)
         )
-        if self.covering and frame is not None and frame.pending:
+        if self.covering and frame is not None and (frame.pending or frame.named):
             free = self._covering(frame, free)
         # Every table taken: leave them all, or a JOIN would have no table to name
         # (a prefix with no sentence; the SQL is then ambiguous, never stuck).
         return free or frozenset(self._table_of)
+
+    def aliases(self, state: ScopeState) -> frozenset[bytes] | None:
+        """The ``ALIAS_NAME`` words of the covering language in ``state``, None for
+        :data:`~grid_sql.generation.ALIASES`: after the FROM clause's first table when
+        the select list qualified a column with its name (:attr:`Frame.named`), that
+        name only, so the qualifier still names it; else the aliases no earlier
+        reference of the core answers to (``singer AS d JOIN stadium AS d`` leaves
+        ``d.`` ambiguous, and SQLite refuses some nested joins that repeat an alias:
+        seen on Spider, "ambiguous column name: main.d.address_id")."""
+        frame = state.frames[-1] if state.frames else None
+        if frame is None or not state.alias_for:
+            return None
+        if frame.named is not None and len(frame.core) == 1 and frame.core[0].table == frame.named:
+            return self._own_alias[frame.named][1]
+        taken = {n for r in frame.core[:-1] for n in r.names} & self._alias_names.keys()
+        if not taken:
+            return None
+        return frozenset(w for n, ws in self._alias_names.items() if n not in taken for w in ws)
 
     def _covering(self, frame: Frame, free: frozenset[bytes]) -> frozenset[bytes]:
         """Of ``free``, the tables a FROM clause after a select list naming
@@ -587,6 +673,8 @@ class ScopedEngines:
         have: set[str] = set()
         for r in frame.core:
             have |= self._catalog[r.table].keys()
+        if not frame.core and frame.named is not None:
+            return frozenset(w for w in free if self._table_of[w][0] == frame.named) or free
         if not frame.core:
             pending = frame.pending
             return (
@@ -627,6 +715,8 @@ class ScopedEngines:
                 frames.pop()
         elif t == terms.qualifier:
             qualifier = self.fold(text.decode("utf-8").rstrip()[:-1])
+            if self.covering and top is not None and top.phase == "select":
+                frames[-1] = replace(top, named=self._by_fold[qualifier])
         elif node.state in terms.from_states:
             if top is not None and top.depth == depth and top.phase == "select":
                 frames[-1] = replace(top, phase="from")
@@ -663,15 +753,13 @@ class ScopedEngines:
             f = frames[-1]
             ref = self.aliased(f.core[-1], text)
             frames[-1] = replace(f, core=(*f.core[:-1], ref), statement=(*f.statement[:-1], ref))
-        elif (
-            self.covering
-            and t == self._column_id
-            and state.qualifier is None
-            and frames
-            and frames[-1].phase == "select"
-        ):
-            f = frames[-1]
-            frames[-1] = replace(f, pending=f.pending | {self.fold(text.decode("utf-8"))})
+        elif self.covering and t == self._column_id and frames and frames[-1].phase == "select":
+            f, name = frames[-1], self.fold(text.decode("utf-8"))
+            frames[-1] = replace(
+                f,
+                pending=f.pending if state.qualifier else f.pending | {name},
+                said=f.said | {name} if depth == f.depth else f.said,
+            )
         return ScopeState(tuple(frames), depth, qualifier, alias_for)
 
     # -------------------------------------------------------- the scoped lexer
@@ -1244,26 +1332,30 @@ def scoped_engines(
     silenced = COMMENTS & {t.name for t in g.terminals} if writing else frozenset()
     for name in silenced:
         words[name] = []
-    if covering and dialect.function_category in words:
-        windows = window_words(words, dialect)
-        words[dialect.function_category] = [
-            w for w in words[dialect.function_category] if w not in windows
-        ]
+    if covering:
+        if dialect.function_category in words:
+            cut = cut_functions(words, dialect)
+            words[dialect.function_category] = [
+                w for w in words[dialect.function_category] if w not in cut
+            ]
+        words[_ALIAS] = list(ALIASES)
     dfa = dialect_dfa(profile)
     base = Engine(g, vocab, build_lexicon(g, dfa, words), dfa=dfa, trie=trie, cache=cache)
-    return ScopedEngines(base, dialect, schema, grants, lexicon, silenced, writing, covering)
+    return ScopedEngines(base, dialect, schema, grants, lexicon, writing, covering)
 
 
-def window_words(words: Mapping[str, Collection[bytes]], dialect: Dialect) -> frozenset[bytes]:
-    """The function words of ``words`` (each a name and its ``(``) that spell one of
-    the dialect's window functions (``Dialect.window_functions``), in any case form
-    or quoted."""
+def cut_functions(words: Mapping[str, Collection[bytes]], dialect: Dialect) -> frozenset[bytes]:
+    """The function words of ``words`` (each a name and its ``(``, in any case form or
+    quoted) the covering language does not spell: the dialect's window functions
+    (``Dialect.window_functions``: each needs an OVER clause, which a small model
+    leaves out, and SQLite then refuses the statement) and the functions that take
+    no argument (``Dialect.function_arities``: the language has no call without
+    one, :func:`covering_rule`)."""
+    arities = dialect.arities
+    cut = set(dialect.window_functions) | {f for f, (_, most) in arities.items() if most == 0}
     fn = words.get(dialect.function_category, ())
     return frozenset(
-        w
-        for w in fn
-        if ascii_lower(w.decode("utf-8").split("(")[0].strip().strip('"'))
-        in dialect.window_functions
+        w for w in fn if ascii_lower(w.decode("utf-8").split("(")[0].strip().strip('"')) in cut
     )
 
 
