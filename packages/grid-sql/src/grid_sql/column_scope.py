@@ -139,7 +139,8 @@ Phase = Literal["select", "from", "post", "order"]
 State = tuple[Node, bytes, "ScopeState"]
 """A point of the scoped lexer: (stack, pending remainder, scope)."""
 
-#: Completions :class:`ScopedReserve` keeps (the memo is emptied when full).
+#: Entries each memo of :class:`ScopedEngines` keeps (:class:`ScopedReserve`'s
+#: completions, :meth:`ScopedEngines.last_lexeme`); a memo is emptied when full.
 MEMO_STATES = 100_000
 #: The longest scoped completion :class:`ScopedReserve` writes before it gives up.
 MAX_COMPLETION = 4_096
@@ -276,6 +277,14 @@ class ScopeState:
     alias_for: int = 0
     """1 right after a table reference (an alias may follow), 2 after its AS."""
 
+    def __hash__(self) -> int:
+        """Computed once: a scope keys several memos at every CD entry of a mask."""
+        got: int | None = self.__dict__.get("_hash")
+        if got is None:
+            got = hash((self.frames, self.depth, self.qualifier, self.alias_for))
+            object.__setattr__(self, "_hash", got)
+        return got
+
 
 @dataclass(frozen=True)
 class _Terms:
@@ -374,6 +383,9 @@ class ScopedEngines:
         two references have, or a qualifier two answer to, is an error in SQL)."""
         self.terms = _terms(base, dialect)
         self.reader = SqlEventReader(dialect)
+        self.spellings = _Spellings(base.trie)
+        """The trie paths the masks' CD levels read (every scope engine shares the trie)."""
+        self._lexemes: dict[bytes, bytes] = {}
         self._engines: dict[
             tuple[
                 frozenset[bytes], frozenset[bytes], frozenset[bytes] | None, frozenset[bytes] | None
@@ -686,6 +698,16 @@ class ScopedEngines:
         ok = frozenset(w for w in free if not clash & self._word_columns[w])
         return frozenset(w for w in ok if missing & self._word_columns[w]) or ok or free
 
+    def last_lexeme(self, data: bytes) -> bytes:
+        """:func:`_last_lexeme` of ``data``, memoized (the same CD entries recur from
+        step to step; the memo is emptied when it holds :data:`MEMO_STATES`)."""
+        got = self._lexemes.get(data)
+        if got is None:
+            if len(self._lexemes) >= MEMO_STATES:
+                self._lexemes.clear()
+            got = self._lexemes[data] = _last_lexeme(self.base, data)
+        return got
+
     @property
     def engines_built(self) -> int:
         return len(self._engines)
@@ -954,7 +976,7 @@ class ScopedGuide:
         ci, bits, group = e.root_walk(self.config())
         cd_parts: list[tuple[int, ...]] = []
         entries, classes = len(group.entries), 0
-        spelling = _Spellings(e)
+        spelling = engines.spellings
         # A level: CD entries to decide on one stack, each with the bytes its walk
         # started from (the remainder at the root, a tail below) and its start node.
         level: list[tuple[Node, ScopeState, int, bytes, tuple[int, int, bytes]]] = [
@@ -966,7 +988,7 @@ class ScopedGuide:
             for node, scope, root, pending, (trie_node, t, tail) in level:
                 text = pending + spelling.below(root, trie_node)
                 ending = len(text) - len(tail)
-                lexeme = _last_lexeme(engines.base, text[:ending])
+                lexeme = engines.last_lexeme(text[:ending])
                 shifted = parser.shift(node, t)
                 after = engines.after(scope, t, lexeme, shifted)
                 by_class.setdefault((node, t, after, shifted), []).append((trie_node, tail))
@@ -1020,10 +1042,9 @@ class ScopedGuide:
         The hash is the scope engine's configuration's: the scope is not hashed, it is
         a function of the tokens, which the replay (:func:`grid_core.replay.replay`
         with this guide) re-derives."""
-        packed = self.mask()
-        admitted = sum(bin(w & 0xFFFFFFFF).count("1") for w in packed)
-        blocked = self.engine.vocab.n_vocab - admitted
-        return self.config().hash, mask_entry_id(packed.tobytes()), blocked
+        packed = self.mask().tobytes()
+        blocked = self.engine.vocab.n_vocab - int.from_bytes(packed, "little").bit_count()
+        return self.config().hash, mask_entry_id(packed), blocked
 
     # -------------------------------------------------------- accepting
 
@@ -1267,10 +1288,12 @@ def _as_state(state: object) -> State:
 
 
 class _Spellings:
-    """Trie paths, memoized (``TokenTrie.spelling_of`` walks down from the root)."""
+    """Trie paths, memoized (``TokenTrie.spelling_of`` walks down from the root, half
+    of a covering mask's time before the memo outlived one mask). At most one entry
+    per trie node."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.trie = engine.trie
+    def __init__(self, trie: TokenTrie) -> None:
+        self.trie = trie
         self._memo: dict[int, bytes] = {0: b""}
 
     def of(self, node: int) -> bytes:
