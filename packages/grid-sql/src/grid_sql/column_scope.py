@@ -96,7 +96,7 @@ from __future__ import annotations
 
 import array
 import bisect
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -506,18 +506,13 @@ class ScopedEngines:
             return got
         frames = self._visible(state)
         if self.covering and frames and frames[0] is None:
-            frame = state.frames[-1]
-            said = frame.said if state.depth == frame.depth else frozenset()
-            got = self._before_from(frame, state.qualifier, said)
-            self._scopes[state] = got
+            got = self._scopes[state] = self._before_from(state)
             return got
         if state.qualifier is not None:
             columns = self._qualified(frames, state.qualifier)
         else:
             columns = self._unqualified(frames)
-        spelled = frozenset(
-            w for c in columns for w in spellings(c, self.dialect, self.dialect.column_category)
-        )
+        spelled = self._spelled(columns)
         qualifiers: set[bytes] = set()
         seen: set[str] = set()
         for refs in frames:
@@ -534,40 +529,33 @@ class ScopedEngines:
         self._scopes[state] = got
         return got
 
-    def _before_from(
-        self, frame: Frame, qualifier: str | None, said: frozenset[str]
-    ) -> tuple[frozenset[bytes], frozenset[bytes]]:
+    def _before_from(self, state: ScopeState) -> tuple[frozenset[bytes], frozenset[bytes]]:
         """(``COLUMN_NAME`` words, ``QUALIFIER`` words) in a select list written before
-        its FROM clause (:attr:`covering`), ``frame`` having named ``frame.pending``
-        bare and ``frame.named`` as a qualifier, none of the folded columns ``said``.
-        After a qualifier: the columns granted on its table. Once a qualifier is
-        named: its table's granted columns, bare, and its qualifier words. Before: the
-        safe columns of the tables that have every pending one and it, so that one
-        table can still have them all (the FROM clause's first, :meth:`tables`), and
-        the qualifier words of those tables."""
-        if qualifier is not None:
-            table = self._by_fold[qualifier]
-            return self._spelled(self._granted[table] - said, table), frozenset()
-        if frame.named is not None:
-            words, _ = self._own_alias[frame.named]
-            return self._spelled(self._granted[frame.named] - said, frame.named), words
+        its FROM clause (:attr:`covering`), its frame having named ``pending`` bare and
+        ``named`` as a qualifier; at the list's own depth, none it has ``said``. After
+        a qualifier: the columns granted on its table. Once a qualifier is named: its
+        table's granted columns, bare, and its qualifier words. Before: the safe
+        columns of the tables that have every pending one and it, so that one table can
+        still have them all (the FROM clause's first, :meth:`tables`), and the
+        qualifier words of those tables."""
+        frame = state.frames[-1]
+        said = frame.said if state.depth == frame.depth else frozenset()
+        table = self._by_fold[state.qualifier] if state.qualifier is not None else frame.named
+        if table is not None:
+            names = self._catalog[table]
+            columns = self._spelled(names[c] for c in self._granted[table] - said)
+            return columns, frozenset() if state.qualifier else self._own_alias[table][0]
         having = [t for t, cols in self._catalog.items() if frame.pending <= cols.keys()]
-        columns = frozenset(
-            w
-            for t in having
-            for c in self._catalog[t].keys() & self._safe.keys() - said
-            for w in spellings(self._safe[c], self.dialect, self.dialect.column_category)
-        )
+        safe = {c for t in having for c in self._catalog[t].keys() & self._safe.keys() - said}
         qualifiers = frozenset(
             w for t in having if t in self._own_alias for w in self._own_alias[t][0]
         )
-        return columns, qualifiers
+        return self._spelled(self._safe[c] for c in safe), qualifiers
 
-    def _spelled(self, columns: frozenset[str], table: str) -> frozenset[bytes]:
-        """The ``COLUMN_NAME`` words of folded ``columns`` of granted ``table``."""
-        names = self._catalog[table]
+    def _spelled(self, columns: Iterable[str]) -> frozenset[bytes]:
+        """The ``COLUMN_NAME`` words of catalog ``columns``."""
         category = self.dialect.column_category
-        return frozenset(w for c in columns for w in spellings(names[c], self.dialect, category))
+        return frozenset(w for c in columns for w in spellings(c, self.dialect, category))
 
     def _qualified(self, frames: list[tuple[Ref, ...] | None], name: str) -> list[str]:
         """Catalog names of the columns a qualifier admits (innermost frame naming it)."""
