@@ -236,7 +236,8 @@ def test_check_invariants_rule_0_reduced_on_a_terminal() -> None:
 
 
 def test_check_invariants_fingerprint_mismatch() -> None:
-    bad = dataclasses.replace(tables(), fingerprint="0" * 32)
+    bad = dataclasses.replace(tables())
+    bad.__dict__["fingerprint"] = "0" * 32
     with pytest.raises(AssertionError, match=r"^fingerprint mismatch$"):
         bad.check_invariants()
 

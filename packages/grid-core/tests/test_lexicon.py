@@ -9,9 +9,11 @@ symbol, and an unfinished string (a live prefix, accepted by nothing).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from toy import CRUD
 
 from grid_core.dfa import build_union_dfa
@@ -88,6 +90,15 @@ def test_the_fingerprint_is_the_word_lists() -> None:
     assert build_lexicon(CRUD, DFA, other).fingerprint != lexicon.fingerprint
 
 
+def replace(lexicon: Lexicon, **trie: Any) -> Lexicon:
+    """A copy of ``lexicon`` with some of its trie's fields (built on first use, so
+    not dataclass fields) replaced."""
+    other = Lexicon(lexicon.words, lexicon.categories, lexicon.fingerprint)
+    for name in ("children", "prefix_cats", "word_cats"):
+        other.__dict__[name] = trie.get(name, getattr(lexicon, name))
+    return other
+
+
 def corruptions(lexicon: Lexicon) -> dict[str, Lexicon]:
     """One broken copy of ``lexicon`` per invariant ``check_invariants`` states."""
     prefix, words, kids = list(lexicon.prefix_cats), list(lexicon.word_cats), lexicon.children
@@ -118,3 +129,31 @@ def test_check_invariants_catches_corruption(broken: str) -> None:
     lexicon.check_invariants()
     with pytest.raises(AssertionError):
         corruptions(lexicon)[broken].check_invariants()
+
+
+def native_trie(lexicon: Lexicon, n_terminals: int) -> tuple[list[Any], list[int], list[int]]:
+    native = pytest.importorskip("grid_kernels")
+    words = [(t, list(ws)) for t, ws in lexicon.words.items()]
+    children, prefix, whole = native.lexicon_trie(words, n_terminals)
+    return children, prefix, whole
+
+
+def test_the_kernels_number_the_trie_alike() -> None:
+    """The kernels build an engine's lexicon trie from its words
+    (``EngineTables(lexicon_words=...)``); node numbers enter the cache keys of
+    identifier positions, so theirs must be these, node for node."""
+    lexicon = build_lexicon(CRUD, DFA, TWO)
+    want = (list(lexicon.children), list(lexicon.prefix_cats), list(lexicon.word_cats))
+    assert native_trie(lexicon, CRUD.n_terminals) == want
+
+
+_WORD = st.from_regex(rb"[a-z_][a-z0-9_]{0,5}", fullmatch=True)
+
+
+@given(tables=st.lists(_WORD, max_size=12), columns=st.lists(_WORD, max_size=12))
+def test_the_kernels_trie_equals_build_lexicons_on_any_words(
+    tables: list[bytes], columns: list[bytes]
+) -> None:
+    lexicon = build_lexicon(CRUD, DFA, {"TABLE_NAME": tables, "COLUMN_NAME": columns})
+    want = (list(lexicon.children), list(lexicon.prefix_cats), list(lexicon.word_cats))
+    assert native_trie(lexicon, CRUD.n_terminals) == want

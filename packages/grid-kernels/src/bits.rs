@@ -80,6 +80,15 @@ impl BitRows {
         Some(Self { width, data })
     }
 
+    /// Rows from one flat array of whole rows (`data.len()` a multiple of `width`).
+    pub fn from_flat(width: usize, data: Vec<u64>) -> Self {
+        assert!(
+            width > 0 && data.len().is_multiple_of(width),
+            "a flat array of whole rows"
+        );
+        Self { width, data }
+    }
+
     #[inline]
     pub fn row(&self, i: usize) -> &[u64] {
         &self.data[i * self.width..(i + 1) * self.width]

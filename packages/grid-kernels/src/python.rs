@@ -38,7 +38,7 @@ use crate::error::KernelError;
 use crate::events::EventTables;
 use crate::mask::EngineTables;
 use crate::session::{Filled, Session};
-use crate::tables::{GrammarTables, Lalr, Lexing, RawGrammar};
+use crate::tables::{GrammarTables, Lalr, Lexicon, Lexing, RawGrammar};
 use crate::trie::{RawTrie, Trie};
 
 create_exception!(
@@ -183,6 +183,28 @@ fn int_sets(obj: &Bound<'_, PyAny>, width: usize, what: &str) -> PyResult<Vec<Ve
             bitset_words(&x, width).ok_or_else(|| not_a_bitset(&x, width, &format!("{what}[{i}]")))
         })
         .collect()
+}
+
+/// A lexicon's words, `(terminal id, its words as bytes)` pairs, read by C calls
+/// (each word's buffer copied whole, not byte by byte).
+fn lexicon_words_of(obj: &Bound<'_, PyAny>) -> PyResult<Vec<(usize, Vec<Vec<u8>>)>> {
+    let bad = || PyTypeError::new_err("lexicon_words must be (terminal id, [bytes, ...]) pairs");
+    let mut out = Vec::new();
+    for pair in obj.try_iter().map_err(|_| bad())? {
+        let (t, ws): (usize, Bound<'_, PyAny>) = pair?.extract().map_err(|_| bad())?;
+        let mut words = Vec::new();
+        for w in ws.try_iter().map_err(|_| bad())? {
+            let w = w?;
+            words.push(
+                w.downcast::<PyBytes>()
+                    .map_err(|_| bad())?
+                    .as_bytes()
+                    .to_vec(),
+            );
+        }
+        out.push((t, words));
+    }
+    Ok(out)
 }
 
 fn lexicon_edges(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<(u8, i32)>>> {
@@ -566,13 +588,15 @@ fn threads_of(threads: Option<i64>) -> PyResult<Threads> {
 impl PyEngineTables {
     #[new]
     #[pyo3(signature = (
-        *, trie, n_terminals, lexicon_children, lexicon_prefix_cats, lexicon_word_cats,
-        lexicon_categories, pick_order, ignored, action = None, goto = None,
+        *, trie, n_terminals, lexicon_categories, pick_order, ignored, lexicon_words = None,
+        lexicon_children = None, lexicon_prefix_cats = None, lexicon_word_cats = None,
+        action = None, goto = None,
         n_nonterminals = None, rule_lhs = None, rule_len = None, parsing = None,
         dfa_trans = None, dfa_accept = None, dfa_live = None, lexing = None, schema = None,
         threads = Some(1), shared = None, family = None
-    ), text_signature = "(*, trie, n_terminals, lexicon_children, lexicon_prefix_cats, \
-        lexicon_word_cats, lexicon_categories, pick_order, ignored, action=None, goto=None, \
+    ), text_signature = "(*, trie, n_terminals, lexicon_categories, pick_order, ignored, \
+        lexicon_words=None, lexicon_children=None, lexicon_prefix_cats=None, \
+        lexicon_word_cats=None, action=None, goto=None, \
         n_nonterminals=None, rule_lhs=None, rule_len=None, parsing=None, dfa_trans=None, \
         dfa_accept=None, dfa_live=None, lexing=None, schema=None, threads=1, shared=None, \
         family=None)")]
@@ -580,12 +604,13 @@ impl PyEngineTables {
     fn new(
         trie: Py<PyTrieTables>,
         n_terminals: usize,
-        lexicon_children: &Bound<'_, PyAny>,
-        lexicon_prefix_cats: &Bound<'_, PyAny>,
-        lexicon_word_cats: &Bound<'_, PyAny>,
         lexicon_categories: &Bound<'_, PyAny>,
         pick_order: &Bound<'_, PyAny>,
         ignored: &Bound<'_, PyAny>,
+        lexicon_words: Option<&Bound<'_, PyAny>>,
+        lexicon_children: Option<&Bound<'_, PyAny>>,
+        lexicon_prefix_cats: Option<&Bound<'_, PyAny>>,
+        lexicon_word_cats: Option<&Bound<'_, PyAny>>,
         action: Option<&Bound<'_, PyAny>>,
         goto: Option<&Bound<'_, PyAny>>,
         n_nonterminals: Option<usize>,
@@ -647,14 +672,40 @@ impl PyEngineTables {
                  n_nonterminals=, rule_lhs= and rule_len=",
             ));
         };
+        let (lexicon_words, lexicon_children, lexicon_prefix_cats, lexicon_word_cats) = match (
+            lexicon_words,
+            lexicon_children,
+            lexicon_prefix_cats,
+            lexicon_word_cats,
+        ) {
+            (Some(words), None, None, None) => (
+                Some(lexicon_words_of(words)?),
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+            ),
+            (None, Some(c), Some(p), Some(x)) => (
+                None,
+                lexicon_edges(c)?,
+                int_sets(p, w, "lexicon_prefix_cats")?,
+                int_sets(x, w, "lexicon_word_cats")?,
+            ),
+            _ => {
+                return Err(PyTypeError::new_err(
+                    "give the lexicon either as lexicon_words= or as lexicon_children=, \
+                     lexicon_prefix_cats= and lexicon_word_cats=",
+                ))
+            }
+        };
         let raw = RawGrammar {
             n_terminals,
             dfa_trans,
             dfa_accept,
             dfa_live,
-            lexicon_children: lexicon_edges(lexicon_children)?,
-            lexicon_prefix_cats: int_sets(lexicon_prefix_cats, w, "lexicon_prefix_cats")?,
-            lexicon_word_cats: int_sets(lexicon_word_cats, w, "lexicon_word_cats")?,
+            lexicon_words,
+            lexicon_children,
+            lexicon_prefix_cats,
+            lexicon_word_cats,
             lexicon_categories: int_to_words(lexicon_categories, w, "lexicon_categories")?,
             pick_order: ints(pick_order, "pick_order")?,
             ignored: int_to_words(ignored, w, "ignored")?,
@@ -1683,6 +1734,39 @@ fn _probe_disarm() -> bool {
     gil_probe::disarm()
 }
 
+/// The lexicon trie `EngineTables(lexicon_words=...)` builds, as grid-core's
+/// `Lexicon` holds it: (children as dicts byte -> node, prefix categories, word
+/// categories as int bitsets). grid-core's differential tests compare it with
+/// `build_lexicon`'s, node for node.
+#[pyfunction]
+#[pyo3(signature = (words, n_terminals))]
+fn lexicon_trie<'py>(
+    py: Python<'py>,
+    words: &Bound<'py, PyAny>,
+    n_terminals: usize,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let w = bits::width_for(n_terminals + 1);
+    let words = lexicon_words_of(words)?;
+    let mut categories = vec![0u64; w];
+    for (t, _) in &words {
+        if *t < n_terminals {
+            bits::set(&mut categories, *t);
+        }
+    }
+    let lexicon = Lexicon::from_words(&words, categories, n_terminals, w).map_err(to_pyerr)?;
+    let (kids, prefix, whole) = (PyList::empty(py), PyList::empty(py), PyList::empty(py));
+    for node in 0..lexicon.n_nodes() {
+        let d = PyDict::new(py);
+        for (b, c) in lexicon.edges(node) {
+            d.set_item(b, c)?;
+        }
+        kids.append(d)?;
+        prefix.append(words_to_int(py, lexicon.prefix_cats(node))?)?;
+        whole.append(words_to_int(py, lexicon.word_cats(node))?)?;
+    }
+    PyTuple::new(py, [kids.into_any(), prefix.into_any(), whole.into_any()])
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ABI_VERSION", crate::ABI_VERSION)?;
@@ -1704,6 +1788,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(thompson, m)?)?;
     m.add_function(wrap_pyfunction!(pack_trie, m)?)?;
     m.add_function(wrap_pyfunction!(lalr_tables, m)?)?;
+    m.add_function(wrap_pyfunction!(lexicon_trie, m)?)?;
     m.add_function(wrap_pyfunction!(_probe_arm, m)?)?;
     m.add_function(wrap_pyfunction!(_probe_reached, m)?)?;
     m.add_function(wrap_pyfunction!(_probe_release, m)?)?;

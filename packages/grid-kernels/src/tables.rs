@@ -39,6 +39,9 @@ pub struct RawGrammar {
     pub n_nonterminals: usize,
     pub rule_lhs: Vec<i32>,
     pub rule_len: Vec<i32>,
+    /// The lexicon as words (terminal id, W_c), built here
+    /// ([`Lexicon::from_words`]); None: given as the trie's three fields below.
+    pub lexicon_words: Option<Vec<(usize, Vec<Vec<u8>>)>>,
     /// `Lexicon.children`: per node, (byte, child) pairs in any order.
     pub lexicon_children: Vec<Vec<(u8, i32)>>,
     pub lexicon_prefix_cats: Vec<Vec<u64>>,
@@ -237,6 +240,97 @@ pub struct Lexicon {
 }
 
 impl Lexicon {
+    /// The trie of `words` (terminal id, its words), numbered as grid-core's
+    /// `build_lexicon` numbers it: terminals in increasing id, each one's words
+    /// in increasing byte order, a node numbered when first reached (the root
+    /// is node 0). Node numbers enter the cache keys of identifier positions,
+    /// which the kernels and grid-core share, so the two numberings must agree
+    /// (grid-core's differential tests check it). `categories`: the terminals
+    /// with a lexicon (an empty W_c included).
+    pub fn from_words(
+        words: &[(usize, Vec<Vec<u8>>)],
+        categories: Vec<u64>,
+        n_terminals: usize,
+        width: usize,
+    ) -> Result<Self> {
+        const X: &str = "lexicon";
+        check_set(X, || "categories".into(), &categories, width, n_terminals)?;
+        let mut order: Vec<&(usize, Vec<Vec<u8>>)> = words.iter().collect();
+        order.sort_by_key(|(t, _)| *t);
+        let mut kids: Vec<Vec<(u8, i32)>> = vec![Vec::new()];
+        let mut prefix = vec![0u64; width];
+        let mut whole = vec![0u64; width];
+        for (k, (t, ws)) in order.iter().enumerate() {
+            let t = *t;
+            if t >= n_terminals || (k > 0 && order[k - 1].0 == t) {
+                return Err(bad_table(
+                    X,
+                    format!("terminal {t} out of range or given twice"),
+                ));
+            }
+            let (word, bit) = (t / 64, 1u64 << (t % 64));
+            let mut sorted: Vec<&Vec<u8>> = ws.iter().collect();
+            sorted.sort_unstable();
+            sorted.dedup();
+            if !sorted.is_empty() {
+                prefix[word] |= bit;
+            }
+            for w in sorted {
+                let mut node = 0usize;
+                for &b in w {
+                    let found = kids[node].iter().find(|(c, _)| *c == b).map(|&(_, n)| n);
+                    node = match found {
+                        Some(n) => n as usize,
+                        None => {
+                            let n = kids.len();
+                            kids[node].push((b, n as i32));
+                            kids.push(Vec::new());
+                            prefix.resize(prefix.len() + width, 0);
+                            whole.resize(whole.len() + width, 0);
+                            n
+                        }
+                    };
+                    prefix[node * width + word] |= bit;
+                }
+                whole[node * width + word] |= bit;
+            }
+        }
+        let mut start = Vec::with_capacity(kids.len() + 1);
+        let (mut bytes, mut child) = (Vec::new(), Vec::new());
+        for row in &mut kids {
+            start.push(bytes.len() as u32);
+            row.sort_unstable();
+            bytes.extend(row.iter().map(|&(b, _)| b));
+            child.extend(row.iter().map(|&(_, c)| c));
+        }
+        start.push(bytes.len() as u32);
+        Ok(Lexicon {
+            categories,
+            start,
+            bytes,
+            child,
+            prefix_cats: BitRows::from_flat(width, prefix),
+            word_cats: BitRows::from_flat(width, whole),
+        })
+    }
+
+    /// Per node: (byte, child) pairs in byte order.
+    pub fn edges(&self, node: usize) -> impl Iterator<Item = (u8, i32)> + '_ {
+        let (lo, hi) = (self.start[node] as usize, self.start[node + 1] as usize);
+        self.bytes[lo..hi]
+            .iter()
+            .copied()
+            .zip(self.child[lo..hi].iter().copied())
+    }
+
+    pub fn prefix_cats(&self, node: usize) -> &[u64] {
+        self.prefix_cats.row(node)
+    }
+
+    pub fn word_cats(&self, node: usize) -> &[u64] {
+        self.word_cats.row(node)
+    }
+
     /// The node after `byte`, or [`NO_NODE`] once no word continues.
     #[inline]
     pub fn step(&self, node: i32, byte: u8) -> i32 {
@@ -634,6 +728,10 @@ impl GrammarTables {
 
     fn build_lexicon(raw: &RawGrammar, width: usize) -> Result<Lexicon> {
         const X: &str = "lexicon";
+        if let Some(words) = &raw.lexicon_words {
+            let categories = raw.lexicon_categories.clone();
+            return Lexicon::from_words(words, categories, raw.n_terminals, width);
+        }
         let n = raw.lexicon_children.len();
         let t = raw.n_terminals;
         if n == 0 || raw.lexicon_prefix_cats.len() != n || raw.lexicon_word_cats.len() != n {

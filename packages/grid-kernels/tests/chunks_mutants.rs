@@ -259,6 +259,7 @@ fn long_remainders() -> grid_kernels::EngineTables {
         n_nonterminals: 2,
         rule_lhs: vec![0, 1, 1],
         rule_len: vec![1, 2, 1],
+        lexicon_words: None,
         lexicon_children: vec![vec![]],
         lexicon_prefix_cats: vec![vec![0]],
         lexicon_word_cats: vec![vec![0]],

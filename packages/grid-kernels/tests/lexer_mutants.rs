@@ -65,6 +65,7 @@ fn grammar(ws_shifts: bool) -> Arc<GrammarTables> {
         n_nonterminals: 2,
         rule_lhs: vec![0, 1],
         rule_len: vec![1, 2],
+        lexicon_words: None,
         lexicon_children: vec![vec![]],
         lexicon_prefix_cats: vec![vec![0]],
         lexicon_word_cats: vec![vec![0]],

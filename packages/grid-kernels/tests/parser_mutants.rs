@@ -135,6 +135,7 @@ fn two_reductions() -> RawGrammar {
         n_nonterminals: 4,
         rule_lhs: vec![0, 1, 1, 2, 3],
         rule_len: vec![1, 2, 2, 1, 1],
+        lexicon_words: None,
         lexicon_children: vec![vec![]],
         lexicon_prefix_cats: vec![vec![0]],
         lexicon_word_cats: vec![vec![0]],

@@ -198,21 +198,30 @@ class Grammar:
 
     # -- pipeline ------------------------------------------------------------
 
+    @cached_property
+    def _bodies(self) -> tuple[tuple[str, ...], ...]:
+        """Per rule, the nonterminals of its expansion in order (all that reduction
+        reads of a body); a projection inherits its rules' from its parent."""
+        ids = self._ids
+        return tuple(tuple(s for s in r.expansion if s not in ids) for r in self.rules)
+
     def project(self, keep: Callable[[Rule], bool], role: str) -> Grammar:
         """L2: keep the rules ``keep`` selects, then make the grammar reduced.
 
         Raises :class:`EmptyLanguageError` naming ``role`` when nothing is left.
         """
-        rules = [r for r in self.rules if keep(r)]
-        terminals = self._ids
+        every = self._bodies
+        kept = [i for i, r in enumerate(self.rules) if keep(r)]
+        rules = [self.rules[i] for i in kept]
+        bodies = [every[i] for i in kept]
         # Generating symbols, the least fixpoint, in time linear in the rules: a
-        # rule's count is its occurrences of symbols not yet known to generate.
-        pending = [sum(s not in terminals for s in r.expansion) for r in rules]
+        # rule's count is its occurrences of symbols not yet known to generate; a
+        # rule whose count reaches 0 has only generating symbols.
+        pending = [len(b) for b in bodies]
         uses: dict[str, list[int]] = {}
-        for i, r in enumerate(rules):
-            for s in r.expansion:
-                if s not in terminals:
-                    uses.setdefault(s, []).append(i)
+        for i, body in enumerate(bodies):
+            for s in body:
+                uses.setdefault(s, []).append(i)
         generating: set[str] = set()
         ready = [i for i, n in enumerate(pending) if n == 0]
         while ready:
@@ -226,24 +235,21 @@ class Grammar:
                     ready.append(i)
         if self.start not in generating:
             raise EmptyLanguageError(role, f"start symbol {self.start!r} derives no sentence")
-        rules = [
-            r
-            for r in rules
-            if r.origin in generating
-            and all(s in terminals or s in generating for s in r.expansion)
-        ]
-        by_origin: dict[str, list[Rule]] = {}
-        for r in rules:
-            by_origin.setdefault(r.origin, []).append(r)
+        useful = [i for i, n in enumerate(pending) if n == 0]
+        by_origin: dict[str, list[int]] = {}
+        for i in useful:
+            by_origin.setdefault(rules[i].origin, []).append(i)
         reachable, todo = {self.start}, [self.start]
         while todo:
-            for r in by_origin.get(todo.pop(), ()):
-                for s in r.expansion:
-                    if s not in terminals and s not in reachable:
+            for i in by_origin.get(todo.pop(), ()):
+                for s in bodies[i]:
+                    if s not in reachable:
                         reachable.add(s)
                         todo.append(s)
-        rules = [r for r in rules if r.origin in reachable]
-        return Grammar(role, self.terminals, tuple(rules), self.start)
+        useful = [i for i in useful if rules[i].origin in reachable]
+        out = Grammar(role, self.terminals, tuple(rules[i] for i in useful), self.start)
+        out.__dict__["_bodies"] = tuple(bodies[i] for i in useful)
+        return out
 
     def drop_terminals(self, names: Iterable[str], role: str) -> Grammar:
         """Project away every rule that uses one of the terminals ``names``."""
@@ -267,10 +273,15 @@ class Grammar:
     def lalr(self) -> LalrTables:
         """LALR(1) tables of this grammar (grid-core's own construction), built once
         per content: grammars with the same start, terminals, rules and rule aliases
-        (the fingerprint and the aliases: all that the construction reads) share one
-        set of tables (:data:`LALR_TABLES`)."""
-        key = (self.fingerprint, tuple(r.alias for r in self.rules))
-        return LALR_TABLES.get(key, self._build_lalr)
+        (:attr:`content_key`) share one set of tables (:data:`LALR_TABLES`)."""
+        return LALR_TABLES.get(self.content_key, self._build_lalr)
+
+    @cached_property
+    def content_key(self) -> tuple[str, tuple[str | None, ...]]:
+        """The fingerprint and the rule aliases: all that the LALR(1) construction
+        and a rule filter read (the key of :data:`LALR_TABLES` and of the memos of
+        what is derived from a grammar's content)."""
+        return (self.fingerprint, tuple(r.alias for r in self.rules))
 
     def _build_lalr(self) -> LalrTables:
         from grid_core.lalr import build_lalr
@@ -278,12 +289,10 @@ class Grammar:
         nts = {n: i for i, n in enumerate(self.nonterminals)}
         t = self.n_terminals
         start = len(nts)
-
-        def sym(name: str) -> int:
-            return self._ids[name] if name in self._ids else t + 1 + nts[name]
-
+        sym = dict(self._ids)  # symbol name -> id: terminals, then nonterminals after $END
+        sym.update((n, t + 1 + i) for n, i in nts.items())
         rules: list[tuple[int, tuple[int, ...]]] = [(start, (t + 1 + nts[self.start],))]
-        rules += [(nts[r.origin], tuple(sym(s) for s in r.expansion)) for r in self.rules]
+        rules += [(nts[r.origin], tuple(map(sym.__getitem__, r.expansion))) for r in self.rules]
         names = [*self.nonterminals, "$start"]
         return build_lalr(
             [x.name for x in self.terminals],
@@ -379,7 +388,14 @@ def _raw(c: str) -> str:
 
 #: Cached properties of :class:`Grammar` that depend on its content only, not its
 #: name (what :meth:`Grammar.renamed` carries over).
-_CONTENT_DERIVED = ("fingerprint", "nonterminals", "ignored", "pick_order")
+_CONTENT_DERIVED = (
+    "fingerprint",
+    "nonterminals",
+    "ignored",
+    "pick_order",
+    "_bodies",
+    "content_key",
+)
 
 #: LALR(1) tables by grammar content (:meth:`Grammar.lalr`): a role's projection
 #: rebuilt for a new schema, or a second role with the same verbs and clauses, finds

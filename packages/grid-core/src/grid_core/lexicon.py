@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from grid_core.dfa import ByteDFA
 from grid_core.errors import LexiconError
@@ -35,17 +35,35 @@ NO_NODE = -1
 
 @dataclass(frozen=True, eq=False)
 class Lexicon:
-    """Word lists per category terminal, as one trie. Node 0 is the root (empty word)."""
+    """Word lists per category terminal, as one trie. Node 0 is the root (empty word).
+
+    The trie (``children``, ``prefix_cats``, ``word_cats``) is built on first use:
+    the kernels build their own from ``words`` (numbered alike: ``grid_kernels.
+    lexicon_trie``), so an engine on the native path never needs this one unless
+    a Python-side lexer runs."""
 
     words: Mapping[int, frozenset[bytes]]
     """Terminal id -> W_c."""
     categories: int
     """Bitset of the terminals that have a lexicon (restricted categories)."""
-    children: tuple[Mapping[int, int], ...]
-    """Per node: byte -> child node."""
-    prefix_cats: tuple[int, ...]
-    word_cats: tuple[int, ...]
     fingerprint: str
+
+    @cached_property
+    def _trie(self) -> tuple[tuple[Mapping[int, int], ...], tuple[int, ...], tuple[int, ...]]:
+        return _build_trie(self.words)
+
+    @cached_property
+    def children(self) -> tuple[Mapping[int, int], ...]:
+        """Per node: byte -> child node."""
+        return self._trie[0]
+
+    @cached_property
+    def prefix_cats(self) -> tuple[int, ...]:
+        return self._trie[1]
+
+    @cached_property
+    def word_cats(self) -> tuple[int, ...]:
+        return self._trie[2]
 
     def step(self, node: int, byte: int) -> int:
         """The node after ``byte``, or NO_NODE once no word continues."""
@@ -114,6 +132,19 @@ def build_lexicon(
     category's own pattern does not match (the error names both).
     """
     by_id = check_words(grammar, dfa, words)
+    categories = 0
+    for t in by_id:
+        categories |= 1 << t
+    return Lexicon(by_id, categories, lexicon_fingerprint(grammar, by_id))
+
+
+def _build_trie(
+    by_id: Mapping[int, Collection[bytes]],
+) -> tuple[tuple[dict[int, int], ...], tuple[int, ...], tuple[int, ...]]:
+    """The trie of a lexicon's words (terminal id -> W_c): children, prefix
+    categories and word categories per node, numbered as the node is first
+    reached, terminals in increasing id and each one's words in byte order (the
+    kernels' ``lexicon_trie`` numbers alike: cache keys carry node numbers)."""
     children: list[dict[int, int]] = [{}]
     prefix: list[int] = [0]
     whole: list[int] = [0]
@@ -133,8 +164,4 @@ def build_lexicon(
                 node = nxt
                 prefix[node] |= bit
             whole[node] |= bit
-    categories = 0
-    for t in by_id:
-        categories |= 1 << t
-    fp = lexicon_fingerprint(grammar, by_id)
-    return Lexicon(by_id, categories, tuple(children), tuple(prefix), tuple(whole), fp)
+    return tuple(children), tuple(prefix), tuple(whole)

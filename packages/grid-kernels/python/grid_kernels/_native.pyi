@@ -34,6 +34,7 @@ __all__ = [
     "attach_remote",
     "fill_next_token_bitmasks",
     "lalr_tables",
+    "lexicon_trie",
     "masked_argmax",
     "pack_trie",
     "thompson",
@@ -147,12 +148,13 @@ class EngineTables:
         *,
         trie: TrieTables,
         n_terminals: int,
-        lexicon_children: Sequence[Mapping[int, int]],
-        lexicon_prefix_cats: Sequence[int],
-        lexicon_word_cats: Sequence[int],
         lexicon_categories: int,
         pick_order: Sequence[int],
         ignored: int,
+        lexicon_words: Sequence[tuple[int, Sequence[bytes]]] | None = None,
+        lexicon_children: Sequence[Mapping[int, int]] | None = None,
+        lexicon_prefix_cats: Sequence[int] | None = None,
+        lexicon_word_cats: Sequence[int] | None = None,
         action: Sequence[int] | None = None,
         goto: Sequence[int] | None = None,
         n_nonterminals: int | None = None,
@@ -168,7 +170,11 @@ class EngineTables:
         shared: SharedWalks | None = None,
         family: str | None = None,
     ) -> EngineTables:
-        """The union DFA is given either as ``lexing`` (built once per dialect, its
+        """The lexicon is given either as ``lexicon_words`` (terminal id, its
+        words: the trie is built here, numbered as :func:`lexicon_trie` numbers
+        it) or as the trie itself (``lexicon_children``, ``lexicon_prefix_cats``,
+        ``lexicon_word_cats``, grid-core's ``Lexicon`` fields).
+        The union DFA is given either as ``lexing`` (built once per dialect, its
         terminal count and ``ignored`` must be these) or as ``dfa_trans``,
         ``dfa_accept`` and ``dfa_live``; the LALR(1) tables either as ``parsing``
         or as ``action``, ``goto``, ``n_nonterminals``, ``rule_lhs`` and
@@ -391,6 +397,15 @@ def lalr_tables(
     first_item, reduce_item), None)`` at the first conflict. Symbols are
     numbered as grid-core numbers them (rule 0 the augmented start rule); one
     out of range is a ``ValueError``."""
+
+def lexicon_trie(
+    words: Sequence[tuple[int, Sequence[bytes]]], n_terminals: int
+) -> tuple[list[dict[int, int]], list[int], list[int]]:
+    """The lexicon trie ``EngineTables(lexicon_words=words)`` builds, as grid-core's
+    ``Lexicon`` holds it: children (byte -> node), prefix categories and word
+    categories per node, numbered as grid-core's ``build_lexicon`` numbers them
+    (terminals in increasing id, each one's words in byte order, a node when
+    first reached). A terminal out of range or given twice is a ``ValueError``."""
 
 def pack_trie(
     token_bytes: list[bytes], special_ids: list[int]

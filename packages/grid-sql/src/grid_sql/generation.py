@@ -117,8 +117,9 @@ def narrow_grammar(grammar: Grammar, role: str) -> Grammar:
     Raises :class:`~grid_core.errors.EmptyLanguageError` naming ``role`` when nothing
     is left. Kept by the projection's content (:data:`NARROWED`)."""
     name = f"{role}-narrow"
-    key = (grammar.fingerprint, tuple(r.alias for r in grammar.rules))
-    return NARROWED.get(key, lambda: grammar.project(narrow_rule, name)).renamed(name)
+    return NARROWED.get(grammar.content_key, lambda: grammar.project(narrow_rule, name)).renamed(
+        name
+    )
 
 
 #: Narrowed grammars by the projection's content (its fingerprint and rule

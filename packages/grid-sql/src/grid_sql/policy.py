@@ -388,14 +388,12 @@ class PolicyBundle:
         return out
 
     def _resolve(self, role: Role, schema: SchemaSnapshot) -> RoleGrants:
-        locate = _Locator(self.source)
         base = ("roles", role.name)
 
         def error(path: tuple[str | int, ...], value: str | None, reason: str) -> PolicyFileError:
             full = (*base, *path)
-            return PolicyReferenceError(
-                self.path, locate.line(full, value), _field_name(full), reason
-            )
+            line = _Locator(self.source).line(full, value)  # read only on an error
+            return PolicyReferenceError(self.path, line, _field_name(full), reason)
 
         if role.tables == ALL:
             relations = list(schema.tables)
