@@ -95,10 +95,11 @@ def written_rule(rule: Rule) -> bool:
     parameter. Shared by the narrow profile and the FROM-first generation language
     (:func:`grid_sql.column_scope.generation_rule`)."""
     ex = rule.expansion
-    bare = any(x == _ALIAS and (i == 0 or ex[i - 1] != "AS") for i, x in enumerate(ex))
-    if bare and rule.origin in ("table_alias", "target_alias", "result_column"):
+    if "PARAMETER" in ex:
         return False
-    return "PARAMETER" not in ex
+    if _ALIAS not in ex or rule.origin not in ("table_alias", "target_alias", "result_column"):
+        return True
+    return not any(x == _ALIAS and (i == 0 or ex[i - 1] != "AS") for i, x in enumerate(ex))
 
 
 def narrow_rule(rule: Rule) -> bool:

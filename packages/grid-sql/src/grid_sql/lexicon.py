@@ -60,7 +60,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from types import MappingProxyType
 from typing import Final, Literal
 
@@ -98,6 +98,18 @@ def case_form(name: str, form: CaseForm) -> str:
     if form == "capitalized":
         return name[:1].translate(_ASCII_UPPER) + ascii_lower(name[1:])
     return name
+
+
+@lru_cache(maxsize=64)
+def _call_words(functions: tuple[str, ...]) -> dict[bytes, frozenset[str]]:
+    """The ``FUNCTION_NAME`` words of ``functions``: each name in every
+    :data:`FUNCTION_CASE_FORMS`, then ``(``, with the names it spells (kept per
+    function list: most roles of a dialect share one)."""
+    calls: dict[bytes, set[str]] = {}
+    for name in functions:
+        for form in FUNCTION_CASE_FORMS:
+            calls.setdefault(case_form(name, form).encode() + b"(", set()).add(name)
+    return {w: frozenset(n) for w, n in calls.items()}
 
 
 def _bare(dialect: Dialect, word: str) -> bool:
@@ -224,11 +236,8 @@ class SchemaLexicon:
                     origins[category].setdefault(word, set()).add(name)
 
         if grants.functions is not None:
-            calls: dict[bytes, set[str]] = {}
-            for name in grants.functions:
-                for form in FUNCTION_CASE_FORMS:
-                    calls.setdefault(case_form(name, form).encode() + b"(", set()).add(name)
-            origins[dialect.function_category] = calls
+            calls = _call_words(grants.functions)
+            origins[dialect.function_category] = {w: set(n) for w, n in calls.items()}
         admit(dialect.table_category, grants.columns)
         admit(dialect.column_category, {c for cols in grants.columns.values() for c in cols})
         if "cte" not in grants.banned_clauses:

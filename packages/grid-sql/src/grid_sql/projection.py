@@ -161,9 +161,10 @@ class RoleProjection:
         def cut(rule: Rule) -> bool:
             if rule.origin == rules.statement and not banned_forms.isdisjoint(rule.expansion):
                 return True
-            if not empty.isdisjoint(rule.expansion):
+            if empty and not empty.isdisjoint(rule.expansion):
                 return True
-            return any(c.selects(rule) for c in cuts_by_origin.get(rule.origin, ()))
+            selecting = cuts_by_origin.get(rule.origin)
+            return selecting is not None and any(c.selects(rule) for c in selecting)
 
         removed = tuple(r for r in l1.rules if cut(r))
         gone = {id(r) for r in removed}
