@@ -68,6 +68,76 @@ pub fn masked_argmax(logits: &[f32], words: &[u32]) -> Option<usize> {
     best.filter(|b| b.1.is_finite()).map(|b| b.0)
 }
 
+/// The index of the first maximum of `row`, a NaN counting as above every
+/// number (numpy's `argmax`: the first NaN when there is one). Precondition:
+/// `row` is not empty. Two passes the compiler vectorizes (the maximum and a
+/// NaN flag over lanes, then the first chunk holding the maximum), not a
+/// branch per logit, with AVX2 where the CPU has it (checked at run time).
+pub fn first_argmax(row: &[f32]) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked just above).
+        return unsafe { first_argmax_avx2(row) };
+    }
+    first_argmax_lanes(row)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn first_argmax_avx2(row: &[f32]) -> usize {
+    first_argmax_lanes(row)
+}
+
+#[inline(always)]
+fn first_argmax_lanes(row: &[f32]) -> usize {
+    const LANES: usize = 32;
+    // The maximum and whether a NaN came, over independent lanes.
+    let mut acc = [f32::NEG_INFINITY; LANES];
+    let mut nans = [0u32; LANES];
+    let chunks = row.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for chunk in chunks {
+        for k in 0..LANES {
+            let x = chunk[k];
+            nans[k] |= u32::from(x.is_nan());
+            acc[k] = if x > acc[k] { x } else { acc[k] };
+        }
+    }
+    if nans.iter().any(|&n| n != 0) || rest.iter().any(|x| x.is_nan()) {
+        return row.iter().position(|x| x.is_nan()).unwrap_or(0);
+    }
+    let mut max = acc
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, &a| if a > m { a } else { m });
+    for &x in rest {
+        if x > max {
+            max = x;
+        }
+    }
+    // The first logit equal to the maximum is numpy's first maximum (-0.0 == 0.0).
+    for (k, chunk) in row.chunks(4 * LANES).enumerate() {
+        if chunk.iter().fold(false, |found, &x| found | (x == max)) {
+            let at = chunk.iter().position(|&x| x == max).unwrap_or(0);
+            return k * 4 * LANES + at;
+        }
+    }
+    0
+}
+
+/// The exit intent of one row (grid-serve's `GridLogitsProcessor` with
+/// `stop_on_exit`): when `words` admits `eos` and refuses the row's own top
+/// token (its [`first_argmax`], before masking), `words` becomes `eos_row`.
+/// Returns whether it did. Columns at or past `32 * words.len()` are refused.
+pub fn exit_intent(logits: &[f32], words: &mut [u32], eos: usize, eos_row: &[u32]) -> bool {
+    let admits =
+        |words: &[u32], i: usize| words.get(i / 32).is_some_and(|w| w >> (i % 32) & 1 == 1);
+    if logits.is_empty() || !admits(words, eos) || admits(words, first_argmax(logits)) {
+        return false;
+    }
+    words.copy_from_slice(eos_row);
+    true
+}
+
 /// Mask each of the `rows` rows of `logits` (`rows * width` floats) with its
 /// row of `words` (`rows * n_words` words). Preconditions: both slices hold
 /// exactly that many items and `width > 0` when `rows > 0`.
@@ -80,6 +150,79 @@ pub fn apply_rows(logits: &mut [f32], width: usize, words: &[u32], n_words: usiz
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn first_argmax_is_numpys() {
+        assert_eq!(first_argmax(&[1.0, 3.0, 3.0, 2.0]), 1);
+        assert_eq!(first_argmax(&[1.0, f32::NAN, 9.0, f32::NAN]), 1);
+        assert_eq!(first_argmax(&[f32::NEG_INFINITY, f32::NEG_INFINITY]), 0);
+        assert_eq!(first_argmax(&[-1.0, f32::INFINITY, f32::INFINITY]), 1);
+        assert_eq!(first_argmax(&[-0.0, 0.0]), 0);
+        // Rows of few distinct values (ties everywhere), -inf and NaN among
+        // them, against the plain scan, at every length up to 100.
+        let naive = |row: &[f32]| {
+            let mut best = 0;
+            for (i, &x) in row.iter().enumerate() {
+                if x.is_nan() {
+                    return i;
+                }
+                if x > row[best] {
+                    best = i;
+                }
+            }
+            best
+        };
+        let values = [f32::NEG_INFINITY, -1.0, -0.0, 0.0, 2.0, 2.0, 3.0];
+        let mut seed = 12345u64;
+        for n in 1..=100 {
+            for _ in 0..20 {
+                let row: Vec<f32> = (0..n)
+                    .map(|_| {
+                        seed = seed
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        let pick = (seed >> 33) as usize % 64;
+                        // a NaN for about one logit in 64, else one of 7 values
+                        if pick == 0 {
+                            f32::NAN
+                        } else {
+                            values[pick % 7]
+                        }
+                    })
+                    .collect();
+                assert_eq!(first_argmax(&row), naive(&row), "{row:?}");
+            }
+        }
+        // Past the vectorized lanes and chunks: every position of a long row.
+        for n in [1, 15, 16, 17, 63, 64, 65, 200] {
+            for at in 0..n {
+                let mut row: Vec<f32> = (0..n).map(|i| (i % 7) as f32 - 10.0).collect();
+                row[at] = 1.0;
+                assert_eq!(first_argmax(&row), at, "max at {at} of {n}");
+                row[n - 1 - (n - 1 - at) / 2] = f32::NAN;
+                let nan_at = n - 1 - (n - 1 - at) / 2;
+                assert_eq!(first_argmax(&row), nan_at, "NaN at {nan_at} of {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn exit_intent_takes_eos_only_when_the_top_token_is_refused() {
+        let eos_row = [0b100_u32, 0];
+        let logits = [0.0, 5.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
+        // EOS (2) admitted, the top token (1) refused: EOS only.
+        let mut words = [0b101_u32, 0];
+        assert!(exit_intent(&logits, &mut words, 2, &eos_row));
+        assert_eq!(words, eos_row);
+        // The top token admitted: the mask stays.
+        let mut words = [0b110_u32, 0];
+        assert!(!exit_intent(&logits, &mut words, 2, &eos_row));
+        assert_eq!(words, [0b110, 0]);
+        // EOS refused: the mask stays, whatever the top token.
+        let mut words = [0b001_u32, 0];
+        assert!(!exit_intent(&logits, &mut words, 2, &eos_row));
+        assert_eq!(words, [0b001, 0]);
+    }
 
     fn masked(width: usize, words: &[u32]) -> Vec<bool> {
         let mut row: Vec<f32> = (0..width).map(|i| i as f32).collect();

@@ -1551,14 +1551,15 @@ fn logits_and_mask(
     logits: &Bound<'_, PyAny>,
     bitmask: &Bound<'_, PyAny>,
 ) -> PyResult<(PyBuffer<f32>, PyBuffer<i32>)> {
-    let kind = logits.get_type().name()?;
+    let kind = |obj: &Bound<'_, PyAny>| obj.get_type().name().map(|n| n.to_string());
     let scores = PyBuffer::<f32>::get(logits).map_err(|_| {
+        let kind = kind(logits).unwrap_or_default();
         PyTypeError::new_err(format!(
             "the logits must be a buffer of float32, not {kind}"
         ))
     })?;
-    let kind = bitmask.get_type().name()?;
     let words = PyBuffer::<i32>::get(bitmask).map_err(|_| {
+        let kind = kind(bitmask).unwrap_or_default();
         PyTypeError::new_err(format!("the bitmask must be a buffer of int32, not {kind}"))
     })?;
     if !scores.is_c_contiguous() || !words.is_c_contiguous() {
@@ -1574,16 +1575,40 @@ fn logits_and_mask(
 /// C-contiguous float32 buffer shaped `(width,)` or `(batch, width)`;
 /// `bitmask`: a C-contiguous int32 buffer shaped `(n_words,)` or `(batch,
 /// n_words)`, with as many rows. Columns at or past `32 * n_words` are blocked.
+/// With `exit_token` and `exit_row` (a C-contiguous int32 buffer of `n_words`),
+/// each row first takes its exit intent (`crate::apply::exit_intent`): where
+/// its mask admits `exit_token` and refuses the row's own top token, its row of
+/// `bitmask` (then writable) becomes `exit_row`, before the row is masked.
 #[pyfunction]
+#[pyo3(signature = (logits, bitmask, exit_token = None, exit_row = None))]
 fn apply_token_bitmask(
     py: Python<'_>,
     logits: &Bound<'_, PyAny>,
     bitmask: &Bound<'_, PyAny>,
+    exit_token: Option<usize>,
+    exit_row: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
     let (scores, words) = logits_and_mask(logits, bitmask)?;
     if scores.readonly() {
         return Err(PyTypeError::new_err("the logits buffer is read-only"));
     }
+    let exit = match (exit_token, exit_row) {
+        (None, None) => None,
+        (Some(token), Some(row)) => {
+            let row: Vec<u32> = ints(row, "exit_row")?;
+            if words.readonly() {
+                return Err(PyTypeError::new_err(
+                    "the bitmask buffer is read-only (an exit intent rewrites its rows)",
+                ));
+            }
+            Some((token, row))
+        }
+        _ => {
+            return Err(PyTypeError::new_err(
+                "give both exit_token and exit_row, or neither",
+            ))
+        }
+    };
     let shape = |b: &[usize], what: &str| match *b {
         [n] => Ok((1, n)),
         [r, n] => Ok((r, n)),
@@ -1601,6 +1626,14 @@ fn apply_token_bitmask(
             words.shape()
         )));
     }
+    if let Some((_, row)) = &exit {
+        if row.len() != n_words {
+            return Err(PyValueError::new_err(format!(
+                "exit_row has {} words for a bitmask of {n_words}",
+                row.len()
+            )));
+        }
+    }
     if rows == 0 || width == 0 {
         return Ok(());
     }
@@ -1612,10 +1645,16 @@ fn apply_token_bitmask(
     py.allow_threads(|| {
         // SAFETY: `scores` is a writable, C-contiguous, aligned export of
         // `rows * width` float32 and `words` one of `rows * n_words` int32
-        // (checked above), both alive until this function returns; u32 and
-        // i32 share size and alignment. The two exports are read and written
-        // only here, on this thread.
+        // (checked above; writable when `exit` is given), both alive until
+        // this function returns; u32 and i32 share size and alignment. The
+        // two exports are read and written only here, on this thread.
         let logits = unsafe { std::slice::from_raw_parts_mut(out as *mut f32, rows * width) };
+        if let Some((token, eos_row)) = &exit {
+            let words = unsafe { std::slice::from_raw_parts_mut(mask as *mut u32, rows * n_words) };
+            for (row, mask) in logits.chunks(width).zip(words.chunks_mut(n_words)) {
+                crate::apply::exit_intent(row, mask, *token, eos_row);
+            }
+        }
         let words = unsafe { std::slice::from_raw_parts(mask as *const u32, rows * n_words) };
         crate::apply::apply_rows(logits, width, words, n_words);
     });

@@ -27,6 +27,7 @@ from grid_core.guide import Engine  # noqa: E402
 from grid_core.replay import replay  # noqa: E402
 from grid_core.vocab import ByteIncompleteWarning  # noqa: E402
 from grid_serve.text2sql import RoleEngine, prompt_ids, schema_ddl  # noqa: E402
+from grid_serve.torch import apply_bitmask_  # noqa: E402
 from grid_serve.transformers import (  # noqa: E402
     GridLogitsProcessor,
     constrained_generate,
@@ -265,6 +266,42 @@ def test_guide_work_ahead_of_the_forward_pass_changes_nothing(
     for a, b in zip(ahead, inline, strict=True):
         assert (a.tokens, a.stop_reason) == (b.tokens, b.stop_reason)
         assert a.audit.lines() == b.audit.lines()
+
+
+def test_the_kernels_exit_intent_decides_as_the_processors_own(engines: Any) -> None:
+    """On CPU float32 logits the processor takes the exit intent and the mask in
+    one native call (``apply_token_bitmask`` with ``exit_token``); elsewhere
+    ``_exit_intent`` then ``apply_bitmask_``. Random rows of 4-row batches (NaN,
+    ties, a top token in a padding column past the vocabulary's words): fails on
+    any row whose bitmask or masked logits differ between the two."""
+    native = pytest.importorskip("grid_kernels")
+    np = pytest.importorskip("numpy")
+    engine = engines["analyst"].engine
+    eos = engine.vocab.eos_ids[0]
+    rng = np.random.default_rng(7)
+    exits = kept = 0
+    for trial in range(60):
+        proc = GridLogitsProcessor([engine.guide() for _ in range(4)], stop_on_exit=True)
+        for row in proc._rows:
+            row.filled = True
+        width = engine.n_words * 32 + (64 if trial % 3 == 0 else 0)
+        words = rng.integers(-(2**31), 2**31, size=proc._words.shape, dtype=np.int32)
+        logits = rng.standard_normal((4, width), dtype=np.float32)
+        logits[0, rng.integers(width)] = np.nan
+        logits[1, :2] = logits[1].max() + 1  # a tie: the first maximum counts
+        if trial % 3 == 0:
+            logits[2, -1] = 100.0  # the top token is a padding column
+        proc._words[:] = words
+        scores = torch.from_numpy(logits.copy())
+        proc._exit_intent(scores, scores.numpy())
+        apply_bitmask_(scores, torch.from_numpy(proc._words.copy()))
+        fused, fused_words = logits.copy(), words.copy()
+        native.apply_token_bitmask(fused, fused_words, eos, proc._eos_words)
+        assert np.array_equal(fused_words, proc._words), trial
+        assert np.array_equal(fused, scores.numpy(), equal_nan=True), trial
+        changed = (fused_words != words).any(axis=1)
+        exits, kept = exits + int(changed.sum()), kept + int((~changed).sum())
+    assert exits > 20 and kept > 20, (exits, kept)
 
 
 def test_a_bug_in_the_work_ahead_is_raised_on_the_callers_thread(

@@ -371,12 +371,24 @@ def fill_next_token_bitmasks(
     others filled). A session given twice, a row given twice or out of range,
     or sessions of different widths raise before anything is written."""
 
-def apply_token_bitmask(logits: Buffer, bitmask: Buffer) -> None:
+def apply_token_bitmask(
+    logits: Buffer,
+    bitmask: Buffer,
+    exit_token: int | None = None,
+    exit_row: Buffer | None = None,
+) -> None:
     """Set every logit whose token ``bitmask`` does not admit to -inf, in place,
     the GIL released: ``logits`` a writable C-contiguous float32 buffer shaped
     ``(width,)`` or ``(batch, width)``, ``bitmask`` an int32 buffer shaped
     ``(n_words,)`` or ``(batch, n_words)`` with as many rows. Columns at or past
-    ``32 * n_words`` are blocked; admitted logits are left bit for bit."""
+    ``32 * n_words`` are blocked; admitted logits are left bit for bit.
+
+    With ``exit_token`` and ``exit_row`` (an int32 buffer of ``n_words``), each
+    row first takes its exit intent: where its mask admits ``exit_token`` and
+    refuses the row's own top token (its first maximum before masking, a NaN
+    counting as the maximum: numpy's ``argmax``), its row of ``bitmask`` (then
+    writable) becomes ``exit_row``. One pass of reads and one of writes per row,
+    where ``argmax`` and a mask took two passes of reads."""
 
 def masked_argmax(logits: Buffer, bitmask: Buffer) -> int | None:
     """Greedy choice under a mask, the logits untouched: the admitted column of

@@ -219,6 +219,10 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         self.ahead_seconds = 0.0
         """Wall time of the work done ahead, in the forward pass's shadow (:meth:`ahead`)."""
         self._filled_at: int | None = None  # the input width the rows were filled for
+        self._ahead_of: tuple[torch.Tensor, int] | None = None
+        """The ``input_ids`` handed ahead and the width they were filled for: the
+        next call is given the same tensor object, and finding it there costs no
+        torch call (each runs cold after a forward pass, about 20 µs)."""
         self._pending: Future[None] | None = None  # work handed ahead, not yet waited for
         self._ahead_done = False  # the worker finished the pending work without error
         self._pool: ThreadPoolExecutor | None = None
@@ -259,18 +263,24 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             if self._device == "cuda":  # the rows' copy to the GPU is queued
                 self._bitmask = self._bitmask.pin_memory()
                 self._words = self._bitmask.numpy()
+        ahead, self._ahead_of = self._ahead_of, None
         self._settle()
-        if self._filled_at != input_ids.shape[1]:  # nothing was done ahead for this step
+        done = ahead is not None and ahead[0] is input_ids and self._filled_at == ahead[1]
+        if not done and self._filled_at != input_ids.shape[1]:  # nothing was done ahead
             self._catch_up(input_ids)
             self._fill()
             self._filled_at = input_ids.shape[1]
         # Read and masked in place without a torch op per use (on the CPU).
         logits = cpu_float32(scores) if self._device == "cpu" else None
-        if self.stop_on_exit:
-            self._exit_intent(scores, logits)
-        if logits is not None and self._native is not None:
-            self._native.apply_token_bitmask(logits, self._words)  # apply_bitmask_'s fast path
+        if logits is not None and self._native is not None:  # apply_bitmask_'s fast path
+            if self.stop_on_exit:  # _exit_intent and the mask in one native call
+                eos = self.vocab.eos_ids[0]
+                self._native.apply_token_bitmask(logits, self._words, eos, self._eos_words)
+            else:
+                self._native.apply_token_bitmask(logits, self._words)
         else:
+            if self.stop_on_exit:
+                self._exit_intent(scores, logits)
             apply_bitmask_(scores, self._bitmask)
         self.mask_seconds += time.perf_counter() - t0
         return scores
@@ -306,6 +316,7 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="grid-ahead")
         self._ahead_done = False
         self._pending = self._pool.submit(self._advance, new, ready, None if last else width)
+        self._ahead_of = (input_ids, width)
 
     def _advance(
         self, new: list[list[int]] | torch.Tensor, ready: Any | None, width: int | None
@@ -372,7 +383,10 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
     def _exit_intent(self, scores: torch.Tensor, logits: Any | None) -> None:
         """EOS only on each filled row where EOS is legal and the model's own top
         token (before masking) is one the mask refuses (module header); ``logits``
-        is the scores' numpy view (CPU float32) or None."""
+        is the scores' numpy view (CPU float32) or None. The kernels' fast path
+        (``apply_token_bitmask`` with ``exit_token``) decides the same for every
+        row: a row not filled holds the EOS-only row already, which that rule
+        leaves as it is."""
         eos = self.vocab.eos_ids[0]
         words = self._words
         for i, row in enumerate(self._rows):
@@ -428,8 +442,9 @@ class _Ahead(StoppingCriteria):  # type: ignore[misc, unused-ignore]
 
 
 def _admits(words: Any, token: int) -> bool:
-    """Whether a filled bitmask row (a numpy view of its words) admits ``token``."""
-    return bool(int(words[token >> 5]) >> (token & 31) & 1)
+    """Whether a filled bitmask row (a numpy view of its words) admits ``token``;
+    a column past the row's words (a logits row wider than the vocabulary) never is."""
+    return token >> 5 < len(words) and bool(int(words[token >> 5]) >> (token & 31) & 1)
 
 
 def _complete(guide: Guide) -> bool:
