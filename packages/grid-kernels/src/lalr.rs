@@ -441,6 +441,72 @@ mod tests {
         assert_eq!(built.action[to as usize * w + 2], -3);
     }
 
+    /// The kernels index the tables they built without re-checking them
+    /// (`Lalr::from_built`): the same value as `Lalr::new` over those arrays.
+    #[test]
+    fn built_tables_index_as_checked_tables_do() {
+        use crate::tables::{Lalr, RawGrammar};
+        let (a, b, s) = (0, 1, 4);
+        let (lhs, rhs) = (vec![0, 1, 1], vec![vec![s], vec![s, a], vec![b]]);
+        let built = build(2, 2, &lhs, &rhs).unwrap();
+        let raw = RawGrammar {
+            n_terminals: 2,
+            action: built.action.clone(),
+            goto: built.goto.clone(),
+            n_nonterminals: 2,
+            rule_lhs: lhs.iter().map(|&x| x as i32).collect(),
+            rule_len: rhs.iter().map(|r| r.len() as i32).collect(),
+            ..RawGrammar::default()
+        };
+        let checked = Lalr::new(&raw).unwrap();
+        assert_eq!(Lalr::from_built(2, 2, &lhs, &rhs, built), checked);
+        // And on random grammars (3 terminals, 4 nonterminals, 3-8 rules of up
+        // to 3 symbols) that build without a conflict.
+        let (t, n) = (3usize, 4usize);
+        let mut seed = 99u64;
+        let mut next = |m: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % m
+        };
+        let mut compared = 0;
+        for _ in 0..3000 {
+            let mut lhs = vec![0u32];
+            let mut rhs = vec![vec![(t + 2) as u32]]; // $start -> nonterminal 1
+            for _ in 0..3 + next(6) {
+                lhs.push(1 + next(n - 1) as u32);
+                let body = (0..next(4))
+                    .map(|_| {
+                        let x = next(t + n - 1);
+                        if x < t {
+                            x as u32
+                        } else {
+                            (t + 2 + x - t) as u32
+                        }
+                    })
+                    .collect();
+                rhs.push(body);
+            }
+            let Ok(built) = build(t, n, &lhs, &rhs) else {
+                continue;
+            };
+            let raw = RawGrammar {
+                n_terminals: t,
+                action: built.action.clone(),
+                goto: built.goto.clone(),
+                n_nonterminals: n,
+                rule_lhs: lhs.iter().map(|&x| x as i32).collect(),
+                rule_len: rhs.iter().map(|r| r.len() as i32).collect(),
+                ..RawGrammar::default()
+            };
+            let checked = Lalr::new(&raw).unwrap();
+            assert_eq!(Lalr::from_built(t, n, &lhs, &rhs, built), checked);
+            compared += 1;
+        }
+        assert!(compared > 100, "{compared}");
+    }
+
     /// `S' -> S; S -> a | a` is a reduce/reduce conflict on $END.
     #[test]
     fn conflicts_are_reported() {

@@ -1314,10 +1314,12 @@ fn fill_next_token_bitmasks(
 /// released: `rule_lhs[r] -> rule_rhs[r]` over `n_terminals` terminals and
 /// `n_nonterminals` nonterminals (symbol ids as grid-core numbers them; rule 0
 /// the augmented start rule). Returns `(None, (n_states, action, goto,
-/// state_symbol, kernel_start, kernel_rule, kernel_dot))`, the arrays as
-/// little-endian int32 bytes, or `((kind, state, symbol, first_item,
-/// reduce_item), None)` at the first conflict (kind `"shift/reduce"` or
-/// `"reduce/reduce"`). A symbol out of range is a `ValueError`.
+/// state_symbol, kernel_start, kernel_rule, kernel_dot, parsing))`, the arrays
+/// as little-endian int32 bytes and `parsing` the [`PyParsing`] of those tables
+/// (built from them here, not read back from Python), or `((kind, state,
+/// symbol, first_item, reduce_item), None)` at the first conflict (kind
+/// `"shift/reduce"` or `"reduce/reduce"`). A symbol out of range is a
+/// `ValueError`.
 #[pyfunction]
 fn lalr_tables<'py>(
     py: Python<'py>,
@@ -1361,18 +1363,21 @@ fn lalr_tables<'py>(
     };
     match built {
         Ok(b) => {
-            let tables = PyTuple::new(
-                py,
-                [
-                    b.n_states.into_pyobject(py)?.into_any(),
-                    le(&b.action)?,
-                    le(&b.goto)?,
-                    le(&b.state_symbol)?,
-                    le(&b.kernel_start)?,
-                    le(&b.kernel_rule)?,
-                    le(&b.kernel_dot)?,
-                ],
-            )?;
+            let arrays = [
+                b.n_states.into_pyobject(py)?.into_any(),
+                le(&b.action)?,
+                le(&b.goto)?,
+                le(&b.state_symbol)?,
+                le(&b.kernel_start)?,
+                le(&b.kernel_rule)?,
+                le(&b.kernel_dot)?,
+            ];
+            let parsing = PyParsing {
+                inner: Arc::new(Lalr::from_built(t, n, &rule_lhs, &rule_rhs, b)),
+            };
+            let parsing = Bound::new(py, parsing)?.into_any();
+            let [a0, a1, a2, a3, a4, a5, a6] = arrays;
+            let tables = PyTuple::new(py, [a0, a1, a2, a3, a4, a5, a6, parsing])?;
             PyTuple::new(py, [py.None().into_bound(py), tables.into_any()])
         }
         Err(c) => {

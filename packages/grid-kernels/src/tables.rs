@@ -95,7 +95,7 @@ impl Dfa {
 
 /// LALR(1) tables (`grid_core.lalr.LalrTables`) and, per state, the columns
 /// that are not errors (the terminals whose reduce chains `allowed` simulates).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lalr {
     pub(crate) n_states: usize,
     pub(crate) n_terminals: usize,
@@ -113,6 +113,38 @@ pub struct Lalr {
 }
 
 impl Lalr {
+    /// The tables [`crate::lalr::build`] built, indexed without the checks of
+    /// [`Self::new`] (the builder's tables are well formed by construction;
+    /// `new` over the same arrays gives the same value: tested).
+    pub fn from_built(
+        t: usize,
+        n: usize,
+        lhs: &[u32],
+        rhs: &[Vec<u32>],
+        b: crate::lalr::Built,
+    ) -> Self {
+        let w = t + 1;
+        let mut row_start = Vec::with_capacity(b.n_states + 1);
+        let mut row_terms = Vec::new();
+        for row in b.action.chunks(w) {
+            row_start.push(row_terms.len() as u32);
+            row_terms.extend((0..w as u32).filter(|&c| row[c as usize] != 0));
+        }
+        row_start.push(row_terms.len() as u32);
+        Self {
+            n_states: b.n_states,
+            n_terminals: t,
+            n_nonterminals: n,
+            action: b.action,
+            goto: b.goto,
+            rule_lhs: lhs.to_vec(),
+            rule_len: rhs.iter().map(|body| body.len() as u32).collect(),
+            row_start,
+            row_terms,
+            access: b.state_symbol.iter().map(|&x| x as u32).collect(),
+        }
+    }
+
     /// Validate `raw`'s LALR(1) tables and index them (its other tables are
     /// not read).
     pub fn new(raw: &RawGrammar) -> Result<Self> {

@@ -67,7 +67,8 @@ _tries: dict[str, Any] = {}
 _parsings: ContentMemo[Any] = ContentMemo(32)
 """The kernels' LALR(1) tables (``grid_kernels.Parsing``) by the grammar's content
 (:attr:`~grid_core.grammar.Grammar.content_key`, what its tables are built from):
-one per projection, shared by its engines (a role's engine rebuilt for a new schema)."""
+one per projection, shared by its engines (a role's engine rebuilt for a new schema).
+Tables the kernels built carry theirs (``LalrTables.native``); others are read in."""
 _lexings: dict[tuple[str, int], Any] = {}
 """The kernels' DFA tables (``grid_kernels.Lexing``) by the union DFA's fingerprint
 and the ignored terminals: one per dialect, shared by its projections' engines."""
@@ -121,7 +122,9 @@ def engine_tables(engine: Any) -> Any:
     lexing = _lexings.get(key)
     if lexing is None:
         lexing = _lexings.setdefault(key, native.lexing_of(engine))
-    parsing = _parsings.get(engine.grammar.content_key, lambda: native.parsing_of(engine))
+    parsing = _parsings.get(
+        engine.grammar.content_key, lambda: engine.tables.native or native.parsing_of(engine)
+    )
     tables = native.engine_tables(engine, trie, shared=shared, lexing=lexing, parsing=parsing)
     if caps is not None:
         tables.set_caps(*caps)

@@ -72,9 +72,9 @@ import functools
 import sys
 from array import array
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import compress
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from grid_core.errors import GrammarError, LALRConflictError
 from grid_core.fingerprint import fingerprint as _fingerprint
@@ -109,6 +109,10 @@ class LalrTables:
     terminal_names: tuple[str, ...]
     nonterminal_names: tuple[str, ...]
     rule_names: tuple[str, ...] | None
+    native: Any = field(default=None, compare=False, repr=False)
+    """The kernels' ``Parsing`` of these tables when the kernels built them
+    (``grid_kernels.lalr_tables``), else None: an engine's kernel tables take it
+    as it is instead of reading the arrays back (``grid_core.kernels``)."""
 
     @property
     def n_rules(self) -> int:
@@ -320,13 +324,15 @@ def build_lalr(
         raise LALRConflictError(
             kind, state, g.symbol_name(symbol), g.item_str(first), g.item_str(reduce_item)
         )
-    n_states, *arrays = built
+    n_states, *arrays, parsing = built
     action, goto, state_symbol, kernel_start, kernel_rule, kernel_dot = (
         _from_le(raw) for raw in arrays
     )
-    return _assemble(
+    tables = _assemble(
         g, n_states, action, goto, state_symbol, (kernel_start, kernel_rule, kernel_dot)
     )
+    object.__setattr__(tables, "native", parsing)
+    return tables
 
 
 # --------------------------------------------------------------------------- grammar

@@ -401,11 +401,12 @@ def lalr_tables(
     n_terminals: int, n_nonterminals: int, rule_lhs: list[int], rule_rhs: list[tuple[int, ...]]
 ) -> tuple[
     tuple[str, int, int, int, int] | None,
-    tuple[int, bytes, bytes, bytes, bytes, bytes, bytes] | None,
+    tuple[int, bytes, bytes, bytes, bytes, bytes, bytes, Parsing] | None,
 ]:
     """grid-core's ``build_lalr`` automaton, array for array, the GIL released:
     ``(None, (n_states, action, goto, state_symbol, kernel_start, kernel_rule,
-    kernel_dot))`` (little-endian int32 bytes), or ``((kind, state, symbol,
+    kernel_dot, parsing))`` (little-endian int32 bytes, and the
+    :class:`Parsing` of those tables, built from them natively), or ``((kind, state, symbol,
     first_item, reduce_item), None)`` at the first conflict. Symbols are
     numbered as grid-core numbers them (rule 0 the augmented start rule); one
     out of range is a ``ValueError``."""
