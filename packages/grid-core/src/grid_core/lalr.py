@@ -328,11 +328,9 @@ def build_lalr(
     action, goto, state_symbol, kernel_start, kernel_rule, kernel_dot = (
         _from_le(raw) for raw in arrays
     )
-    tables = _assemble(
-        g, n_states, action, goto, state_symbol, (kernel_start, kernel_rule, kernel_dot)
+    return _assemble(
+        g, n_states, action, goto, state_symbol, (kernel_start, kernel_rule, kernel_dot), parsing
     )
-    object.__setattr__(tables, "native", parsing)
-    return tables
 
 
 # --------------------------------------------------------------------------- grammar
@@ -691,9 +689,10 @@ def _assemble(
     goto: array[int],
     state_symbol: array[int],
     kernels: tuple[array[int], array[int], array[int]],
+    native: Any = None,
 ) -> LalrTables:
-    """The tables of an automaton (built in Python or by the kernels), with the
-    arrays read off the rules."""
+    """The tables of an automaton (built in Python or by the kernels, with their
+    ``Parsing`` as ``native``), with the arrays read off the rules."""
     kernel_start, kernel_rule, kernel_dot = kernels
     t, n = g.t, g.n
     rule_rhs_start = array("i", [0])
@@ -716,6 +715,7 @@ def _assemble(
         terminal_names=g.terminal_names,
         nonterminal_names=g.nonterminal_names,
         rule_names=g.rule_names,
+        native=native,
     )
 
 

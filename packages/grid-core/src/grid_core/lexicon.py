@@ -38,9 +38,9 @@ class Lexicon:
     """Word lists per category terminal, as one trie. Node 0 is the root (empty word).
 
     The trie (``children``, ``prefix_cats``, ``word_cats``) is built on first use:
-    the kernels build their own from ``words`` (numbered alike: ``grid_kernels.
-    lexicon_trie``), so an engine on the native path never needs this one unless
-    a Python-side lexer runs."""
+    the kernels build their own from ``words``, numbered alike
+    (``grid_kernels.lexicon_trie``), so an engine on the native path never needs
+    this one unless a Python-side lexer runs."""
 
     words: Mapping[int, frozenset[bytes]]
     """Terminal id -> W_c."""

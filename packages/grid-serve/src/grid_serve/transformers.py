@@ -400,6 +400,7 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         """Catch up with ``generate``'s output (``[batch, prompt + new]``) and seal every row."""
         if self._finished:
             raise ServingError("the processor is already finished")
+        self._ahead_of = None
         try:
             self._settle()
         finally:
