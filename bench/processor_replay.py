@@ -23,12 +23,13 @@ configurations never filled (first sight, as in smollm2_50), the evicted
 setting then meets them filled, so its excess over the warm one is eviction
 alone.
 
-Run: ``uv run --group serve python bench/processor_replay.py``. Writes
-``bench/results/processor_replay.json``.
+Run: ``uv run --group serve python bench/processor_replay.py [--out FILE]``.
+Writes ``bench/results/processor_replay.json`` unless ``--out`` names another file.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import statistics
@@ -109,6 +110,9 @@ def scale(engines: RoleEngines, evict: Any) -> dict[str, float]:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=RESULTS / "processor_replay.json")
+    args = parser.parse_args()
     warnings.simplefilter("ignore")
     torch.set_num_threads(1)
     host = host_description()
@@ -134,7 +138,7 @@ def main() -> int:
         "evicted_scale": scale(engines, evict),
     }
     print(json.dumps({k: v for k, v in result.items() if k != "host"}, indent=1))
-    (RESULTS / "processor_replay.json").write_text(json.dumps(result, indent=1) + "\n")
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
     return 0
 
 
