@@ -207,29 +207,6 @@ fn lexicon_words_of(obj: &Bound<'_, PyAny>) -> PyResult<Vec<(usize, Vec<Vec<u8>>
     Ok(out)
 }
 
-fn lexicon_edges(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<(u8, i32)>>> {
-    let mut out = Vec::new();
-    for (i, kids) in obj.try_iter()?.enumerate() {
-        let kids = kids?;
-        let dict = kids.downcast::<PyDict>().map_err(|_| {
-            PyTypeError::new_err(format!("lexicon_children[{i}] must be a dict byte -> node"))
-        })?;
-        let mut row = Vec::with_capacity(dict.len());
-        for (b, c) in dict.iter() {
-            let b: i64 = b.extract()?;
-            let c: i64 = c.extract()?;
-            let (Ok(b), Ok(c)) = (u8::try_from(b), i32::try_from(c)) else {
-                return Err(PyValueError::new_err(format!(
-                    "lexicon_children[{i}] has the edge {b} -> {c}, out of range"
-                )));
-            };
-            row.push((b, c));
-        }
-        out.push(row);
-    }
-    Ok(out)
-}
-
 /// A checked row of a caller's int32 bitmask: the exported buffer (kept
 /// alive while writing) and the row's first item.
 fn bitmask_row(
@@ -588,15 +565,13 @@ fn threads_of(threads: Option<i64>) -> PyResult<Threads> {
 impl PyEngineTables {
     #[new]
     #[pyo3(signature = (
-        *, trie, n_terminals, lexicon_categories, pick_order, ignored, lexicon_words = None,
-        lexicon_children = None, lexicon_prefix_cats = None, lexicon_word_cats = None,
+        *, trie, n_terminals, lexicon_words, lexicon_categories, pick_order, ignored,
         action = None, goto = None,
         n_nonterminals = None, rule_lhs = None, rule_len = None, parsing = None,
         dfa_trans = None, dfa_accept = None, dfa_live = None, lexing = None, schema = None,
         threads = Some(1), shared = None, family = None
-    ), text_signature = "(*, trie, n_terminals, lexicon_categories, pick_order, ignored, \
-        lexicon_words=None, lexicon_children=None, lexicon_prefix_cats=None, \
-        lexicon_word_cats=None, action=None, goto=None, \
+    ), text_signature = "(*, trie, n_terminals, lexicon_words, lexicon_categories, \
+        pick_order, ignored, action=None, goto=None, \
         n_nonterminals=None, rule_lhs=None, rule_len=None, parsing=None, dfa_trans=None, \
         dfa_accept=None, dfa_live=None, lexing=None, schema=None, threads=1, shared=None, \
         family=None)")]
@@ -604,13 +579,10 @@ impl PyEngineTables {
     fn new(
         trie: Py<PyTrieTables>,
         n_terminals: usize,
+        lexicon_words: &Bound<'_, PyAny>,
         lexicon_categories: &Bound<'_, PyAny>,
         pick_order: &Bound<'_, PyAny>,
         ignored: &Bound<'_, PyAny>,
-        lexicon_words: Option<&Bound<'_, PyAny>>,
-        lexicon_children: Option<&Bound<'_, PyAny>>,
-        lexicon_prefix_cats: Option<&Bound<'_, PyAny>>,
-        lexicon_word_cats: Option<&Bound<'_, PyAny>>,
         action: Option<&Bound<'_, PyAny>>,
         goto: Option<&Bound<'_, PyAny>>,
         n_nonterminals: Option<usize>,
@@ -672,40 +644,12 @@ impl PyEngineTables {
                  n_nonterminals=, rule_lhs= and rule_len=",
             ));
         };
-        let (lexicon_words, lexicon_children, lexicon_prefix_cats, lexicon_word_cats) = match (
-            lexicon_words,
-            lexicon_children,
-            lexicon_prefix_cats,
-            lexicon_word_cats,
-        ) {
-            (Some(words), None, None, None) => (
-                Some(lexicon_words_of(words)?),
-                Vec::new(),
-                Vec::new(),
-                Vec::new(),
-            ),
-            (None, Some(c), Some(p), Some(x)) => (
-                None,
-                lexicon_edges(c)?,
-                int_sets(p, w, "lexicon_prefix_cats")?,
-                int_sets(x, w, "lexicon_word_cats")?,
-            ),
-            _ => {
-                return Err(PyTypeError::new_err(
-                    "give the lexicon either as lexicon_words= or as lexicon_children=, \
-                     lexicon_prefix_cats= and lexicon_word_cats=",
-                ))
-            }
-        };
         let raw = RawGrammar {
             n_terminals,
             dfa_trans,
             dfa_accept,
             dfa_live,
-            lexicon_words,
-            lexicon_children,
-            lexicon_prefix_cats,
-            lexicon_word_cats,
+            lexicon_words: Some(lexicon_words_of(lexicon_words)?),
             lexicon_categories: int_to_words(lexicon_categories, w, "lexicon_categories")?,
             pick_order: ints(pick_order, "pick_order")?,
             ignored: int_to_words(ignored, w, "ignored")?,
@@ -1363,7 +1307,7 @@ fn lalr_tables<'py>(
     };
     match built {
         Ok(b) => {
-            let arrays = [
+            let mut items = vec![
                 b.n_states.into_pyobject(py)?.into_any(),
                 le(&b.action)?,
                 le(&b.goto)?,
@@ -1375,9 +1319,8 @@ fn lalr_tables<'py>(
             let parsing = PyParsing {
                 inner: Arc::new(Lalr::from_built(t, n, &rule_lhs, &rule_rhs, b)),
             };
-            let parsing = Bound::new(py, parsing)?.into_any();
-            let [a0, a1, a2, a3, a4, a5, a6] = arrays;
-            let tables = PyTuple::new(py, [a0, a1, a2, a3, a4, a5, a6, parsing])?;
+            items.push(Bound::new(py, parsing)?.into_any());
+            let tables = PyTuple::new(py, items)?;
             PyTuple::new(py, [py.None().into_bound(py), tables.into_any()])
         }
         Err(c) => {

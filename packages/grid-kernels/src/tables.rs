@@ -3,8 +3,9 @@
 //!
 //! The layouts are grid-core's, unchanged (`grid_core.dfa`, `grid_core.lalr`,
 //! `grid_core.lexicon`); only the Python-int bitsets become
-//! fixed-width word rows ([`crate::bits`]) and lexicon children dicts become a
-//! sorted CSR array. Validation makes every later index in bounds, so the hot
+//! fixed-width word rows ([`crate::bits`]) and the lexicon trie is a sorted
+//! CSR array (built here from the words, [`Lexicon::from_words`], or taken as
+//! grid-core's trie, as the Rust tests' fixtures give it). Validation makes every later index in bounds, so the hot
 //! path never panics on tables that passed [`GrammarTables::new`].
 //!
 //! - [`crate::trie::Trie`]: one per tokenizer (its own module);

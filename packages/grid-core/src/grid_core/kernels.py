@@ -122,8 +122,8 @@ def engine_tables(engine: Any) -> Any:
     lexing = _lexings.get(key)
     if lexing is None:
         lexing = _lexings.setdefault(key, native.lexing_of(engine))
-    parsing = _parsings.get(
-        engine.grammar.content_key, lambda: engine.tables.native or native.parsing_of(engine)
+    parsing = engine.tables.native or _parsings.get(
+        engine.grammar.content_key, lambda: native.parsing_of(engine)
     )
     tables = native.engine_tables(engine, trie, shared=shared, lexing=lexing, parsing=parsing)
     if caps is not None:

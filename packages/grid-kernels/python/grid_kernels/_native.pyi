@@ -9,7 +9,7 @@ of object, read-only or wrongly typed buffers) before anything is written; a
 :class:`Session` driven against its contract raises :class:`SessionError`.
 """
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Literal, final
 
 from typing_extensions import Buffer
@@ -148,13 +148,10 @@ class EngineTables:
         *,
         trie: TrieTables,
         n_terminals: int,
+        lexicon_words: Sequence[tuple[int, Sequence[bytes]]],
         lexicon_categories: int,
         pick_order: Sequence[int],
         ignored: int,
-        lexicon_words: Sequence[tuple[int, Sequence[bytes]]] | None = None,
-        lexicon_children: Sequence[Mapping[int, int]] | None = None,
-        lexicon_prefix_cats: Sequence[int] | None = None,
-        lexicon_word_cats: Sequence[int] | None = None,
         action: Sequence[int] | None = None,
         goto: Sequence[int] | None = None,
         n_nonterminals: int | None = None,
@@ -170,10 +167,8 @@ class EngineTables:
         shared: SharedWalks | None = None,
         family: str | None = None,
     ) -> EngineTables:
-        """The lexicon is given either as ``lexicon_words`` (terminal id, its
-        words: the trie is built here, numbered as :func:`lexicon_trie` numbers
-        it) or as the trie itself (``lexicon_children``, ``lexicon_prefix_cats``,
-        ``lexicon_word_cats``, grid-core's ``Lexicon`` fields).
+        """The lexicon is given as ``lexicon_words`` (terminal id, its words): the
+        trie is built here, numbered as :func:`lexicon_trie` numbers it.
         The union DFA is given either as ``lexing`` (built once per dialect, its
         terminal count and ``ignored`` must be these) or as ``dfa_trans``,
         ``dfa_accept`` and ``dfa_live``; the LALR(1) tables either as ``parsing``
@@ -387,8 +382,8 @@ def apply_token_bitmask(
     row first takes its exit intent: where its mask admits ``exit_token`` and
     refuses the row's own top token (its first maximum before masking, a NaN
     counting as the maximum: numpy's ``argmax``), its row of ``bitmask`` (then
-    writable) becomes ``exit_row``. One pass of reads and one of writes per row,
-    where ``argmax`` and a mask took two passes of reads."""
+    writable) becomes ``exit_row``. The argmax is read only in rows whose mask
+    admits ``exit_token``."""
 
 def masked_argmax(logits: Buffer, bitmask: Buffer) -> int | None:
     """Greedy choice under a mask, the logits untouched: the admitted column of

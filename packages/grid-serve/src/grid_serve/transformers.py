@@ -199,6 +199,7 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         self.stop_on_exit = stop_on_exit
         self._rows = [_Row(g) for g in guides]
         self._eos = frozenset(self.vocab.eos_ids)
+        self._eos_id = self.vocab.eos_ids[0]  # the EOS the exit intent asks the mask about
         engine = guides[0].engine
         self._bitmask = torch.zeros((len(guides), engine.n_words), dtype=torch.int32)
         """The CPU rows the guides fill, reused at every call."""
@@ -274,8 +275,7 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         logits = cpu_float32(scores) if self._device == "cpu" else None
         if logits is not None and self._native is not None:  # apply_bitmask_'s fast path
             if self.stop_on_exit:  # _exit_intent and the mask in one native call
-                eos = self.vocab.eos_ids[0]
-                self._native.apply_token_bitmask(logits, self._words, eos, self._eos_words)
+                self._native.apply_token_bitmask(logits, self._words, self._eos_id, self._eos_words)
             else:
                 self._native.apply_token_bitmask(logits, self._words)
         else:
@@ -387,7 +387,7 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         (``apply_token_bitmask`` with ``exit_token``) decides the same for every
         row: a row not filled holds the EOS-only row already, which that rule
         leaves as it is."""
-        eos = self.vocab.eos_ids[0]
+        eos = self._eos_id
         words = self._words
         for i, row in enumerate(self._rows):
             if not row.filled or not _admits(words[i], eos):
