@@ -17,7 +17,9 @@ projection with cl100k and the example schema's lexicon.
 
 from __future__ import annotations
 
+import os
 import random
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
@@ -248,3 +250,96 @@ def test_no_mask_error_on_completion_paths() -> None:
             pytest.fail("empty mask on a completion path")
         g.accept_token(t)
     assert EOS in g.mask_ids()
+
+
+# -- the kernels' reserve (grid_core.kernels.NativeReserve) against this table -------
+
+
+def needs_kernels(engine: Engine) -> None:
+    """Skip without grid-kernels or under ``GRID_KERNELS=0``; else the engine has them."""
+    pytest.importorskip("grid_kernels._native")
+    if os.environ.get("GRID_KERNELS") == "0":
+        pytest.skip("tests the kernels' reserve: GRID_KERNELS=0 switches them off")
+    assert engine.kernel is not None, "grid-kernels is installed: the engine loads it"
+
+
+def check_native_reserve(
+    engine: Engine, table: ReserveTable, draw: Callable[[list[int]], int], steps: int, fan: int
+) -> int:
+    """A walk of the Python and the native guide in lockstep (``draw`` picks each
+    token from the mask): at every configuration the native reserve and completion
+    equal the Python table's, and so do the reserves after up to ``fan`` admitted
+    tokens there (all of them with ``fan`` 0). Returns how many were compared."""
+    needs_kernels(engine)
+    from grid_core.kernels import NativeReserve
+
+    eos, spelling = set(engine.vocab.eos_ids), engine.vocab.token_bytes
+    g, native = GridGuide(engine), engine.guide()
+    source = native.reserve_source()
+    assert isinstance(source, NativeReserve)
+    compared = 0
+    for _ in range(steps):
+        state = source.start()
+        assert state.remainder == g.config.remainder
+        assert source.reserve(state) == table.reserve(g.config)
+        assert source.completion(state) == table.completion(g.config)
+        ids = [i for i in g.mask_ids() if i not in eos]
+        if not ids:
+            break
+        for t in ids if not fan else ids[:: max(1, len(ids) // fan)]:
+            after = engine.lexer.advance(g.config, spelling[t])
+            assert after is not None
+            assert source.reserve(source.advance(state, t)) == table.reserve(after), t
+            compared += 1
+        t = draw(ids)
+        g.accept_token(t)
+        native.accept_token(t)
+    return compared
+
+
+@settings(derandomize=True, max_examples=40, deadline=None)
+@given(st.data())
+def test_native_reserve_is_the_tables(data: st.DataObject) -> None:
+    """Toy grammar: the kernels' reserve and completion are this table's, at every
+    configuration of a walk and after every admitted token."""
+    assert check_native_reserve(
+        TOY_ENGINE, TOY_TABLE, lambda ids: data.draw(st.sampled_from(ids)), 20, 0
+    )
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_native_reserve_is_the_tables_sql(
+    sql: tuple[Engine, ReserveTable, Language], seed: int
+) -> None:
+    """SQLite + cl100k + a schema lexicon: the same, after 60 sampled tokens per
+    configuration of a 30-token walk."""
+    engine, table, _ = sql
+    rng = random.Random(seed)
+    assert check_native_reserve(engine, table, rng.choice, 30, 60) > 1_000
+
+
+@pytest.mark.parametrize("which", ["toy", "sql"])
+def test_native_pieces_are_the_pythons(
+    sql: tuple[Engine, ReserveTable, Language], which: str
+) -> None:
+    """The kernels' compatible rows and single-token pieces (what the table takes
+    from them) are the Python walk's, on the toy vocabulary and on cl100k."""
+    engine, table = (TOY_ENGINE, TOY_TABLE) if which == "toy" else sql[:2]
+    needs_kernels(engine)
+    compat, singles = engine.kernel.reserve_pieces()
+    assert compat == table._compatible_rows()
+    python = table._single_token_pieces()
+    assert {t: b" " + x for t, x in enumerate(singles) if x is not None} == python
+    assert len(python) > (3 if which == "toy" else 100)
+
+
+@settings(derandomize=True, max_examples=200, deadline=None)
+@given(st.binary(max_size=24) | st.text("selct *from,wh=1'\"_ab", max_size=24).map(str.encode))
+def test_native_split_is_the_pythons(
+    sql: tuple[Engine, ReserveTable, Language], data: bytes
+) -> None:
+    """The kernels' shortest split over cl100k is the Python one (ties: smallest ids)."""
+    engine, table, _ = sql
+    needs_kernels(engine)
+    got = engine.kernel.token_splits([data])[0]
+    assert (None if got is None else tuple(got)) == table._split(data)

@@ -112,15 +112,18 @@ def test_split_is_the_fewest_tokens(data: bytes) -> None:
     assert all(t == token(TOY.token_bytes[t]) for t in tokens)
     assert table._split_memo[data] == tokens
     assert table.split(data) is tokens
+    assert table._split(data) == tokens  # the Python reference (split may be native)
 
 
-def test_split_by_hand() -> None:
-    assert TABLE.split(b"") == ()
-    assert TABLE.split(b" from") == (258,)
-    assert TABLE.split(b"yees where") == (261,)
-    assert TABLE.split(b" employees where") == (259, 261)
-    assert TABLE.split(b"select *") == (256, 257)
-    assert TABLE.split(b"ab") == (97, 98)
+@pytest.mark.parametrize("split", ["split", "_split"])
+def test_split_by_hand(split: str) -> None:
+    f = getattr(TABLE, split)
+    assert f(b"") == ()
+    assert f(b" from") == (258,)
+    assert f(b"yees where") == (261,)
+    assert f(b" employees where") == (259, 261)
+    assert f(b"select *") == (256, 257)
+    assert f(b"ab") == (97, 98)
 
 
 def test_split_of_an_unspellable_string() -> None:
@@ -136,6 +139,8 @@ def test_split_of_an_unspellable_string() -> None:
     assert table.split(b"aab") == (0, 2)
     assert table.split(b"abab") == (2, 2)
     assert table.split(b"ba") == (1, 0)
+    for data in [b"c", b"ac", b"aab", b"abab", b"ba"]:
+        assert table._split(data) == table.split(data)
 
 
 # ------------------------------------------------------------------ terminals
@@ -148,7 +153,7 @@ def test_compatible_rows_from_the_action_table() -> None:
         row = {t for t in range(TABLES.n_terminals) if TABLES.action[s * w + t]}
         for t in row:
             want[t] |= sum(1 << u for u in row)
-    assert TABLE.compat == want
+    assert TABLE.compat == want == TABLE._compatible_rows()
     assert TABLE.compat[T["SELECT"]] == term("SELECT")
     assert TABLE.compat[T["STAR"]] == term("STAR", "COLUMN_NAME")
     assert TABLE.compat[T["INSERT"]] == 0
@@ -300,7 +305,7 @@ def test_rest_items_and_transitions_from_the_tables() -> None:
         shifts = [(t, TABLES.action[s * w + t] - 1) for t in range(TABLES.n_terminals)]
         gotos = [(TABLE.base + a, TABLES.goto[s * n_nt + a]) for a in range(n_nt)]
         want_trans = [(t, q) for t, q in shifts if q >= 0] + [(x, q) for x, q in gotos if q >= 0]
-        assert list(TABLE._trans[s]) == want_trans
+        assert list(TABLE._transitions(s)) == want_trans
     assert TABLE.max_pop == max(TABLES.rule_len[r] for r in range(TABLES.n_rules)) == 5
 
 
@@ -699,6 +704,14 @@ def test_single_token_pieces_by_hand() -> None:
     assert table.term_tokens[T["TABLE_NAME"]] == (5,)
     assert pieces["STAR"] == b" *" and pieces["STRING"] == b" ''"
     assert len(pieces) == 17
+    singles = table._single_token_pieces()  # the Python walk (the table's may be native)
+    assert {TABLES.terminal_names[t]: p for t, p in singles.items()} == {
+        name: pieces[name]
+        for name in ["NUMBER", "COLUMN_NAME", "SELECT", "TABLE_NAME", "STAR", "FROM", "WHERE"]
+    }
+    if table.engine.kernel is not None:
+        _, native = table.engine.kernel.reserve_pieces()
+        assert {t: b" " + x for t, x in enumerate(native) if x is not None} == singles
 
 
 def test_terminal_zero_as_the_ignored_space() -> None:

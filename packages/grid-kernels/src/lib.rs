@@ -55,6 +55,7 @@ pub mod mask;
 pub mod nfa;
 pub mod parser;
 pub mod remote;
+pub mod reserve;
 pub mod resp;
 pub mod scanner;
 pub mod session;
@@ -75,7 +76,7 @@ pub use walk::{CdEntry, WalkOutput};
 
 /// Version of the table and buffer layout shared with `grid_core`; a module
 /// reporting another version is refused rather than used.
-pub const ABI_VERSION: u32 = 5;
+pub const ABI_VERSION: u32 = 6;
 
 /// Whether the named planted fault is on: with feature `planted-faults`, when
 /// `GRID_PLANTED_FAULT` names it (grid-core's `tests/test_planted_faults.py`);

@@ -23,7 +23,7 @@
 //! cannot raise grid-core's `GridError` classes; grid-core wraps these where
 //! it calls in.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
@@ -33,10 +33,12 @@ use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyTuple};
 
 use crate::audit::{self, Kind};
 use crate::bits;
-use crate::engine::{Engine, Threads};
+use crate::engine::{lock, Engine, Stacks, Threads};
 use crate::error::KernelError;
 use crate::events::EventTables;
+use crate::lexer::Config;
 use crate::mask::EngineTables;
+use crate::reserve::{RawReserve, Reserve};
 use crate::session::{Filled, Session};
 use crate::tables::{GrammarTables, Lalr, Lexicon, Lexing, RawGrammar};
 use crate::trie::{RawTrie, Trie};
@@ -544,6 +546,10 @@ impl PyParsing {
     }
 }
 
+/// `EngineTables.reserve_pieces`: per terminal its compatible rows and its
+/// single-token lexeme.
+type Pieces<'py> = (Vec<Bound<'py, PyAny>>, Vec<Option<Bound<'py, PyBytes>>>);
+
 #[pyclass(frozen, module = "grid_kernels._native", name = "EngineTables")]
 struct PyEngineTables {
     inner: Arc<Engine>,
@@ -731,6 +737,72 @@ impl PyEngineTables {
         });
         let cd = cd.collect::<PyResult<Vec<_>>>()?;
         Ok((out.ci, PyList::new(py, cd)?))
+    }
+
+    /// What the reserve tables read of the vocabulary
+    /// ([`crate::reserve::single_token_pieces`]): per terminal its compatible
+    /// rows (an int) and its single-token lexeme x (`b" " + x` is one token),
+    /// or None. The GIL is released.
+    fn reserve_pieces<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<Pieces<'py>> {
+        let tables = &self.inner.tables;
+        let (compat, pieces) =
+            py.allow_threads(|| crate::reserve::single_token_pieces(&tables.grammar, &tables.trie));
+        let compat = compat
+            .iter()
+            .map(|c| words_to_int(py, c))
+            .collect::<PyResult<Vec<_>>>()?;
+        let pieces = pieces
+            .iter()
+            .map(|x| x.as_ref().map(|x| PyBytes::new(py, x)))
+            .collect();
+        Ok((compat, pieces))
+    }
+
+    /// The fewest token ids spelling each of `data`, smallest id per spelling,
+    /// or None (`ReserveTable.split`, [`crate::reserve::split`]).
+    fn token_splits(&self, data: Vec<Vec<u8>>) -> Vec<Option<Vec<u32>>> {
+        let trie = &self.inner.tables.trie;
+        data.iter()
+            .map(|d| crate::reserve::split(trie, d))
+            .collect()
+    }
+
+    /// This engine's mode-1 reserve ([`crate::reserve`]) over the grammar-level
+    /// tables grid-core's `ReserveTable` computed (its attributes of the same
+    /// names; `items` per LALR state, `classes` as (representative, members)).
+    #[pyo3(signature = (term_tokens, lead_tokens, nt_rule, rhs, start_cost, items, classes, safe))]
+    #[allow(clippy::too_many_arguments)]
+    fn reserve(
+        &self,
+        term_tokens: Vec<Option<Vec<u32>>>,
+        lead_tokens: Vec<Vec<u32>>,
+        nt_rule: Vec<i32>,
+        rhs: Vec<Vec<u32>>,
+        start_cost: u64,
+        items: Vec<Vec<(u64, u32, u32, u32)>>,
+        classes: Vec<(u8, Vec<u8>)>,
+        safe: Vec<u32>,
+    ) -> PyResult<PyReserve> {
+        let raw = RawReserve {
+            term_tokens,
+            lead_tokens,
+            nt_rule,
+            rhs,
+            start_cost,
+            items,
+            classes,
+            safe,
+        };
+        let tables = &self.inner.tables;
+        let inner = Reserve::new(Arc::clone(&tables.grammar), Arc::clone(&tables.trie), raw)
+            .map_err(to_pyerr)?;
+        Ok(PyReserve {
+            inner: Arc::new(inner),
+            engine: Arc::clone(&self.inner),
+        })
     }
 
     /// A new session at the initial configuration, caching its walks under
@@ -951,6 +1023,79 @@ impl PyEntry {
 struct PyEventTables {
     inner: Arc<EventTables>,
     grammar: Arc<GrammarTables>,
+}
+
+/// One engine's mode-1 reserve (`grid_core.reserve.ReserveTable.reserve` and
+/// `.completion`, answer for answer) over configurations of its sessions.
+#[pyclass(frozen, module = "grid_kernels._native", name = "Reserve")]
+struct PyReserve {
+    inner: Arc<Reserve>,
+    engine: Arc<Engine>,
+}
+
+/// A configuration (stack node, remainder, scan state) in one arena
+/// generation: what a [`PyReserve`] prices.
+#[pyclass(frozen, module = "grid_kernels._native", name = "ReserveState")]
+struct PyReserveState {
+    stacks: Arc<Mutex<Stacks>>,
+    config: Config,
+}
+
+#[pymethods]
+impl PyReserveState {
+    /// The remainder's bytes.
+    #[getter]
+    fn remainder<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.config.remainder)
+    }
+}
+
+#[pymethods]
+impl PyReserve {
+    /// The configuration `session` is at (a session of this engine).
+    fn start(&self, session: PyRef<'_, PySession>) -> PyResult<PyReserveState> {
+        if !Arc::ptr_eq(session.inner.engine(), &self.engine) {
+            return Err(PyValueError::new_err(
+                "this reserve was made for another engine's sessions",
+            ));
+        }
+        let (stacks, config) = session.inner.configuration();
+        Ok(PyReserveState { stacks, config })
+    }
+
+    /// The configuration after `token`'s bytes, or None if they leave the language.
+    fn advance(&self, state: &PyReserveState, token: i64) -> PyResult<Option<PyReserveState>> {
+        let tables = &self.engine.tables;
+        let n_vocab = tables.trie.n_vocab();
+        let id = usize::try_from(token)
+            .ok()
+            .filter(|&i| i < n_vocab)
+            .ok_or_else(|| to_pyerr(KernelError::TokenOutOfRange { token, n_vocab }))?;
+        let mut stacks = lock(&state.stacks);
+        let next = tables
+            .grammar
+            .advance(&mut stacks.arena, &state.config, tables.trie.spelling(id))
+            .map_err(to_pyerr)?;
+        Ok(next.map(|config| PyReserveState {
+            stacks: Arc::clone(&state.stacks),
+            config,
+        }))
+    }
+
+    /// Tokens of the shortest completion the guide writes from `state` (EOS
+    /// not counted); `grid_core.reserve.INF` where none is writable.
+    fn reserve(&self, state: &PyReserveState) -> PyResult<u64> {
+        self.inner
+            .reserve(&state.stacks, &state.config)
+            .map_err(to_pyerr)
+    }
+
+    /// The token ids of that completion, or None where there is none.
+    fn completion(&self, state: &PyReserveState) -> PyResult<Option<Vec<u32>>> {
+        self.inner
+            .completion(&state.stacks, &state.config)
+            .map_err(to_pyerr)
+    }
 }
 
 /// One request's guide (`GridGuide`), the whole step and its audit record in Rust.
@@ -1767,6 +1912,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(attach_remote, m)?)?;
     m.add_class::<PySession>()?;
     m.add_class::<PyEventTables>()?;
+    m.add_class::<PyReserve>()?;
+    m.add_class::<PyReserveState>()?;
     m.add_class::<PyEntry>()?;
     m.add_function(wrap_pyfunction!(fill_next_token_bitmasks, m)?)?;
     m.add_function(wrap_pyfunction!(apply_token_bitmask, m)?)?;

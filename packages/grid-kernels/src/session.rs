@@ -203,6 +203,24 @@ impl Session {
         )
     }
 
+    /// The current configuration as the lexer holds it, with the arena
+    /// generation its stack node lives in (what [`crate::reserve::Reserve`]
+    /// reads).
+    pub fn configuration(&self) -> (Arc<Mutex<Stacks>>, crate::lexer::Config) {
+        let s = self.current();
+        let config = crate::lexer::Config {
+            node: s.node,
+            remainder: self.remainder(&s).to_vec(),
+            scan: s.scan,
+        };
+        (Arc::clone(&self.stacks), config)
+    }
+
+    /// The engine this session guides over.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
     /// A key of the current step's mask: the stack's LALR states and the
     /// remainder's scanner normal form `(q, ln, p, v)` (grid-core's
     /// `Config.normal`; `v` empty when `p` is). Equal keys, equal masks and

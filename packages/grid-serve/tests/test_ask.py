@@ -225,12 +225,18 @@ def test_ask_end_to_end_on_the_defaults(
 
     monkeypatch.setattr(grid_serve.model, "load_model", lambda source=None: lm)
     if importlib.util.find_spec("grid_kernels") is not None:
+        from grid_core import decode
         from grid_core.guide import GridGuide
 
         def python_guide(*args: Any, **kwargs: Any) -> None:
             raise AssertionError("grid ask ran on the Python guide with grid-kernels installed")
 
         monkeypatch.setattr(GridGuide, "__init__", python_guide)
+
+        def python_reserve(*args: Any, **kwargs: Any) -> None:
+            raise AssertionError("grid ask read the reserve in Python with grid-kernels installed")
+
+        monkeypatch.setattr(decode.EngineReserve, "__init__", python_reserve)
     log = tmp_path / "audit.jsonl"
     code = ask.main(["How many departments are there?", "--audit", str(log)])
     out, err = capsys.readouterr()

@@ -34,8 +34,9 @@ from grid_core.errors import GridError, GuideError, MaskError
 from grid_core.events import Event, EventSpec
 from grid_core.memo import ContentMemo
 from grid_core.protocol import accept_in_order, is_tensor, tensor_view
+from grid_core.reserve import INF, ReserveError, reserve_table
 
-ABI_VERSION = 5
+ABI_VERSION = 6
 
 
 class KernelsError(GridError):
@@ -378,6 +379,48 @@ class KernelGuide:
         """The configuration hash of the current step (``Config.hash``)."""
         h: int = self._native.config_hash
         return h
+
+    def reserve_source(self) -> NativeReserve:
+        """Where mode 1 reads this guide's reserve (:mod:`grid_core.decode`): in Rust."""
+        return NativeReserve(self.engine, self._native)
+
+
+class NativeReserve:
+    """The reserve source (``grid_core.decode.ReserveSource``) of a native guide: the
+    kernels' configuration advanced beside the session, priced by the engine's
+    :class:`~grid_core.reserve.ReserveTable` in Rust (:meth:`ReserveTable.native`),
+    the same reserve and completion as the Python table's at every configuration.
+    A state is a ``grid_kernels.ReserveState``; each call is one call into Rust."""
+
+    __slots__ = ("_native", "_session", "table")
+
+    def __init__(self, engine: Any, session: Any) -> None:
+        self.table = reserve_table(engine)
+        self._native = self.table.native()
+        self._session = session
+
+    def start(self) -> Any:
+        return self._native.start(self._session)
+
+    def advance(self, state: Any, token: int) -> Any:
+        after = self._native.advance(state, token)
+        assert after is not None, "a token of the mask leaves the language"
+        return after
+
+    def reserve(self, state: Any) -> int:
+        cost: int = self._native.reserve(state)
+        if cost >= INF and not self.table.partial and state.remainder:
+            raise ReserveError(f"no finish option for the remainder {state.remainder[-32:]!r}")
+        return cost
+
+    def completion(self, state: Any) -> list[int]:
+        tokens: list[int] | None = self._native.completion(state)
+        if tokens is None:
+            rest: bytes = state.remainder
+            if rest:
+                raise ReserveError(f"no finish option for the remainder {rest[-32:]!r}")
+            raise ReserveError("no completion of this stack writes only writable lexemes")
+        return tokens
 
 
 def fill_batch(

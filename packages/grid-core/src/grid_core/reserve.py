@@ -65,6 +65,14 @@ Theorem 4's hypotheses are tested, not proved, for this table
 (``tests/test_reserve.py``): reserve 0 iff EOS is legal; every suffix of a
 written completion is priced at most its length (the reserve is met one token
 at a time); the one-token rise stays within ``DEFAULT_SAFETY``.
+
+Native. :meth:`ReserveTable.native` hands the grammar-level half (pieces and
+their tokens, argmin rules, kernel items, byte classes, separator-safe states)
+to the kernels (``grid_kernels`` ``reserve.rs``), which compute the
+per-configuration half (cells, finish options, token costs) the same way; the
+native guide's mode-1 loop reads that (:class:`grid_core.kernels.NativeReserve`),
+and ``tests/test_reserve.py`` checks both give the same reserve and completion
+at every configuration of random walks and after every token admitted there.
 """
 
 from __future__ import annotations
@@ -73,7 +81,7 @@ import heapq
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from grid_core.dfa import DEAD
 from grid_core.errors import GridError
@@ -175,8 +183,14 @@ class ReserveTable:
         self.q_space = q_space
 
         self._classes = self._byte_classes()
-        self.compat = self._compatible_rows()
-        self.pieces = self._choose_pieces()
+        if engine.kernel is not None:
+            compat, singles = engine.kernel.reserve_pieces()
+            self.compat: list[int] = compat
+            found = {t: b" " + x for t, x in enumerate(singles) if x is not None}
+        else:
+            self.compat = self._compatible_rows()
+            found = self._single_token_pieces()
+        self.pieces = self._choose_pieces(found)
         firsts = {p[1] for p in self.pieces.values()}
         self._safe = self._separator_safe_states(firsts)
         if q_space not in self._safe:
@@ -199,7 +213,7 @@ class ReserveTable:
         self.nt_cost, self.nt_rule = self._nonterminal_costs()
         self.max_pop = max(tables.rule_len[r] for r in range(tables.n_rules))
         self._items = self._kernel_items()
-        self._trans = self._transitions()
+        self._trans: list[tuple[tuple[int, int], ...] | None] = [None] * tables.n_states
         self._cells: weakref.WeakKeyDictionary[Node, Cell] = weakref.WeakKeyDictionary()
         self._finish_memo: weakref.WeakKeyDictionary[
             Node, dict[tuple[int, int], tuple[int, _Option | None, Node | None]]
@@ -207,16 +221,30 @@ class ReserveTable:
         self._options: dict[tuple[int, int], tuple[_Option, ...]] = {}
         self._discounts: weakref.WeakKeyDictionary[Node, int] = weakref.WeakKeyDictionary()
         self.start_cost = self._symbol_cost(tables.rhs(0)[0])
+        self._native: Any = None
         if self.start_cost >= INF and not partial:
             raise ReserveError("the start symbol derives no writable sentence")
 
     # -- tokens ---------------------------------------------------------------
 
     def split(self, data: bytes) -> tuple[int, ...] | None:
-        """The fewest token ids spelling ``data`` (smallest id per spelling), or None."""
+        """The fewest token ids spelling ``data`` (smallest id per spelling), or None;
+        memoized, in the kernels when the engine has them (the same answer as
+        :meth:`_split`: ``tests/test_reserve.py``)."""
         cached = self._split_memo.get(data)
         if cached is not None or data in self._split_memo:
             return cached
+        kernel = self.engine.kernel
+        if kernel is None:
+            result = self._split(data)
+        else:
+            got = kernel.token_splits([data])[0]
+            result = None if got is None else tuple(got)
+        self._split_memo[data] = result
+        return result
+
+    def _split(self, data: bytes) -> tuple[int, ...] | None:
+        """:meth:`split` in Python: a shortest path over the token trie."""
         trie = self.engine.trie
         edge, token, size = trie.edge, trie.token, trie.size
         n = len(data)
@@ -253,7 +281,6 @@ class ReserveTable:
                 out.append(tok[j])
                 j = back[j]
             result = tuple(reversed(out))
-        self._split_memo[data] = result
         return result
 
     def token_cost(self, data: bytes) -> int:
@@ -291,16 +318,23 @@ class ReserveTable:
         cands = scanner.candidates(dfa.accept[q], lexicon.node_of(x))
         return bool(cands >> t & 1) and scanner.pick(cands, self.compat[t]) == t
 
-    def _choose_pieces(self) -> dict[int, bytes]:
-        """Per terminal with a parser row: its piece ``b" " + x`` of least token cost."""
+    def _wanted(self) -> int:
+        """The terminals that need a piece: those with a parser row, not ignored."""
+        wanted, ignored = 0, self.engine.scanner.ignored
+        for t, c in enumerate(self.compat):
+            if c and not ignored >> t & 1:
+                wanted |= 1 << t
+        return wanted
+
+    def _single_token_pieces(self) -> dict[int, bytes]:
+        """Per terminal that needs a piece: the shortest, then bytewise least, valid
+        piece ``b" " + x`` that one token spells, if any (the kernels compute the same
+        in ``reserve_pieces``: ``tests/test_reserve.py``)."""
         engine = self.engine
         dfa, scanner, lexicon, trie = engine.dfa, engine.scanner, engine.lexicon, engine.trie
-        wanted = 0
-        for t, c in enumerate(self.compat):
-            if c and not scanner.ignored >> t & 1:
-                wanted |= 1 << t
+        wanted = self._wanted()
         found: dict[int, bytes] = {}
-        # Single-token pieces: walk the trie below b" " with the scan state of x.
+        # Walk the trie below b" " with the scan state of x.
         top = self._root_kids[_SPACE]
         if top >= 0:
             trans, accept = dfa.trans, dfa.accept
@@ -333,6 +367,13 @@ class ReserveTable:
                 while child < end:
                     stack.append((child, q2, ln2, x))
                     child += size[child]
+        return found
+
+    def _choose_pieces(self, singles: dict[int, bytes]) -> dict[int, bytes]:
+        """Per terminal that needs a piece: its piece ``b" " + x`` of least token
+        cost, one token where ``singles`` has one (:meth:`_single_token_pieces`)."""
+        lexicon = self.engine.lexicon
+        wanted, found = self._wanted(), dict(singles)
         # Otherwise: lexicon words, or short lexemes of the terminal's language.
         for t in range(self.n_terminals):
             if not wanted >> t & 1 or t in found:
@@ -447,24 +488,21 @@ class ReserveTable:
             out.append(tuple(sorted(items)))
         return out
 
-    def _transitions(self) -> list[tuple[tuple[int, int], ...]]:
-        """Per state: (symbol, target state) for every shift and goto."""
-        tables = self.engine.tables
-        w, n_nt = tables.n_terminals + 1, tables.n_nonterminals
-        out: list[tuple[tuple[int, int], ...]] = []
-        for s in range(tables.n_states):
-            row = [
-                (t, tables.action[s * w + t] - 1)
-                for t in range(tables.n_terminals)
-                if tables.action[s * w + t] > 0
-            ]
-            row += [
-                (self.base + a, tables.goto[s * n_nt + a])
-                for a in range(n_nt)
-                if tables.goto[s * n_nt + a] >= 0
-            ]
-            out.append(tuple(row))
-        return out
+    def _transitions(self, s: int) -> tuple[tuple[int, int], ...]:
+        """State s's (symbol, target state) for every shift and goto, memoized (the
+        kernels derive their own from the same tables)."""
+        row = self._trans[s]
+        if row is None:
+            tables = self.engine.tables
+            w, n_nt, t_count = tables.n_terminals + 1, tables.n_nonterminals, tables.n_terminals
+            actions = tables.action[s * w : s * w + t_count]
+            gotos = tables.goto[s * n_nt : (s + 1) * n_nt]
+            row = tuple(
+                [(t, a - 1) for t, a in enumerate(actions) if a > 0]
+                + [(self.base + a, g) for a, g in enumerate(gotos) if g >= 0]
+            )
+            self._trans[s] = row
+        return row
 
     def expand(self, symbols: Sequence[int]) -> list[int]:
         """The terminals of the least-cost sentence that ``symbols`` derive."""
@@ -508,7 +546,7 @@ class ReserveTable:
         cells = self._cells
         dist: dict[int, tuple[int, int, int]] = {}
         edges: dict[int, list[tuple[int, int, int, int]]] = {}
-        for x, target in self._trans[m.state]:
+        for x, target in self._transitions(m.state):
             best = (INF, -1, -1)
             for rest, r, d, lhs in self._items[target]:
                 if rest >= INF:
@@ -710,6 +748,26 @@ class ReserveTable:
             tokens = self._plan_tokens(config.node, True)
         assert len(tokens) == cost, "the written completion disagrees with the reserve"
         return tokens
+
+    def native(self) -> Any:
+        """This table in the kernels (``grid_kernels`` ``Reserve``, built once): the
+        grammar-level tables computed here, handed over; the per-configuration half
+        (cells, finish options, token costs) is computed in Rust, answer for answer
+        as :meth:`reserve` and :meth:`completion` (``tests/test_reserve.py``).
+        Precondition: the engine has kernels (``engine.kernel``)."""
+        if self._native is None:
+            tables, has = self.engine.tables, self.pieces
+            self._native = self.engine.kernel.reserve(
+                [list(self.term_tokens[t]) if t in has else None for t in range(self.n_terminals)],
+                [list(self.lead_tokens[t]) for t in range(self.n_terminals)],
+                self.nt_rule,
+                [list(tables.rhs(r)) for r in range(tables.n_rules)],
+                self.start_cost,
+                [list(items) for items in self._items],
+                [(rep, bytes(members)) for rep, members in self._classes],
+                sorted(self._safe),
+            )
+        return self._native
 
     def check_invariants(self) -> None:
         """Grammar-level facts: costs are fixpoints and every argmin is consistent."""

@@ -22,6 +22,8 @@ __all__ = [
     "Lexing",
     "Parsing",
     "RemoteWalks",
+    "Reserve",
+    "ReserveState",
     "Session",
     "SessionError",
     "SharedWalks",
@@ -246,6 +248,27 @@ class EngineTables:
         """Which rules and terminals of this engine's grammar are parse events:
         per rule and per terminal an event code (an index into the caller's
         table of kinds and names) or -1 (``grid_core.events.EventSpec.compile``)."""
+    def reserve_pieces(self) -> tuple[list[int], list[bytes | None]]:
+        """Per terminal: its compatible parser rows (the union of the rows in which
+        it has an action) and its single-token lexeme x (``b" " + x`` is one token
+        and a valid piece: ``ReserveTable._single_token_pieces``), or None."""
+    def token_splits(self, data: list[bytes]) -> list[list[int] | None]:
+        """The fewest token ids spelling each string (smallest id per spelling), or
+        None (``ReserveTable.split``)."""
+    def reserve(
+        self,
+        term_tokens: list[list[int] | None],
+        lead_tokens: list[list[int]],
+        nt_rule: list[int],
+        rhs: list[list[int]],
+        start_cost: int,
+        items: list[list[tuple[int, int, int, int]]],
+        classes: list[tuple[int, bytes]],
+        safe: list[int],
+    ) -> Reserve:
+        """This engine's mode-1 reserve over the grammar-level tables grid-core's
+        ``ReserveTable`` computed (its attributes of the same names); tables that
+        do not fit the grammar raise ``ValueError``."""
 
 @final
 class Entry:
@@ -278,6 +301,29 @@ class SessionError(ValueError):
     token: int | None
     reason: str
     kind: Literal["guide", "mask"]
+
+@final
+class Reserve:
+    """One engine's mode-1 reserve (``grid_core.reserve.ReserveTable.reserve`` and
+    ``.completion``, answer for answer) over configurations of its sessions."""
+
+    def start(self, session: Session) -> ReserveState:
+        """The configuration ``session`` is at (a session of this engine)."""
+    def advance(self, state: ReserveState, token: int) -> ReserveState | None:
+        """The configuration after ``token``'s bytes, or None if they leave the language."""
+    def reserve(self, state: ReserveState) -> int:
+        """Tokens of the shortest completion the guide writes (EOS not counted);
+        ``grid_core.reserve.INF`` where none is writable."""
+    def completion(self, state: ReserveState) -> list[int] | None:
+        """The token ids of that completion, or None where there is none."""
+
+@final
+class ReserveState:
+    """A configuration (stack node, remainder, scan state) of a session's arena."""
+
+    @property
+    def remainder(self) -> bytes:
+        """The remainder's bytes."""
 
 @final
 class EventTables:
