@@ -92,8 +92,8 @@ KNOWN_GAPS: dict[str, set[bytes]] = {
 class _FreeTable(ReserveTable):
     """The reserve table, with a fallback piece for terminals it finds no piece for."""
 
-    def _choose_pieces(self) -> dict[int, bytes]:
-        found = super()._choose_pieces()
+    def _choose_pieces(self, singles: dict[int, bytes]) -> dict[int, bytes]:
+        found = super()._choose_pieces(singles)
         ignored = self.engine.scanner.ignored
         for t, rows in enumerate(self.compat):
             if rows and t not in found and not ignored >> t & 1:
