@@ -343,3 +343,25 @@ def test_native_split_is_the_pythons(
     needs_kernels(engine)
     got = engine.kernel.token_splits([data])[0]
     assert (None if got is None else tuple(got)) == table._split(data)
+
+
+def test_native_reserve_under_a_small_memo_cap(
+    sql: tuple[Engine, ReserveTable, Language], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reserve memos of 2 KiB each evict (least recently used), stay under their
+    cap, and every answer is unchanged; ``GRID_CACHE_MB`` sets the cap (1/40 of it)."""
+    from grid_core import kernels
+
+    engine = Engine(sql[0].grammar, sql[0].vocab, sql[0].lexicon, dfa=sql[0].dfa, trie=sql[0].trie)
+    needs_kernels(engine)
+    monkeypatch.setattr(kernels, "reserve_memo_bytes", lambda: 2048)
+    table = reserve_table(engine)
+    assert check_native_reserve(engine, table, random.Random(5).choice, 30, 60) > 1_000
+    usage = table.native().usage()  # (bytes, cap, evicted) per memo
+    assert all(held <= cap == 2048 for held, cap, _ in usage), usage
+    assert sum(evicted for _, _, evicted in usage) > 0, usage
+    monkeypatch.undo()
+    monkeypatch.setenv("GRID_CACHE_MB", "1")
+    assert kernels.reserve_memo_bytes() == (1 << 20) // 40
+    monkeypatch.delenv("GRID_CACHE_MB")
+    assert kernels.reserve_memo_bytes() is None

@@ -743,10 +743,7 @@ impl PyEngineTables {
     /// ([`crate::reserve::single_token_pieces`]): per terminal its compatible
     /// rows (an int) and its single-token lexeme x (`b" " + x` is one token),
     /// or None. The GIL is released.
-    fn reserve_pieces<'py>(
-        &self,
-        py: Python<'py>,
-    ) -> PyResult<Pieces<'py>> {
+    fn reserve_pieces<'py>(&self, py: Python<'py>) -> PyResult<Pieces<'py>> {
         let tables = &self.inner.tables;
         let (compat, pieces) =
             py.allow_threads(|| crate::reserve::single_token_pieces(&tables.grammar, &tables.trie));
@@ -772,8 +769,9 @@ impl PyEngineTables {
 
     /// This engine's mode-1 reserve ([`crate::reserve`]) over the grammar-level
     /// tables grid-core's `ReserveTable` computed (its attributes of the same
-    /// names; `items` per LALR state, `classes` as (representative, members)).
-    #[pyo3(signature = (term_tokens, lead_tokens, nt_rule, rhs, start_cost, items, classes, safe))]
+    /// names; `items` per LALR state, `classes` as (representative, members));
+    /// each of its five memos holds at most `memo_bytes` (default 8 MiB).
+    #[pyo3(signature = (term_tokens, lead_tokens, nt_rule, rhs, start_cost, items, classes, safe, memo_bytes = None))]
     #[allow(clippy::too_many_arguments)]
     fn reserve(
         &self,
@@ -785,6 +783,7 @@ impl PyEngineTables {
         items: Vec<Vec<(u64, u32, u32, u32)>>,
         classes: Vec<(u8, Vec<u8>)>,
         safe: Vec<u32>,
+        memo_bytes: Option<usize>,
     ) -> PyResult<PyReserve> {
         let raw = RawReserve {
             term_tokens,
@@ -797,8 +796,14 @@ impl PyEngineTables {
             safe,
         };
         let tables = &self.inner.tables;
-        let inner = Reserve::new(Arc::clone(&tables.grammar), Arc::clone(&tables.trie), raw)
-            .map_err(to_pyerr)?;
+        let memo_bytes = memo_bytes.unwrap_or(crate::reserve::MEMO_BYTES);
+        let inner = Reserve::new(
+            Arc::clone(&tables.grammar),
+            Arc::clone(&tables.trie),
+            raw,
+            memo_bytes,
+        )
+        .map_err(to_pyerr)?;
         Ok(PyReserve {
             inner: Arc::new(inner),
             engine: Arc::clone(&self.inner),
@@ -1088,6 +1093,12 @@ impl PyReserve {
         self.inner
             .reserve(&state.stacks, &state.config)
             .map_err(to_pyerr)
+    }
+
+    /// (bytes held, cap, evicted) of each memo: cells, finishes, discounts,
+    /// finish options, token splits.
+    fn usage(&self) -> Vec<(usize, usize, u64)> {
+        self.inner.usage().to_vec()
     }
 
     /// The token ids of that completion, or None where there is none.

@@ -19,10 +19,12 @@
 //!   ln) under the node's allowed set;
 //! - the **token cost** of a byte string, a shortest path over the trie.
 //!
-//! Memory. Node memos belong to one arena generation ([`crate::engine`]): a
-//! node id names a stack only within its generation, so the memos are
-//! emptied when a configuration of another generation is asked about. They
-//! hold at most a few entries per node of the generation, which is capped.
+//! Memory. Each memo is an [`Lru`] capped in bytes (by default
+//! [`MEMO_BYTES`]); dropping an entry costs its recomputation, never another
+//! answer (a cell whose ancestor's was evicted recomputes that one first).
+//! Node memos belong to one arena generation ([`crate::engine`]): a node id
+//! names a stack only within its generation, so they are emptied when a
+//! configuration of another generation is asked about.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -33,6 +35,7 @@ use crate::cache::FxMap;
 use crate::engine::{lock, Stacks};
 use crate::error::{bad_table, KernelError, Result};
 use crate::lexer::Config;
+use crate::lru::Lru;
 use crate::parser::{NodeId, StackArena};
 use crate::tables::{GrammarTables, NO_NODE};
 use crate::trie::Trie;
@@ -83,21 +86,34 @@ struct Finish {
 /// (G, rule, dot) of the argmin item, sorted by symbol.
 type Cell = Vec<(u32, u64, i32, i32)>;
 
+/// Bytes each of a reserve's five memos holds by default before it evicts its
+/// least recently used entries ([`crate::lru`]).
+pub const MEMO_BYTES: usize = 8 << 20;
+
 /// The memos of one arena generation.
-#[derive(Default)]
 struct NodeMemo {
     generation: Weak<Mutex<Stacks>>,
-    cells: FxMap<NodeId, Arc<Cell>>,
+    cells: Lru<NodeId, Arc<Cell>>,
     /// (node, q, ln) -> (cost, option index, stack after the option).
-    finish: FxMap<(NodeId, u32, i32), (u64, usize, NodeId)>,
-    discounts: FxMap<NodeId, u64>,
+    finish: Lru<(NodeId, u32, i32), (u64, usize, NodeId)>,
+    discounts: Lru<NodeId, u64>,
+}
+
+impl NodeMemo {
+    fn new(generation: Weak<Mutex<Stacks>>, cap: usize) -> Self {
+        Self {
+            generation,
+            cells: Lru::new(cap),
+            finish: Lru::new(cap),
+            discounts: Lru::new(cap),
+        }
+    }
 }
 
 /// Memos that do not depend on stacks.
-#[derive(Default)]
 struct ScanMemo {
-    options: FxMap<(u32, i32), Arc<Vec<Finish>>>,
-    split: FxMap<Vec<u8>, Option<Arc<Vec<u32>>>>,
+    options: Lru<(u32, i32), Arc<Vec<Finish>>>,
+    split: Lru<Vec<u8>, Option<Arc<Vec<u32>>>>,
 }
 
 /// One engine's reserve (see the module header). Thread-safe: the memos are
@@ -112,6 +128,8 @@ pub struct Reserve {
     max_pop: usize,
     safe: Vec<bool>,
     nl_ok: bool,
+    /// Each memo's cap in bytes.
+    memo_bytes: usize,
     nodes: Mutex<NodeMemo>,
     scans: Mutex<ScanMemo>,
 }
@@ -127,8 +145,14 @@ fn inconsistent(detail: impl Into<String>) -> KernelError {
 }
 
 impl Reserve {
-    /// Check `raw` against the grammar and the trie it was computed for.
-    pub fn new(grammar: Arc<GrammarTables>, trie: Arc<Trie>, raw: RawReserve) -> Result<Self> {
+    /// Check `raw` against the grammar and the trie it was computed for; each
+    /// memo holds at most `memo_bytes`.
+    pub fn new(
+        grammar: Arc<GrammarTables>,
+        trie: Arc<Trie>,
+        raw: RawReserve,
+        memo_bytes: usize,
+    ) -> Result<Self> {
         let lalr = grammar.lalr();
         let t = grammar.n_terminals();
         let n_symbols = t + 1 + lalr.n_nonterminals;
@@ -216,8 +240,12 @@ impl Reserve {
             max_pop,
             safe,
             nl_ok,
-            nodes: Mutex::default(),
-            scans: Mutex::default(),
+            memo_bytes,
+            nodes: Mutex::new(NodeMemo::new(Weak::new(), memo_bytes)),
+            scans: Mutex::new(ScanMemo {
+                options: Lru::new(memo_bytes),
+                split: Lru::new(memo_bytes),
+            }),
         })
     }
 
@@ -255,6 +283,20 @@ impl Reserve {
         q.completion(config)
     }
 
+    /// (bytes held, cap, evicted) of each memo: cells, finishes, discounts,
+    /// finish options, token splits.
+    pub fn usage(&self) -> [(usize, usize, u64); 5] {
+        let nodes = lock(&self.nodes);
+        let scans = lock(&self.scans);
+        [
+            nodes.cells.usage(),
+            nodes.finish.usage(),
+            nodes.discounts.usage(),
+            scans.options.usage(),
+            scans.split.usage(),
+        ]
+    }
+
     /// The node memo, emptied first if it belongs to another generation.
     fn node_memo(&self, stacks: &Arc<Mutex<Stacks>>) -> std::sync::MutexGuard<'_, NodeMemo> {
         let mut memo = lock(&self.nodes);
@@ -263,10 +305,7 @@ impl Reserve {
             .upgrade()
             .is_some_and(|g| Arc::ptr_eq(&g, stacks));
         if !same {
-            *memo = NodeMemo {
-                generation: Arc::downgrade(stacks),
-                ..NodeMemo::default()
-            };
+            *memo = NodeMemo::new(Arc::downgrade(stacks), self.memo_bytes);
         }
         memo
     }
@@ -464,7 +503,8 @@ impl<'a> Query<'a> {
             return hit.clone();
         }
         let out = split(&self.r.trie, data).map(Arc::new);
-        self.scans.split.insert(data.to_vec(), out.clone());
+        let size = 64 + data.len() + out.as_ref().map_or(0, |t| 4 * t.len());
+        self.scans.split.insert(data.to_vec(), out.clone(), size);
         out
     }
 
@@ -474,6 +514,8 @@ impl<'a> Query<'a> {
 
     // -- stacks ---------------------------------------------------------------
 
+    /// The cell vector of `m` (memoized; computes missing ancestors first,
+    /// top down, so each reads its ancestors' from the memo).
     fn cell(&mut self, m: NodeId) -> Result<Arc<Cell>> {
         if let Some(c) = self.nodes.cells.get(&m) {
             return Ok(Arc::clone(c));
@@ -481,17 +523,20 @@ impl<'a> Query<'a> {
         let mut chain = Vec::new();
         let mut node = Some(m);
         while let Some(n) = node {
-            if self.nodes.cells.contains_key(&n) {
+            if self.nodes.cells.get(&n).is_some() {
                 break;
             }
             chain.push(n);
             node = self.arena.parent(n);
         }
+        let mut last = None;
         for &n in chain.iter().rev() {
             let c = Arc::new(self.compute_cell(n)?);
-            self.nodes.cells.insert(n, c);
+            let size = 64 + 24 * c.len();
+            self.nodes.cells.insert(n, Arc::clone(&c), size);
+            last = Some(c);
         }
-        Ok(Arc::clone(&self.nodes.cells[&m]))
+        Ok(last.expect("m itself is in the chain"))
     }
 
     fn compute_cell(&mut self, m: NodeId) -> Result<Cell> {
@@ -527,12 +572,12 @@ impl<'a> Query<'a> {
                     let anc = *ancestors
                         .get(dot as usize - 1)
                         .ok_or_else(|| inconsistent("a kernel item deeper than its stack"))?;
-                    let cell = self
-                        .nodes
-                        .cells
-                        .get(&anc)
-                        .ok_or_else(|| inconsistent("an ancestor's cell is missing"))?;
-                    (rest + lookup(cell, lhs)?.0).min(INF)
+                    // Computed before m (`cell`), unless evicted since.
+                    let cell = match self.nodes.cells.get(&anc) {
+                        Some(c) => Arc::clone(c),
+                        None => self.cell(anc)?,
+                    };
+                    (rest + lookup(&cell, lhs)?.0).min(INF)
                 };
                 if value < best.0 {
                     best = (value, rule as i32, dot as i32);
@@ -638,7 +683,7 @@ impl<'a> Query<'a> {
             let full = raw.term_tokens[t as usize].as_ref().map_or(0, Vec::len);
             full.saturating_sub(raw.lead_tokens[t as usize].len()) as u64
         });
-        self.nodes.discounts.insert(node, d);
+        self.nodes.discounts.insert(node, d, 32);
         Ok(d)
     }
 
@@ -787,7 +832,12 @@ impl<'a> Query<'a> {
         }
         ends.extend(conts);
         let out = Arc::new(ends);
-        self.scans.options.insert((q0, ln0), Arc::clone(&out));
+        let size = 64
+            + out
+                .iter()
+                .map(|o| 48 + o.suffix.len() + 8 * o.cands.len())
+                .sum::<usize>();
+        self.scans.options.insert((q0, ln0), Arc::clone(&out), size);
         out
     }
 
@@ -827,7 +877,7 @@ impl<'a> Query<'a> {
                 best = (cost, k, after);
             }
         }
-        self.nodes.finish.insert((node, q, ln), best);
+        self.nodes.finish.insert((node, q, ln), best, 48);
         Ok(best)
     }
 

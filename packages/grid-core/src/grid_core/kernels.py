@@ -91,6 +91,14 @@ def cache_caps() -> tuple[int, int, int] | None:
     return total * 2 // 5, total * 2 // 5, total // 5
 
 
+def reserve_memo_bytes() -> int | None:
+    """The cap of each of mode 1's five reserve memos (``grid_kernels.Reserve``):
+    1/40 of ``GRID_CACHE_MB`` (an eighth in all, beside the caches of
+    :func:`cache_caps`), or None when it is unset (the kernels' default, 8 MiB)."""
+    caps = cache_caps()
+    return None if caps is None else max(1, caps[2] // 8)
+
+
 def engine_tables(engine: Any) -> Any:
     """The kernels' tables of an Engine, or None on the Python path.
 

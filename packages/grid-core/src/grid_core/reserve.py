@@ -753,9 +753,12 @@ class ReserveTable:
         """This table in the kernels (``grid_kernels`` ``Reserve``, built once): the
         grammar-level tables computed here, handed over; the per-configuration half
         (cells, finish options, token costs) is computed in Rust, answer for answer
-        as :meth:`reserve` and :meth:`completion` (``tests/test_reserve.py``).
+        as :meth:`reserve` and :meth:`completion` (``tests/test_reserve.py``), in
+        memos capped by ``GRID_CACHE_MB`` (:func:`grid_core.kernels.reserve_memo_bytes`).
         Precondition: the engine has kernels (``engine.kernel``)."""
         if self._native is None:
+            from grid_core.kernels import reserve_memo_bytes  # the kernels sit above
+
             tables, has = self.engine.tables, self.pieces
             self._native = self.engine.kernel.reserve(
                 [list(self.term_tokens[t]) if t in has else None for t in range(self.n_terminals)],
@@ -766,6 +769,7 @@ class ReserveTable:
                 [list(items) for items in self._items],
                 [(rep, bytes(members)) for rep, members in self._classes],
                 sorted(self._safe),
+                memo_bytes=reserve_memo_bytes(),
             )
         return self._native
 

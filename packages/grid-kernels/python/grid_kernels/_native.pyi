@@ -265,10 +265,12 @@ class EngineTables:
         items: list[list[tuple[int, int, int, int]]],
         classes: list[tuple[int, bytes]],
         safe: list[int],
+        memo_bytes: int | None = None,
     ) -> Reserve:
         """This engine's mode-1 reserve over the grammar-level tables grid-core's
-        ``ReserveTable`` computed (its attributes of the same names); tables that
-        do not fit the grammar raise ``ValueError``."""
+        ``ReserveTable`` computed (its attributes of the same names); each of its
+        five memos holds at most ``memo_bytes`` (default 8 MiB, least recently
+        used evicted). Tables that do not fit the grammar raise ``ValueError``."""
 
 @final
 class Entry:
@@ -316,6 +318,9 @@ class Reserve:
         ``grid_core.reserve.INF`` where none is writable."""
     def completion(self, state: ReserveState) -> list[int] | None:
         """The token ids of that completion, or None where there is none."""
+    def usage(self) -> list[tuple[int, int, int]]:
+        """(bytes held, cap, evicted) of each memo: cells, finishes, discounts,
+        finish options, token splits."""
 
 @final
 class ReserveState:
