@@ -1132,3 +1132,19 @@ def test_the_sql_dialects_build_alike_natively_and_in_python(dialect: str) -> No
             python = g.lalr()
         native = g.lalr()
         assert native.fingerprint == python.fingerprint and native.n_states > 100
+
+
+@pytest.mark.parametrize("dialect", ["SQLITE", "POSTGRES"])
+def test_shiftable_from_the_kernels_is_the_pythons(dialect: str) -> None:
+    """``LalrTables.shiftable`` read from the kernels' ``Parsing`` equals the Python
+    column scan, on a dialect and on a projection that drops terminals' rules."""
+    dialects = pytest.importorskip("grid_sql.dialects")
+    pytest.importorskip("grid_kernels")
+    from grid_core.grammar import load_grammar
+
+    grammar = load_grammar(getattr(dialects, dialect).grammar_text, dialect.lower())
+    for g in (grammar, grammar.drop_terminals(["INSERT", "UPDATE", "DELETE"], "reader")):
+        tables = g._build_lalr()  # not the memo: built by the kernels when loaded
+        if tables.native is None:
+            pytest.skip("the kernels are off (GRID_KERNELS=0): no native tables")
+        assert tables.shiftable == tables._shiftable() != 0

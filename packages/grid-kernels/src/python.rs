@@ -544,6 +544,22 @@ impl PyParsing {
             inner: Arc::new(inner),
         })
     }
+
+    /// The terminals some state has an action on, as an int
+    /// (`LalrTables.shiftable`).
+    fn shiftable<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let lalr = &*self.inner;
+        let t = lalr.n_terminals;
+        let mut set = vec![0u64; bits::width_for(t + 1)];
+        for row in lalr.action.chunks_exact(t + 1) {
+            for (x, &a) in row[..t].iter().enumerate() {
+                if a != 0 {
+                    bits::set(&mut set, x);
+                }
+            }
+        }
+        words_to_int(py, &set)
+    }
 }
 
 /// `EngineTables.reserve_pieces`: per terminal its compatible rows and its

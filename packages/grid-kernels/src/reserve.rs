@@ -252,16 +252,7 @@ impl Reserve {
     /// The reserve of `config` in the arena generation `stacks`: 0 where EOS
     /// is legal, [`INF`] where no completion is writable (`ReserveTable.reserve`).
     pub fn reserve(&self, stacks: &Arc<Mutex<Stacks>>, config: &Config) -> Result<u64> {
-        let mut nodes = self.node_memo(stacks);
-        let mut scans = lock(&self.scans);
-        let mut generation = lock(stacks);
-        let mut q = Query {
-            r: self,
-            nodes: &mut nodes,
-            scans: &mut scans,
-            arena: &mut generation.arena,
-        };
-        q.reserve(config)
+        self.query(stacks, |q| q.reserve(config))
     }
 
     /// The token ids of the completion [`Self::reserve`] counts (EOS not
@@ -271,16 +262,20 @@ impl Reserve {
         stacks: &Arc<Mutex<Stacks>>,
         config: &Config,
     ) -> Result<Option<Vec<u32>>> {
+        self.query(stacks, |q| q.completion(config))
+    }
+
+    /// Run `ask` with the memos and the generation's arena locked, in that order.
+    fn query<T>(&self, stacks: &Arc<Mutex<Stacks>>, ask: impl FnOnce(&mut Query) -> T) -> T {
         let mut nodes = self.node_memo(stacks);
         let mut scans = lock(&self.scans);
         let mut generation = lock(stacks);
-        let mut q = Query {
+        ask(&mut Query {
             r: self,
             nodes: &mut nodes,
             scans: &mut scans,
             arena: &mut generation.arena,
-        };
-        q.completion(config)
+        })
     }
 
     /// (bytes held, cap, evicted) of each memo: cells, finishes, discounts,

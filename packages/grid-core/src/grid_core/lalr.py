@@ -127,8 +127,16 @@ class LalrTables:
 
     @functools.cached_property
     def shiftable(self) -> int:
-        """Bitset of the terminals some state has an action on (column by column:
-        a column's slice is copied and scanned in C, and stops at its first action)."""
+        """Bitset of the terminals some state has an action on: the kernels' answer
+        when they built the tables (:attr:`native`), else :meth:`_shiftable`."""
+        if self.native is not None:
+            got: int = self.native.shiftable()
+            return got
+        return self._shiftable()
+
+    def _shiftable(self) -> int:
+        """:attr:`shiftable` in Python, column by column (a column's slice is copied
+        and scanned in C, and stops at its first action)."""
         action, w = self.action, self.n_terminals + 1
         return sum(1 << t for t in range(self.n_terminals) if any(action[t::w]))
 

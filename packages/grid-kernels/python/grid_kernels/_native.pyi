@@ -138,6 +138,8 @@ class Parsing:
         rule_lhs: Sequence[int],
         rule_len: Sequence[int],
     ) -> Parsing: ...
+    def shiftable(self) -> int:
+        """The terminals some state has an action on (``LalrTables.shiftable``)."""
 
 @final
 class EngineTables:

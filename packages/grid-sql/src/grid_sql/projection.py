@@ -177,7 +177,6 @@ class RoleProjection:
                 + (f" and empty lexicon categories {sorted(empty)}" if empty else "")
                 + f" leave no statement in {dialect.name}",
             ) from None
-        projected.check_invariants()
         return cls(
             role.name,
             dialect.name,
