@@ -19,6 +19,10 @@
 //!   ln) under the node's allowed set;
 //! - the **token cost** of a byte string, a shortest path over the trie.
 //!
+//! Two parts of the grammar-level half walk the vocabulary, so grid-core's
+//! table calls them here: [`single_token_pieces`] (the compatible rows and
+//! the pieces one token spells) and [`split`].
+//!
 //! Memory. Each memo is an [`Lru`] capped in bytes (by default
 //! [`MEMO_BYTES`]); dropping an entry costs its recomputation, never another
 //! answer (a cell whose ancestor's was evicted recomputes that one first).
