@@ -241,6 +241,17 @@ def lint(session: nox.Session) -> None:
         "warnings",
         external=True,
     )
+    # The crate's API docs: a broken intra-doc link is an error.
+    session.run(
+        "cargo",
+        "doc",
+        "--quiet",
+        "--no-deps",
+        "--manifest-path",
+        CRATE,
+        env={"RUSTDOCFLAGS": "-D warnings"},
+        external=True,
+    )
 
 
 @nox.session

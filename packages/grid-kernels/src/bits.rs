@@ -1,8 +1,8 @@
 //! Fixed-width bitsets over terminals, stored as rows of `u64` words.
 //!
 //! Every terminal set of one grammar (DFA accept/live sets, lexicon category
-//! sets, allowed sets with `$END` at bit T) has the same width: `W = ceil((T +
-//! 1) / 64)` words, bit `t` in word `t / 64` at position `t % 64`. Grammars with
+//! sets, allowed sets with `$END` at bit T) has the same width:
+//! `W = ceil((T + 1) / 64)` words, bit `t` in word `t / 64` at position `t % 64`. Grammars with
 //! more than 64 terminals (the sqlite dialect has 139) need no special case.
 //! A table of per-state sets is one flat `Vec<u64>` of `n * W` words
 //! ([`BitRows`]), so a row is a slice and nothing is boxed per state.

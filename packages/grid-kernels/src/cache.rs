@@ -331,7 +331,7 @@ impl Members {
     }
 
     /// The memoized verdict under `key` (the allowed set after the shift,
-    /// then the lexicon's tag: [`crate::engine::Engine::verdict_key`]), if computed.
+    /// then the lexicon's tag: [`crate::engine::Engine::verdict_key_into`]), if computed.
     pub fn verdict(&self, key: &[u64]) -> Option<Arc<Verdict>> {
         let memo = self.verdicts.lock().unwrap_or_else(|e| e.into_inner());
         memo.get(key).cloned()

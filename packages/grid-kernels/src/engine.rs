@@ -151,7 +151,7 @@ pub const PLAN_MEMO_BYTES: usize = 16 << 20;
 ///
 /// Both hold `Weak`s: they keep no row alive, and a verdict's `Weak` pins its
 /// address, so no other verdict can take that address while the key lives.
-/// Each holds at most 1/[`INDEX_SHARE`] of the row memo's cap.
+/// Each holds at most 1/`INDEX_SHARE` of the row memo's cap.
 #[derive(Debug)]
 pub struct RowIndex {
     by_parts: Lru<(u64, Box<[usize]>), Shape>,

@@ -203,7 +203,7 @@ impl GrammarTables {
     }
 
     /// The candidates of the last accepted lexeme of `scan` that can ever be
-    /// picked (within [`GrammarTables::emittable`]): the `p` of grid-core's
+    /// picked (within `GrammarTables::emittable`): the `p` of grid-core's
     /// normal form (`Lexer.config`).
     pub fn emittable_candidates(&self, scan: &Scan) -> Vec<u64> {
         let mut p = self.candidates(scan);

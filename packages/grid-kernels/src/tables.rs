@@ -386,7 +386,7 @@ impl Lexicon {
 /// What the walk reads of the union DFA and the ignored terminals: the same
 /// for every projection of a dialect (they keep its terminals), so it is
 /// built once per dialect and shared (`Arc`) by each projection's
-/// [`GrammarTables`] ([`GrammarTables::with_lexing`]).
+/// [`GrammarTables`] ([`GrammarTables::with_parts`]).
 #[derive(Clone, Debug)]
 pub struct Lexing {
     pub(crate) n_terminals: usize,

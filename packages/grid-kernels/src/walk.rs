@@ -18,7 +18,7 @@
 //! Frame contract (the explicit DFS stack; one frame per trie node whose
 //! children are being visited):
 //!   push(c)   enter c's children with the scan state after c's byte
-//!   next      cursor <- cursor + size[cursor]   (skip the visited subtree)
+//!   next      cursor <- cursor + size\[cursor\]   (skip the visited subtree)
 //!   pop       cursor reached the end of the frame's subtree
 //!
 //! Bytes: one buffer holds the pending remainder followed by the trie path, the
@@ -66,7 +66,7 @@ thread_local! {
 
 /// How many trie nodes this thread's walks have stepped so far: nodes whose
 /// edge byte a walker scanned one at a time. A subtree taken whole (a loop or
-/// a run, see [`Walker::uniform`]) or replayed from the subtree memo counts
+/// a run, see `Walker::uniform`) or replayed from the subtree memo counts
 /// none of its nodes, so the difference across a walk measures what its
 /// shortcuts saved (the walk's cost, not its output). A parallel walk's runs
 /// count on rayon's threads, not on the caller's.
