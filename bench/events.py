@@ -49,7 +49,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from host import host_description
+from host import host_description, write_summary
 from kernels_step import VOCABS, corpus, first_sight, quantiles
 
 import grid_core
@@ -175,9 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     print(json.dumps({k: summary[k] for k in ("warm_step_us", "events_overhead")}, indent=1))
     print(json.dumps(summary["tables_known_tokens_before_eos"], indent=1))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_summary(args.out, summary)
     return 0
 
 
@@ -208,8 +206,7 @@ def off_only(args: argparse.Namespace) -> int:
         "warm_step_us": quantiles(times) | {"mean": statistics.fmean(times)},
     }
     print(json.dumps(summary["warm_step_us"]))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(summary, indent=2) + "\n")
+    write_summary(args.out, summary)
     return 0
 
 

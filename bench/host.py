@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import platform
 import subprocess
@@ -63,3 +64,10 @@ def engine_source() -> dict[str, Any]:
         ).stdout.strip()
     out["export"] = os.environ.get("GRID_BENCH_EXPORT", "")
     return out
+
+
+def write_summary(out: Path, summary: dict[str, Any]) -> None:
+    """Write a benchmark's summary as indented JSON to ``out`` (its folder made)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"wrote {out}")

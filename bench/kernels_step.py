@@ -55,7 +55,6 @@ from __future__ import annotations
 import argparse
 import array
 import gc
-import json
 import random
 import statistics
 import sys
@@ -64,7 +63,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from host import host_description
+from host import host_description, write_summary
 
 from grid_core import kernels
 from grid_core import vocab as vocab_module
@@ -506,9 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "host": host,
         "results": results,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_summary(args.out, summary)
     return 0
 
 

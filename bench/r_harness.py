@@ -56,7 +56,6 @@ from __future__ import annotations
 import argparse
 import array
 import gc
-import json
 import math
 import random
 import statistics
@@ -66,7 +65,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from host import host_description
+from host import host_description, write_summary
 
 from grid_core.audit import AuditLog, mask_entry_id
 from grid_core.cache import SharedCache
@@ -368,8 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "host": host_description(),
         "elapsed_s": round(time.perf_counter() - t0, 1),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(summary, indent=2) + "\n")
+    write_summary(args.out, summary)
     return 0
 
 

@@ -22,7 +22,6 @@ p90 and the Python/native ratio; writes ``--out`` (JSON).
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import sys
@@ -31,7 +30,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from host import host_description
+from host import host_description, write_summary
 
 from grid_core.decode import EngineReserve
 from grid_core.guide import Engine, GridGuide
@@ -122,9 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "host": host_description(),
         "rows": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_summary(args.out, summary)
     return 0
 
 

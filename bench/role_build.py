@@ -39,7 +39,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from host import host_description
+from host import host_description, write_summary
 
 from grid_core import kernels
 from grid_core.grammar import LALR_TABLES
@@ -174,9 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "target_ms": TARGET_MS,
         "ms": results,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write_summary(args.out, summary)
     return 0
 
 

@@ -414,7 +414,7 @@ pub fn single_token_pieces(
         x.push(tn.edge);
         let accept = dfa.accept.row(q2 as usize);
         if tn.token >= 0 && bits::intersects(accept, &wanted) {
-            let cands = candidates_of(g, q2 as usize, ln2);
+            let cands = g.candidates_at(q2 as usize, ln2);
             // _lexeme_ok's conditions that do not depend on t.
             let ok = (q_space < 0 || dfa.trans(q_space as usize, x[0]) < 0)
                 && dfa.trans(q2 as usize, SPACE) < 0;
@@ -426,7 +426,7 @@ pub fn single_token_pieces(
                     let shorter = best[t]
                         .as_ref()
                         .is_none_or(|b| (x.len(), &x) < (b.len(), b));
-                    if shorter && ok && pick_of(g, &cands, &ok_for(t)) == Some(t as u32) {
+                    if shorter && ok && g.pick_among(&cands, &ok_for(t)) == Some(t as u32) {
                         best[t] = Some(x.clone());
                     }
                 }
@@ -440,31 +440,6 @@ pub fn single_token_pieces(
         }
     }
     (compat, best)
-}
-
-/// The candidates of a lexeme with DFA state `q` and lexicon node `ln`
-/// (`Scanner.candidates`).
-fn candidates_of(g: &GrammarTables, q: usize, ln: i32) -> Vec<u64> {
-    let accept = g.dfa().accept.row(q);
-    let cats = &g.lexicon.categories;
-    let words = (ln != NO_NODE).then(|| g.lexicon.word_cats(ln as usize));
-    (0..g.width())
-        .map(|i| (accept[i] & !cats[i]) | (accept[i] & cats[i] & words.map_or(0, |w| w[i])))
-        .collect()
-}
-
-/// The first of `cands` in pick order within `ok` (`Scanner.pick` with `ok` =
-/// allowed or ignored).
-fn pick_of(g: &GrammarTables, cands: &[u64], ok: &[u64]) -> Option<u32> {
-    let mut best = u32::MAX;
-    for i in 0..g.width() {
-        let mut x = cands[i] & ok[i];
-        while x != 0 {
-            best = best.min(g.rank[i * 64 + x.trailing_zeros() as usize]);
-            x &= x - 1;
-        }
-    }
-    (best != u32::MAX).then(|| g.order[best as usize])
 }
 
 /// The child of trie node `at` along `byte`.
@@ -702,10 +677,6 @@ impl<'a> Query<'a> {
 
     // -- remainders -----------------------------------------------------------
 
-    fn candidates(&self, q: usize, ln: i32) -> Vec<u64> {
-        candidates_of(self.g(), q, ln)
-    }
-
     /// The first of `cands` in pick order that `allowed` admits or that is
     /// ignored (`Scanner.pick`).
     fn pick(&self, cands: &[u64], allowed: &[u64]) -> Option<u32> {
@@ -714,7 +685,7 @@ impl<'a> Query<'a> {
             .zip(&self.g().lexing().ignored)
             .map(|(a, i)| a | i)
             .collect();
-        pick_of(self.g(), cands, &ok)
+        self.g().pick_among(cands, &ok)
     }
 
     fn finish_options(&mut self, q0: u32, ln0: i32) -> Arc<Vec<Finish>> {
@@ -741,7 +712,7 @@ impl<'a> Query<'a> {
             for (q, ln, s) in level {
                 let qu = q as usize;
                 if !bits::is_empty(dfa.accept.row(qu)) {
-                    let cands = self.candidates(qu, ln);
+                    let cands = g.candidates_at(qu, ln);
                     if !bits::is_empty(&cands) {
                         add(
                             &mut ends,
@@ -764,7 +735,7 @@ impl<'a> Query<'a> {
                                 },
                             );
                         } else if r.safe[q_sp as usize] {
-                            let joined = self.candidates(q_sp as usize, lexicon.step(ln, SPACE));
+                            let joined = g.candidates_at(q_sp as usize, lexicon.step(ln, SPACE));
                             add(
                                 &mut conts,
                                 Finish {

@@ -219,13 +219,32 @@ impl GrammarTables {
         if scan.la_len == 0 {
             return vec![0; self.width];
         }
-        let accept = self.lexing.dfa.accept.row(scan.la_q as usize);
+        self.candidates_at(scan.la_q as usize, scan.la_ln)
+    }
+
+    /// The candidates of a lexeme that ends in DFA state `q` and lexicon node
+    /// `ln` (`Scanner.candidates(accept[q], ln)`).
+    pub fn candidates_at(&self, q: usize, ln: i32) -> Vec<u64> {
+        let accept = self.lexing.dfa.accept.row(q);
         let cats = &self.lexicon.categories;
-        let words =
-            (scan.la_ln != NO_NODE).then(|| self.lexicon.word_cats.row(scan.la_ln as usize));
+        let words = (ln != NO_NODE).then(|| self.lexicon.word_cats.row(ln as usize));
         (0..self.width)
             .map(|i| (accept[i] & !cats[i]) | (accept[i] & cats[i] & words.map_or(0, |w| w[i])))
             .collect()
+    }
+
+    /// The first of `cands` in pick order within `ok` (allowed or ignored):
+    /// `Scanner.pick(cands, allowed)` for a candidate set given whole.
+    pub fn pick_among(&self, cands: &[u64], ok: &[u64]) -> Option<u32> {
+        let mut best = u32::MAX;
+        for i in 0..self.width {
+            let mut x = cands[i] & ok[i];
+            while x != 0 {
+                best = best.min(self.rank[i * 64 + x.trailing_zeros() as usize]);
+                x &= x - 1;
+            }
+        }
+        (best != u32::MAX).then(|| self.order[best as usize])
     }
 
     /// The pick among the candidates of the last accepted lexeme of `scan`
