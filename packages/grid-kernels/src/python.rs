@@ -13,7 +13,10 @@
 //!   vocabulary. Anything else raises before a byte is written;
 //! - a session's bitmask: a writable, C-contiguous, 4-byte-aligned buffer of
 //!   int32 (numpy `int32`, `array('i')`) shaped `(n_words,)` or `(batch,
-//!   n_words)`, and a row; the row is written in place, nothing else is.
+//!   n_words)`, and a row; the row is written in place, nothing else is;
+//! - logits ([`Logits::of`]): a C-contiguous float32 buffer, or a CPU float32
+//!   contiguous `torch.Tensor` read through its `data_ptr()` with the GIL held
+//!   (no numpy view: about 20 us cold after a CPU forward pass).
 //!
 //! Errors: caller mistakes are `ValueError` (bad values, sizes, ids, stacks)
 //! or `TypeError` (wrong kinds of object, read-only or wrongly typed buffers);
@@ -28,6 +31,7 @@ use std::sync::{Arc, Mutex};
 use pyo3::buffer::PyBuffer;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyTuple};
 
@@ -1665,34 +1669,275 @@ fn thompson<'py>(
     .into_any())
 }
 
-/// The float32 logits and int32 bitmask buffers of the functions below, both
-/// C-contiguous (errors name what was passed).
-fn logits_and_mask(
-    logits: &Bound<'_, PyAny>,
-    bitmask: &Bound<'_, PyAny>,
-) -> PyResult<(PyBuffer<f32>, PyBuffer<i32>)> {
-    let kind = |obj: &Bound<'_, PyAny>| obj.get_type().name().map(|n| n.to_string());
-    let scores = PyBuffer::<f32>::get(logits).map_err(|_| {
-        let kind = kind(logits).unwrap_or_default();
-        PyTypeError::new_err(format!(
-            "the logits must be a buffer of float32, not {kind}"
-        ))
-    })?;
+/// torch's `Tensor` class and the two values a maskable tensor has
+/// (`torch.float32`, `torch.strided`), looked up once torch is imported.
+struct Torch {
+    tensor: Py<PyAny>,
+    float32: Py<PyAny>,
+    strided: Py<PyAny>,
+}
+
+static TORCH: pyo3::sync::GILOnceCell<Torch> = pyo3::sync::GILOnceCell::new();
+
+/// torch's handles, or None while torch is not imported (then no object is a
+/// tensor; this never imports it).
+fn torch(py: Python<'_>) -> PyResult<Option<&Torch>> {
+    if let Some(t) = TORCH.get(py) {
+        return Ok(Some(t));
+    }
+    let modules = py.import("sys")?.getattr("modules")?;
+    let Some(module) = modules.get_item("torch").ok() else {
+        return Ok(None);
+    };
+    let handles = Torch {
+        tensor: module.getattr("Tensor")?.unbind(),
+        float32: module.getattr("float32")?.unbind(),
+        strided: module.getattr("strided")?.unbind(),
+    };
+    Ok(Some(TORCH.get_or_init(py, || handles)))
+}
+
+/// Hint the CPU to bring the first `bytes` (at most 512 KiB) at `addr` into
+/// its caches. A hint only: it never faults, whatever the address (so it may
+/// run before the memory is known to be the tensor's), and changes no state.
+/// On a SmolLM2 row (196 KB) it took the first pass over the logits from 15 to
+/// 8 us, the processor's call 5% (the same questions back to back).
+fn prefetch(addr: usize, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for line in (0..bytes.min(512 << 10)).step_by(64) {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch is a hint: it never faults and writes nothing.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(addr.wrapping_add(line) as *const i8) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (addr, bytes);
+}
+
+/// Float32 logits a call reads or masks in place: a buffer's export (held
+/// while the memory is used, so the GIL may be released), or a torch tensor's
+/// own memory (used with the GIL held: a tensor has no export to pin it).
+struct Logits {
+    export: Option<PyBuffer<f32>>,
+    addr: usize,
+    shape: Vec<usize>,
+}
+
+impl Logits {
+    /// The logits of `obj`: a C-contiguous float32 buffer (`writable` when the
+    /// call writes), or a `torch.Tensor` (that class exactly) on the CPU,
+    /// float32, strided, C-contiguous, not requiring grad and without a lazy
+    /// negation: what `Tensor.numpy()` would view, read through `data_ptr()`
+    /// without making the array (about 20 us after a CPU forward pass). Else a
+    /// `TypeError` saying why.
+    fn of(obj: &Bound<'_, PyAny>, writable: bool) -> PyResult<Self> {
+        let py = obj.py();
+        if let Some(torch) = torch(py)? {
+            if obj.get_type().is(torch.tensor.bind(py)) {
+                return Self::of_tensor(obj, torch);
+            }
+        }
+        let export = PyBuffer::<f32>::get(obj).map_err(|_| {
+            let kind = obj
+                .get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default();
+            PyTypeError::new_err(format!(
+                "the logits must be a buffer of float32 or a torch.Tensor, not {kind}"
+            ))
+        })?;
+        if !export.is_c_contiguous() {
+            return Err(PyValueError::new_err("the logits must be C-contiguous"));
+        }
+        if writable && export.readonly() {
+            return Err(PyTypeError::new_err("the logits buffer is read-only"));
+        }
+        let (addr, shape) = (export.buf_ptr() as usize, export.shape().to_vec());
+        Ok(Self {
+            export: Some(export),
+            addr,
+            shape,
+        })
+    }
+
+    /// The tensor's address and shape come first: its memory, usually cold
+    /// after a forward pass, is then prefetched ([`prefetch`]) while torch is
+    /// asked the rest (about 10 us of torch getters, each cold too).
+    fn of_tensor(obj: &Bound<'_, PyAny>, torch: &Torch) -> PyResult<Self> {
+        let py = obj.py();
+        let refuse = |why: &str| Err(PyTypeError::new_err(format!("a tensor {why}")));
+        let size = obj.getattr(intern!(py, "shape"))?; // a torch.Size: a tuple
+        let shape = size
+            .downcast::<PyTuple>()?
+            .iter()
+            .map(|n| n.extract::<usize>())
+            .collect::<PyResult<Vec<usize>>>()?;
+        let data_ptr = obj.call_method0(intern!(py, "data_ptr"));
+        let Ok(addr) = data_ptr.and_then(|p| p.extract::<usize>()) else {
+            return refuse("without storage (sparse, or opaque)");
+        };
+        prefetch(addr, 4 * shape.iter().product::<usize>());
+        if !obj.getattr(intern!(py, "is_cpu"))?.is_truthy()? {
+            return refuse("not on the CPU");
+        }
+        if !obj
+            .getattr(intern!(py, "dtype"))?
+            .is(torch.float32.bind(py))
+        {
+            return refuse("not of float32");
+        }
+        if !obj
+            .getattr(intern!(py, "layout"))?
+            .is(torch.strided.bind(py))
+        {
+            return refuse("not strided");
+        }
+        if obj.getattr(intern!(py, "requires_grad"))?.is_truthy()? {
+            return refuse("that requires grad");
+        }
+        if !obj
+            .call_method0(intern!(py, "is_contiguous"))?
+            .is_truthy()?
+            || obj.call_method0(intern!(py, "is_neg"))?.is_truthy()?
+        {
+            return refuse("not contiguous, or with a lazy negation");
+        }
+        Ok(Self {
+            export: None,
+            addr,
+            shape,
+        })
+    }
+
+    fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+/// The int32 bitmask buffer of the functions below, C-contiguous (errors
+/// name what was passed).
+fn mask_buffer(bitmask: &Bound<'_, PyAny>) -> PyResult<PyBuffer<i32>> {
     let words = PyBuffer::<i32>::get(bitmask).map_err(|_| {
-        let kind = kind(bitmask).unwrap_or_default();
+        let kind = bitmask
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default();
         PyTypeError::new_err(format!("the bitmask must be a buffer of int32, not {kind}"))
     })?;
-    if !scores.is_c_contiguous() || !words.is_c_contiguous() {
-        return Err(PyValueError::new_err(
-            "the logits and the bitmask must be C-contiguous",
+    if !words.is_c_contiguous() {
+        return Err(PyValueError::new_err("the bitmask must be C-contiguous"));
+    }
+    Ok(words)
+}
+
+/// Runs `f`, the GIL released when `logits` are a buffer's export (pinned by
+/// it), held when they are a tensor's memory (nothing else then frees it).
+fn with_logits<T: Send>(py: Python<'_>, logits: &Logits, f: impl FnOnce() -> T + Send) -> T {
+    if logits.export.is_some() {
+        py.allow_threads(f)
+    } else {
+        f()
+    }
+}
+
+/// `(rows, width)` of a 1-D or 2-D shape.
+fn matrix(shape: &[usize], what: &str) -> PyResult<(usize, usize)> {
+    match *shape {
+        [n] => Ok((1, n)),
+        [r, n] => Ok((r, n)),
+        ref s => Err(PyValueError::new_err(format!(
+            "the {what} must be 1-D or 2-D, not {}-D",
+            s.len()
+        ))),
+    }
+}
+
+/// A row's exit intent: the token and the row its mask becomes.
+type Exit<'a> = Option<(usize, &'a [u32])>;
+
+/// The exit row of `exit_token` and `exit_row`, given both or neither.
+fn exit_of(
+    exit_token: Option<usize>,
+    exit_row: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Option<(usize, Vec<u32>)>> {
+    match (exit_token, exit_row) {
+        (None, None) => Ok(None),
+        (Some(token), Some(row)) => {
+            let words = PyBuffer::<i32>::get(row)
+                .map_err(|_| PyTypeError::new_err("exit_row must be a buffer of int32"))?;
+            // The words' bits, as the bitmask's are read (bit 31 included).
+            let bits = words.to_vec(row.py())?.into_iter().map(|w| w as u32);
+            Ok(Some((token, bits.collect())))
+        }
+        _ => Err(PyTypeError::new_err(
+            "give both exit_token and exit_row, or neither",
+        )),
+    }
+}
+
+/// [`apply_token_bitmask`]'s work once its arguments are read: checks the
+/// shapes, then takes each row's exit intent and masks it, in place.
+fn apply_in_place(
+    py: Python<'_>,
+    scores: &Logits,
+    words: &PyBuffer<i32>,
+    exit: Exit<'_>,
+) -> PyResult<()> {
+    if exit.is_some() && words.readonly() {
+        return Err(PyTypeError::new_err(
+            "the bitmask buffer is read-only (an exit intent rewrites its rows)",
         ));
     }
-    Ok((scores, words))
+    let (rows, width) = matrix(&scores.shape, "logits")?;
+    let (mask_rows, n_words) = matrix(words.shape(), "bitmask")?;
+    if rows != mask_rows || scores.shape.len() != words.dimensions() {
+        return Err(PyValueError::new_err(format!(
+            "logits shaped {:?} for a bitmask shaped {:?}",
+            scores.shape,
+            words.shape()
+        )));
+    }
+    if let Some((_, row)) = exit {
+        if row.len() != n_words {
+            return Err(PyValueError::new_err(format!(
+                "exit_row has {} words for a bitmask of {n_words}",
+                row.len()
+            )));
+        }
+    }
+    if rows == 0 || width == 0 {
+        return Ok(());
+    }
+    let aligned = |p: usize, a: usize| p.is_multiple_of(a);
+    if !aligned(scores.addr, 4) || !aligned(words.buf_ptr() as usize, 4) {
+        return Err(PyValueError::new_err("the buffers must be 4-byte aligned"));
+    }
+    let (out, mask) = (scores.addr, words.buf_ptr() as usize);
+    with_logits(py, scores, || {
+        // SAFETY: `scores` is writable, C-contiguous, aligned memory of
+        // `rows * width` float32 and `words` an export of `rows * n_words`
+        // int32 (checked above; writable when `exit` is given), both alive
+        // until this function returns (a buffer's export pins its memory, a
+        // tensor's is not freed while the GIL is held); u32 and i32 share
+        // size and alignment. The caller writes neither meanwhile.
+        let logits = unsafe { std::slice::from_raw_parts_mut(out as *mut f32, rows * width) };
+        if let Some((token, eos_row)) = exit {
+            let words = unsafe { std::slice::from_raw_parts_mut(mask as *mut u32, rows * n_words) };
+            for (row, mask) in logits.chunks(width).zip(words.chunks_mut(n_words)) {
+                crate::apply::exit_intent(row, mask, token, eos_row);
+            }
+        }
+        let words = unsafe { std::slice::from_raw_parts(mask as *const u32, rows * n_words) };
+        crate::apply::apply_rows(logits, width, words, n_words);
+    });
+    Ok(())
 }
 
 /// Set every logit of `logits` whose token `bitmask` does not admit to -inf,
-/// in place (`crate::apply`), the GIL released. `logits`: a writable,
-/// C-contiguous float32 buffer shaped `(width,)` or `(batch, width)`;
+/// in place (`crate::apply`), the GIL released for a buffer. `logits`: a
+/// writable, C-contiguous float32 buffer, or a CPU float32 contiguous
+/// `torch.Tensor` ([`Logits::of`]), shaped `(width,)` or `(batch, width)`;
 /// `bitmask`: a C-contiguous int32 buffer shaped `(n_words,)` or `(batch,
 /// n_words)`, with as many rows. Columns at or past `32 * n_words` are blocked.
 /// With `exit_token` and `exit_row` (a C-contiguous int32 buffer of `n_words`),
@@ -1708,81 +1953,53 @@ fn apply_token_bitmask(
     exit_token: Option<usize>,
     exit_row: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<()> {
-    let (scores, words) = logits_and_mask(logits, bitmask)?;
-    if scores.readonly() {
-        return Err(PyTypeError::new_err("the logits buffer is read-only"));
+    let scores = Logits::of(logits, true)?;
+    let words = mask_buffer(bitmask)?;
+    let exit = exit_of(exit_token, exit_row)?;
+    apply_in_place(
+        py,
+        &scores,
+        &words,
+        exit.as_ref().map(|(t, r)| (*t, &r[..])),
+    )
+}
+
+/// [`apply_token_bitmask`] with its bitmask (and exit intent) held: the
+/// rows a processor fills and applies at every step, the bitmask's export
+/// taken once (it pins the buffer's memory while this object lives).
+#[pyclass(frozen, module = "grid_kernels._native", name = "BitmaskApplier")]
+struct PyBitmaskApplier {
+    words: PyBuffer<i32>,
+    exit: Option<(usize, Vec<u32>)>,
+}
+
+#[pymethods]
+impl PyBitmaskApplier {
+    #[new]
+    #[pyo3(signature = (bitmask, exit_token = None, exit_row = None))]
+    fn new(
+        bitmask: &Bound<'_, PyAny>,
+        exit_token: Option<usize>,
+        exit_row: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let words = mask_buffer(bitmask)?;
+        matrix(words.shape(), "bitmask")?;
+        let exit = exit_of(exit_token, exit_row)?;
+        Ok(Self { words, exit })
     }
-    let exit = match (exit_token, exit_row) {
-        (None, None) => None,
-        (Some(token), Some(row)) => {
-            let row: Vec<u32> = ints(row, "exit_row")?;
-            if words.readonly() {
-                return Err(PyTypeError::new_err(
-                    "the bitmask buffer is read-only (an exit intent rewrites its rows)",
-                ));
-            }
-            Some((token, row))
-        }
-        _ => {
-            return Err(PyTypeError::new_err(
-                "give both exit_token and exit_row, or neither",
-            ))
-        }
-    };
-    let shape = |b: &[usize], what: &str| match *b {
-        [n] => Ok((1, n)),
-        [r, n] => Ok((r, n)),
-        ref s => Err(PyValueError::new_err(format!(
-            "the {what} must be 1-D or 2-D, not {}-D",
-            s.len()
-        ))),
-    };
-    let (rows, width) = shape(scores.shape(), "logits")?;
-    let (mask_rows, n_words) = shape(words.shape(), "bitmask")?;
-    if rows != mask_rows || scores.dimensions() != words.dimensions() {
-        return Err(PyValueError::new_err(format!(
-            "logits shaped {:?} for a bitmask shaped {:?}",
-            scores.shape(),
-            words.shape()
-        )));
+
+    /// `apply_token_bitmask(logits, bitmask, exit_token, exit_row)` with the
+    /// held ones. Precondition: nothing writes the bitmask during the call.
+    fn apply(&self, py: Python<'_>, logits: &Bound<'_, PyAny>) -> PyResult<()> {
+        let scores = Logits::of(logits, true)?;
+        let exit = self.exit.as_ref().map(|(t, r)| (*t, &r[..]));
+        apply_in_place(py, &scores, &self.words, exit)
     }
-    if let Some((_, row)) = &exit {
-        if row.len() != n_words {
-            return Err(PyValueError::new_err(format!(
-                "exit_row has {} words for a bitmask of {n_words}",
-                row.len()
-            )));
-        }
-    }
-    if rows == 0 || width == 0 {
-        return Ok(());
-    }
-    let aligned = |p: usize, a: usize| p.is_multiple_of(a);
-    if !aligned(scores.buf_ptr() as usize, 4) || !aligned(words.buf_ptr() as usize, 4) {
-        return Err(PyValueError::new_err("the buffers must be 4-byte aligned"));
-    }
-    let (out, mask) = (scores.buf_ptr() as usize, words.buf_ptr() as usize);
-    py.allow_threads(|| {
-        // SAFETY: `scores` is a writable, C-contiguous, aligned export of
-        // `rows * width` float32 and `words` one of `rows * n_words` int32
-        // (checked above; writable when `exit` is given), both alive until
-        // this function returns; u32 and i32 share size and alignment. The
-        // two exports are read and written only here, on this thread.
-        let logits = unsafe { std::slice::from_raw_parts_mut(out as *mut f32, rows * width) };
-        if let Some((token, eos_row)) = &exit {
-            let words = unsafe { std::slice::from_raw_parts_mut(mask as *mut u32, rows * n_words) };
-            for (row, mask) in logits.chunks(width).zip(words.chunks_mut(n_words)) {
-                crate::apply::exit_intent(row, mask, *token, eos_row);
-            }
-        }
-        let words = unsafe { std::slice::from_raw_parts(mask as *const u32, rows * n_words) };
-        crate::apply::apply_rows(logits, width, words, n_words);
-    });
-    Ok(())
 }
 
 /// Greedy choice under a mask (`crate::apply::masked_argmax`), the logits
-/// untouched: `logits` a C-contiguous float32 buffer of one row, `bitmask` a
+/// untouched: `logits` one row of float32 ([`Logits::of`]: a C-contiguous
+/// buffer or a CPU float32 contiguous `torch.Tensor`), `bitmask` a
 /// C-contiguous int32 buffer of its words. The admitted column of the highest
 /// logit, the lowest among ties, or None when no admitted logit is finite.
 #[pyfunction]
@@ -1791,21 +2008,44 @@ fn masked_argmax(
     logits: &Bound<'_, PyAny>,
     bitmask: &Bound<'_, PyAny>,
 ) -> PyResult<Option<usize>> {
-    let (scores, words) = logits_and_mask(logits, bitmask)?;
+    let scores = Logits::of(logits, false)?;
+    let words = mask_buffer(bitmask)?;
     let aligned = |p: usize| p.is_multiple_of(4);
-    if !aligned(scores.buf_ptr() as usize) || !aligned(words.buf_ptr() as usize) {
+    if !aligned(scores.addr) || !aligned(words.buf_ptr() as usize) {
         return Err(PyValueError::new_err("the buffers must be 4-byte aligned"));
     }
-    let (width, n_words) = (scores.item_count(), words.item_count());
-    let (row, mask) = (scores.buf_ptr() as usize, words.buf_ptr() as usize);
-    Ok(py.allow_threads(|| {
-        // SAFETY: C-contiguous, aligned exports of `width` float32 and
-        // `n_words` int32 (checked above), alive until this function returns,
-        // only read; u32 and i32 share size and alignment.
+    let (width, n_words) = (scores.len(), words.item_count());
+    let (row, mask) = (scores.addr, words.buf_ptr() as usize);
+    Ok(with_logits(py, &scores, || {
+        // SAFETY: C-contiguous, aligned memory of `width` float32 and an
+        // export of `n_words` int32 (checked above), alive until this
+        // function returns (as in `apply_token_bitmask`), only read; u32 and
+        // i32 share size and alignment.
         let logits = unsafe { std::slice::from_raw_parts(row as *const f32, width) };
         let words = unsafe { std::slice::from_raw_parts(mask as *const u32, n_words) };
         crate::apply::masked_argmax(logits, words)
     }))
+}
+
+/// The first maximum of one row of float32 logits ([`Logits::of`]), a NaN
+/// counting as above every number (numpy's and torch's `argmax`); None for
+/// an empty row.
+#[pyfunction]
+fn first_argmax(py: Python<'_>, logits: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+    let scores = Logits::of(logits, false)?;
+    let (width, row) = (scores.len(), scores.addr);
+    if width == 0 {
+        return Ok(None);
+    }
+    if !row.is_multiple_of(4) {
+        return Err(PyValueError::new_err("the logits must be 4-byte aligned"));
+    }
+    Ok(Some(with_logits(py, &scores, || {
+        // SAFETY: C-contiguous, aligned memory of `width` float32, alive
+        // until this function returns (as in `apply_token_bitmask`), only read.
+        let logits = unsafe { std::slice::from_raw_parts(row as *const f32, width) };
+        crate::apply::first_argmax(logits)
+    })))
 }
 
 /// A deterministic check that a call releases the GIL (the tests' probe, no
@@ -1942,9 +2182,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyReserve>()?;
     m.add_class::<PyReserveState>()?;
     m.add_class::<PyEntry>()?;
+    m.add_class::<PyBitmaskApplier>()?;
     m.add_function(wrap_pyfunction!(fill_next_token_bitmasks, m)?)?;
     m.add_function(wrap_pyfunction!(apply_token_bitmask, m)?)?;
     m.add_function(wrap_pyfunction!(masked_argmax, m)?)?;
+    m.add_function(wrap_pyfunction!(first_argmax, m)?)?;
     m.add_function(wrap_pyfunction!(union_dfa, m)?)?;
     m.add_function(wrap_pyfunction!(thompson, m)?)?;
     m.add_function(wrap_pyfunction!(pack_trie, m)?)?;

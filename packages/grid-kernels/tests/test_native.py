@@ -59,7 +59,7 @@ def toy_engine(trie: TrieTables | None = None, **change: Any) -> EngineTables:
 
 
 def test_module_reports_abi_and_exports() -> None:
-    assert grid_kernels.ABI_VERSION == 6
+    assert grid_kernels.ABI_VERSION == 7
     assert set(grid_kernels.__all__) >= {
         "EngineTables",
         "Entry",
@@ -338,3 +338,43 @@ def test_walks_run_in_parallel_threads() -> None:
     for t in threads:
         t.join()
     assert results == [([1, 2, 3], [(4, 0, b" "), (6, 0, b"b")])] * 4
+
+
+def test_a_held_bitmask_applies_as_the_function() -> None:
+    """``BitmaskApplier`` (the processor's held rows and exit intent) masks and
+    decides exactly as ``apply_token_bitmask`` given the same buffers, on random
+    batches with NaN, ties and rows whose exit intent fires; it sees later writes
+    to its rows (it holds the buffer, not a copy). Bad rows raise at construction."""
+    np = pytest.importorskip("numpy")
+    rng = np.random.default_rng(3)
+    exits = 0
+    for trial in range(40):
+        n_words, rows = int(rng.integers(1, 5)), int(rng.integers(1, 4))
+        width = 32 * n_words + (7 if trial % 2 else 0)
+        eos = int(rng.integers(32 * n_words))
+        eos_row = np.zeros(n_words, dtype=np.int32)
+        eos_row[eos // 32] = np.int32(np.uint32(1 << (eos % 32)).view(np.int32))
+        held = np.zeros((rows, n_words), dtype=np.int32)
+        applier = grid_kernels.BitmaskApplier(held, eos, eos_row)
+        for _ in range(3):
+            words = rng.integers(-(2**31), 2**31, size=(rows, n_words), dtype=np.int32)
+            logits = rng.standard_normal((rows, width), dtype=np.float32)
+            logits[0, int(rng.integers(width))] = np.nan
+            held[:] = words
+            expected, expected_words = logits.copy(), words.copy()
+            grid_kernels.apply_token_bitmask(expected, expected_words, eos, eos_row)
+            applier.apply(logits)
+            assert np.array_equal(held, expected_words), trial
+            assert np.array_equal(logits, expected, equal_nan=True), trial
+            exits += int((expected_words != words).any(axis=1).sum())
+    assert exits > 5
+    plain = grid_kernels.BitmaskApplier(np.full((1, 1), -1, dtype=np.int32))
+    logits = np.arange(40, dtype=np.float32)
+    with pytest.raises(ValueError, match="logits shaped"):
+        plain.apply(logits)  # 1-D logits for a 2-D bitmask
+    with pytest.raises(TypeError, match="int32"):
+        grid_kernels.BitmaskApplier(np.zeros(3, dtype=np.float64))
+    with pytest.raises(ValueError, match="1-D or 2-D"):
+        grid_kernels.BitmaskApplier(np.zeros((1, 1, 1), dtype=np.int32))
+    with pytest.raises(TypeError, match="both"):
+        grid_kernels.BitmaskApplier(np.zeros(3, dtype=np.int32), 5)

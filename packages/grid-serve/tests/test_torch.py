@@ -12,7 +12,6 @@ torch = pytest.importorskip("torch")
 from grid_serve.torch import (  # noqa: E402
     apply_bitmask_,
     bitmask_tensor,
-    cpu_float32,
     unpack_bitmask,
 )
 
@@ -82,14 +81,15 @@ def test_one_dimensional_logits() -> None:
 def test_the_native_apply_blocks_what_the_torch_unpack_blocks(
     dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """CPU float32 logits go through the kernels' one-pass apply (counted here),
-    other dtypes through the torch unpack; both give the torch unpack's -inf set,
+    """CPU float32 logits go through the kernels' one-pass apply (its calls that
+    return are counted here), other dtypes through the torch unpack; both give
+    the torch unpack's -inf set,
     admitted logits (NaN and inf included) untouched, for random rows and for
     logits narrower and wider than the bitmask. Fails on any differing column."""
     native = pytest.importorskip("grid_kernels")
     calls = []
     real = native.apply_token_bitmask
-    monkeypatch.setattr(native, "apply_token_bitmask", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(native, "apply_token_bitmask", lambda *a: (real(*a), calls.append(1)))
     rng = random.Random(5)
     for _ in range(50):
         n_words = rng.randint(1, 6)
@@ -129,23 +129,52 @@ def test_the_native_apply_refuses_mismatched_buffers() -> None:
     assert native.masked_argmax(frozen, words[0].numpy()) is None  # nothing admitted
 
 
-def test_cpu_float32_views_only_contiguous_cpu_float32() -> None:
-    """The kernels' fast path reads the logits in place: a view sharing the
-    tensor's memory for contiguous CPU float32, None for any other dtype or
-    layout and for a tensor that needs grad (``numpy()`` refuses it), which go
-    through the torch unpack instead."""
+def test_the_kernels_read_only_contiguous_cpu_float32_tensors() -> None:
+    """The kernels read a torch tensor in place (``data_ptr``, no numpy view) when
+    it is a CPU float32 strided contiguous ``torch.Tensor`` that needs no grad and
+    has no lazy negation: masking writes through to the tensor. Every other
+    tensor is refused with ``TypeError`` before anything is read or written (the
+    callers then take the torch path); a lazily negated view written in place
+    would read -inf back as +inf."""
+    native = pytest.importorskip("grid_kernels")
     logits = torch.randn(2, 70)
-    view = cpu_float32(logits)
-    assert view is not None
-    view[1, 3] = 123.0
-    assert logits[1, 3] == 123.0
-    assert cpu_float32(logits[0]) is not None
+    words = torch.zeros(2, 3, dtype=torch.int32)
+    words[1, 0] = 1 << 3
+    native.apply_token_bitmask(logits, words.numpy())
+    assert logits[1, 3].isfinite() and logits.isinf().sum() == 2 * 70 - 1
+    row = torch.tensor([1.0, 7.0, 7.0, 2.0])
+    assert native.first_argmax(row) == 1
+    assert native.first_argmax(torch.tensor([[1.0, float("nan")]])) == 1
+    assert native.masked_argmax(row, torch.tensor([0b1101], dtype=torch.int32).numpy()) == 2
+    assert native.first_argmax(torch.zeros(0)) is None
+
+    class Sub(torch.Tensor):
+        pass
+
+    base = torch.randn(2, 70)
     others = {
-        "float64": logits.double(),
-        "bfloat16": logits.bfloat16(),
-        "float16": logits.half(),
-        "strided": logits.t(),
+        "float64": base.double(),
+        "bfloat16": base.bfloat16(),
+        "float16": base.half(),
+        "strided": base.t(),
+        "expanded": torch.zeros(1).expand(140),
         "grad": torch.randn(2, 70, requires_grad=True),
+        "negated": torch._neg_view(base),
+        "meta": torch.empty(2, 70, device="meta"),
+        "sparse": base.to_sparse(),
+        "subclass": base.as_subclass(Sub),
     }
+
+    def dense(t: torch.Tensor) -> torch.Tensor:
+        return t.detach().to_dense() if t.is_sparse else t.detach().clone()
+
     for name, tensor in others.items():
-        assert cpu_float32(tensor) is None, name
+        before = dense(tensor) if name != "meta" else None
+        with pytest.raises(TypeError):
+            native.apply_token_bitmask(tensor, words.numpy())
+        with pytest.raises(TypeError):
+            native.first_argmax(tensor)
+        with pytest.raises(TypeError):
+            native.masked_argmax(tensor, words[0].numpy())
+        if before is not None:
+            assert torch.equal(dense(tensor), before), name

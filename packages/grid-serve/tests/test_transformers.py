@@ -270,7 +270,8 @@ def test_guide_work_ahead_of_the_forward_pass_changes_nothing(
 
 def test_the_kernels_exit_intent_decides_as_the_processors_own(engines: Any) -> None:
     """On CPU float32 logits the processor takes the exit intent and the mask in
-    one native call (``apply_token_bitmask`` with ``exit_token``); elsewhere
+    one native call (its ``BitmaskApplier``, the same as ``apply_token_bitmask``
+    with ``exit_token``, reading the tensor in place); elsewhere
     ``_exit_intent`` then ``apply_bitmask_``. Random rows of 4-row batches (NaN,
     ties, a top token in a padding column past the vocabulary's words): fails on
     any row whose bitmask or masked logits differ between the two."""
@@ -293,12 +294,18 @@ def test_the_kernels_exit_intent_decides_as_the_processors_own(engines: Any) -> 
             logits[2, -1] = 100.0  # the top token is a padding column
         proc._words[:] = words
         scores = torch.from_numpy(logits.copy())
-        proc._exit_intent(scores, scores.numpy())
+        proc._exit_intent(scores)
         apply_bitmask_(scores, torch.from_numpy(proc._words.copy()))
         fused, fused_words = logits.copy(), words.copy()
         native.apply_token_bitmask(fused, fused_words, eos, proc._eos_words)
         assert np.array_equal(fused_words, proc._words), trial
         assert np.array_equal(fused, scores.numpy(), equal_nan=True), trial
+        # The processor's own call: its held rows, the tensor read in place.
+        decided, proc._words[:] = proc._words.copy(), words
+        tensor = torch.from_numpy(logits.copy())
+        assert proc._apply_native(tensor), trial
+        assert np.array_equal(proc._words, decided), trial
+        assert np.array_equal(tensor.numpy(), fused, equal_nan=True), trial
         changed = (fused_words != words).any(axis=1)
         exits, kept = exits + int(changed.sum()), kept + int((~changed).sum())
     assert exits > 20 and kept > 20, (exits, kept)

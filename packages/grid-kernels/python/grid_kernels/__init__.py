@@ -25,6 +25,7 @@ from typing import Any
 
 from grid_kernels._native import (
     ABI_VERSION,
+    BitmaskApplier,
     EngineTables,
     Entry,
     EventTables,
@@ -40,6 +41,7 @@ from grid_kernels._native import (
     apply_token_bitmask,
     attach_remote,
     fill_next_token_bitmasks,
+    first_argmax,
     lalr_tables,
     lexicon_trie,
     masked_argmax,
@@ -50,6 +52,7 @@ from grid_kernels._native import (
 
 __all__ = [
     "ABI_VERSION",
+    "BitmaskApplier",
     "EngineTables",
     "Entry",
     "EventTables",
@@ -66,6 +69,7 @@ __all__ = [
     "attach_remote",
     "engine_tables",
     "fill_next_token_bitmasks",
+    "first_argmax",
     "lalr_tables",
     "lexicon_trie",
     "lexing_of",

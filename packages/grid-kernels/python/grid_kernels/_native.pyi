@@ -7,6 +7,14 @@ node, emitted terminal, requeued tail bytes)``. Every caller mistake raises
 ``ValueError`` (bad values, sizes, ids, stacks) or ``TypeError`` (wrong kinds
 of object, read-only or wrongly typed buffers) before anything is written; a
 :class:`Session` driven against its contract raises :class:`SessionError`.
+
+*Logits* (what :func:`apply_token_bitmask`, :class:`BitmaskApplier`,
+:func:`masked_argmax` and :func:`first_argmax` read) are float32: a C-contiguous
+float32 buffer (numpy), or a ``torch.Tensor`` (that class exactly) on the CPU,
+float32, strided, contiguous, not requiring grad and without a lazy negation,
+read through ``data_ptr()`` with the GIL held (no numpy view is made: after a
+CPU forward pass ``Tensor.numpy()`` costs about 20 µs cold). Any other object
+raises ``TypeError`` before anything is read or written.
 """
 
 from collections.abc import Sequence
@@ -16,6 +24,7 @@ from typing_extensions import Buffer
 
 __all__ = [
     "ABI_VERSION",
+    "BitmaskApplier",
     "EngineTables",
     "Entry",
     "EventTables",
@@ -35,6 +44,7 @@ __all__ = [
     "apply_token_bitmask",
     "attach_remote",
     "fill_next_token_bitmasks",
+    "first_argmax",
     "lalr_tables",
     "lexicon_trie",
     "masked_argmax",
@@ -420,16 +430,16 @@ def fill_next_token_bitmasks(
     or sessions of different widths raise before anything is written."""
 
 def apply_token_bitmask(
-    logits: Buffer,
+    logits: object,
     bitmask: Buffer,
     exit_token: int | None = None,
     exit_row: Buffer | None = None,
 ) -> None:
-    """Set every logit whose token ``bitmask`` does not admit to -inf, in place,
-    the GIL released: ``logits`` a writable C-contiguous float32 buffer shaped
-    ``(width,)`` or ``(batch, width)``, ``bitmask`` an int32 buffer shaped
-    ``(n_words,)`` or ``(batch, n_words)`` with as many rows. Columns at or past
-    ``32 * n_words`` are blocked; admitted logits are left bit for bit.
+    """Set every logit whose token ``bitmask`` does not admit to -inf, in place
+    (the GIL released for a buffer): ``logits`` (*logits*, see the module header; writable)
+    shaped ``(width,)`` or ``(batch, width)``, ``bitmask`` an int32 buffer
+    shaped ``(n_words,)`` or ``(batch, n_words)`` with as many rows. Columns at
+    or past ``32 * n_words`` are blocked; admitted logits are left bit for bit.
 
     With ``exit_token`` and ``exit_row`` (an int32 buffer of ``n_words``), each
     row first takes its exit intent: where its mask admits ``exit_token`` and
@@ -438,12 +448,29 @@ def apply_token_bitmask(
     writable) becomes ``exit_row``. The argmax is read only in rows whose mask
     admits ``exit_token``."""
 
-def masked_argmax(logits: Buffer, bitmask: Buffer) -> int | None:
+@final
+class BitmaskApplier:
+    """:func:`apply_token_bitmask` with its bitmask and exit intent held (the
+    bitmask's buffer export is taken once and pins its memory while this object
+    lives): what a logits processor applies at every step."""
+
+    def __new__(
+        cls, bitmask: Buffer, exit_token: int | None = None, exit_row: Buffer | None = None
+    ) -> BitmaskApplier: ...
+    def apply(self, logits: object) -> None:
+        """``apply_token_bitmask(logits, bitmask, exit_token, exit_row)`` with the
+        held ones. Precondition: nothing writes the bitmask during the call."""
+
+def masked_argmax(logits: object, bitmask: Buffer) -> int | None:
     """Greedy choice under a mask, the logits untouched: the admitted column of
-    the highest logit (``logits`` a C-contiguous float32 buffer of one row,
-    ``bitmask`` a C-contiguous int32 buffer of its words), the lowest among
-    ties, NaN never chosen; None when no admitted logit is finite. Columns at or
-    past ``32 * n_words`` are not admitted."""
+    the highest logit (``logits`` one row of *logits*; ``bitmask`` a
+    C-contiguous int32 buffer of its words), the lowest among ties, NaN never
+    chosen; None when no admitted logit is finite. Columns at or past
+    ``32 * n_words`` are not admitted."""
+
+def first_argmax(logits: object) -> int | None:
+    """The first maximum of one row of *logits*, a NaN counting
+    as above every number (numpy's and torch's ``argmax``); None when empty."""
 
 def lalr_tables(
     n_terminals: int, n_nonterminals: int, rule_lhs: list[int], rule_rhs: list[tuple[int, ...]]

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import array
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 
 from grid_core import kernels
 
-__all__ = ["apply_bitmask_", "bitmask_tensor", "cpu_float32", "unpack_bitmask"]
+__all__ = ["apply_bitmask_", "bitmask_tensor", "unpack_bitmask"]
 
 _BITS = 32
 
@@ -60,22 +59,6 @@ def unpack_bitmask(words: torch.Tensor, width: int) -> torch.Tensor:
     return torch.cat([allowed, pad], dim=-1)
 
 
-def cpu_float32(logits: torch.Tensor) -> Any | None:
-    """The numpy view of contiguous CPU float32 logits (what the kernels read and mask
-    in place), else None.
-
-    One torch call, ``numpy()`` (it refuses other devices, dtypes numpy lacks and
-    tensors that need grad), then numpy's own dtype and layout: right after a CPU
-    forward pass every torch getter runs cold, about 20 µs each here, so asking
-    torch for the device, dtype and layout first cost 94 µs against 71-80 (the
-    caches evicted before each call, as ``bench/processor_replay.py`` does)."""
-    try:
-        view = logits.numpy()
-    except (TypeError, RuntimeError):  # another device, bfloat16, needs grad, no numpy
-        return None
-    return view if view.dtype.char == "f" and view.flags.c_contiguous else None  # "f": float32
-
-
 def apply_bitmask_(logits: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
     """Set every logit whose token the bitmask does not admit to -inf, in place.
 
@@ -86,15 +69,16 @@ def apply_bitmask_(logits: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
     Both block exactly the same columns and leave admitted logits untouched.
     """
     native = kernels.load()
-    view = cpu_float32(logits)
     if (
         native is not None
-        and view is not None
         and words.device.type == "cpu"
         and words.is_contiguous()
         and words.dtype == torch.int32
     ):
-        native.apply_token_bitmask(view, words.numpy())
-        return logits
+        try:  # the kernels read CPU float32 tensors in place (no torch op)
+            native.apply_token_bitmask(logits, words.numpy())
+            return logits
+        except TypeError:  # logits they do not read: another device, dtype or layout
+            pass
     allowed = unpack_bitmask(words.to(logits.device, non_blocking=True), logits.shape[-1])
     return logits.masked_fill_(allowed.logical_not_(), float("-inf"))

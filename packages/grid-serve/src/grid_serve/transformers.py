@@ -123,7 +123,7 @@ from grid_core.guide import Engine
 from grid_core.protocol import Guide, fill_rows
 from grid_core.vocab import Vocabulary
 from grid_serve.text2sql import Avoid
-from grid_serve.torch import apply_bitmask_, cpu_float32, unpack_bitmask
+from grid_serve.torch import apply_bitmask_, unpack_bitmask
 
 __all__ = [
     "CausalLMLogits",
@@ -211,8 +211,13 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         self._seen: int | None = None  # columns of input_ids already consumed
         self._start = 0  # the prompt's width (input_ids' at the first call)
         self._device = ""  # the batch's device type, input_ids' and logits' (first call)
-        self._native = kernels.load()
-        """The kernels' bitmask application for CPU float32 logits, or None."""
+        native = kernels.load()
+        self._applier = None
+        """The kernels' masking of CPU float32 logits with these rows (the exit
+        intent included when ``stop_on_exit``), or None without the kernels."""
+        if native is not None:
+            exit_args = (self._eos_id, self._eos_words) if stop_on_exit else ()
+            self._applier = native.BitmaskApplier(self._words, *exit_args)
         self._finished = False
         self.mask_seconds = 0.0
         """Wall time the calls spent computing and applying masks (what
@@ -264,6 +269,7 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             if self._device == "cuda":  # the rows' copy to the GPU is queued
                 self._bitmask = self._bitmask.pin_memory()
                 self._words = self._bitmask.numpy()
+                self._applier = None  # it holds the old rows
         ahead, self._ahead_of = self._ahead_of, None
         self._settle()
         done = ahead is not None and ahead[0] is input_ids and self._filled_at == ahead[1]
@@ -271,16 +277,9 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             self._catch_up(input_ids)
             self._fill()
             self._filled_at = input_ids.shape[1]
-        # Read and masked in place without a torch op per use (on the CPU).
-        logits = cpu_float32(scores) if self._device == "cpu" else None
-        if logits is not None and self._native is not None:  # apply_bitmask_'s fast path
-            if self.stop_on_exit:  # _exit_intent and the mask in one native call
-                self._native.apply_token_bitmask(logits, self._words, self._eos_id, self._eos_words)
-            else:
-                self._native.apply_token_bitmask(logits, self._words)
-        else:
+        if not (self._device == "cpu" and self._apply_native(scores)):
             if self.stop_on_exit:
-                self._exit_intent(scores, logits)
+                self._exit_intent(scores)
             apply_bitmask_(scores, self._bitmask)
         self.mask_seconds += time.perf_counter() - t0
         return scores
@@ -380,7 +379,21 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             if not row.filled:
                 self._words[i] = self._eos_words
 
-    def _exit_intent(self, scores: torch.Tensor, logits: Any | None) -> None:
+    def _apply_native(self, scores: torch.Tensor) -> bool:
+        """Mask ``scores`` in place with the kernels, the exit intent included, in
+        one call that reads a CPU float32 tensor's memory directly (no torch op,
+        no numpy view: each costs about 20 µs cold after a forward pass). False,
+        nothing done, without the kernels or for logits they do not read (another
+        dtype, a tensor needing grad)."""
+        if self._applier is None:
+            return False
+        try:
+            self._applier.apply(scores)
+        except TypeError:
+            return False
+        return True
+
+    def _exit_intent(self, scores: torch.Tensor) -> None:
         """EOS only on each filled row where EOS is legal and the model's own top
         token (before masking) is one the mask refuses (module header); ``logits``
         is the scores' numpy view (CPU float32) or None. The kernels' fast path
@@ -392,7 +405,7 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         for i, row in enumerate(self._rows):
             if not row.filled or not _admits(words[i], eos):
                 continue
-            top = int(logits[i].argmax() if logits is not None else scores[i].argmax())
+            top = int(scores[i].argmax())
             if not _admits(words[i], top):
                 words[i] = self._eos_words
 
@@ -758,10 +771,17 @@ def decode_with_model(
 def _top(logits: torch.Tensor) -> int:
     """The model's own top token over the whole row: the first maximum, NaN
     counting as the maximum (torch's and numpy's argmax agree on both). CPU
-    float32 logits through their numpy view: a torch op costs about 0.1 ms
-    cold after a CPU forward pass."""
-    view = cpu_float32(logits)
-    return int(view.argmax() if view is not None else logits.argmax())
+    float32 logits go to the kernels, read in place: a torch op costs about
+    0.1 ms cold after a CPU forward pass."""
+    native = kernels.load()
+    if native is not None:
+        try:
+            top: int | None = native.first_argmax(logits)  # over all its elements: one row
+        except TypeError:  # logits the kernels do not read (another device or dtype)
+            top = None
+        if top is not None:
+            return top
+    return int(logits.argmax())
 
 
 def masked_argmax(logits: torch.Tensor, row: Any) -> int | None:
@@ -769,15 +789,17 @@ def masked_argmax(logits: torch.Tensor, row: Any) -> int | None:
     untouched: the admitted token of the highest logit, the lowest id among ties
     (as ``Sampling.choose`` at temperature 0), NaN never chosen. None when no
     admitted logit is finite (then ``Sampling`` decides, as it would without
-    this). CPU float32 logits go to the kernels (one pass over the admitted ids,
-    no torch op: 0.65 ms of torch ops per token before); any other on their
-    device, by an unpack and ``masked_fill``, decision for decision the same
-    (``test_masked_argmax_is_the_same_on_both_paths``)."""
+    this). CPU float32 logits go to the kernels, read in place (one pass over
+    the admitted ids, no torch op: 0.65 ms of torch ops per token before); any
+    other on their device, by an unpack and ``masked_fill``, decision for
+    decision the same (``test_masked_argmax_is_the_same_on_both_paths``)."""
     native = kernels.load()
-    view = None if native is None else cpu_float32(logits)
-    if native is not None and view is not None:
-        choice: int | None = native.masked_argmax(view.reshape(-1), row)
-        return choice
+    if native is not None:
+        try:
+            choice: int | None = native.masked_argmax(logits, row)
+            return choice
+        except TypeError:  # logits the kernels do not read (another device or dtype)
+            pass
     words = torch.frombuffer(row, dtype=torch.int32)
     row_logits = logits.reshape(-1)
     allowed = unpack_bitmask(words.to(row_logits.device), row_logits.shape[-1])
