@@ -151,3 +151,14 @@ def test_a_lexicons_fingerprint_is_that_of_its_plain_value() -> None:
         {"NAME": [b"orders", b"users"]},
     )
     assert lexicon.fingerprint == fingerprint(plain)
+
+
+@given(st.lists(_values, max_size=8))
+def test_a_sequence_of_encoded_values_is_the_lists_encoding(items: list[object]) -> None:
+    """``Encoded.sequence`` joins its items' bytes into the list's own encoding
+    (``Grammar.fingerprint`` relies on it for its rules)."""
+    from grid_core.fingerprint import Encoded, canonical
+
+    joined = Encoded.sequence([Encoded(x) for x in items])
+    assert joined.data == canonical(list(items)) == canonical(tuple(items))
+    assert fingerprint(("tag", joined)) == fingerprint(("tag", list(items)))

@@ -1737,11 +1737,7 @@ impl Logits {
             }
         }
         let export = PyBuffer::<f32>::get(obj).map_err(|_| {
-            let kind = obj
-                .get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_default();
+            let kind = type_name(obj);
             PyTypeError::new_err(format!(
                 "the logits must be a buffer of float32 or a torch.Tensor, not {kind}"
             ))
@@ -1814,15 +1810,19 @@ impl Logits {
     }
 }
 
+/// The name of `obj`'s type, for an error message.
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_default()
+}
+
 /// The int32 bitmask buffer of the functions below, C-contiguous (errors
 /// name what was passed).
 fn mask_buffer(bitmask: &Bound<'_, PyAny>) -> PyResult<PyBuffer<i32>> {
     let words = PyBuffer::<i32>::get(bitmask).map_err(|_| {
-        let kind = bitmask
-            .get_type()
-            .name()
-            .map(|n| n.to_string())
-            .unwrap_or_default();
+        let kind = type_name(bitmask);
         PyTypeError::new_err(format!("the bitmask must be a buffer of int32, not {kind}"))
     })?;
     if !words.is_c_contiguous() {

@@ -194,7 +194,7 @@ class Grammar:
     def fingerprint(self) -> str:
         # fingerprint(("grid.grammar.v1", start, terminals' fields, [(origin, expansion)...]))
         prefix = _fingerprint_prefix(self.start, self.terminals)
-        return prefix.fingerprint([r.encoded for r in self.rules])
+        return prefix.fingerprint(Encoded.sequence([r.encoded for r in self.rules]))
 
     # -- pipeline ------------------------------------------------------------
 

@@ -436,8 +436,8 @@ def apply_token_bitmask(
     exit_row: Buffer | None = None,
 ) -> None:
     """Set every logit whose token ``bitmask`` does not admit to -inf, in place
-    (the GIL released for a buffer): ``logits`` (*logits*, see the module header; writable)
-    shaped ``(width,)`` or ``(batch, width)``, ``bitmask`` an int32 buffer
+    (the GIL released for a buffer): ``logits`` writable *logits* (module
+    header) shaped ``(width,)`` or ``(batch, width)``, ``bitmask`` an int32 buffer
     shaped ``(n_words,)`` or ``(batch, n_words)`` with as many rows. Columns at
     or past ``32 * n_words`` are blocked; admitted logits are left bit for bit.
 
