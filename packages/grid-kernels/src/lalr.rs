@@ -82,6 +82,41 @@ impl Sets {
     }
 }
 
+/// Lists of items stored end to end: list `k` is `get(k)`.
+struct Flat {
+    items: Vec<u32>,
+    start: Vec<usize>,
+}
+
+impl Flat {
+    fn new() -> Self {
+        Self {
+            items: Vec::new(),
+            start: vec![0],
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.start.len() - 1
+    }
+
+    fn get(&self, k: usize) -> &[u32] {
+        &self.items[self.start[k]..self.start[k + 1]]
+    }
+
+    fn push(&mut self, list: &[u32]) {
+        self.items.extend_from_slice(list);
+        self.start.push(self.items.len());
+    }
+
+    /// Append one list: `first`'s items, then `more`'s.
+    fn push_two(&mut self, first: &[u32], more: &[u32]) {
+        self.items.extend_from_slice(first);
+        self.items.extend_from_slice(more);
+        self.start.push(self.items.len());
+    }
+}
+
 /// Build the tables of a grammar with `t` terminals and `n` nonterminals
 /// whose rule `r` is `lhs[r] -> rhs[r]`. Preconditions (checked by
 /// grid-core): every symbol is in range and is not `$END`; rule 0 is the
@@ -143,12 +178,14 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
         })
         .collect();
 
-    // The LR(0) automaton, breadth first.
-    let mut kernels: Vec<Vec<u32>> = vec![vec![item_base[0] as u32]];
-    let mut closures: Vec<Vec<u32>> = Vec::new();
+    // The LR(0) automaton, breadth first. Kernels and closures are stored
+    // flat: state `s`'s items are `items[start[s]..start[s + 1]]`.
+    let mut kernels = Flat::new();
+    kernels.push(&[item_base[0] as u32]);
+    let mut closures = Flat::new();
     let mut trans: Vec<Vec<(u32, u32)>> = Vec::new();
     let mut index: FxMap<Vec<u32>, u32> = FxMap::default();
-    index.insert(kernels[0].clone(), 0);
+    index.insert(kernels.get(0).to_vec(), 0);
     // The successor items of the state being closed, by the symbol after the
     // dot (`succ_of[x]`), and the symbols met, in order.
     let mut succ_of: Vec<Vec<u32>> = vec![Vec::new(); t + 1 + n];
@@ -158,7 +195,7 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
     let (mut nts, mut added): (Vec<usize>, Vec<u32>) = (Vec::new(), Vec::new());
     let mut s = 0;
     while s < kernels.len() {
-        let kernel = &kernels[s];
+        let kernel = kernels.get(s);
         nts.clear();
         nts.extend(
             kernel
@@ -168,15 +205,14 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
         );
         nts.sort_unstable();
         nts.dedup();
-        let mut closure = kernel.clone();
+        added.clear();
         if !nts.is_empty() {
-            added.clear();
             added.extend(nts.iter().flat_map(|&a| closure_items[a].iter().copied()));
             added.sort_unstable();
             added.dedup();
-            closure.extend_from_slice(&added);
         }
-        for &i in &closure {
+        closures.push_two(kernel, &added);
+        for &i in closures.get(s) {
             let x = item_next[i as usize];
             if x >= 0 {
                 let succ = &mut succ_of[x as usize];
@@ -196,14 +232,13 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
                 None => {
                     let target = kernels.len() as u32;
                     index.insert(succ.clone(), target);
-                    kernels.push(succ.clone());
+                    kernels.push(succ);
                     target
                 }
             };
             succ.clear(); // keeps its capacity for the next state
             row.push((x, target));
         }
-        closures.push(closure);
         trans.push(row);
         s += 1;
     }
@@ -236,12 +271,12 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
     let words = (t + 1).div_ceil(64).max(1);
     let mut nt_from: Vec<usize> = Vec::new();
     let mut nt_sym: Vec<u32> = Vec::new();
-    // nt_index[p * n + A]: the transition (p, A) (usize::MAX: none).
-    let mut nt_index: Vec<usize> = vec![usize::MAX; trans.len() * n];
+    // nt_index[p * n + A]: the transition (p, A) (u32::MAX: none).
+    let mut nt_index: Vec<u32> = vec![u32::MAX; trans.len() * n];
     for (p, row) in trans.iter().enumerate() {
         for &(x, _) in row {
             if is_nt(x) {
-                nt_index[p * n + sym_nt(x)] = nt_from.len();
+                nt_index[p * n + sym_nt(x)] = nt_from.len() as u32;
                 nt_from.push(p);
                 nt_sym.push(x);
             }
@@ -249,7 +284,7 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
     }
     let start_sym = (t + 1) as u32 + lhs[0];
     let virtual_ = nt_from.len();
-    nt_index[sym_nt(start_sym)] = virtual_;
+    nt_index[sym_nt(start_sym)] = virtual_ as u32;
     nt_from.push(0);
     nt_sym.push(start_sym);
     let n_trans = nt_from.len();
@@ -262,7 +297,7 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
             if (c as usize) < t {
                 direct.insert(x, c as usize);
             } else if is_nt(c) && nullable[c as usize] {
-                reads[x].push(nt_index[q * n + sym_nt(c)]);
+                reads[x].push(nt_index[q * n + sym_nt(c)] as usize);
             }
         }
     }
@@ -287,7 +322,7 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
             for i in (0..body.len()).rev() {
                 let y = body[i];
                 if is_nt(y) {
-                    includes[nt_index[path[i] * n + sym_nt(y)]].push(x);
+                    includes[nt_index[path[i] * n + sym_nt(y)] as usize].push(x);
                 }
                 if !nullable[y as usize] {
                     break;
@@ -299,14 +334,18 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
 
     // The reductions.
     let mut mask = vec![0u64; words];
-    for (s, closure) in closures.iter().enumerate() {
-        let mut complete: Vec<usize> = closure
-            .iter()
-            .filter(|&&i| item_next[i as usize] < 0)
-            .map(|&i| item_rule[i as usize])
-            .collect();
+    let mut complete: Vec<usize> = Vec::new();
+    for s in 0..n_states {
+        let closure = closures.get(s);
+        complete.clear();
+        complete.extend(
+            closure
+                .iter()
+                .filter(|&&i| item_next[i as usize] < 0)
+                .map(|&i| item_rule[i as usize]),
+        );
         complete.sort_unstable();
-        for r in complete {
+        for &r in &complete {
             mask.fill(0);
             for &x in lookback.get(&(s, r)).map_or(&[][..], |v| &v[..]) {
                 for (m, f) in mask.iter_mut().zip(follow.row(x)) {
@@ -348,8 +387,8 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
     }
     let mut kernel_start = vec![0i32];
     let (mut kernel_rule, mut kernel_dot) = (Vec::new(), Vec::new());
-    for kernel in &kernels {
-        for &i in kernel {
+    for s in 0..n_states {
+        for &i in kernels.get(s) {
             let r = item_rule[i as usize];
             kernel_rule.push(r as i32);
             kernel_dot.push((i as usize - item_base[r]) as i32);
@@ -377,15 +416,19 @@ fn digraph(relation: &[Vec<usize>], base: Sets) -> Sets {
     let mut depth = vec![0usize; n];
     let done = n + 1;
     let mut stack: Vec<usize> = Vec::new();
+    // The open nodes of the depth-first walk, their stack heights and edge
+    // cursors (reused from root to root).
+    let (mut work, mut heights, mut cursor): (Vec<usize>, Vec<usize>, Vec<usize>) =
+        (Vec::new(), Vec::new(), Vec::new());
     for root in 0..n {
         if depth[root] != 0 {
             continue;
         }
         stack.push(root);
         depth[root] = stack.len();
-        let mut work = vec![root];
-        let mut heights = vec![stack.len()];
-        let mut cursor = vec![0usize];
+        work.push(root);
+        heights.push(stack.len());
+        cursor.push(0);
         while let Some(&x) = work.last() {
             let i = *cursor.last().expect("one cursor per open node");
             if let Some(&y) = relation[x].get(i) {
