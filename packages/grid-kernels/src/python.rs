@@ -49,6 +49,13 @@ use crate::trie::{RawTrie, Trie};
 
 create_exception!(
     _native,
+    LogitsError,
+    PyTypeError,
+    "Logits the kernels do not read (another device, dtype or layout; a tensor that needs grad): the caller may mask them with its framework instead."
+);
+
+create_exception!(
+    _native,
     SessionError,
     PyValueError,
     "A session driven against its contract (attributes step, token, reason, kind)."
@@ -1728,7 +1735,7 @@ impl Logits {
     /// float32, strided, C-contiguous, not requiring grad and without a lazy
     /// negation: what `Tensor.numpy()` would view, read through `data_ptr()`
     /// without making the array (about 20 us after a CPU forward pass). Else a
-    /// `TypeError` saying why.
+    /// `LogitsError` (a `TypeError`) saying why: the caller may use torch.
     fn of(obj: &Bound<'_, PyAny>, writable: bool) -> PyResult<Self> {
         let py = obj.py();
         if let Some(torch) = torch(py)? {
@@ -1738,7 +1745,7 @@ impl Logits {
         }
         let export = PyBuffer::<f32>::get(obj).map_err(|_| {
             let kind = type_name(obj);
-            PyTypeError::new_err(format!(
+            LogitsError::new_err(format!(
                 "the logits must be a buffer of float32 or a torch.Tensor, not {kind}"
             ))
         })?;
@@ -1761,7 +1768,7 @@ impl Logits {
     /// asked the rest (about 10 us of torch getters, each cold too).
     fn of_tensor(obj: &Bound<'_, PyAny>, torch: &Torch) -> PyResult<Self> {
         let py = obj.py();
-        let refuse = |why: &str| Err(PyTypeError::new_err(format!("a tensor {why}")));
+        let refuse = |why: &str| Err(LogitsError::new_err(format!("a tensor {why}")));
         let size = obj.getattr(intern!(py, "shape"))?; // a torch.Size: a tuple
         let shape = size
             .downcast::<PyTuple>()?
@@ -2170,6 +2177,7 @@ fn lexicon_trie<'py>(
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ABI_VERSION", crate::ABI_VERSION)?;
     m.add("SessionError", m.py().get_type::<SessionError>())?;
+    m.add("LogitsError", m.py().get_type::<LogitsError>())?;
     m.add_class::<PyTrieTables>()?;
     m.add_class::<PyEngineTables>()?;
     m.add_class::<PyLexing>()?;

@@ -133,9 +133,9 @@ def test_the_kernels_read_only_contiguous_cpu_float32_tensors() -> None:
     """The kernels read a torch tensor in place (``data_ptr``, no numpy view) when
     it is a CPU float32 strided contiguous ``torch.Tensor`` that needs no grad and
     has no lazy negation: masking writes through to the tensor. Every other
-    tensor is refused with ``TypeError`` before anything is read or written (the
-    callers then take the torch path); a lazily negated view written in place
-    would read -inf back as +inf."""
+    tensor is refused with ``LogitsError`` (a ``TypeError``) before anything is
+    read or written (the callers then take the torch path); a lazily negated
+    view written in place would read -inf back as +inf."""
     native = pytest.importorskip("grid_kernels")
     logits = torch.randn(2, 70)
     words = torch.zeros(2, 3, dtype=torch.int32)
@@ -170,11 +170,26 @@ def test_the_kernels_read_only_contiguous_cpu_float32_tensors() -> None:
 
     for name, tensor in others.items():
         before = dense(tensor) if name != "meta" else None
-        with pytest.raises(TypeError):
+        with pytest.raises(native.LogitsError):
             native.apply_token_bitmask(tensor, words.numpy())
-        with pytest.raises(TypeError):
+        with pytest.raises(native.LogitsError):
             native.first_argmax(tensor)
-        with pytest.raises(TypeError):
+        with pytest.raises(native.LogitsError):
             native.masked_argmax(tensor, words[0].numpy())
         if before is not None:
             assert torch.equal(dense(tensor), before), name
+
+
+def test_a_bad_mask_row_is_not_a_reason_to_take_the_torch_path() -> None:
+    """Only logits the kernels do not read send the greedy pick to torch: a mask
+    row that is not int32 raises, where torch would reinterpret its bytes as
+    int32 words (a different mask, silently). Fails if ``masked_argmax`` falls
+    back on any ``TypeError``."""
+    pytest.importorskip("grid_kernels")
+    from grid_serve.transformers import masked_argmax
+
+    logits = torch.tensor([0.0, 5.0, 1.0, 2.0])
+    assert masked_argmax(logits, array.array("i", [0b1101])) == 3
+    with pytest.raises(TypeError, match="int32") as raised:
+        masked_argmax(logits, array.array("d", [1.0]))
+    assert type(raised.value) is TypeError  # the kernels' bitmask error, not LogitsError

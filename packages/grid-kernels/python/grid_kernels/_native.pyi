@@ -14,7 +14,7 @@ float32 buffer (numpy), or a ``torch.Tensor`` (that class exactly) on the CPU,
 float32, strided, contiguous, not requiring grad and without a lazy negation,
 read through ``data_ptr()`` with the GIL held (no numpy view is made: after a
 CPU forward pass ``Tensor.numpy()`` costs about 20 µs cold). Any other object
-raises ``TypeError`` before anything is read or written.
+raises :class:`LogitsError` (a ``TypeError``) before anything is read or written.
 """
 
 from collections.abc import Sequence
@@ -29,6 +29,7 @@ __all__ = [
     "Entry",
     "EventTables",
     "Lexing",
+    "LogitsError",
     "Parsing",
     "RemoteWalks",
     "Reserve",
@@ -304,6 +305,12 @@ class Entry:
     @property
     def classes(self) -> list[tuple[int, int]]:
         """The CD verdict classes ``(terminal, entries)``, in order of first appearance."""
+
+class LogitsError(TypeError):
+    """*Logits* the kernels do not read (module header): another device, dtype
+    or layout, a tensor that needs grad, not a buffer of float32. Raised before
+    anything is read or written; the caller may mask them with its framework.
+    Any other mistake (a bad bitmask) raises as usual."""
 
 class SessionError(ValueError):
     """A session driven against its contract: a token outside the vocabulary

@@ -78,7 +78,7 @@ def apply_bitmask_(logits: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
         try:  # the kernels read CPU float32 tensors in place (no torch op)
             native.apply_token_bitmask(logits, words.numpy())
             return logits
-        except TypeError:  # logits they do not read: another device, dtype or layout
+        except native.LogitsError:  # logits they do not read: another device, dtype or layout
             pass
     allowed = unpack_bitmask(words.to(logits.device, non_blocking=True), logits.shape[-1])
     return logits.masked_fill_(allowed.logical_not_(), float("-inf"))

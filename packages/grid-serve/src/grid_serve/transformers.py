@@ -215,9 +215,11 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         self._applier = None
         """The kernels' masking of CPU float32 logits with these rows (the exit
         intent included when ``stop_on_exit``), or None without the kernels."""
+        self._logits_error: type[Exception] = TypeError  # the kernels' LogitsError
         if native is not None:
             exit_args = (self._eos_id, self._eos_words) if stop_on_exit else ()
             self._applier = native.BitmaskApplier(self._words, *exit_args)
+            self._logits_error = native.LogitsError
         self._finished = False
         self.mask_seconds = 0.0
         """Wall time the calls spent computing and applying masks (what
@@ -389,17 +391,16 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             return False
         try:
             self._applier.apply(scores)
-        except TypeError:
+        except self._logits_error:  # logits the kernels do not read
             return False
         return True
 
     def _exit_intent(self, scores: torch.Tensor) -> None:
         """EOS only on each filled row where EOS is legal and the model's own top
-        token (before masking) is one the mask refuses (module header); ``logits``
-        is the scores' numpy view (CPU float32) or None. The kernels' fast path
-        (``apply_token_bitmask`` with ``exit_token``) decides the same for every
-        row: a row not filled holds the EOS-only row already, which that rule
-        leaves as it is."""
+        token (before masking) is one the mask refuses (module header). The
+        kernels' fast path (``apply_token_bitmask`` with ``exit_token``) decides
+        the same for every row: a row not filled holds the EOS-only row already,
+        which that rule leaves as it is."""
         eos = self._eos_id
         words = self._words
         for i, row in enumerate(self._rows):
@@ -777,7 +778,7 @@ def _top(logits: torch.Tensor) -> int:
     if native is not None:
         try:
             top: int | None = native.first_argmax(logits)  # over all its elements: one row
-        except TypeError:  # logits the kernels do not read (another device or dtype)
+        except native.LogitsError:  # logits the kernels do not read (another device or dtype)
             top = None
         if top is not None:
             return top
@@ -798,7 +799,7 @@ def masked_argmax(logits: torch.Tensor, row: Any) -> int | None:
         try:
             choice: int | None = native.masked_argmax(logits, row)
             return choice
-        except TypeError:  # logits the kernels do not read (another device or dtype)
+        except native.LogitsError:  # logits the kernels do not read (another device or dtype)
             pass
     words = torch.frombuffer(row, dtype=torch.int32)
     row_logits = logits.reshape(-1)
