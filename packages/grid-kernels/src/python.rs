@@ -1756,11 +1756,20 @@ impl Logits {
             return Err(PyTypeError::new_err("the logits buffer is read-only"));
         }
         let (addr, shape) = (export.buf_ptr() as usize, export.shape().to_vec());
-        Ok(Self {
+        Self::aligned(Self {
             export: Some(export),
             addr,
             shape,
         })
+    }
+
+    /// `self`, unless its address is not 4-byte aligned (a slice over it
+    /// needs one even when empty).
+    fn aligned(self) -> PyResult<Self> {
+        if !self.addr.is_multiple_of(4) {
+            return Err(PyValueError::new_err("the logits must be 4-byte aligned"));
+        }
+        Ok(self)
     }
 
     /// The tensor's address and shape come first: its memory, usually cold
@@ -1805,7 +1814,7 @@ impl Logits {
         {
             return refuse("not contiguous, or with a lazy negation");
         }
-        Ok(Self {
+        Self::aligned(Self {
             export: None,
             addr,
             shape,
@@ -1825,8 +1834,8 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .unwrap_or_default()
 }
 
-/// The int32 bitmask buffer of the functions below, C-contiguous (errors
-/// name what was passed).
+/// The int32 bitmask buffer of the functions below, C-contiguous and 4-byte
+/// aligned (errors name what was passed).
 fn mask_buffer(bitmask: &Bound<'_, PyAny>) -> PyResult<PyBuffer<i32>> {
     let words = PyBuffer::<i32>::get(bitmask).map_err(|_| {
         let kind = type_name(bitmask);
@@ -1834,6 +1843,9 @@ fn mask_buffer(bitmask: &Bound<'_, PyAny>) -> PyResult<PyBuffer<i32>> {
     })?;
     if !words.is_c_contiguous() {
         return Err(PyValueError::new_err("the bitmask must be C-contiguous"));
+    }
+    if !(words.buf_ptr() as usize).is_multiple_of(4) {
+        return Err(PyValueError::new_err("the bitmask must be 4-byte aligned"));
     }
     Ok(words)
 }
@@ -1915,10 +1927,6 @@ fn apply_in_place(
     }
     if rows == 0 || width == 0 {
         return Ok(());
-    }
-    let aligned = |p: usize, a: usize| p.is_multiple_of(a);
-    if !aligned(scores.addr, 4) || !aligned(words.buf_ptr() as usize, 4) {
-        return Err(PyValueError::new_err("the buffers must be 4-byte aligned"));
     }
     let (out, mask) = (scores.addr, words.buf_ptr() as usize);
     with_logits(py, scores, || {
@@ -2017,11 +2025,10 @@ fn masked_argmax(
 ) -> PyResult<Option<usize>> {
     let scores = Logits::of(logits, false)?;
     let words = mask_buffer(bitmask)?;
-    let aligned = |p: usize| p.is_multiple_of(4);
-    if !aligned(scores.addr) || !aligned(words.buf_ptr() as usize) {
-        return Err(PyValueError::new_err("the buffers must be 4-byte aligned"));
-    }
     let (width, n_words) = (scores.len(), words.item_count());
+    if width == 0 || n_words == 0 {
+        return Ok(None); // nothing admitted (an empty tensor's address may be null)
+    }
     let (row, mask) = (scores.addr, words.buf_ptr() as usize);
     Ok(with_logits(py, &scores, || {
         // SAFETY: C-contiguous, aligned memory of `width` float32 and an
@@ -2043,9 +2050,6 @@ fn first_argmax(py: Python<'_>, logits: &Bound<'_, PyAny>) -> PyResult<Option<us
     let (width, row) = (scores.len(), scores.addr);
     if width == 0 {
         return Ok(None);
-    }
-    if !row.is_multiple_of(4) {
-        return Err(PyValueError::new_err("the logits must be 4-byte aligned"));
     }
     Ok(Some(with_logits(py, &scores, || {
         // SAFETY: C-contiguous, aligned memory of `width` float32, alive
