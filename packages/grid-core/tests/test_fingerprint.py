@@ -162,3 +162,13 @@ def test_a_sequence_of_encoded_values_is_the_lists_encoding(items: list[object])
     joined = Encoded.sequence([Encoded(x) for x in items])
     assert joined.data == canonical(list(items)) == canonical(tuple(items))
     assert fingerprint(("tag", joined)) == fingerprint(("tag", list(items)))
+
+
+@given(st.lists(st.binary(max_size=300), max_size=12))
+def test_byte_strings_are_the_lists_encoding(items: list[bytes]) -> None:
+    """``Encoded.byte_strings`` writes a list of bytes as ``canonical`` does, words
+    of 256 bytes and more and the empty word included (``lexicon_fingerprint``
+    relies on it for its word lists)."""
+    from grid_core.fingerprint import Encoded
+
+    assert Encoded.byte_strings(items).data == canonical(items) == canonical(tuple(items))

@@ -286,8 +286,8 @@ def test_build_lalr_takes_the_kernels_tables_when_loaded(
     calls: list[tuple[Any, ...]] = []
 
     class Native:
-        def lalr_tables(self, t: int, n: int, lhs: Any, rhs: Any) -> Any:
-            calls.append((t, n, list(lhs), [tuple(b) for b in rhs]))
+        def lalr_tables(self, t: int, n: int, lhs: Any, rhs_start: Any, rhs: Any) -> Any:
+            calls.append((t, n, list(lhs), list(rhs_start), list(rhs)))
             arrays = [py.action, py.goto, py.state_symbol]
             arrays += [py.kernel_start, py.kernel_rule, py.kernel_dot]
             return None, (py.n_states, *(_le_bytes(a) for a in arrays), parsing)
@@ -295,6 +295,6 @@ def test_build_lalr_takes_the_kernels_tables_when_loaded(
     parsing = object()  # the kernels' Parsing of the tables, kept as given
     monkeypatch.setattr(kernels, "load", Native)
     got = build_lalr(*PAIRS)
-    assert calls == [(1, 2, [1, 0, 0], [(2,), (0,), (0, 2)])]
+    assert calls == [(1, 2, [1, 0, 0], [0, 1, 2, 4], [2, 0, 0, 2])]
     assert got.fingerprint == py.fingerprint
     assert got.native is parsing

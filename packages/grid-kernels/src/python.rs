@@ -1438,31 +1438,48 @@ fn fill_next_token_bitmasks(
 }
 
 /// grid-core's `build_lalr` automaton (`crate::lalr::build`), the GIL
-/// released: `rule_lhs[r] -> rule_rhs[r]` over `n_terminals` terminals and
-/// `n_nonterminals` nonterminals (symbol ids as grid-core numbers them; rule 0
-/// the augmented start rule). Returns `(None, (n_states, action, goto,
-/// state_symbol, kernel_start, kernel_rule, kernel_dot, parsing))`, the arrays
-/// as little-endian int32 bytes and `parsing` the [`PyParsing`] of those tables
-/// (built from them here, not read back from Python), or `((kind, state,
-/// symbol, first_item, reduce_item), None)` at the first conflict (kind
-/// `"shift/reduce"` or `"reduce/reduce"`). A symbol out of range is a
-/// `ValueError`.
+/// released: rule `r` is `rule_lhs[r] -> rhs[rhs_start[r]..rhs_start[r + 1]]`
+/// (grid-core's `RuleArrays`, int32 buffers or sequences of ints) over
+/// `n_terminals` terminals and `n_nonterminals` nonterminals (symbol ids as
+/// grid-core numbers them; rule 0 the augmented start rule). Returns `(None,
+/// (n_states, action, goto, state_symbol, kernel_start, kernel_rule,
+/// kernel_dot, parsing))`, the arrays as little-endian int32 bytes and
+/// `parsing` the [`PyParsing`] of those tables (built from them here, not read
+/// back from Python), or `((kind, state, symbol, first_item, reduce_item),
+/// None)` at the first conflict (kind `"shift/reduce"` or `"reduce/reduce"`).
+/// A symbol out of range, or offsets that do not delimit one right-hand side
+/// per rule, is a `ValueError`.
 #[pyfunction]
 fn lalr_tables<'py>(
     py: Python<'py>,
     n_terminals: usize,
     n_nonterminals: usize,
-    rule_lhs: Vec<u32>,
-    rule_rhs: Vec<Vec<u32>>,
+    rule_lhs: &Bound<'py, PyAny>,
+    rhs_start: &Bound<'py, PyAny>,
+    rhs: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyTuple>> {
     let (t, n) = (n_terminals, n_nonterminals);
-    if rule_lhs.is_empty() || rule_lhs.len() != rule_rhs.len() {
+    let rule_lhs: Vec<u32> = ints(rule_lhs, "rule_lhs")?;
+    let rhs_start: Vec<usize> = ints(rhs_start, "rhs_start")?;
+    let rhs: Vec<u32> = ints(rhs, "rhs")?;
+    if rule_lhs.is_empty()
+        || rhs_start.len() != rule_lhs.len() + 1
+        || rhs_start[0] != 0
+        || rhs_start[rule_lhs.len()] != rhs.len()
+        || rhs_start.windows(2).any(|w| w[0] > w[1])
+    {
         return Err(PyValueError::new_err(format!(
-            "{} left-hand sides for {} rules (at least the start rule)",
+            "{} left-hand sides, {} offsets for {} symbols: not one right-hand side \
+             per rule (at least the start rule)",
             rule_lhs.len(),
-            rule_rhs.len()
+            rhs_start.len(),
+            rhs.len()
         )));
     }
+    let rule_rhs: Vec<Vec<u32>> = rhs_start
+        .windows(2)
+        .map(|w| rhs[w[0]..w[1]].to_vec())
+        .collect();
     let start = rule_lhs[0];
     for (r, (&a, body)) in rule_lhs.iter().zip(&rule_rhs).enumerate() {
         let symbol_ok = |x: &u32| (*x as usize) < t || (t < *x as usize && (*x as usize) <= t + n);

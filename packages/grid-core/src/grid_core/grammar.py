@@ -26,10 +26,12 @@ sentence", so masks never lead to dead ends.
 from __future__ import annotations
 
 import re
+from array import array
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING
+from itertools import accumulate, chain
+from typing import TYPE_CHECKING, NamedTuple
 
 from lark.exceptions import GrammarError as LarkGrammarError
 from lark.exceptions import LarkError
@@ -103,8 +105,38 @@ class Terminal:
         )
 
 
+class TerminalSet(tuple[Terminal, ...]):
+    """A grammar's terminals, with what is derived from them alone computed once:
+    a dialect's projections and narrowings share one ``TerminalSet`` (``Grammar``
+    makes any tuple of terminals one), so their ids, pick order and hash (the
+    fingerprint memos key on it) are not recomputed per projection."""
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[TerminalSet], tuple[tuple[Terminal, ...]]]:
+        return TerminalSet, (tuple(self),)  # not the cached values: str hashes are per process
+
+    @cached_property
+    def _hash(self) -> int:
+        return tuple.__hash__(self)
+
+    @cached_property
+    def ids(self) -> dict[str, int]:
+        """Terminal name -> id (read only)."""
+        return {t.name: i for i, t in enumerate(self)}
+
+    @cached_property
+    def ignored(self) -> frozenset[int]:
+        return frozenset(i for i, t in enumerate(self) if t.ignored)
+
+    @cached_property
+    def pick_order(self) -> tuple[int, ...]:
+        return tuple(sorted(range(len(self)), key=lambda i: self[i].tie_key))
+
+
 @lru_cache(maxsize=32)
-def _fingerprint_prefix(start: str, terminals: tuple[Terminal, ...]) -> Prefix:
+def _fingerprint_prefix(start: str, terminals: TerminalSet) -> Prefix:
     """:attr:`Grammar.fingerprint` up to its rules, hashed once per start symbol and
     terminal set: a dialect's projections and narrowings keep its terminals (about
     100 KB of patterns)."""
@@ -140,6 +172,21 @@ def _spellable(name: str) -> str:
 _UNDEFINED = re.compile(r"(?:Rule|Terminal) '?([^' ]+)'? used but not defined \(in rule ([^)]+)\)")
 
 
+class _RuleIndex(NamedTuple):
+    """What reduction (:meth:`Grammar.project`) reads of a grammar's rules, by rule index."""
+
+    origins: tuple[str, ...]
+    bodies: tuple[tuple[str, ...], ...]
+    """The nonterminals of each expansion, in order."""
+    lengths: tuple[int, ...]
+    """``len(bodies[i])``."""
+    uses: dict[str, list[int]]
+    """Nonterminal -> the rules whose body has it, once per occurrence."""
+    by_origin: dict[str, list[int]]
+    leaves: tuple[int, ...]
+    """The rules whose body has no nonterminal."""
+
+
 @dataclass(frozen=True, eq=False)
 class Grammar:
     """An L1 grammar or a projection of it. Immutable; compare by ``fingerprint``.
@@ -150,13 +197,16 @@ class Grammar:
     """
 
     name: str
-    terminals: tuple[Terminal, ...]
+    terminals: TerminalSet
+    """Given as any tuple of terminals; kept as a :class:`TerminalSet`."""
     rules: tuple[Rule, ...]
     start: str
     _ids: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_ids", {t.name: i for i, t in enumerate(self.terminals)})
+        if type(self.terminals) is not TerminalSet:  # any tuple of terminals is taken
+            object.__setattr__(self, "terminals", TerminalSet(self.terminals))
+        object.__setattr__(self, "_ids", self.terminals.ids)
 
     # -- symbols -------------------------------------------------------------
 
@@ -181,14 +231,14 @@ class Grammar:
         names = dict.fromkeys([self.start, *(r.origin for r in self.rules)])
         return tuple(names)
 
-    @cached_property
+    @property
     def ignored(self) -> frozenset[int]:
-        return frozenset(i for i, t in enumerate(self.terminals) if t.ignored)
+        return self.terminals.ignored
 
-    @cached_property
+    @property
     def pick_order(self) -> tuple[int, ...]:
         """Terminal ids in the order the contextual pick tries them (:attr:`Terminal.tie_key`)."""
-        return tuple(sorted(range(self.n_terminals), key=lambda i: self.terminals[i].tie_key))
+        return self.terminals.pick_order
 
     @cached_property
     def fingerprint(self) -> str:
@@ -199,33 +249,51 @@ class Grammar:
     # -- pipeline ------------------------------------------------------------
 
     @cached_property
-    def _bodies(self) -> tuple[tuple[str, ...], ...]:
-        """Per rule, the nonterminals of its expansion in order (all that reduction
-        reads of a body); a projection inherits its rules' from its parent."""
+    def _lineage(self) -> tuple[Grammar, tuple[int, ...]]:
+        """The grammar this one was projected from, first of its line (its *root*),
+        and the indices there of this grammar's rules: a projection of a projection
+        is reduced over the root's :attr:`_rule_index`, built once."""
+        return self, tuple(range(len(self.rules)))
+
+    @cached_property
+    def _rule_index(self) -> _RuleIndex:
         ids = self._ids
-        return tuple(tuple(s for s in r.expansion if s not in ids) for r in self.rules)
+        bodies = [tuple(s for s in r.expansion if s not in ids) for r in self.rules]
+        uses: dict[str, list[int]] = {}
+        by_origin: dict[str, list[int]] = {}
+        for i, (r, body) in enumerate(zip(self.rules, bodies, strict=True)):
+            by_origin.setdefault(r.origin, []).append(i)
+            for s in body:
+                uses.setdefault(s, []).append(i)
+        return _RuleIndex(
+            origins=tuple(r.origin for r in self.rules),
+            bodies=tuple(bodies),
+            lengths=tuple(map(len, bodies)),
+            uses=uses,
+            by_origin=by_origin,
+            leaves=tuple(i for i, body in enumerate(bodies) if not body),
+        )
 
     def project(self, keep: Callable[[Rule], bool], role: str) -> Grammar:
         """L2: keep the rules ``keep`` selects, then make the grammar reduced.
 
         Raises :class:`EmptyLanguageError` naming ``role`` when nothing is left.
         """
-        every = self._bodies
-        kept = [i for i, r in enumerate(self.rules) if keep(r)]
-        rules = [self.rules[i] for i in kept]
-        bodies = [every[i] for i in kept]
+        root, where = self._lineage
+        index = root._rule_index
         # Generating symbols, the least fixpoint, in time linear in the rules: a
-        # rule's count is its occurrences of symbols not yet known to generate; a
-        # rule whose count reaches 0 has only generating symbols.
-        pending = [len(b) for b in bodies]
-        uses: dict[str, list[int]] = {}
-        for i, body in enumerate(bodies):
-            for s in body:
-                uses.setdefault(s, []).append(i)
+        # kept rule's count is its occurrences of symbols not yet known to generate
+        # (a rule not kept starts at -1, so it never reaches 0); a rule whose count
+        # reaches 0 has only generating symbols.
+        pending = [-1] * len(root.rules)
+        for i, r in zip(where, self.rules, strict=True):
+            if keep(r):
+                pending[i] = index.lengths[i]
+        origins, uses = index.origins, index.uses
         generating: set[str] = set()
-        ready = [i for i, n in enumerate(pending) if n == 0]
+        ready = [i for i in index.leaves if pending[i] == 0]
         while ready:
-            origin = rules[ready.pop()].origin
+            origin = origins[ready.pop()]
             if origin in generating:
                 continue
             generating.add(origin)
@@ -235,20 +303,17 @@ class Grammar:
                     ready.append(i)
         if self.start not in generating:
             raise EmptyLanguageError(role, f"start symbol {self.start!r} derives no sentence")
-        useful = [i for i, n in enumerate(pending) if n == 0]
-        by_origin: dict[str, list[int]] = {}
-        for i in useful:
-            by_origin.setdefault(rules[i].origin, []).append(i)
         reachable, todo = {self.start}, [self.start]
         while todo:
-            for i in by_origin.get(todo.pop(), ()):
-                for s in bodies[i]:
-                    if s not in reachable:
-                        reachable.add(s)
-                        todo.append(s)
-        useful = [i for i in useful if rules[i].origin in reachable]
-        out = Grammar(role, self.terminals, tuple(rules[i] for i in useful), self.start)
-        out.__dict__["_bodies"] = tuple(bodies[i] for i in useful)
+            for i in index.by_origin.get(todo.pop(), ()):
+                if pending[i] == 0:
+                    for s in index.bodies[i]:
+                        if s not in reachable:
+                            reachable.add(s)
+                            todo.append(s)
+        useful = tuple(i for i in where if pending[i] == 0 and origins[i] in reachable)
+        out = Grammar(role, self.terminals, tuple(root.rules[i] for i in useful), self.start)
+        out.__dict__["_lineage"] = (root, useful)
         return out
 
     def drop_terminals(self, names: Iterable[str], role: str) -> Grammar:
@@ -284,19 +349,22 @@ class Grammar:
         return (self.fingerprint, tuple(r.alias for r in self.rules))
 
     def _build_lalr(self) -> LalrTables:
-        from grid_core.lalr import build_lalr
+        from grid_core.lalr import RuleArrays, build_lalr
 
         nts = {n: i for i, n in enumerate(self.nonterminals)}
         t = self.n_terminals
-        start = len(nts)
         sym = dict(self._ids)  # symbol name -> id: terminals, then nonterminals after $END
         sym.update((n, t + 1 + i) for n, i in nts.items())
-        rules: list[tuple[int, tuple[int, ...]]] = [(start, (t + 1 + nts[self.start],))]
-        rules += [(nts[r.origin], tuple(map(sym.__getitem__, r.expansion))) for r in self.rules]
-        names = [*self.nonterminals, "$start"]
+        # Rule 0 is $start -> start; the rules' symbols are mapped in one pass (flat).
+        bodies = [r.expansion for r in self.rules]
+        rules = RuleArrays(
+            array("i", [len(nts), *map(nts.__getitem__, [r.origin for r in self.rules])]),
+            array("i", [0, *accumulate(map(len, bodies), initial=1)]),
+            array("i", [t + 1 + nts[self.start], *map(sym.__getitem__, chain(*bodies))]),
+        )
         return build_lalr(
             [x.name for x in self.terminals],
-            names,
+            [*self.nonterminals, "$start"],
             rules,
             ["$start", *(r.alias or r.origin for r in self.rules)],
         )
@@ -386,14 +454,12 @@ def _raw(c: str) -> str:
     return c if " " <= c <= "~" and c != "/" else f"\\x{ord(c):02x}" if ord(c) < 256 else c
 
 
-#: Cached properties of :class:`Grammar` that depend on its content only, not its
-#: name (what :meth:`Grammar.renamed` carries over).
+#: Cached properties of :class:`Grammar` that depend on its content (and lineage)
+#: only, not its name (what :meth:`Grammar.renamed` carries over).
 _CONTENT_DERIVED = (
     "fingerprint",
     "nonterminals",
-    "ignored",
-    "pick_order",
-    "_bodies",
+    "_lineage",
     "content_key",
 )
 
@@ -450,7 +516,7 @@ class GrammarText(str):
             if len(kept) == len(rules):
                 break
             rules = kept
-        grammar = Grammar(name, terminals, tuple(rules), start)
+        grammar = Grammar(name, TerminalSet(terminals), tuple(rules), start)
         grammar.check_invariants()
         return grammar
 
@@ -523,6 +589,6 @@ def load_grammar(text: str, name: str = "L1", start: str = "start") -> Grammar:
         )
         for r in lark_rules
     )
-    grammar = Grammar(name, terminals, rules, start)
+    grammar = Grammar(name, TerminalSet(terminals), rules, start)
     grammar.check_invariants()
     return grammar

@@ -69,17 +69,18 @@ Policy.
 from __future__ import annotations
 
 import functools
+import operator
 import sys
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import compress
+from itertools import accumulate, compress, pairwise
 from typing import Any, NamedTuple
 
 from grid_core.errors import GrammarError, LALRConflictError
 from grid_core.fingerprint import fingerprint as _fingerprint
 
-__all__ = ["END_NAME", "LalrTables", "build_lalr"]
+__all__ = ["END_NAME", "LalrTables", "RuleArrays", "build_lalr"]
 
 END_NAME = "$END"
 _FINGERPRINT_TAG = "grid-core/lalr-tables/1"
@@ -305,28 +306,53 @@ class LalrTables:
         )
 
 
+class RuleArrays(NamedTuple):
+    """Rules as flat ``array('i')``: rule ``r`` is ``lhs[r] -> rhs[rhs_start[r]:rhs_start[r + 1]]``
+    (what :func:`build_lalr` reads, and what :class:`LalrTables` keeps)."""
+
+    lhs: array[int]
+    rhs_start: array[int]
+    rhs: array[int]
+
+    @classmethod
+    def of(cls, rules: Sequence[tuple[int, Sequence[int]]]) -> RuleArrays:
+        """The arrays of ``(lhs, rhs)`` pairs."""
+        return cls(
+            array("i", [lhs for lhs, _ in rules]),
+            array("i", accumulate((len(body) for _, body in rules), initial=0)),
+            array("i", [x for _, body in rules for x in body]),
+        )
+
+
 def build_lalr(
     terminal_names: Sequence[str],
     nonterminal_names: Sequence[str],
-    rules: Sequence[tuple[int, tuple[int, ...]]],
+    rules: Sequence[tuple[int, tuple[int, ...]]] | RuleArrays,
     rule_names: Sequence[str] | None = None,
 ) -> LalrTables:
     """Build LALR(1) tables, or raise :class:`LALRConflictError` at the first conflict.
 
-    ``rules[r] = (lhs nonterminal index, rhs symbol ids)``; rule 0 must be the
-    augmented start rule, whose lhs appears in no other rule. ``rule_names`` are
-    optional display names (e.g. lark aliases), shown in conflict messages as
-    ``-> name`` when they differ from the lhs name. Malformed input raises
-    :class:`~grid_core.errors.GrammarError`.
+    ``rules[r] = (lhs nonterminal index, rhs symbol ids)``, or the same as
+    :class:`RuleArrays`; rule 0 must be the augmented start rule, whose lhs
+    appears in no other rule. ``rule_names`` are optional display names (e.g.
+    lark aliases), shown in conflict messages as ``-> name`` when they differ
+    from the lhs name. Malformed input raises :class:`~grid_core.errors.GrammarError`.
     """
+    if not isinstance(rules, RuleArrays):
+        rules = RuleArrays.of(rules)
     g = _Grammar(terminal_names, nonterminal_names, rules, rule_names)
     from grid_core import kernels  # the kernels module sits above this one
 
     native = kernels.load()
     if native is None:
+        g.validate()
         lr0 = _Lr0(g)
         return _tables(g, lr0, _lalr_lookaheads(g, lr0))
-    conflict, built = native.lalr_tables(g.t, g.n, g.lhs, g.rhs)
+    try:
+        conflict, built = native.lalr_tables(g.t, g.n, *rules)
+    except ValueError as e:  # the kernels' check: name what is wrong as grid-core does
+        g.validate()
+        raise GrammarError(f"malformed grammar: {e}") from None
     if conflict is not None:
         kind, state, symbol, first, reduce_item = conflict
         raise LALRConflictError(
@@ -355,49 +381,72 @@ class Items(NamedTuple):
 
 
 class _Grammar:
-    """Validated grammar with precomputed item tables, nullability and left corners."""
+    """A grammar with its item tables, nullability and left corners (each built on
+    first use). :meth:`validate` checks the rules; the kernels check them too, so
+    the native path runs it only to name what they refused."""
 
     def __init__(
         self,
         terminal_names: Sequence[str],
         nonterminal_names: Sequence[str],
-        rules: Sequence[tuple[int, tuple[int, ...]]],
+        rules: RuleArrays,
         rule_names: Sequence[str] | None,
     ) -> None:
         self.terminal_names = tuple(terminal_names)
         self.nonterminal_names = tuple(nonterminal_names)
         self.rule_names = None if rule_names is None else tuple(rule_names)
-        t = self.t = len(self.terminal_names)
-        n = self.n = len(self.nonterminal_names)
+        self.rules = rules
+        self.t = len(self.terminal_names)
+        self.n = len(self.nonterminal_names)
         names = (*self.terminal_names, END_NAME, *self.nonterminal_names)
         if len(set(names)) != len(names):
             dup = sorted({x for x in names if names.count(x) > 1})
             raise GrammarError(f"symbol names must be distinct (and not {END_NAME}): {dup}")
-        if not rules:
+        if not rules.lhs:
             raise GrammarError("a grammar needs at least the augmented start rule")
-        if self.rule_names is not None and len(self.rule_names) != len(rules):
-            raise GrammarError(f"{len(self.rule_names)} rule names for {len(rules)} rules")
-        self.lhs: list[int] = []
-        self.rhs: list[tuple[int, ...]] = []
-        for r, (lhs, body) in enumerate(rules):
-            if not 0 <= lhs < n:
-                raise GrammarError(f"rule {r}: lhs {lhs} is not a nonterminal index")
+        if self.rule_names is not None and len(self.rule_names) != len(rules.lhs):
+            raise GrammarError(f"{len(self.rule_names)} rule names for {len(rules.lhs)} rules")
+
+    def validate(self) -> None:
+        """Raise :class:`~grid_core.errors.GrammarError` for a left-hand side that is
+        no nonterminal, a right-hand side symbol out of range (or ``$END``), rule
+        arrays that do not line up, or a start rule whose lhs is used again."""
+        t, n, (lhs, start, rhs) = self.t, self.n, self.rules
+        if (
+            len(start) != len(lhs) + 1
+            or start[0] != 0
+            or start[-1] != len(rhs)
+            or any(a > b for a, b in pairwise(start))
+        ):
+            raise GrammarError(f"rhs_start does not delimit {len(lhs)} right-hand sides")
+        for r, body in enumerate(self.rhs):
+            if not 0 <= lhs[r] < n:
+                raise GrammarError(f"rule {r}: lhs {lhs[r]} is not a nonterminal index")
             for x in body:
                 if not (0 <= x < t or t < x <= t + n):
                     what = END_NAME if x == t else str(x)
                     raise GrammarError(f"rule {r}: rhs symbol {what} is out of range")
-            self.lhs.append(lhs)
-            self.rhs.append(tuple(body))
-        start = self.lhs[0]
-        for r in range(len(rules)):
-            if (r > 0 and self.lhs[r] == start) or t + 1 + start in self.rhs[r]:
+            if (r > 0 and lhs[r] == lhs[0]) or t + 1 + lhs[0] in body:
                 raise GrammarError(
                     f"rule 0 must be the augmented start rule, but its lhs "
-                    f"{self.nonterminal_names[start]} is used again in rule {r}"
+                    f"{self.nonterminal_names[lhs[0]]} is used again in rule {r}"
                 )
-        self.rules_by_lhs: list[list[int]] = [[] for _ in range(n)]
+
+    @functools.cached_property
+    def lhs(self) -> list[int]:
+        return self.rules.lhs.tolist()
+
+    @functools.cached_property
+    def rhs(self) -> list[tuple[int, ...]]:
+        rhs = self.rules.rhs
+        return [tuple(rhs[a:b]) for a, b in pairwise(self.rules.rhs_start)]
+
+    @functools.cached_property
+    def rules_by_lhs(self) -> list[list[int]]:
+        by_lhs: list[list[int]] = [[] for _ in range(self.n)]
         for r, lhs in enumerate(self.lhs):
-            self.rules_by_lhs[lhs].append(r)
+            by_lhs[lhs].append(r)
+        return by_lhs
 
     @functools.cached_property
     def items(self) -> Items:
@@ -702,20 +751,17 @@ def _assemble(
     """The tables of an automaton (built in Python or by the kernels, with their
     ``Parsing`` as ``native``), with the arrays read off the rules."""
     kernel_start, kernel_rule, kernel_dot = kernels
-    t, n = g.t, g.n
-    rule_rhs_start = array("i", [0])
-    for body in g.rhs:
-        rule_rhs_start.append(rule_rhs_start[-1] + len(body))
+    lhs, rhs_start, rhs = g.rules
     return LalrTables(
-        n_terminals=t,
-        n_nonterminals=n,
+        n_terminals=g.t,
+        n_nonterminals=g.n,
         n_states=n_states,
         action=action,
         goto=goto,
-        rule_lhs=array("i", g.lhs),
-        rule_len=array("i", [len(body) for body in g.rhs]),
-        rule_rhs_start=rule_rhs_start,
-        rule_rhs=array("i", [x for body in g.rhs for x in body]),
+        rule_lhs=lhs,
+        rule_len=array("i", map(operator.sub, rhs_start[1:], rhs_start)),
+        rule_rhs_start=rhs_start,
+        rule_rhs=rhs,
         state_symbol=state_symbol,
         kernel_start=kernel_start,
         kernel_rule=kernel_rule,

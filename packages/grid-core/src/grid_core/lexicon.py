@@ -27,8 +27,8 @@ from functools import cached_property, lru_cache
 
 from grid_core.dfa import ByteDFA
 from grid_core.errors import LexiconError
-from grid_core.fingerprint import Prefix
-from grid_core.grammar import Grammar, Terminal
+from grid_core.fingerprint import Encoded, Prefix
+from grid_core.grammar import Grammar, TerminalSet
 
 NO_NODE = -1
 
@@ -89,7 +89,7 @@ class Lexicon:
 
 
 @lru_cache(maxsize=16)
-def _fingerprint_prefix(terminals: tuple[Terminal, ...]) -> Prefix:
+def _fingerprint_prefix(terminals: TerminalSet) -> Prefix:
     """:func:`lexicon_fingerprint` up to its words, hashed once per terminal set:
     every lexicon of a dialect's projections fingerprints the same patterns."""
     return Prefix(3, "grid.lexicon.v1", [(t.name, t.pattern) for t in terminals])
@@ -104,13 +104,24 @@ def check_words(
     by_id: dict[int, frozenset[bytes]] = {}
     for name, ws in words.items():
         t = grammar.terminal_id(name)
-        for w in ws:
-            if not w:
-                raise LexiconError(w, name, "the empty word is not a lexeme")
-            if not dfa.matches(w, t):
-                raise LexiconError(w, name, f"not matched by the pattern of {name}")
         by_id[t] = frozenset(ws)
+        bad = _first_bad_word(dfa, t, by_id[t])
+        if bad == b"":
+            raise LexiconError(bad, name, "the empty word is not a lexeme")
+        if bad is not None:
+            raise LexiconError(bad, name, f"not matched by the pattern of {name}")
     return by_id
+
+
+@lru_cache(maxsize=256)
+def _first_bad_word(dfa: ByteDFA, terminal: int, words: frozenset[bytes]) -> bytes | None:
+    """The least word of ``words`` that is no lexeme of ``terminal`` (the empty word
+    first), or None. Remembered: a role's words are checked by its schema lexicon
+    and again by its engine, and a role rebuilt has the same words."""
+    for w in sorted(words):
+        if not w or not dfa.matches(w, terminal):
+            return w
+    return None
 
 
 def lexicon_fingerprint(grammar: Grammar, by_id: Mapping[int, Collection[bytes]]) -> str:
@@ -119,7 +130,7 @@ def lexicon_fingerprint(grammar: Grammar, by_id: Mapping[int, Collection[bytes]]
     # Keyed on the terminal set, not the grammar: one lexicon serves L1 and every projection.
     # fingerprint(("grid.lexicon.v1", [(name, pattern)...], {name: sorted words}))
     return _fingerprint_prefix(grammar.terminals).fingerprint(
-        {grammar.terminals[t].name: sorted(ws) for t, ws in by_id.items()}
+        {grammar.terminals[t].name: Encoded.byte_strings(sorted(ws)) for t, ws in by_id.items()}
     )
 
 

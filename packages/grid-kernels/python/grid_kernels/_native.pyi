@@ -480,7 +480,11 @@ def first_argmax(logits: object) -> int | None:
     as above every number (numpy's and torch's ``argmax``); None when empty."""
 
 def lalr_tables(
-    n_terminals: int, n_nonterminals: int, rule_lhs: list[int], rule_rhs: list[tuple[int, ...]]
+    n_terminals: int,
+    n_nonterminals: int,
+    rule_lhs: Sequence[int],
+    rhs_start: Sequence[int],
+    rhs: Sequence[int],
 ) -> tuple[
     tuple[str, int, int, int, int] | None,
     tuple[int, bytes, bytes, bytes, bytes, bytes, bytes, Parsing] | None,
@@ -489,9 +493,11 @@ def lalr_tables(
     ``(None, (n_states, action, goto, state_symbol, kernel_start, kernel_rule,
     kernel_dot, parsing))`` (little-endian int32 bytes, and the
     :class:`Parsing` of those tables, built from them natively), or ``((kind, state, symbol,
-    first_item, reduce_item), None)`` at the first conflict. Symbols are
-    numbered as grid-core numbers them (rule 0 the augmented start rule); one
-    out of range is a ``ValueError``."""
+    first_item, reduce_item), None)`` at the first conflict. Rule ``r`` is
+    ``rule_lhs[r] -> rhs[rhs_start[r]:rhs_start[r + 1]]`` (grid-core's
+    ``RuleArrays``); symbols are numbered as grid-core numbers them (rule 0 the
+    augmented start rule). A symbol out of range, or offsets that do not
+    delimit one right-hand side per rule, is a ``ValueError``."""
 
 def lexicon_trie(
     words: Sequence[tuple[int, Sequence[bytes]]], n_terminals: int

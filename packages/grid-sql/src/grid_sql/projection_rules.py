@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from types import MappingProxyType
 
 from grid_core.grammar import Grammar, Rule
@@ -53,7 +54,11 @@ class ProjectionRules:
     requirements: tuple[tuple[Cut, frozenset[str]], ...] = ()
     """Productions that also need the given verbs."""
 
-    def __hash__(self) -> int:  # a Dialect holding these rules is hashed
+    def __hash__(self) -> int:  # a Dialect holding these rules is hashed (memo keys)
+        return self._hash
+
+    @cached_property
+    def _hash(self) -> int:
         return hash(
             (
                 self.statement,
