@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from grid_core.dfa import ByteDFA, build_union_dfa
 from grid_core.errors import EmptyLanguageError, LALRConflictError, UndefinedSymbolError
-from grid_core.grammar import Grammar, Rule, Terminal, load_grammar
+from grid_core.grammar import Grammar, Rule, Terminal, TerminalSet, load_grammar
 
 CRUD = (Path(__file__).parent / "grammars" / "crud.lark").read_text()
 
@@ -167,18 +168,36 @@ def test_projection_reduces_like_the_naive_fixpoints(
 ) -> None:
     """Grammar.project's linear-time generating and reachable sets give the rules the
     naive fixpoints give, in the same order (cycles, unproductive and unreachable
-    rules, rules the projection drops)."""
+    rules, rules the projection drops), and so does a projection of that
+    projection (reduced over the first grammar's rule index, not its own)."""
     terminals = (Terminal("X", "x", 0, False), Terminal("Y", "y", 0, False))
     rules = tuple(Rule(o, tuple(e)) for o, e in productions)
     g = Grammar("g", terminals, rules, "start")
-    keep = [data.draw(st.booleans()) for _ in rules]
-    kept = {id(r) for r, k in zip(rules, keep, strict=True) if k}
-    expected = _reduced_by_fixpoint(g, [r for r in rules if id(r) in kept])
-    if expected is None:
-        with pytest.raises(EmptyLanguageError):
-            g.project(lambda r: id(r) in kept, "role")
-        return
-    assert g.project(lambda r: id(r) in kept, "role").rules == expected
+    for level in ("role", "narrow"):
+        keep = [data.draw(st.booleans()) for _ in g.rules]
+        kept = {id(r) for r, k in zip(g.rules, keep, strict=True) if k}
+        expected = _reduced_by_fixpoint(g, [r for r in g.rules if id(r) in kept])
+        if expected is None:
+            with pytest.raises(EmptyLanguageError):
+                g.project(lambda r, kept=kept: id(r) in kept, level)
+            return
+        g = g.project(lambda r, kept=kept: id(r) in kept, level)
+        assert g.rules == expected
+        assert all(x is y for x, y in zip(g.rules, expected, strict=True))
+
+
+def test_a_grammars_terminals_are_one_terminal_set(crud: Grammar) -> None:
+    """Any tuple of terminals becomes a ``TerminalSet`` that hashes and compares as
+    the tuple (memos key on it) and pickles without its per-process hash; its
+    projections share it."""
+    plain = tuple(crud.terminals)
+    g = Grammar("g", plain, crud.rules, crud.start)
+    assert type(g.terminals) is TerminalSet and g.terminals == plain
+    assert hash(g.terminals) == hash(plain) and g.terminal_id(plain[3].name) == 3
+    assert crud.drop_terminals(["INSERT"], "analyst").terminals is crud.terminals
+    copy = pickle.loads(pickle.dumps(crud.terminals))
+    assert type(copy) is TerminalSet and copy == crud.terminals
+    assert "_hash" not in copy.__dict__ and hash(copy) == hash(plain)
 
 
 def test_shiftable_by_columns_is_the_union_of_the_rows(crud: Grammar) -> None:
