@@ -352,7 +352,7 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
                     *m |= f;
                 }
             }
-            for col in (0..w).filter(|&c| mask[c / 64] >> (c % 64) & 1 == 1) {
+            for col in set_bits(&mask) {
                 let cell = action[s * w + col];
                 if cell == 0 {
                     action[s * w + col] = -(r as i32) - 1;
@@ -403,6 +403,19 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
         kernel_start,
         kernel_rule,
         kernel_dot,
+    })
+}
+
+/// The positions of the set bits of `words` (bit `c % 64` of word `c / 64`),
+/// in increasing order.
+fn set_bits(words: &[u64]) -> impl Iterator<Item = usize> + '_ {
+    words.iter().enumerate().flat_map(|(k, &word)| {
+        let mut rest = word;
+        std::iter::from_fn(move || {
+            let bit = (rest != 0).then(|| rest.trailing_zeros() as usize)?;
+            rest &= rest - 1;
+            Some(k * 64 + bit)
+        })
     })
 }
 
@@ -469,6 +482,16 @@ fn digraph(relation: &[Vec<usize>], base: Sets) -> Sets {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn set_bits_lists_each_set_bit_in_order() {
+        let words = [0b1001u64, 0, 1 << 63 | 1];
+        let got: Vec<usize> = set_bits(&words).collect();
+        assert_eq!(got, vec![0, 3, 128, 191]);
+        assert_eq!(set_bits(&[0, 0]).count(), 0);
+        let all: Vec<usize> = set_bits(&[u64::MAX]).collect();
+        assert_eq!(all, (0..64).collect::<Vec<_>>());
+    }
 
     /// `S' -> S; S -> S a | b` (t = 2: a, b; n = 2: S', S).
     #[test]
