@@ -75,6 +75,14 @@ impl Sets {
         }
     }
 
+    /// Row `into` |= `row` (a row of other sets as wide).
+    fn or_from(&mut self, into: usize, row: &[u64]) {
+        let w = self.words;
+        for (m, f) in self.bits[into * w..(into + 1) * w].iter_mut().zip(row) {
+            *m |= f;
+        }
+    }
+
     /// Row `into` = row `from`.
     fn copy_row(&mut self, into: usize, from: usize) {
         let w = self.words;
@@ -83,12 +91,12 @@ impl Sets {
 }
 
 /// Lists of items stored end to end: list `k` is `get(k)`.
-struct Flat {
-    items: Vec<u32>,
+struct Flat<T = u32> {
+    items: Vec<T>,
     start: Vec<usize>,
 }
 
-impl Flat {
+impl<T: Copy> Flat<T> {
     fn new() -> Self {
         Self {
             items: Vec::new(),
@@ -96,23 +104,51 @@ impl Flat {
         }
     }
 
+    /// `n` lists: list `k` has the values of the pairs `(k, value)`, in the
+    /// order of `pairs` (a counting sort).
+    fn grouped(n: usize, pairs: &[(u32, T)]) -> Self {
+        let mut start = vec![0usize; n + 1];
+        for &(k, _) in pairs {
+            start[k as usize + 1] += 1;
+        }
+        for k in 0..n {
+            start[k + 1] += start[k];
+        }
+        let mut next = start.clone();
+        let mut items = Vec::with_capacity(pairs.len());
+        // Every slot is written once below; the first pair's value fills it first.
+        if let Some(&(_, first)) = pairs.first() {
+            items.resize(pairs.len(), first);
+        }
+        for &(k, value) in pairs {
+            items[next[k as usize]] = value;
+            next[k as usize] += 1;
+        }
+        Self { items, start }
+    }
+
     fn len(&self) -> usize {
         self.start.len() - 1
     }
 
-    fn get(&self, k: usize) -> &[u32] {
+    fn get(&self, k: usize) -> &[T] {
         &self.items[self.start[k]..self.start[k + 1]]
     }
 
-    fn push(&mut self, list: &[u32]) {
+    fn push(&mut self, list: &[T]) {
         self.items.extend_from_slice(list);
         self.start.push(self.items.len());
     }
 
     /// Append one list: `first`'s items, then `more`'s.
-    fn push_two(&mut self, first: &[u32], more: &[u32]) {
+    fn push_two(&mut self, first: &[T], more: &[T]) {
         self.items.extend_from_slice(first);
         self.items.extend_from_slice(more);
+        self.start.push(self.items.len());
+    }
+
+    /// End the list being written (its items pushed onto `items`).
+    fn close(&mut self) {
         self.start.push(self.items.len());
     }
 }
@@ -183,7 +219,7 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
     let mut kernels = Flat::new();
     kernels.push(&[item_base[0] as u32]);
     let mut closures = Flat::new();
-    let mut trans: Vec<Vec<(u32, u32)>> = Vec::new();
+    let mut trans: Flat<(u32, u32)> = Flat::new();
     let mut index: FxMap<Vec<u32>, u32> = FxMap::default();
     index.insert(kernels.get(0).to_vec(), 0);
     // The successor items of the state being closed, by the symbol after the
@@ -223,7 +259,6 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
             }
         }
         symbols.sort_unstable();
-        let mut row = Vec::with_capacity(symbols.len());
         for x in symbols.drain(..) {
             let succ = &mut succ_of[x as usize];
             succ.sort_unstable();
@@ -237,9 +272,9 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
                 }
             };
             succ.clear(); // keeps its capacity for the next state
-            row.push((x, target));
+            trans.items.push((x, target));
         }
-        trans.push(row);
+        trans.close();
         s += 1;
     }
     // The shifts and gotos, dense: the tables' cells, and what the
@@ -247,8 +282,8 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
     let (w, n_states) = (t + 1, kernels.len());
     let mut action = vec![0i32; n_states * w];
     let mut goto = vec![-1i32; n_states * n];
-    for (s, row) in trans.iter().enumerate() {
-        for &(x, target) in row {
+    for s in 0..n_states {
+        for &(x, target) in trans.get(s) {
             if (x as usize) < t {
                 action[s * w + x as usize] = target as i32 + 1;
             } else {
@@ -272,9 +307,9 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
     let mut nt_from: Vec<usize> = Vec::new();
     let mut nt_sym: Vec<u32> = Vec::new();
     // nt_index[p * n + A]: the transition (p, A) (u32::MAX: none).
-    let mut nt_index: Vec<u32> = vec![u32::MAX; trans.len() * n];
-    for (p, row) in trans.iter().enumerate() {
-        for &(x, _) in row {
+    let mut nt_index: Vec<u32> = vec![u32::MAX; n_states * n];
+    for p in 0..n_states {
+        for &(x, _) in trans.get(p) {
             if is_nt(x) {
                 nt_index[p * n + sym_nt(x)] = nt_from.len() as u32;
                 nt_from.push(p);
@@ -290,22 +325,44 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
     let n_trans = nt_from.len();
 
     let mut direct = Sets::new(n_trans, words);
-    let mut reads: Vec<Vec<usize>> = vec![Vec::new(); n_trans];
+    let mut reads: Flat = Flat::new();
     for x in 0..virtual_ {
         let q = goto_of(nt_from[x], nt_sym[x]);
-        for &(c, _) in &trans[q] {
+        for &(c, _) in trans.get(q) {
             if (c as usize) < t {
                 direct.insert(x, c as usize);
             } else if is_nt(c) && nullable[c as usize] {
-                reads[x].push(nt_index[q * n + sym_nt(c)] as usize);
+                reads.items.push(nt_index[q * n + sym_nt(c)]);
             }
         }
+        reads.close();
     }
+    reads.close(); // the virtual transition reads nothing
     direct.insert(virtual_, t);
     let read = digraph(&reads, direct);
 
-    let mut includes: Vec<Vec<usize>> = vec![Vec::new(); n_trans];
-    let mut lookback: FxMap<(usize, usize), Vec<usize>> = FxMap::default();
+    // The completed rules of each state, ascending: (state, rule) is a
+    // reduction slot, numbered `completes.start[state] + its rank there`.
+    let mut completes: Flat = Flat::new();
+    for s in 0..n_states {
+        let from = completes.items.len();
+        completes.items.extend(
+            closures
+                .get(s)
+                .iter()
+                .filter(|&&i| item_next[i as usize] < 0)
+                .map(|&i| item_rule[i as usize] as u32),
+        );
+        completes.items[from..].sort_unstable();
+        completes.close();
+    }
+    let slot_of = |q: usize, r: usize| -> u32 {
+        let rank = completes.get(q).binary_search(&(r as u32));
+        (completes.start[q] + rank.expect("a lookback ends where its rule is complete")) as u32
+    };
+    // (x, y) for x includes y; (slot, x) for slot lookback x.
+    let mut includes: Vec<(u32, u32)> = Vec::new();
+    let mut lookback: Vec<(u32, u32)> = Vec::new();
     let mut path = Vec::new();
     for x in 0..n_trans {
         let (p, a) = (nt_from[x], nt_sym[x]);
@@ -318,11 +375,11 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
                 q = goto_of(q, y);
                 path.push(q);
             }
-            lookback.entry((q, r)).or_default().push(x);
+            lookback.push((slot_of(q, r), x as u32));
             for i in (0..body.len()).rev() {
                 let y = body[i];
                 if is_nt(y) {
-                    includes[nt_index[path[i] * n + sym_nt(y)] as usize].push(x);
+                    includes.push((nt_index[path[i] * n + sym_nt(y)], x as u32));
                 }
                 if !nullable[y as usize] {
                     break;
@@ -330,29 +387,19 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
             }
         }
     }
-    let follow = digraph(&includes, read);
+    let follow = digraph(&Flat::grouped(n_trans, &includes), read);
+    // The lookahead set of each reduction slot.
+    let mut lookahead = Sets::new(completes.items.len(), words);
+    for &(slot, x) in &lookback {
+        lookahead.or_from(slot as usize, follow.row(x as usize));
+    }
 
     // The reductions.
-    let mut mask = vec![0u64; words];
-    let mut complete: Vec<usize> = Vec::new();
     for s in 0..n_states {
         let closure = closures.get(s);
-        complete.clear();
-        complete.extend(
-            closure
-                .iter()
-                .filter(|&&i| item_next[i as usize] < 0)
-                .map(|&i| item_rule[i as usize]),
-        );
-        complete.sort_unstable();
-        for &r in &complete {
-            mask.fill(0);
-            for &x in lookback.get(&(s, r)).map_or(&[][..], |v| &v[..]) {
-                for (m, f) in mask.iter_mut().zip(follow.row(x)) {
-                    *m |= f;
-                }
-            }
-            for col in set_bits(&mask) {
+        for (rank, &r) in completes.get(s).iter().enumerate() {
+            let r = r as usize;
+            for col in set_bits(lookahead.row(completes.start[s] + rank)) {
                 let cell = action[s * w + col];
                 if cell == 0 {
                     action[s * w + col] = -(r as i32) - 1;
@@ -380,10 +427,8 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
         }
     }
     let mut state_symbol = vec![-1i32; n_states];
-    for row in &trans {
-        for &(x, target) in row {
-            state_symbol[target as usize] = x as i32;
-        }
+    for &(x, target) in &trans.items {
+        state_symbol[target as usize] = x as i32;
     }
     let mut kernel_start = vec![0i32];
     let (mut kernel_rule, mut kernel_dot) = (Vec::new(), Vec::new());
@@ -423,7 +468,7 @@ fn set_bits(words: &[u64]) -> impl Iterator<Item = usize> + '_ {
 /// (Tarjan's strongly connected components, iterative): grid-core's
 /// `_digraph`. The least solution is unique, so the result does not depend
 /// on the order of the edges.
-fn digraph(relation: &[Vec<usize>], base: Sets) -> Sets {
+fn digraph(relation: &Flat, base: Sets) -> Sets {
     let n = relation.len();
     let mut result = base;
     let mut depth = vec![0usize; n];
@@ -444,7 +489,8 @@ fn digraph(relation: &[Vec<usize>], base: Sets) -> Sets {
         cursor.push(0);
         while let Some(&x) = work.last() {
             let i = *cursor.last().expect("one cursor per open node");
-            if let Some(&y) = relation[x].get(i) {
+            if let Some(&y) = relation.get(x).get(i) {
+                let y = y as usize;
                 *cursor.last_mut().expect("one cursor per open node") = i + 1;
                 if depth[y] == 0 {
                     stack.push(y);
@@ -482,6 +528,20 @@ fn digraph(relation: &[Vec<usize>], base: Sets) -> Sets {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn grouped_pairs_keep_their_order_within_each_list() {
+        let pairs = [(2, 'a'), (0, 'b'), (2, 'c'), (0, 'd'), (3, 'e')];
+        let lists: Flat<char> = Flat::grouped(5, &pairs);
+        assert_eq!(lists.len(), 5);
+        let got: Vec<Vec<char>> = (0..5).map(|k| lists.get(k).to_vec()).collect();
+        assert_eq!(
+            got,
+            vec![vec!['b', 'd'], vec![], vec!['a', 'c'], vec!['e'], vec![]]
+        );
+        let none: Flat<char> = Flat::grouped(2, &[]);
+        assert_eq!((none.len(), none.get(1).len()), (2, 0));
+    }
 
     #[test]
     fn set_bits_lists_each_set_bit_in_order() {
