@@ -415,7 +415,19 @@ BAD_INPUTS = {
     "start symbol in a rhs": ((["a"], ["$start", "S"], [(0, (3,)), (1, (2,))]), "in rule 1"),
     "duplicate names": ((["a", "a"], ["$start"], [(0, ())]), "distinct"),
     "name clash with $END": (([END_NAME], ["$start"], [(0, ())]), "distinct"),
+    "an id no int32 holds": ((["a"], ["$start", "S"], [(0, (3,)), (1, (2**40,))]), "rule 1"),
+    "a negative lhs": ((["a"], ["$start", "S"], [(0, (3,)), (-1, (0,))]), "lhs -1"),
 }
+
+
+def test_malformed_rule_arrays_are_named() -> None:
+    """Offsets that do not delimit one right-hand side per rule: a GrammarError on
+    both paths (the kernels refuse them too)."""
+    from grid_core.lalr import RuleArrays
+
+    rules = RuleArrays(array("i", [0, 1]), array("i", [0, 1, 3]), array("i", [3, 0]))
+    with pytest.raises(GrammarError, match="rhs_start does not delimit 2"):
+        build_both(["a"], ["$start", "S"], rules)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("case", list(BAD_INPUTS), ids=list(BAD_INPUTS))

@@ -316,12 +316,19 @@ class RuleArrays(NamedTuple):
 
     @classmethod
     def of(cls, rules: Sequence[tuple[int, Sequence[int]]]) -> RuleArrays:
-        """The arrays of ``(lhs, rhs)`` pairs."""
-        return cls(
-            array("i", [lhs for lhs, _ in rules]),
-            array("i", accumulate((len(body) for _, body in rules), initial=0)),
-            array("i", [x for _, body in rules for x in body]),
-        )
+        """The arrays of ``(lhs, rhs)`` pairs; a :class:`~grid_core.errors.GrammarError`
+        names the first rule with an id that no int32 holds."""
+        try:
+            return cls(
+                array("i", [lhs for lhs, _ in rules]),
+                array("i", accumulate((len(body) for _, body in rules), initial=0)),
+                array("i", [x for _, body in rules for x in body]),
+            )
+        except OverflowError:
+            for r, (lhs, body) in enumerate(rules):
+                if not all(-(2**31) <= x < 2**31 for x in (lhs, *body)):
+                    raise GrammarError(f"rule {r}: a symbol id out of range") from None
+            raise
 
 
 def build_lalr(
