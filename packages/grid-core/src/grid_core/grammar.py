@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from array import array
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from itertools import accumulate, chain
 from typing import TYPE_CHECKING, NamedTuple
@@ -201,12 +201,15 @@ class Grammar:
     """Given as any tuple of terminals; kept as a :class:`TerminalSet`."""
     rules: tuple[Rule, ...]
     start: str
-    _ids: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if type(self.terminals) is not TerminalSet:  # any tuple of terminals is taken
             object.__setattr__(self, "terminals", TerminalSet(self.terminals))
-        object.__setattr__(self, "_ids", self.terminals.ids)
+
+    @property
+    def _ids(self) -> dict[str, int]:
+        """Terminal name -> id (the terminal set's)."""
+        return self.terminals.ids
 
     # -- symbols -------------------------------------------------------------
 
