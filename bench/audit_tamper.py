@@ -280,7 +280,7 @@ def edit_field(obj: dict[str, Any], name: str, rng: random.Random) -> None:
 
 def edit_seal(body: dict[str, Any], name: str, rng: random.Random) -> None:
     if name == "schema":
-        body[name] = rng.choice(["grid.audit/2", "grid.audit/0", "GRID.AUDIT/1"])
+        body[name] = rng.choice(["grid.audit/1", "grid.audit/0", "GRID.AUDIT/2"])
     elif name == "stop_reason":
         body[name] = rng.choice(
             [s for s in ("eos", "reserve", "budget", "no-completion") if s != body[name]]

@@ -26,16 +26,23 @@ from hypothesis import strategies as st
 from toy import analyst_engine
 
 from grid_core.audit import (
+    ENCODING_2_LEN,
+    GENESES,
     GENESIS,
-    GENESIS_PREIMAGE,
+    GENESIS_PREIMAGES,
     KINDS,
     RECORD_FIELDS,
     SCHEMA,
+    SCHEMA_1,
+    SCHEMAS,
     SEAL_FIELDS,
     AuditLog,
     Record,
+    _record_problem,
     parse_record_encoding,
     read,
+    read_lines,
+    reseal,
     seal_digest,
     verify,
     verify_file,
@@ -64,55 +71,82 @@ def hex_of(n: int) -> st.SearchStrategy[str]:
     return st.binary(min_size=n // 2, max_size=n // 2).map(bytes.hex)
 
 
-def records() -> st.SearchStrategy[Record]:
-    return st.builds(
-        Record,
-        step=st.integers(0, 2**70),
-        config_hash=hex_of(16),
-        mask_entry_id=hex_of(32),
-        token=st.integers(0, 2**40),
-        blocked_count=st.integers(0, 2**40),
-        kind=st.sampled_from(KINDS),
-        prev_hash=st.one_of(st.just(GENESIS), hex_of(64)),
-    )
+#: Each schema's integer bounds: ``grid.audit/2`` encodes the step in 8 bytes,
+#: the token and the blocked count in 4; ``/1`` writes decimals of any length.
+BOUNDS = {SCHEMA_1: (2**70, 2**40), SCHEMA: (2**64 - 1, 2**32 - 1)}
 
 
-def edit_one_field(data: st.DataObject, r: Record) -> Record:
-    name = data.draw(st.sampled_from(RECORD_FIELDS))
-    strategy = {
-        "step": st.integers(0, 2**70),
+def field_strategies(schema: str) -> dict[str, st.SearchStrategy[Any]]:
+    steps, ints = BOUNDS[schema]
+    return {
+        "step": st.integers(0, steps),
         "config_hash": hex_of(16),
         "mask_entry_id": hex_of(32),
-        "token": st.integers(0, 2**40),
-        "blocked_count": st.integers(0, 2**40),
+        "token": st.integers(0, ints),
+        "blocked_count": st.integers(0, ints),
         "kind": st.sampled_from(KINDS),
-        "prev_hash": hex_of(64),
-    }[name]
+        "prev_hash": st.one_of(st.sampled_from(sorted(GENESES.values())), hex_of(64)),
+    }
+
+
+def records(schema: str) -> st.SearchStrategy[Record]:
+    return st.builds(Record, **field_strategies(schema))
+
+
+def edit_one_field(data: st.DataObject, r: Record, schema: str) -> Record:
+    name = data.draw(st.sampled_from(RECORD_FIELDS))
+    strategy = field_strategies(schema)[name]
     value = data.draw(strategy.filter(lambda v: v != getattr(r, name)))
     return Record(**{**{f: getattr(r, f) for f in RECORD_FIELDS}, name: value})
 
 
-@settings(derandomize=True, max_examples=400, deadline=None)
-@given(records(), st.data())
-def test_record_encoding_is_injective(r1: Record, data: st.DataObject) -> None:
-    """Distinct records have distinct encodings (canonical fields, and the hash input)."""
+@pytest.mark.parametrize("schema", SCHEMAS)
+@settings(derandomize=True, max_examples=300, deadline=None)
+@given(data=st.data())
+def test_record_encoding_is_injective(schema: str, data: st.DataObject) -> None:
+    """Distinct records have distinct encodings and hashes, in each schema and
+    across the two: the left inverse recovers the schema and the record."""
+    r1 = data.draw(records(schema))
     # Half the time a record that differs from r1 in exactly one field (the hard
     # case), else an independent one.
-    r2 = edit_one_field(data, r1) if data.draw(st.booleans()) else data.draw(records())
+    r2 = (
+        edit_one_field(data, r1, schema) if data.draw(st.booleans()) else data.draw(records(schema))
+    )
     if r1 != r2:
-        assert canonical(r1.fields()) != canonical(r2.fields())
-        assert r1.encoding() != r2.encoding()
-        assert r1.digest() != r2.digest()
-    # The left inverse: a record is recovered from its encoding, so enc is injective.
-    assert parse_record_encoding(r1.encoding()) == r1
-    assert parse_record_encoding(r2.encoding()) == r2
+        assert r1.encoding(schema) != r2.encoding(schema)
+        assert r1.digest(schema) != r2.digest(schema)
+    assert parse_record_encoding(r1.encoding(schema)) == (schema, r1)
+    assert parse_record_encoding(r2.encoding(schema)) == (schema, r2)
+    other = SCHEMA_1 if schema == SCHEMA else SCHEMA
+    if _record_problem(r2, other) is None:  # the same record in the other schema
+        assert r1.encoding(schema) != r2.encoding(other)
 
 
-@settings(derandomize=True, max_examples=300, deadline=None)
-@given(records(), st.data())
-def test_parse_accepts_only_encodings(r: Record, data: st.DataObject) -> None:
+def test_a_version_2_encoding_is_one_blake2b_block_at_fixed_offsets() -> None:
+    r = Record(2**64 - 1, "0123456789abcdef", "ab" * 16, 2**32 - 1, 7, "reserve", GENESIS)
+    enc = r.encoding()
+    assert len(enc) == ENCODING_2_LEN == 85 <= 128
+    assert enc == (
+        bytes.fromhex(GENESIS)
+        + b"grid.audit/2"
+        + b"\xff" * 8
+        + bytes.fromhex("0123456789abcdef")
+        + b"\xab" * 16
+        + b"\xff\xff\xff\xff"
+        + b"\x00\x00\x00\x07"
+        + b"\x02"
+    )
+    # The version-1 encoding of the same record is the canonical list (twice as long).
+    assert r.encoding(SCHEMA_1) == bytes.fromhex(GENESIS) + canonical(r.fields())
+    assert len(r.encoding(SCHEMA_1)) > 2 * 128 - 32
+
+
+@pytest.mark.parametrize("schema", SCHEMAS)
+@settings(derandomize=True, max_examples=200, deadline=None)
+@given(data=st.data())
+def test_parse_accepts_only_encodings(schema: str, data: st.DataObject) -> None:
     """Whatever parses re-encodes to itself: 'does not parse' means 'is no encoding'."""
-    enc = bytearray(r.encoding())
+    enc = bytearray(data.draw(records(schema)).encoding(schema))
     for _ in range(data.draw(st.integers(1, 3))):
         op = data.draw(st.sampled_from(["flip", "cut", "insert"]))
         at = data.draw(st.integers(0, len(enc) - 1))
@@ -123,50 +157,65 @@ def test_parse_accepts_only_encodings(r: Record, data: st.DataObject) -> None:
         else:
             enc.insert(at, data.draw(st.integers(0, 255)))
     try:
-        parsed = parse_record_encoding(bytes(enc))
+        parsed_schema, parsed = parse_record_encoding(bytes(enc))
     except AuditError:
         return
-    assert parsed.encoding() == bytes(enc)
+    assert parsed.encoding(parsed_schema) == bytes(enc)
 
 
 @settings(derandomize=True, max_examples=200, deadline=None)
-@given(st.binary(max_size=200))
+@given(
+    st.one_of(
+        st.binary(max_size=200),
+        st.binary(min_size=53, max_size=53).map(
+            lambda b: b[:32] + b"grid.audit/2" + b[32:] + b"\x04"
+        ),
+    )
+)
 def test_parse_never_crashes(data: bytes) -> None:
     try:
-        parsed = parse_record_encoding(data)
+        schema, parsed = parse_record_encoding(data)
     except AuditError:
         return
-    assert parsed.encoding() == data
+    assert parsed.encoding(schema) == data
 
 
-def test_step_number_is_inside_the_hash() -> None:
+@pytest.mark.parametrize("schema", SCHEMAS)
+def test_step_number_is_inside_the_hash(schema: str) -> None:
     """chain_length_mismatch_collision needs the step inside: same fields, other step."""
     r = LOG.records[0]
     moved = Record(r.step + 1, r.config_hash, r.mask_entry_id, r.token, 0, r.kind, r.prev_hash)
     same = Record(r.step, r.config_hash, r.mask_entry_id, r.token, 0, r.kind, r.prev_hash)
-    assert moved.encoding() != same.encoding()
-    assert str(r.step).encode() in canonical(r.fields())
+    assert moved.encoding(schema) != same.encoding(schema)
+    assert moved.digest(schema) != same.digest(schema)
 
 
-def test_genesis_is_no_record_encoding() -> None:
+@pytest.mark.parametrize("schema", SCHEMAS)
+def test_genesis_is_no_record_encoding(schema: str) -> None:
     """chain_tamper_collision: genesis = H(g0) for a g0 that is no record encoding."""
-    assert hashlib.blake2b(GENESIS_PREIMAGE, digest_size=32).hexdigest() == GENESIS
+    preimage, genesis = GENESIS_PREIMAGES[schema], GENESES[schema]
+    assert hashlib.blake2b(preimage, digest_size=32).hexdigest() == genesis
+    assert preimage == f"grid.audit.genesis/{schema[-1]}".encode()
     with pytest.raises(AuditError):
-        parse_record_encoding(GENESIS_PREIMAGE)
-    # Shorter than any record encoding: 32 bytes of prev_hash plus an 8-field list.
-    shortest = Record(0, "0" * 16, "0" * 32, 0, 0, "eos", "0" * 64).encoding()
-    assert len(GENESIS_PREIMAGE) < 32 < len(shortest)
+        parse_record_encoding(preimage)
+    # Shorter than any record encoding: 32 bytes of prev_hash and more.
+    shortest = Record(0, "0" * 16, "0" * 32, 0, 0, "eos", "0" * 64).encoding(schema)
+    assert len(preimage) < 32 < len(shortest)
     # The seal's hash input is no record encoding either (a 6-field list).
-    assert LOG.seal is not None
-    seal_input = bytes.fromhex(LOG.head) + canonical(tuple(LOG.seal[k] for k in SEAL_FIELDS))
+    log = AuditLog(schema)
+    log.close("eos", {"grammar": "g"}, {"mode": 1})
+    assert log.seal is not None
+    seal_input = bytes.fromhex(log.head) + canonical(tuple(log.seal[k] for k in SEAL_FIELDS))
     with pytest.raises(AuditError):
         parse_record_encoding(seal_input)
-    assert hashlib.blake2b(seal_input, digest_size=32).hexdigest() == LOG.seal_hash
+    assert hashlib.blake2b(seal_input, digest_size=32).hexdigest() == log.seal_hash
+    assert log.head == genesis
 
 
 def test_every_logged_record_parses_back() -> None:
+    assert LOG.schema == SCHEMA and LOG.records[0].prev_hash == GENESIS
     for r, h in zip(LOG.records, LOG.hashes, strict=True):
-        assert parse_record_encoding(r.encoding()) == r
+        assert parse_record_encoding(r.encoding()) == (SCHEMA, r)
         assert hashlib.blake2b(r.encoding(), digest_size=32).hexdigest() == h
 
 
@@ -251,7 +300,8 @@ TAMPER: list[tuple[str, Edit, int | None, str]] = [
     ("truncate-drop-seal", lambda log: log[: N - 2], None, "unsealed log"),
     ("drop-seal", lambda log: log[:N], None, "unsealed log"),
     ("empty", lambda log: [], None, "unsealed log (0 records)"),
-    ("seal-schema", set_seal("schema", "grid.audit/2"), None, "unknown schema"),
+    ("seal-schema", set_seal("schema", "grid.audit/3"), None, "unknown schema"),
+    ("seal-schema-1", set_seal("schema", SCHEMA_1), None, "the seal's schema is 'grid.audit/1'"),
     ("seal-stop", set_seal("stop_reason", "eos!"), None, "seal's hash does not match"),
     ("seal-fingerprints", set_seal("fingerprints", {}), None, "seal's hash does not match"),
     ("seal-mode", set_seal("mode", {"mode": 2}), None, "seal's hash does not match"),
@@ -414,3 +464,60 @@ def test_reseal_adds_outcome_flags_and_keeps_the_chain() -> None:
         reseal(log, {"mode": 2})
     with pytest.raises(AuditError, match="sealed"):
         reseal(AuditLog(), {"x": 1})
+
+
+# -------------------------------------------------------------- grid.audit/1 logs
+
+V1_LOGS = sorted((Path(__file__).parent / "data" / "audit_v1").glob("*.jsonl"))
+
+
+@pytest.mark.parametrize("path", V1_LOGS, ids=lambda p: p.stem)
+def test_a_version_1_log_still_verifies_and_replays(path: Path) -> None:
+    """Logs written before ``grid.audit/2`` (the old writer's own output) verify,
+    replay against their artifacts, keep their schema when resealed, and every
+    edit is still caught."""
+    from grid_core.replay import replay
+
+    lines = read_lines(path)
+    verdict, log = read(lines)
+    assert verdict.ok and verdict.records == len(log.records) > 10, verdict
+    assert log.schema == SCHEMA_1 and log.records[0].prev_hash == GENESES[SCHEMA_1]
+    assert log.seal is not None and log.seal["schema"] == SCHEMA_1
+    assert verify(lines, anchor=log.seal_hash).ok
+    assert replay(lines, ENGINE, anchor=log.seal_hash).ok
+    for r, h in zip(log.records, log.hashes, strict=True):
+        assert parse_record_encoding(r.encoding(SCHEMA_1)) == (SCHEMA_1, r)
+        assert r.digest(SCHEMA_1) == h != r.digest()
+    resealed = reseal(log, {"role": "analyst"})
+    assert resealed.schema == SCHEMA_1 and verify(resealed.lines()).ok
+    # An edited record, a /2 seal over /1 records, and /1 records re-hashed as
+    # /2 from the /2 genesis are each refused.
+    objs = [json.loads(line) for line in lines if line.strip()]
+    objs[3]["token"] += 1
+    assert verify([json.dumps(o) for o in objs]).first_bad_step == 3
+    objs[3]["token"] -= 1
+    objs[-1]["seal"]["schema"] = SCHEMA
+    bad = verify([json.dumps(o) for o in objs])
+    assert not bad.ok and "its records are 'grid.audit/1'" in bad.reason
+    mixed = AuditLog()
+    for r in log.records:
+        mixed.append(int(r.config_hash, 16), r.mask_entry_id, r.token, r.blocked_count, r.kind)  # type: ignore[arg-type]
+    mixed.close(log.seal["stop_reason"], log.seal["fingerprints"], log.seal["mode"])
+    assert mixed.schema == SCHEMA and verify(mixed.lines()).ok
+    assert replay(mixed.lines(), ENGINE).ok
+    assert mixed.hashes != log.hashes
+
+
+def test_an_empty_log_takes_its_seals_schema() -> None:
+    for schema in SCHEMAS:
+        log = AuditLog(schema)
+        log.close("eos", {"grammar": "g"}, {})
+        verdict, back = read(log.lines())
+        assert verdict.ok and back.schema == schema and back.head == GENESES[schema]
+    log = AuditLog(SCHEMA_1)
+    log.close("eos", {"grammar": "g"}, {})
+    objs = [json.loads(line) for line in log.lines()]
+    objs[0]["seal"]["schema"] = SCHEMA  # a /2 seal must close on /2's genesis
+    objs[0]["hash"] = seal_digest(objs[0]["seal"])
+    bad = verify([json.dumps(o) for o in objs])
+    assert not bad.ok and "head hash" in bad.reason

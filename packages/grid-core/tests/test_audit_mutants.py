@@ -20,6 +20,7 @@ import pytest
 from grid_core.audit import (
     GENESIS,
     SCHEMA,
+    SCHEMA_1,
     AuditLog,
     Record,
     Verdict,
@@ -125,17 +126,48 @@ REC = Record(3, "00000000000000ab", "0" * 31 + "1", 7, 2, "forced", GENESIS)
 
 def test_parse_record_encoding_by_hand() -> None:
     enc = REC.encoding()
-    assert enc[:32] == bytes.fromhex(GENESIS)
-    assert parse_record_encoding(enc) == REC
+    assert enc == (
+        bytes.fromhex(GENESIS)
+        + b"grid.audit/2"
+        + n8(3)
+        + bytes.fromhex("00000000000000ab")
+        + bytes(15)
+        + b"\x01"
+        + n4(7)
+        + n4(2)
+        + b"\x01"
+    )
+    assert parse_record_encoding(enc) == (SCHEMA, REC)
+    enc_1 = REC.encoding(SCHEMA_1)
+    assert enc_1[:32] == bytes.fromhex(GENESIS) and enc_1[32:33] == b"l"
+    assert parse_record_encoding(enc_1) == (SCHEMA_1, REC)
+
+
+REC_2 = REC.encoding()
+NEITHER = "not a record encoding: neither 'grid.audit/1' nor 'grid.audit/2'"
 
 
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        (bytes(32) + b"Z", "not a record encoding: tag b'Z' is no record field form"),
-        (bytes(32) + b"s" + n8(1), "not a record encoding: truncated string"),
-        (bytes(32), "not a record encoding: tag b'' is no record field form"),
-        (bytes(32) + b"N", "not a record encoding: expected exactly one 8-field list"),
+        (bytes(32) + b"Z", NEITHER),
+        (bytes(32) + b"s" + n8(1), NEITHER),
+        (bytes(32), NEITHER),
+        (bytes(32) + b"N", NEITHER),
+        (REC_2[:-1], NEITHER),
+        (REC_2 + b"\x00", NEITHER),
+        (REC_2[:43] + b"3" + REC_2[44:], NEITHER),
+        (REC_2[:-1] + b"\x04", "not a record encoding: kind 4"),
+        (REC_2[:-1] + b"\xff", "not a record encoding: kind 255"),
+        (
+            bytes(32) + b"l" + n8(1) + b"Z",
+            "not a record encoding: tag b'Z' is no record field form",
+        ),
+        (
+            bytes(32) + b"l" + n8(1) + b"s" + n8(1),
+            "not a record encoding: truncated string",
+        ),
+        (bytes(32) + b"l", "not a record encoding: truncated length"),
         (
             bytes(32) + canonical([1] * 7),
             "not a record encoding: expected exactly one 8-field list",
@@ -145,16 +177,19 @@ def test_parse_record_encoding_by_hand() -> None:
             "not a record encoding: expected exactly one 8-field list",
         ),
         (
-            REC.encoding() + b"N",
+            REC.encoding(SCHEMA_1) + b"N",
             "not a record encoding: expected exactly one 8-field list",
         ),
         (
             bytes.fromhex(GENESIS) + canonical(["grid.audit/2", *REC.fields()[1:]]),
             "not a record encoding: schema 'grid.audit/2'",
         ),
-        (bytes(32) + REC.encoding()[32:], "not a record encoding: its fields are not a record's"),
         (
-            bytes.fromhex(GENESIS) + canonical([SCHEMA, -1, *REC.fields()[2:]]),
+            bytes(32) + REC.encoding(SCHEMA_1)[32:],
+            "not a record encoding: its fields are not a record's",
+        ),
+        (
+            bytes.fromhex(GENESIS) + canonical([SCHEMA_1, -1, *REC.fields()[2:]]),
             "not a record encoding: its fields are not a record's",
         ),
     ],
@@ -463,7 +498,10 @@ def test_each_rejection_reason_by_hand() -> None:
             "'schema', 'stop_reason', 'x'], expected ['fingerprints', 'head_hash', 'mode', "
             "'record_count', 'schema', 'stop_reason']",
         ),
-        ({"schema": "grid.audit/0"}, "unknown schema 'grid.audit/0' (expected 'grid.audit/1')"),
+        (
+            {"schema": "grid.audit/0"},
+            "unknown schema 'grid.audit/0' (expected 'grid.audit/1' or 'grid.audit/2')",
+        ),
         ({"stop_reason": None}, "stop_reason must be a string"),
         ({"fingerprints": []}, "fingerprints must map artifact names to strings"),
         ({"mode": {"a": 0.5}}, "mode flag 'a' must be an integer, a string, a boolean or null"),

@@ -2,10 +2,11 @@
 //!
 //! Every accepted token appends one record `(step, config_hash,
 //! mask_entry_id, token, blocked_count, kind, prev_hash)` (DESIGN.md section
-//! 9). The record's hash is `BLAKE2b-256(prev_hash || canonical([schema,
-//! step, hex(config_hash), hex(entry_id), token, blocked, kind,
-//! hex(prev_hash)]))`, chained from the genesis constant
-//! `BLAKE2b-256(b"grid.audit.genesis/1")`; the configuration hash is
+//! 9). The record's hash is the BLAKE2b-256 of its 85-byte encoding in the
+//! schema `grid.audit/2` (`prev_hash || "grid.audit/2" || u64(step) ||
+//! config_hash || entry_id || u32(token) || u32(blocked) || u8(kind)`,
+//! big-endian: one BLAKE2b block), chained from the genesis constant
+//! `BLAKE2b-256(b"grid.audit.genesis/2")`; the configuration hash is
 //! `low64(BLAKE2b-128(H(stack) || u64(|r|) || u64(digest(r))))`
 //! (`Config.hash`), with `digest` the remainder's polynomial hash modulo
 //! 2^61 - 1 ([`extend_digest`]).
@@ -21,7 +22,7 @@ use crate::canonical::u64_digits;
 use crate::hash::{blake2b, low64, low64_each, Hasher};
 
 /// The audit format's schema name (`grid_core.audit.SCHEMA`).
-pub const SCHEMA: &str = "grid.audit/1";
+pub const SCHEMA: &str = "grid.audit/2";
 
 /// The modulus of the remainder digest (`grid_core.lexer.DIGEST_MODULUS`).
 pub const DIGEST_MODULUS: u64 = (1 << 61) - 1;
@@ -66,19 +67,24 @@ pub fn mask_entry_id(row: &[u32]) -> [u8; 16] {
 /// The genesis constant a chain starts from.
 pub fn genesis() -> [u8; 32] {
     static GENESIS: OnceLock<[u8; 32]> = OnceLock::new();
-    *GENESIS.get_or_init(|| blake2b::<32>(b"grid.audit.genesis/1"))
+    *GENESIS.get_or_init(|| blake2b::<32>(b"grid.audit.genesis/2"))
 }
 
 /// A record's kind (`grid_core.audit.KINDS`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    Sampled,
-    Forced,
-    Reserve,
-    Eos,
+    Sampled = 0,
+    Forced = 1,
+    Reserve = 2,
+    Eos = 3,
 }
 
 impl Kind {
+    /// The kind's byte in the record encoding: its index in `KINDS`.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Kind::Sampled => "sampled",
@@ -122,65 +128,39 @@ impl Record {
 
     /// This record's hash as step `step` after `prev`.
     pub fn hash(&self, step: usize, prev: &[u8; 32]) -> [u8; 32] {
-        let mut buf = [0u8; ENCODING_MAX];
-        let n = self.encode(step, prev, self.config_hash(), &mut buf);
-        blake2b::<32>(&buf[..n])
+        blake2b::<32>(&self.encode(step, prev, self.config_hash()))
     }
 
-    /// The record encoding `prev || canonical([schema, step,
-    /// hex(config_hash), hex(entry_id), token, blocked, kind, hex(prev)])`
-    /// written into `buf`; returns its length. The canonical list is written
-    /// field by field, as `canonical::Canonical` would, into a fixed buffer: a chain
-    /// of records allocates nothing.
-    fn encode(
-        &self,
-        step: usize,
-        prev: &[u8; 32],
-        config_hash: u64,
-        buf: &mut [u8; ENCODING_MAX],
-    ) -> usize {
+    /// The record encoding `prev || "grid.audit/2" || u64(step) ||
+    /// config_hash || entry_id || u32(token) || u32(blocked) || u8(kind)`,
+    /// integers big-endian (`grid_core.audit.Record.encoding`).
+    fn encode(&self, step: usize, prev: &[u8; 32], config_hash: u64) -> [u8; ENCODING_LEN] {
+        let mut out = [0u8; ENCODING_LEN];
         let mut w = Writer {
-            buf: buf.as_mut_slice(),
+            buf: out.as_mut_slice(),
             at: 0,
         };
         w.put(prev);
-        w.put(&RECORD_HEAD);
-        w.int(step as u64);
-        w.hex_str(&config_hash.to_be_bytes());
-        w.hex_str(&self.entry_id);
-        w.int(u64::from(self.token));
-        w.int(u64::from(self.blocked));
-        let kind = self.kind.name().as_bytes();
-        w.put(b"s");
-        w.put(&(kind.len() as u64).to_be_bytes());
-        w.put(kind);
-        w.hex_str(prev);
-        w.at
+        w.put(SCHEMA.as_bytes());
+        w.put(&(step as u64).to_be_bytes());
+        w.put(&config_hash.to_be_bytes());
+        w.put(&self.entry_id);
+        w.put(&self.token.to_be_bytes());
+        w.put(&self.blocked.to_be_bytes());
+        w.put(&[self.kind.code()]);
+        debug_assert_eq!(w.at, ENCODING_LEN);
+        out
     }
 }
 
-/// The longest record encoding: the 32-byte link, the list's head, three
-/// ints of at most 20 digits (tag and u32 length first) and four strings
-/// (tag and u64 length first: the config hash's, the entry id's and the
-/// link's hex, and the longest kind).
-const ENCODING_MAX: usize = 32 + RECORD_HEAD.len() + 3 * (5 + 20) + 4 * 9 + 16 + 32 + 7 + 64;
-
-/// The canonical list's head and its first item, the schema: `l` u64(8),
-/// `s` u64(12) `grid.audit/1`.
-const RECORD_HEAD: [u8; 30] = {
-    let mut out = [0u8; 30];
-    out[0] = b'l';
-    out[8] = 8;
-    out[9] = b's';
-    out[17] = SCHEMA.len() as u8;
-    let schema = SCHEMA.as_bytes();
-    let mut i = 0;
-    while i < schema.len() {
-        out[18 + i] = schema[i];
-        i += 1;
-    }
-    out
-};
+/// The length of a record encoding: the link, the schema's name, the step,
+/// the configuration hash, the entry id, the token, the blocked count and the
+/// kind. At most 128 bytes: one BLAKE2b compression.
+pub const ENCODING_LEN: usize = 32 + SCHEMA.len() + 8 + 8 + 16 + 4 + 4 + 1;
+const _: () = assert!(
+    ENCODING_LEN <= 128,
+    "a record encoding is one BLAKE2b block"
+);
 
 /// Appends to a fixed buffer (the caller sized it for what it writes).
 struct Writer<'a> {
@@ -194,26 +174,10 @@ impl Writer<'_> {
         self.at += bytes.len();
     }
 
-    /// A canonical int: `i` u32(len) and the decimal digits.
-    fn int(&mut self, n: u64) {
-        let mut digits = [0u8; 21];
-        let d = u64_digits(n, &mut digits);
-        self.put(b"i");
-        self.put(&(d.len() as u32).to_be_bytes());
-        self.put(d);
-    }
-
     /// The lowercase hex of `bytes`.
     fn hex(&mut self, bytes: &[u8]) {
         hex_into(bytes, &mut self.buf[self.at..self.at + 2 * bytes.len()]);
         self.at += 2 * bytes.len();
-    }
-
-    /// A canonical string of the lowercase hex of `bytes`.
-    fn hex_str(&mut self, bytes: &[u8]) {
-        self.put(b"s");
-        self.put(&(2 * bytes.len() as u64).to_be_bytes());
-        self.hex(bytes);
     }
 }
 
@@ -311,11 +275,10 @@ impl Chain {
                 .unwrap_or_else(|| computed.next().expect("one hash per unknown"))
         }));
         self.hashes.reserve(new.len());
-        let mut buf = [0u8; ENCODING_MAX];
         for i in start..self.records.len() {
             let prev = self.hashes.last().copied().unwrap_or_else(genesis);
-            let n = self.records[i].encode(i, &prev, self.configs[i], &mut buf);
-            self.hashes.push(blake2b::<32>(&buf[..n]));
+            let enc = self.records[i].encode(i, &prev, self.configs[i]);
+            self.hashes.push(blake2b::<32>(&enc));
         }
         &self.hashes
     }
@@ -417,14 +380,13 @@ mod tests {
 
     #[test]
     fn genesis_is_the_documented_constant() {
-        // hashlib.blake2b(b"grid.audit.genesis/1", digest_size=32).hexdigest()[:16]
+        // hashlib.blake2b(b"grid.audit.genesis/2", digest_size=32).hexdigest(): tests/audit_mutants.rs
         assert_eq!(hex(&genesis()).len(), 64);
         assert_ne!(genesis(), [0; 32]);
     }
 
     #[test]
-    fn encoding_is_the_canonical_list_and_fits() {
-        use crate::canonical::Canonical;
+    fn encoding_is_the_fixed_layout_and_one_block() {
         let widest = Record {
             stack: u64::MAX,
             rem_len: u64::MAX,
@@ -439,30 +401,30 @@ mod tests {
             stack: 0,
             rem_len: 0,
             rem_digest: 0,
-            entry_id: [0; 16],
-            token: 0,
-            blocked: 0,
+            entry_id: std::array::from_fn(|i| i as u8),
+            token: 0x0102_0304,
+            blocked: 7,
             kind: Kind::Eos,
             config: None,
         };
-        for (r, step) in [(widest, i64::MAX as usize), (narrow, 0), (widest, 7)] {
+        for (r, step) in [(widest, usize::MAX), (narrow, 0), (widest, 7)] {
             let prev = [0xa5; 32];
             let config = r.config_hash();
-            let mut c = Canonical::new();
-            c.bytes.extend_from_slice(&prev);
-            c.list(8)
-                .str(SCHEMA)
-                .int(step as i64)
-                .str(&hex(&config.to_be_bytes()))
-                .str(&hex(&r.entry_id))
-                .int(i64::from(r.token))
-                .int(i64::from(r.blocked))
-                .str(r.kind.name())
-                .str(&hex(&prev));
-            let mut buf = [0u8; ENCODING_MAX];
-            let n = r.encode(step, &prev, config, &mut buf);
-            assert_eq!(&buf[..n], c.bytes.as_slice());
-            assert_eq!(r.hash(step, &prev), blake2b::<32>(&c.bytes));
+            let mut want = prev.to_vec();
+            want.extend_from_slice(b"grid.audit/2");
+            want.extend_from_slice(&(step as u64).to_be_bytes());
+            want.extend_from_slice(&config.to_be_bytes());
+            want.extend_from_slice(&r.entry_id);
+            want.extend_from_slice(&r.token.to_be_bytes());
+            want.extend_from_slice(&r.blocked.to_be_bytes());
+            want.push(
+                ["sampled", "forced", "reserve", "eos"]
+                    .iter()
+                    .position(|k| *k == r.kind.name())
+                    .expect("a kind") as u8,
+            );
+            assert_eq!(r.encode(step, &prev, config).as_slice(), want.as_slice());
+            assert_eq!(r.hash(step, &prev), blake2b::<32>(&want));
         }
         let mut chain = Chain::default();
         chain.push(widest);

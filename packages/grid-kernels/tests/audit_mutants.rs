@@ -8,16 +8,15 @@
 //! def ext(d, data):                      # extend_digest
 //!     for b in data: d = (d * 256 + b) % M
 //!     return d
-//! def canon(v):                          # grid_core.fingerprint.canonical
-//!     if isinstance(v, int): s = str(v).encode(); return b"i" + len(s).to_bytes(4, "big") + s
-//!     if isinstance(v, str): s = v.encode(); return b"s" + len(s).to_bytes(8, "big") + s
-//!     return b"l" + len(v).to_bytes(8, "big") + b"".join(canon(x) for x in v)
 //! def ch(stack, n, d):                   # Config.hash
 //!     data = stack.to_bytes(8, "little") + n.to_bytes(8, "little") + d.to_bytes(8, "little")
 //!     return int.from_bytes(hashlib.blake2b(data, digest_size=16).digest()[:8], "little")
-//! def rec(step, stack, n, d, eid, tok, blk, kind, prev):
-//!     f = ["grid.audit/1", step, f"{ch(stack, n, d):016x}", eid.hex(), tok, blk, kind, prev]
-//!     return hashlib.blake2b(bytes.fromhex(prev) + canon(f), digest_size=32).hexdigest()
+//! KINDS = ["sampled", "forced", "reserve", "eos"]
+//! def rec(step, stack, n, d, eid, tok, blk, kind, prev):  # grid.audit/2
+//!     enc = (bytes.fromhex(prev) + b"grid.audit/2" + step.to_bytes(8, "big")
+//!            + ch(stack, n, d).to_bytes(8, "big") + eid + tok.to_bytes(4, "big")
+//!            + blk.to_bytes(4, "big") + bytes([KINDS.index(kind)]))
+//!     return hashlib.blake2b(enc, digest_size=32).hexdigest()
 //! ```
 
 use grid_kernels::audit::{
@@ -25,11 +24,11 @@ use grid_kernels::audit::{
     SCHEMA,
 };
 
-const GENESIS: &str = "b9c449758048132f1bcf4f2df0aaf93307ce6ad04da1ae29140ed7087cf51d9c";
-const H0: &str = "cd9f6f03ec0c7eca23b5aff6ace8fec9314894e5fcf085299a658ba1ed4ccca7";
-const H1: &str = "687e30e8cd251e28bef6be7a1150425b752607046dca4105efa08cd7dff1f120";
-const H2: &str = "3f8103a901219ccf8495f05454dd4392d076d9a6f80dd89c06fc1cdb36f48f4c";
-const H3: &str = "95eeb3685a43149ce764905d9ed7b575495cc388fe55fdea3a660a65d4750d96";
+const GENESIS: &str = "8068ccc0b7b754a5eef0e043498f86ed18dbce91ed895728c163e4390c35750e";
+const H0: &str = "76b87067d8e52585c5594f5f2f216fbd9fb4daa5654517abec120c3933ebcb06";
+const H1: &str = "a4d6f588654dfc1ce9d07dae06fbc688f78ee30238d11fae0b4b1dd09d9d067f";
+const H2: &str = "2ef72f354b513956126c38cd3a03c5a057557edb80d824f478ebcd5758f0bfef";
+const H3: &str = "bd6553fb603db1490ac76d78651d7f99a5f682304a9550a57d5f547bfcc685cf";
 
 /// The four records hashed above: steps 0-3, one of each kind.
 fn records() -> [Record; 4] {
@@ -73,7 +72,7 @@ fn records() -> [Record; 4] {
 #[test]
 fn genesis_and_schema_are_the_documented_constants() {
     assert_eq!(hex(&genesis()), GENESIS);
-    assert_eq!(SCHEMA, "grid.audit/1");
+    assert_eq!(SCHEMA, "grid.audit/2");
     assert_eq!(DIGEST_MODULUS, 2_305_843_009_213_693_951);
 }
 
@@ -187,9 +186,9 @@ fn lines_are_python_json_lines() {
     assert_eq!(text(&mut c), "");
     c.push(rs[0]);
     let first = "{\"blocked_count\": 9, \"config_hash\": \"0b943cd042adccab\", \"hash\": \
-        \"cd9f6f03ec0c7eca23b5aff6ace8fec9314894e5fcf085299a658ba1ed4ccca7\", \"kind\": \
+        \"76b87067d8e52585c5594f5f2f216fbd9fb4daa5654517abec120c3933ebcb06\", \"kind\": \
         \"sampled\", \"mask_entry_id\": \"000102030405060708090a0b0c0d0e0f\", \"prev_hash\": \
-        \"b9c449758048132f1bcf4f2df0aaf93307ce6ad04da1ae29140ed7087cf51d9c\", \"step\": 0, \
+        \"8068ccc0b7b754a5eef0e043498f86ed18dbce91ed895728c163e4390c35750e\", \"step\": 0, \
         \"token\": 5}";
     assert_eq!(text(&mut c), first);
     c.push(rs[1]);

@@ -3,7 +3,8 @@
 Reference: DESIGN.md section 9; theorem 6 (``proofs/HashChain.v``); the format
 is specified in ``docs/audit.md``.
 
-Format (JSON Lines, schema ``grid.audit/1``): one JSON object per line.
+Format (JSON Lines, schema ``grid.audit/2``; ``grid.audit/1`` logs are still
+verified and replayed): one JSON object per line.
 
 - Record lines: ``{"step", "config_hash", "mask_entry_id", "token",
   "blocked_count", "kind", "prev_hash", "hash"}``. ``kind`` is one of
@@ -13,20 +14,29 @@ Format (JSON Lines, schema ``grid.audit/1``): one JSON object per line.
 - The last line is the seal: ``{"seal": {"schema", "stop_reason",
   "fingerprints", "mode", "record_count", "head_hash"}, "hash"}``.
 
-Chaining. The **record encoding** of step ``i`` is ``enc_i = bytes(prev_hash_i)
-|| canonical(record_i)``, where ``canonical`` is grid-core's injective, typed,
-length-prefixed encoding (``grid_core.fingerprint``) of the list ``[schema,
-step, config_hash, mask_entry_id, token, blocked_count, kind, prev_hash]``, the
-step number included; ``hash_i = BLAKE2b-256(enc_i)`` and ``prev_hash_0`` is the
-genesis constant ``BLAKE2b-256(b"grid.audit.genesis/1")``. The seal hash chains
-the head the same way over the six-element list of seal fields. Theorem 6's
-hypotheses are met as follows:
+Chaining. ``hash_i = BLAKE2b-256(enc_i)``, where the **record encoding**
+``enc_i`` of step ``i`` depends on the schema:
 
-- ``enc`` is injective: :func:`parse_record_encoding` is its left inverse
-  (tests/test_audit.py checks ``parse(enc(r)) == r`` by hypothesis);
-- the genesis constant is the hash of ``b"grid.audit.genesis/1"``, which is no
-  record encoding (it is 20 bytes; every record encoding is longer than 32 and
-  parses back), so tampering that keeps the head is a BLAKE2b collision;
+- ``grid.audit/2`` (written): 85 bytes, ``bytes(prev_hash) || b"grid.audit/2"
+  || u64(step) || bytes(config_hash) || bytes(mask_entry_id) || u32(token) ||
+  u32(blocked_count) || u8(kind)`` (big-endian; ``kind`` is its index in
+  :data:`KINDS`), one BLAKE2b block;
+- ``grid.audit/1`` (read): ``bytes(prev_hash) || canonical([schema, step,
+  config_hash, mask_entry_id, token, blocked_count, kind, prev_hash])``, with
+  grid-core's injective, typed, length-prefixed encoding
+  (``grid_core.fingerprint``), about 250 bytes.
+
+``prev_hash_0`` is the schema's genesis constant ``BLAKE2b-256(b"grid.audit.genesis/N")``,
+so the first record says which schema a log is in, and the seal's ``schema``
+must agree. The seal hash chains the head over ``canonical`` of the six seal
+fields in both schemas. Theorem 6's hypotheses are met as follows:
+
+- ``enc`` is injective: :func:`parse_record_encoding` is its left inverse over
+  both schemas (tests/test_audit.py checks ``parse(enc(r)) == r`` by
+  hypothesis); a ``/1`` encoding has ``l`` at byte 32, a ``/2`` one ``g``;
+- a genesis constant is the hash of a 20-byte preimage, which is no record
+  encoding (every record encoding is longer than 32 and parses back), so
+  tampering that keeps the head is a BLAKE2b collision;
 - truncation: a prefix of a valid chain is a valid chain (``truncation_valid``),
   so only the seal, which carries the record count and the head, detects a tail
   cut; and only an **anchored** seal (its hash kept where the log's writer
@@ -52,10 +62,20 @@ from typing import Any, Literal
 from grid_core.errors import AuditError
 from grid_core.fingerprint import canonical
 
-SCHEMA = "grid.audit/1"
-GENESIS_PREIMAGE = b"grid.audit.genesis/1"
-GENESIS = hashlib.blake2b(GENESIS_PREIMAGE, digest_size=32).hexdigest()
+SCHEMA = "grid.audit/2"
+"""The schema this version writes."""
+SCHEMA_1 = "grid.audit/1"
+"""The first schema: still verified and replayed, never written."""
+SCHEMAS = (SCHEMA_1, SCHEMA)
+GENESIS_PREIMAGES = {s: f"grid.audit.genesis/{s.rsplit('/', 1)[1]}".encode() for s in SCHEMAS}
+GENESES = {s: hashlib.blake2b(p, digest_size=32).hexdigest() for s, p in GENESIS_PREIMAGES.items()}
+GENESIS_PREIMAGE = GENESIS_PREIMAGES[SCHEMA]
+GENESIS = GENESES[SCHEMA]
+_SCHEMA_OF_GENESIS = {g: s for s, g in GENESES.items()}
 KINDS = ("sampled", "forced", "reserve", "eos")
+_SCHEMA_TAG = SCHEMA.encode()
+ENCODING_2_LEN = 32 + len(_SCHEMA_TAG) + 8 + 8 + 16 + 4 + 4 + 1
+"""The length of every ``grid.audit/2`` record encoding (85 bytes: one BLAKE2b block)."""
 
 Kind = Literal["sampled", "forced", "reserve", "eos"]
 
@@ -88,8 +108,9 @@ class Record:
     prev_hash: str
 
     def fields(self) -> tuple[object, ...]:
+        """The ``grid.audit/1`` canonical list (its encoding after the link)."""
         return (
-            SCHEMA,
+            SCHEMA_1,
             self.step,
             self.config_hash,
             self.mask_entry_id,
@@ -99,12 +120,30 @@ class Record:
             self.prev_hash,
         )
 
-    def encoding(self) -> bytes:
-        """The hash input ``bytes(prev_hash) || canonical(fields)`` (``enc`` of theorem 6)."""
-        return bytes.fromhex(self.prev_hash) + canonical(self.fields())
+    def encoding(self, schema: str = SCHEMA) -> bytes:
+        """The hash input in ``schema`` (``enc`` of theorem 6; the module's docstring).
 
-    def digest(self) -> str:
-        return hashlib.blake2b(self.encoding(), digest_size=32).hexdigest()
+        Precondition: the record's fields are of ``schema``'s types
+        (``_record_problem(self, schema) is None``)."""
+        prev = bytes.fromhex(self.prev_hash)
+        if schema == SCHEMA_1:
+            return prev + canonical(self.fields())
+        assert schema == SCHEMA, schema
+        return b"".join(
+            (
+                prev,
+                _SCHEMA_TAG,
+                self.step.to_bytes(8, "big"),
+                bytes.fromhex(self.config_hash),
+                bytes.fromhex(self.mask_entry_id),
+                self.token.to_bytes(4, "big"),
+                self.blocked_count.to_bytes(4, "big"),
+                bytes((KINDS.index(self.kind),)),
+            )
+        )
+
+    def digest(self, schema: str = SCHEMA) -> str:
+        return hashlib.blake2b(self.encoding(schema), digest_size=32).hexdigest()
 
 
 def _chain(prev: str, payload: bytes) -> str:
@@ -173,26 +212,48 @@ def _parse_canonical(data: bytes, pos: int) -> tuple[object, int]:
     raise ValueError(f"tag {tag!r} is no record field form")
 
 
-def parse_record_encoding(data: bytes) -> Record:
-    """The record whose :meth:`Record.encoding` is ``data``; :class:`AuditError` if none is.
+def parse_record_encoding(data: bytes) -> tuple[str, Record]:
+    """The schema and record whose :meth:`Record.encoding` is ``data``;
+    :class:`AuditError` if none is.
 
-    A left inverse of the encoding: ``parse_record_encoding(r.encoding()) == r``
-    for every record ``r`` whose ``prev_hash`` is a 32-byte digest in lowercase
-    hex (every record a valid chain can hold), so the encoding is injective.
+    A left inverse of the encoding over both schemas:
+    ``parse_record_encoding(r.encoding(s)) == (s, r)`` for every record ``r``
+    of schema ``s``'s types (every record a valid chain can hold), so the
+    encoding is injective, across schemas too (byte 32 is ``l`` in ``/1``,
+    ``g`` in ``/2``).
     """
     prefix, rest = data[:32], data[32:]
+    if rest[:1] != b"l":
+        return SCHEMA, _parse_encoding_2(data)
     try:
         fields, end = _parse_canonical(rest, 0)
     except (ValueError, RecursionError) as e:
         raise AuditError(f"not a record encoding: {e}") from None
     if end != len(rest) or not isinstance(fields, list) or len(fields) != 8:
         raise AuditError("not a record encoding: expected exactly one 8-field list")
-    if fields[0] != SCHEMA:
+    if fields[0] != SCHEMA_1:
         raise AuditError(f"not a record encoding: schema {fields[0]!r}")
     record = Record(**dict(zip(RECORD_FIELDS, fields[1:], strict=True)))
-    if _record_problem(record) is not None or prefix != bytes.fromhex(record.prev_hash):
+    if _record_problem(record, SCHEMA_1) is not None or prefix != bytes.fromhex(record.prev_hash):
         raise AuditError("not a record encoding: its fields are not a record's")
-    return record
+    return SCHEMA_1, record
+
+
+def _parse_encoding_2(data: bytes) -> Record:
+    """The ``grid.audit/2`` record encoded as ``data`` (fixed offsets)."""
+    if len(data) != ENCODING_2_LEN or data[32:44] != _SCHEMA_TAG:
+        raise AuditError(f"not a record encoding: neither {SCHEMA_1!r} nor {SCHEMA!r}")
+    if data[84] >= len(KINDS):
+        raise AuditError(f"not a record encoding: kind {data[84]}")
+    return Record(
+        step=int.from_bytes(data[44:52], "big"),
+        config_hash=data[52:60].hex(),
+        mask_entry_id=data[60:76].hex(),
+        token=int.from_bytes(data[76:80], "big"),
+        blocked_count=int.from_bytes(data[80:84], "big"),
+        kind=KINDS[data[84]],
+        prev_hash=data[:32].hex(),
+    )
 
 
 # --------------------------------------------------------------------------
@@ -233,23 +294,28 @@ class AuditLog:
 
     ``seal_hash`` is the log's **anchor**: store it apart from the log (a
     database row, a receipt) and pass it to :func:`verify` to detect a forger
-    who rewrites the whole chain and reseals it.
+    who rewrites the whole chain and reseals it. ``schema`` is the one its
+    records are chained in: :data:`SCHEMA` for a log written here, the log's
+    own for one :func:`read` (a ``grid.audit/1`` log is resealed in ``/1``).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, schema: str = SCHEMA) -> None:
+        assert schema in SCHEMAS, schema
+        self.schema = schema
         self._records: list[Record] = []
         self._hashes: list[str] = []
         self._text: bytes | None = None  # records not parsed yet (of_lines), joined by \n
-        self._head = GENESIS
+        self._head = GENESES[schema]
         self.seal: dict[str, Any] | None = None
         self.seal_hash: str | None = None
 
     @classmethod
-    def of_chain(cls, chain: Iterable[tuple[Record, str]]) -> AuditLog:
-        """An unsealed log of records already chained elsewhere, each with its
-        hash. The links are checked (each record's ``prev_hash`` is the previous
-        hash, steps count from 0); the hashes themselves are the chainer's."""
-        log = cls()
+    def of_chain(cls, chain: Iterable[tuple[Record, str]], schema: str = SCHEMA) -> AuditLog:
+        """An unsealed log of records already chained elsewhere in ``schema``,
+        each with its hash. The links are checked (each record's ``prev_hash``
+        is the previous hash, steps count from 0); the hashes themselves are
+        the chainer's."""
+        log = cls(schema)
         for record, digest in chain:
             if record.step != len(log._records) or record.prev_hash != log._head:
                 raise AuditError(f"record {record.step} does not link to the chain before it")
@@ -316,9 +382,9 @@ class AuditLog:
         record = Record(
             len(self.records), f"{config_hash:016x}", entry_id, token, blocked, kind, self.head
         )
-        assert _record_problem(record) is None, _record_problem(record)
+        assert _record_problem(record, self.schema) is None, _record_problem(record, self.schema)
         self._records.append(record)
-        self._head = record.digest()
+        self._head = record.digest(self.schema)
         self._hashes.append(self._head)
         return record
 
@@ -328,7 +394,7 @@ class AuditLog:
             raise AuditError("the log is sealed; it cannot be truncated")
         del self.records[n:]
         del self.hashes[n:]
-        self._head = self._hashes[-1] if self._hashes else GENESIS
+        self._head = self._hashes[-1] if self._hashes else GENESES[self.schema]
 
     def close(
         self, stop_reason: str, fingerprints: Mapping[str, str], mode: Mapping[str, object]
@@ -336,7 +402,7 @@ class AuditLog:
         if self.seal is not None:
             raise AuditError("the log is already sealed")
         seal = {
-            "schema": SCHEMA,
+            "schema": self.schema,
             "stop_reason": stop_reason,
             "fingerprints": dict(fingerprints),
             "mode": dict(mode),
@@ -424,8 +490,11 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _record_problem(r: Record) -> str | None:
-    """Why a record's fields are not of the documented types, or ``None``."""
+_U32, _U64 = 1 << 32, 1 << 64
+
+
+def _record_problem(r: Record, schema: str) -> str | None:
+    """Why a record's fields are not of ``schema``'s documented types, or ``None``."""
     if not _is_count(r.step):
         return "step must be a non-negative integer"
     if not (isinstance(r.config_hash, str) and _HEX16.fullmatch(r.config_hash)):
@@ -440,14 +509,22 @@ def _record_problem(r: Record) -> str | None:
         return f"unknown kind {r.kind!r}"
     if not (isinstance(r.prev_hash, str) and _HEX64.fullmatch(r.prev_hash)):
         return "prev_hash must be 64 lowercase hex digits"
+    if schema == SCHEMA:
+        for name, value, bound in (
+            ("step", r.step, _U64),
+            ("token", r.token, _U32),
+            ("blocked_count", r.blocked_count, _U32),
+        ):
+            if value >= bound:
+                return f"{name} must be below 2^{bound.bit_length() - 1} in {SCHEMA}"
     return None
 
 
 def _seal_body_problem(body: Mapping[str, Any]) -> str | None:
     if set(body) != set(SEAL_FIELDS):
         return f"the seal has fields {sorted(body)}, expected {sorted(SEAL_FIELDS)}"
-    if body["schema"] != SCHEMA:
-        return f"unknown schema {body['schema']!r} (expected {SCHEMA!r})"
+    if body["schema"] not in SCHEMAS:
+        return f"unknown schema {body['schema']!r} (expected {SCHEMA_1!r} or {SCHEMA!r})"
     if not _is_text(body["stop_reason"]):
         return "stop_reason must be a string"
     problem = _fingerprints_problem(body["fingerprints"]) or _mode_problem(body["mode"])
@@ -464,10 +541,13 @@ def read(lines: Iterable[str], anchor: str | None = None) -> tuple[Verdict, Audi
     """Verify a JSON Lines log and return it parsed as far as it verified.
 
     The :class:`AuditLog` holds the records that chained correctly, and the
-    seal only when the whole log is valid.
+    seal only when the whole log is valid. The schema is the one whose genesis
+    the first record links to (the seal's when there is none); the seal must
+    name it.
     """
     log = AuditLog()
     head, count = GENESIS, 0
+    schema: str | None = None  # known at the first record
     seal_line: dict[str, Any] | None = None
 
     def bad(step: int | None, reason: str) -> tuple[Verdict, AuditLog]:
@@ -494,14 +574,19 @@ def read(lines: Iterable[str], anchor: str | None = None) -> tuple[Verdict, Audi
         if set(obj) != _RECORD_KEYS:
             return bad(count, f"line {n} has fields {sorted(obj)}")
         record = Record(**{k: obj[k] for k in RECORD_FIELDS})
-        problem = _record_problem(record)
+        if schema is None:
+            link = record.prev_hash
+            schema = _SCHEMA_OF_GENESIS.get(link, SCHEMA) if isinstance(link, str) else SCHEMA
+            log = AuditLog(schema)
+            head = log.head
+        problem = _record_problem(record, schema)
         if problem is not None:
             return bad(count, problem)
         if record.step != count:
             return bad(count, f"expected step {count}, found {record.step}")
         if record.prev_hash != head:
             return bad(count, "prev_hash does not link to the previous record")
-        if record.digest() != obj["hash"]:
+        if record.digest(schema) != obj["hash"]:
             return bad(count, "the record's hash does not match its fields")
         head = obj["hash"]
         log._records.append(record)
@@ -516,6 +601,11 @@ def read(lines: Iterable[str], anchor: str | None = None) -> tuple[Verdict, Audi
     problem = _seal_body_problem(body)
     if problem is not None:
         return bad(None, f"malformed seal: {problem}")
+    if schema is not None and body["schema"] != schema:
+        return bad(None, f"the seal's schema is {body['schema']!r}, its records are {schema!r}")
+    if schema is None:  # no record: the seal's schema, and its genesis is the head
+        log = AuditLog(body["schema"])
+        head = log.head
     if body["record_count"] != count:
         return bad(None, f"the seal counts {body['record_count']} records, the log has {count}")
     if body["head_hash"] != head:
@@ -543,7 +633,7 @@ def reseal(log: AuditLog, extra: Mapping[str, object]) -> AuditLog:
     if log._text is not None:  # still as the native guide wrote it
         out = AuditLog.of_lines(log._text, log.head)
     else:
-        out = AuditLog.of_chain(zip(log.records, log.hashes, strict=True))
+        out = AuditLog.of_chain(zip(log.records, log.hashes, strict=True), log.schema)
     out.close(log.seal["stop_reason"], log.seal["fingerprints"], {**log.seal["mode"], **extra})
     return out
 

@@ -50,7 +50,7 @@ from functools import partial
 from pathlib import Path
 from typing import Literal, Protocol
 
-from grid_core.audit import GENESIS, Kind, Record, read, read_lines
+from grid_core.audit import GENESES, Kind, Record, read, read_lines
 from grid_core.guide import Engine, GridGuide
 
 Stage = Literal["chain", "artifacts", "replay", "seal"]
@@ -133,7 +133,7 @@ def replay(
 
     vocab = engine.vocab
     eos_ids = frozenset(vocab.eos_ids)
-    head, in_reserve, forced_run = GENESIS, False, 0
+    head, in_reserve, forced_run = GENESES[log.schema], False, 0
     jump = seal["mode"].get("jump_forward")
     for i, (rec, logged_hash) in enumerate(zip(log.records, log.hashes, strict=True)):
         diverges = partial(_diverges, i)
@@ -174,7 +174,7 @@ def replay(
         forced_run = forced_run + 1 if rec.kind == "forced" else 0
         in_reserve = in_reserve or rec.kind == "reserve"
         expected = Record(i, config_hash, entry, rec.token, blocked, rec.kind, head)
-        if expected != rec or expected.digest() != logged_hash:
+        if expected != rec or expected.digest(log.schema) != logged_hash:
             return diverges("hash", "the record does not chain as recomputed")
         head = logged_hash
         guide.accept_token(rec.token)
