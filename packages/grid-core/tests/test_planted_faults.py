@@ -149,8 +149,9 @@ FAULTS = [
             "test_audit.py::test_tampering_is_reported",
         ),
         "audit.py",
-        "            self.token,\n            self.blocked_count,\n            self.kind,",
-        "            self.token,\n            self.kind,",
+        '                self.token.to_bytes(4, "big"),\n'
+        '                self.blocked_count.to_bytes(4, "big"),\n',
+        '                self.token.to_bytes(4, "big"),\n',
     ),
     Fault(
         "reserve-off-by-one",
