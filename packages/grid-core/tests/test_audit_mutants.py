@@ -569,3 +569,40 @@ def test_reseal_needs_a_seal_hash() -> None:
     log.seal_hash = None
     with pytest.raises(AuditError, match=r"^only a sealed log is resealed$"):
         reseal(log, {"b": 1})
+
+
+@pytest.mark.parametrize(
+    ("field", "largest", "message"),
+    [
+        ("step", 2**64 - 1, "step must be below 2^64 in grid.audit/2"),
+        ("token", 2**32 - 1, "token must be below 2^32 in grid.audit/2"),
+        ("blocked_count", 2**32 - 1, "blocked_count must be below 2^32 in grid.audit/2"),
+    ],
+)
+def test_version_2_bounds_by_hand(field: str, largest: int, message: str) -> None:
+    """A /2 record holds each integer in its fixed width; /1 has no bound."""
+    from dataclasses import replace
+
+    from grid_core.audit import _record_problem
+
+    at_most = replace(REC, **{field: largest})
+    over = replace(REC, **{field: largest + 1})
+    assert _record_problem(at_most, SCHEMA) is None
+    assert _record_problem(over, SCHEMA) == message
+    assert _record_problem(over, SCHEMA_1) is None
+    assert parse_record_encoding(at_most.encoding()) == (SCHEMA, at_most)
+
+
+def test_version_2_integers_are_big_endian_by_hand() -> None:
+    r = Record(
+        0x0102030405060708, "0a0b0c0d0e0f1011", "ab" * 16, 0x11223344, 0x55667788, "eos", GENESIS
+    )
+    enc = r.encoding()
+    assert enc[44:52] == bytes.fromhex("0102030405060708")
+    assert enc[52:60] == bytes.fromhex("0a0b0c0d0e0f1011")
+    assert enc[76:80] == bytes.fromhex("11223344")
+    assert enc[80:84] == bytes.fromhex("55667788")
+    assert enc[84:] == b"\x03"
+    assert parse_record_encoding(enc) == (SCHEMA, r)
+    for kind, code in zip(("sampled", "forced", "reserve", "eos"), range(4), strict=True):
+        assert Record(0, "0" * 16, "0" * 32, 0, 0, kind, GENESIS).encoding()[-1] == code
