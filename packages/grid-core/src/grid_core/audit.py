@@ -69,7 +69,6 @@ SCHEMA_1 = "grid.audit/1"
 SCHEMAS = (SCHEMA_1, SCHEMA)
 GENESIS_PREIMAGES = {s: f"grid.audit.genesis/{s.rsplit('/', 1)[1]}".encode() for s in SCHEMAS}
 GENESES = {s: hashlib.blake2b(p, digest_size=32).hexdigest() for s, p in GENESIS_PREIMAGES.items()}
-GENESIS_PREIMAGE = GENESIS_PREIMAGES[SCHEMA]
 GENESIS = GENESES[SCHEMA]
 _SCHEMA_OF_GENESIS = {g: s for s, g in GENESES.items()}
 KINDS = ("sampled", "forced", "reserve", "eos")
