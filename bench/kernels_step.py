@@ -29,7 +29,14 @@ miss costs before and after moving it into Rust:
    5 us; audit's cost at most 0.5 us per step (issue #13). The Python
    ``GridGuide`` (same verbs, audit on, caches warm) runs on the first
    ``--python-replays`` statements for the ratio.
-3. **cold miss per entry**: root walks of ``--cold-configs`` configurations
+3. **warm, CPU caches cold**: on a server each fill and accept follows a
+   forward pass that has streamed the model's weights through every cache.
+   The first ``--cold-cache-replays`` sequences are replayed again (walks and
+   rows all cached) with ``--flush-mb`` MiB of memory read before each fill
+   and before each accept, in the raw native session (``native_on``) and
+   through the protocol guide (``guide_on``), audit on, taking turns. What the
+   guide adds over the session is its Python layer, if any.
+4. **cold miss per entry**: root walks of ``--cold-configs`` configurations
    sampled from the replays, each a real miss: ``python`` (``walk_from`` +
    ``make_entry``, the pure-Python path), ``composed`` (the kernels' walk, then
    ``make_entry`` in Python: grid-core's miss path before this change) and
@@ -230,6 +237,51 @@ def warm_audit(engine: Engine, seqs: list[list[int]], passes: int) -> dict[str, 
     return out
 
 
+CACHE_VARIANTS = ("native_on", "guide_on")
+
+
+def cold_cache(engine: Engine, seqs: list[list[int]], flush_mb: int) -> dict[str, Any]:
+    """Warm steps with the CPU caches flushed before each fill and each accept (a read
+    of ``flush_mb`` MiB of real memory: not zero pages, which all map one page):
+    the raw native session and the protocol guide, audit on, in turn; us."""
+    junk = b"\x00\x02" * (flush_mb << 19)
+    row = array.array("i", bytes(4 * engine.n_words))
+    out: dict[str, list[float]] = {}
+    clock = time.perf_counter_ns
+    gc.collect()
+    gc.disable()
+    try:
+        for n, seq in enumerate(seqs):
+            for v in CACHE_VARIANTS[n % 2 :] + CACHE_VARIANTS[: n % 2]:
+                g: Any = engine.kernel.session(0, True) if v == "native_on" else engine.guide()
+                fill, accept = out.setdefault(f"{v}_fill", []), out.setdefault(f"{v}_accept", [])
+                for t in seq:
+                    junk.find(b"\x01")
+                    t0 = clock()
+                    g.fill_next_token_bitmask(row)
+                    t1 = clock()
+                    junk.find(b"\x01")
+                    t2 = clock()
+                    g.accept_token(t)
+                    t3 = clock()
+                    fill.append((t1 - t0) / 1e3)
+                    accept.append((t3 - t2) / 1e3)
+    finally:
+        gc.enable()
+    q = {k: quantiles(xs) for k, xs in out.items()}
+    for v in CACHE_VARIANTS:
+        steps = [f + a for f, a in zip(out[f"{v}_fill"], out[f"{v}_accept"], strict=True)]
+        q[f"{v}_step"] = quantiles(steps)
+    return {
+        "flush_mb": flush_mb,
+        "us": q,
+        "guide_over_native_p50": {
+            part: q[f"guide_on_{part}"]["p50"] / q[f"native_on_{part}"]["p50"]
+            for part in ("fill", "accept", "step")
+        },
+    }
+
+
 def warm_python(engine: Engine, seqs: list[list[int]]) -> list[float]:
     """Warm steps of the Python reference ``GridGuide`` (audit on, through the protocol:
     ``fill_next_token_bitmask`` + ``accept_token``), second pass, in us."""
@@ -385,6 +437,7 @@ def run_vocab(name: str, grammar: Grammar, args: argparse.Namespace) -> dict[str
     steps = sum(len(v) for v in sight.values())
     hit_rate = (len(sight["row"]) + len(sight["classes"])) / steps
     warm = warm_audit(engine, seqs, args.passes)
+    cached = cold_cache(engine, seqs[: args.cold_cache_replays], args.flush_mb)
     python = warm_python(engine, seqs[: args.python_replays])
     every = all_configs(engine, seqs)
     configs = random.Random(args.seed).sample(every, min(args.cold_configs, len(every)))
@@ -426,6 +479,7 @@ def run_vocab(name: str, grammar: Grammar, args: argparse.Namespace) -> dict[str
             "python_guide": quantiles(python),
             "warm_fills_not_from_row_memo": warm["not_row"],
         },
+        "warm_caches_cold": cached,
         "audit_on_minus_off_us": delta,
         "audit_read_us_per_step": read,
         "audit_cost_us_per_step": audit_cost,
@@ -447,6 +501,15 @@ def run_vocab(name: str, grammar: Grammar, args: argparse.Namespace) -> dict[str
         f" us; audit cost per step {audit_cost:.3f} us (native {audit_cost_native:.3f}; "
         "target <= 0.5: "
         f"{'met' if audit_cost <= 0.5 else 'NOT met'})\n"
+        f"  caches cold ({args.flush_mb} MiB read before each call), p50/p90 us: "
+        + "; ".join(
+            f"{k} {v['p50']:.1f}/{v['p90']:.1f}"
+            for k, v in cached["us"].items()
+            if k.endswith(("_fill", "_step"))
+        )
+        + "; guide/native p50 "
+        + ", ".join(f"{k} {v:.2f}" for k, v in cached["guide_over_native_p50"].items())
+        + "\n"
         f"  Python guide p50 {statistics.median(python):.0f} us "
         f"({out['python_over_native_p50']:.0f}x)\n"
         "  first sight fill p50 us: "
@@ -478,6 +541,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--replays", type=int, default=60, help="statements replayed")
     p.add_argument("--passes", type=int, default=3, help="warm passes over the replays")
     p.add_argument("--python-replays", type=int, default=10, help="replays on the Python guide")
+    p.add_argument(
+        "--cold-cache-replays", type=int, default=12, help="replays with the caches flushed"
+    )
+    p.add_argument("--flush-mb", type=int, default=64, help="MiB read before each call")
     p.add_argument("--cold-configs", type=int, default=40, help="configurations for cold misses")
     p.add_argument("--python-cold", type=int, default=12, help="of which on the pure-Python walk")
     p.add_argument("--largest", type=int, default=8, help="largest root walks, for rayon")

@@ -102,8 +102,8 @@ import os
 
 # numpy (bookkeeping at every step) and torch (xgrammar's bitmask) keep thread
 # pools whose idle threads spin for a while after each call: on this 2-core
-# host they took a core from whichever engine was timed next (GRID's cold walks
-# run on two threads). One thread each, set before they are imported.
+# host they took a core from whichever engine was timed next. One thread each,
+# set before they are imported.
 for _pool in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_pool, "1")
 

@@ -38,7 +38,7 @@ import grid_kernels
 from grid_core import vocab as vocab_module
 from grid_core.grammar import load_grammar
 from grid_core.guide import Engine
-from grid_core.kernels import KernelGuide
+from grid_core.kernels import KernelGuide, native_session
 from grid_core.lexer import Config
 from grid_core.vocab import Vocabulary
 from grid_core.walk import walk_from
@@ -76,7 +76,7 @@ def replay(engine: Engine, kernels: grid_kernels.EngineTables, text: bytes) -> l
     """The configurations of writing ``text`` with the longest admitted token each
     step (the admitted tokens read off a native session)."""
     lexer, spell = engine.lexer, engine.vocab.token_bytes
-    guide = KernelGuide(engine, kernels.session())
+    guide = KernelGuide(engine, native_session(kernels, audit=False))
     config, out = lexer.initial, []
     rest = text
     while rest:

@@ -47,7 +47,7 @@ from grid_core import vocab as vocab_module
 from grid_core.errors import GuideError
 from grid_core.grammar import Grammar, load_grammar
 from grid_core.guide import Engine, GridGuide
-from grid_core.kernels import KernelGuide
+from grid_core.kernels import KernelGuide, native_session
 from grid_core.trie import TokenTrie, build_trie
 from grid_core.vocab import Vocabulary
 from grid_core.walk import walk_from
@@ -108,7 +108,7 @@ class Pair:
         return guide
 
     def native(self, tokens: Sequence[int]) -> KernelGuide:
-        guide = KernelGuide(self.engine, self.kernels.session(0, True))
+        guide = KernelGuide(self.engine, native_session(self.kernels, 0, True))
         for t in tokens:
             guide.accept_token(t)
         return guide

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import array
 import random
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -51,6 +52,7 @@ from test_differential import STATEMENTS, generated_statements
 from test_kernels_parity import CRUD_SCRIPTS, SQLITE_SCRIPTS
 from toy import ANALYST, LEXICON, TOY
 
+import grid_kernels
 from grid_core import kernels
 from grid_core import vocab as vocab_module
 from grid_core.audit import verify
@@ -530,6 +532,15 @@ def test_torch_cpu_tensors_are_filled_in_place() -> None:
     s.fill_next_token_bitmask(t, 1)
     assert bool((t[0] == 7).all())
     assert t[1].numpy().tobytes() == c.reference_row(GridGuide(c.reference)).tobytes()
+    # The view of the last tensor is kept while that tensor comes again; another
+    # tensor (a fork's fill too) is filled through its own view, never the last.
+    other = torch.full((1, c.engine.n_words), 7, dtype=torch.int32)
+    s.fork().fill_next_token_bitmask(other)
+    assert other[0].numpy().tobytes() == t[1].numpy().tobytes()
+    s.accept_token(c.spelled[b"SELECT"])
+    s.fill_next_token_bitmask(other)
+    s.fill_next_token_bitmask(t, 0)
+    assert t[0].numpy().tobytes() == other[0].numpy().tobytes() != t[1].numpy().tobytes()
     with pytest.raises(TypeError, match=r"torch\.int32"):
         s.fill_next_token_bitmask(torch.zeros((1, c.engine.n_words), dtype=torch.int64))
     if torch.cuda.is_available():
@@ -537,6 +548,26 @@ def test_torch_cpu_tensors_are_filled_in_place() -> None:
             s.fill_next_token_bitmask(
                 torch.zeros((1, c.engine.n_words), dtype=torch.int32, device="cuda")
             )
+
+
+def test_the_per_token_verbs_are_the_sessions_own() -> None:
+    """A native guide's ``fill_next_token_bitmask`` and ``accept_token`` (its
+    forks' too) are the session's own methods: no Python frame between a caller
+    and Rust. They still raise the protocol's errors; a bare session (made
+    without the protocol) raises the kernels' ``SessionError``."""
+    c = cell("sqlite", "cl100k", pure=False)
+    s = c.session()
+    for g in (s, s.fork()):
+        for verb in ("fill_next_token_bitmask", "accept_token"):
+            method = getattr(g, verb)
+            assert isinstance(method, types.BuiltinMethodType), verb
+            assert method.__self__ is g._native, verb
+        with pytest.raises(GuideError, match="not in the mask") as err:
+            g.accept_token(c.spelled[b")"])
+        assert type(err.value) is GuideError
+    bare = c.engine.kernel.session(0, True)
+    with pytest.raises(grid_kernels.SessionError, match="not in the mask"):
+        bare.accept_token(c.spelled[b")"])
 
 
 def test_sessions_share_the_engine_cache() -> None:

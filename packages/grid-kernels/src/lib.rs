@@ -76,7 +76,7 @@ pub use walk::{CdEntry, WalkOutput};
 
 /// Version of the table and buffer layout shared with `grid_core`; a module
 /// reporting another version is refused rather than used.
-pub const ABI_VERSION: u32 = 9;
+pub const ABI_VERSION: u32 = 10;
 
 /// Whether the named planted fault is on: with feature `planted-faults`, when
 /// `GRID_PLANTED_FAULT` names it (grid-core's `tests/test_planted_faults.py`);

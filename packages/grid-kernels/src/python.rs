@@ -839,13 +839,20 @@ impl PyEngineTables {
 
     /// A new session at the initial configuration, caching its walks under
     /// `namespace`; `audit` turns its record chain on; `events` (from
-    /// [`Self::event_tables`]) its parse event stream.
-    #[pyo3(signature = (namespace = 0, audit = false, events = None))]
+    /// [`Self::event_tables`]) its parse event stream. `errors` and `views`
+    /// make it speak a caller's protocol (grid-core's guide protocol):
+    /// `errors(e)` is raised instead of each `SessionError` `e` the session
+    /// raises, and a bitmask that is no buffer is filled through `views(b)`
+    /// (a buffer, or None to refuse it), the last one kept while `b` is
+    /// passed again.
+    #[pyo3(signature = (namespace = 0, audit = false, events = None, errors = None, views = None))]
     fn session(
         &self,
         namespace: u64,
         audit: bool,
         events: Option<&PyEventTables>,
+        errors: Option<Py<PyAny>>,
+        views: Option<Py<PyAny>>,
     ) -> PyResult<PySession> {
         let mut inner =
             Session::new(Arc::clone(&self.inner), namespace, audit).map_err(to_pyerr)?;
@@ -859,7 +866,16 @@ impl PyEngineTables {
                 .with_events(Arc::clone(&events.inner))
                 .map_err(to_pyerr)?;
         }
-        Ok(PySession { inner, last: None })
+        let protocol = match (errors, views) {
+            (None, None) => None,
+            (errors, views) => Some(Arc::new(Protocol { errors, views })),
+        };
+        Ok(PySession {
+            inner,
+            last: None,
+            protocol,
+            view: None,
+        })
     }
 
     /// The parse event tables of this engine's grammar: per rule and per
@@ -1136,12 +1152,80 @@ impl PyReserve {
     }
 }
 
-/// One request's guide (`GridGuide`), the whole step and its audit record in Rust.
+/// A caller's protocol for its sessions ([`PyEngineTables::session`]).
+struct Protocol {
+    /// Maps a `SessionError` to the exception raised instead.
+    errors: Option<Py<PyAny>>,
+    /// Views a bitmask that is no buffer as one (or returns None).
+    views: Option<Py<PyAny>>,
+}
+
+impl Protocol {
+    /// `err` as the caller's exception: `errors(value)` for a `SessionError`.
+    fn error(&self, err: PyErr) -> PyErr {
+        let Some(errors) = &self.errors else {
+            return err;
+        };
+        Python::with_gil(|py| {
+            if !err.is_instance_of::<SessionError>(py) {
+                return err;
+            }
+            match errors.call1(py, (err.value(py),)) {
+                Ok(mapped) => PyErr::from_value(mapped.into_bound(py)),
+                Err(e) => e,
+            }
+        })
+    }
+}
+
+/// One request's guide (`GridGuide`), the whole step and its audit record in
+/// Rust. Made with a protocol (see [`PyEngineTables::session`]), its verbs
+/// are the protocol's verbs themselves: no layer of Python between a caller
+/// and Rust on the hot path.
 #[pyclass(module = "grid_kernels._native", name = "Session")]
 struct PySession {
     inner: Session,
     /// How the last fill was served.
     last: Option<Filled>,
+    /// The caller's protocol, shared with forks.
+    protocol: Option<Arc<Protocol>>,
+    /// The last bitmask filled through the protocol's view, and its view.
+    view: Option<(Py<PyAny>, Py<PyAny>)>,
+}
+
+impl PySession {
+    /// A core error as the caller's exception.
+    fn err(protocol: &Option<Arc<Protocol>>, e: KernelError) -> PyErr {
+        let err = to_pyerr(e);
+        match protocol {
+            Some(p) => p.error(err),
+            None => err,
+        }
+    }
+
+    /// The buffer to fill for `bitmask`: `bitmask` itself, or, when it is no
+    /// buffer and the protocol views it, its view (kept for the next fill).
+    fn target<'py>(&mut self, bitmask: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let py = bitmask.py();
+        let Some(views) = self.protocol.as_ref().and_then(|p| p.views.as_ref()) else {
+            return Ok(bitmask.clone());
+        };
+        if let Some((obj, view)) = &self.view {
+            if obj.is(bitmask) {
+                return Ok(view.bind(py).clone());
+            }
+        }
+        // SAFETY: a type check on a live object, with the GIL held.
+        if unsafe { pyo3::ffi::PyObject_CheckBuffer(bitmask.as_ptr()) } == 1 {
+            return Ok(bitmask.clone());
+        }
+        let view = views.call1(py, (bitmask,))?;
+        if view.is_none(py) {
+            return Ok(bitmask.clone());
+        }
+        self.view = Some((bitmask.clone().unbind(), view.clone_ref(py)));
+        Ok(view.into_bound(py))
+    }
 }
 
 #[pymethods]
@@ -1158,12 +1242,13 @@ impl PySession {
                     "an audit kind is 'sampled', 'forced' or 'reserve', not {kind:?}"
                 ))
             })?;
-        let session = &mut self.inner;
-        if session.audited() && !session.prepare_record(false).map_err(to_pyerr)? {
+        let (session, p) = (&mut self.inner, &self.protocol);
+        let err = |e| Self::err(p, e);
+        if session.audited() && !session.prepare_record(false).map_err(err)? {
             py.allow_threads(|| session.prepare_record(true))
-                .map_err(to_pyerr)?;
+                .map_err(err)?;
         }
-        session.accept_token(token, kind).map_err(to_pyerr)
+        session.accept_token(token, kind).map_err(err)
     }
 
     /// The parse events determined so far, from index `since` on, each
@@ -1186,7 +1271,10 @@ impl PySession {
 
     /// How many leading `tokens` would be accepted; the session is unchanged.
     fn validate_tokens(&mut self, tokens: Vec<i64>) -> PyResult<usize> {
-        self.inner.validate_tokens(&tokens).map_err(to_pyerr)
+        let p = &self.protocol;
+        self.inner
+            .validate_tokens(&tokens)
+            .map_err(|e| Self::err(p, e))
     }
 
     /// The bytes accepted so far (EOS excluded).
@@ -1197,12 +1285,13 @@ impl PySession {
     /// The ids of the current mask, ascending (EOS ids included when legal).
     fn mask_ids(&mut self, py: Python<'_>) -> PyResult<Vec<u32>> {
         let mut row = vec![0u32; self.inner.n_words()];
-        let session = &mut self.inner;
-        let mut filled = session.fill(&mut row, false).map_err(to_pyerr)?;
+        let (session, p) = (&mut self.inner, &self.protocol);
+        let err = |e| Self::err(p, e);
+        let mut filled = session.fill(&mut row, false).map_err(err)?;
         if filled == Filled::Cold {
             filled = py
                 .allow_threads(|| session.fill(&mut row, true))
-                .map_err(to_pyerr)?;
+                .map_err(err)?;
         }
         self.last = Some(filled);
         let mut ids = Vec::new();
@@ -1261,7 +1350,8 @@ impl PySession {
         row: i64,
     ) -> PyResult<()> {
         let n_words = self.inner.n_words();
-        let (buf, offset) = bitmask_row(bitmask, row, n_words)?;
+        let target = self.target(bitmask)?;
+        let (buf, offset) = bitmask_row(&target, row, n_words)?;
         // SAFETY: `buf` is a writable, C-contiguous, 4-byte-aligned export of
         // at least `offset + n_words` int32 items (shape checked above), kept
         // alive (and so neither freed nor resized) until `buf` drops at the
@@ -1270,15 +1360,16 @@ impl PySession {
         let words: &mut [u32] = unsafe {
             std::slice::from_raw_parts_mut((buf.buf_ptr() as *mut u32).add(offset), n_words)
         };
-        let session = &mut self.inner;
-        let mut filled = session.fill(words, false).map_err(to_pyerr)?;
+        let (session, p) = (&mut self.inner, &self.protocol);
+        let err = |e| Self::err(p, e);
+        let mut filled = session.fill(words, false).map_err(err)?;
         if filled == Filled::Cold {
             filled = py
                 .allow_threads(|| {
                     gil_probe::point();
                     session.fill(words, true)
                 })
-                .map_err(to_pyerr)?;
+                .map_err(err)?;
         }
         drop(buf);
         self.last = Some(filled);
@@ -1288,22 +1379,27 @@ impl PySession {
     /// Undo the last `n` accepted tokens.
     #[pyo3(signature = (n = 1))]
     fn rollback(&mut self, n: i64) -> PyResult<()> {
-        let steps = self.inner.steps();
+        let (steps, p) = (self.inner.steps(), &self.protocol);
         let n = usize::try_from(n).map_err(|_| {
-            to_pyerr(KernelError::Guide {
-                step: steps,
-                token: None,
-                reason: format!("cannot roll back {n} of {steps} tokens"),
-            })
+            Self::err(
+                p,
+                KernelError::Guide {
+                    step: steps,
+                    token: None,
+                    reason: format!("cannot roll back {n} of {steps} tokens"),
+                },
+            )
         })?;
-        self.inner.rollback(n).map_err(to_pyerr)
+        self.inner.rollback(n).map_err(|e| Self::err(p, e))
     }
 
-    /// An independent session at the same point.
+    /// An independent session at the same point (the same protocol).
     fn fork(&self) -> PySession {
         PySession {
             inner: self.inner.fork(),
             last: None,
+            protocol: self.protocol.clone(),
+            view: None,
         }
     }
 
@@ -1324,7 +1420,8 @@ impl PySession {
     }
 
     fn eos_allowed(&mut self) -> PyResult<bool> {
-        self.inner.eos_allowed().map_err(to_pyerr)
+        let p = &self.protocol;
+        self.inner.eos_allowed().map_err(|e| Self::err(p, e))
     }
 
     /// Tokens accepted so far (EOS included).

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -36,7 +36,7 @@ from grid_core.memo import ContentMemo
 from grid_core.protocol import accept_in_order, is_tensor, tensor_view
 from grid_core.reserve import INF, ReserveError, reserve_table
 
-ABI_VERSION = 9
+ABI_VERSION = 10
 
 
 class KernelsError(GridError):
@@ -167,10 +167,18 @@ def session(engine: Any, *, audit: bool = True, events: EventSpec | None = None)
         )
     namespace = engine.shared.namespace if engine.shared is not None else 0
     if events is None:
-        return KernelGuide(engine, engine.kernel.session(namespace, audit))
+        return KernelGuide(engine, native_session(engine.kernel, namespace, audit))
     tables, names = _event_tables(engine, events)
-    native = engine.kernel.session(namespace, audit, tables)
+    native = native_session(engine.kernel, namespace, audit, tables)
     return KernelGuide(engine, native, (events, names))
+
+
+def native_session(tables: Any, namespace: int = 0, audit: bool = True, events: Any = None) -> Any:
+    """A ``grid_kernels.Session`` of the kernels' ``tables`` that speaks the guide
+    protocol (what a :class:`KernelGuide` wraps): it raises :class:`GuideError` /
+    :class:`MaskError` where the bare session raises ``SessionError``, and fills a
+    CPU ``torch.int32`` tensor through its numpy view."""
+    return tables.session(namespace, audit, events, errors=_grid_error, views=_view)
 
 
 _events: weakref.WeakKeyDictionary[Any, dict[EventSpec, tuple[Any, list[tuple[str, str]]]]] = (
@@ -210,13 +218,27 @@ def _event_tables(engine: Any, spec: EventSpec) -> tuple[Any, list[tuple[str, st
 class KernelGuide:
     """The native guide (:class:`grid_core.protocol.Guide`) on a ``grid_kernels.Session``.
 
-    Each verb is one call into Rust plus this thin layer, which maps the native
-    ``SessionError`` to :class:`GuideError` / :class:`MaskError` and views a CPU
-    ``torch.int32`` bitmask as the int32 buffer the kernels write. Audit records
-    are kept and chained natively; :meth:`audit_log` reads them out.
+    The session is made speaking the protocol (:func:`session`): it raises
+    :class:`GuideError` / :class:`MaskError` itself and fills a CPU
+    ``torch.int32`` tensor through its numpy view (kept while the same tensor is
+    passed again). The two per-token verbs are the session's own methods, with
+    no Python frame between a caller and Rust (on the serving path a fill runs
+    right after a forward pass, with every cache cold, where each Python layer
+    costs microseconds):
+
+    - ``fill_next_token_bitmask(bitmask, row=0)``: write the mask into row
+      ``row`` of ``bitmask`` (:mod:`grid_core.protocol`);
+    - ``accept_token(token, kind="sampled")``: accept one token; a refused one
+      raises :class:`GuideError`.
+
+    The other verbs are one call into Rust each. Audit records are kept and
+    chained natively; :meth:`audit_log` reads them out.
     """
 
-    __slots__ = ("_events", "_native", "_tensor", "_view", "engine")
+    __slots__ = ("_events", "_native", "accept_token", "engine", "fill_next_token_bitmask")
+
+    fill_next_token_bitmask: Callable[..., None]
+    accept_token: Callable[..., None]
 
     def __init__(
         self,
@@ -224,11 +246,12 @@ class KernelGuide:
         native: Any,
         events: tuple[EventSpec, list[tuple[str, str]]] | None = None,
     ) -> None:
+        """``native``: a session made by :func:`session` (or forked from one)."""
         self.engine = engine
         self._native = native
         self._events = events
-        self._tensor: Any = None
-        self._view: Any = None
+        self.fill_next_token_bitmask = native.fill_next_token_bitmask
+        self.accept_token = native.accept_token
 
     # -- parse events (grid_core.events.EventStream) -----------------------------
 
@@ -281,13 +304,6 @@ class KernelGuide:
         last: str | None = self._native.last_fill
         return last
 
-    def accept_token(self, token_id: int, kind: Kind = "sampled") -> None:
-        """Accept one token; a refused one raises :class:`GuideError` (protocol)."""
-        try:
-            self._native.accept_token(token_id, kind)
-        except Exception as e:
-            raise _grid_error(e) from None
-
     def accept_tokens(self, tokens: Sequence[int], kind: Kind = "sampled") -> int:
         """Accept in order up to the first refused token; how many were accepted."""
         return accept_in_order(self, tokens, kind)
@@ -297,31 +313,14 @@ class KernelGuide:
         n: int = self._native.validate_tokens(list(tokens))
         return n
 
-    def fill_next_token_bitmask(self, bitmask: Any, row: int = 0) -> None:
-        """Write the mask into row ``row`` of ``bitmask`` (:mod:`grid_core.protocol`);
-        a CPU ``torch.int32`` tensor is viewed, not copied."""
-        if bitmask is not self._tensor and is_tensor(bitmask):
-            self._tensor, self._view = bitmask, tensor_view(bitmask)
-        buffer = self._view if bitmask is self._tensor else bitmask
-        try:
-            self._native.fill_next_token_bitmask(buffer, row)
-        except Exception as e:
-            raise _grid_error(e) from None
-
     def mask_ids(self) -> list[int]:
         """The admitted ids, ascending (EOS ids included when EOS is legal)."""
-        try:
-            ids: list[int] = self._native.mask_ids()
-        except Exception as e:
-            raise _grid_error(e) from None
+        ids: list[int] = self._native.mask_ids()
         return ids
 
     def rollback(self, n: int = 1) -> None:
         """Undo the last ``n`` accepted tokens (and their records)."""
-        try:
-            self._native.rollback(n)
-        except Exception as e:
-            raise _grid_error(e) from None
+        self._native.rollback(n)
 
     def fork(self) -> KernelGuide:
         """An independent guide at the same point, with the same records."""
@@ -334,10 +333,7 @@ class KernelGuide:
 
     def eos_allowed(self) -> bool:
         """EOS is legal now."""
-        try:
-            ok: bool = self._native.eos_allowed()
-        except Exception as e:
-            raise _grid_error(e) from None
+        ok: bool = self._native.eos_allowed()
         return ok
 
     def step_audit(self) -> tuple[int, str, int]:
@@ -449,6 +445,12 @@ def fill_batch(
         [g._native for g in guides], bitmask, None if rows is None else list(rows), threads
     )
     return [None if e is None else _grid_error(e) for e in errors]
+
+
+def _view(bitmask: Any) -> Any:
+    """A native session's view of a bitmask that is no buffer: a CPU ``torch.int32``
+    tensor's numpy view (:func:`~grid_core.protocol.tensor_view`), else None."""
+    return tensor_view(bitmask) if is_tensor(bitmask) else None
 
 
 def _grid_error(e: Exception) -> Exception:

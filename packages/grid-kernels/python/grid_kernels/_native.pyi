@@ -17,8 +17,8 @@ CPU forward pass ``Tensor.numpy()`` costs about 20 µs cold). Any other object
 raises :class:`LogitsError` (a ``TypeError``) before anything is read or written.
 """
 
-from collections.abc import Sequence
-from typing import Literal, final
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, final
 
 from typing_extensions import Buffer
 
@@ -251,12 +251,23 @@ class EngineTables:
     def memory(self) -> dict[str, tuple[int, int, int]]:
         """``{"walks" | "chunks" | "rows": (bytes held, cap, evicted so far)}``."""
     def session(
-        self, namespace: int = 0, audit: bool = False, events: EventTables | None = None
+        self,
+        namespace: int = 0,
+        audit: bool = False,
+        events: EventTables | None = None,
+        errors: Callable[[SessionError], BaseException] | None = None,
+        views: Callable[[Any], Any] | None = None,
     ) -> Session:
         """A new :class:`Session` at the initial configuration; its walks are
         cached in this engine under ``namespace`` (grid-core's cache namespace);
         ``audit`` turns its record chain on (``grid_core.audit``); ``events``
-        (from :meth:`event_tables` of this engine) its parse event stream."""
+        (from :meth:`event_tables` of this engine) its parse event stream.
+        ``errors`` and ``views`` make it speak a caller's protocol (grid-core's
+        guide protocol): ``errors(e)`` is raised instead of each
+        :class:`SessionError` ``e`` the session (and its forks) raise, and a
+        bitmask that is no buffer is filled through ``views(bitmask)`` (a
+        buffer, or None to refuse it), the last view kept while the same
+        bitmask is passed again."""
     def event_tables(self, rule_codes: list[int], term_codes: list[int]) -> EventTables:
         """Which rules and terminals of this engine's grammar are parse events:
         per rule and per terminal an event code (an index into the caller's
