@@ -221,14 +221,18 @@ fn lexicon_words_of(obj: &Bound<'_, PyAny>) -> PyResult<Vec<(usize, Vec<Vec<u8>>
 }
 
 /// A checked row of a caller's int32 bitmask: the exported buffer (kept
-/// alive while writing) and the row's first item.
+/// alive while writing) and the row's first item. The success path reads
+/// nothing of the object but its buffer (a fill runs with the caches cold,
+/// where each Python lookup costs about a microsecond): the type's name is
+/// looked up for an error only.
 fn bitmask_row(
     obj: &Bound<'_, PyAny>,
     row: i64,
     n_words: usize,
 ) -> PyResult<(PyBuffer<i32>, usize)> {
-    let kind = obj.get_type().name()?;
+    let kind = || type_name(obj);
     let Ok(buf) = PyBuffer::<i32>::get(obj) else {
+        let kind = kind();
         let items = obj
             .py()
             .import("builtins")?
@@ -262,7 +266,8 @@ fn bitmask_row(
     };
     if buf.readonly() {
         return Err(PyTypeError::new_err(format!(
-            "the bitmask buffer ({kind}) is read-only"
+            "the bitmask buffer ({}) is read-only",
+            kind()
         )));
     }
     if !buf.is_c_contiguous() {
