@@ -606,3 +606,50 @@ def test_version_2_integers_are_big_endian_by_hand() -> None:
     assert parse_record_encoding(enc) == (SCHEMA, r)
     for kind, code in zip(("sampled", "forced", "reserve", "eos"), range(4), strict=True):
         assert Record(0, "0" * 16, "0" * 32, 0, 0, kind, GENESIS).encoding()[-1] == code
+
+
+def test_read_refuses_a_version_2_integer_past_its_width() -> None:
+    """A /2 line whose token needs 33 bits is a verdict naming the bound (not an
+    OverflowError from encoding it): the bounds are the log's schema's."""
+    lines = sealed_lines(1)
+    record = json.loads(lines[0])
+    record["token"] = 2**32
+    verdict, _log = read([json.dumps(record), *lines[1:]])
+    assert (verdict.ok, verdict.first_bad_step) == (False, 0)
+    assert verdict.reason == "token must be below 2^32 in grid.audit/2"
+
+
+def test_read_refuses_a_first_link_that_is_no_string() -> None:
+    """The schema is read off the first link only when it is a string: a list
+    there is a verdict on its type, not a TypeError from a lookup."""
+    lines = sealed_lines(1)
+    record = json.loads(lines[0])
+    record["prev_hash"] = []
+    verdict, _log = read([json.dumps(record), *lines[1:]])
+    assert (verdict.ok, verdict.reason) == (False, "prev_hash must be 64 lowercase hex digits")
+
+
+def test_a_read_log_ends_at_its_last_hash() -> None:
+    lines = sealed_lines(3)
+    verdict, got = read(lines)
+    assert verdict.ok
+    assert got.head == got.hashes[-1] == json.loads(lines[2])["hash"]
+
+
+def test_lines_that_do_not_end_at_the_given_head_are_refused() -> None:
+    log = small_log(2)
+    text = "\n".join(log.lines()).encode()
+    assert AuditLog.of_lines(text, log.head).records == log.records
+    with pytest.raises(AuditError, match=r"^the records do not end at the chain's head$"):
+        _ = AuditLog.of_lines(text, log.hashes[0]).records
+
+
+def test_append_refuses_a_version_2_integer_past_its_width() -> None:
+    """An internal assert, named: a token of 33 bits never reaches the encoding."""
+    for schema, ok in ((SCHEMA, False), (SCHEMA_1, True)):
+        log = AuditLog(schema)
+        if ok:
+            log.append(1, "0" * 32, 2**32, 0, "sampled")
+            continue
+        with pytest.raises(AssertionError, match=r"^token must be below 2\^32 in grid.audit/2$"):
+            log.append(1, "0" * 32, 2**32, 0, "sampled")
