@@ -179,6 +179,28 @@ impl Writer<'_> {
         hex_into(bytes, &mut self.buf[self.at..self.at + 2 * bytes.len()]);
         self.at += 2 * bytes.len();
     }
+
+    /// Record `r`'s line as step `step`, hashed `h` after `prev` (no `\n`).
+    fn line(&mut self, step: u64, r: &Record, config_hash: u64, h: &[u8; 32], prev: &[u8; 32]) {
+        let mut digits = [0u8; 21];
+        self.put(b"{\"blocked_count\": ");
+        self.put(u64_digits(u64::from(r.blocked), &mut digits));
+        self.put(b", \"config_hash\": \"");
+        self.hex(&config_hash.to_be_bytes());
+        self.put(b"\", \"hash\": \"");
+        self.hex(h);
+        self.put(b"\", \"kind\": \"");
+        self.put(r.kind.name().as_bytes());
+        self.put(b"\", \"mask_entry_id\": \"");
+        self.hex(&r.entry_id);
+        self.put(b"\", \"prev_hash\": \"");
+        self.hex(prev);
+        self.put(b"\", \"step\": ");
+        self.put(u64_digits(step, &mut digits));
+        self.put(b", \"token\": ");
+        self.put(u64_digits(u64::from(r.token), &mut digits));
+        self.put(b"}");
+    }
 }
 
 /// Lowercase hex of bytes.
@@ -295,29 +317,12 @@ impl Chain {
             at: 0,
         };
         let mut prev = genesis();
-        let mut digits = [0u8; 21];
         let records = self.records.iter().zip(&self.hashes).zip(&self.configs);
-        for (i, ((r, h), config_hash)) in records.enumerate() {
+        for (i, ((r, h), &config_hash)) in records.enumerate() {
             if i > 0 {
                 w.put(b"\n");
             }
-            w.put(b"{\"blocked_count\": ");
-            w.put(u64_digits(u64::from(r.blocked), &mut digits));
-            w.put(b", \"config_hash\": \"");
-            w.hex(&config_hash.to_be_bytes());
-            w.put(b"\", \"hash\": \"");
-            w.hex(h);
-            w.put(b"\", \"kind\": \"");
-            w.put(r.kind.name().as_bytes());
-            w.put(b"\", \"mask_entry_id\": \"");
-            w.hex(&r.entry_id);
-            w.put(b"\", \"prev_hash\": \"");
-            w.hex(&prev);
-            w.put(b"\", \"step\": ");
-            w.put(u64_digits(i as u64, &mut digits));
-            w.put(b", \"token\": ");
-            w.put(u64_digits(u64::from(r.token), &mut digits));
-            w.put(b"}");
+            w.line(i as u64, r, config_hash, h, &prev);
             prev = *h;
         }
         let n = w.at;
@@ -327,9 +332,11 @@ impl Chain {
 }
 
 /// The longest record line, its `\n` included: the keys and punctuation
-/// (121 bytes), four hex strings (16 + 64 + 32 + 64), three ints of at most
-/// 20 digits and the longest kind.
-const LINE_MAX: usize = 121 + 16 + 64 + 32 + 64 + 3 * 20 + 7 + 1;
+/// (121 bytes), four hex strings (16 + 64 + 32 + 64), the step's at most 20
+/// digits (a `u64`), the token's and the blocked count's at most 10 (`u32`)
+/// and the longest kind (7). Exact: a line of the widest fields is one byte
+/// shorter (tested).
+const LINE_MAX: usize = 121 + 16 + 64 + 32 + 64 + 20 + 10 + 10 + 7 + 1;
 
 #[cfg(test)]
 mod tests {
@@ -376,6 +383,46 @@ mod tests {
             hex(&all),
             all.iter().map(|b| format!("{b:02x}")).collect::<String>()
         );
+    }
+
+    #[test]
+    fn a_mask_entry_id_is_blake2b_128_of_the_rows_le_bytes() {
+        // Rows shorter than, as long as and longer than one 128-word chunk of
+        // the streaming hash, up to a Qwen row (4,746 words).
+        for len in [0usize, 1, 127, 128, 129, 300, 4746] {
+            let row: Vec<u32> = (0..len as u32)
+                .map(|i| i.wrapping_mul(0x9e37_79b9))
+                .collect();
+            let bytes: Vec<u8> = row.iter().flat_map(|w| w.to_le_bytes()).collect();
+            assert_eq!(mask_entry_id(&row), blake2b::<16>(&bytes), "{len} words");
+        }
+    }
+
+    #[test]
+    fn the_widest_line_and_its_newline_are_line_max() {
+        let widest = Record {
+            stack: u64::MAX,
+            rem_len: u64::MAX,
+            rem_digest: u64::MAX,
+            entry_id: [0xff; 16],
+            token: u32::MAX,
+            blocked: u32::MAX,
+            kind: Kind::Reserve,
+            config: None,
+        };
+        let mut buf = vec![0u8; LINE_MAX - 1];
+        let mut w = Writer {
+            buf: buf.as_mut_slice(),
+            at: 0,
+        };
+        w.line(u64::MAX, &widest, u64::MAX, &[0xff; 32], &[0xff; 32]);
+        assert_eq!(w.at, LINE_MAX - 1);
+        let line = String::from_utf8(buf).expect("ASCII");
+        assert!(line.contains("\"step\": 18446744073709551615, \"token\": 4294967295}"));
+        let kinds = [Kind::Sampled, Kind::Forced, Kind::Reserve, Kind::Eos];
+        assert!(kinds
+            .iter()
+            .all(|k| k.name().len() <= Kind::Reserve.name().len()));
     }
 
     #[test]
