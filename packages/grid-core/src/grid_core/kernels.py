@@ -218,7 +218,7 @@ def _event_tables(engine: Any, spec: EventSpec) -> tuple[Any, list[tuple[str, st
 class KernelGuide:
     """The native guide (:class:`grid_core.protocol.Guide`) on a ``grid_kernels.Session``.
 
-    The session is made speaking the protocol (:func:`session`): it raises
+    The session is made speaking the protocol (:func:`native_session`): it raises
     :class:`GuideError` / :class:`MaskError` itself and fills a CPU
     ``torch.int32`` tensor through its numpy view (kept while the same tensor is
     passed again). The two per-token verbs are the session's own methods, with
@@ -246,7 +246,7 @@ class KernelGuide:
         native: Any,
         events: tuple[EventSpec, list[tuple[str, str]]] | None = None,
     ) -> None:
-        """``native``: a session made by :func:`session` (or forked from one)."""
+        """``native``: a session made by :func:`native_session` (or forked from one)."""
         self.engine = engine
         self._native = native
         self._events = events
