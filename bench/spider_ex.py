@@ -41,7 +41,8 @@ relation), what a user who points ``grid ask`` at a database gets.
 
 Per question and arm: execution accuracy (the result multisets equal; order-sensitive
 when the gold query has ORDER BY; rows compared as tuples in column order; 5 s and
-the default limits per query, ``grid_sql.execute``), executes without error, in the
+the default limits per query, ``grid_sql.execute``, the gold query under the 5 s
+only), executes without error, in the
 role's language (grid-spec's ``Language``), checker verdict, tokens, seconds, and for
 the constrained arms GRID's own time per token (the decode's time outside the model's
 forward passes) beside the model's. Summaries: per arm, per database, and the paired
@@ -106,14 +107,21 @@ def database(data: Path, db_id: str) -> Path:
     return data / "database" / db_id / f"{db_id}.sqlite"
 
 
-def execute(db: Path, sql: str) -> tuple[list[tuple[Any, ...]] | None, str]:
+def execute(db: Path, sql: str, *, gold: bool = False) -> tuple[list[tuple[Any, ...]] | None, str]:
     """All rows of ``sql`` on the database opened read-only under the default limits
-    and a 5 s wall time, or None and why it failed."""
+    and a 5 s wall time, or None and why it failed. A ``gold`` query runs under the
+    5 s only (up to a million rows, 256 MiB of result and memory): the reference is
+    not a served statement (a few gold queries return over 1,000 rows; a statement
+    written for them is refused by the limits, in every arm alike)."""
     from grid_core.errors import GridError
     from grid_sql.execute import run_readonly
     from grid_sql.limits import DEFAULT_LIMITS
 
     limits = DEFAULT_LIMITS.replace(wall_time=5.0)
+    if gold:
+        limits = limits.replace(
+            max_rows=1_000_000, max_result_bytes=256 << 20, max_memory=256 << 20
+        )
     try:
         result = run_readonly(db, sql, limits, keep=limits.max_rows)
     except (sqlite3.Error, GridError) as e:
@@ -221,7 +229,7 @@ def run_question(
     from grid_serve.text2sql import Avoid, answer, answer_covering, answer_from_first, prompt_ids
     from grid_serve.transformers import decode_with_model
 
-    gold_rows, error = execute(ctx.db, q["gold"])
+    gold_rows, error = execute(ctx.db, q["gold"], gold=True)
     assert gold_rows is not None, f"gold query fails: {error}"
     ordered = bool(ORDER_BY.search(q["gold"]))
     rec: dict[str, Any] = {**q, "ordered": ordered}

@@ -48,6 +48,23 @@ def test_gold_queries_match_themselves_and_a_wrong_answer_does_not() -> None:
     assert rows is None and "no such column" in error
 
 
+def test_a_gold_query_runs_past_the_served_row_limit(tmp_path: Path) -> None:
+    """The reference is not a served statement: a gold query of 1,500 rows is judged
+    whole, where the same statement written by an arm is refused by the row limit
+    (Spider's world_1 has such gold queries; the full run stopped at one)."""
+    import sqlite3
+
+    sx = bench()
+    db = tmp_path / "big.sqlite"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE t (x INTEGER)")
+        c.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(1500)])
+    rows, error = sx.execute(db, "SELECT x FROM t", gold=True)
+    assert rows is not None and len(rows) == 1500, error
+    rows, error = sx.execute(db, "SELECT x FROM t")
+    assert rows is None and "LimitExceededError" in error
+
+
 def test_ten_questions_through_the_three_arms(lm: Any, tmp_path: Path) -> None:
     sx = bench()
     out = tmp_path / "spider_ex"
