@@ -439,10 +439,12 @@ def fill_batch(
     (``grid_core.protocol.fill_rows``)."""
     import grid_kernels
 
-    if is_tensor(bitmask):
-        bitmask = tensor_view(bitmask)
+    view = _view(bitmask)
     errors = grid_kernels.fill_next_token_bitmasks(
-        [g._native for g in guides], bitmask, None if rows is None else list(rows), threads
+        [g._native for g in guides],
+        bitmask if view is None else view,
+        None if rows is None else list(rows),
+        threads,
     )
     return [None if e is None else _grid_error(e) for e in errors]
 
