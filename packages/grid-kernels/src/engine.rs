@@ -1010,6 +1010,109 @@ mod tests {
     }
 
     #[test]
+    fn a_slot_hashes_only_the_configuration_it_memoized() {
+        let kept = Kept {
+            row: Arc::new(Row::new(ids(SPARSE, &[1]))),
+            config: OnceLock::new(),
+        };
+        let first = crate::audit::config_hash(7, 3, 99);
+        assert_eq!(kept.config_hash(7, 3, 99), Some(first), "the first asks");
+        assert_eq!(kept.config_hash(7, 3, 99), Some(first), "and again");
+        // Another configuration of the same slot: its chain computes its hash.
+        for other in [(8, 3, 99), (7, 4, 99), (7, 3, 98)] {
+            assert_eq!(
+                kept.config_hash(other.0, other.1, other.2),
+                None,
+                "{other:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_index_counts_its_entries_and_takes_its_share_of_the_cap() {
+        let mut index = RowIndex::new(INDEX_SHARE * 1000);
+        assert_eq!((index.by_parts.cap(), index.by_content.cap()), (1000, 1000));
+        let parts = [verdict(&[1]), verdict(&[2])];
+        let _row = index.row(1, &parts, || ids(SPARSE, &[1, 2]));
+        // By parts: the entry and 16 bytes per verdict; by content: the entry.
+        assert_eq!(index.by_parts.bytes(), INDEX_ENTRY_BYTES + 16 * 2);
+        assert_eq!(index.by_content.bytes(), INDEX_ENTRY_BYTES);
+        index.set_row_cap(INDEX_SHARE * 3000);
+        assert_eq!((index.by_parts.cap(), index.by_content.cap()), (3000, 3000));
+    }
+
+    #[test]
+    fn a_pool_has_the_threads_asked_for() {
+        for n in [2, 3, 2] {
+            assert_eq!(pool(n).current_num_threads(), n);
+        }
+        assert!(Arc::ptr_eq(&pool(3), &pool(3)), "built once per size");
+    }
+
+    #[test]
+    fn member_runs_cut_the_members_in_order_into_about_n_runs_of_equal_nodes() {
+        // Subtrees of 1 to 27 nodes: "x", "x" + one letter, "x" + two letters.
+        let mut words: Vec<Vec<u8>> = Vec::new();
+        for (i, x) in (b'a'..=b'z').enumerate() {
+            words.push(vec![x]);
+            for y in b'a'..b'a' + (i % 5) as u8 {
+                words.push(vec![x, y]);
+                if i % 3 == 0 {
+                    words.push(vec![x, y, b'q']);
+                }
+            }
+        }
+        let refs: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+        let trie = Trie::new(crate::trie::RawTrie::pack(&refs, &vec![false; refs.len()])).unwrap();
+        // The root's children, each subtree in turn.
+        let mut members: Vec<(u32, &[u8])> = Vec::new();
+        let mut child = 1;
+        while child < trie.n_nodes() {
+            members.push((child as u32, &b""[..]));
+            child += trie.node(child).size as usize;
+        }
+        assert_eq!(members.len(), 26);
+        let size = |r: &Range<usize>| -> usize {
+            members[r.clone()]
+                .iter()
+                .map(|&(n, _)| trie.node(n as usize).size as usize)
+                .sum()
+        };
+        let total: usize = size(&(0..members.len()));
+        for n in [1, 2, 3, 4, 8, 26, 100] {
+            let runs = member_runs(&trie, &members, n);
+            // A partition of the members, in order, into non-empty runs.
+            assert_eq!(runs.first().map(|r| r.start), Some(0), "n = {n}");
+            assert_eq!(runs.last().map(|r| r.end), Some(members.len()), "n = {n}");
+            assert!(runs.windows(2).all(|w| w[0].end == w[1].start), "n = {n}");
+            assert!(runs.iter().all(|r| !r.is_empty()), "n = {n}");
+            // Each run but the last holds at least its share of the nodes,
+            // so there are at most n runs.
+            let target = total.div_ceil(n).max(1);
+            assert!(
+                runs[..runs.len() - 1].iter().all(|r| size(r) >= target),
+                "n = {n}"
+            );
+            assert!(runs.len() <= n, "{} runs for n = {n}", runs.len());
+            // A run closes as soon as it holds its share.
+            assert!(runs
+                .iter()
+                .all(|r| r.len() == 1 || size(&(r.start..r.end - 1)) < target));
+        }
+        assert_eq!(member_runs(&trie, &members, 1), vec![0..26]);
+    }
+
+    #[test]
+    fn lexicon_tags_are_the_order_of_first_sight() {
+        let shared = Shared::new("family");
+        assert_eq!(
+            ["s0", "s1", "s0", "s2", "s1"].map(|s| shared.tag(s)),
+            [0, 1, 0, 2, 1]
+        );
+        assert!(shared.remote().is_none());
+    }
+
+    #[test]
     fn the_index_keeps_no_row_alive_and_follows_the_memo_cap() {
         let mut index = RowIndex::new(1 << 20);
         let v = verdict(&[5]);

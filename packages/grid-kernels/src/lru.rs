@@ -225,6 +225,162 @@ mod tests {
         assert!(m.is_empty());
     }
 
+    /// The reference the map is checked against: its values in order of use
+    /// (least recent first), the eviction rule of the module header stated
+    /// plainly (drop the least recent until the bytes are at most the target).
+    #[derive(Default)]
+    struct Model {
+        order: Vec<(u32, u32, usize)>,
+        cap: usize,
+        evicted: u64,
+    }
+
+    impl Model {
+        fn bytes(&self) -> usize {
+            self.order.iter().map(|e| e.2).sum()
+        }
+
+        fn touch(&mut self, key: u32) -> Option<u32> {
+            let at = self.order.iter().position(|e| e.0 == key)?;
+            let e = self.order.remove(at);
+            self.order.push(e);
+            Some(e.1)
+        }
+
+        fn evict_to(&mut self, target: usize) {
+            while self.bytes() > target {
+                self.order.remove(0);
+                self.evicted += 1;
+            }
+        }
+
+        fn insert(&mut self, key: u32, value: u32, size: usize) -> Option<u32> {
+            if self.order.iter().any(|e| e.0 == key) {
+                return self.touch(key);
+            }
+            if size > self.cap {
+                return None;
+            }
+            if self.bytes() + size > self.cap {
+                self.evict_to((self.cap / 4 * 3).saturating_sub(size));
+            }
+            self.order.push((key, value, size));
+            Some(value)
+        }
+
+        fn remove(&mut self, key: u32) -> Option<u32> {
+            let at = self.order.iter().position(|e| e.0 == key)?;
+            Some(self.order.remove(at).1)
+        }
+
+        fn set_cap(&mut self, cap: usize) {
+            self.cap = cap;
+            if self.bytes() > cap {
+                self.evict_to(cap / 4 * 3);
+            }
+        }
+    }
+
+    /// Every read-only view of `m` agrees with the model's.
+    fn same(m: &Lru<u32, u32>, model: &Model, op: &str) {
+        m.check_invariants();
+        let mut keys: Vec<u32> = m.map.keys().copied().collect();
+        let mut want: Vec<u32> = model.order.iter().map(|e| e.0).collect();
+        keys.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(keys, want, "after {op}");
+        assert_eq!(
+            (m.len(), m.is_empty(), m.bytes(), m.cap(), m.evicted()),
+            (
+                want.len(),
+                want.is_empty(),
+                model.bytes(),
+                model.cap,
+                model.evicted
+            ),
+            "after {op}"
+        );
+        assert_eq!(m.usage(), (m.bytes(), m.cap(), m.evicted()));
+    }
+
+    #[test]
+    fn random_operations_agree_with_a_plain_lru() {
+        // Sizes in steps of 5 and caps that are multiples of 5 (and 4) make a
+        // value land exactly on the cap, where `>` and `>=` part.
+        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for round in 0..200 {
+            let cap = [0, 5, 20, 60, 100][round % 5];
+            let mut m: Lru<u32, u32> = Lru::new(cap);
+            let mut model = Model {
+                cap,
+                ..Model::default()
+            };
+            for step in 0..60 {
+                let key = next(12) as u32;
+                let value = next(1000) as u32;
+                let op = match next(10) {
+                    0..=3 => {
+                        let size = 5 * next(6) as usize;
+                        let got = m.insert(key, value, size).copied();
+                        assert_eq!(got, model.insert(key, value, size), "insert {key}");
+                        "insert"
+                    }
+                    4 | 5 => {
+                        assert_eq!(m.get(&key).copied(), model.touch(key), "get {key}");
+                        "get"
+                    }
+                    6 => {
+                        assert_eq!(m.get_mut(&key).copied(), model.touch(key), "get_mut {key}");
+                        "get_mut"
+                    }
+                    7 => {
+                        assert_eq!(m.remove(&key), model.remove(key), "remove {key}");
+                        "remove"
+                    }
+                    8 => {
+                        // Down to the bytes held (no eviction), below, or up.
+                        let cap = [m.bytes(), m.bytes().saturating_sub(5), cap, 2 * cap]
+                            [next(4) as usize];
+                        m.set_cap(cap);
+                        model.set_cap(cap);
+                        "set_cap"
+                    }
+                    _ if step % 29 == 0 => {
+                        m.clear();
+                        model.order.clear();
+                        "clear"
+                    }
+                    _ => "nothing",
+                };
+                same(&m, &model, &format!("round {round} step {step}: {op}"));
+            }
+        }
+    }
+
+    #[test]
+    fn a_broken_byte_count_fails_the_invariants() {
+        let mut m: Lru<u32, u32> = Lru::new(100);
+        m.insert(1, 1, 10);
+        m.bytes += 1;
+        let broken =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.check_invariants()));
+        assert!(
+            broken.is_err(),
+            "check_invariants missed a wrong byte count"
+        );
+        let mut m: Lru<u32, u32> = Lru::new(100);
+        m.insert(1, 1, 10);
+        m.cap = 5;
+        let over = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.check_invariants()));
+        assert!(over.is_err(), "check_invariants missed bytes over the cap");
+    }
+
     #[test]
     fn a_working_set_under_the_cap_is_never_evicted() {
         // A repeated corpus that fits is served from the map every time.
