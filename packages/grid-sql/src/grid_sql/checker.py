@@ -94,6 +94,7 @@ from grid_core.parser import Parser
 from grid_sql.call_rules import call_violations
 from grid_sql.dialect import Dialect, IdentifierCase
 from grid_sql.dialects import get_dialect
+from grid_sql.row_rules import row_violations
 from grid_sql.violations import AccessKind, Span, Violation, ViolationKind
 
 Tree = Any  # lark.Tree (lark is untyped)
@@ -1410,6 +1411,7 @@ class SemanticChecker:
         except RecursionError:
             raise StatementTooDeepError(len(data)) from None
         walker.violations += call_violations(tree, self.dialect)
+        walker.violations += row_violations(tree, self.dialect)
         return Analysis(
             tuple(walker.uses), tuple(walker.accesses), tuple(_sorted(walker.violations))
         )

@@ -246,6 +246,10 @@ class Dialect:
     # Whether `f(*)` is refused for a function that is neither an aggregate nor a
     # window function (PostgreSQL); SQLite and DuckDB read it as `f()`.
     star_only_aggregates: bool = False
+    # Whether a row value `(x, y, ...)` is taken only where it is compared with a
+    # row of its width, or is the left of IN (SQLite); grid_sql.row_rules refuses
+    # it anywhere else. PostgreSQL and DuckDB take rows in more places.
+    row_values_compared_only: bool = False
     # Whether a join condition's names resolve against every table of its FROM
     # clause, those joined to its right included (SQLite: `FROM a JOIN b ON x = 1
     # JOIN c` reads c.x, or is ambiguous), rather than the tables to its left and

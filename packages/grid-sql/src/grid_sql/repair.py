@@ -117,6 +117,7 @@ _WHAT = {
     ViolationKind.WRONG_ARGUMENT_COUNT: "it calls a function with the wrong number of arguments",
     ViolationKind.MISUSED_WINDOW: "it uses a window function without OVER or where none is allowed",
     ViolationKind.MISUSED_AGGREGATE: "it uses an aggregate where none is allowed",
+    ViolationKind.MISUSED_ROW_VALUE: "it uses a row value (x, y, ...) where none is allowed",
     ViolationKind.COLUMN_COUNT: (
         "a subquery, compound SELECT, VALUES or INSERT gives the wrong number of columns"
     ),

@@ -7,8 +7,9 @@ Three families of kinds, each from one stage of `grid_sql.checker`:
 - **statement rules** (the analysis, `grid_sql.call_rules` and the walk's
   column counts): what the database refuses at prepare time whatever the data,
   a call with the wrong number of arguments, a window function without OVER,
-  an aggregate where none may be, a subquery or compound SELECT with the wrong
-  number of columns;
+  an aggregate where none may be, a row value where none may be
+  (`grid_sql.row_rules`), a subquery or compound SELECT with the wrong number
+  of columns;
 - **policy** (`SemanticChecker.check`): a table or column the role is not granted.
 """
 
@@ -38,6 +39,9 @@ class ViolationKind(StrEnum):
     MISUSED_AGGREGATE = "misused_aggregate"
     """An aggregate inside another aggregate's arguments, or in the WHERE or GROUP BY
     of a SELECT it cannot belong to another SELECT from."""
+    MISUSED_ROW_VALUE = "misused_row_value"
+    """A row value ``(x, y, ...)`` where the dialect takes none: not compared with a
+    row of its width (SQLite, `grid_sql.row_rules`)."""
     COLUMN_COUNT = "column_count"
     """A subquery that must give one column (or a row of n) gives another number, or
     the SELECTs of a compound give different numbers."""
@@ -51,6 +55,7 @@ STATEMENT_RULES = frozenset({
     ViolationKind.WRONG_ARGUMENT_COUNT,
     ViolationKind.MISUSED_WINDOW,
     ViolationKind.MISUSED_AGGREGATE,
+    ViolationKind.MISUSED_ROW_VALUE,
     ViolationKind.COLUMN_COUNT,
 })  # fmt: skip
 """The kinds a database refuses whatever the names and grants (the module header)."""

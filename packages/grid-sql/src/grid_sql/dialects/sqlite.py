@@ -224,6 +224,7 @@ class SqliteDialect(Dialect):
     )
     projection: ProjectionRules | None = PROJECTION
     dq_string_fallback: bool = True
+    row_values_compared_only: bool = True
     rowid_names: frozenset[str] = frozenset({"rowid", "oid", "_rowid_"})
     identifier_quotes: tuple[QuoteForm, ...] = (
         QuoteForm(open='"', close='"'),
