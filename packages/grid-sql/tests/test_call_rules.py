@@ -18,6 +18,7 @@ import sqlite3
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlite_prepare import memory_db, sqlite_error
 
 from grid_sql.checker import SemanticChecker, StatementParseError, full_grants
 from grid_sql.dialects import SQLITE
@@ -30,19 +31,7 @@ KEYWORD_AGGREGATES = ("sum", "avg", "min", "max")
 
 @pytest.fixture(scope="module")
 def db() -> sqlite3.Connection:
-    con = sqlite3.connect(":memory:")
-    con.execute("CREATE TABLE t (a, b)")
-    con.execute("CREATE TABLE u (c, d)")
-    return con
-
-
-def sqlite_error(con: sqlite3.Connection, sql: str) -> str:
-    """SQLite's prepare-time error for ``sql`` ("" when it prepares)."""
-    try:
-        con.execute("EXPLAIN " + sql).fetchall()
-    except sqlite3.Error as e:
-        return str(e)
-    return ""
+    return memory_db("t (a, b)", "u (c, d)")
 
 
 def rule_kinds(sql: str) -> list[str]:

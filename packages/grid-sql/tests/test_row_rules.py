@@ -18,6 +18,7 @@ import sqlite3
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlite_prepare import memory_db, sqlite_error
 
 from grid_sql.checker import SemanticChecker, StatementParseError, full_grants
 from grid_sql.dialects import POSTGRES, SQLITE
@@ -31,18 +32,7 @@ PG_CHECKER = SemanticChecker(SCHEMA, {"all": full_grants(SCHEMA)}, dialect=POSTG
 
 @pytest.fixture(scope="module")
 def db() -> sqlite3.Connection:
-    con = sqlite3.connect(":memory:")
-    con.execute("CREATE TABLE t (a, b, c)")
-    con.execute("CREATE TABLE u (a, b)")
-    return con
-
-
-def sqlite_error(con: sqlite3.Connection, sql: str) -> str:
-    try:
-        con.execute("EXPLAIN " + sql).fetchall()
-    except sqlite3.Error as e:
-        return str(e)
-    return ""
+    return memory_db("t (a, b, c)", "u (a, b)")
 
 
 def rows_flagged(sql: str, checker: SemanticChecker = CHECKER) -> int:
@@ -170,8 +160,6 @@ def placements(draw: st.DrawFn) -> str:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(placements())
 def test_a_flagged_row_value_is_one_sqlite_refuses(sql: str) -> None:
-    con = sqlite3.connect(":memory:")
-    con.execute("CREATE TABLE t (a, b, c)")
-    con.execute("CREATE TABLE u (a, b)")
+    con = memory_db("t (a, b, c)", "u (a, b)")
     if rows_flagged(sql):
         assert sqlite_error(con, sql), f"flagged, but SQLite prepares it: {sql}"
