@@ -73,8 +73,12 @@ SQL_MODULES: dict[str, list[str]] = {
     "lexicon": ["test_lexicon_mutants.py", "test_lexicon.py"],
     "checker": ["test_checker_mutants.py", "test_checker.py"],
 }
-#: The crate's files the issue names, and lexer and audit (the 90% target names them).
-RUST_FILES = ["walk", "cache", "chunks", "session", "parser", "scanner", "trie", "lexer", "audit"]
+#: The crate's files the issue names, lexer and audit (the 90% target names them), and
+#: lru and engine (the memory caps, the walk and row memo keys).
+RUST_FILES = [
+    "walk", "cache", "chunks", "session", "parser", "scanner", "trie", "lexer", "audit",
+    "lru", "engine",
+]  # fmt: skip
 
 STATUS = {1: "killed", 3: "killed", 37: "killed", 0: "survived", 5: "no tests", 33: "no tests"}
 STATUS |= {k: "timeout" for k in (36, 24, -24, 152, 255)}
