@@ -16,10 +16,11 @@ a ``row_constructor`` that is:
   of its width ("IN(...) element has 1 term - expected n"), or an element of
   an IN list whose left is not a row of its width;
 - the operand of ``LIKE``, ``GLOB``, ``ISNULL``, ``NOTNULL`` or ``NOT NULL``;
+- an operand of ``[NOT] BETWEEN`` that the comparisons ``x >= lo`` and
+  ``x <= hi`` refuse as above;
 - anywhere else, except the places the database judges (not flagged): inside
-  another row value, in CASE and its WHEN, in BETWEEN, an UPDATE assignment
-  or a VALUES row. A row compared with a subquery is left to the checker's
-  column counts.
+  another row value, in CASE and its WHEN, an UPDATE assignment or a VALUES
+  row. A row compared with a subquery is left to the checker's column counts.
 
 Policy (as `grid_sql.call_rules`): flag only what SQLite 3.40 refuses at
 prepare time; the tests replay every case, flagged or not, there.
@@ -32,7 +33,7 @@ Grammar contract: ``row_constructor`` (an ``expr`` and an ``expr_list``),
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from grid_sql.dialect import Dialect
 from grid_sql.violations import Violation, ViolationKind
@@ -43,8 +44,8 @@ __all__ = ["row_violations"]
 
 _OPERATORS = ("equality_operator", "comparison_operator")
 _POSTFIX = frozenset({"LIKE", "GLOB", "ISNULL", "NOTNULL", "NULL"})
-# Where a row value is left to the database: nested rows, CASE, BETWEEN (in
-# `predicate`, decided there), UPDATE's SET and VALUES rows.
+# Where a row value is left to the database: nested rows, CASE, UPDATE's SET and
+# VALUES rows.
 _LEFT_ALONE = frozenset({"row_constructor", "case_expr", "when_clause", "assignment", "row_value"})
 
 
@@ -82,31 +83,52 @@ def _operands(node: Tree, judged: set[int]) -> list[Violation]:
     rows = [t for t in trees if t.data == "row_constructor"]
     judged.update(id(r) for r in rows)
     if "IN" in words and len(trees) == 2:
-        return _in(trees[0], trees[1], judged)
-    if "BETWEEN" in words or not rows:
+        elements = _in_list(trees[1])
+        judged.update(id(e) for e in elements if hasattr(e, "data"))
+        return _in(trees[0], elements)
+    if not rows:
         return []
+    if "BETWEEN" in words and len(trees) == 3:
+        # x BETWEEN lo AND hi: the two comparisons x >= lo and x <= hi.
+        x, lo, hi = trees
+        found = {id(v.node): v.violation for v in (*_compare(x, lo), *_compare(x, hi))}
+        return list(found.values())
     if compared and len(trees) == 2:
-        left, right = trees
-        if left.data == right.data == "row_constructor":
-            if _width(left) == _width(right):
-                return []
-            return [
-                _misused(
-                    right,
-                    f"a row of {_width(right)} values is compared with a row of "
-                    f"{_width(left)}; compare rows of one width",
-                )
-            ]
-        if "scalar_subquery" in (left.data, right.data):
-            return []  # the subquery's width: the checker's column counts
+        return [v.violation for v in _compare(*trees)]
     return [_misused(row, "a row value is compared only with a row of its width") for row in rows]
 
 
-def _in(left: Tree, target: Tree, judged: set[int]) -> list[Violation]:
-    """``left [NOT] IN target``: a row on the left wants a subquery or rows of its width."""
+class _Flag(NamedTuple):
+    node: Tree
+    violation: Violation
+
+
+def _compare(left: Tree, right: Tree) -> list[_Flag]:
+    """The rows misused in the comparison of ``left`` with ``right``."""
+    rows = [t for t in (left, right) if t.data == "row_constructor"]
+    if len(rows) == 2:
+        if _width(left) == _width(right):
+            return []
+        message = (
+            f"a row of {_width(right)} values is compared with a row of {_width(left)}; "
+            "compare rows of one width"
+        )
+        return [_Flag(right, _misused(right, message))]
+    if not rows or "scalar_subquery" in (left.data, right.data):
+        return []  # no row, or a subquery's width: the checker's column counts
+    message = "a row value is compared only with a row of its width"
+    return [_Flag(rows[0], _misused(rows[0], message))]
+
+
+def _in_list(target: Tree) -> list[Any]:
+    """The elements of an ``in_target`` that is a list (none for a subquery or a table)."""
     lists = [c for c in target.children if hasattr(c, "data") and c.data == "expr_list"]
-    elements = lists[0].children if lists else []
-    judged.update(id(e) for e in elements if hasattr(e, "data"))
+    return list(lists[0].children) if lists else []
+
+
+def _in(left: Tree, elements: list[Any]) -> list[Violation]:
+    """``left [NOT] IN (elements)``: a row on the left wants rows of its width, a
+    value values."""
     width = _width(left) if left.data == "row_constructor" else 1
     for element in elements:
         got = _width(element) if getattr(element, "data", None) == "row_constructor" else 1
