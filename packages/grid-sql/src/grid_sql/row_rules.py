@@ -33,7 +33,7 @@ Grammar contract: ``row_constructor`` (an ``expr`` and an ``expr_list``),
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 from grid_sql.dialect import Dialect
 from grid_sql.violations import Violation, ViolationKind
@@ -47,6 +47,7 @@ _POSTFIX = frozenset({"LIKE", "GLOB", "ISNULL", "NOTNULL", "NULL"})
 # Where a row value is left to the database: nested rows, CASE, UPDATE's SET and
 # VALUES rows.
 _LEFT_ALONE = frozenset({"row_constructor", "case_expr", "when_clause", "assignment", "row_value"})
+_NOT_COMPARED = "a row value is compared only with a row of its width"
 
 
 def row_violations(tree: Tree, dialect: Dialect) -> list[Violation]:
@@ -65,9 +66,10 @@ def row_violations(tree: Tree, dialect: Dialect) -> list[Violation]:
         if node.data in ("predicate", "comparison"):
             found += _operands(node, judged)
         elif node.data == "row_constructor" and id(node) not in judged:
-            # An element of a list is its list's holder's business.
+            # Not an operand (those are judged): an element of a list is its
+            # list's holder's business.
             holder = grandparent if parent == "expr_list" else parent
-            if holder not in _LEFT_ALONE and holder != "predicate":
+            if holder not in _LEFT_ALONE:
                 found.append(_misused(node, "a row value is allowed only in a comparison"))
         todo.extend((child, node.data, parent) for child in reversed(node.children))
     return found
@@ -89,35 +91,30 @@ def _operands(node: Tree, judged: set[int]) -> list[Violation]:
     if not rows:
         return []
     if "BETWEEN" in words and len(trees) == 3:
-        # x BETWEEN lo AND hi: the two comparisons x >= lo and x <= hi.
+        # x BETWEEN lo AND hi: the two comparisons x >= lo and x <= hi (a row x
+        # that both refuse is one violation: equal violations are one key).
         x, lo, hi = trees
-        found = {id(v.node): v.violation for v in (*_compare(x, lo), *_compare(x, hi))}
-        return list(found.values())
+        return list(dict.fromkeys(v for v in (_compare(x, lo), _compare(x, hi)) if v))
     if compared and len(trees) == 2:
-        return [v.violation for v in _compare(*trees)]
-    return [_misused(row, "a row value is compared only with a row of its width") for row in rows]
+        found = _compare(*trees)
+        return [found] if found else []
+    return [_misused(row, _NOT_COMPARED) for row in rows]
 
 
-class _Flag(NamedTuple):
-    node: Tree
-    violation: Violation
-
-
-def _compare(left: Tree, right: Tree) -> list[_Flag]:
-    """The rows misused in the comparison of ``left`` with ``right``."""
+def _compare(left: Tree, right: Tree) -> Violation | None:
+    """The row misused in the comparison of ``left`` with ``right``, if any."""
     rows = [t for t in (left, right) if t.data == "row_constructor"]
     if len(rows) == 2:
         if _width(left) == _width(right):
-            return []
+            return None
         message = (
             f"a row of {_width(right)} values is compared with a row of {_width(left)}; "
             "compare rows of one width"
         )
-        return [_Flag(right, _misused(right, message))]
+        return _misused(right, message)
     if not rows or "scalar_subquery" in (left.data, right.data):
-        return []  # no row, or a subquery's width: the checker's column counts
-    message = "a row value is compared only with a row of its width"
-    return [_Flag(rows[0], _misused(rows[0], message))]
+        return None  # no row, or a subquery's width: the checker's column counts
+    return _misused(rows[0], _NOT_COMPARED)
 
 
 def _in_list(target: Tree) -> list[Any]:
