@@ -146,6 +146,8 @@ from grid_sql.projection import RoleProjection, dialect_dfa, dialect_grammar
 from grid_sql.schema import example_schema
 
 RESULTS = Path(__file__).resolve().parent / "results"
+PEERS_OUT = RESULTS / "peers.json"
+SERVING_OUT = RESULTS / "serving_step.json"
 
 # Statements of the analyst role over the example schema (examples/company.sql).
 ANALYST_CORPUS: tuple[str, ...] = (
@@ -914,11 +916,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="run every configuration in this process (later ones are then not first sight)",
     )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=RESULTS / "peers.json")
-    p.add_argument("--serving-out", type=Path, default=RESULTS / "serving_step.json")
+    p.add_argument("--out", type=Path, default=PEERS_OUT)
+    p.add_argument(
+        "--serving-out",
+        type=Path,
+        help="the serving rows (default: bench/results/serving_step.json with the default "
+        "--out, else OUT's name with the suffix .serving_step.json)",
+    )
     p.add_argument("--only", help=argparse.SUPPRESS)  # target:vocab, in a child process
     p.add_argument("--child-out", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.serving_out is None:  # a scratch --out never overwrites the committed rows
+        committed = args.out.resolve() == PEERS_OUT.resolve()
+        args.serving_out = SERVING_OUT if committed else args.out.with_suffix(".serving_step.json")
     for t in args.targets.split(","):
         if t not in ("free", "lexicon"):
             p.error(f"unknown target {t!r}: choose among free, lexicon")
