@@ -35,7 +35,9 @@ corpus and 200 fuzz seeds per real-vocabulary cell run with ``-m slow``
 from __future__ import annotations
 
 import array
+import gc
 import random
+import sys
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -520,6 +522,43 @@ def test_numpy_rows_are_filled_in_place() -> None:
         a.fill_next_token_bitmask(np.zeros((1, c.engine.n_words), dtype=np.int64))
     with pytest.raises(ValueError, match="C-contiguous"):
         a.fill_next_token_bitmask(np.zeros((1, 2 * c.engine.n_words), dtype=np.int32)[:, ::2])
+
+
+def test_a_session_holds_the_last_bitmask_until_another_comes() -> None:
+    """A session keeps the export of the buffer it filled last (a serving loop
+    fills one bitmask step after step; exporting it anew costs microseconds
+    with cold caches) and lets it go when it fills another buffer or is
+    dropped. Whichever buffer comes, its own row is written and no other:
+    fails if a held export is written in place of the buffer given, or if an
+    export is never released."""
+    np = numpy_or_skip()
+    c = cell("sqlite", "cl100k", pure=False)
+    n_words = c.engine.n_words
+    s = c.session()
+    a = np.full((2, n_words), 7, dtype=np.int32)
+    b = np.full((1, n_words), 7, dtype=np.int32)
+    alone_a, alone_b = sys.getrefcount(a), sys.getrefcount(b)
+    g = GridGuide(c.reference)
+    s.fill_next_token_bitmask(a, 1)
+    s.fill_next_token_bitmask(a, 1)
+    assert sys.getrefcount(a) > alone_a, "the last buffer is held"
+    with pytest.raises(ValueError, match="cannot resize"):
+        a.resize((3, n_words))  # numpy refuses while another holds it
+    assert (a[0] == 7).all() and a[1].tobytes() == c.reference_row(g).tobytes()
+    for piece in (b"SELECT", b" "):
+        s.accept_token(c.spelled[piece])
+        g.accept_token(c.spelled[piece])
+    s.fill_next_token_bitmask(b)
+    assert sys.getrefcount(a) == alone_a, "filling another buffer lets the last one go"
+    assert b[0].tobytes() == c.reference_row(g).tobytes() != a[1].tobytes()
+    with pytest.raises(ValueError, match="row 1"):
+        s.fill_next_token_bitmask(b, 1)  # the held buffer's rows are checked too
+    s.fill_next_token_bitmask(a, 0)
+    assert a[0].tobytes() == b[0].tobytes() and a[1].tobytes() != b[0].tobytes()
+    del s
+    gc.collect()
+    assert (sys.getrefcount(a), sys.getrefcount(b)) == (alone_a, alone_b)
+    a.resize((3, n_words))  # nothing holds it now
 
 
 def test_torch_cpu_tensors_are_filled_in_place() -> None:

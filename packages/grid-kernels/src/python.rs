@@ -220,16 +220,12 @@ fn lexicon_words_of(obj: &Bound<'_, PyAny>) -> PyResult<Vec<(usize, Vec<Vec<u8>>
     Ok(out)
 }
 
-/// A checked row of a caller's int32 bitmask: the exported buffer (kept
-/// alive while writing) and the row's first item. The success path reads
-/// nothing of the object but its buffer (a fill runs with the caches cold,
-/// where each Python lookup costs about a microsecond): the type's name is
-/// looked up for an error only.
-fn bitmask_row(
-    obj: &Bound<'_, PyAny>,
-    row: i64,
-    n_words: usize,
-) -> PyResult<(PyBuffer<i32>, usize)> {
+/// A caller's int32 bitmask of rows of `n_words` (named in its errors),
+/// exported and checked: writable, C-contiguous, 4-byte aligned. The success
+/// path reads nothing of the object but its buffer (a fill runs with the
+/// caches cold, where each Python lookup costs about a microsecond): the
+/// type's name is looked up for an error only.
+fn bitmask_export(obj: &Bound<'_, PyAny>, n_words: usize) -> PyResult<PyBuffer<i32>> {
     let kind = || type_name(obj);
     let Ok(buf) = PyBuffer::<i32>::get(obj) else {
         let kind = kind();
@@ -280,6 +276,12 @@ fn bitmask_row(
             "the bitmask buffer is not 4-byte aligned",
         ));
     }
+    Ok(buf)
+}
+
+/// The first item of row `row` of an exported bitmask ([`bitmask_export`])
+/// shaped `(n_words,)` or `(batch, n_words)`.
+fn bitmask_row(buf: &PyBuffer<i32>, row: i64, n_words: usize) -> PyResult<usize> {
     let (rows, width) = match *buf.shape() {
         [w] => (1, w),
         [r, w] => (r, w),
@@ -305,7 +307,7 @@ fn bitmask_row(
                 "row {row} is out of range 0..{rows} of the bitmask"
             ))
         })?;
-    Ok((buf, row * n_words))
+    Ok(row * n_words)
 }
 
 // ------------------------------------------------------------------ classes
@@ -880,6 +882,7 @@ impl PyEngineTables {
             last: None,
             protocol,
             view: None,
+            export: None,
         })
     }
 
@@ -1196,6 +1199,14 @@ struct PySession {
     protocol: Option<Arc<Protocol>>,
     /// The last bitmask filled through the protocol's view, and its view.
     view: Option<(Py<PyAny>, Py<PyAny>)>,
+    /// The buffer the last fill wrote (the bitmask or its view) and its
+    /// export, held until another buffer is filled or the session drops: a
+    /// serving loop fills one bitmask step after step, and exporting it
+    /// anew costs about 3 us with cold caches. While an export is held its
+    /// exporter may not move the memory (PEP 3118); numpy's `resize`
+    /// refuses, seeing the session's reference (`refcheck=False` voids
+    /// that, for every holder of its memory).
+    export: Option<(Py<PyAny>, PyBuffer<i32>)>,
 }
 
 impl PySession {
@@ -1356,15 +1367,20 @@ impl PySession {
     ) -> PyResult<()> {
         let n_words = self.inner.n_words();
         let target = self.target(bitmask)?;
-        let (buf, offset) = bitmask_row(&target, row, n_words)?;
+        let buf = match self.export.take() {
+            Some((obj, buf)) if obj.is(&target) => buf,
+            _ => bitmask_export(&target, n_words)?,
+        };
+        let offset = bitmask_row(&buf, row, n_words)?;
         // SAFETY: `buf` is a writable, C-contiguous, 4-byte-aligned export of
-        // at least `offset + n_words` int32 items (shape checked above), kept
-        // alive (and so neither freed nor resized) until `buf` drops at the
-        // end of this function; u32 and i32 share size and alignment. Only
-        // this row is written.
+        // at least `offset + n_words` int32 items (shape checked above), held
+        // (and so neither freed nor resized: PEP 3118) until the session
+        // drops it; u32 and i32 share size and alignment. Only this row is
+        // written.
         let words: &mut [u32] = unsafe {
             std::slice::from_raw_parts_mut((buf.buf_ptr() as *mut u32).add(offset), n_words)
         };
+        self.export = Some((target.unbind(), buf));
         let (session, p) = (&mut self.inner, &self.protocol);
         let err = |e| Self::err(p, e);
         let mut filled = session.fill(words, false).map_err(err)?;
@@ -1376,7 +1392,6 @@ impl PySession {
                 })
                 .map_err(err)?;
         }
-        drop(buf);
         self.last = Some(filled);
         Ok(())
     }
@@ -1405,6 +1420,7 @@ impl PySession {
             last: None,
             protocol: self.protocol.clone(),
             view: None,
+            export: None,
         }
     }
 
@@ -1493,7 +1509,8 @@ fn fill_next_token_bitmasks(
             sessions.len()
         )));
     }
-    let (buf, _) = bitmask_row(bitmask, 0, n_words)?;
+    let buf = bitmask_export(bitmask, n_words)?;
+    bitmask_row(&buf, 0, n_words)?;
     let total = buf.item_count() / n_words;
     // SAFETY: `buf` is a writable, C-contiguous, 4-byte-aligned export of
     // `total * n_words` int32 items (checked by `bitmask_row`), kept alive
