@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from sqlite_prepare import memory_db, sqlite_error
 
 from grid_sql.checker import SemanticChecker, StatementParseError, full_grants
-from grid_sql.dialects import SQLITE
+from grid_sql.dialects import POSTGRES, SQLITE
 from grid_sql.violations import STATEMENT_RULES
 
 SCHEMA = {"t": ["a", "b"], "u": ["c", "d"]}
@@ -104,12 +104,30 @@ CASES = [
     ("INSERT INTO t SELECT * FROM u", []),
     ("INSERT INTO t (b, a) SELECT c, d FROM u UNION SELECT 1, 2", []),
     ("SELECT * FROM (VALUES (1, 2), (3, 4))", []),
+    # an aggregate sorting a SELECT that aggregates nothing else (SQLite's "misuse of aggregate")
+    ("SELECT * FROM t ORDER BY count(a)", ["misused_aggregate"]),
+    ("SELECT a FROM t ORDER BY count(a) DESC LIMIT 1", ["misused_aggregate"]),
+    ("SELECT DISTINCT a FROM t ORDER BY a, abs(sum(b))", ["misused_aggregate"]),
+    ("SELECT max(a) OVER () FROM t ORDER BY max(a)", ["misused_aggregate"]),
+    ("SELECT a FROM t ORDER BY count(a) + max(b)", ["misused_aggregate", "misused_aggregate"]),
+    ("WITH x AS (SELECT a FROM t ORDER BY count(*)) SELECT * FROM x", ["misused_aggregate"]),
+    ("SELECT * FROM (SELECT a FROM t ORDER BY avg(a))", ["misused_aggregate"]),
+    ("SELECT count(*) FROM t ORDER BY count(a)", []),
+    ("SELECT upper(group_concat(a)) FROM t ORDER BY count(a)", []),
+    ("SELECT a FROM t GROUP BY a ORDER BY count(b)", []),
+    ("SELECT a FROM t ORDER BY count(a) OVER (), max(a, b)", []),
+    ("SELECT a, (SELECT count(t.b) FROM u) FROM t ORDER BY count(a)", []),
+    ("SELECT 1 ORDER BY count(1)", []),
     # left to the database by policy (call_rules' header): refused by SQLite, not flagged
     ("SELECT a FROM t WHERE a = (SELECT 1 FROM u WHERE c = max(t.b))", []),
     ("SELECT sum(row_number() OVER ()) FROM t", []),
     ("SELECT group_concat(DISTINCT a, b) FROM t", []),
+    ("SELECT (SELECT max(c) FROM u) FROM t ORDER BY count(a)", []),
+    ("SELECT a FROM t WHERE a IN (SELECT c FROM u ORDER BY count(c))", []),
+    ("SELECT a FROM t ORDER BY sum(count(a)) OVER ()", []),
+    ("SELECT a FROM t UNION SELECT c FROM u ORDER BY count(a)", []),
 ]
-LEFT_TO_THE_DATABASE = {sql for sql, _ in CASES[-3:]}
+LEFT_TO_THE_DATABASE = {sql for sql, _ in CASES[-7:]}
 
 
 @pytest.mark.parametrize(("sql", "kinds"), CASES)
@@ -120,6 +138,23 @@ def test_statement_rules(db: sqlite3.Connection, sql: str, kinds: list[str]) -> 
         assert error, "SQLite prepares a statement the checker refuses"
     else:
         assert not error, error
+
+
+def test_an_aggregate_query_by_its_order_by_alone_is_postgresqls() -> None:
+    """PostgreSQL and DuckDB read an aggregate in ORDER BY as making the query an
+    aggregate one (`SELECT 1 FROM t ORDER BY count(a)` runs there): only a dialect
+    with `order_by_aggregates_need_aggregation` (SQLite) refuses it."""
+    assert SQLITE.order_by_aggregates_need_aggregation
+    assert not POSTGRES.order_by_aggregates_need_aggregation
+    pg = SemanticChecker(SCHEMA, {"all": full_grants(SCHEMA)}, dialect=POSTGRES)
+    for sql in ("SELECT 1 FROM t ORDER BY count(a)", "SELECT * FROM t ORDER BY count(a)"):
+        assert rule_kinds(sql) == ["misused_aggregate"]
+        assert [v.kind for v in pg.check(sql, "all") if v.kind in STATEMENT_RULES] == [], sql
+    (v,) = CHECKER.check("SELECT a FROM t ORDER BY count(a) DESC", "all")
+    assert v.message == (
+        "the aggregate count() in ORDER BY sorts a query that aggregates nothing: "
+        "add GROUP BY, or aggregate in the select list"
+    )
 
 
 def test_messages_name_the_call_and_the_counts() -> None:
@@ -163,6 +198,8 @@ PLACES = [
     "SELECT a FROM t WHERE a IN (SELECT {} FROM u)",
     "SELECT (SELECT {} FROM u) FROM t",
     "SELECT a FROM t ORDER BY {}",
+    "SELECT count(*) FROM t ORDER BY {}",
+    "SELECT * FROM (SELECT a FROM t ORDER BY {})",
     "SELECT a FROM t JOIN u ON {} = c",
     "SELECT {} FROM t UNION SELECT c, d FROM u",
 ]

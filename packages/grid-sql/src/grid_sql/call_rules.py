@@ -19,7 +19,14 @@ the repair pass feeds back. They read the parse tree only (no schema, no role):
   another aggregate call (no OVER), not through a subquery; an aggregate call
   in the WHERE, GROUP BY or ON of a *free* SELECT core: one that no enclosing
   expression holds (the statement's own cores, FROM subqueries and CTE
-  bodies), so the aggregate cannot belong to an outer query.
+  bodies), so the aggregate cannot belong to an outer query. Where
+  `Dialect.order_by_aggregates_need_aggregation` (SQLite), also an aggregate
+  call in the ORDER BY of a free SELECT of one core that aggregates nothing
+  else: a FROM clause, no GROUP BY, no HAVING, no aggregate call in its select
+  list and no subquery an expression holds (whose aggregate could be the
+  SELECT's own: ``SELECT a, (SELECT count(t.b) FROM u) FROM t ORDER BY
+  count(a)`` runs). A SELECT without FROM (SQLite takes ``SELECT 1 ORDER BY
+  count(1)``) or with a compound body is left to the database.
 
 Policy: each rule flags only what SQLite 3.40 refuses at prepare time (measured
 with EXPLAIN; the tests replay every flagged case there), and leaves alone what
@@ -90,6 +97,8 @@ def call_violations(tree: Tree, dialect: Dialect) -> list[Violation]:
         data = node.data
         if data == "select_stmt":
             context = _Context(None, context.bound, None)
+            if dialect.order_by_aggregates_need_aggregation and not context.bound:
+                found += _order_by_aggregates(node, dialect)
         elif data in _BOUND:
             context = context._replace(bound=True)
         elif data in _CLAUSES:
@@ -168,6 +177,69 @@ def _judge(call: _Call, context: _Context, dialect: Dialect) -> list[Violation]:
                 )
             )
     return out
+
+
+def _order_by_aggregates(stmt: Tree, dialect: Dialect) -> list[Violation]:
+    """The aggregate calls in the ORDER BY of ``stmt`` (a free ``select_stmt``)
+    when its one SELECT core aggregates nothing else (the module header)."""
+    kids = {c.data: c for c in stmt.children if hasattr(c, "data")}
+    core, order = kids.get("select_core"), kids.get("order_by_clause")
+    if core is None or order is None:
+        return []
+    parts = {c.data: c for c in core.children if hasattr(c, "data")}
+    if "from_clause" not in parts or {"group_by_clause", "having_clause"} & set(parts):
+        return []
+    nodes = [*_descendants(core), *_descendants(order)]
+    if any(n.data in _BOUND for n in nodes):
+        return []
+    if any(_aggregate_at(n, dialect) for n in _descendants(parts.get("result_columns"))):
+        return []
+    return [
+        _violation(
+            ViolationKind.MISUSED_AGGREGATE,
+            call.span,
+            f"the aggregate {call.name}() in ORDER BY sorts a query that aggregates "
+            "nothing: add GROUP BY, or aggregate in the select list",
+        )
+        for call in _sorting_aggregates(order, dialect)
+    ]
+
+
+def _descendants(node: Tree | None) -> list[Tree]:
+    """``node`` and every tree node below it (no tokens), in document order."""
+    out: list[Tree] = []
+    todo = [node] if node is not None else []
+    while todo:
+        n = todo.pop()
+        out.append(n)
+        todo.extend(c for c in reversed(n.children) if hasattr(c, "data"))
+    return out
+
+
+def _sorting_aggregates(order: Tree, dialect: Dialect) -> list[_Call]:
+    """The aggregate calls in ``order`` that neither another aggregate call nor
+    a call with OVER holds (the one query's own aggregates), in document order."""
+    out: list[_Call] = []
+    todo = [order]
+    while todo:
+        n = todo.pop()
+        if n.data in ("function_call", "aggregate_call"):
+            call = _call(n)
+            if call is not None and _is_aggregate(call, dialect):
+                out.append(call)
+                continue
+            if call is None or call.windowed:
+                continue
+        todo.extend(c for c in reversed(n.children) if hasattr(c, "data"))
+    return out
+
+
+def _aggregate_at(node: Tree, dialect: Dialect) -> _Call | None:
+    """The call at ``node`` if it is an aggregate call (no OVER), else None."""
+    if node.data not in ("function_call", "aggregate_call"):
+        return None
+    call = _call(node)
+    return call if call is not None and _is_aggregate(call, dialect) else None
 
 
 def _call(node: Tree) -> _Call | None:

@@ -250,6 +250,12 @@ class Dialect:
     # row of its width, or is the left of IN (SQLite); grid_sql.row_rules refuses
     # it anywhere else. PostgreSQL and DuckDB take rows in more places.
     row_values_compared_only: bool = False
+    # Whether an aggregate in the ORDER BY of a SELECT that aggregates nothing
+    # else (no GROUP BY, no HAVING, no aggregate in its select list) is refused
+    # (SQLite: "misuse of aggregate"); PostgreSQL and DuckDB make that SELECT an
+    # aggregate query instead (`SELECT 1 FROM t ORDER BY count(a)` runs).
+    # grid_sql.call_rules refuses it where this holds.
+    order_by_aggregates_need_aggregation: bool = False
     # Whether a join condition's names resolve against every table of its FROM
     # clause, those joined to its right included (SQLite: `FROM a JOIN b ON x = 1
     # JOIN c` reads c.x, or is ambiguous), rather than the tables to its left and
