@@ -39,8 +39,11 @@ Grammar contract besides the checker's: ``function_call`` (a ``FUNCTION_NAME``
 lexeme ``name(``, then ``function_arguments`` or ``expr_list``), ``aggregate_call``
 with ``aggregate_head`` (``COUNT`` or ``aggregate_function``), ``over_clause``,
 ``where_clause``, ``group_by_clause``, ``having_clause``, ``join_constraint``,
-``scalar_subquery``, ``exists`` and ``in_target``. A dialect whose grammar
-names them otherwise gets no call rule, never a false one.
+``scalar_subquery``, ``exists`` and ``in_target``; for the ORDER BY rule, a
+``select_stmt`` whose children are its ``select_core`` (one core) and its
+``order_by_clause``, the core's ``from_clause`` and ``result_columns``. A
+dialect whose grammar names them otherwise gets no call rule, never a false
+one.
 """
 
 from __future__ import annotations
