@@ -198,6 +198,8 @@ PLACES = [
     "SELECT a FROM t WHERE a IN (SELECT {} FROM u)",
     "SELECT (SELECT {} FROM u) FROM t",
     "SELECT a FROM t ORDER BY {}",
+    "SELECT count(*) FROM t ORDER BY {}",
+    "SELECT a FROM t WHERE EXISTS (SELECT {} FROM u)",
     "SELECT * FROM (SELECT a FROM t ORDER BY {})",
     "SELECT a FROM t JOIN u ON {} = c",
     "SELECT {} FROM t UNION SELECT c, d FROM u",

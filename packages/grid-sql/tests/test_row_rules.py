@@ -157,6 +157,8 @@ def placements(draw: st.DrawFn) -> str:
                 f"SELECT {r} FROM t",
                 f"SELECT * FROM t WHERE {r} IS NULL OR a = 1",
                 f"SELECT * FROM t ORDER BY {r}",
+                f"SELECT count(*) FROM t ORDER BY {r}, {r} {op} {other}",
+                f"SELECT a FROM t WHERE EXISTS (SELECT {r}, {other} FROM u ORDER BY {r})",
                 f"SELECT max({r}) FROM t",
                 f"SELECT * FROM t WHERE {r} BETWEEN {other} AND {draw(st.one_of(rows(), VALUES))}",
             ]

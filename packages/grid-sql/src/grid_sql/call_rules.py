@@ -28,6 +28,11 @@ the repair pass feeds back. They read the parse tree only (no schema, no role):
   count(a)`` runs). A SELECT without FROM (SQLite takes ``SELECT 1 ORDER BY
   count(1)``) or with a compound body is left to the database.
 
+The module also finds what SQLite resolves but never evaluates
+(:func:`unevaluated_nodes`: the ORDER BY of a SELECT that returns one row, the
+select list and ORDER BY of an EXISTS body), where the checker's column counts
+and `grid_sql.row_rules` judge only what SQLite refuses before evaluating.
+
 Policy: each rule flags only what SQLite 3.40 refuses at prepare time (measured
 with EXPLAIN; the tests replay every flagged case there), and leaves alone what
 is refused only in some readings. So an aggregate in the WHERE of a subquery
@@ -55,7 +60,7 @@ from grid_sql.violations import Span, Violation, ViolationKind
 
 Tree = Any  # lark.Tree
 
-__all__ = ["call_violations"]
+__all__ = ["call_violations", "unevaluated_nodes"]
 
 # A node's clause, for the placement rules.
 _CLAUSES = {
@@ -208,14 +213,107 @@ def _order_by_aggregates(stmt: Tree, dialect: Dialect) -> list[Violation]:
     ]
 
 
-def _descendants(node: Tree | None) -> list[Tree]:
-    """``node`` and every tree node below it (no tokens), in document order."""
+def unevaluated_nodes(stmt: Tree, dialect: Dialect, *, exists: bool = False) -> set[int]:
+    """The ids of the tree nodes of ``stmt`` (a ``select_stmt``; ``exists``: the
+    body of EXISTS) that the database resolves but never evaluates, where
+    `Dialect.unused_clauses_unevaluated` (SQLite). It still resolves their names
+    and checks their calls and compared widths (``SELECT count(*) FROM t ORDER
+    BY abs(1, 2)`` is refused), but what only evaluation refuses runs there
+    (``SELECT count(*) FROM t ORDER BY (a, b)``). For a ``select_stmt`` of one
+    core, the nodes of:
+
+    - its ``order_by_clause`` when it returns one row: no GROUP BY, an aggregate
+      call (no OVER) in the select list or HAVING outside any subquery, no call
+      with OVER in the select list or the ORDER BY. A core whose only aggregate
+      is inside a subquery (``SELECT (SELECT count(t.a)) FROM t``, the outer
+      query's aggregate) is not taken for one: its clause is judged whole;
+    - for the body of EXISTS, which SQLite reads as ``EXISTS (SELECT 1 ...)``:
+      its ``order_by_clause``, and its ``result_columns`` unless one has a result
+      alias or a GROUP BY term is a number (an alias or ``GROUP BY 1`` copies a
+      result column's expression into a clause that is evaluated);
+
+    save a call with OVER, and (but in the ORDER BY of EXISTS) an aggregate
+    call, and everything below them: SQLite computes their arguments in the
+    query's window or aggregate loop (``SELECT count(*) FROM t ORDER BY sum((a,
+    b))`` is refused)."""
+    if not dialect.unused_clauses_unevaluated:
+        return set()
+    kids = {c.data: c for c in stmt.children if hasattr(c, "data")}
+    core, order = kids.get("select_core"), kids.get("order_by_clause")
+    if core is None:
+        return set()
+    parts = {c.data: c for c in core.children if hasattr(c, "data")}
+    result = parts.get("result_columns")
+    if exists:
+        copied = _aliased(result) or _by_position(parts.get("group_by_clause"))
+        return _unevaluated_below(order, dialect, aggregates=False) | (
+            set() if copied else _unevaluated_below(result, dialect)
+        )
+    if order is None or "group_by_clause" in parts:
+        return set()
+    if any(_windowed(n) for n in (*_descendants(result), *_descendants(order))):
+        return set()
+    own = [
+        *_descendants(result, stop=_BOUND),
+        *_descendants(parts.get("having_clause"), stop=_BOUND),
+    ]
+    one_row = any(_aggregate_at(n, dialect) for n in own)
+    return _unevaluated_below(order, dialect) if one_row else set()
+
+
+def _unevaluated_below(
+    clause: Tree | None, dialect: Dialect, *, aggregates: bool = True
+) -> set[int]:
+    """The ids of the nodes of ``clause`` outside windowed calls and, where
+    ``aggregates`` (they are evaluated), aggregate calls."""
+    out: set[int] = set()
+    todo = [clause] if clause is not None else []
+    while todo:
+        n = todo.pop()
+        if _windowed(n) or (aggregates and _aggregate_at(n, dialect)):
+            continue
+        out.add(id(n))
+        todo.extend(c for c in n.children if hasattr(c, "data"))
+    return out
+
+
+def _by_position(group_by: Tree | None) -> bool:
+    """Whether a term of ``group_by`` (a ``group_by_clause``) is a number, signed or not."""
+    terms = (
+        [t for c in group_by.children if hasattr(c, "data") for t in c.children] if group_by else []
+    )
+    for term in terms:
+        while hasattr(term, "data") and term.data == "unary":
+            term = term.children[-1]
+        if hasattr(term, "data") and term.data == "literal" and term.children[0].type == "NUMBER":
+            return True
+    return False
+
+
+def _aliased(result: Tree | None) -> bool:
+    """Whether a result column of ``result`` (a ``result_columns``) has an alias."""
+    columns = [c for c in result.children if hasattr(c, "data")] if result is not None else []
+    return any(
+        not hasattr(t, "data") and t.type == "ALIAS_NAME" for c in columns for t in c.children
+    )
+
+
+def _windowed(node: Tree) -> bool:
+    return node.data in ("function_call", "aggregate_call") and any(
+        hasattr(c, "data") and c.data == "over_clause" for c in node.children
+    )
+
+
+def _descendants(node: Tree | None, stop: tuple[str, ...] = ()) -> list[Tree]:
+    """``node`` and every tree node below it (no tokens), in document order; the
+    nodes named in ``stop`` are listed but not entered."""
     out: list[Tree] = []
     todo = [node] if node is not None else []
     while todo:
         n = todo.pop()
         out.append(n)
-        todo.extend(c for c in reversed(n.children) if hasattr(c, "data"))
+        if n.data not in stop:
+            todo.extend(c for c in reversed(n.children) if hasattr(c, "data"))
     return out
 
 

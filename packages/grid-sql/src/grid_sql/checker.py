@@ -91,10 +91,10 @@ from grid_core.grammar import load_grammar
 from grid_core.lexer import START, Scanner
 from grid_core.lexicon import build_lexicon
 from grid_core.parser import Parser
-from grid_sql.call_rules import call_violations
+from grid_sql.call_rules import call_violations, unevaluated_nodes
 from grid_sql.dialect import Dialect, IdentifierCase
 from grid_sql.dialects import get_dialect
-from grid_sql.row_rules import row_violations
+from grid_sql.row_rules import resolved_operands, row_violations
 from grid_sql.violations import AccessKind, Span, Violation, ViolationKind
 
 Tree = Any  # lark.Tree (lark is untyped)
@@ -598,6 +598,13 @@ class _Walker:
         self.violations: list[Violation] = []
         # subquery (id of its select_stmt) -> the columns it must give (None: any)
         self.widths: dict[int, int | None] = {}
+        # `(SELECT ...) IN (SELECT ...)`: the right subquery -> the left, whose width it
+        # must have; and the widths of the subqueries walked so far (not opaque)
+        self.matched: dict[int, int] = {}
+        self.gave: dict[int, int] = {}
+        # ids of the nodes the database never evaluates (call_rules.unevaluated_nodes)
+        self.unevaluated: set[int] = set()
+        self.exists_bodies: set[int] = set()  # ids of EXISTS bodies (select_stmt)
 
     # -- recording ------------------------------------------------------------
 
@@ -837,6 +844,8 @@ class _Walker:
         if with_clause is not None:
             env = self.with_clause(with_clause, outer, env)
         body = next(c for c in _trees(tree) if c.data in ("select_core", "compound_select"))
+        exists = id(tree) in self.exists_bodies
+        self.unevaluated |= unevaluated_nodes(tree, self.dialect, exists=exists)
         cores: list[tuple[_Scope, _Outputs]] = []
         for index, core in enumerate(_flatten_compound(body)):
             cores.append(self.select_core(core, outer, env))
@@ -1150,6 +1159,8 @@ class _Walker:
                     for key in source.table.columns:
                         self._access(source.table, key, _span(token), "in_table")
             else:
+                if data == "exists":
+                    self.exists_bodies.add(id(_trees(node)[0]))
                 todo.extend(reversed(node.children))
 
     def _expect_widths(self, node: Tree, root: Tree | Token) -> None:
@@ -1157,29 +1168,44 @@ class _Walker:
         ``node`` itself, the root of a walk) must give: one, or a row value's
         width for ``(a, b) IN (SELECT ...)``; none when a row value is compared
         (``(a, b) = (SELECT ...)``, ``(SELECT ...) < (SELECT ...)``: left to the
-        database)."""
+        database). In an ORDER BY the database never evaluates, only the widths it
+        compares when it resolves names (`grid_sql.row_rules.resolved_operands`)."""
         children = [c for c in node.children if not _is_token(c)]
-        if node is root and node.data == "scalar_subquery":
+        unevaluated = id(node) in self.unevaluated
+        if node is root and node.data == "scalar_subquery" and not unevaluated:
             self.widths.setdefault(id(_trees(node)[0]), 1)
         comparison = node.data in ("predicate", "comparison")
+        resolved = resolved_operands(node) if comparison and unevaluated else []
         rows = [c for c in children if c.data in ("row_constructor", "scalar_subquery")]
+        # `(SELECT a, b ...) IN (SELECT ...)`: the left is a row of the subquery's width
+        rows += [c for c in children[1:] if c.data == "in_target" and _child(c, "select_stmt")]
         for child in children:
             select = _child(child, "select_stmt")
             if select is None:
                 continue
             if child.data == "scalar_subquery":
                 compared_to_row = comparison and any(r is not child for r in rows)
-                self.widths[id(select)] = None if compared_to_row else 1
+                unchecked = unevaluated and not any(r is child for r in resolved)
+                self.widths[id(select)] = None if compared_to_row or unchecked else 1
+            elif unevaluated:
+                self.widths[id(select)] = None
             elif child.data == "in_target" and children[0] is not child:
                 left = children[0]
                 if left.data == "row_constructor":
                     self.widths[id(select)] = 1 + len(_trees(left)[1].children)
+                elif left.data == "scalar_subquery":  # as wide as the left subquery
+                    self.widths[id(select)] = None
+                    self.matched[id(select)] = id(_trees(left)[0])
                 else:
-                    self.widths[id(select)] = None if left.data == "scalar_subquery" else 1
+                    self.widths[id(select)] = 1
 
     def _check_width(self, select: Tree, outputs: _Outputs) -> None:
-        expected = self.widths.pop(id(select), None)
         got = len(outputs.names)
+        if not outputs.opaque:
+            self.gave[id(select)] = got
+        expected = self.widths.pop(id(select), None)
+        if id(select) in self.matched:
+            expected = self.gave.get(self.matched.pop(id(select)))
         if expected is None or outputs.opaque or got == expected:
             return
         what = "one value" if expected == 1 else f"a row of {expected} values"

@@ -256,6 +256,14 @@ class Dialect:
     # aggregate query instead (`SELECT 1 FROM t ORDER BY count(a)` runs).
     # grid_sql.call_rules refuses it where this holds.
     order_by_aggregates_need_aggregation: bool = False
+    # Whether the database resolves, but never evaluates, the clauses whose value
+    # cannot matter (SQLite): the ORDER BY of a SELECT that returns one row, and
+    # the select list and ORDER BY of a one-core EXISTS body. What only
+    # evaluation refuses (a row value standing alone, a subquery's column count)
+    # runs there: `SELECT count(*) FROM t ORDER BY (a, b)`. The checker's column
+    # counts and grid_sql.row_rules judge there only what is refused before
+    # evaluation (grid_sql.call_rules.unevaluated_nodes).
+    unused_clauses_unevaluated: bool = False
     # Whether a join condition's names resolve against every table of its FROM
     # clause, those joined to its right included (SQLite: `FROM a JOIN b ON x = 1
     # JOIN c` reads c.x, or is ambiguous), rather than the tables to its left and

@@ -22,6 +22,15 @@ a ``row_constructor`` that is:
   another row value, in CASE and its WHEN, an UPDATE assignment or a VALUES
   row. A row compared with a subquery is left to the checker's column counts.
 
+SQLite refuses most of these only when it evaluates the statement; it
+compares widths when it resolves names (the operands of a comparison, not
+``x IS [NOT] NULL``, which it reads as ISNULL; of BETWEEN; the left of ``x IN
+(c)``, which its parser makes ``x = +c`` for one constant element ``c``) and
+checks an IN list against a row on its left when it parses. In a clause it
+never evaluates (`grid_sql.call_rules.unevaluated_nodes`: ``SELECT count(*)
+FROM t ORDER BY (a, b)`` runs) only those are refused, and the checker's column
+counts there likewise judge only :func:`resolved_operands`.
+
 Policy (as `grid_sql.call_rules`): flag only what SQLite 3.40 refuses at
 prepare time; the tests replay every case, flagged or not, there.
 
@@ -35,12 +44,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from grid_sql.call_rules import unevaluated_nodes
 from grid_sql.dialect import Dialect
 from grid_sql.violations import Violation, ViolationKind
 
 Tree = Any  # lark.Tree
 
-__all__ = ["row_violations"]
+__all__ = ["resolved_operands", "row_violations"]
 
 _OPERATORS = ("equality_operator", "comparison_operator")
 _POSTFIX = frozenset({"LIKE", "GLOB", "ISNULL", "NOTNULL", "NULL"})
@@ -58,35 +68,67 @@ def row_violations(tree: Tree, dialect: Dialect) -> list[Violation]:
         return []
     found: list[Violation] = []
     judged: set[int] = set()  # rows a comparison or IN has decided on
+    unevaluated: set[int] = set()  # nodes the database does not evaluate
     todo: list[tuple[Tree, str | None, str | None]] = [(tree, None, None)]
     while todo:
         node, parent, grandparent = todo.pop()
         if not hasattr(node, "data"):
             continue
+        evaluated = id(node) not in unevaluated
         if node.data in ("predicate", "comparison"):
-            found += _operands(node, judged)
-        elif node.data == "row_constructor" and id(node) not in judged:
+            found += _operands(node, judged, evaluated)
+        elif node.data == "row_constructor" and id(node) not in judged and evaluated:
             # Not an operand (those are judged): an element of a list is its
             # list's holder's business.
             holder = grandparent if parent == "expr_list" else parent
             if holder not in _LEFT_ALONE:
                 found.append(_misused(node, "a row value is allowed only in a comparison"))
+        if node.data == "select_stmt":
+            unevaluated |= unevaluated_nodes(node, dialect, exists=parent == "exists")
         todo.extend((child, node.data, parent) for child in reversed(node.children))
     return found
 
 
-def _operands(node: Tree, judged: set[int]) -> list[Violation]:
-    """Judge the row operands of one predicate or comparison node; mark them judged."""
+def resolved_operands(node: Tree) -> list[Tree]:
+    """The operands of a ``predicate`` or ``comparison`` node whose widths SQLite
+    compares when it resolves names (the module header): a comparison's two, not
+    ``x IS [NOT] NULL``'s; BETWEEN's three; the left of ``x [NOT] IN (c)`` with
+    one constant element ``c``. None for any other node."""
+    trees, words, compared = _shape(node)
+    if "IN" in words and len(trees) == 2:
+        elements = _in_list(trees[1])
+        single = len(elements) == 1 and hasattr(elements[0], "data") and _constant(elements[0])
+        return [trees[0]] if single else []
+    if "BETWEEN" in words and len(trees) == 3:
+        return trees
+    if compared and len(trees) == 2 and not ("IS" in words and _null(trees[1])):
+        return trees
+    return []
+
+
+def _shape(node: Tree) -> tuple[list[Tree], set[str], bool]:
+    """A predicate or comparison node's operand trees, keyword tokens, and whether
+    it compares its two operands (an operator, or IS; not a postfix test)."""
     trees = [c for c in node.children if hasattr(c, "data") and c.data not in _OPERATORS]
     words = {c.type for c in node.children if not hasattr(c, "data")}
     compared = (
         any(hasattr(c, "data") and c.data in _OPERATORS for c in node.children) or "IS" in words
     ) and not words & _POSTFIX
+    return trees, words, compared
+
+
+def _operands(node: Tree, judged: set[int], evaluated: bool) -> list[Violation]:
+    """Judge the row operands of one predicate or comparison node; mark them judged.
+    Where the database does not evaluate it (``evaluated`` false) only what it
+    refuses before: :func:`resolved_operands`, and an IN list against a row."""
+    trees, words, compared = _shape(node)
     rows = [t for t in trees if t.data == "row_constructor"]
     judged.update(id(r) for r in rows)
     if "IN" in words and len(trees) == 2:
         elements = _in_list(trees[1])
         judged.update(id(e) for e in elements if hasattr(e, "data"))
+        if not evaluated and trees[0].data != "row_constructor":
+            return []  # `x IN ((1, 2))`: x = +(1, 2), a width of one
         return _in(trees[0], elements)
     if not rows:
         return []
@@ -95,10 +137,39 @@ def _operands(node: Tree, judged: set[int]) -> list[Violation]:
         # that both refuse is one violation: equal violations are one key).
         x, lo, hi = trees
         return list(dict.fromkeys(v for v in (_compare(x, lo), _compare(x, hi)) if v))
-    if compared and len(trees) == 2:
+    if compared and len(trees) == 2 and (evaluated or resolved_operands(node)):
         found = _compare(*trees)
         return [found] if found else []
-    return [_misused(row, _NOT_COMPARED) for row in rows]
+    return [_misused(row, _NOT_COMPARED) for row in rows] if evaluated else []
+
+
+def _null(operand: Tree) -> bool:
+    """Whether ``operand`` is the literal NULL (parentheses are not in the tree)."""
+    return operand.data == "literal" and any(
+        not hasattr(c, "data") and c.type == "NULL" for c in operand.children
+    )
+
+
+# What SQLite's parser does not take for a constant (sqlite3ExprIsConstant):
+# names, calls, subqueries; a double-quoted word may be a column, CURRENT_DATE is a call.
+_NOT_CONSTANT = frozenset(
+    {"column_ref", "function_call", "aggregate_call", "scalar_subquery", "exists", "select_stmt"}
+)
+_NOT_CONSTANT_WORDS = frozenset({"DQ_STRING", "CURRENT_DATE", "CURRENT_TIME", "CURRENT_TIMESTAMP"})
+
+
+def _constant(tree: Tree) -> bool:
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        if not hasattr(node, "data"):
+            if node.type in _NOT_CONSTANT_WORDS:
+                return False
+            continue
+        if node.data in _NOT_CONSTANT:
+            return False
+        todo.extend(node.children)
+    return True
 
 
 def _compare(left: Tree, right: Tree) -> Violation | None:
