@@ -186,6 +186,9 @@ RULE_CASES = [
         "column_count"
     ]),
     ("SELECT id FROM employees UNION SELECT id, title FROM employees;", ["column_count"]),
+    ("SELECT id FROM employees WHERE (id, title) = (SELECT id FROM employees LIMIT 1);", [
+        "column_count"
+    ]),
     ("SELECT now(*) FROM employees;", ["wrong_argument_count"]),
     ("SELECT random(*) FROM employees;", ["wrong_argument_count"]),
     ("INSERT INTO employees (id, title) VALUES (1, 'a'), (2);", ["column_count"]),

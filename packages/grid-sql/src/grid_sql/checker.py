@@ -94,7 +94,7 @@ from grid_core.parser import Parser
 from grid_sql.call_rules import call_violations, unevaluated_nodes
 from grid_sql.dialect import Dialect, IdentifierCase
 from grid_sql.dialects import get_dialect
-from grid_sql.row_rules import resolved_operands, row_violations
+from grid_sql.row_rules import compared_operands, resolved_operands, row_violations
 from grid_sql.violations import AccessKind, Span, Violation, ViolationKind
 
 Tree = Any  # lark.Tree (lark is untyped)
@@ -1165,39 +1165,65 @@ class _Walker:
 
     def _expect_widths(self, node: Tree, root: Tree | Token) -> None:
         """Record how many columns each subquery among ``node``'s children (or
-        ``node`` itself, the root of a walk) must give: one, or a row value's
-        width for ``(a, b) IN (SELECT ...)``; none when a row value is compared
-        (``(a, b) = (SELECT ...)``, ``(SELECT ...) < (SELECT ...)``: left to the
-        database). In an ORDER BY the database never evaluates, only the widths it
-        compares when it resolves names (`grid_sql.row_rules.resolved_operands`)."""
+        ``node`` itself, the root of a walk) must give (``widths``, or ``matched``
+        where it is another subquery's width):
+
+        - an operand of a comparison or BETWEEN
+          (`grid_sql.row_rules.compared_operands`): the width of the first row
+          value compared (``(a, b) = (SELECT c, d ...)``), else one where a value
+          is compared, else the first compared subquery's (``(SELECT a, b ...) =
+          (SELECT c, d ...)``);
+        - the subquery right of IN: the width of its left, a row value's, one for a
+          value, the left subquery's for a subquery; that left subquery: any;
+        - any other: one.
+
+        In a clause the database never evaluates (``unevaluated``), only the
+        widths it compares when it resolves names: the compared operands, and the
+        left of ``x IN (c)`` (`grid_sql.row_rules.resolved_operands`)."""
         children = [c for c in node.children if not _is_token(c)]
         unevaluated = id(node) in self.unevaluated
         if node is root and node.data == "scalar_subquery" and not unevaluated:
             self.widths.setdefault(id(_trees(node)[0]), 1)
         comparison = node.data in ("predicate", "comparison")
+        group = compared_operands(node) if comparison else []
         resolved = resolved_operands(node) if comparison and unevaluated else []
-        rows = [c for c in children if c.data in ("row_constructor", "scalar_subquery")]
-        # `(SELECT a, b ...) IN (SELECT ...)`: the left is a row of the subquery's width
-        rows += [c for c in children[1:] if c.data == "in_target" and _child(c, "select_stmt")]
+        in_select = next(
+            (c for c in children[1:] if c.data == "in_target" and _child(c, "select_stmt")), None
+        )
         for child in children:
             select = _child(child, "select_stmt")
             if select is None:
                 continue
-            if child.data == "scalar_subquery":
-                compared_to_row = comparison and any(r is not child for r in rows)
+            if any(child is g for g in group):
+                self._expect_compared(select, group)
+            elif child.data == "scalar_subquery":
+                left_of_in = comparison and child is children[0] and in_select is not None
                 unchecked = unevaluated and not any(r is child for r in resolved)
-                self.widths[id(select)] = None if compared_to_row or unchecked else 1
+                self.widths[id(select)] = None if left_of_in or unchecked else 1
             elif unevaluated:
                 self.widths[id(select)] = None
-            elif child.data == "in_target" and children[0] is not child:
+            elif child is in_select:
                 left = children[0]
                 if left.data == "row_constructor":
-                    self.widths[id(select)] = 1 + len(_trees(left)[1].children)
+                    self.widths[id(select)] = 1 + len(left.children[1].children)
                 elif left.data == "scalar_subquery":  # as wide as the left subquery
                     self.widths[id(select)] = None
                     self.matched[id(select)] = id(_trees(left)[0])
                 else:
                     self.widths[id(select)] = 1
+
+    def _expect_compared(self, select: Tree, group: list[Tree]) -> None:
+        """The width of ``select``, a subquery among the compared operands ``group``."""
+        rows = [g for g in group if g.data == "row_constructor"]
+        if rows:
+            self.widths[id(select)] = 1 + len(rows[0].children[1].children)
+        elif any(g.data != "scalar_subquery" for g in group):
+            self.widths[id(select)] = 1
+        else:
+            self.widths[id(select)] = None
+            first = _trees(group[0])[0]
+            if first is not select:
+                self.matched[id(select)] = id(first)
 
     def _check_width(self, select: Tree, outputs: _Outputs) -> None:
         got = len(outputs.names)

@@ -50,7 +50,7 @@ from grid_sql.violations import Violation, ViolationKind
 
 Tree = Any  # lark.Tree
 
-__all__ = ["resolved_operands", "row_violations"]
+__all__ = ["compared_operands", "resolved_operands", "row_violations"]
 
 _OPERATORS = ("equality_operator", "comparison_operator")
 _POSTFIX = frozenset({"LIKE", "GLOB", "ISNULL", "NOTNULL", "NULL"})
@@ -89,21 +89,31 @@ def row_violations(tree: Tree, dialect: Dialect) -> list[Violation]:
     return found
 
 
-def resolved_operands(node: Tree) -> list[Tree]:
-    """The operands of a ``predicate`` or ``comparison`` node whose widths SQLite
-    compares when it resolves names (the module header): a comparison's two, not
-    ``x IS [NOT] NULL``'s; BETWEEN's three; the left of ``x [NOT] IN (c)`` with
-    one constant element ``c``. None for any other node."""
+def compared_operands(node: Tree) -> list[Tree]:
+    """The operands of a ``predicate`` or ``comparison`` node that SQLite compares
+    as rows of one width, which it checks when it resolves names: a comparison's
+    two (not ``x IS [NOT] NULL``'s, which it reads as a test of one value) and
+    BETWEEN's three. None for any other node."""
     trees, words, compared = _shape(node)
-    if "IN" in words and len(trees) == 2:
-        elements = _in_list(trees[1])
-        single = len(elements) == 1 and hasattr(elements[0], "data") and _constant(elements[0])
-        return [trees[0]] if single else []
+    if "IN" in words:
+        return []
     if "BETWEEN" in words and len(trees) == 3:
         return trees
     if compared and len(trees) == 2 and not ("IS" in words and _null(trees[1])):
         return trees
     return []
+
+
+def resolved_operands(node: Tree) -> list[Tree]:
+    """The operands of a ``predicate`` or ``comparison`` node whose widths SQLite
+    compares when it resolves names (the module header): :func:`compared_operands`,
+    and the left of ``x [NOT] IN (c)`` with one constant element ``c``."""
+    trees, words, _ = _shape(node)
+    if "IN" in words and len(trees) == 2:
+        elements = _in_list(trees[1])
+        single = len(elements) == 1 and hasattr(elements[0], "data") and _constant(elements[0])
+        return [trees[0]] if single else []
+    return compared_operands(node)
 
 
 def _shape(node: Tree) -> tuple[list[Tree], set[str], bool]:
