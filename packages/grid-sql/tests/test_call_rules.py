@@ -216,9 +216,7 @@ PLACES = [
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(place=st.sampled_from(PLACES), call=calls())
 def test_rules_flag_only_what_sqlite_refuses(place: str, call: str) -> None:
-    db = sqlite3.connect(":memory:")
-    db.execute("CREATE TABLE t (a, b)")
-    db.execute("CREATE TABLE u (c, d)")
+    db = memory_db("t (a, b)", "u (c, d)")
     sql = place.format(call)
     try:
         kinds = rule_kinds(sql)
