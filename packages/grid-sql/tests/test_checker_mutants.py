@@ -1515,8 +1515,9 @@ def test_postgres_names() -> None:
 
 
 def test_in_table_and_strings() -> None:
-    """``x IN table`` reads every column of the table; an unresolved double-quoted word is
-    a string (SQLite), a resolved one a column read.
+    """``x IN table`` reads every column of the table (and the table must be as wide
+    as ``x``); an unresolved double-quoted word is a string (SQLite), a resolved one a
+    column read.
     """
     assert seen("SELECT 1 FROM dept WHERE id IN emp;") == [
         ("use", "dept", 14, "dept"),
@@ -1526,6 +1527,15 @@ def test_in_table_and_strings() -> None:
         ("in_table", "emp", "name", 31, "emp"),
         ("in_table", "emp", "dept", 31, "emp"),
         ("in_table", "emp", "salary", 31, "emp"),
+        (
+            "column_count",
+            None,
+            None,
+            31,
+            "emp",
+            "the table emp gives 4 columns where one value is expected; "
+            "write IN (SELECT ... FROM emp) with one column",
+        ),
     ]
     assert seen("SELECT 1 FROM dept WHERE id IN nope;") == [
         ("use", "dept", 14, "dept"),
@@ -1653,6 +1663,16 @@ def test_policy_messages() -> None:
         )
     ]
     assert refused("SELECT 1 FROM dept WHERE id IN emp;", "clerk") == [
+        (
+            "column_count",
+            None,
+            None,
+            31,
+            "emp",
+            None,
+            "the table emp gives 4 columns where one value is expected; "
+            "write IN (SELECT ... FROM emp) with one column",
+        ),
         (
             "column_not_granted",
             "emp",

@@ -64,6 +64,7 @@ CASES = [
     (ONE_ROW.format(f"{PAIR} IS NULL"), []),
     (ONE_ROW.format(f"{PAIR} + 1"), []),
     (ONE_ROW.format("(SELECT (c, d) FROM u)"), []),
+    (ONE_ROW.format("a IN u"), []),
     (ONE_ROW.format("(SELECT c FROM u WHERE c IN (SELECT 1, 2))"), []),
     (ONE_ROW.format("(SELECT c FROM u WHERE (c, d))"), []),
     ("SELECT max(a) FROM t WHERE a > 1 ORDER BY (a, b)", []),

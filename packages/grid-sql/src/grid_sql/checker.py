@@ -1152,9 +1152,10 @@ class _Walker:
             elif data == "select_stmt":
                 outputs = self.select_stmt(node, scope, env)
                 self._check_width(node, outputs)
-            elif data == "in_target" and any(t.type == "TABLE_NAME" for t in _tokens(node)):
+            elif data == "in_target" and _names_table(node):
                 token = next(t for t in _tokens(node) if t.type == "TABLE_NAME")
                 source = self.named_source(token, None, env)
+                self._check_table_width(node, token, source)
                 if source.table is not None:
                     for key in source.table.columns:
                         self._access(source.table, key, _span(token), "in_table")
@@ -1187,30 +1188,40 @@ class _Walker:
         comparison = node.data in ("predicate", "comparison")
         group = compared_operands(node) if comparison else []
         resolved = resolved_operands(node) if comparison and unevaluated else []
-        in_select = next(
-            (c for c in children[1:] if c.data == "in_target" and _child(c, "select_stmt")), None
+        # `x IN (SELECT ...)`, `x IN t`: x is a row as wide as the subquery or the table
+        in_rows = any(
+            c.data == "in_target" and (_child(c, "select_stmt") or _names_table(c))
+            for c in children[1:]
         )
         for child in children:
+            right_of_in = child.data == "in_target" and child is not children[0]
+            if right_of_in and not unevaluated and _names_table(child):
+                self._expect_like(id(child), children[0])  # `x IN t`
             select = _child(child, "select_stmt")
             if select is None:
                 continue
             if any(child is g for g in group):
                 self._expect_compared(select, group)
             elif child.data == "scalar_subquery":
-                left_of_in = comparison and child is children[0] and in_select is not None
+                left_of_in = comparison and child is children[0] and in_rows
                 unchecked = unevaluated and not any(r is child for r in resolved)
                 self.widths[id(select)] = None if left_of_in or unchecked else 1
             elif unevaluated:
                 self.widths[id(select)] = None
-            elif child is in_select:
-                left = children[0]
-                if left.data == "row_constructor":
-                    self.widths[id(select)] = 1 + len(left.children[1].children)
-                elif left.data == "scalar_subquery":  # as wide as the left subquery
-                    self.widths[id(select)] = None
-                    self.matched[id(select)] = id(_trees(left)[0])
-                else:
-                    self.widths[id(select)] = 1
+            elif right_of_in:
+                self._expect_like(id(select), children[0])
+
+    def _expect_like(self, key: int, left: Tree) -> None:
+        """Record that ``key`` (the id of a subquery right of IN, or of an ``in_target``
+        naming a table) must be as wide as ``left``, the left of IN: a row value's
+        width, the left subquery's, else one."""
+        if left.data == "row_constructor":
+            self.widths[key] = 1 + len(left.children[1].children)
+        elif left.data == "scalar_subquery":
+            self.widths[key] = None
+            self.matched[key] = id(_trees(left)[0])
+        else:
+            self.widths[key] = 1
 
     def _expect_compared(self, select: Tree, group: list[Tree]) -> None:
         """The width of ``select``, a subquery among the compared operands ``group``."""
@@ -1229,9 +1240,7 @@ class _Walker:
         got = len(outputs.names)
         if not outputs.opaque:
             self.gave[id(select)] = got
-        expected = self.widths.pop(id(select), None)
-        if id(select) in self.matched:
-            expected = self.gave.get(self.matched.pop(id(select)))
+        expected = self._expected(select)
         if expected is None or outputs.opaque or got == expected:
             return
         what = "one value" if expected == 1 else f"a row of {expected} values"
@@ -1241,6 +1250,30 @@ class _Walker:
             f"this subquery gives {got} column{'s' if got != 1 else ''} where {what} is expected; "
             f"select {'one column' if expected == 1 else f'{expected} columns'}",
         )
+
+    def _check_table_width(self, target: Tree, token: Token, source: _Source) -> None:
+        """``x IN t`` (``target``, the ``in_target`` naming ``t``): SQLite reads it as
+        ``x IN (SELECT * FROM t)``, so ``t`` must have as many columns as ``x`` is wide."""
+        expected = self._expected(target)
+        got = len(source.columns)
+        if expected is None or source.opaque or got == expected:
+            return
+        what = "one value" if expected == 1 else f"a row of {expected} values"
+        self._violation(
+            ViolationKind.COLUMN_COUNT,
+            _span(token),
+            f"the table {_name(token)} gives {got} column{'s' if got != 1 else ''} where {what} "
+            f"is expected; write IN (SELECT ... FROM {_name(token)}) with "
+            f"{'one column' if expected == 1 else f'{expected} columns'}",
+        )
+
+    def _expected(self, node: Tree) -> int | None:
+        """The width recorded for ``node`` (a subquery or an ``IN t`` target) by
+        :meth:`_expect_widths`, resolved if it is another subquery's; None: any."""
+        expected = self.widths.pop(id(node), None)
+        if id(node) in self.matched:
+            expected = self.gave.get(self.matched.pop(id(node)))
+        return expected
 
     def column_ref(
         self,
@@ -1377,6 +1410,11 @@ class _Walker:
 
 
 _RESULT_TOKENS = frozenset({"STAR", "QUALIFIER", "AS", "ALIAS_NAME"})
+
+
+def _names_table(target: Tree) -> bool:
+    """Whether an ``in_target`` is a table (``x IN t``)."""
+    return any(t.type == "TABLE_NAME" for t in _tokens(target))
 
 
 def _bare_name(expr: Tree | Token) -> bool:
