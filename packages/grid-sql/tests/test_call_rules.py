@@ -214,6 +214,7 @@ PLACES = [
     "SELECT a FROM t WHERE EXISTS (SELECT {} FROM u)",
     "SELECT * FROM (SELECT a FROM t ORDER BY {})",
     "SELECT a FROM t JOIN u ON {} = c",
+    "SELECT a FROM t WHERE {} NOT IN u",
     "SELECT {} FROM t UNION SELECT c, d FROM u",
 ]
 
