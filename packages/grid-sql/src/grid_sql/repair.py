@@ -119,7 +119,7 @@ _WHAT = {
     ViolationKind.MISUSED_AGGREGATE: "it uses an aggregate where none is allowed",
     ViolationKind.MISUSED_ROW_VALUE: "it uses a row value (x, y, ...) where none is allowed",
     ViolationKind.COLUMN_COUNT: (
-        "a subquery, compound SELECT, VALUES or INSERT gives the wrong number of columns"
+        "a subquery, compound SELECT, VALUES, INSERT or IN table gives the wrong number of columns"
     ),
 }
 
