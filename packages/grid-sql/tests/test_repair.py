@@ -89,7 +89,7 @@ def test_feedback_for_a_table_outside_the_grants() -> None:
         ("SELECT id FROM projects WHERE count(*) > 1", "it uses an aggregate where none is"),
         (
             "SELECT (SELECT id, name FROM projects)",
-            "a subquery, compound SELECT, VALUES or INSERT gives the",
+            "a subquery, compound SELECT, VALUES, INSERT or IN table gives the",
         ),
     ],
 )
