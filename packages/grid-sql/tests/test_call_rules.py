@@ -55,6 +55,20 @@ def test_function_arities_are_sqlites(db: sqlite3.Connection) -> None:
     assert not wrong, wrong
 
 
+def test_over_is_flagged_iff_sqlite_refuses_it(db: sqlite3.Connection) -> None:
+    """Every known function called with OVER at each count SQLite takes (up to 3):
+    `misused_window` iff SQLite says it "may not be used as a window function"."""
+    wrong = []
+    for name, (least, most) in SQLITE.arities.items():
+        for n in range(least, min(most if most is not None else 3, 3) + 1):
+            args = ", ".join(["1"] * n) if n or name != "count" else "*"
+            sql = f"SELECT {name}({args}) OVER () FROM t"
+            refused = "may not be used as a window function" in sqlite_error(db, sql)
+            if refused != ("misused_window" in rule_kinds(sql)):
+                wrong.append(f"{sql}: SQLite {'refuses' if refused else 'takes'} it")
+    assert not wrong, wrong
+
+
 CASES = [
     ("SELECT sin() FROM t", ["wrong_argument_count"]),
     ("SELECT SIN( ) FROM t", ["wrong_argument_count"]),
@@ -67,6 +81,9 @@ CASES = [
     ("SELECT dense_rank() FROM t", ["misused_window"]),
     ("SELECT DISTINCT (a) FROM t WHERE (DENSE_RANK() - 1) > 1", ["misused_window"]),
     ("SELECT dense_rank() OVER (ORDER BY a) FROM t", []),
+    ("SELECT abs(a) OVER () FROM t", ["misused_window"]),
+    ("SELECT max(a, b) OVER (ORDER BY a) FROM t", ["misused_window"]),
+    ("SELECT min(a) OVER (), group_concat(a, ',') OVER (), total(a) OVER () FROM t", []),
     ("SELECT a FROM t WHERE rank() OVER () > 1", ["misused_window"]),
     ("SELECT a FROM t GROUP BY a HAVING rank() OVER () > 1", ["misused_window"]),
     ("SELECT count(*) FROM t GROUP BY a ORDER BY rank() OVER ()", []),
@@ -105,6 +122,8 @@ CASES = [
     ("SELECT a, b FROM t UNION SELECT * FROM u", []),
     # the widths of VALUES rows and of an INSERT's source (checker.py)
     ("INSERT INTO t VALUES (1, 2), (3)", ["column_count"]),
+    ("INSERT INTO t (a) DEFAULT VALUES", ["column_count"]),
+    ("INSERT INTO t DEFAULT VALUES", []),
     ("INSERT INTO t (a) VALUES (1, 2)", ["column_count"]),
     ("INSERT INTO t (a, b) VALUES (1)", ["column_count"]),
     ("INSERT INTO t VALUES (1)", ["column_count"]),

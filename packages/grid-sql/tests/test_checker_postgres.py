@@ -190,6 +190,7 @@ RULE_CASES = [
         "column_count"
     ]),
     ("SELECT now(*) FROM employees;", ["wrong_argument_count"]),
+    ("SELECT abs(id) OVER () FROM employees;", ["misused_window"]),
     ("SELECT random(*) FROM employees;", ["wrong_argument_count"]),
     ("INSERT INTO employees (id, title) VALUES (1, 'a'), (2);", ["column_count"]),
     ("INSERT INTO employees (id) VALUES (1, 2);", ["column_count"]),
@@ -202,6 +203,7 @@ RULE_CASES = [
     ("SELECT lag(id, 1, 0) OVER (ORDER BY id), sum(sum(id)) OVER () FROM employees "
      "GROUP BY id;", []),
     ("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY id) FROM employees;", []),
+    ("SELECT max(id) OVER (), string_agg(title, ',') OVER () FROM employees;", []),
     ("SELECT id FROM employees WHERE (id, title) IN (SELECT id, title FROM employees);", []),
     ("INSERT INTO employees VALUES (1);", []),  # the other columns take their defaults
     ("SELECT row_number(*) OVER (), rank(*) OVER (), count(*) FROM employees;", []),

@@ -14,7 +14,10 @@ the repair pass feeds back. They read the parse tree only (no schema, no role):
   is also refused for a known function that is neither an aggregate nor a
   window function.
 - ``misused_window``: a function of `Dialect.window_functions` called without
-  OVER; a windowed call (one with OVER) in WHERE, GROUP BY or HAVING.
+  OVER; where `Dialect.over_needs_window_or_aggregate`, a known function that is
+  neither a window function nor an aggregate called with OVER (``abs(a) OVER
+  ()``, ``max(a, b) OVER ()``); a windowed call (one with OVER) in WHERE, GROUP
+  BY or HAVING.
 - ``misused_aggregate``: an aggregate call (no OVER) inside the arguments of
   another aggregate call (no OVER), not through a subquery; an aggregate call
   in the WHERE, GROUP BY or ON of a *free* SELECT core: one that no enclosing
@@ -155,6 +158,20 @@ def _judge(call: _Call, context: _Context, dialect: Dialect) -> list[Violation]:
                 span,
                 f"{name}() is a window function: it needs an OVER clause, "
                 f"e.g. {name}() OVER (ORDER BY ...)",
+            )
+        )
+    elif (
+        call.windowed
+        and dialect.over_needs_window_or_aggregate
+        and name in dialect.arities
+        and name not in dialect.window_functions
+        and not _is_aggregate(call._replace(windowed=False), dialect)
+    ):
+        out.append(
+            _violation(
+                ViolationKind.MISUSED_WINDOW,
+                span,
+                f"{name}() is neither a window function nor an aggregate: it takes no OVER clause",
             )
         )
     elif call.windowed and context.clause in _NO_WINDOW:

@@ -678,6 +678,14 @@ class _Walker:
                 given = self.select_stmt(node, None, env)
                 if target is not None and target.table is not None and not given.opaque:
                     self._insert_width(node, len(given.names), target.table, columns)
+            if columns is not None and not _trees(source):  # DEFAULT VALUES
+                n = len(_tokens(columns))
+                self._violation(
+                    ViolationKind.COLUMN_COUNT,
+                    _span(source),
+                    f"DEFAULT VALUES gives no value for the {n} column{'s' if n != 1 else ''} "
+                    "this INSERT names; drop the column list, or give VALUES",
+                )
         if target is None:
             return
         alias = next((t for t in _tokens(tree) if t.type == "ALIAS_NAME"), None)

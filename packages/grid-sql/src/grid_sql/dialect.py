@@ -256,6 +256,11 @@ class Dialect:
     # aggregate query instead (`SELECT 1 FROM t ORDER BY count(a)` runs).
     # grid_sql.call_rules refuses it where this holds.
     order_by_aggregates_need_aggregation: bool = False
+    # Whether OVER is refused on a call of a known function (`function_arities`)
+    # that is neither a window function nor an aggregate (SQLite: "abs() may not be
+    # used as a window function"; PostgreSQL alike). Needs `aggregate_functions`
+    # complete for the arity table; grid_sql.call_rules refuses it where this holds.
+    over_needs_window_or_aggregate: bool = False
     # Whether the database resolves, but never evaluates, the clauses whose value
     # cannot matter (SQLite): the ORDER BY of a SELECT that returns one row, and
     # the select list and ORDER BY of a one-core EXISTS body. What only

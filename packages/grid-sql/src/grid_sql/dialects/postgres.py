@@ -222,6 +222,7 @@ class PostgresDialect(Dialect):
     function_arities: tuple[tuple[str, int, int | None], ...] = FUNCTION_ARITIES
     window_functions: frozenset[str] = WINDOW_FUNCTIONS
     aggregate_functions: frozenset[str] = AGGREGATE_FUNCTIONS
+    over_needs_window_or_aggregate: bool = True
     type_names: tuple[str, ...] = TYPE_NAMES
     word_classes: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("DATETIME_FIELD", DATETIME_FIELDS),

@@ -218,6 +218,7 @@ class SqliteDialect(Dialect):
     function_arities: tuple[tuple[str, int, int | None], ...] = FUNCTION_ARITIES
     window_functions: frozenset[str] = WINDOW_FUNCTIONS
     aggregate_functions: frozenset[str] = frozenset({"group_concat", "total"})
+    over_needs_window_or_aggregate: bool = True
     type_names: tuple[str, ...] = TYPE_NAMES
     word_classes: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("COLLATION_NAME", ("binary", "nocase", "rtrim")),
