@@ -22,7 +22,14 @@ Every generation is checked for
 - **dead ends**: a ``MaskError`` (empty mask at a viable prefix) is a failure;
 - **budget**: more tokens than the budget (EOS included) is an overrun;
 - **audit**: the sealed log verifies; every ``--replay-every``-th log is also
-  replayed against the engine (``grid_core.replay``).
+  replayed against the engine (``grid_core.replay``);
+- **checker against SQLite**: the SemanticChecker with every column granted
+  (so only its name resolution and statement rules speak) accepts the text iff
+  SQLite prepares it (``EXPLAIN``, bind parameters bound to NULL) on the example
+  database in memory. A disagreement either way is a failure: a statement the
+  checker accepts and SQLite refuses breaks "after repair, every statement runs
+  or is refused with a stated violation"; one it refuses and SQLite runs is a
+  false refusal.
 
 The sampler, per step: EOS with probability 0.3 when the mask offers it; else,
 with probability 0.3, a uniform choice among the admitted "SQL-looking" tokens
@@ -50,11 +57,14 @@ import argparse
 import functools
 import json
 import random
+import re
+import sqlite3
 import statistics
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +82,7 @@ from grid_core.reserve import DEFAULT_SAFETY, reserve_table
 from grid_core.trie import build_trie
 from grid_core.vocab import Vocabulary, cl100k
 from grid_spec import Language
+from grid_sql.checker import SemanticChecker, full_grants
 from grid_sql.demo import PUNCTUATION
 from grid_sql.dialects import SQLITE
 from grid_sql.generation import PROFILES, Profile, generation_language
@@ -81,6 +92,40 @@ from grid_sql.projection import RoleProjection, dialect_dfa
 from grid_sql.schema import example_schema
 
 ROOT = Path(__file__).resolve().parent.parent
+BINDINGS = re.compile(r"uses (\d+)")
+
+
+class SqliteJudge:
+    """The checker (every column granted) and SQLite (prepare only) on one text."""
+
+    def __init__(self) -> None:
+        schema = example_schema()
+        tables = {t.name: t.column_names for t in schema.tables}
+        self.checker = SemanticChecker(tables, {"all": full_grants(tables)})
+        self.db = sqlite3.connect(":memory:")
+        self.db.text_factory = bytes  # EXPLAIN's p4 may hold a blob literal's bytes
+        ddl = resources.files("grid_sql.examples").joinpath("company.sql").read_text()
+        self.db.executescript(ddl)
+
+    def verdict(self, text: bytes) -> tuple[bool, str]:
+        """(the checker accepts it, SQLite's prepare-time error or "")."""
+        sql = text.decode("utf-8")
+        accepted = not self.checker.check(sql, "all")
+        try:
+            self.db.execute("EXPLAIN " + sql).fetchall()
+        except sqlite3.ProgrammingError as e:  # bind parameters: prepare with NULLs
+            n = BINDINGS.search(str(e))
+            if n is None:
+                return accepted, str(e)
+            try:
+                self.db.execute("EXPLAIN " + sql, [None] * int(n.group(1))).fetchall()
+            except sqlite3.Error as e2:
+                return accepted, str(e2)
+        except sqlite3.Error as e:
+            return accepted, str(e)
+        return accepted, ""
+
+
 LARK_COUNTS = {
     "ok": "lark_ok",
     "lexes-differently": "lark_lexes_differently",
@@ -212,6 +257,7 @@ def run(
     build_s = time.perf_counter() - t_build
     rng = random.Random(seed)
     samplers = [walk_sampler(a) for a in arms]
+    judge = SqliteJudge()
     stops: dict[str, int] = {}
     failures: list[dict[str, Any]] = []
     counts = dict.fromkeys(
@@ -227,6 +273,8 @@ def run(
             "lark_ok",
             "lark_lexes_differently",
             "lark_disagrees",
+            "checker_accepts_sqlite_refuses",
+            "checker_refuses_sqlite_prepares",
             "early_triggers",
             "sampled",
             "forced",
@@ -270,6 +318,13 @@ def run(
         counts[LARK_COUNTS[verdict]] += 1
         if verdict == "disagrees":
             bad.append("lark disagrees")
+        accepted, error = judge.verdict(gen.text)
+        if accepted and error:
+            counts["checker_accepts_sqlite_refuses"] += 1
+            bad.append(f"the checker accepts it, SQLite refuses it: {error}")
+        elif not accepted and not error:
+            counts["checker_refuses_sqlite_prepares"] += 1
+            bad.append("the checker refuses it, SQLite prepares it")
         lines = gen.audit.lines()
         if not verify(lines).ok:
             counts["audit_invalid"] += 1

@@ -32,6 +32,8 @@ def test_walk_arm_500(generation: str) -> None:
         "audit_invalid",
         "replay_diverged",
         "lark_disagrees",
+        "checker_accepts_sqlite_refuses",
+        "checker_refuses_sqlite_prepares",
     ):
         assert summary[key] == 0, key
     assert summary["replayed"] == 20

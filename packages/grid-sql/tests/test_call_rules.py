@@ -82,6 +82,8 @@ CASES = [
     ("SELECT DISTINCT (a) FROM t WHERE (DENSE_RANK() - 1) > 1", ["misused_window"]),
     ("SELECT dense_rank() OVER (ORDER BY a) FROM t", []),
     ("SELECT abs(a) OVER () FROM t", ["misused_window"]),
+    ("WITH c AS (SELECT abs(1, 2), rank()) SELECT a FROM t", []),  # c is never named
+    ("WITH c AS (SELECT abs(1, 2)) SELECT * FROM c", ["wrong_argument_count"]),
     ("SELECT max(a, b) OVER (ORDER BY a) FROM t", ["misused_window"]),
     ("SELECT min(a) OVER (), group_concat(a, ',') OVER (), total(a) OVER () FROM t", []),
     ("SELECT a FROM t WHERE rank() OVER () > 1", ["misused_window"]),
@@ -91,6 +93,10 @@ CASES = [
     ("SELECT a FROM t GROUP BY count(*)", ["misused_aggregate"]),
     ("SELECT a FROM t JOIN u ON sum(c) > 1", ["misused_aggregate"]),
     ("UPDATE t SET a = 1 WHERE max(b) > 1", ["misused_aggregate"]),
+    ("UPDATE t SET a = max(b)", ["misused_aggregate"]),
+    ("UPDATE t SET b = 1, a = count(*) + 1", ["misused_aggregate"]),
+    ("UPDATE t SET a = sum(b) OVER ()", ["misused_window"]),
+    ("UPDATE t SET a = (SELECT max(c) FROM u)", []),
     ("SELECT * FROM (SELECT a FROM t WHERE count(*) > 1)", ["misused_aggregate"]),
     ("WITH x AS (SELECT a FROM t WHERE sum(a) > 1) SELECT * FROM x", ["misused_aggregate"]),
     ("SELECT sum(sum(a)) FROM t GROUP BY b", ["misused_aggregate"]),
@@ -149,6 +155,13 @@ CASES = [
     ("SELECT a FROM t ORDER BY count(a) OVER (), max(a, b)", []),
     ("SELECT a, (SELECT count(t.b) FROM u) FROM t ORDER BY count(a)", []),
     ("SELECT 1 ORDER BY count(1)", []),
+    # HAVING in a SELECT that neither groups nor aggregates in its select list
+    ("SELECT a FROM t HAVING count(*) > 1", ["misused_aggregate"]),
+    ("SELECT max(a) OVER () FROM t HAVING 1", ["misused_aggregate"]),
+    ("SELECT a FROM t WHERE EXISTS (SELECT c FROM u HAVING 1)", ["misused_aggregate"]),
+    ("SELECT count(*) FROM t HAVING a", []),
+    ("SELECT a FROM t GROUP BY a HAVING 1", []),
+    ("SELECT a, (SELECT max(t.b) FROM u) FROM t HAVING 1", []),
     # left to the database by policy (call_rules' header): refused by SQLite, not flagged
     ("SELECT a FROM t WHERE a = (SELECT 1 FROM u WHERE c = max(t.b))", []),
     ("SELECT sum(row_number() OVER ()) FROM t", []),

@@ -191,6 +191,11 @@ RULE_CASES = [
     ]),
     ("SELECT now(*) FROM employees;", ["wrong_argument_count"]),
     ("SELECT abs(id) OVER () FROM employees;", ["misused_window"]),
+    ("UPDATE employees SET id = max(id);", ["misused_aggregate"]),
+    ("UPDATE employees SET id = rank() OVER ();", ["misused_window"]),
+    ("INSERT INTO employees (id) VALUES (1) ON CONFLICT (id) DO UPDATE SET id = max(1);", [
+        "misused_aggregate"
+    ]),
     ("SELECT random(*) FROM employees;", ["wrong_argument_count"]),
     ("INSERT INTO employees (id, title) VALUES (1, 'a'), (2);", ["column_count"]),
     ("INSERT INTO employees (id) VALUES (1, 2);", ["column_count"]),
@@ -204,6 +209,7 @@ RULE_CASES = [
      "GROUP BY id;", []),
     ("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY id) FROM employees;", []),
     ("SELECT max(id) OVER (), string_agg(title, ',') OVER () FROM employees;", []),
+    ("SELECT 1 FROM employees HAVING true;", []),  # the whole table is one group
     ("SELECT id FROM employees WHERE (id, title) IN (SELECT id, title FROM employees);", []),
     ("INSERT INTO employees VALUES (1);", []),  # the other columns take their defaults
     ("SELECT row_number(*) OVER (), rank(*) OVER (), count(*) FROM employees;", []),

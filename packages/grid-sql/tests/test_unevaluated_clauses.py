@@ -1,4 +1,5 @@
-"""Clauses SQLite resolves but never evaluates (grid_sql.call_rules.unevaluated_clauses).
+"""Clauses SQLite resolves but never evaluates (grid_sql.call_rules.unevaluated_nodes),
+and CTEs it never resolves (unused ones).
 
 SQLite drops the ORDER BY of a SELECT that returns one row (one core that
 aggregates, no GROUP BY, no window call), and reads ``EXISTS (SELECT x ...)``
@@ -126,6 +127,17 @@ CASES = [
     ),
     ("SELECT a FROM t WHERE a IN (SELECT c FROM u ORDER BY (c, d))", ["misused_row_value"]),
     ("SELECT a FROM t WHERE EXISTS (SELECT zz FROM u)", ["unknown_column"]),
+    # `x IN ()` is a constant to SQLite's parser: x is never resolved
+    ("SELECT a FROM t WHERE zz IN ()", []),
+    (f"SELECT a FROM t WHERE {PAIR} NOT IN () AND zz.a IS NULL IN ()", []),
+    ("SELECT a FROM t WHERE abs((a, b)) IN ()", []),
+    ("SELECT zz FROM t WHERE a IN ()", ["unknown_column"]),
+    # a CTE no part of the statement names is never resolved
+    ("WITH c AS (SELECT zz, (c, d) FROM u) SELECT a FROM t", []),
+    ("WITH c AS (SELECT zz FROM u), d AS (SELECT * FROM c) SELECT a FROM t", []),
+    ("WITH c AS (SELECT zz FROM u), d AS (SELECT * FROM c) SELECT * FROM d", ["unknown_column"]),
+    ("WITH c AS (SELECT (c, d) FROM u) SELECT * FROM c", ["misused_row_value"]),
+    ("WITH c AS (SELECT zz) DELETE FROM t", []),
     # a subquery on the left of IN (subquery) is a row as wide as the right one
     (f"SELECT a FROM t WHERE {PAIR} IN (SELECT c, d FROM u)", []),
     (f"SELECT a FROM t WHERE {PAIR} NOT IN (SELECT c FROM u)", ["column_count"]),

@@ -17,12 +17,13 @@ the repair pass feeds back. They read the parse tree only (no schema, no role):
   OVER; where `Dialect.over_needs_window_or_aggregate`, a known function that is
   neither a window function nor an aggregate called with OVER (``abs(a) OVER
   ()``, ``max(a, b) OVER ()``); a windowed call (one with OVER) in WHERE, GROUP
-  BY or HAVING.
+  BY, HAVING or an UPDATE's SET.
 - ``misused_aggregate``: an aggregate call (no OVER) inside the arguments of
   another aggregate call (no OVER), not through a subquery; an aggregate call
-  in the WHERE, GROUP BY or ON of a *free* SELECT core: one that no enclosing
-  expression holds (the statement's own cores, FROM subqueries and CTE
-  bodies), so the aggregate cannot belong to an outer query. Where
+  in the WHERE, GROUP BY or ON of a *free* SELECT core, or in the WHERE or SET
+  of a free UPDATE: one that no enclosing expression holds (the statement's
+  own cores, FROM subqueries and CTE bodies), so the aggregate cannot belong
+  to an outer query. Where
   `Dialect.order_by_aggregates_need_aggregation` (SQLite), also an aggregate
   call in the ORDER BY of a free SELECT of one core that aggregates nothing
   else: a FROM clause, no GROUP BY, no HAVING, no aggregate call in its select
@@ -30,6 +31,9 @@ the repair pass feeds back. They read the parse tree only (no schema, no role):
   SELECT's own: ``SELECT a, (SELECT count(t.b) FROM u) FROM t ORDER BY
   count(a)`` runs). A SELECT without FROM (SQLite takes ``SELECT 1 ORDER BY
   count(1)``) or with a compound body is left to the database.
+  Where `Dialect.having_needs_aggregation` (SQLite), also a HAVING clause in a
+  SELECT with no GROUP BY and no aggregate call in its select list (and no
+  subquery there, whose aggregate could be the SELECT's own).
 
 The module also finds what SQLite resolves but never evaluates
 (:func:`unevaluated_nodes`: the ORDER BY of a SELECT that returns one row, the
@@ -56,6 +60,7 @@ one.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, NamedTuple
 
 from grid_sql.dialect import Dialect
@@ -71,9 +76,10 @@ _CLAUSES = {
     "group_by_clause": "GROUP BY",
     "having_clause": "HAVING",
     "join_constraint": "ON",
+    "assignment": "SET",
 }
-_NO_WINDOW = ("WHERE", "GROUP BY", "HAVING")
-_NO_AGGREGATE = ("WHERE", "GROUP BY", "ON")
+_NO_WINDOW = ("WHERE", "GROUP BY", "HAVING", "SET")
+_NO_AGGREGATE = ("WHERE", "GROUP BY", "ON", "SET")
 # Expression nodes whose SELECT is bound (it may read the enclosing query).
 _BOUND = ("scalar_subquery", "exists", "in_target")
 _ALWAYS_AGGREGATE = frozenset({"count", "sum", "avg"})
@@ -94,8 +100,12 @@ class _Call(NamedTuple):
     star: bool = False  # written f(*)
 
 
-def call_violations(tree: Tree, dialect: Dialect) -> list[Violation]:
-    """The statement rules of the module header broken in ``tree``, in walk order.
+def call_violations(
+    tree: Tree, dialect: Dialect, skip: Collection[int] = frozenset()
+) -> list[Violation]:
+    """The statement rules of the module header broken in ``tree``, in walk order,
+    outside the subtrees whose ids are in ``skip`` (the bodies of unused CTEs,
+    which the database never resolves).
 
     The walk keeps its own stack, as the checker's does: expression depth costs
     no Python stack."""
@@ -103,13 +113,15 @@ def call_violations(tree: Tree, dialect: Dialect) -> list[Violation]:
     todo: list[tuple[Tree, _Context]] = [(tree, _Context(None, False, None))]
     while todo:
         node, context = todo.pop()
-        if not hasattr(node, "data"):
+        if not hasattr(node, "data") or id(node) in skip:
             continue
         data = node.data
         if data == "select_stmt":
             context = _Context(None, context.bound, None)
             if dialect.order_by_aggregates_need_aggregation and not context.bound:
                 found += _order_by_aggregates(node, dialect)
+        elif data == "select_core" and dialect.having_needs_aggregation:
+            found += _having_without_aggregation(node, dialect)
         elif data in _BOUND:
             context = context._replace(bound=True)
         elif data in _CLAUSES:
@@ -228,6 +240,23 @@ def _order_by_aggregates(stmt: Tree, dialect: Dialect) -> list[Violation]:
         )
         for call in _sorting_aggregates(order, dialect)
     ]
+
+
+def _having_without_aggregation(core: Tree, dialect: Dialect) -> list[Violation]:
+    """HAVING in a SELECT ``core`` that neither groups nor aggregates in its select
+    list (SQLite: "HAVING clause on a non-aggregate query", whatever HAVING holds).
+    A select list with a subquery an expression holds is left alone: its aggregate
+    may be this SELECT's (``SELECT (SELECT max(t.b) FROM u) FROM t HAVING 1`` runs)."""
+    parts = {c.data: c for c in core.children if hasattr(c, "data")}
+    having = parts.get("having_clause")
+    if having is None or "group_by_clause" in parts:
+        return []
+    result = _descendants(parts.get("result_columns"), stop=_BOUND)
+    if any(n.data in _BOUND or _aggregate_at(n, dialect) for n in result):
+        return []
+    span = (int(having.meta.start_pos), int(having.meta.end_pos))
+    message = "HAVING filters groups: add GROUP BY, or aggregate in the select list"
+    return [_violation(ViolationKind.MISUSED_AGGREGATE, span, message)]
 
 
 def unevaluated_nodes(stmt: Tree, dialect: Dialect, *, exists: bool = False) -> set[int]:

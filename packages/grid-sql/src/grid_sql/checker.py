@@ -604,6 +604,12 @@ class _Walker:
         self.gave: dict[int, int] = {}
         # ids of the nodes the database never evaluates (call_rules.unevaluated_nodes)
         self.unevaluated: set[int] = set()
+        self.ctes: list[_Cte] = []  # every CTE of the statement
+        # The ids of the subtrees SQLite never resolves, so their errors are not
+        # reported (what they would read still is): the left of `x IN ()`, and
+        # after `statement` the bodies of the CTEs the statement never names
+        # (`WITH c AS (SELECT zz) SELECT 1` runs), which it then walks for reads.
+        self.unresolved: set[int] = set()
         self.exists_bodies: set[int] = set()  # ids of EXISTS bodies (select_stmt)
 
     # -- recording ------------------------------------------------------------
@@ -649,6 +655,13 @@ class _Walker:
                 self.delete_stmt(node, env)
             else:  # a statement form this walk does not know: resolve what it can
                 self.expr(node, _Scope(None), env)
+        self.unresolved |= {id(cte.body) for cte in self.ctes if cte.state == "new"}
+        for cte in self.ctes:
+            # What an unused CTE would read is still checked against the role's
+            # grants; its errors are not reported: SQLite never resolves it.
+            mark = len(self.violations)
+            self._walk_cte(cte)
+            del self.violations[mark:]
 
     def _target(self, token: Token, alias: Token | None) -> _Source | None:
         """The base table an INSERT/UPDATE/DELETE writes, as a source."""
@@ -827,9 +840,8 @@ class _Walker:
                 columns = {self.names.token(t): _name(t) for t in _tokens(alias_list)}
             body = _child(table, "select_stmt")
             cte = _Cte(_name(name), body, frame, columns, outer)
-            frame.ctes.setdefault(self.names.token(name), cte)
-        for cte in frame.ctes.values():
-            self._walk_cte(cte)
+            if frame.ctes.setdefault(self.names.token(name), cte) is cte:
+                self.ctes.append(cte)  # a duplicate name's second body is never read
         return frame
 
     def _walk_cte(self, cte: _Cte) -> None:
@@ -1142,12 +1154,21 @@ class _Walker:
         The generic part of the walk keeps its own stack (pre-order, left to right, as
         a recursive walk would visit), so an expression's depth (``1+1+...+1``, deep
         parentheses) costs no Python stack; only nested SELECTs recurse."""
-        todo, dq = [root], self.names.dq_fallback
+        todo: list[Any] = [root]
+        dq = self.names.dq_fallback
         while todo:
             node = todo.pop()
+            if isinstance(node, _Unresolved):  # the end of a subtree SQLite never resolves
+                del self.violations[node.mark :]
+                continue
             if _is_token(node):
                 continue
             data = node.data
+            left = _left_of_empty_in(node)
+            if left is not None:  # `x IN ()`: SQLite's parser drops x unresolved
+                self.unresolved.add(id(left))
+                todo += [_Unresolved(len(self.violations)), left]
+                continue
             self._expect_widths(node, root)
             if data == "column_ref":
                 tokens = _tokens(node)
@@ -1420,6 +1441,25 @@ class _Walker:
 _RESULT_TOKENS = frozenset({"STAR", "QUALIFIER", "AS", "ALIAS_NAME"})
 
 
+@dataclass(frozen=True)
+class _Unresolved:
+    """A mark in :meth:`_Walker.expr`'s stack: the violations from ``mark`` on are
+    of a subtree SQLite never resolves (what it would read is still recorded)."""
+
+    mark: int
+
+
+def _left_of_empty_in(node: Tree) -> Tree | None:
+    """The left operand of ``x [NOT] IN ()``, which SQLite's parser replaces by a
+    constant before it resolves any name; None for any other node."""
+    if node.data != "predicate":
+        return None
+    trees = _trees(node)
+    if len(trees) == 2 and trees[1].data == "in_target" and not trees[1].children:
+        return trees[0]
+    return None
+
+
 def _names_table(target: Tree) -> bool:
     """Whether an ``in_target`` is a table (``x IN t``)."""
     return any(t.type == "TABLE_NAME" for t in _tokens(target))
@@ -1508,8 +1548,8 @@ class SemanticChecker:
             walker.statement(tree)
         except RecursionError:
             raise StatementTooDeepError(len(data)) from None
-        walker.violations += call_violations(tree, self.dialect)
-        walker.violations += row_violations(tree, self.dialect)
+        walker.violations += call_violations(tree, self.dialect, skip=walker.unresolved)
+        walker.violations += row_violations(tree, self.dialect, skip=walker.unresolved)
         return Analysis(
             tuple(walker.uses), tuple(walker.accesses), tuple(_sorted(walker.violations))
         )

@@ -256,6 +256,11 @@ class Dialect:
     # aggregate query instead (`SELECT 1 FROM t ORDER BY count(a)` runs).
     # grid_sql.call_rules refuses it where this holds.
     order_by_aggregates_need_aggregation: bool = False
+    # Whether HAVING is refused in a SELECT with no GROUP BY whose select list
+    # aggregates nothing (SQLite: "HAVING clause on a non-aggregate query", even
+    # `SELECT a FROM t HAVING count(*) > 1`); PostgreSQL and DuckDB group the
+    # whole table instead. grid_sql.call_rules refuses it where this holds.
+    having_needs_aggregation: bool = False
     # Whether OVER is refused on a call of a known function (`function_arities`)
     # that is neither a window function nor an aggregate (SQLite: "abs() may not be
     # used as a window function"; PostgreSQL alike). Needs `aggregate_functions`

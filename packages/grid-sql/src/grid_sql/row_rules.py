@@ -42,6 +42,7 @@ Grammar contract: ``row_constructor`` (an ``expr`` and an ``expr_list``),
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from grid_sql.call_rules import unevaluated_nodes
@@ -60,8 +61,11 @@ _LEFT_ALONE = frozenset({"row_constructor", "case_expr", "when_clause", "assignm
 _NOT_COMPARED = "a row value is compared only with a row of its width"
 
 
-def row_violations(tree: Tree, dialect: Dialect) -> list[Violation]:
-    """The row values of ``tree`` that the module header refuses, in walk order;
+def row_violations(
+    tree: Tree, dialect: Dialect, skip: Collection[int] = frozenset()
+) -> list[Violation]:
+    """The row values of ``tree`` that the module header refuses, in walk order,
+    outside the subtrees whose ids are in ``skip`` (the bodies of unused CTEs);
     none unless ``dialect.row_values_compared_only``. An explicit stack, as the
     checker's: expression depth costs no Python stack."""
     if not dialect.row_values_compared_only:
@@ -72,7 +76,7 @@ def row_violations(tree: Tree, dialect: Dialect) -> list[Violation]:
     todo: list[tuple[Tree, str | None, str | None]] = [(tree, None, None)]
     while todo:
         node, parent, grandparent = todo.pop()
-        if not hasattr(node, "data"):
+        if not hasattr(node, "data") or id(node) in skip:
             continue
         evaluated = id(node) not in unevaluated
         if node.data in ("predicate", "comparison"):

@@ -227,6 +227,7 @@ class SqliteDialect(Dialect):
     dq_string_fallback: bool = True
     row_values_compared_only: bool = True
     order_by_aggregates_need_aggregation: bool = True
+    having_needs_aggregation: bool = True
     unused_clauses_unevaluated: bool = True
     rowid_names: frozenset[str] = frozenset({"rowid", "oid", "_rowid_"})
     identifier_quotes: tuple[QuoteForm, ...] = (
