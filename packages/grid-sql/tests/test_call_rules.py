@@ -129,6 +129,9 @@ CASES = [
     # the widths of VALUES rows and of an INSERT's source (checker.py)
     ("INSERT INTO t VALUES (1, 2), (3)", ["column_count"]),
     ("INSERT INTO t (a) DEFAULT VALUES", ["column_count"]),
+    ("WITH c(x, y) AS (SELECT 1) SELECT * FROM c", ["column_count"]),
+    ("WITH c(x) AS (VALUES (1, 2)) SELECT * FROM c", ["column_count"]),
+    ("WITH c(x, y) AS (SELECT 1) SELECT a FROM t", []),  # c is never named
     ("INSERT INTO t DEFAULT VALUES", []),
     ("INSERT INTO t (a) VALUES (1, 2)", ["column_count"]),
     ("INSERT INTO t (a, b) VALUES (1)", ["column_count"]),

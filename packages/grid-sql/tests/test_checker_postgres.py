@@ -192,6 +192,7 @@ RULE_CASES = [
     ("SELECT now(*) FROM employees;", ["wrong_argument_count"]),
     ("SELECT abs(id) OVER () FROM employees;", ["misused_window"]),
     ("UPDATE employees SET id = max(id);", ["misused_aggregate"]),
+    ("WITH c(a, b) AS (SELECT 1) SELECT * FROM c;", ["column_count"]),
     ("UPDATE employees SET id = rank() OVER ();", ["misused_window"]),
     ("INSERT INTO employees (id) VALUES (1) ON CONFLICT (id) DO UPDATE SET id = max(1);", [
         "misused_aggregate"
@@ -210,6 +211,7 @@ RULE_CASES = [
     ("SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY id) FROM employees;", []),
     ("SELECT max(id) OVER (), string_agg(title, ',') OVER () FROM employees;", []),
     ("SELECT 1 FROM employees HAVING true;", []),  # the whole table is one group
+    ("WITH c(a) AS (SELECT 1, 2) SELECT * FROM c;", []),  # the second keeps its name
     ("SELECT id FROM employees WHERE (id, title) IN (SELECT id, title FROM employees);", []),
     ("INSERT INTO employees VALUES (1);", []),  # the other columns take their defaults
     ("SELECT row_number(*) OVER (), rank(*) OVER (), count(*) FROM employees;", []),

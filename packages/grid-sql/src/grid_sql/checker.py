@@ -849,11 +849,28 @@ class _Walker:
         if cte.state != "new":
             return
         cte.state = "walking"
+        named = len(cte.columns) if cte.columns is not None else None
         outputs = self.select_stmt(cte.body, cte.outer, cte.env, cte)
         if cte.columns is None:
             cte.columns = outputs.columns()
+        elif not outputs.opaque and named is not None:
+            self._cte_width(cte, named, len(outputs.names))
         cte.opaque = cte.opaque or outputs.opaque
         cte.state = "done"
+
+    def _cte_width(self, cte: _Cte, named: int, got: int) -> None:
+        """A CTE's column list against what its body gives
+        (`Dialect.cte_column_list`): as many (SQLite), at most as many
+        (PostgreSQL: the rest keep their names), or any (DuckDB)."""
+        rule = self.dialect.cte_column_list
+        if got == named or rule == "any" or (rule == "at_most" and named < got):
+            return
+        self._violation(
+            ViolationKind.COLUMN_COUNT,
+            _span(cte.body),
+            f"{cte.name} names {named} column{'s' if named != 1 else ''} and its body "
+            f"gives {got}; name {'one column' if got == 1 else f'{got} columns'}",
+        )
 
     # -- SELECT -------------------------------------------------------------------
 

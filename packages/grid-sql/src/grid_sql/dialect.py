@@ -261,6 +261,11 @@ class Dialect:
     # `SELECT a FROM t HAVING count(*) > 1`); PostgreSQL and DuckDB group the
     # whole table instead. grid_sql.call_rules refuses it where this holds.
     having_needs_aggregation: bool = False
+    # How many columns a CTE's column list may name against what its body gives:
+    # "exact" (SQLite: "table c has 1 values for 2 columns"), "at_most"
+    # (PostgreSQL: the unnamed ones keep their names), "any" (DuckDB). The
+    # checker's column counts refuse the others.
+    cte_column_list: Literal["exact", "at_most", "any"] = "any"
     # Whether OVER is refused on a call of a known function (`function_arities`)
     # that is neither a window function nor an aggregate (SQLite: "abs() may not be
     # used as a window function"; PostgreSQL alike). Needs `aggregate_functions`

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Literal
 
 from grid_sql.dialect import STATEMENT_EVENTS, Dialect, QuoteForm
 from grid_sql.projection_rules import STATEMENT_FORMS, WINDOW_CUTS, Cut, ProjectionRules
@@ -219,6 +220,7 @@ class SqliteDialect(Dialect):
     window_functions: frozenset[str] = WINDOW_FUNCTIONS
     aggregate_functions: frozenset[str] = frozenset({"group_concat", "total"})
     over_needs_window_or_aggregate: bool = True
+    cte_column_list: Literal["exact", "at_most", "any"] = "exact"
     type_names: tuple[str, ...] = TYPE_NAMES
     word_classes: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("COLLATION_NAME", ("binary", "nocase", "rtrim")),
