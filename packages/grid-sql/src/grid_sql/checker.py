@@ -869,7 +869,7 @@ class _Walker:
             ViolationKind.COLUMN_COUNT,
             _span(cte.body),
             f"{cte.name} names {named} column{'s' if named != 1 else ''} and its body "
-            f"gives {got}; name {'one column' if got == 1 else f'{got} columns'}",
+            f"gives {got}; name {_width_words(got)[1]}",
         )
 
     # -- SELECT -------------------------------------------------------------------
@@ -1289,12 +1289,12 @@ class _Walker:
         expected = self._expected(select)
         if expected is None or outputs.opaque or got == expected:
             return
-        what = "one value" if expected == 1 else f"a row of {expected} values"
+        what, columns = _width_words(expected)
         self._violation(
             ViolationKind.COLUMN_COUNT,
             _span(select),
             f"this subquery gives {got} column{'s' if got != 1 else ''} where {what} is expected; "
-            f"select {'one column' if expected == 1 else f'{expected} columns'}",
+            f"select {columns}",
         )
 
     def _check_table_width(self, target: Tree, token: Token, source: _Source) -> None:
@@ -1304,13 +1304,12 @@ class _Walker:
         got = len(source.columns)
         if expected is None or source.opaque or got == expected:
             return
-        what = "one value" if expected == 1 else f"a row of {expected} values"
+        what, columns = _width_words(expected)
         self._violation(
             ViolationKind.COLUMN_COUNT,
             _span(token),
             f"the table {_name(token)} gives {got} column{'s' if got != 1 else ''} where {what} "
-            f"is expected; write IN (SELECT ... FROM {_name(token)}) with "
-            f"{'one column' if expected == 1 else f'{expected} columns'}",
+            f"is expected; write IN (SELECT ... FROM {_name(token)}) with {columns}",
         )
 
     def _expected(self, node: Tree) -> int | None:
@@ -1456,6 +1455,11 @@ class _Walker:
 
 
 _RESULT_TOKENS = frozenset({"STAR", "QUALIFIER", "AS", "ALIAS_NAME"})
+
+
+def _width_words(n: int) -> tuple[str, str]:
+    """How a column-count message names a width ``n``: what is expected, what to write."""
+    return ("one value", "one column") if n == 1 else (f"a row of {n} values", f"{n} columns")
 
 
 @dataclass(frozen=True)
