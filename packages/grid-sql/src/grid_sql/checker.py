@@ -94,7 +94,7 @@ from grid_core.parser import Parser
 from grid_sql.call_rules import call_violations, unevaluated_nodes
 from grid_sql.dialect import Dialect, IdentifierCase
 from grid_sql.dialects import get_dialect
-from grid_sql.row_rules import compared_operands, resolved_operands, row_violations
+from grid_sql.row_rules import compared_operands, resolved_operands, row_violations, row_width
 from grid_sql.violations import AccessKind, Span, Violation, ViolationKind
 
 Tree = Any  # lark.Tree (lark is untyped)
@@ -1262,7 +1262,7 @@ class _Walker:
         naming a table) must be as wide as ``left``, the left of IN: a row value's
         width, the left subquery's, else one."""
         if left.data == "row_constructor":
-            self.widths[key] = 1 + len(left.children[1].children)
+            self.widths[key] = row_width(left)
         elif left.data == "scalar_subquery":
             self.widths[key] = None
             self.matched[key] = id(_trees(left)[0])
@@ -1273,7 +1273,7 @@ class _Walker:
         """The width of ``select``, a subquery among the compared operands ``group``."""
         rows = [g for g in group if g.data == "row_constructor"]
         if rows:
-            self.widths[id(select)] = 1 + len(rows[0].children[1].children)
+            self.widths[id(select)] = row_width(rows[0])
         elif any(g.data != "scalar_subquery" for g in group):
             self.widths[id(select)] = 1
         else:

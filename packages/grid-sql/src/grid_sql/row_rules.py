@@ -51,7 +51,7 @@ from grid_sql.violations import Violation, ViolationKind
 
 Tree = Any  # lark.Tree
 
-__all__ = ["compared_operands", "resolved_operands", "row_violations"]
+__all__ = ["compared_operands", "resolved_operands", "row_violations", "row_width"]
 
 _OPERATORS = ("equality_operator", "comparison_operator")
 _POSTFIX = frozenset({"LIKE", "GLOB", "ISNULL", "NOTNULL", "NULL"})
@@ -190,10 +190,10 @@ def _compare(left: Tree, right: Tree) -> Violation | None:
     """The row misused in the comparison of ``left`` with ``right``, if any."""
     rows = [t for t in (left, right) if t.data == "row_constructor"]
     if len(rows) == 2:
-        if _width(left) == _width(right):
+        if row_width(left) == row_width(right):
             return None
         message = (
-            f"a row of {_width(right)} values is compared with a row of {_width(left)}; "
+            f"a row of {row_width(right)} values is compared with a row of {row_width(left)}; "
             "compare rows of one width"
         )
         return _misused(right, message)
@@ -211,9 +211,9 @@ def _in_list(target: Tree) -> list[Any]:
 def _in(left: Tree, elements: list[Any]) -> list[Violation]:
     """``left [NOT] IN (elements)``: a row on the left wants rows of its width, a
     value values."""
-    width = _width(left) if left.data == "row_constructor" else 1
+    width = row_width(left) if left.data == "row_constructor" else 1
     for element in elements:
-        got = _width(element) if getattr(element, "data", None) == "row_constructor" else 1
+        got = row_width(element) if getattr(element, "data", None) == "row_constructor" else 1
         if got != width:
             expected = f"a row of {width}" if width > 1 else "one value"
             return [
@@ -226,7 +226,7 @@ def _in(left: Tree, elements: list[Any]) -> list[Violation]:
     return []
 
 
-def _width(row: Tree) -> int:
+def row_width(row: Tree) -> int:
     """How many values ``(x, y, ...)`` holds: its ``expr`` and its ``expr_list``'s."""
     return 1 + len(row.children[1].children)
 
