@@ -241,6 +241,28 @@ def lark_verdict(arm: Arm, text: bytes) -> str:
     return "lexes-differently" if ours != theirs else "disagrees"
 
 
+def native_cache_stats(arms: list[Arm]) -> dict[str, Any] | None:
+    """The native guide's caches over the run (None on the Python guide): the
+    walk cache the roles' engines share (one family, one cache: its counts are
+    read once) and the subtree memos, summed over the engines. The
+    ``cache_t1_hit_rate`` / ``cache_t2_hit_rate`` beside them count grid-core's
+    Python tiers, which the native guide's fills do not go through."""
+    kernels = [a.engine.kernel for a in arms if a.engine.kernel is not None]
+    if not kernels:
+        return None
+    held, hits, misses = kernels[0].walk_stats
+    memo = [k.memo_stats for k in kernels]
+    memo_hits, memo_misses = sum(m[1] for m in memo), sum(m[2] for m in memo)
+    return {
+        "walks_held": held,
+        "walk_hits": hits,
+        "walk_misses": misses,
+        "walk_hit_rate": hits / (hits + misses) if hits + misses else None,
+        "memo_chunks_held": sum(m[0] for m in memo),
+        "memo_hit_rate": memo_hits / (memo_hits + memo_misses) if memo_hits + memo_misses else None,
+    }
+
+
 def run(
     n: int,
     vocab: str = "cl100k:4096",
@@ -344,6 +366,7 @@ def run(
     hits, misses = sum(t.hits for t in t1), sum(t.misses for t in t1)
     t2 = arms[0].engine.shared.table if arms[0].engine.shared is not None else None
     t2_total = t2.hits + t2.misses if t2 is not None else 0
+    native = native_cache_stats(arms)
     return {
         "n": n,
         "vocab": vocab,
@@ -360,6 +383,7 @@ def run(
         "max_rise_taken": max_rise,
         "cache_t1_hit_rate": hits / (hits + misses) if hits + misses else None,
         "cache_t2_hit_rate": t2.hits / t2_total if t2 is not None and t2_total else None,
+        "native_cache": native,
         "failures": failures[:50],
         "build_s": round(build_s, 2),
         "elapsed_s": round(elapsed, 1),

@@ -617,12 +617,15 @@ def test_sessions_share_the_engine_cache() -> None:
     for piece in [b"select", b" *", b" from"]:
         first.fill_next_token_bitmask(array.array("i", bytes(4 * c.engine.n_words)))
         first.accept_token(c.spelled[piece])
-    cached = c.engine.kernel.cached_walks
+    cached, hits, misses = c.engine.kernel.walk_stats
+    assert cached == c.engine.kernel.cached_walks == misses > 0  # each miss walked one
     second = c.session()
     for piece in [b"select", b" *", b" from"]:
         second.fill_next_token_bitmask(array.array("i", bytes(4 * c.engine.n_words)))
         second.accept_token(c.spelled[piece])
-    assert c.engine.kernel.cached_walks == cached > 0
+    assert c.engine.kernel.cached_walks == cached
+    _, hits_after, misses_after = c.engine.kernel.walk_stats
+    assert (hits_after, misses_after) == (hits + 3, misses)  # each fill found its walk
 
 
 def test_the_switch_refuses_sessions(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -240,6 +240,33 @@ def test_insert_widths_are_duckdbs(
     assert (prepares(db, sql) is not None) == flagged
 
 
+@pytest.mark.parametrize(
+    ("sql", "flagged"),
+    [
+        ("WITH c AS (SELECT 1), C AS (SELECT 2) SELECT * FROM departments;", True),
+        ("WITH c AS (SELECT 1), d AS (SELECT 2) SELECT * FROM departments;", False),
+        ("SELECT sum(id) OVER w FROM departments WINDOW w AS (ORDER BY id), w AS (ORDER BY name);",
+         True),
+    ],
+)  # fmt: skip
+def test_duplicate_names_are_refused(
+    db: duckdb.DuckDBPyConnection, checker: SemanticChecker, sql: str, flagged: bool
+) -> None:
+    kinds = [v.kind for v in checker.check(sql, "admin")]
+    assert (ViolationKind.DUPLICATE_NAME in kinds) == flagged, kinds
+    assert (prepares(db, sql) is not None) == flagged
+
+
+def test_windows_are_duckdbs(db: duckdb.DuckDBPyConnection, checker: SemanticChecker) -> None:
+    """An unknown window name is refused; an unused named window is never bound."""
+    unknown = "SELECT sum(id) OVER x FROM departments;"
+    assert [v.kind for v in checker.check(unknown, "admin")] == [ViolationKind.MISUSED_WINDOW]
+    assert prepares(db, unknown) is not None
+    unused = "SELECT id FROM departments WINDOW w AS (ORDER BY nope);"
+    assert checker.check(unused, "admin") == []
+    assert prepares(db, unused) is None
+
+
 def test_star_calls_are_zero_argument_calls(
     db: duckdb.DuckDBPyConnection, checker: SemanticChecker
 ) -> None:

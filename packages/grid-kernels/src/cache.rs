@@ -564,6 +564,10 @@ pub type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 #[derive(Debug)]
 pub struct WalkCache {
     map: RwLock<Lru<Box<[u8]>, Arc<Entry>>>,
+    /// Lookups of a fill or a registration answered from the cache, and
+    /// those that walked (or read the shared tier): [`WalkCache::count`].
+    hits: AtomicU64,
+    misses: AtomicU64,
 }
 
 impl Default for WalkCache {
@@ -580,7 +584,24 @@ impl WalkCache {
     pub fn new(cap: usize) -> Self {
         Self {
             map: RwLock::new(Lru::new(cap)),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
         }
+    }
+
+    /// Count one lookup that needed an entry: found here (`hit`), or not and
+    /// then made. A probe that may not walk (a warm-only fill) is not counted.
+    pub fn count(&self, hit: bool) {
+        let n = if hit { &self.hits } else { &self.misses };
+        n.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// (hits, misses) counted so far.
+    pub fn stats(&self) -> (u64, u64) {
+        (
+            self.hits.load(Ordering::Relaxed),
+            self.misses.load(Ordering::Relaxed),
+        )
     }
 
     pub fn get(&self, key: &[u8]) -> Option<Arc<Entry>> {

@@ -670,11 +670,13 @@ impl Engine {
         let key = self.key_of(root, pending, scan, allowed, false)?;
         self.walk_key(buf, namespace, &key, allowed);
         if let Some(e) = self.shared.cache.get(buf) {
+            self.shared.cache.count(true);
             return Ok(Some(e));
         }
         if !cold {
             return Ok(None);
         }
+        self.shared.cache.count(false);
         let (e, walked) = self.miss(namespace, &key, root, pending, allowed, None);
         ctx.walks += usize::from(walked);
         Ok(Some(self.shared.cache.publish(buf, e)))
@@ -785,7 +787,9 @@ impl Engine {
         let key = self.key_of(root, pending, None, &allowed, raw)?;
         let mut buf = Vec::new();
         self.walk_key(&mut buf, namespace, &key, &allowed);
-        let entry = match self.shared.cache.get(&buf) {
+        let found = self.shared.cache.get(&buf);
+        self.shared.cache.count(found.is_some());
+        let entry = match found {
             Some(e) => e,
             None => {
                 let (e, _) = self.miss(namespace, &key, root, pending, &allowed, threads);

@@ -961,6 +961,16 @@ impl PyEngineTables {
         self.inner.shared.cache.len()
     }
 
+    /// The walk cache's (walks held, hits, misses): lookups of fills and
+    /// registrations answered from it, and those that walked or read the
+    /// shared tier. With a shared family these are the family's, counted by
+    /// every engine of it.
+    #[getter]
+    fn walk_stats(&self) -> (usize, u64, u64) {
+        let (hits, misses) = self.inner.shared.cache.stats();
+        (self.inner.shared.cache.len(), hits, misses)
+    }
+
     /// The subtree memo's (chunks held, hits, misses).
     #[getter]
     fn memo_stats(&self) -> (usize, u64, u64) {

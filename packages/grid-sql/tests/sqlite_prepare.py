@@ -16,9 +16,10 @@ def memory_db(*tables: str) -> sqlite3.Connection:
 
 
 def sqlite_error(con: sqlite3.Connection, sql: str) -> str:
-    """SQLite's prepare-time error for ``sql`` ("" when it prepares)."""
+    """SQLite's prepare-time error for ``sql`` ("" when it prepares); its ``?``
+    parameters bound to NULL."""
     try:
-        con.execute("EXPLAIN " + sql).fetchall()
+        con.execute("EXPLAIN " + sql, (None,) * sql.count("?")).fetchall()
     except sqlite3.Error as e:
         return str(e)
     return ""

@@ -997,7 +997,18 @@ def test_ctes() -> None:
     assert seen("WITH a AS (SELECT * FROM b), b AS (SELECT * FROM a) SELECT x, a.y FROM a;") == []
     assert seen(
         "WITH c AS (SELECT id FROM emp), c AS (SELECT title FROM dept) SELECT c.* FROM c;"
-    ) == [("use", "emp", 26, "emp"), ("reference", "emp", "id", 18, "id")]
+    ) == [
+        ("use", "emp", 26, "emp"),
+        ("reference", "emp", "id", 18, "id"),
+        (
+            "duplicate_name",
+            None,
+            None,
+            32,
+            "c",
+            "this WITH clause already has a common table named c; give c another name",
+        ),
+    ]
     assert seen("SELECT (WITH c AS (SELECT e.salary AS k) SELECT k FROM c) FROM emp e;") == [
         ("use", "emp", 63, "emp"),
         ("reference", "emp", "salary", 26, "e.salary"),

@@ -204,7 +204,13 @@ RULE_CASES = [
     ("INSERT INTO employees VALUES (1, 'a', 'b', 'c', 2, 3, NULL, 4, 'h', true, 5);", [
         "column_count"
     ]),
+    ("WITH c AS (SELECT 1), C AS (SELECT 2) SELECT * FROM employees;", ["duplicate_name"]),
+    ("SELECT sum(id) OVER x FROM employees;", ["misused_window"]),
+    ("SELECT sum(id) OVER w FROM employees WINDOW w AS (ORDER BY id), w AS (ORDER BY title);",
+     ["duplicate_name"]),
     # controls: the server prepares each
+    # a quoted name is another name
+    ('WITH c AS (SELECT 1), "C" AS (SELECT 2) SELECT * FROM employees;', []),
     ("SELECT concat(first_name, ' ', title), round(id, 2), now() FROM employees;", []),
     ("SELECT lag(id, 1, 0) OVER (ORDER BY id), sum(sum(id)) OVER () FROM employees "
      "GROUP BY id;", []),
@@ -227,6 +233,13 @@ def test_statement_rules_flag_what_the_server_refuses(
     assert found == kinds
     run = postgres.run(f"PREPARE s AS {sql}\nDEALLOCATE s;\n")
     assert ("ERROR" in run.stderr) == bool(kinds), run.stderr
+
+
+def test_an_unused_window_is_resolved(postgres: Server, checker: SemanticChecker) -> None:
+    """Unlike SQLite and DuckDB, PostgreSQL resolves a named window no OVER reads."""
+    sql = "SELECT id FROM employees WINDOW w AS (ORDER BY nope);"
+    assert [v.kind for v in checker.check(sql, "admin")] == [ViolationKind.UNKNOWN_COLUMN]
+    assert "ERROR" in postgres.run(f"PREPARE s AS {sql}\nDEALLOCATE s;\n").stderr
 
 
 def test_function_arities_are_the_servers(postgres: Server) -> None:

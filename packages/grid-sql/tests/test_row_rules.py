@@ -76,11 +76,42 @@ CASES = [
     ("SELECT * FROM t WHERE a BETWEEN (1, 2) AND 3", 1),
     ("SELECT * FROM t WHERE (a, b) BETWEEN (1, 2) AND 3", 1),
     ("SELECT * FROM t WHERE (a, b) BETWEEN (1, 2, 3) AND (3, 4, 5)", 2),
+    # VALUES rows and UPDATE's SET take values, not rows
+    ("VALUES ((1, 2))", 1),
+    ("VALUES (1), ((3, 4))", 1),
+    ("INSERT INTO t VALUES ((1, 2), 3, 4)", 1),
+    ("INSERT INTO t VALUES (1, 2, (3, 4))", 1),
+    ("SELECT * FROM (VALUES ((1, 2)))", 1),
+    ("SELECT * FROM t WHERE a IN (VALUES ((1, 2)))", 1),
+    ("SELECT * FROM t WHERE (a, b) IN (VALUES (1, 2))", 0),
+    ("UPDATE t SET a = (1, 2)", 1),
+    ("UPDATE t SET a = 1, b = (2, 3)", 1),
+    # CASE: results are values; `CASE x WHEN y` compares x = y
+    ("SELECT CASE (a, b) WHEN (1, 2) THEN 1 END FROM t", 0),
+    ("SELECT CASE (a, b) WHEN (1, 2) THEN 1 WHEN (3, 4) THEN 2 ELSE 3 END FROM t", 0),
+    ("SELECT CASE (a, b) WHEN (SELECT 1, 2) THEN 1 END FROM t", 0),
+    ("SELECT CASE (a, b) WHEN 1 THEN 1 END FROM t", 1),
+    ("SELECT CASE (a, b) WHEN (1, 2, 3) THEN 1 END FROM t", 1),
+    ("SELECT CASE (a, b) WHEN (1, 2) THEN 1 WHEN 5 THEN 2 END FROM t", 1),
+    ("SELECT CASE a WHEN (1, 2) THEN 1 END FROM t", 1),
+    ("SELECT CASE WHEN (a, b) THEN 1 END FROM t", 1),
+    ("SELECT CASE WHEN 1 THEN (a, b) END FROM t", 1),
+    ("SELECT CASE WHEN 1 THEN 2 ELSE (a, b) END FROM t", 1),
+    ("SELECT * FROM t WHERE CASE WHEN (a, b) = (1, 2) THEN 1 END", 0),
+    ("SELECT CASE ? WHEN (1, 2) THEN ? ELSE ? END FROM t", 1),
+    ("SELECT CASE (a, b) WHEN ? THEN 1 END FROM t", 1),
+    ("SELECT CASE ? WHEN ? THEN ? END FROM t", 0),
+    ("SELECT count(*) FROM t ORDER BY CASE WHEN 1 THEN (a, b) END", 0),
+    ("SELECT count(*) FROM t ORDER BY CASE (a, b) WHEN 1 THEN 2 END", 0),
 ]
 # Not this module's (not flagged whatever SQLite says): the checker's column
-# counts judge a table on the right of IN.
+# counts judge a table on the right of IN; a row inside a row is left to the
+# database (SQLite takes the first as a WHERE term, refuses the others).
 LEFT_ALONE = [
     "SELECT * FROM t WHERE (a, b) IN u",
+    "SELECT * FROM t WHERE (a, (b, c)) = (1, (2, 3))",
+    "SELECT * FROM t WHERE (a, (b, c)) = (1, 2)",
+    "SELECT CASE (a, b) WHEN (1, (2, 3)) THEN 1 END FROM t",
 ]
 
 
@@ -133,7 +164,7 @@ def test_dialects_that_take_rows_elsewhere_flag_none() -> None:
     assert parsed > 20
 
 
-VALUES = st.sampled_from(["a", "b", "1", "'x'", "NULL", "(SELECT a FROM u)"])
+VALUES = st.sampled_from(["a", "b", "1", "'x'", "NULL", "?", "(SELECT a FROM u)"])
 
 
 @st.composite
@@ -148,6 +179,7 @@ def placements(draw: st.DrawFn) -> str:
     other = draw(st.one_of(rows(), VALUES, st.just("(SELECT a, b FROM u)")))
     op = draw(st.sampled_from(["=", "<>", "<", ">=", "IS", "IS NOT"]))
     listed = ", ".join(draw(st.lists(st.one_of(rows(), VALUES), min_size=1, max_size=3)))
+    values_row = ", ".join([r, *(draw(VALUES) for _ in range(draw(st.integers(0, 1))))])
     return draw(
         st.sampled_from(
             [
@@ -162,6 +194,13 @@ def placements(draw: st.DrawFn) -> str:
                 f"SELECT a FROM t WHERE EXISTS (SELECT {r}, {other} FROM u ORDER BY {r})",
                 f"SELECT max({r}) FROM t",
                 f"SELECT * FROM t WHERE {r} BETWEEN {other} AND {draw(st.one_of(rows(), VALUES))}",
+                f"VALUES ({values_row})",
+                f"INSERT INTO u VALUES (1, {r})",
+                f"UPDATE t SET a = {r}",
+                f"SELECT CASE {r} WHEN {other} THEN 1 END FROM t",
+                f"SELECT CASE {other} WHEN {r} THEN 1 ELSE 2 END FROM t",
+                f"SELECT CASE WHEN {r} THEN {other} END FROM t",
+                f"SELECT count(*) FROM t ORDER BY CASE WHEN a THEN {r} ELSE {other} END",
             ]
         )
     )

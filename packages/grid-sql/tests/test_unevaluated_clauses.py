@@ -1,5 +1,6 @@
 """Clauses SQLite resolves but never evaluates (grid_sql.call_rules.unevaluated_nodes),
-and CTEs it never resolves (unused ones).
+and what it never resolves: unused CTEs, the left of ``x IN ()``, the operands
+of ``0 AND x`` (its parser folds them to 0).
 
 SQLite drops the ORDER BY of a SELECT that returns one row (one core that
 aggregates, no GROUP BY, no window call), and reads ``EXISTS (SELECT x ...)``
@@ -13,6 +14,8 @@ arities and aggregates are still refused.
 - Hypothesis over generated expressions in those clauses and in the same
   clauses where SQLite evaluates them: nothing flagged that SQLite prepares.
 - PostgreSQL evaluates them all: its checker still counts columns there.
+- What a dropped subtree would read is still checked against the grants.
+- Two common tables of one name: ``duplicate_name`` in every dialect.
 """
 
 from __future__ import annotations
@@ -31,7 +34,12 @@ from grid_sql.violations import ViolationKind
 SCHEMA = {"t": ["a", "b"], "u": ["c", "d"]}
 CHECKER = SemanticChecker(SCHEMA, {"all": full_grants(SCHEMA)})
 PG_CHECKER = SemanticChecker(SCHEMA, {"all": full_grants(SCHEMA)}, dialect=POSTGRES)
-KINDS = (ViolationKind.COLUMN_COUNT, ViolationKind.MISUSED_ROW_VALUE, ViolationKind.UNKNOWN_COLUMN)
+KINDS = (
+    ViolationKind.COLUMN_COUNT,
+    ViolationKind.MISUSED_ROW_VALUE,
+    ViolationKind.UNKNOWN_COLUMN,
+    ViolationKind.DUPLICATE_NAME,
+)
 PAIR = "(SELECT c, d FROM u)"
 
 
@@ -132,12 +140,45 @@ CASES = [
     (f"SELECT a FROM t WHERE {PAIR} NOT IN () AND zz.a IS NULL IN ()", []),
     ("SELECT a FROM t WHERE abs((a, b)) IN ()", []),
     ("SELECT zz FROM t WHERE a IN ()", ["unknown_column"]),
+    # `0 AND x` and `x AND 0` are the constant 0 to SQLite's parser: x is never resolved
+    ("SELECT a FROM t WHERE 0 AND zz = 1", []),
+    ("SELECT a FROM t WHERE zz = 1 AND 00", []),
+    ("SELECT a FROM t WHERE zz = 1 AND (0)", []),
+    (f"SELECT a FROM t WHERE (zz AND 0) AND {PAIR} = 1", []),
+    ("SELECT a FROM t WHERE b AND (zz = (1, 2) AND 0)", []),
+    ("SELECT 0 AND (a, b), 0 AND zz.a FROM t", []),
+    ("VALUES (hex(0 AND zz))", []),
+    ("SELECT a FROM t WHERE zz = 1 AND 0.0", ["unknown_column"]),
+    ("SELECT a FROM t WHERE zz = 1 AND -0", ["unknown_column"]),
+    ("SELECT a FROM t WHERE zz = 1 AND false", ["unknown_column"]),
+    ("SELECT a FROM t WHERE NOT 0 AND zz", ["unknown_column"]),
+    ("SELECT a FROM t WHERE 0 AND b OR zz", ["unknown_column"]),
+    ("SELECT a FROM t WHERE a BETWEEN 0 AND zz", ["unknown_column"]),
+    ("SELECT a FROM t WHERE zz AND a IN ()", []),  # `x IN ()` is 0 to the parser
+    ("VALUES (quote(zz.a AND 1.e00 IN ()))", []),
+    ("SELECT a FROM t WHERE zz AND a NOT IN ()", ["unknown_column"]),  # 1, not 0
+    ("SELECT a FROM t WHERE (zz AND a IN ()) OR yy", ["unknown_column"]),
     # a CTE no part of the statement names is never resolved
     ("WITH c AS (SELECT zz, (c, d) FROM u) SELECT a FROM t", []),
     ("WITH c AS (SELECT zz FROM u), d AS (SELECT * FROM c) SELECT a FROM t", []),
     ("WITH c AS (SELECT zz FROM u), d AS (SELECT * FROM c) SELECT * FROM d", ["unknown_column"]),
     ("WITH c AS (SELECT (c, d) FROM u) SELECT * FROM c", ["misused_row_value"]),
     ("WITH c AS (SELECT zz) DELETE FROM t", []),
+    # a named window no `OVER name` reads is never resolved; of two of one name,
+    # SQLite reads the last
+    ("SELECT a FROM t WINDOW w AS (ORDER BY zz, (a, b), (SELECT c, d FROM u))", []),
+    ("SELECT 1 WINDOW w AS (PARTITION BY zz.a)", []),
+    ("SELECT sum(a) OVER w FROM t WINDOW w AS (ORDER BY zz)", ["unknown_column"]),
+    ("SELECT sum(a) OVER w FROM t WINDOW w AS (ORDER BY b), v AS (ORDER BY zz)", []),
+    ("SELECT sum(a) OVER w FROM t WINDOW w AS (ORDER BY zz), w AS (ORDER BY b)", []),
+    (
+        "SELECT sum(a) OVER w FROM t WINDOW w AS (ORDER BY b), w AS (ORDER BY zz)",
+        ["unknown_column"],
+    ),
+    # two common tables of one name are refused, used or not
+    ("WITH c AS (SELECT 1), c AS (SELECT 2) SELECT a FROM t", ["duplicate_name"]),
+    ("WITH c AS (SELECT 1), d AS (SELECT 2), C AS (SELECT 3) SELECT * FROM c", ["duplicate_name"]),
+    ("WITH c AS (SELECT 1) SELECT * FROM (WITH c AS (SELECT 2) SELECT * FROM c)", []),
     # a subquery on the left of IN (subquery) is a row as wide as the right one
     (f"SELECT a FROM t WHERE {PAIR} IN (SELECT c, d FROM u)", []),
     (f"SELECT a FROM t WHERE {PAIR} NOT IN (SELECT c FROM u)", ["column_count"]),
@@ -156,9 +197,33 @@ def test_postgresql_evaluates_them() -> None:
     assert SQLITE.unused_clauses_unevaluated and not POSTGRES.unused_clauses_unevaluated
     assert flagged(ONE_ROW.format(PAIR), PG_CHECKER) == ["column_count"]
     assert flagged(EXISTS.format(PAIR), PG_CHECKER) == ["column_count"]
+    assert SQLITE.and_zero_folds and not POSTGRES.and_zero_folds
+    assert flagged("SELECT a FROM t WHERE 0 AND zz = 1", PG_CHECKER) == ["unknown_column"]
+    dup = "WITH c AS (SELECT 1), c AS (SELECT 2) SELECT a FROM t"
+    assert flagged(dup, PG_CHECKER) == ["duplicate_name"]
+    assert SQLITE.unused_windows_unresolved and not POSTGRES.unused_windows_unresolved
+    unused = "SELECT a FROM t WINDOW w AS (ORDER BY zz)"
+    assert flagged(unused, PG_CHECKER) == ["unknown_column"]
+    assert not SQLITE.window_names_unique and POSTGRES.window_names_unique
+    two = "SELECT sum(a) OVER w FROM t WINDOW w AS (ORDER BY b), w AS (ORDER BY a)"
+    assert (flagged(two), flagged(two, PG_CHECKER)) == ([], ["duplicate_name"])
 
 
-LEAVES = ["a", "1", "NULL", "(SELECT c FROM u)", PAIR, "(a, b)", "(1, 2, 3)"]
+def test_what_a_dropped_subtree_reads_is_still_checked() -> None:
+    checker = SemanticChecker(SCHEMA, {"r": {"t": ["a"], "u": ["c"]}})
+    for sql in (
+        "SELECT a FROM t WHERE 0 AND b = 1",
+        "SELECT a FROM t WHERE b IN ()",
+        "SELECT a FROM t WHERE (SELECT d FROM u) = 1 AND 0",
+        "WITH x AS (SELECT b FROM t) SELECT a FROM t",
+        "SELECT a FROM t WINDOW w AS (ORDER BY b)",
+    ):
+        kinds = [v.kind for v in checker.check(sql, "r")]
+        assert kinds == [ViolationKind.COLUMN_NOT_GRANTED], (sql, kinds)
+    assert checker.check("SELECT a FROM t WHERE 0 AND zz = 1", "r") == []
+
+
+LEAVES = ["a", "zz", "0", "1", "NULL", "(SELECT c FROM u)", PAIR, "(a, b)", "(1, 2, 3)"]
 
 
 @st.composite
@@ -180,8 +245,12 @@ def exprs(draw: st.DrawFn, depth: int = 0) -> str:
                 "abs({x})",
                 "sum({x})",
                 "{x} + {y}",
+                "{x} AND {y}",
+                "0 AND {x}",
+                "{x} AND {y} IN ()",
                 "({x}, {y})",
                 "(SELECT c FROM u WHERE {x})",
+                "(SELECT sum(c) OVER w FROM u WINDOW w AS (ORDER BY {x}), v AS (ORDER BY {y}))",
             ]
         )
     )

@@ -118,6 +118,7 @@ class DuckdbDialect(PostgresDialect):
     from_first_native: bool = True
     insert_fills_defaults: bool = False  # "table t has 2 columns but 1 values were supplied"
     star_only_aggregates: bool = False  # now(*) is now()
+    unused_windows_unresolved: bool = True  # `WINDOW w AS (ORDER BY nope)` binds unused
     function_arities: tuple[tuple[str, int, int | None], ...] = FUNCTION_ARITIES
     description: str = "DuckDB 2.0: PostgreSQL's DML with FROM-first SELECT"
 

@@ -210,6 +210,11 @@ class EngineTables:
         """Walks in the engine's cache (shared by its sessions, and by its
         family's engines when built with a :class:`SharedWalks`)."""
     @property
+    def walk_stats(self) -> tuple[int, int, int]:
+        """The walk cache's (walks held, hits, misses): lookups of fills and
+        registrations answered from it, and those that walked (or read the
+        shared tier). A family's engines share one cache and its counts."""
+    @property
     def memo_stats(self) -> tuple[int, int, int]:
         """The subtree memo's (chunks held, hits, misses): cold walks of this
         engine are assembled from memoized subtrees (``walk`` is not)."""

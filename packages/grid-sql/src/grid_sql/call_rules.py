@@ -17,7 +17,9 @@ the repair pass feeds back. They read the parse tree only (no schema, no role):
   OVER; where `Dialect.over_needs_window_or_aggregate`, a known function that is
   neither a window function nor an aggregate called with OVER (``abs(a) OVER
   ()``, ``max(a, b) OVER ()``); a windowed call (one with OVER) in WHERE, GROUP
-  BY, HAVING or an UPDATE's SET.
+  BY, HAVING or an UPDATE's SET; ``OVER name`` where no WINDOW clause of the
+  statement defines ``name`` (compared unquoted and case folded; a name
+  defined in another SELECT of the statement is left to the database).
 - ``misused_aggregate``: an aggregate call (no OVER) inside the arguments of
   another aggregate call (no OVER), not through a subquery; an aggregate call
   in the WHERE, GROUP BY or ON of a *free* SELECT core, or in the WHERE or SET
@@ -110,13 +112,16 @@ def call_violations(
     The walk keeps its own stack, as the checker's does: expression depth costs
     no Python stack."""
     found: list[Violation] = []
+    windows = _window_names(tree)
     todo: list[tuple[Tree, _Context]] = [(tree, _Context(None, False, None))]
     while todo:
         node, context = todo.pop()
         if not hasattr(node, "data") or id(node) in skip:
             continue
         data = node.data
-        if data == "select_stmt":
+        if data == "over_clause":
+            found += _unknown_window(node, windows)
+        elif data == "select_stmt":
             context = _Context(None, context.bound, None)
             if dialect.order_by_aggregates_need_aggregation and not context.bound:
                 found += _order_by_aggregates(node, dialect)
@@ -134,6 +139,43 @@ def call_violations(
                     context = context._replace(aggregate=call.name)
         todo.extend((child, context) for child in reversed(node.children))
     return found
+
+
+def _window_key(token: Any) -> str:
+    """A window name compared loosely: unquoted, case folded (so no name two
+    dialects' rules could tell apart is taken for another)."""
+    text = str(token)
+    if len(text) >= 2 and text[0] in '"`[' and text[-1] in '"`]':
+        text = text[1:-1]
+    return text.casefold()
+
+
+def _window_names(tree: Tree) -> set[str]:
+    """The names every ``named_window`` of the statement defines (loose keys)."""
+    return {
+        _window_key(t)
+        for node in tree.iter_subtrees()
+        if node.data == "named_window"
+        for t in node.children
+        if not hasattr(t, "data") and t.type == "ALIAS_NAME"
+    }
+
+
+def _unknown_window(over: Tree, windows: set[str]) -> list[Violation]:
+    """``OVER name`` where no WINDOW clause of the statement defines ``name``
+    (SQLite "no such window", PostgreSQL and DuckDB "window does not exist")."""
+    for t in over.children:
+        if not hasattr(t, "data") and t.type == "ALIAS_NAME" and _window_key(t) not in windows:
+            span = (int(t.start_pos), int(t.end_pos))
+            return [
+                _violation(
+                    ViolationKind.MISUSED_WINDOW,
+                    span,
+                    f"no window named {t} is defined: define it in the SELECT's WINDOW "
+                    f"clause ({t} AS (...)) or write OVER (...)",
+                )
+            ]
+    return []
 
 
 def _judge(call: _Call, context: _Context, dialect: Dialect) -> list[Violation]:

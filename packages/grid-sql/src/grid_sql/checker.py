@@ -611,6 +611,8 @@ class _Walker:
         # (`WITH c AS (SELECT zz) SELECT 1` runs), which it then walks for reads.
         self.unresolved: set[int] = set()
         self.exists_bodies: set[int] = set()  # ids of EXISTS bodies (select_stmt)
+        self.root: Tree | None = None  # the statement's tree, once `statement` starts
+        self.window_references: set[str] | None = None  # see _window_references
 
     # -- recording ------------------------------------------------------------
 
@@ -637,6 +639,7 @@ class _Walker:
     # -- statements -------------------------------------------------------------
 
     def statement(self, tree: Tree) -> None:
+        self.root = tree
         env = _Env(None)
         todo = list(_trees(tree))
         while todo:
@@ -841,7 +844,15 @@ class _Walker:
             body = _child(table, "select_stmt")
             cte = _Cte(_name(name), body, frame, columns, outer)
             if frame.ctes.setdefault(self.names.token(name), cte) is cte:
-                self.ctes.append(cte)  # a duplicate name's second body is never read
+                self.ctes.append(cte)
+                continue
+            # A second body of one name is never read: it is refused, not walked.
+            self._violation(
+                ViolationKind.DUPLICATE_NAME,
+                _span(name),
+                f"this WITH clause already has a common table named "
+                f"{frame.ctes[self.names.token(name)].name}; give {_name(name)} another name",
+            )
         return frame
 
     def _walk_cte(self, cte: _Cte) -> None:
@@ -943,9 +954,51 @@ class _Walker:
             self.expr(expr, scope, env)
         handled = ("from_clause", "result_columns")
         for node in _trees(tree):
-            if node.data not in handled:  # WHERE, GROUP BY, ..., DISTINCT ON (...)
+            if node.data == "window_clause":
+                self.window_clause(node, scope, env)
+            elif node.data not in handled:  # WHERE, GROUP BY, ..., DISTINCT ON (...)
                 self.clause(node, scope, env)
         return scope, outputs
+
+    def window_clause(self, tree: Tree, scope: _Scope, env: _Env) -> None:
+        """The named windows of a SELECT core. A name given twice is refused where
+        `Dialect.window_names_unique`; else the last definition is the name's (as
+        SQLite's). Where `Dialect.unused_windows_unresolved` (SQLite, DuckDB) a
+        definition no ``OVER name`` of the statement reads is never resolved: its
+        errors are not reported, what it would read still is (as an unused CTE's)."""
+        named = [w for w in _trees(tree) if w.data == "named_window"]
+        keys = [self.names.token(_tokens(w)[0]) for w in named]
+        for i, window in enumerate(named):
+            shadowed = keys[i] in keys[i + 1 :]
+            if keys[i] in keys[:i] and self.dialect.window_names_unique:
+                name = _tokens(window)[0]
+                self._violation(
+                    ViolationKind.DUPLICATE_NAME,
+                    _span(name),
+                    f"this WINDOW clause already defines a window named {_name(name)}; "
+                    "give this one another name",
+                )
+            used = not shadowed and keys[i] in self._window_references()
+            if used or not self.dialect.unused_windows_unresolved:
+                self.clause(window, scope, env)
+                continue
+            mark = len(self.violations)
+            self.unresolved.add(id(window))
+            self.clause(window, scope, env)
+            del self.violations[mark:]
+
+    def _window_references(self) -> set[str]:
+        """The window names some ``OVER name`` of the statement reads (keys)."""
+        if self.window_references is None:
+            assert self.root is not None, "set by statement() before any SELECT is walked"
+            self.window_references = {
+                self.names.token(t)
+                for node in self.root.iter_subtrees()
+                if node.data == "over_clause"
+                for t in _tokens(node)
+                if t.type == "ALIAS_NAME"
+            }
+        return self.window_references
 
     def result_column(self, tree: Tree, scope: _Scope, env: _Env, outputs: _Outputs) -> None:
         tokens = {t.type: t for t in _tokens(tree)}
@@ -1181,10 +1234,10 @@ class _Walker:
             if _is_token(node):
                 continue
             data = node.data
-            left = _left_of_empty_in(node)
-            if left is not None:  # `x IN ()`: SQLite's parser drops x unresolved
-                self.unresolved.add(id(left))
-                todo += [_Unresolved(len(self.violations)), left]
+            dropped = _dropped_by_parser(node, self.dialect)
+            if dropped:  # `x IN ()`, `0 AND x`: SQLite's parser drops x
+                self.unresolved.update(id(t) for t in dropped)
+                todo += [_Unresolved(len(self.violations)), *reversed(dropped)]
                 continue
             self._expect_widths(node, root)
             if data == "column_ref":
@@ -1470,15 +1523,51 @@ class _Unresolved:
     mark: int
 
 
+def _dropped_by_parser(node: Tree, dialect: Dialect) -> list[Tree]:
+    """The subtrees of ``node`` that SQLite's parser replaces by a constant before
+    it resolves any name (nothing else of ``node`` is resolved): the left operand
+    of ``x [NOT] IN ()``; with `Dialect.and_zero_folds`, both operands of an AND
+    one of which is the integer literal 0 (``0 AND x`` becomes 0, see
+    :func:`_folds_to_zero`). None for any other node."""
+    left = _left_of_empty_in(node)
+    if left is not None:
+        return [left]
+    if node.data == "and_expr" and dialect.and_zero_folds and _folds_to_zero(node):
+        return _trees(node)
+    return []
+
+
 def _left_of_empty_in(node: Tree) -> Tree | None:
-    """The left operand of ``x [NOT] IN ()``, which SQLite's parser replaces by a
-    constant before it resolves any name; None for any other node."""
+    """The left operand of ``x [NOT] IN ()``; None for any other node."""
     if node.data != "predicate":
         return None
     trees = _trees(node)
     if len(trees) == 2 and trees[1].data == "in_target" and not trees[1].children:
         return trees[0]
     return None
+
+
+def _folds_to_zero(node: Tree | Token) -> bool:
+    """SQLite's parser (``sqlite3ExprAnd``) makes ``x AND y`` the literal 0 when
+    ``x`` or ``y`` is one: an integer literal of value 0 (``0``, ``00``; not
+    ``0.0``, ``-0`` or FALSE, which it reads as a name), ``x IN ()`` (which its
+    parser makes the literal 0; ``x NOT IN ()`` is 1), or such an AND.
+    Parentheses are not in the tree. An explicit stack: a chain of ANDs costs
+    no Python stack."""
+    todo = [node]
+    while todo:
+        here = todo.pop()
+        if _is_token(here):
+            continue
+        if here.data == "literal":
+            token = here.children[0]
+            if _is_token(token) and token.type == "NUMBER" and set(str(token)) == {"0"}:
+                return True
+        elif here.data == "and_expr":
+            todo += _trees(here)
+        elif _left_of_empty_in(here) is not None and "NOT" not in {t.type for t in _tokens(here)}:
+            return True  # `x IN ()`
+    return False
 
 
 def _names_table(target: Tree) -> bool:

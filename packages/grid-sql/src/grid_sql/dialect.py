@@ -279,6 +279,17 @@ class Dialect:
     # counts and grid_sql.row_rules judge there only what is refused before
     # evaluation (grid_sql.call_rules.unevaluated_nodes).
     unused_clauses_unevaluated: bool = False
+    # Whether the parser folds an AND with the integer literal 0 as an operand
+    # (`0 AND x`, `x AND 0`) into 0 before any name is resolved (SQLite's
+    # sqlite3ExprAnd): what x names is never looked up, so the checker reports
+    # no error inside it (what it would read is still checked against the grants).
+    and_zero_folds: bool = False
+    # Whether a named window that no `OVER name` reads is never resolved (SQLite,
+    # DuckDB: `WINDOW w AS (ORDER BY nope)` runs unused); PostgreSQL resolves it.
+    unused_windows_unresolved: bool = False
+    # Whether one WINDOW clause may not define a name twice (PostgreSQL, DuckDB:
+    # "window "w" is already defined"); SQLite takes the last definition.
+    window_names_unique: bool = True
     # Whether a join condition's names resolve against every table of its FROM
     # clause, those joined to its right included (SQLite: `FROM a JOIN b ON x = 1
     # JOIN c` reads c.x, or is ambiguous), rather than the tables to its left and

@@ -18,9 +18,14 @@ a ``row_constructor`` that is:
 - the operand of ``LIKE``, ``GLOB``, ``ISNULL``, ``NOTNULL`` or ``NOT NULL``;
 - an operand of ``[NOT] BETWEEN`` that the comparisons ``x >= lo`` and
   ``x <= hi`` refuse as above;
-- anywhere else, except the places the database judges (not flagged): inside
-  another row value, in CASE and its WHEN, an UPDATE assignment or a VALUES
-  row. A row compared with a subquery is left to the checker's column counts.
+- in CASE: a result (THEN, ELSE) or, with no operand, a WHEN condition; with
+  an operand, the operand or a WHEN value where the two are not rows of one
+  width (SQLite compares them as ``operand = value``);
+- anywhere else (an UPDATE's ``SET c = (x, y)``, an element of a VALUES row, a
+  select-list column, a call's argument, ...), except inside another row value,
+  which the database judges (not flagged: SQLite takes ``(a, (b, c)) = (1, (2,
+  3))`` as a WHERE term and refuses it in a select list). A row compared with a
+  subquery is left to the checker's column counts.
 
 SQLite refuses most of these only when it evaluates the statement; it
 compares widths when it resolves names (the operands of a comparison, not
@@ -55,10 +60,10 @@ __all__ = ["compared_operands", "resolved_operands", "row_violations", "row_widt
 
 _OPERATORS = ("equality_operator", "comparison_operator")
 _POSTFIX = frozenset({"LIKE", "GLOB", "ISNULL", "NOTNULL", "NULL"})
-# Where a row value is left to the database: nested rows, CASE, UPDATE's SET and
-# VALUES rows.
-_LEFT_ALONE = frozenset({"row_constructor", "case_expr", "when_clause", "assignment", "row_value"})
+# Where a row value is left to the database: inside another row value.
+_LEFT_ALONE = frozenset({"row_constructor"})
 _NOT_COMPARED = "a row value is compared only with a row of its width"
+_ONE_VALUE = "a row value is allowed only in a comparison"
 
 
 def row_violations(
@@ -81,12 +86,14 @@ def row_violations(
         evaluated = id(node) not in unevaluated
         if node.data in ("predicate", "comparison"):
             found += _operands(node, judged, evaluated)
+        elif node.data == "case_expr":
+            found += _case(node, judged, evaluated)
         elif node.data == "row_constructor" and id(node) not in judged and evaluated:
             # Not an operand (those are judged): an element of a list is its
             # list's holder's business.
             holder = grandparent if parent == "expr_list" else parent
             if holder not in _LEFT_ALONE:
-                found.append(_misused(node, "a row value is allowed only in a comparison"))
+                found.append(_misused(node, _ONE_VALUE))
         if node.data == "select_stmt":
             unevaluated |= unevaluated_nodes(node, dialect, exists=parent == "exists")
         todo.extend((child, node.data, parent) for child in reversed(node.children))
@@ -157,6 +164,34 @@ def _operands(node: Tree, judged: set[int], evaluated: bool) -> list[Violation]:
     return [_misused(row, _NOT_COMPARED) for row in rows] if evaluated else []
 
 
+def _case(node: Tree, judged: set[int], evaluated: bool) -> list[Violation]:
+    """Judge the row values a ``case_expr`` holds directly; mark them judged. SQLite
+    checks them only when it evaluates the CASE (``evaluated``): a result is one
+    value; without an operand so is a condition; with one, ``CASE x WHEN y``
+    compares ``x = y``."""
+    operand, otherwise, whens, after_else = None, None, [], False
+    for c in node.children:  # CASE operand? when_clause+ (ELSE otherwise)? END
+        if not hasattr(c, "data") and c.type in ("CASE", "ELSE", "END"):
+            after_else = after_else or c.type == "ELSE"
+        elif hasattr(c, "data") and c.data == "when_clause":
+            whens.append(c)
+        elif after_else:
+            otherwise = c
+        else:
+            operand = c
+    conditions = [w.children[1] for w in whens]  # WHEN condition THEN result
+    results = [w.children[3] for w in whens] + ([otherwise] if otherwise is not None else [])
+    held = [t for t in [operand, *conditions, *results] if t is not None]
+    judged.update(id(t) for t in held if _is_row(t))
+    if not evaluated:
+        return []
+    alone = results if operand is not None else results + conditions
+    found = [_misused(t, _ONE_VALUE) for t in alone if _is_row(t)]
+    if operand is not None:
+        found += [v for v in (_compare(operand, c) for c in conditions) if v]
+    return list(dict.fromkeys(found))
+
+
 def _null(operand: Tree) -> bool:
     """Whether ``operand`` is the literal NULL (parentheses are not in the tree)."""
     return operand.data == "literal" and any(
@@ -186,9 +221,15 @@ def _constant(tree: Tree) -> bool:
     return True
 
 
+def _is_row(node: Tree | Any) -> bool:
+    """Whether an expression (a tree, or a token such as a parameter) is a row value."""
+    return getattr(node, "data", None) == "row_constructor"
+
+
 def _compare(left: Tree, right: Tree) -> Violation | None:
-    """The row misused in the comparison of ``left`` with ``right``, if any."""
-    rows = [t for t in (left, right) if t.data == "row_constructor"]
+    """The row misused in the comparison of ``left`` with ``right`` (trees, or
+    tokens standing for a value), if any."""
+    rows = [t for t in (left, right) if _is_row(t)]
     if len(rows) == 2:
         if row_width(left) == row_width(right):
             return None
@@ -197,7 +238,7 @@ def _compare(left: Tree, right: Tree) -> Violation | None:
             "compare rows of one width"
         )
         return _misused(right, message)
-    if not rows or "scalar_subquery" in (left.data, right.data):
+    if not rows or "scalar_subquery" in (getattr(left, "data", None), getattr(right, "data", None)):
         return None  # no row, or a subquery's width: the checker's column counts
     return _misused(rows[0], _NOT_COMPARED)
 

@@ -45,6 +45,8 @@ class ViolationKind(StrEnum):
     COLUMN_COUNT = "column_count"
     """A subquery that must give one column (or a row of n) gives another number, or
     the SELECTs of a compound give different numbers."""
+    DUPLICATE_NAME = "duplicate_name"
+    """A name given twice where each must be new: two common tables of one WITH clause."""
     TABLE_NOT_GRANTED = "table_not_granted"
     """The role has no grant on a table the statement uses."""
     COLUMN_NOT_GRANTED = "column_not_granted"
@@ -57,6 +59,7 @@ STATEMENT_RULES = frozenset({
     ViolationKind.MISUSED_AGGREGATE,
     ViolationKind.MISUSED_ROW_VALUE,
     ViolationKind.COLUMN_COUNT,
+    ViolationKind.DUPLICATE_NAME,
 })  # fmt: skip
 """The kinds a database refuses whatever the names and grants (the module header)."""
 

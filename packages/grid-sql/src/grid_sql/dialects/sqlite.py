@@ -231,6 +231,9 @@ class SqliteDialect(Dialect):
     order_by_aggregates_need_aggregation: bool = True
     having_needs_aggregation: bool = True
     unused_clauses_unevaluated: bool = True
+    and_zero_folds: bool = True
+    unused_windows_unresolved: bool = True
+    window_names_unique: bool = False
     rowid_names: frozenset[str] = frozenset({"rowid", "oid", "_rowid_"})
     identifier_quotes: tuple[QuoteForm, ...] = (
         QuoteForm(open='"', close='"'),
