@@ -40,3 +40,8 @@ def test_walk_arm_500(generation: str) -> None:
     assert summary["lark_ok"] > 0
     assert set(summary["stop_reasons"]) <= {"eos", "reserve"}
     assert all(r["generations"] == 125 for r in summary["roles"].values())
+    native = summary["native_cache"]
+    if native is not None:  # grid-kernels installed: the guides ran natively
+        # one walk cached per miss (none evicted at this size); generations share them
+        assert native["walk_misses"] == native["walks_held"] > 0
+        assert native["walk_hits"] > 0
