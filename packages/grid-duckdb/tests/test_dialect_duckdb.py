@@ -259,9 +259,13 @@ def test_duplicate_names_are_refused(
 
 def test_windows_are_duckdbs(db: duckdb.DuckDBPyConnection, checker: SemanticChecker) -> None:
     """An unknown window name is refused; an unused named window is never bound."""
-    unknown = "SELECT sum(id) OVER x FROM departments;"
-    assert [v.kind for v in checker.check(unknown, "admin")] == [ViolationKind.MISUSED_WINDOW]
-    assert prepares(db, unknown) is not None
+    for unknown in (
+        "SELECT sum(id) OVER x FROM departments;",
+        "SELECT (SELECT sum(id) OVER w FROM departments LIMIT 1) FROM departments "
+        "WINDOW w AS (ORDER BY id);",
+    ):
+        assert [v.kind for v in checker.check(unknown, "admin")] == [ViolationKind.MISUSED_WINDOW]
+        assert prepares(db, unknown) is not None, unknown
     unused = "SELECT id FROM departments WINDOW w AS (ORDER BY nope);"
     assert checker.check(unused, "admin") == []
     assert prepares(db, unused) is None

@@ -206,6 +206,8 @@ RULE_CASES = [
     ]),
     ("WITH c AS (SELECT 1), C AS (SELECT 2) SELECT * FROM employees;", ["duplicate_name"]),
     ("SELECT sum(id) OVER x FROM employees;", ["misused_window"]),
+    ("SELECT (SELECT sum(id) OVER w FROM employees LIMIT 1) FROM employees "
+     "WINDOW w AS (ORDER BY id);", ["misused_window"]),
     ("SELECT sum(id) OVER w FROM employees WINDOW w AS (ORDER BY id), w AS (ORDER BY title);",
      ["duplicate_name"]),
     # controls: the server prepares each

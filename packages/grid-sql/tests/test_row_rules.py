@@ -101,6 +101,9 @@ CASES = [
     ("SELECT CASE ? WHEN (1, 2) THEN ? ELSE ? END FROM t", 1),
     ("SELECT CASE (a, b) WHEN ? THEN 1 END FROM t", 1),
     ("SELECT CASE ? WHEN ? THEN ? END FROM t", 0),
+    # a parameter is one value (these raised AttributeError before)
+    ("SELECT * FROM t WHERE (a, b) IN (?)", 1),
+    ("SELECT * FROM t WHERE (a, b) IN ((1, 2), ?)", 1),
     ("SELECT count(*) FROM t ORDER BY CASE WHEN 1 THEN (a, b) END", 0),
     ("SELECT count(*) FROM t ORDER BY CASE (a, b) WHEN 1 THEN 2 END", 0),
 ]

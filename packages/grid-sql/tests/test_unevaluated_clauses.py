@@ -135,6 +135,13 @@ CASES = [
     ),
     ("SELECT a FROM t WHERE a IN (SELECT c FROM u ORDER BY (c, d))", ["misused_row_value"]),
     ("SELECT a FROM t WHERE EXISTS (SELECT zz FROM u)", ["unknown_column"]),
+    # a subquery there never runs: its own aggregates and windows are not computed
+    (ONE_ROW.format("(SELECT sum((c, d)) FROM u)"), []),
+    (ONE_ROW.format("(SELECT sum(c) OVER (ORDER BY (SELECT c, d FROM u)) FROM u)"), []),
+    (ONE_ROW.format("(SELECT c FROM u ORDER BY sum((c, d)))"), []),
+    (ONE_ROW.format(f"sum({PAIR})"), ["column_count"]),  # the query's own aggregate
+    (ONE_ROW.format("(SELECT c FROM u WHERE (c, d) = (1, 2, 3))"), ["misused_row_value"]),
+    ("SELECT count(*), (SELECT sum(c) OVER () FROM u) FROM t ORDER BY (a, b)", []),
     # `x IN ()` is a constant to SQLite's parser: x is never resolved
     ("SELECT a FROM t WHERE zz IN ()", []),
     (f"SELECT a FROM t WHERE {PAIR} NOT IN () AND zz.a IS NULL IN ()", []),
@@ -171,6 +178,12 @@ CASES = [
     ("SELECT sum(a) OVER w FROM t WINDOW w AS (ORDER BY zz)", ["unknown_column"]),
     ("SELECT sum(a) OVER w FROM t WINDOW w AS (ORDER BY b), v AS (ORDER BY zz)", []),
     ("SELECT sum(a) OVER w FROM t WINDOW w AS (ORDER BY zz), w AS (ORDER BY b)", []),
+    ("SELECT a FROM t WINDOW w AS (ORDER BY zz) ORDER BY sum(a) OVER w", ["unknown_column"]),
+    (
+        "SELECT (SELECT sum(c) OVER w FROM u WINDOW w AS (ORDER BY c)) FROM t "
+        "WINDOW w AS (ORDER BY zz)",
+        [],
+    ),
     (
         "SELECT sum(a) OVER w FROM t WINDOW w AS (ORDER BY b), w AS (ORDER BY zz)",
         ["unknown_column"],

@@ -17,9 +17,9 @@ the repair pass feeds back. They read the parse tree only (no schema, no role):
   OVER; where `Dialect.over_needs_window_or_aggregate`, a known function that is
   neither a window function nor an aggregate called with OVER (``abs(a) OVER
   ()``, ``max(a, b) OVER ()``); a windowed call (one with OVER) in WHERE, GROUP
-  BY, HAVING or an UPDATE's SET; ``OVER name`` where no WINDOW clause of the
-  statement defines ``name`` (compared unquoted and case folded; a name
-  defined in another SELECT of the statement is left to the database).
+  BY, HAVING or an UPDATE's SET; ``OVER name`` where the WINDOW clause of its
+  SELECT core defines no ``name`` (in a SELECT's ORDER BY: of any of its cores;
+  SQLite compares names as written, the others unquoted).
 - ``misused_aggregate``: an aggregate call (no OVER) inside the arguments of
   another aggregate call (no OVER), not through a subquery; an aggregate call
   in the WHERE, GROUP BY or ON of a *free* SELECT core, or in the WHERE or SET
@@ -92,6 +92,8 @@ class _Context(NamedTuple):
     clause: str | None  # the clause of the innermost SELECT core the node is in
     bound: bool  # inside a SELECT that an expression holds
     aggregate: str | None  # the aggregate call whose arguments hold the node
+    # the window names an `OVER name` here may read (None: outside any SELECT)
+    windows: frozenset[str] | None = None
 
 
 class _Call(NamedTuple):
@@ -112,21 +114,23 @@ def call_violations(
     The walk keeps its own stack, as the checker's does: expression depth costs
     no Python stack."""
     found: list[Violation] = []
-    windows = _window_names(tree)
     todo: list[tuple[Tree, _Context]] = [(tree, _Context(None, False, None))]
     while todo:
         node, context = todo.pop()
         if not hasattr(node, "data") or id(node) in skip:
             continue
         data = node.data
-        if data == "over_clause":
-            found += _unknown_window(node, windows)
+        if data == "over_clause" and context.windows is not None:
+            found += _unknown_window(node, context.windows, dialect)
         elif data == "select_stmt":
-            context = _Context(None, context.bound, None)
+            windows = _window_names(_cores(node), dialect)
+            context = _Context(None, context.bound, None, windows)
             if dialect.order_by_aggregates_need_aggregation and not context.bound:
                 found += _order_by_aggregates(node, dialect)
-        elif data == "select_core" and dialect.having_needs_aggregation:
-            found += _having_without_aggregation(node, dialect)
+        elif data == "select_core":
+            context = context._replace(windows=_window_names([node], dialect))
+            if dialect.having_needs_aggregation:
+                found += _having_without_aggregation(node, dialect)
         elif data in _BOUND:
             context = context._replace(bound=True)
         elif data in _CLAUSES:
@@ -141,31 +145,57 @@ def call_violations(
     return found
 
 
-def _window_key(token: Any) -> str:
-    """A window name compared loosely: unquoted, case folded (so no name two
-    dialects' rules could tell apart is taken for another)."""
+def _window_key(token: Any, dialect: Dialect) -> str:
+    """How a window name compares: as written, ASCII case folded, where
+    `Dialect.window_names_as_written` (SQLite: ``OVER "w"`` does not read
+    ``WINDOW w``); else unquoted and case folded, a loose key (no two names a
+    dialect tells apart by quoting are told apart, so none is refused wrongly)."""
     text = str(token)
+    if dialect.window_names_as_written:
+        return text.lower()
     if len(text) >= 2 and text[0] in '"`[' and text[-1] in '"`]':
         text = text[1:-1]
     return text.casefold()
 
 
-def _window_names(tree: Tree) -> set[str]:
-    """The names every ``named_window`` of the statement defines (loose keys)."""
-    return {
-        _window_key(t)
-        for node in tree.iter_subtrees()
-        if node.data == "named_window"
-        for t in node.children
+def _cores(select: Tree) -> list[Tree]:
+    """The SELECT cores of a ``select_stmt`` itself (its compound's), not of the
+    SELECTs nested in them."""
+    out, todo = [], [select]
+    while todo:
+        node = todo.pop()
+        for child in node.children:
+            if hasattr(child, "data") and child.data == "select_core":
+                out.append(child)
+            elif hasattr(child, "data") and child.data == "compound_select":
+                todo.append(child)
+    return out
+
+
+def _window_names(cores: list[Tree], dialect: Dialect) -> frozenset[str]:
+    """The window names the WINDOW clauses of ``cores`` define (keys)."""
+    return frozenset(
+        _window_key(t, dialect)
+        for core in cores
+        for clause in core.children
+        if hasattr(clause, "data") and clause.data == "window_clause"
+        for window in clause.children
+        if hasattr(window, "data") and window.data == "named_window"
+        for t in window.children
         if not hasattr(t, "data") and t.type == "ALIAS_NAME"
-    }
+    )
 
 
-def _unknown_window(over: Tree, windows: set[str]) -> list[Violation]:
-    """``OVER name`` where no WINDOW clause of the statement defines ``name``
-    (SQLite "no such window", PostgreSQL and DuckDB "window does not exist")."""
+def _unknown_window(over: Tree, windows: frozenset[str], dialect: Dialect) -> list[Violation]:
+    """``OVER name`` where the WINDOW clause of its SELECT core defines no
+    ``name`` (for the SELECT's ORDER BY: of any of its cores); SQLite "no such
+    window", PostgreSQL and DuckDB "window does not exist"."""
     for t in over.children:
-        if not hasattr(t, "data") and t.type == "ALIAS_NAME" and _window_key(t) not in windows:
+        if (
+            not hasattr(t, "data")
+            and t.type == "ALIAS_NAME"
+            and _window_key(t, dialect) not in windows
+        ):
             span = (int(t.start_pos), int(t.end_pos))
             return [
                 _violation(
@@ -323,7 +353,11 @@ def unevaluated_nodes(stmt: Tree, dialect: Dialect, *, exists: bool = False) -> 
     save a call with OVER, and (but in the ORDER BY of EXISTS) an aggregate
     call, and everything below them: SQLite computes their arguments in the
     query's window or aggregate loop (``SELECT count(*) FROM t ORDER BY sum((a,
-    b))`` is refused)."""
+    b))`` is refused). A call inside a subquery of those clauses is the
+    subquery's, which never runs (``ORDER BY (SELECT sum((c, d)) FROM u)``
+    runs): neither it nor its arguments are evaluated. (An aggregate there
+    over the outer query's columns only is the outer query's: left to the
+    database, as in the module header.)"""
     if not dialect.unused_clauses_unevaluated:
         return set()
     kids = {c.data: c for c in stmt.children if hasattr(c, "data")}
@@ -339,7 +373,12 @@ def unevaluated_nodes(stmt: Tree, dialect: Dialect, *, exists: bool = False) -> 
         )
     if order is None or "group_by_clause" in parts:
         return set()
-    if any(_windowed(n) for n in (*_descendants(result), *_descendants(order))):
+    # a call with OVER inside a subquery is the subquery's, not this SELECT's
+    own_calls = (
+        *_descendants(result, stop=("select_stmt",)),
+        *_descendants(order, stop=("select_stmt",)),
+    )
+    if any(_windowed(n) for n in own_calls):
         return set()
     own = [
         *_descendants(result, stop=_BOUND),
@@ -352,16 +391,19 @@ def unevaluated_nodes(stmt: Tree, dialect: Dialect, *, exists: bool = False) -> 
 def _unevaluated_below(
     clause: Tree | None, dialect: Dialect, *, aggregates: bool = True
 ) -> set[int]:
-    """The ids of the nodes of ``clause`` outside windowed calls and, where
-    ``aggregates`` (they are evaluated), aggregate calls."""
+    """The ids of the nodes of ``clause`` outside its windowed calls and, where
+    ``aggregates`` (they are evaluated), its aggregate calls. Those of a
+    subquery in ``clause`` are its own, and never run: all of the subquery's
+    nodes are listed."""
     out: set[int] = set()
-    todo = [clause] if clause is not None else []
+    todo = [(clause, False)] if clause is not None else []
     while todo:
-        n = todo.pop()
-        if _windowed(n) or (aggregates and _aggregate_at(n, dialect)):
+        n, nested = todo.pop()
+        if not nested and (_windowed(n) or (aggregates and _aggregate_at(n, dialect))):
             continue
         out.add(id(n))
-        todo.extend(c for c in n.children if hasattr(c, "data"))
+        inner = nested or n.data == "select_stmt"
+        todo.extend((c, inner) for c in n.children if hasattr(c, "data"))
     return out
 
 

@@ -955,19 +955,21 @@ class _Walker:
         handled = ("from_clause", "result_columns")
         for node in _trees(tree):
             if node.data == "window_clause":
-                self.window_clause(node, scope, env)
+                self.window_clause(node, tree, scope, env)
             elif node.data not in handled:  # WHERE, GROUP BY, ..., DISTINCT ON (...)
                 self.clause(node, scope, env)
         return scope, outputs
 
-    def window_clause(self, tree: Tree, scope: _Scope, env: _Env) -> None:
+    def window_clause(self, tree: Tree, core: Tree, scope: _Scope, env: _Env) -> None:
         """The named windows of a SELECT core. A name given twice is refused where
         `Dialect.window_names_unique`; else the last definition is the name's (as
         SQLite's). Where `Dialect.unused_windows_unresolved` (SQLite, DuckDB) a
-        definition no ``OVER name`` of the statement reads is never resolved: its
-        errors are not reported, what it would read still is (as an unused CTE's)."""
+        definition no ``OVER name`` of the core reads (nor of an ORDER BY of the
+        statement, which may be its SELECT's) is never resolved: its errors are
+        not reported, what it would read still is (as an unused CTE's)."""
         named = [w for w in _trees(tree) if w.data == "named_window"]
         keys = [self.names.token(_tokens(w)[0]) for w in named]
+        read = self._window_references() | self._over_names(core)
         for i, window in enumerate(named):
             shadowed = keys[i] in keys[i + 1 :]
             if keys[i] in keys[:i] and self.dialect.window_names_unique:
@@ -978,7 +980,7 @@ class _Walker:
                     f"this WINDOW clause already defines a window named {_name(name)}; "
                     "give this one another name",
                 )
-            used = not shadowed and keys[i] in self._window_references()
+            used = not shadowed and keys[i] in read
             if used or not self.dialect.unused_windows_unresolved:
                 self.clause(window, scope, env)
                 continue
@@ -988,17 +990,29 @@ class _Walker:
             del self.violations[mark:]
 
     def _window_references(self) -> set[str]:
-        """The window names some ``OVER name`` of the statement reads (keys)."""
+        """The window names an ``OVER name`` in some ORDER BY of the statement
+        reads (keys)."""
         if self.window_references is None:
             assert self.root is not None, "set by statement() before any SELECT is walked"
             self.window_references = {
-                self.names.token(t)
-                for node in self.root.iter_subtrees()
-                if node.data == "over_clause"
-                for t in _tokens(node)
-                if t.type == "ALIAS_NAME"
+                name
+                for clause in self.root.iter_subtrees()
+                if clause.data == "order_by_clause"
+                for name in self._over_names(clause)
             }
         return self.window_references
+
+    def _over_names(self, tree: Tree) -> set[str]:
+        """The window names the ``OVER name`` of ``tree`` read (keys), outside the
+        SELECTs nested in it (which have windows of their own)."""
+        found, todo = set(), list(_trees(tree))
+        while todo:
+            node = todo.pop()
+            if node.data == "over_clause":
+                found |= {self.names.token(t) for t in _tokens(node) if t.type == "ALIAS_NAME"}
+            elif node.data != "select_stmt":
+                todo += _trees(node)
+        return found
 
     def result_column(self, tree: Tree, scope: _Scope, env: _Env, outputs: _Outputs) -> None:
         tokens = {t.type: t for t in _tokens(tree)}

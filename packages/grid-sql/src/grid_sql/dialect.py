@@ -290,6 +290,10 @@ class Dialect:
     # Whether one WINDOW clause may not define a name twice (PostgreSQL, DuckDB:
     # "window "w" is already defined"); SQLite takes the last definition.
     window_names_unique: bool = True
+    # Whether `OVER name` reads a window whose name is written the same (ASCII
+    # case aside), quotes included (SQLite: `OVER "w"` does not read `WINDOW
+    # w`); else names compare as identifiers.
+    window_names_as_written: bool = False
     # Whether a join condition's names resolve against every table of its FROM
     # clause, those joined to its right included (SQLite: `FROM a JOIN b ON x = 1
     # JOIN c` reads c.x, or is ambiguous), rather than the tables to its left and

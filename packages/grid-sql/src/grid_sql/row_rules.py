@@ -272,6 +272,9 @@ def row_width(row: Tree) -> int:
     return 1 + len(row.children[1].children)
 
 
-def _misused(node: Tree, message: str) -> Violation:
-    span = (int(node.meta.start_pos), int(node.meta.end_pos))
+def _misused(node: Tree | Any, message: str) -> Violation:
+    """The violation of a misused row value or element (a tree, or a token such as
+    a parameter)."""
+    at = node.meta if hasattr(node, "data") else node
+    span = (int(at.start_pos), int(at.end_pos))
     return Violation(ViolationKind.MISUSED_ROW_VALUE, None, None, span, message)

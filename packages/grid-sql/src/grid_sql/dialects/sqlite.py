@@ -234,6 +234,7 @@ class SqliteDialect(Dialect):
     and_zero_folds: bool = True
     unused_windows_unresolved: bool = True
     window_names_unique: bool = False
+    window_names_as_written: bool = True
     rowid_names: frozenset[str] = frozenset({"rowid", "oid", "_rowid_"})
     identifier_quotes: tuple[QuoteForm, ...] = (
         QuoteForm(open='"', close='"'),
