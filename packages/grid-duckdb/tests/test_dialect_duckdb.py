@@ -271,6 +271,57 @@ def test_windows_are_duckdbs(db: duckdb.DuckDBPyConnection, checker: SemanticChe
     assert prepares(db, unused) is None
 
 
+@pytest.mark.parametrize(
+    ("sql", "flagged"),
+    [
+        # LIMIT reads no enclosing query ("Correlated columns not supported in LIMIT")
+        ("SELECT (SELECT name FROM departments LIMIT e.id) FROM employees e;", True),
+        ("SELECT (SELECT name FROM departments LIMIT 1) FROM employees e;", False),
+        # ORDER BY and GROUP BY do
+        ("SELECT (SELECT name FROM departments ORDER BY e.salary LIMIT 1) FROM employees e;",
+         False),
+        # an aggregate over the enclosing query's columns is that query's
+        ("SELECT id FROM employees e WHERE (SELECT max(e.salary) FROM departments) > 1;", True),
+        ("SELECT id FROM employees e WHERE EXISTS (SELECT max(e.salary) FROM departments);",
+         True),
+        ("SELECT (SELECT max(e.salary) FROM departments) FROM employees e;", False),
+        ("SELECT (SELECT 1 FROM departments WHERE max(e.salary) > 1) FROM employees e;", False),
+        ("SELECT (SELECT 1 FROM departments WHERE max(budget) > 1) FROM employees e;", True),
+        ("SELECT id FROM employees e WHERE (SELECT max(budget) FROM departments) > 1;", False),
+        # arguments that read nothing but a SELECT: left where written (DuckDB's reading)
+        ("SELECT id FROM employees e WHERE (SELECT max((SELECT e.salary)) FROM departments) > 1;",
+         False),
+    ],
+)  # fmt: skip
+def test_outer_references_are_duckdbs(
+    db: duckdb.DuckDBPyConnection, checker: SemanticChecker, sql: str, flagged: bool
+) -> None:
+    """`Dialect.limit_reads_outer` and aggregate placement
+    (grid_sql.call_rules.aggregate_placements), against DuckDB itself."""
+    assert bool(checker.check(sql, "admin")) == flagged
+    assert (prepares(db, sql) is not None) == flagged
+
+
+@pytest.mark.parametrize(
+    ("sql", "flagged"),
+    [
+        ("SELECT 1 FROM departments, departments;", False),
+        ("SELECT 1 FROM departments AS d, employees AS d;", False),
+        ("SELECT * FROM departments, departments;", True),
+        ("SELECT * FROM departments AS d, employees AS d;", True),
+        ("SELECT * FROM departments AS d, employees AS e;", False),
+        ("UPDATE employees SET title = 'x' FROM employees;", False),
+    ],
+)  # fmt: skip
+def test_from_names_are_duckdbs(
+    db: duckdb.DuckDBPyConnection, checker: SemanticChecker, sql: str, flagged: bool
+) -> None:
+    """Two tables of one name bind (`source_names_unique` is off), but `*` over
+    them is ambiguous."""
+    assert bool(checker.check(sql, "admin")) == flagged
+    assert (prepares(db, sql) is not None) == flagged
+
+
 def test_star_calls_are_zero_argument_calls(
     db: duckdb.DuckDBPyConnection, checker: SemanticChecker
 ) -> None:
@@ -407,3 +458,16 @@ def test_backend_runs_read_only_under_limits(database: Path, tmp_path: Path) -> 
         run_readonly(
             database, "SELECT count(*) FROM range(10000000000000);", Limits(wall_time=0.2), 5
         )
+
+
+def test_the_cli_reads_a_duckdb_file(database: Path, tmp_path: Path) -> None:
+    """`grid policy init`, `grid check` and `grid compile` take a DuckDB file as
+    `grid ask` does (grid_sql.database.database_for), not only SQLite files."""
+    from grid_core import cli
+
+    policy = tmp_path / "corpus.policy.toml"
+    assert cli.main(["policy", "init", "--db", str(database), "--out", str(policy)]) == 0
+    assert "version = 1" in policy.read_text(encoding="utf-8")
+    given = ["--db", str(database), "--policy", str(policy)]
+    assert cli.main(["check", "SELECT name FROM departments;", *given]) == 0
+    assert cli.main(["check", "SELECT nope FROM departments;", *given]) == 1

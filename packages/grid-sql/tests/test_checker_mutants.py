@@ -529,6 +529,7 @@ def test_star_expansions() -> None:
             "no table or alias named x in scope; in scope: emp AS e, dept",
         ),
     ]
+    # two sources named e: SQLite expands e.* to main.e.id, ... and finds each twice
     assert seen("SELECT e.* FROM emp e, emp e;") == [
         ("use", "emp", 16, "emp"),
         ("use", "emp", 23, "emp"),
@@ -536,6 +537,15 @@ def test_star_expansions() -> None:
         ("star", "emp", "name", 7, "e.*"),
         ("star", "emp", "dept", 7, "e.*"),
         ("star", "emp", "salary", 7, "e.*"),
+        (
+            "ambiguous_column",
+            None,
+            "id",
+            7,
+            "e.*",
+            "* reads e.id, and two tables here are named e; give one of them another "
+            "alias (AS ...)",
+        ),
     ]
     assert seen("SELECT * FROM (SELECT id AS k FROM emp), nope;") == [
         ("use", "emp", 35, "emp"),
@@ -1139,7 +1149,21 @@ def test_select_clauses() -> None:
             "no column named salary in any table in scope (sources: none)",
         ),
     ]
-    assert seen("SELECT (SELECT 1 LIMIT e.id) FROM emp e;") == [
+    # SQLite resolves LIMIT against no table, the enclosing queries' included
+    # (Dialect.limit_reads_outer); PostgreSQL reads them
+    sql = "SELECT (SELECT 1 LIMIT e.id) FROM emp e;"
+    assert seen(sql) == [
+        ("use", "emp", 34, "emp"),
+        (
+            "unknown_qualifier",
+            "e",
+            None,
+            23,
+            "e.id",
+            "no table or alias named e in scope; in scope: none",
+        ),
+    ]
+    assert seen(sql, "postgres") == [
         ("use", "emp", 34, "emp"),
         ("reference", "emp", "id", 23, "e.id"),
     ]
@@ -1953,6 +1977,16 @@ def test_violation_order() -> None:
         ),
     ]
     assert refused("SELECT * FROM emp, emp;", "clerk") == [
+        (
+            "ambiguous_column",
+            None,
+            "id",
+            7,
+            "*",
+            None,
+            "* reads emp.id, and two tables here are named emp; give one of them another "
+            "alias (AS ...)",
+        ),
         (
             "column_not_granted",
             "emp",

@@ -119,6 +119,8 @@ class DuckdbDialect(PostgresDialect):
     insert_fills_defaults: bool = False  # "table t has 2 columns but 1 values were supplied"
     star_only_aggregates: bool = False  # now(*) is now()
     unused_windows_unresolved: bool = True  # `WINDOW w AS (ORDER BY nope)` binds unused
+    limit_reads_outer: bool = False  # "Correlated columns not supported in LIMIT"
+    source_names_unique: bool = False  # `FROM u, u` binds (a column of both is ambiguous)
     function_arities: tuple[tuple[str, int, int | None], ...] = FUNCTION_ARITIES
     description: str = "DuckDB 2.0: PostgreSQL's DML with FROM-first SELECT"
 

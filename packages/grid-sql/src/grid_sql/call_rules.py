@@ -5,7 +5,8 @@ SmolLM2's mode-1 statements on Spider the checker accepted, every one that
 failed did so for a rule of this module or a column count (the walk's, in
 `grid_sql.checker`): `SIN( )`, `PERCENT_RANK(1, 1)`, `DENSE_RANK()` without
 OVER. These rules let the checker refuse them with a stated violation, which
-the repair pass feeds back. They read the parse tree only (no schema, no role):
+the repair pass feeds back. They read the parse tree (and, to place an
+aggregate, the checker's name resolution; no schema, no role):
 
 - ``wrong_argument_count``: a function of `Dialect.function_arities` called
   with a number of arguments outside its bounds. ``f(*)`` is a call with no
@@ -22,10 +23,22 @@ the repair pass feeds back. They read the parse tree only (no schema, no role):
   SQLite compares names as written, the others unquoted).
 - ``misused_aggregate``: an aggregate call (no OVER) inside the arguments of
   another aggregate call (no OVER), not through a subquery; an aggregate call
-  in the WHERE, GROUP BY or ON of a *free* SELECT core, or in the WHERE or SET
-  of a free UPDATE: one that no enclosing expression holds (the statement's
-  own cores, FROM subqueries and CTE bodies), so the aggregate cannot belong
-  to an outer query. Where
+  in a clause where its *owner* may not aggregate: the WHERE, GROUP BY or ON
+  of a SELECT core, LIMIT and OFFSET, the WHERE or SET of an UPDATE, the
+  WHERE of a DELETE. The
+  owner is the query whose rows the call aggregates
+  (:func:`aggregate_placements`, from the checker's name resolution): the
+  innermost query a column of its arguments resolves to, else the query it
+  is written in. So ``(SELECT max(t.b) FROM u)`` in the WHERE of the query
+  over ``t`` is refused, and in its select list is that query's aggregate; an
+  enclosing query's aggregate inside the arguments of that query's own
+  aggregate nests. Where `Dialect.aggregates_placed_where_written` (SQLite),
+  a call written in such a clause is refused whoever owns it; SQLite never
+  evaluates an EXISTS body's select list and ORDER BY, so an enclosing
+  query's aggregate there is left to it. A call whose arguments read no
+  column but hold a SELECT is placed by no rule (DuckDB keeps it where it is
+  written, SQLite and PostgreSQL may move it out): judged where it is written,
+  in a free SELECT only. Where
   `Dialect.order_by_aggregates_need_aggregation` (SQLite), also an aggregate
   call in the ORDER BY of a free SELECT of one core that aggregates nothing
   else: a FROM clause, no GROUP BY, no HAVING, no aggregate call in its select
@@ -44,10 +57,11 @@ and `grid_sql.row_rules` judge only what SQLite refuses before evaluating.
 
 Policy: each rule flags only what SQLite 3.40 refuses at prepare time (measured
 with EXPLAIN; the tests replay every flagged case there), and leaves alone what
-is refused only in some readings. So an aggregate in the WHERE of a subquery
-inside an expression is not flagged (PostgreSQL reads ``max(t.x)`` of an outer
-``t`` there as the outer query's aggregate), nor is a window call inside an
-aggregate's arguments, nor ``DISTINCT`` with two arguments.
+is refused only in some readings. So a window call inside an aggregate's
+arguments is not flagged, nor ``DISTINCT`` with two arguments, nor an aggregate
+over an enclosing query's columns in the ORDER BY of that query when it
+aggregates nothing else (SQLite refuses ``SELECT b FROM t ORDER BY (SELECT
+sum(t.b) FROM u)``).
 
 Grammar contract besides the checker's: ``function_call`` (a ``FUNCTION_NAME``
 lexeme ``name(``, then ``function_arguments`` or ``expr_list``), ``aggregate_call``
@@ -62,7 +76,7 @@ one.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any, NamedTuple
 
 from grid_sql.dialect import Dialect
@@ -70,7 +84,7 @@ from grid_sql.violations import Span, Violation, ViolationKind
 
 Tree = Any  # lark.Tree
 
-__all__ = ["call_violations", "unevaluated_nodes"]
+__all__ = ["Placement", "aggregate_placements", "call_violations", "unevaluated_nodes"]
 
 # A node's clause, for the placement rules.
 _CLAUSES = {
@@ -79,9 +93,11 @@ _CLAUSES = {
     "having_clause": "HAVING",
     "join_constraint": "ON",
     "assignment": "SET",
+    "limit_clause": "LIMIT",
+    "offset_clause": "OFFSET",
 }
 _NO_WINDOW = ("WHERE", "GROUP BY", "HAVING", "SET")
-_NO_AGGREGATE = ("WHERE", "GROUP BY", "ON", "SET")
+_NO_AGGREGATE = ("WHERE", "GROUP BY", "ON", "SET", "LIMIT", "OFFSET")
 # Expression nodes whose SELECT is bound (it may read the enclosing query).
 _BOUND = ("scalar_subquery", "exists", "in_target")
 _ALWAYS_AGGREGATE = frozenset({"count", "sum", "avg"})
@@ -94,6 +110,95 @@ class _Context(NamedTuple):
     aggregate: str | None  # the aggregate call whose arguments hold the node
     # the window names an `OVER name` here may read (None: outside any SELECT)
     windows: frozenset[str] | None = None
+    exists: bool = False  # the node is the body of EXISTS
+
+
+class Placement(NamedTuple):
+    """Where an aggregate call (no OVER) is evaluated: its *owner*, the query
+    whose rows it aggregates (:func:`aggregate_placements`)."""
+
+    owner: int  # id of the owner's tree: a select_stmt, an UPDATE or a DELETE
+    outer: bool  # the owner encloses the query the call is written in
+    clause: str | None  # the owner's clause that holds the call (_CLAUSES), if any
+    inside: str | None  # the owner's aggregate call whose arguments hold the call
+    # between the owner and the call, the select list or ORDER BY of an EXISTS body
+    hidden: bool
+
+
+_UNPLACED = Placement(0, False, None, None, False)
+
+
+class _Level(NamedTuple):
+    """One query on the way down to a node: a select_stmt (its cores' ids) or
+    an UPDATE or DELETE (its own id), with the clause and the aggregate call of
+    that query which hold the node."""
+
+    tree: int
+    cores: frozenset[int]  # ids of the trees whose FROM it resolves against
+    clause: str | None = None
+    aggregate: str | None = None
+    exists_body: bool = False
+    hidden: bool = False  # in the select list or ORDER BY of an EXISTS body
+
+
+def aggregate_placements(
+    tree: Tree, dialect: Dialect, refs: Mapping[int, int]
+) -> dict[int, Placement]:
+    """The owner of every aggregate call (no OVER) of ``tree``, by the call's id.
+
+    ``refs`` maps a ``column_ref`` node's id to the id of the tree whose FROM
+    resolved it (a ``select_core``, an UPDATE or a DELETE: the checker's name
+    resolution). SQL's rule (PostgreSQL's manual, SQLite's resolver): a call's
+    owner is the innermost query that a column reference of its arguments
+    resolves to; a call whose arguments read no column is its own query's.
+    Only the references outside the SELECTs nested in the arguments count:
+    DuckDB does not look into them, and SQLite and PostgreSQL would move
+    ``sum((SELECT t.b))`` out, so a call whose arguments read nothing directly
+    but hold a SELECT gets no placement (left alone)."""
+    out: dict[int, Placement] = {}
+    todo: list[tuple[Tree, tuple[_Level, ...], bool]] = [(tree, (), False)]
+    while todo:
+        node, chain, exists = todo.pop()
+        if not hasattr(node, "data"):
+            continue
+        data = node.data
+        if data == "select_stmt":
+            cores = frozenset(id(c) for c in _cores(node))
+            chain = (*chain, _Level(id(node), cores, exists_body=exists))
+        elif data in ("update_stmt", "delete_stmt"):
+            chain = (*chain, _Level(id(node), frozenset({id(node)})))
+        elif chain and data == "select_core":
+            chain = (*chain[:-1], chain[-1]._replace(clause=None, aggregate=None))
+        elif chain and data in _CLAUSES:
+            chain = (*chain[:-1], chain[-1]._replace(clause=_CLAUSES[data]))
+        elif chain and data in ("result_columns", "order_by_clause") and chain[-1].exists_body:
+            chain = (*chain[:-1], chain[-1]._replace(hidden=True))
+        elif chain and data in ("function_call", "aggregate_call"):
+            call = _aggregate_at(node, dialect)
+            if call is not None:
+                placed = _placement(node, chain, refs)
+                if placed is not None:
+                    out[id(node)] = placed
+                chain = (*chain[:-1], chain[-1]._replace(aggregate=call.name))
+        todo.extend((c, chain, data == "exists") for c in reversed(node.children))
+    return out
+
+
+def _placement(call: Tree, chain: tuple[_Level, ...], refs: Mapping[int, int]) -> Placement | None:
+    """The placement of an aggregate ``call`` written in the last query of
+    ``chain`` (:func:`aggregate_placements`)."""
+    read = {refs[id(n)] for n in _descendants(call, stop=("select_stmt",)) if id(n) in refs}
+    written = chain[-1]
+    if not read and any(n.data == "select_stmt" for n in _descendants(call)):
+        return None
+    at = len(chain) - 1
+    for index in reversed(range(len(chain))):
+        if chain[index].cores & read:
+            at = index
+            break
+    owner, below = chain[at], chain[at + 1 :]
+    hidden = any(level.hidden for level in below)
+    return Placement(owner.tree, owner is not written, owner.clause, owner.aggregate, hidden)
 
 
 class _Call(NamedTuple):
@@ -105,15 +210,22 @@ class _Call(NamedTuple):
 
 
 def call_violations(
-    tree: Tree, dialect: Dialect, skip: Collection[int] = frozenset()
+    tree: Tree,
+    dialect: Dialect,
+    skip: Collection[int] = frozenset(),
+    placements: Mapping[int, Placement] | None = None,
 ) -> list[Violation]:
     """The statement rules of the module header broken in ``tree``, in walk order,
     outside the subtrees whose ids are in ``skip`` (the bodies of unused CTEs,
-    which the database never resolves).
+    which the database never resolves). ``placements`` are the aggregate calls'
+    owners (:func:`aggregate_placements`, from the checker's name resolution);
+    an aggregate with none is judged where it is written, in a free SELECT only.
 
     The walk keeps its own stack, as the checker's does: expression depth costs
     no Python stack."""
+    placements = placements or {}
     found: list[Violation] = []
+    unevaluated: set[int] = set()  # nodes the database does not evaluate
     todo: list[tuple[Tree, _Context]] = [(tree, _Context(None, False, None))]
     while todo:
         node, context = todo.pop()
@@ -124,21 +236,24 @@ def call_violations(
             found += _unknown_window(node, context.windows, dialect)
         elif data == "select_stmt":
             windows = _window_names(_cores(node), dialect)
+            # a check SQLite makes only where it evaluates the ORDER BY
+            evaluated = id(node) not in unevaluated and not context.exists
+            if dialect.order_by_aggregates_need_aggregation and evaluated:
+                found += _order_by_aggregates(node, dialect, placements, context.bound)
+            unevaluated |= unevaluated_nodes(node, dialect, exists=context.exists)
             context = _Context(None, context.bound, None, windows)
-            if dialect.order_by_aggregates_need_aggregation and not context.bound:
-                found += _order_by_aggregates(node, dialect)
         elif data == "select_core":
             context = context._replace(windows=_window_names([node], dialect))
             if dialect.having_needs_aggregation:
                 found += _having_without_aggregation(node, dialect)
         elif data in _BOUND:
-            context = context._replace(bound=True)
+            context = context._replace(bound=True, exists=data == "exists")
         elif data in _CLAUSES:
             context = context._replace(clause=_CLAUSES[data])
         elif data in ("function_call", "aggregate_call"):
             call = _call(node)
             if call is not None:
-                found += _judge(call, context, dialect)
+                found += _judge(call, context, dialect, placements.get(id(node)))
                 if _is_aggregate(call, dialect):
                     context = context._replace(aggregate=call.name)
         todo.extend((child, context) for child in reversed(node.children))
@@ -208,7 +323,9 @@ def _unknown_window(over: Tree, windows: frozenset[str], dialect: Dialect) -> li
     return []
 
 
-def _judge(call: _Call, context: _Context, dialect: Dialect) -> list[Violation]:
+def _judge(
+    call: _Call, context: _Context, dialect: Dialect, placed: Placement | None
+) -> list[Violation]:
     out: list[Violation] = []
     name, span = call.name, call.span
     bounds = dialect.arities.get(name)
@@ -276,21 +393,55 @@ def _judge(call: _Call, context: _Context, dialect: Dialect) -> list[Violation]:
                     f"{context.aggregate}(): aggregates do not nest",
                 )
             )
-        elif context.clause in _NO_AGGREGATE and not context.bound:
-            hint = "; compare aggregates in HAVING" if context.clause == "WHERE" else ""
-            out.append(
-                _violation(
-                    ViolationKind.MISUSED_AGGREGATE,
-                    span,
-                    f"the aggregate {name}() is not allowed in {context.clause}{hint}",
-                )
-            )
+        else:
+            out += _misplaced(call, context, dialect, placed)
     return out
 
 
-def _order_by_aggregates(stmt: Tree, dialect: Dialect) -> list[Violation]:
-    """The aggregate calls in the ORDER BY of ``stmt`` (a free ``select_stmt``)
-    when its one SELECT core aggregates nothing else (the module header)."""
+def _misplaced(
+    call: _Call, context: _Context, dialect: Dialect, placed: Placement | None
+) -> list[Violation]:
+    """An aggregate call in a clause its owner query may not aggregate in
+    (``_NO_AGGREGATE``), or inside the arguments of another aggregate of that
+    query. Where `Dialect.aggregates_placed_where_written` (SQLite), also one
+    written in such a clause, whoever owns it. SQLite never evaluates an EXISTS
+    body's select list and ORDER BY, so there an enclosing query's aggregate
+    is left to it. Unplaced (no resolution, or a SELECT in its arguments), a
+    call is judged where it is written, in a free SELECT only."""
+    name, written = call.name, context.clause
+    hint = "; compare aggregates in HAVING" if written == "WHERE" else ""
+    if written in _NO_AGGREGATE and (
+        dialect.aggregates_placed_where_written
+        or (placed is None and not context.bound)
+        or (placed is not None and not placed.outer)
+    ):
+        message = f"the aggregate {name}() is not allowed in {written}{hint}"
+        return [_violation(ViolationKind.MISUSED_AGGREGATE, call.span, message)]
+    if placed is None or not placed.outer:
+        return []
+    if placed.hidden and dialect.unused_clauses_unevaluated:
+        return []
+    owner = "it reads only an enclosing query's columns, so it is that query's aggregate"
+    if placed.clause in _NO_AGGREGATE:
+        hint = "; compare aggregates in HAVING" if placed.clause == "WHERE" else ""
+        message = f"the aggregate {name}(): {owner}, and this sits in its {placed.clause}{hint}"
+    elif placed.inside is not None:
+        message = (
+            f"the aggregate {name}(): {owner}, inside the arguments of its aggregate "
+            f"{placed.inside}(): aggregates do not nest"
+        )
+    else:
+        return []
+    return [_violation(ViolationKind.MISUSED_AGGREGATE, call.span, message)]
+
+
+def _order_by_aggregates(
+    stmt: Tree, dialect: Dialect, placements: Mapping[int, Placement], bound: bool
+) -> list[Violation]:
+    """The aggregate calls in the ORDER BY of ``stmt`` (a ``select_stmt``) when
+    its one SELECT core aggregates nothing else (the module header). In a
+    ``bound`` SELECT (an expression holds it), only the calls ``placements``
+    gives to ``stmt`` itself: another could be an enclosing query's."""
     kids = {c.data: c for c in stmt.children if hasattr(c, "data")}
     core, order = kids.get("select_core"), kids.get("order_by_clause")
     if core is None or order is None:
@@ -310,7 +461,8 @@ def _order_by_aggregates(stmt: Tree, dialect: Dialect) -> list[Violation]:
             f"the aggregate {call.name}() in ORDER BY sorts a query that aggregates "
             "nothing: add GROUP BY, or aggregate in the select list",
         )
-        for call in _sorting_aggregates(order, dialect)
+        for node, call in _sorting_aggregates(order, dialect)
+        if not bound or placements.get(id(node), _UNPLACED).owner == id(stmt)
     ]
 
 
@@ -331,7 +483,13 @@ def _having_without_aggregation(core: Tree, dialect: Dialect) -> list[Violation]
     return [_violation(ViolationKind.MISUSED_AGGREGATE, span, message)]
 
 
-def unevaluated_nodes(stmt: Tree, dialect: Dialect, *, exists: bool = False) -> set[int]:
+def unevaluated_nodes(
+    stmt: Tree,
+    dialect: Dialect,
+    *,
+    exists: bool = False,
+    placements: Mapping[int, Placement] | None = None,
+) -> set[int]:
     """The ids of the tree nodes of ``stmt`` (a ``select_stmt``; ``exists``: the
     body of EXISTS) that the database resolves but never evaluates, where
     `Dialect.unused_clauses_unevaluated` (SQLite). It still resolves their names
@@ -355,9 +513,14 @@ def unevaluated_nodes(stmt: Tree, dialect: Dialect, *, exists: bool = False) -> 
     query's window or aggregate loop (``SELECT count(*) FROM t ORDER BY sum((a,
     b))`` is refused). A call inside a subquery of those clauses is the
     subquery's, which never runs (``ORDER BY (SELECT sum((c, d)) FROM u)``
-    runs): neither it nor its arguments are evaluated. (An aggregate there
-    over the outer query's columns only is the outer query's: left to the
-    database, as in the module header.)"""
+    runs): neither it nor its arguments are evaluated.
+
+    ``placements`` (:func:`aggregate_placements`) amend both: an aggregate call
+    whose owner is a query enclosing the clause is evaluated there when the
+    owner may aggregate where it holds the call (``ORDER BY (SELECT sum((t.a,
+    t.b)) FROM u)``, ``t`` the outer table, is refused), and never when it may
+    not (its WHERE: ``WHERE EXISTS (SELECT sum((t.a, t.b)) FROM u)`` runs)."""
+    owned = placements or {}
     if not dialect.unused_clauses_unevaluated:
         return set()
     kids = {c.data: c for c in stmt.children if hasattr(c, "data")}
@@ -368,8 +531,8 @@ def unevaluated_nodes(stmt: Tree, dialect: Dialect, *, exists: bool = False) -> 
     result = parts.get("result_columns")
     if exists:
         copied = _aliased(result) or _by_position(parts.get("group_by_clause"))
-        return _unevaluated_below(order, dialect, aggregates=False) | (
-            set() if copied else _unevaluated_below(result, dialect)
+        return _unevaluated_below(order, dialect, owned, aggregates=False) | (
+            set() if copied else _unevaluated_below(result, dialect, owned)
         )
     if order is None or "group_by_clause" in parts:
         return set()
@@ -385,23 +548,36 @@ def unevaluated_nodes(stmt: Tree, dialect: Dialect, *, exists: bool = False) -> 
         *_descendants(parts.get("having_clause"), stop=_BOUND),
     ]
     one_row = any(_aggregate_at(n, dialect) for n in own)
-    return _unevaluated_below(order, dialect) if one_row else set()
+    return _unevaluated_below(order, dialect, owned) if one_row else set()
 
 
 def _unevaluated_below(
-    clause: Tree | None, dialect: Dialect, *, aggregates: bool = True
+    clause: Tree | None,
+    dialect: Dialect,
+    placements: Mapping[int, Placement],
+    *,
+    aggregates: bool = True,
 ) -> set[int]:
     """The ids of the nodes of ``clause`` outside its windowed calls and, where
     ``aggregates`` (they are evaluated), its aggregate calls. Those of a
     subquery in ``clause`` are its own, and never run: all of the subquery's
-    nodes are listed."""
+    nodes are listed. An aggregate call that ``placements`` gives to a query
+    outside ``clause`` is evaluated (not listed, nor what it holds) exactly
+    when that query may aggregate where it holds the call."""
     out: set[int] = set()
+    inner_stmts: set[int] = set()  # the subqueries of clause seen so far
     todo = [(clause, False)] if clause is not None else []
     while todo:
         n, nested = todo.pop()
-        if not nested and (_windowed(n) or (aggregates and _aggregate_at(n, dialect))):
+        placed = placements.get(id(n)) if aggregates else None
+        if placed is not None and placed.outer and placed.owner not in inner_stmts:
+            if placed.clause not in _NO_AGGREGATE:
+                continue  # an enclosing query's aggregate, evaluated there
+        elif not nested and (_windowed(n) or (aggregates and _aggregate_at(n, dialect))):
             continue
         out.add(id(n))
+        if n.data == "select_stmt":
+            inner_stmts.add(id(n))
         inner = nested or n.data == "select_stmt"
         todo.extend((c, inner) for c in n.children if hasattr(c, "data"))
     return out
@@ -447,17 +623,17 @@ def _descendants(node: Tree | None, stop: tuple[str, ...] = ()) -> list[Tree]:
     return out
 
 
-def _sorting_aggregates(order: Tree, dialect: Dialect) -> list[_Call]:
+def _sorting_aggregates(order: Tree, dialect: Dialect) -> list[tuple[Tree, _Call]]:
     """The aggregate calls in ``order`` that neither another aggregate call nor
-    a call with OVER holds (the one query's own aggregates), in document order."""
-    out: list[_Call] = []
+    a call with OVER holds, with their nodes, in document order."""
+    out: list[tuple[Tree, _Call]] = []
     todo = [order]
     while todo:
         n = todo.pop()
         if n.data in ("function_call", "aggregate_call"):
             call = _call(n)
             if call is not None and _is_aggregate(call, dialect):
-                out.append(call)
+                out.append((n, call))
                 continue
             if call is None or call.windowed:
                 continue

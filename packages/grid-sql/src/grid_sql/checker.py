@@ -82,7 +82,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from grid_core.dfa import build_union_dfa
@@ -91,7 +91,7 @@ from grid_core.grammar import load_grammar
 from grid_core.lexer import START, Scanner
 from grid_core.lexicon import build_lexicon
 from grid_core.parser import Parser
-from grid_sql.call_rules import call_violations, unevaluated_nodes
+from grid_sql.call_rules import aggregate_placements, call_violations, unevaluated_nodes
 from grid_sql.dialect import Dialect, IdentifierCase
 from grid_sql.dialects import get_dialect
 from grid_sql.row_rules import compared_operands, resolved_operands, row_violations, row_width
@@ -505,6 +505,13 @@ class _Scope:
     sources: list[_Source] = field(default_factory=list)
     aliases: set[str] = field(default_factory=set)
     aliases_visible: bool = False
+    # the tree whose FROM the sources are (a select_core, an UPDATE or a DELETE)
+    owner: Tree | None = None
+
+    def alone(self) -> _Scope:
+        """This scope without the enclosing ones (the same sources and aliases):
+        what a clause that may not read outer queries resolves against."""
+        return replace(self, parent=None)
 
 
 @dataclass
@@ -601,6 +608,8 @@ class _Walker:
         # `(SELECT ...) IN (SELECT ...)`: the right subquery -> the left, whose width it
         # must have; and the widths of the subqueries walked so far (not opaque)
         self.matched: dict[int, int] = {}
+        # a subquery that is a value of a compared row -> the width its place wants
+        self.paired: dict[int, int | None] = {}
         self.gave: dict[int, int] = {}
         # ids of the nodes the database never evaluates (call_rules.unevaluated_nodes)
         self.unevaluated: set[int] = set()
@@ -612,6 +621,8 @@ class _Walker:
         self.unresolved: set[int] = set()
         self.exists_bodies: set[int] = set()  # ids of EXISTS bodies (select_stmt)
         self.root: Tree | None = None  # the statement's tree, once `statement` starts
+        # column_ref (id) -> the id of the tree whose FROM resolved it (_Scope.owner)
+        self.refs: dict[int, int] = {}
         self.window_references: set[str] | None = None  # see _window_references
 
     # -- recording ------------------------------------------------------------
@@ -769,7 +780,7 @@ class _Walker:
         tokens = _dml_tokens(tree)
         token = next(t for t in tokens if t.type == "TABLE_NAME")
         alias = next((t for t in tokens if t.type == "ALIAS_NAME"), None)
-        scope = _Scope(None)
+        scope = _Scope(None, owner=tree)
         target = self._target(token, alias)
         if target is not None:
             scope.sources.append(target)
@@ -781,6 +792,9 @@ class _Walker:
         from_clause = _child(tree, "from_clause")
         if from_clause is not None:
             self.join_source(_trees(from_clause)[0], scope, env, deferred)
+            self._source_names(scope.sources, from_clause)
+            if target is not None and not self.dialect.update_target_in_from:
+                self._target_in_from(target, scope.sources[1:], from_clause)
         for node in _trees(tree):
             if node.data == "assignment":
                 column = next(t for t in _tokens(node) if t.type == "COLUMN_NAME")
@@ -801,12 +815,49 @@ class _Walker:
         using = _child(tree, "join_source") or _child(tree, "table_or_subquery")
         if using is not None:  # DELETE ... USING (PostgreSQL)
             self.join_source(using, scope, env, deferred)
+            self._source_names(scope.sources, using)
         for expr in deferred:
             self.expr(expr, scope, env)
         where = _child(tree, "where_clause")
         if where is not None:
             self.clause(where, scope, env)
         self.returning(tree, scope, env)
+
+    def _source_names(self, sources: Sequence[_Source], clause: Tree) -> None:
+        """Where `Dialect.source_names_unique` (PostgreSQL: "table name specified
+        more than once"), two FROM items of one level (with an UPDATE's or
+        DELETE's target) may not have one name; a subquery without an alias
+        has none."""
+        if not self.dialect.source_names_unique:
+            return
+        seen: set[str] = set()
+        for source in sources:
+            if source.name in seen:
+                self._violation(
+                    ViolationKind.DUPLICATE_NAME,
+                    _span(clause),
+                    f"two tables here are named {source.name}; give one of them another "
+                    "alias (AS ...)",
+                )
+                return
+            if source.name:
+                seen.add(source.name)
+
+    def _target_in_from(self, target: _Source, sources: Sequence[_Source], clause: Tree) -> None:
+        """SQLite: an UPDATE's FROM may not hold its target table again under the
+        target's name ("target object/alias may not appear in FROM clause")."""
+        for source in sources:
+            if source.table is not None and (source.table, source.name) == (
+                target.table,
+                target.name,
+            ):
+                self._violation(
+                    ViolationKind.DUPLICATE_NAME,
+                    _span(clause),
+                    f"the FROM clause names {source.name}, this UPDATE's target, again; "
+                    "give the FROM table another alias (AS ...)",
+                )
+                return
 
     def _column_list(self, tree: Tree, target: _Source, via: AccessKind) -> None:
         for token in _tokens(tree):
@@ -910,18 +961,20 @@ class _Walker:
             )
         order_by = _child(tree, "order_by_clause")
         if order_by is not None:
+            grouped = [(self._grouping_scope(scope), out) for scope, out in cores]
             if len(cores) == 1:
-                self.order_by(order_by, cores[0][0], env)
+                self.order_by(order_by, grouped[0][0], env)
             else:
-                self.compound_order_by(order_by, cores, env)
+                self.compound_order_by(order_by, grouped, env)
         handled = ("with_clause", "select_core", "compound_select", "order_by_clause")
+        limit = _Scope(outer if self.dialect.limit_reads_outer else None)
         for node in _trees(tree):
             if node.data not in handled:  # LIMIT, OFFSET, FETCH: outside the SELECT's scope
-                self.clause(node, _Scope(outer), env)
+                self.clause(node, limit, env)
         return cores[0][1]
 
     def select_core(self, tree: Tree, outer: _Scope | None, env: _Env) -> tuple[_Scope, _Outputs]:
-        scope = _Scope(outer)
+        scope = _Scope(outer, owner=tree)
         values = _child(tree, "values_clause")
         if values is not None:
             rows = [r for r in _trees(values) if r.data == "row_value"]
@@ -940,6 +993,7 @@ class _Walker:
         from_clause = _child(tree, "from_clause")
         if from_clause is not None:
             self.join_source(_trees(from_clause)[0], scope, env, deferred)
+            self._source_names(scope.sources, from_clause)
         result = _child(tree, "result_columns")
         columns = _trees(result) if result is not None else []
         for column in columns:
@@ -956,9 +1010,16 @@ class _Walker:
         for node in _trees(tree):
             if node.data == "window_clause":
                 self.window_clause(node, tree, scope, env)
-            elif node.data not in handled:  # WHERE, GROUP BY, ..., DISTINCT ON (...)
+            elif node.data == "group_by_clause":
+                self.clause(node, self._grouping_scope(scope), env)
+            elif node.data not in handled:  # WHERE, HAVING, ..., DISTINCT ON (...)
                 self.clause(node, scope, env)
         return scope, outputs
+
+    def _grouping_scope(self, scope: _Scope) -> _Scope:
+        """What a SELECT's ORDER BY and GROUP BY resolve against: its core's scope,
+        without the enclosing queries' where not `Dialect.order_group_read_outer`."""
+        return scope if self.dialect.order_group_read_outer else scope.alone()
 
     def window_clause(self, tree: Tree, core: Tree, scope: _Scope, env: _Env) -> None:
         """The named windows of a SELECT core. A name given twice is refused where
@@ -1057,6 +1118,35 @@ class _Walker:
                 outputs.names.append((key, spelling))
                 if source.table is not None:
                     self._access(source.table, key, span, "star")
+            self._star_twins(source, scope, span)
+
+    def _star_twins(self, source: _Source, scope: _Scope, span: Span) -> None:
+        """``*`` reads each column of ``source`` as ``name.column``: where another
+        source of the scope has the same name and that column, it is ambiguous
+        (SQLite "ambiguous column name: main.u.c" for ``SELECT * FROM u, u``;
+        DuckDB "Ambiguous reference to table"). SQLite tells a base table
+        (``main.u``) from a subquery or CTE (``*.u``): only two of a kind clash."""
+        twins = [
+            s
+            for s in scope.sources
+            if s is not source
+            and source.name
+            and s.name == source.name
+            and (s.table is None) == (source.table is None)  # SQLite: main.u.c, *.u.c
+        ]
+        for key, spelling in source.columns.items():
+            if key in source.hidden:
+                continue
+            hits = [s for s in twins if key in s.columns and key not in s.hidden]
+            if hits:
+                self._violation(
+                    ViolationKind.AMBIGUOUS_COLUMN,
+                    span,
+                    f"* reads {source.name}.{spelling}, and two tables here are named "
+                    f"{source.name}; give one of them another alias (AS ...)",
+                    column=spelling,
+                )
+                return
 
     def star_of(self, source: _Source, span: Span, via: AccessKind) -> None:
         """Every base column of ``source`` is read (a whole-row reference)."""
@@ -1257,7 +1347,9 @@ class _Walker:
             if data == "column_ref":
                 tokens = _tokens(node)
                 qualifier = tokens[0] if len(tokens) == 2 else None
-                self.column_ref(tokens[-1], qualifier, _span(node), scope, dq_fallback=dq)
+                level = self.column_ref(tokens[-1], qualifier, _span(node), scope, dq_fallback=dq)
+                if level is not None and level.owner is not None:
+                    self.refs[id(node)] = id(level.owner)
             elif data == "literal":
                 token = node.children[0]
                 if _is_token(token) and token.type == "DQ_STRING":
@@ -1289,6 +1381,9 @@ class _Walker:
           (SELECT c, d ...)``);
         - the subquery right of IN: the width of its left, a row value's, one for a
           value, the left subquery's for a subquery; that left subquery: any;
+        - a subquery that is a value of a compared row: the width of the row at
+          its place in the other row (``(a, (SELECT c, d ...)) = (1, (2, 3))``:
+          two; `grid_sql.row_rules` judges the rows), else one;
         - any other: one.
 
         In a clause the database never evaluates (``unevaluated``), only the
@@ -1300,6 +1395,8 @@ class _Walker:
             self.widths.setdefault(id(_trees(node)[0]), 1)
         comparison = node.data in ("predicate", "comparison")
         group = compared_operands(node) if comparison else []
+        if len(group) == 2 and all(g.data == "row_constructor" for g in group):
+            self._pair_values(*group)
         resolved = resolved_operands(node) if comparison and unevaluated else []
         # `x IN (SELECT ...)`, `x IN t`: x is a row as wide as the subquery or the table
         in_rows = any(
@@ -1318,11 +1415,29 @@ class _Walker:
             elif child.data == "scalar_subquery":
                 left_of_in = comparison and child is children[0] and in_rows
                 unchecked = unevaluated and not any(r is child for r in resolved)
-                self.widths[id(select)] = None if left_of_in or unchecked else 1
+                width = self.paired.get(id(select), 1)
+                self.widths[id(select)] = None if left_of_in or unchecked else width
             elif unevaluated:
                 self.widths[id(select)] = None
             elif right_of_in:
                 self._expect_like(id(select), children[0])
+
+    def _pair_values(self, left: Tree, right: Tree) -> None:
+        """Two compared rows, value by value: a subquery against a row must be as
+        wide as the row (``paired``), against a subquery as wide as that one."""
+        todo = [(left, right)]
+        while todo:
+            a, b = todo.pop()
+            pair = [getattr(a, "data", None), getattr(b, "data", None)]
+            if pair == ["row_constructor", "row_constructor"]:
+                todo += zip(_row_values(a), _row_values(b), strict=False)
+            elif pair == ["scalar_subquery", "scalar_subquery"]:
+                first, second = _trees(a)[0], _trees(b)[0]
+                self.paired[id(first)] = self.paired[id(second)] = None
+                self.matched[id(second)] = id(first)
+            elif "scalar_subquery" in pair and "row_constructor" in pair:
+                sub, row = (a, b) if pair[0] == "scalar_subquery" else (b, a)
+                self.paired[id(_trees(sub)[0])] = row_width(row)
 
     def _expect_like(self, key: int, left: Tree) -> None:
         """Record that ``key`` (the id of a subquery right of IN, or of an ``in_target``
@@ -1395,16 +1510,17 @@ class _Walker:
         scope: _Scope,
         *,
         dq_fallback: bool,
-    ) -> None:
+    ) -> _Scope | None:
+        """Resolve a column reference; the scope level that resolved it (None: it
+        names nothing, or is SQLite's string fallback)."""
         key = self.names.token(column)
         if qualifier is None:
-            self._unqualified(column, key, span, scope, dq_fallback)
-        else:
-            self._qualified(column, key, qualifier, span, scope)
+            return self._unqualified(column, key, span, scope, dq_fallback)
+        return self._qualified(column, key, qualifier, span, scope)
 
     def _unqualified(
         self, column: Token, key: str, span: Span, scope: _Scope, dq_fallback: bool
-    ) -> None:
+    ) -> _Scope | None:
         level: _Scope | None = scope
         while level is not None:
             hits = [s for s in level.sources if s.has(key, False)]
@@ -1412,23 +1528,23 @@ class _Walker:
             if len(hits) == 1:
                 if hits[0].table is not None and key in hits[0].columns:
                     self._access(hits[0].table, key, span, "reference")
-                return
+                return level
             if len(hits) > 1:
                 self._ambiguous(column, span, hits)
-                return
+                return level
             rows = [s for s in level.sources if s.name == key] if self.names.whole_row else []
             if rows:  # PostgreSQL: a source's name as a value is its whole row
                 self.star_of(rows[0], span, "row")
-                return
+                return level
             if level.aliases_visible and key in level.aliases:
-                return
+                return level
             bases = [s for s in level.sources if s.table is not None]
             if fold(key) in self.names.rowid and len(bases) == 1:
                 self._rowid(bases[0], span)
-                return
+                return level
             level = level.parent
         if dq_fallback and _text(column).startswith('"'):
-            return  # SQLite reads an unresolved "..." as a string literal
+            return None  # SQLite reads an unresolved "..." as a string literal
         in_scope = ", ".join(s.label for s in scope.sources) or "none"
         self._violation(
             ViolationKind.UNKNOWN_COLUMN,
@@ -1436,10 +1552,11 @@ class _Walker:
             f"no column named {_name(column)} in any table in scope (sources: {in_scope})",
             column=_name(column),
         )
+        return None
 
     def _qualified(
         self, column: Token, key: str, qualifier: Token, span: Span, scope: _Scope
-    ) -> None:
+    ) -> _Scope | None:
         qkey = self.names.lexeme(_text(qualifier)[:-1])
         matched: _Source | None = None
         level: _Scope | None = scope
@@ -1449,18 +1566,18 @@ class _Walker:
             if len(hits) == 1:
                 if hits[0].table is not None and key in hits[0].columns:
                     self._access(hits[0].table, key, span, "reference")
-                return
+                return level
             if len(hits) > 1:
                 self._ambiguous(column, span, hits)
-                return
+                return level
             if named and fold(key) in self.names.rowid and named[0].table is not None:
                 self._rowid(named[0], span)
-                return
+                return level
             matched = matched or (named[0] if named else None)
             level = level.parent
         if matched is None:
             self._unknown_qualifier(qualifier, span, scope)
-            return
+            return None
         table = matched.table.name if matched.table is not None else None
         self._violation(
             ViolationKind.UNKNOWN_COLUMN,
@@ -1470,6 +1587,7 @@ class _Walker:
             table,
             _name(column),
         )
+        return None
 
     def _rowid(self, source: _Source, span: Span) -> None:
         """A row id read: the column it aliases when known, else the pseudo-column."""
@@ -1522,6 +1640,11 @@ class _Walker:
 
 
 _RESULT_TOKENS = frozenset({"STAR", "QUALIFIER", "AS", "ALIAS_NAME"})
+
+
+def _row_values(row: Tree) -> list[Tree | Token]:
+    """The values of a ``row_constructor``, in order."""
+    return [row.children[0], *row.children[1].children]
 
 
 def _width_words(n: int) -> tuple[str, str]:
@@ -1672,8 +1795,10 @@ class SemanticChecker:
             walker.statement(tree)
         except RecursionError:
             raise StatementTooDeepError(len(data)) from None
-        walker.violations += call_violations(tree, self.dialect, skip=walker.unresolved)
-        walker.violations += row_violations(tree, self.dialect, skip=walker.unresolved)
+        placed = aggregate_placements(tree, self.dialect, walker.refs)
+        skip = walker.unresolved
+        walker.violations += call_violations(tree, self.dialect, skip, placed)
+        walker.violations += row_violations(tree, self.dialect, skip, placed)
         return Analysis(
             tuple(walker.uses), tuple(walker.accesses), tuple(_sorted(walker.violations))
         )

@@ -294,6 +294,32 @@ class Dialect:
     # case aside), quotes included (SQLite: `OVER "w"` does not read `WINDOW
     # w`); else names compare as identifiers.
     window_names_as_written: bool = False
+    # Whether a subquery's ORDER BY and GROUP BY may read the columns of the
+    # enclosing queries (PostgreSQL, DuckDB). SQLite resolves them against the
+    # subquery's own FROM and result aliases only ("The ORDER BY and GROUP BY
+    # clauses may not refer to terms in outer queries": `SELECT (SELECT c FROM u
+    # ORDER BY t.b) FROM t` is "no such column: t.b"), subqueries inside them
+    # included. The checker resolves them so where this is False.
+    order_group_read_outer: bool = True
+    # Whether LIMIT and OFFSET may read the enclosing queries' columns
+    # (PostgreSQL); SQLite resolves them against no table at all, DuckDB refuses
+    # correlated columns there. The checker resolves them so where this is False.
+    limit_reads_outer: bool = True
+    # Whether an aggregate call written in a WHERE, GROUP BY or ON clause is
+    # refused even when its arguments read only an enclosing query's columns, so
+    # that it is that query's aggregate (SQLite: "misuse of aggregate function"
+    # for `SELECT (SELECT 1 FROM u WHERE sum(t.b) > 0) FROM t`); PostgreSQL and
+    # DuckDB evaluate it in the enclosing query. grid_sql.call_rules.
+    aggregates_placed_where_written: bool = False
+    # Whether the FROM items of one level (with an UPDATE's or DELETE's target)
+    # must have distinct names, aliases or table names (PostgreSQL: "table name
+    # "t" specified more than once"); SQLite and DuckDB take them (a column
+    # both have is then ambiguous). The checker refuses them as duplicate_name.
+    source_names_unique: bool = False
+    # Whether an UPDATE's FROM may name its target table again under the
+    # target's own name (SQLite refuses `UPDATE t SET ... FROM t`: "target
+    # object/alias may not appear in FROM clause"; under another alias it runs).
+    update_target_in_from: bool = True
     # Whether a join condition's names resolve against every table of its FROM
     # clause, those joined to its right included (SQLite: `FROM a JOIN b ON x = 1
     # JOIN c` reads c.x, or is ambiguous), rather than the tables to its left and

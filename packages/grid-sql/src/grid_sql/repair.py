@@ -121,7 +121,9 @@ _WHAT = {
     ViolationKind.COLUMN_COUNT: (
         "a subquery, compound SELECT, VALUES, INSERT or IN table gives the wrong number of columns"
     ),
-    ViolationKind.DUPLICATE_NAME: "it gives two common tables of one WITH clause the same name",
+    ViolationKind.DUPLICATE_NAME: (
+        "it gives two common tables, two windows or two tables of one FROM clause the same name"
+    ),
 }
 
 

@@ -22,10 +22,17 @@ a ``row_constructor`` that is:
   an operand, the operand or a WHEN value where the two are not rows of one
   width (SQLite compares them as ``operand = value``);
 - anywhere else (an UPDATE's ``SET c = (x, y)``, an element of a VALUES row, a
-  select-list column, a call's argument, ...), except inside another row value,
-  which the database judges (not flagged: SQLite takes ``(a, (b, c)) = (1, (2,
-  3))`` as a WHERE term and refuses it in a select list). A row compared with a
-  subquery is left to the checker's column counts.
+  select-list column, a call's argument, ...);
+- inside another row value, unless the outermost row is an operand of ``=``,
+  ``==``, ``IS`` or ``IS NOT DISTINCT FROM`` that is a term of a WHERE or ON
+  clause (the whole condition, or one side of its ANDs) and the other operand
+  is a row of the same shape: rows at the same places, of the same widths, a
+  subquery standing for a row of its width. SQLite splits such a term into one
+  comparison per value; anywhere else it refuses a row inside a row (``(a, (b,
+  c)) = (1, (2, 3))`` runs as a WHERE term, not in a select list, under OR or
+  NOT, or with ``<>``).
+
+A row compared with a subquery is left to the checker's column counts.
 
 SQLite refuses most of these only when it evaluates the statement; it
 compares widths when it resolves names (the operands of a comparison, not
@@ -47,10 +54,10 @@ Grammar contract: ``row_constructor`` (an ``expr`` and an ``expr_list``),
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from grid_sql.call_rules import unevaluated_nodes
+from grid_sql.call_rules import Placement, unevaluated_nodes
 from grid_sql.dialect import Dialect
 from grid_sql.violations import Violation, ViolationKind
 
@@ -60,44 +67,109 @@ __all__ = ["compared_operands", "resolved_operands", "row_violations", "row_widt
 
 _OPERATORS = ("equality_operator", "comparison_operator")
 _POSTFIX = frozenset({"LIKE", "GLOB", "ISNULL", "NOTNULL", "NULL"})
-# Where a row value is left to the database: inside another row value.
-_LEFT_ALONE = frozenset({"row_constructor"})
 _NOT_COMPARED = "a row value is compared only with a row of its width"
 _ONE_VALUE = "a row value is allowed only in a comparison"
+_NESTED = (
+    "a row inside a row value is allowed only in a WHERE or ON term `(...) = (...)` "
+    "or `IS`, against a row of the same shape"
+)
+# Where a term of a WHERE or ON clause begins, and what keeps it one (AND).
+_TERM_CLAUSES = frozenset({"where_clause", "join_constraint"})
 
 
 def row_violations(
-    tree: Tree, dialect: Dialect, skip: Collection[int] = frozenset()
+    tree: Tree,
+    dialect: Dialect,
+    skip: Collection[int] = frozenset(),
+    placements: Mapping[int, Placement] | None = None,
 ) -> list[Violation]:
     """The row values of ``tree`` that the module header refuses, in walk order,
     outside the subtrees whose ids are in ``skip`` (the bodies of unused CTEs);
-    none unless ``dialect.row_values_compared_only``. An explicit stack, as the
-    checker's: expression depth costs no Python stack."""
+    none unless ``dialect.row_values_compared_only``. ``placements`` are the
+    aggregate calls' owners (`grid_sql.call_rules.aggregate_placements`): an
+    enclosing query may evaluate its aggregates inside a clause that is never
+    evaluated. An explicit stack, as the checker's: expression depth
+    costs no Python stack."""
     if not dialect.row_values_compared_only:
         return []
     found: list[Violation] = []
     judged: set[int] = set()  # rows a comparison or IN has decided on
+    nested_ok: set[int] = set()  # rows inside rows that a WHERE or ON term compares
     unevaluated: set[int] = set()  # nodes the database does not evaluate
-    todo: list[tuple[Tree, str | None, str | None]] = [(tree, None, None)]
+    # (node, its parent's data, its grandparent's, whether it is a WHERE or ON term)
+    todo: list[tuple[Tree, str | None, str | None, bool]] = [(tree, None, None, False)]
     while todo:
-        node, parent, grandparent = todo.pop()
+        node, parent, grandparent, term = todo.pop()
         if not hasattr(node, "data") or id(node) in skip:
             continue
         evaluated = id(node) not in unevaluated
         if node.data in ("predicate", "comparison"):
             found += _operands(node, judged, evaluated)
+            if term:
+                nested_ok |= _nested_compared(node)
         elif node.data == "case_expr":
             found += _case(node, judged, evaluated)
-        elif node.data == "row_constructor" and id(node) not in judged and evaluated:
-            # Not an operand (those are judged): an element of a list is its
-            # list's holder's business.
+        elif node.data == "row_constructor" and evaluated:
+            # An operand is judged by its comparison; an element of a list is its
+            # list's holder's business, and a row inside a row is judged here.
             holder = grandparent if parent == "expr_list" else parent
-            if holder not in _LEFT_ALONE:
+            if holder == "row_constructor":
+                if id(node) not in nested_ok:
+                    found.append(_misused(node, _NESTED))
+            elif id(node) not in judged:
                 found.append(_misused(node, _ONE_VALUE))
         if node.data == "select_stmt":
-            unevaluated |= unevaluated_nodes(node, dialect, exists=parent == "exists")
-        todo.extend((child, node.data, parent) for child in reversed(node.children))
+            exists = parent == "exists"
+            unevaluated |= unevaluated_nodes(node, dialect, exists=exists, placements=placements)
+        starts = node.data in _TERM_CLAUSES or (term and node.data == "and_expr")
+        todo.extend((c, node.data, parent, starts) for c in reversed(node.children))
     return found
+
+
+def _nested_compared(node: Tree) -> set[int]:
+    """The rows inside the row operands of ``node`` (a predicate or comparison that
+    is a WHERE or ON term) that SQLite takes: it splits ``(a, (b, c)) = (1, (2,
+    3))`` (or ``IS``, ``IS NOT DISTINCT FROM``) into one term per value when the
+    two rows have one shape (a subquery stands for a row of its width)."""
+    trees, words, _ = _shape(node)
+    operators = {
+        str(t) for c in node.children if getattr(c, "data", None) == "equality_operator"
+        for t in c.children
+    }  # fmt: skip
+    equal = operators <= {"=", "=="} and (
+        bool(operators) != ("IS" in words)
+        and ("DISTINCT" in words) == ("NOT" in words)
+        and not words & _POSTFIX
+    )
+    if not equal or len(trees) != 2 or not all(_is_row(t) for t in trees):
+        return set()
+    if not _same_shape(*trees):
+        return set()
+    rows: set[int] = set()
+    todo = [c for t in trees for c in _elements(t)]
+    while todo:
+        element = todo.pop()
+        if _is_row(element):
+            rows.add(id(element))
+            todo += _elements(element)
+    return rows
+
+
+def _elements(row: Tree) -> list[Any]:
+    """The values of a ``row_constructor``, in order."""
+    return [row.children[0], *row.children[1].children]
+
+
+def _same_shape(left: Any, right: Any) -> bool:
+    """Whether two rows hold rows at the same places, of the same widths (a
+    subquery against a row: its width is the column counts' business)."""
+    if _is_row(left) and _is_row(right):
+        pairs = zip(_elements(left), _elements(right), strict=False)
+        return row_width(left) == row_width(right) and all(_same_shape(a, b) for a, b in pairs)
+    if _is_row(left) or _is_row(right):
+        other = right if _is_row(left) else left
+        return getattr(other, "data", None) == "scalar_subquery"
+    return True
 
 
 def compared_operands(node: Tree) -> list[Tree]:

@@ -236,6 +236,7 @@ class PostgresDialect(Dialect):
     identifier_quotes: tuple[QuoteForm, ...] = (QuoteForm(open='"', close='"'),)
     identifier_case: IdentifierCase = "fold-lower"
     whole_row_references: bool = True
+    source_names_unique: bool = True
     events: tuple[tuple[str, str], ...] = (
         *STATEMENT_EVENTS,
         ("INSERT", "verb"),

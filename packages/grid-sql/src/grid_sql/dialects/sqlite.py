@@ -235,6 +235,10 @@ class SqliteDialect(Dialect):
     unused_windows_unresolved: bool = True
     window_names_unique: bool = False
     window_names_as_written: bool = True
+    order_group_read_outer: bool = False
+    limit_reads_outer: bool = False
+    aggregates_placed_where_written: bool = True
+    update_target_in_from: bool = False
     rowid_names: frozenset[str] = frozenset({"rowid", "oid", "_rowid_"})
     identifier_quotes: tuple[QuoteForm, ...] = (
         QuoteForm(open='"', close='"'),
