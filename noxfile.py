@@ -70,6 +70,7 @@ def serve(session: nox.Session) -> None:
         *args,
         "pytest",
         "packages/grid-core/tests/test_kernels_session.py",
+        "packages/grid-core/tests/test_guide_edges.py",
         "-k",
         "torch",
         external=True,

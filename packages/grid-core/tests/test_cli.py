@@ -167,6 +167,22 @@ def test_replay_divergence_and_artifacts(
             ["--grammar", str(GRAMMAR), "--drop", "NOPE"], "has no terminal 'NOPE'", id="drop"
         ),
         pytest.param(["--grammar", str(GRAMMAR), "--lexicon", "BAD"], "lexicon", id="lexicon"),
+        pytest.param(
+            ["--grammar", str(GRAMMAR), "--lexicon", "SURROGATE"],
+            "the TABLE_NAME word '\\ud800' holds a lone surrogate",
+            id="lexicon-surrogate",
+        ),
+        pytest.param(
+            ["--grammar", str(GRAMMAR), "--start", "nope"],
+            "no rule defines the start symbol 'nope'",
+            id="start",
+        ),
+        pytest.param(["--grammar", "LONG"], "File name too long", id="long-path"),
+        pytest.param(
+            ["--grammar", str(GRAMMAR), "--lexicon", "TWICE"],
+            "the key 'TABLE_NAME' is given twice",
+            id="lexicon-duplicate-key",
+        ),
     ],
 )
 def test_replay_errors_exit_2(
@@ -178,7 +194,12 @@ def test_replay_errors_exit_2(
 ) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"TABLE_NAME": "orders"}')
-    extra = [str(bad) if x == "BAD" else x for x in extra]
+    surrogate = tmp_path / "surrogate.json"
+    surrogate.write_text('{"TABLE_NAME": ["\\ud800"]}')
+    twice = tmp_path / "twice.json"
+    twice.write_text('{"TABLE_NAME": ["a"], "TABLE_NAME": ["b"]}')
+    files = {"BAD": str(bad), "SURROGATE": str(surrogate), "LONG": "x" * 300, "TWICE": str(twice)}
+    extra = [files.get(x, x) for x in extra]
     assert cli.main(["audit", "replay", str(log_path), "--vocab", "toy", *extra]) == 2
     err = capsys.readouterr().err
     assert err.startswith("grid audit: error: ") and message in err

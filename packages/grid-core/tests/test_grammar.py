@@ -12,7 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from grid_core.dfa import ByteDFA, build_union_dfa
-from grid_core.errors import EmptyLanguageError, LALRConflictError, UndefinedSymbolError
+from grid_core.errors import (
+    EmptyLanguageError,
+    GrammarError,
+    LALRConflictError,
+    UndefinedSymbolError,
+)
 from grid_core.grammar import Grammar, Rule, Terminal, TerminalSet, load_grammar
 
 CRUD = (Path(__file__).parent / "grammars" / "crud.lark").read_text()
@@ -61,6 +66,16 @@ def test_undefined_symbol_is_named() -> None:
         load_grammar('start: item ";"\n')
     assert info.value.symbol == "item"
     assert info.value.rule == "start"
+
+
+def test_a_start_symbol_that_says_nothing_is_refused_at_load() -> None:
+    """An unknown start rule, or one with no terminating derivation, is a
+    GrammarError naming it, not an engine whose first mask is empty."""
+    with pytest.raises(GrammarError, match="no rule defines the start symbol 'nope'"):
+        load_grammar('start: "a"\n', start="nope")
+    with pytest.raises(GrammarError, match="the start symbol 'start' derives no sentence"):
+        load_grammar('start: a\na: a "x"\n')
+    assert len(load_grammar('start: "a" | b\nb: b "x"\n').rules) == 3  # b is useless, not fatal
 
 
 def test_lalr_conflict_names_both_items_and_the_lookahead() -> None:

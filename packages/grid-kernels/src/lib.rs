@@ -95,11 +95,17 @@ pub fn planted(_name: &str) -> bool {
 
 /// Bytes as Python would print them (`b'..'` with escapes), for messages.
 pub(crate) fn escape_bytes(data: &[u8]) -> String {
-    let mut s = String::from("b'");
+    // Python quotes with `"` when the bytes hold `'` and no `"`, else with `'`.
+    let quote = if data.contains(&b'\'') && !data.contains(&b'"') {
+        b'"'
+    } else {
+        b'\''
+    };
+    let mut s = format!("b{}", quote as char);
     for &b in data {
         match b {
             b'\\' => s.push_str("\\\\"),
-            b'\'' => s.push_str("\\'"),
+            b'\'' if quote == b'\'' => s.push_str("\\'"), // (no `"` in data when quoted so)
             b'\n' => s.push_str("\\n"),
             b'\t' => s.push_str("\\t"),
             b'\r' => s.push_str("\\r"),
@@ -107,7 +113,7 @@ pub(crate) fn escape_bytes(data: &[u8]) -> String {
             _ => s.push_str(&format!("\\x{b:02x}")),
         }
     }
-    s.push('\'');
+    s.push(quote as char);
     s
 }
 
@@ -115,6 +121,9 @@ pub(crate) fn escape_bytes(data: &[u8]) -> String {
 mod tests {
     #[test]
     fn bytes_escape_like_python() {
-        assert_eq!(super::escape_bytes(b"a'\\\n\xff"), "b'a\\'\\\\\\n\\xff'");
+        assert_eq!(super::escape_bytes(b"a'\\\n\xff"), "b\"a'\\\\\\n\\xff\"");
+        assert_eq!(super::escape_bytes(b"a'\""), "b'a\\'\"'");
+        assert_eq!(super::escape_bytes(b"a\"b"), "b'a\"b'");
+        assert_eq!(super::escape_bytes(b"')"), "b\"')\"");
     }
 }

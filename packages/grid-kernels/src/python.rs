@@ -89,10 +89,49 @@ fn to_pyerr(e: KernelError) -> PyErr {
 
 // ------------------------------------------------------------------ conversions
 
+/// A Python int as an `i64`, saturated: an int beyond `i64` stands for its
+/// bound. A token id, row, count or index that large is refused by the range
+/// checks as Python's guide refuses it (`GuideError`, `ValueError`), not with
+/// an `OverflowError` from the conversion.
+#[derive(Clone, Copy)]
+struct Wide(i64);
+
+impl<'py> FromPyObject<'py> for Wide {
+    fn extract_bound(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
+        match obj.extract::<i64>() {
+            Ok(v) => Ok(Wide(v)),
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(obj.py()) => {
+                Ok(Wide(if obj.gt(0)? { i64::MAX } else { i64::MIN }))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Whether an export's items are in this machine's byte order. pyo3 matches a
+/// format's item code and size, not its byte-order prefix: a numpy `>i4`
+/// array exports as an `i32` buffer whose words read swapped.
+fn native_order<T: pyo3::buffer::Element>(buf: &PyBuffer<T>) -> bool {
+    let foreign: &[u8] = if cfg!(target_endian = "little") {
+        b">!"
+    } else {
+        b"<"
+    };
+    !buf.format()
+        .to_bytes()
+        .first()
+        .is_some_and(|c| foreign.contains(c))
+}
+
+/// An export of `obj` as items of `T` in this machine's byte order, if it has one.
+fn native_buffer<T: pyo3::buffer::Element>(obj: &Bound<'_, PyAny>) -> Option<PyBuffer<T>> {
+    PyBuffer::<T>::get(obj).ok().filter(native_order)
+}
+
 /// A flat table of ints: buffer fast path, else a sequence of ints.
 fn int_table(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<i64>> {
     let py = obj.py();
-    if let Ok(buf) = PyBuffer::<i32>::get(obj) {
+    if let Some(buf) = native_buffer::<i32>(obj) {
         return Ok(buf.to_vec(py)?.into_iter().map(i64::from).collect());
     }
     if let Ok(buf) = PyBuffer::<u8>::get(obj) {
@@ -107,7 +146,7 @@ fn int_table(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<i64>> {
 /// of entries), else as [`int_table`] reads it; a value out of `T`'s range is
 /// an error naming its index.
 fn ints<T: TryFrom<i64> + TryFrom<i32>>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<T>> {
-    if let Ok(buf) = PyBuffer::<i32>::get(obj) {
+    if let Some(buf) = native_buffer::<i32>(obj) {
         return buf
             .to_vec(obj.py())?
             .into_iter()
@@ -260,6 +299,12 @@ fn bitmask_export(obj: &Bound<'_, PyAny>, n_words: usize) -> PyResult<PyBuffer<i
             )),
         });
     };
+    if !native_order(&buf) {
+        return Err(PyTypeError::new_err(format!(
+            "the bitmask must be int32 in this machine's byte order, not items of format {:?}",
+            buf.format().to_string_lossy()
+        )));
+    }
     if buf.readonly() {
         return Err(PyTypeError::new_err(format!(
             "the bitmask buffer ({}) is read-only",
@@ -1237,7 +1282,7 @@ impl PySession {
             return Ok(bitmask.clone());
         };
         if let Some((obj, view)) = &self.view {
-            if obj.is(bitmask) {
+            if obj.is(bitmask) && self.view_current(bitmask, view.bind(py))? {
                 return Ok(view.bind(py).clone());
             }
         }
@@ -1254,13 +1299,42 @@ impl PySession {
     }
 }
 
+impl PySession {
+    /// Whether `view`, the view kept for the tensor `bitmask`, is still that
+    /// tensor's memory: the export held of it starts at the tensor's
+    /// `data_ptr()`, with its shape, and the tensor is contiguous. A tensor
+    /// pointed at new storage (`Tensor.set_`, a batch that grew) is viewed
+    /// anew; its old storage may be freed already.
+    fn view_current(&self, bitmask: &Bound<'_, PyAny>, view: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let Some((obj, buf)) = &self.export else {
+            return Ok(false);
+        };
+        if !obj.is(view) {
+            return Ok(false);
+        }
+        let py = bitmask.py();
+        let ptr: usize = bitmask.call_method0(intern!(py, "data_ptr"))?.extract()?;
+        if ptr != buf.buf_ptr() as usize {
+            return Ok(false);
+        }
+        let shape: Vec<usize> = bitmask.getattr(intern!(py, "shape"))?.extract()?;
+        if shape.as_slice() != buf.shape() {
+            return Ok(false);
+        }
+        bitmask
+            .call_method0(intern!(py, "is_contiguous"))?
+            .extract()
+    }
+}
+
 #[pymethods]
 impl PySession {
     /// Accept one token: lexer advance and shift/reduce, one call; with audit
     /// on, its record (`kind`: sampled, forced or reserve; EOS is recorded as
     /// eos). A record whose mask must be walked first releases the GIL.
     #[pyo3(signature = (token, kind = "sampled"))]
-    fn accept_token(&mut self, py: Python<'_>, token: i64, kind: &str) -> PyResult<()> {
+    fn accept_token(&mut self, py: Python<'_>, token: Wide, kind: &str) -> PyResult<()> {
+        let Wide(token) = token;
         let kind = Kind::parse(kind)
             .filter(|k| *k != Kind::Eos)
             .ok_or_else(|| {
@@ -1279,14 +1353,19 @@ impl PySession {
 
     /// The parse events determined so far, from index `since` on, each
     /// `(code, start, end, step)`; empty with events off.
-    #[pyo3(signature = (since = 0))]
-    fn events(&self, since: usize) -> Vec<(u32, u32, u32, u32)> {
+    #[pyo3(signature = (since = Wide(0)), text_signature = "($self, since=0)")]
+    fn events(&self, since: Wide) -> PyResult<Vec<(u32, u32, u32, u32)>> {
+        let Ok(since) = usize::try_from(since.0) else {
+            let why = format!("events from index {}: an index is not negative", since.0);
+            return Err(PyValueError::new_err(why));
+        };
         let all = self.inner.events().unwrap_or(&[]);
-        all.get(since..)
+        Ok(all
+            .get(since..)
             .unwrap_or(&[])
             .iter()
             .map(|e| (e.code, e.start, e.end, e.step))
-            .collect()
+            .collect())
     }
 
     /// How many parse events are determined so far (None: events off).
@@ -1296,7 +1375,8 @@ impl PySession {
     }
 
     /// How many leading `tokens` would be accepted; the session is unchanged.
-    fn validate_tokens(&mut self, tokens: Vec<i64>) -> PyResult<usize> {
+    fn validate_tokens(&mut self, tokens: Vec<Wide>) -> PyResult<usize> {
+        let tokens: Vec<i64> = tokens.into_iter().map(|Wide(t)| t).collect();
         let p = &self.protocol;
         self.inner
             .validate_tokens(&tokens)
@@ -1368,13 +1448,14 @@ impl PySession {
 
     /// Write the mask into row `row` of `bitmask`. A warm fill runs with the
     /// GIL held; a fill that must walk releases it.
-    #[pyo3(signature = (bitmask, row = 0))]
+    #[pyo3(signature = (bitmask, row = Wide(0)), text_signature = "($self, bitmask, row=0)")]
     fn fill_next_token_bitmask(
         &mut self,
         py: Python<'_>,
         bitmask: &Bound<'_, PyAny>,
-        row: i64,
+        row: Wide,
     ) -> PyResult<()> {
+        let Wide(row) = row;
         let n_words = self.inner.n_words();
         let target = self.target(bitmask)?;
         let buf = match self.export.take() {
@@ -1407,8 +1488,9 @@ impl PySession {
     }
 
     /// Undo the last `n` accepted tokens.
-    #[pyo3(signature = (n = 1))]
-    fn rollback(&mut self, n: i64) -> PyResult<()> {
+    #[pyo3(signature = (n = Wide(1)), text_signature = "($self, n=1)")]
+    fn rollback(&mut self, n: Wide) -> PyResult<()> {
+        let Wide(n) = n;
         let (steps, p) = (self.inner.steps(), &self.protocol);
         let n = usize::try_from(n).map_err(|_| {
             Self::err(
@@ -1499,7 +1581,7 @@ fn fill_next_token_bitmasks(
     py: Python<'_>,
     mut sessions: Vec<PyRefMut<'_, PySession>>,
     bitmask: &Bound<'_, PyAny>,
-    rows: Option<Vec<i64>>,
+    rows: Option<Vec<Wide>>,
     threads: usize,
 ) -> PyResult<Vec<Option<PyObject>>> {
     let Some(first) = sessions.first() else {
@@ -1511,7 +1593,10 @@ fn fill_next_token_bitmasks(
             "the sessions of one batch must share one vocabulary width",
         ));
     }
-    let rows: Vec<i64> = rows.unwrap_or_else(|| (0..sessions.len() as i64).collect());
+    let rows: Vec<i64> = match rows {
+        Some(rows) => rows.into_iter().map(|Wide(r)| r).collect(),
+        None => (0..sessions.len() as i64).collect(),
+    };
     if rows.len() != sessions.len() {
         return Err(PyValueError::new_err(format!(
             "{} rows for {} sessions",
@@ -1889,10 +1974,11 @@ impl Logits {
                 return Self::of_tensor(obj, torch);
             }
         }
-        let export = PyBuffer::<f32>::get(obj).map_err(|_| {
+        let export = native_buffer::<f32>(obj).ok_or_else(|| {
             let kind = type_name(obj);
             LogitsError::new_err(format!(
-                "the logits must be a buffer of float32 or a torch.Tensor, not {kind}"
+                "the logits must be a buffer of float32 (in this machine's byte order) or a \
+                 torch.Tensor, not {kind}"
             ))
         })?;
         if !export.is_c_contiguous() {
@@ -1983,9 +2069,11 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
 /// The int32 bitmask buffer of the functions below, C-contiguous and 4-byte
 /// aligned (errors name what was passed).
 fn mask_buffer(bitmask: &Bound<'_, PyAny>) -> PyResult<PyBuffer<i32>> {
-    let words = PyBuffer::<i32>::get(bitmask).map_err(|_| {
+    let words = native_buffer::<i32>(bitmask).ok_or_else(|| {
         let kind = type_name(bitmask);
-        PyTypeError::new_err(format!("the bitmask must be a buffer of int32, not {kind}"))
+        PyTypeError::new_err(format!(
+            "the bitmask must be a buffer of int32 in this machine's byte order, not {kind}"
+        ))
     })?;
     if !words.is_c_contiguous() {
         return Err(PyValueError::new_err("the bitmask must be C-contiguous"));
@@ -2029,8 +2117,9 @@ fn exit_of(
     match (exit_token, exit_row) {
         (None, None) => Ok(None),
         (Some(token), Some(row)) => {
-            let words = PyBuffer::<i32>::get(row)
-                .map_err(|_| PyTypeError::new_err("exit_row must be a buffer of int32"))?;
+            let words = native_buffer::<i32>(row).ok_or_else(|| {
+                PyTypeError::new_err("exit_row must be a buffer of int32 in this machine's order")
+            })?;
             // The words' bits, as the bitmask's are read (bit 31 included).
             let bits = words.to_vec(row.py())?.into_iter().map(|w| w as u32);
             Ok(Some((token, bits.collect())))

@@ -69,6 +69,10 @@ BAD_INPUT = {
     "audit-in-no-directory": ([Q, "--audit", "/nonexistent/a.jsonl"], "no directory /nonexistent"),
     "events-is-a-directory": ([Q, "--events", "/"], "--events / is a directory"),
     "events-in-no-directory": ([Q, "--events", "/nonexistent/e"], "no directory /nonexistent"),
+    "audit-unwritable": ([Q, "--audit", "/proc/a.jsonl"], "--audit /proc/a.jsonl: the file cannot"),
+    "events-unwritable": ([Q, "--events", "/proc/e.jsonl"], "--events /proc/e.jsonl: the file"),
+    "empty-role": ([Q, "--role", ""], "no role '' in the policy"),
+    "path-too-long": ([Q, "--audit", "x" * 300], "File name too long"),
     "unknown-option": ([Q, "--temprature", "1"], "unrecognized arguments: --temprature 1"),
     "from-first-with-events": (
         [Q, "--from-first", "--events", "-"],

@@ -257,6 +257,8 @@ def test_examples_load_and_are_checked_for_the_role(schema: SchemaSnapshot, tmp_
         ('{"question": "q"}\n', ":1: an example is"),
         ('\n{"question": "q", "sql": ""}\n', ":2: an example is"),
         ("{nope\n", ":1: not JSON"),
+        ('{"question": "q", "sql": "SELECT 1 \\ud800"}\n', ":1: the sql holds a lone surrogate"),
+        ('{"question": "q\\udfff", "sql": "SELECT 1"}\n', ":1: the question holds a lone"),
     ):
         path.write_text(text)
         with pytest.raises(ServingError, match=message):

@@ -160,6 +160,11 @@ EXAMPLE_POLICY = str(resources.files("grid_sql.examples").joinpath("company.poli
 
 BAD_CHECK = {
     "unknown-role": (["SELECT 1;", "--role", "janitor"], "no role 'janitor' in the policy"),
+    "empty-role": (["SELECT 1;", "--role", ""], "no role '' in the policy"),
+    "db-path-too-long": (
+        ["SELECT 1;", "--db", "x" * 300, "--policy", EXAMPLE_POLICY],
+        "File name too long: xxx",
+    ),
     "missing-db": (
         ["SELECT 1;", "--db", "/nonexistent/x.sqlite", "--policy", EXAMPLE_POLICY],
         "no such file",

@@ -263,6 +263,16 @@ REFERENCE_ERRORS = {
         BASE + 'functions = ["upper", "load_extension"]\n',
         6, "roles.reader.functions[1]", "the sqlite dialect has no function 'load_extension'",
     ),
+    "a cte name no quote form holds": (
+        BASE + 'cte_names = ["recent", "\\u0000x"]\n',
+        6, "roles.reader.cte_names[1]", "': no quote form of sqlite can hold",
+    ),
+    "one relation's columns granted twice": (
+        'version = 1\n[roles.r]\nverbs = ["SELECT"]\ntables = "*"\n'
+        'columns.employees = ["id"]\ncolumns.EMPLOYEES = "*"\n',
+        6, "roles.r.columns.EMPLOYEES",
+        "columns.employees and columns.EMPLOYEES both name relation 'employees'",
+    ),
     "a function of another dialect": (
         BASE + 'functions = ["repeat"]\n',
         6, "roles.reader.functions[0]", "the sqlite dialect has no function 'repeat'",

@@ -76,6 +76,18 @@ def test_the_starter_policy_is_valid_and_read_only(tmp_path: Path) -> None:
     assert example.role("reader").cte_names == ("cte",)
 
 
+def test_a_label_with_control_characters_stays_in_its_comment() -> None:
+    """A database named with a newline wrote the rest of its name as a TOML line."""
+    base = example_schema()
+    for label in ("x\ny", 'a"b', "tab\there\r\n[roles.admin]"):
+        schema = SchemaSnapshot(base.dialect, base.tables, label)
+        text = starter_policy(schema)
+        assert text.splitlines()[0].startswith("# GRID policy for ")
+        assert PolicyBundle.loads(text, "x.toml", schema).description.startswith(
+            f"Starter policy for {label}"
+        )
+
+
 def test_toml_strings_escape_what_toml_requires() -> None:
     import tomllib
 

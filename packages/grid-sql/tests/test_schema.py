@@ -217,6 +217,11 @@ def test_json_round_trip(tmp_path: Path) -> None:
             '"tables": [{"name": "\\ud800x", "columns": []}]}',
             r"tables\[0\].name is not valid Unicode text: '\\ud800x'",
         ),
+        (
+            '{"format": "grid.schema/1", "dialect": "sqlite", "dialect": "postgres", '
+            '"tables": []}',
+            "the key 'dialect' is given twice",
+        ),
     ],
 )
 def test_json_errors(text: str, message: str) -> None:

@@ -59,6 +59,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from grid_core import strict_json
 from grid_core.errors import AuditError
 from grid_core.fingerprint import canonical
 
@@ -476,19 +477,6 @@ class Verdict:
 _RECORD_KEYS = frozenset({*RECORD_FIELDS, "hash"})
 
 
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise _DuplicateKey(k)
-        out[k] = v
-    return out
-
-
 _U32, _U64 = 1 << 32, 1 << 64
 
 
@@ -560,9 +548,9 @@ def read(lines: Iterable[str], anchor: str | None = None) -> tuple[Verdict, Audi
         if not _is_text(line):
             return bad(count, f"line {n} is not UTF-8")
         try:
-            obj = json.loads(line, object_pairs_hook=_no_duplicates)
-        except _DuplicateKey as e:
-            return bad(count, f"line {n} repeats the key {e}")
+            obj = strict_json.loads(line)
+        except strict_json.DuplicateKeyError as e:
+            return bad(count, f"line {n} repeats the key {e.key}")
         except (ValueError, RecursionError) as e:
             return bad(count, f"line {n} is not JSON ({e})")
         if not isinstance(obj, dict):

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 import unicodedata
@@ -47,6 +46,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, NoReturn
 
+from grid_core import strict_json
 from grid_core.audit import verify_file
 from grid_core.errors import AuditError, GridError
 from grid_core.grammar import load_grammar
@@ -153,14 +153,26 @@ def _read_text(path: Path, what: str) -> str:
 def load_lexicon(path: Path) -> dict[str, list[bytes]]:
     """A lexicon file: a JSON object mapping category names to lists of words (UTF-8)."""
     try:
-        raw = json.loads(_read_text(path, "lexicon"))
+        raw = strict_json.loads(_read_text(path, "lexicon"))
+    except strict_json.DuplicateKeyError as e:
+        raise AuditError(f"lexicon {path}: {e}") from None
     except ValueError as e:
         raise AuditError(f"lexicon {path} is not JSON: {e}") from None
     if not isinstance(raw, dict) or not all(
         isinstance(ws, list) and all(isinstance(w, str) for w in ws) for ws in raw.values()
     ):
         raise AuditError(f"lexicon {path} must map category names to lists of strings")
-    return {str(c): [w.encode() for w in ws] for c, ws in raw.items()}
+    words: dict[str, list[bytes]] = {}
+    for category, ws in raw.items():
+        try:
+            words[str(category)] = [w.encode() for w in ws]
+        except UnicodeEncodeError as e:  # a lone surrogate escape ("\ud800")
+            word = e.object if isinstance(e.object, str) else ""
+            raise AuditError(
+                f"lexicon {path}: the {category} word {word!r} holds a lone surrogate; "
+                "words are Unicode text"
+            ) from None
+    return words
 
 
 def engine_from_args(args: argparse.Namespace) -> Engine:
@@ -206,6 +218,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_BROKEN_PIPE
+    except OSError as e:  # a path the system refuses (too long, unreadable, no space)
+        where = f": {e.filename}" if e.filename is not None else ""
+        _say(f"{prog}: error: {e.strerror or e}{where}")
+        return 2
     except KeyboardInterrupt:
         _say(f"{prog}: interrupted")
         return EXIT_INTERRUPTED

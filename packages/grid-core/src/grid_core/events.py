@@ -60,6 +60,7 @@ The Python tracker scans each accepted token again, in Python, beside the guide.
 
 from __future__ import annotations
 
+import operator
 import weakref
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -559,7 +560,11 @@ class EventGuide:
 
     def events(self, since: int = 0) -> list[Event]:
         """The events determined by the accepted tokens, in stream order, from index
-        ``since`` (a consumer's count of events already read) on."""
+        ``since`` (a consumer's count of events already read) on; a negative index
+        is a ``ValueError`` (as the native guide's)."""
+        since = operator.index(since)
+        if since < 0:
+            raise ValueError(f"events from index {since}: an index is not negative")
         return self._history.track.event_list(since)
 
     @property

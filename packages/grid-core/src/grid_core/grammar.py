@@ -546,8 +546,9 @@ def load_grammar(text: str, name: str = "L1", start: str = "start") -> Grammar:
 
     Raises :class:`UndefinedSymbolError` for a rule or terminal used but not
     defined (a ``%declare``d terminal included: it has no pattern to lex with),
-    :class:`GrammarError` for a rule priority (an LALR(1) parser has no use for
-    it) and for any other problem lark reports.
+    :class:`GrammarError` for a start symbol no rule defines or that derives no
+    sentence, for a rule priority (an LALR(1) parser has no use for it) and for
+    any other problem lark reports.
     """
     if isinstance(text, GrammarText) and start == text.rules[0][0]:
         return text.ir(name)
@@ -592,6 +593,14 @@ def load_grammar(text: str, name: str = "L1", start: str = "start") -> Grammar:
         )
         for r in lark_rules
     )
+    if not any(r.origin == start for r in rules):
+        raise GrammarError(f"grammar {name!r}: no rule defines the start symbol {start!r}")
     grammar = Grammar(name, TerminalSet(terminals), rules, start)
     grammar.check_invariants()
+    try:
+        grammar.project(lambda _: True, name)  # the reduction finds a start that ends nowhere
+    except EmptyLanguageError:
+        raise GrammarError(
+            f"grammar {name!r}: the start symbol {start!r} derives no sentence"
+        ) from None
     return grammar

@@ -32,6 +32,8 @@ from __future__ import annotations
 import array
 import functools
 import itertools
+import json
+import operator
 import sys
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -386,7 +388,10 @@ class GridGuide:
         write_row(bitmask, row, self.mask().tobytes())
 
     def step_audit(self) -> tuple[int, str, int]:
-        """(configuration hash, mask entry id, blocked count) of the current step's mask."""
+        """(configuration hash, mask entry id, blocked count) of the current step's
+        mask. The reference answers even without audit (the parity tests read an
+        unaudited guide's fields); the native guide keeps none then and raises
+        :class:`GuideError`, as both do for :meth:`audit_log` and :meth:`seal`."""
         memo = self._audit_memo
         if memo is None or memo[0] is not self._step:
             audited, self.audited = self.audited, True
@@ -400,13 +405,20 @@ class GridGuide:
 
     def accept_token(self, token_id: int, kind: Kind = "sampled") -> None:
         """Accept one token. A token outside the mask raises :class:`GuideError`;
-        with audit on, the step's record is kept (EOS recorded as ``eos``)."""
+        with audit on, the step's record is kept (EOS recorded as ``eos``). Any
+        integer is taken as one (``numpy.int64`` from ``argmax`` included); a
+        ``kind`` other than sampled, forced or reserve is a ``ValueError``,
+        before anything else is checked (as the native guide's)."""
+        token_id = operator.index(token_id)
+        if kind not in ("sampled", "forced", "reserve"):
+            raise ValueError(
+                f"an audit kind is 'sampled', 'forced' or 'reserve', not {json.dumps(kind)}"
+            )
         vocab = self.engine.vocab
         if self.is_terminated():
             raise GuideError(self.steps, token_id, "the guide has already accepted EOS")
         if not 0 <= token_id < vocab.n_vocab:
             raise GuideError(self.steps, token_id, "outside the vocabulary")
-        assert kind in ("sampled", "forced", "reserve"), f"an accepted token's kind, not {kind!r}"
         if token_id in vocab.eos_ids:
             if not self.engine.lexer.eos_allowed(self.config):
                 raise GuideError(self.steps, token_id, "EOS before the output is a sentence")
@@ -466,7 +478,10 @@ class GridGuide:
         return b"".join(reversed(parts))
 
     def audit_log(self) -> AuditLog:
-        """The records of the steps so far, chained (unsealed)."""
+        """The records of the steps so far, chained (unsealed); a guide made
+        without audit has none (:class:`GuideError`)."""
+        if not self.audited:
+            raise GuideError(self.steps, None, "this guide does not audit its steps")
         records: list[Record] = []
         step: _Step | None = self._step
         while step is not None and step.previous is not None:

@@ -14,14 +14,18 @@ Contract (a *step* is one accepted token, EOS included):
   current configuration into one row of an int32 bitmask (bit ``i % 32`` of
   word ``i // 32`` is token ``i``; EOS ids iff EOS is legal); an empty mask
   at a viable prefix raises :class:`~grid_core.errors.MaskError`, after EOS
-  :class:`~grid_core.errors.GuideError`. ``bitmask``: a writable C-contiguous
-  int32 buffer shaped ``(n_words,)`` or ``(batch, n_words)`` (numpy,
-  ``array('i')``) or a CPU ``torch.int32`` tensor.
+  :class:`~grid_core.errors.GuideError`. ``bitmask``: a writable C-contiguous,
+  4-byte-aligned int32 buffer in this machine's byte order shaped
+  ``(n_words,)`` or ``(batch, n_words)`` (numpy, ``array('i')``; not uint32,
+  not ``>i4``) or a CPU ``torch.int32`` tensor (filled where its memory is
+  now, after ``Tensor.set_`` too).
 - ``mask_ids()``: the same mask as ascending token ids.
 - ``accept_token(token, kind="sampled")``: take one token of the mask; a
-  token outside it raises :class:`~grid_core.errors.GuideError` and changes
-  nothing. With audit on, the step's record is appended (``kind`` is
-  ``sampled``, ``forced`` or ``reserve``; EOS is always recorded as ``eos``).
+  token outside it (any integer, ``numpy.int64`` or beyond 64 bits) raises
+  :class:`~grid_core.errors.GuideError` and changes nothing. With audit on,
+  the step's record is appended (``kind`` is ``sampled``, ``forced`` or
+  ``reserve``, else ``ValueError`` before any other check; EOS is always
+  recorded as ``eos``).
 - ``accept_tokens(tokens, kind)``: accept in order, stopping at the first
   refused token (nothing of it is taken); returns how many were accepted.
 - ``validate_tokens(tokens)``: how many leading tokens would be accepted; the
@@ -33,7 +37,10 @@ Contract (a *step* is one accepted token, EOS included):
 - ``step_audit()``: the audit fields of the current step's mask
   ``(config_hash, mask_entry_id, blocked_count)``; ``audit_log()``: the
   records so far, unsealed; ``seal(stop_reason, mode)``: those records sealed
-  with the engine's fingerprints (DESIGN.md section 9).
+  with the engine's fingerprints (DESIGN.md section 9). A guide made with
+  ``audit=False`` has no log and no seal (:class:`~grid_core.errors.GuideError`);
+  its ``step_audit()`` answers on the Python guide only (the parity tests
+  read it), the native guide keeps no fields.
 - ``output()``: the bytes accepted so far (EOS excluded); ``config_key()``:
   a hashable key of the current configuration, equal keys meaning equal
   masks (what a row cache keys on).
@@ -48,6 +55,9 @@ wraps the guide.
 
 from __future__ import annotations
 
+import ctypes
+import operator
+import sys
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -137,7 +147,8 @@ def fill_rows(
     native = [g for g in guides if isinstance(g, kernels.KernelGuide)]
     if native and len(native) == len(guides):
         return kernels.fill_batch(native, bitmask, rows=rows, threads=threads)
-    targets = range(len(guides)) if rows is None else rows
+    targets = list(range(len(guides)) if rows is None else rows)
+    _check_rows(bitmask, targets)  # as the kernels' batch fill: before a row is written
     out: list[Exception | None] = []
     for guide, row in zip(guides, targets, strict=True):
         try:
@@ -149,11 +160,29 @@ def fill_rows(
     return out
 
 
+def _check_rows(bitmask: Any, rows: Sequence[int]) -> None:
+    """Refuse a batch whose rows are out of ``bitmask``'s range or repeated, as
+    ``grid_kernels.fill_next_token_bitmasks`` does, before any row is written."""
+    shape: tuple[int, ...] = tuple(
+        bitmask.shape if is_tensor(bitmask) else memoryview(bitmask).shape or ()
+    )
+    total = int(shape[0]) if len(shape) == 2 else 1
+    given: set[int] = set()
+    for r in rows:
+        if not 0 <= r < total:
+            raise ValueError(f"row {r} is out of range 0..{total} of the bitmask")
+        if r in given:
+            raise ValueError(f"row {r} is given to two sessions")
+        given.add(r)
+
+
 def write_row(bitmask: Any, row: int, words: bytes) -> None:
     """Copy one packed row (``n_words * 4`` bytes, little-endian words) into row
     ``row`` of a caller's bitmask (the Python guide's fill; checks as the
-    kernels' own: a writable C-contiguous int32 buffer or CPU ``torch.int32``
-    tensor, one or two dimensions, rows of ``n_words`` words)."""
+    kernels' own: a writable C-contiguous, 4-byte-aligned buffer of int32 in
+    this machine's byte order, or a CPU ``torch.int32`` tensor, one or two
+    dimensions, rows of ``n_words`` words)."""
+    row = operator.index(row)
     if is_tensor(bitmask):
         bitmask = tensor_view(bitmask)
     try:
@@ -165,10 +194,14 @@ def write_row(bitmask: Any, row: int, words: bytes) -> None:
     with view:
         if view.readonly:
             raise TypeError("the bitmask buffer is read-only")
-        if view.itemsize != 4 or view.format.lstrip("@=<") not in ("i", "I", "l", "L"):
+        native = "<" if sys.byteorder == "little" else ">"
+        code = view.format[1:] if view.format[:1] in ("@", "=", native) else view.format
+        if view.itemsize != 4 or code not in ("i", "l"):
             raise TypeError(f"the bitmask must be int32, not items of format {view.format!r}")
         if not view.c_contiguous:
             raise ValueError("the bitmask buffer must be C-contiguous")
+        if view.nbytes and ctypes.addressof(ctypes.c_char.from_buffer(view)) % 4:
+            raise ValueError("the bitmask buffer is not 4-byte aligned")
         n_words = len(words) // 4
         if view.ndim not in (1, 2):
             raise ValueError(

@@ -272,7 +272,9 @@ class EngineTables:
         :class:`SessionError` ``e`` the session (and its forks) raise, and a
         bitmask that is no buffer is filled through ``views(bitmask)`` (a
         buffer, or None to refuse it), the last view kept while the same
-        bitmask is passed again."""
+        bitmask is passed again with the same memory (a torch tensor's
+        ``data_ptr()``, shape and contiguity: one given new storage by
+        ``Tensor.set_`` is viewed anew)."""
     def event_tables(self, rule_codes: list[int], term_codes: list[int]) -> EventTables:
         """Which rules and terminals of this engine's grammar are parse events:
         per rule and per terminal an event code (an index into the caller's
@@ -407,8 +409,11 @@ class Session:
         word ``i // 32`` is token ``i`` (``GridGuide.mask``), the whole row
         overwritten, nothing else touched. ``bitmask`` is a writable,
         C-contiguous, 4-byte-aligned int32 buffer (numpy ``int32``,
-        ``array('i')``) shaped ``(n_words,)`` or ``(batch, n_words)``. A warm
-        fill holds the GIL (microseconds); one that must walk releases it."""
+        ``array('i')``) in this machine's byte order (``>i4`` is refused),
+        shaped ``(n_words,)`` or ``(batch, n_words)``. A row, like a token
+        id or a count, beyond 64 bits is out of range (``ValueError``), not
+        an ``OverflowError``. A warm fill holds the GIL (microseconds); one
+        that must walk releases it."""
     def rollback(self, n: int = 1) -> None:
         """Undo the last ``n`` accepted tokens."""
     def fork(self) -> Session:
@@ -433,7 +438,8 @@ class Session:
         """The current configuration: (LALR states bottom first, remainder)."""
     def events(self, since: int = 0) -> list[tuple[int, int, int, int]]:
         """The parse events determined so far, from index ``since`` on, each
-        ``(code, start, end, step)`` (``grid_core.events``); empty with events off."""
+        ``(code, start, end, step)`` (``grid_core.events``); empty with events
+        off. A negative ``since`` is a ``ValueError``."""
     @property
     def event_count(self) -> int | None:
         """How many parse events are determined so far (None: events off)."""

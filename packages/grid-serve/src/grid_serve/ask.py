@@ -389,12 +389,14 @@ def inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
             raise ServingError(f"--audit {args.audit} is a directory; name a file in it")
         if not args.audit.parent.is_dir():
             raise ServingError(f"no directory {args.audit.parent} for the audit log")
+        _writable(args.audit, "--audit")
     if args.events not in (None, "-"):
         events = Path(args.events)
         if events.is_dir():
             raise ServingError(f"--events {events} is a directory; name a file in it")
         if not events.parent.is_dir():
             raise ServingError(f"no directory {events.parent} for the events")
+        _writable(events, "--events")
     if args.from_first and args.covering:
         raise ServingError("--from-first and --covering are two languages: pick one")
     scoped = "--from-first" if args.from_first else "--covering" if args.covering else None
@@ -407,7 +409,7 @@ def inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
     db = args.db if args.db is not None else text2sql.example_database(tmp)
     schema = database_for(db).snapshot(db)  # SQLite, or a plug-in's (DuckDB)
     policy = PolicyBundle.load(args.policy, schema) if args.policy else example_policy(schema)
-    role = args.role or default_role(policy)
+    role = args.role if args.role is not None else default_role(policy)
     grants = policy.grants(role, schema)
     role_language(schema, policy, role)  # a role that cannot say anything fails here
     if scoped:
@@ -627,6 +629,20 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
     for log, path, label in zip(sealed, logs, ("audit", "audit (retry)"), strict=False):
         sys.stdout.write(f"{label}: {path} ({len(log.records)} records, sealed {log.seal_hash})\n")
     return code
+
+
+def _writable(path: Path, flag: str) -> None:
+    """Refuse ``path`` before anything runs if the file cannot be written there (a
+    statement that ran must not lose its audit log); a file this creates to find
+    out is removed again."""
+    existed = path.exists()
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as e:
+        raise ServingError(f"{flag} {path}: the file cannot be written ({e.strerror})") from None
+    if not existed:
+        path.unlink()
 
 
 def _events_stream(path: str | None) -> TextIO | None:

@@ -506,6 +506,14 @@ def load_examples(path: Path) -> list[Example]:
                 f'{path}:{number}: an example is {{"question": "...", "sql": "..."}}, '
                 "two non-empty strings"
             )
+        for key in ("question", "sql"):
+            try:
+                item[key].encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate ("\ud800"): no text at all
+                raise ServingError(
+                    f"{path}:{number}: the {key} holds a lone surrogate escape; "
+                    "examples are Unicode text"
+                ) from None
         out.append(Example(item["question"], item["sql"]))
     return out
 

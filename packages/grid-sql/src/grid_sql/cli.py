@@ -53,6 +53,7 @@ cached per process) shows its lookup time.
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 import time
 import unicodedata
@@ -75,6 +76,7 @@ from grid_sql.checker import (
     StatementTooDeepError,
     Violation,
 )
+from grid_sql.database import database_for
 from grid_sql.dialect import Dialect
 from grid_sql.dialects import available_dialects, get_dialect
 from grid_sql.lexicon import SchemaLexicon
@@ -124,7 +126,7 @@ def _inputs(args: argparse.Namespace) -> tuple[Dialect, SchemaSnapshot, PolicyBu
     if source is not None and args.policy is None:
         raise MissingPolicyError(str(source), "--db" if args.db is not None else "--schema")
     if args.db is not None:
-        schema = SchemaSnapshot.from_sqlite(args.db)
+        schema = database_for(args.db).snapshot(args.db)  # SQLite, or a plug-in's (DuckDB)
     elif args.schema is not None:
         schema = SchemaSnapshot.load(args.schema)
     else:
@@ -213,7 +215,7 @@ def format_violation(sql: bytes, v: Violation) -> str:
 
 def _check(args: argparse.Namespace) -> int:
     dialect, schema, policy = _inputs(args)
-    role = args.role or default_role(policy)
+    role = args.role if args.role is not None else default_role(policy)
     grants = policy.grants(role, schema)  # UnknownRoleError for a bad name
     tables = {t.name: t.column_names for t in schema.tables}
     checker = SemanticChecker(tables, policy.column_grants(schema), dialect=dialect)
@@ -323,7 +325,10 @@ class _Report:
 
 
 def _compile(args: argparse.Namespace) -> int:
-    report = _Report(sys.stdout, sys.stderr)
+    # The table is written when every artifact is built: an error (exit 2) leaves
+    # stdout empty. The status line on a terminal shows the progress meanwhile.
+    table = io.StringIO()
+    report = _Report(table, sys.stderr)
     dialect, schema, policy = _inputs(args)
     roles = args.role or list(policy.roles)
     grants = {role: policy.grants(role, schema) for role in roles}  # UnknownRoleError
@@ -368,4 +373,5 @@ def _compile(args: argparse.Namespace) -> int:
         detail = f"shortest statement: {shortest} tokens + EOS"
         report.line(f"{role} reserve", reserve_fingerprint(reserve), s, detail)
     report.out.write(f"total {time.perf_counter() - report.t0:.2f}s\n")
+    sys.stdout.write(table.getvalue())
     return 0

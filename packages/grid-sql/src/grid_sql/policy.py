@@ -85,7 +85,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, Literal, cast
 
-from grid_core.errors import PolicyError
+from grid_core.errors import LexiconError, PolicyError
 from grid_core.fingerprint import fingerprint
 from grid_sql.dialects import get_dialect
 from grid_sql.generation import PROFILES, Profile
@@ -388,6 +388,8 @@ class PolicyBundle:
         return out
 
     def _resolve(self, role: Role, schema: SchemaSnapshot) -> RoleGrants:
+        from grid_sql.lexicon import spellings  # the lexicon module imports this one
+
         base = ("roles", role.name)
 
         def error(path: tuple[str | int, ...], value: str | None, reason: str) -> PolicyFileError:
@@ -410,9 +412,18 @@ class PolicyBundle:
         unrestricted = set()
         for table in relations:
             grant: tuple[str, ...] | Literal["*"] = ALL
+            keyed: str | None = None  # the columns key that names this relation
             for written, cols in role.columns.items():
-                if schema.table(written) is table:
-                    grant = cols
+                if schema.table(written) is not table:
+                    continue
+                if keyed is not None:  # two grants of one relation: neither may win silently
+                    raise error(
+                        ("columns", written),
+                        None,
+                        f"columns.{keyed} and columns.{written} both name relation "
+                        f"{table.name!r}; give its columns once",
+                    )
+                grant, keyed = cols, written
             if grant == ALL:
                 columns[table.name] = table.column_names
                 unrestricted.add(table.name)
@@ -446,6 +457,10 @@ class PolicyBundle:
                     f"CTE name {cte!r} is the name of relation {clash!r}: a CTE_NAME word "
                     "stands in table positions without its WITH",
                 )
+            try:
+                spellings(cte, get_dialect(schema.dialect), "CTE_NAME")
+            except LexiconError as e:
+                raise error(("cte_names", i), cte, f"CTE name {cte!r}: {e.reason}") from None
         return RoleGrants(
             role.name,
             role.verbs,

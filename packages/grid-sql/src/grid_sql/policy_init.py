@@ -32,7 +32,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from grid_core.cli import one_line
 from grid_core.errors import PolicyError
+from grid_sql.database import database_for
 from grid_sql.limits import DEFAULT_LIMITS, LIMIT_KEYS
 from grid_sql.policy import DEFAULT_CTE_NAMES, ROLE_NAME, PolicyBundle
 from grid_sql.schema import SchemaSnapshot, ascii_lower
@@ -80,7 +82,8 @@ def starter_policy(schema: SchemaSnapshot, role: str = DEFAULT_STARTER_ROLE) -> 
     tables = ",\n".join(f"    {toml_string(t.name)}" for t in schema.tables)
     cte_line = "" if cte == DEFAULT_CTE_NAMES[0] else f"cte_names = [{toml_string(cte)}]\n"
     return (
-        f"# GRID policy for {schema.label}, written by `grid policy init` (docs/policy.md).\n"
+        f"# GRID policy for {one_line(schema.label)}, written by `grid policy init` "
+        "(docs/policy.md).\n"
         "version = 1\n"
         f"description = {toml_string(f'Starter policy for {schema.label}: one read-only role')}\n"
         "\n"
@@ -130,7 +133,8 @@ def policy_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
 
 def _init(args: argparse.Namespace) -> int:
     if args.db is not None:
-        schema, source, option = SchemaSnapshot.from_sqlite(args.db), args.db, "--db"
+        schema = database_for(args.db).snapshot(args.db)  # SQLite, or a plug-in's (DuckDB)
+        source, option = args.db, "--db"
     else:
         schema, source, option = SchemaSnapshot.load(args.schema), args.schema, "--schema"
     out = Path(args.out) if args.out not in (None, "-") else None

@@ -62,6 +62,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+from grid_core import strict_json
 from grid_core.errors import GridError
 from grid_core.fingerprint import fingerprint
 from grid_sql.dialect import IdentifierCase
@@ -255,9 +256,11 @@ class SchemaSnapshot:
     def from_json(cls, text: str, source: str = "<json>") -> SchemaSnapshot:
         """Read a snapshot from JSON text; raises :class:`SchemaError` naming ``source``."""
         try:
-            data = json.loads(text)
+            data = strict_json.loads(text)
         except json.JSONDecodeError as e:
             raise SchemaError(source, f"line {e.lineno}: {e.msg}") from None
+        except strict_json.DuplicateKeyError as e:
+            raise SchemaError(source, str(e)) from None
         return cls.from_dict(data, source)
 
     @classmethod

@@ -1,0 +1,188 @@
+"""The protocol's edges, alike on both guides: odd integers, odd buffers, audit off.
+
+Each case drives the Python guide (``GridGuide`` on an engine without kernels)
+and the native one (``Engine.guide()`` with them) the same way and asks for the
+same outcome: the same error class (and, for a refused token, the same text),
+or the same result. Found by a review that drove the two in lockstep
+(2026-12-06); each test fails on the side that was wrong then:
+
+- a big-endian int32 buffer was filled natively with swapped words;
+- a torch tensor pointed at new storage (``Tensor.set_``) was filled through
+  the old storage's view;
+- ``numpy.int64`` tokens broke the Python guide's seal;
+- an unaudited Python guide handed out an (empty) audit log and seal;
+- a bad ``kind`` was an ``assert`` in Python (nothing under ``-O``);
+- an int of 2**63 or more raised ``OverflowError`` natively;
+- a refused token's bytes were quoted unlike Python's ``repr``;
+- uint32 and unaligned buffers were filled by the Python guide only;
+- ``fill_rows`` over Python guides wrote rows before refusing a bad batch.
+"""
+
+from __future__ import annotations
+
+import array
+import os
+
+import pytest
+from toy import ANALYST, EOS, LEXICON, TOY, token
+
+from grid_core.errors import GuideError
+from grid_core.guide import Engine, GridGuide
+from grid_core.protocol import Guide, fill_rows
+
+np = pytest.importorskip("numpy")
+pytest.importorskip("grid_kernels._native")
+if os.environ.get("GRID_KERNELS") == "0":
+    pytest.skip("compares the native guide: GRID_KERNELS=0 is off", allow_module_level=True)
+
+NATIVE = Engine(ANALYST, TOY, LEXICON)
+PYTHON = Engine(ANALYST, TOY, LEXICON)
+PYTHON.kernel = None
+STATEMENT = [token(b"select"), token(b" *"), token(b" from"), token(b" emplo"), token(b"yees")]
+
+
+def both(audit: bool = True) -> list[Guide]:
+    guides = [GridGuide(PYTHON, audit=audit), NATIVE.guide(audit=audit)]
+    assert type(guides[1]).__name__ == "KernelGuide", "the kernels are loaded"
+    return guides
+
+
+def outcome(call: object) -> tuple[str, str]:
+    """(exception class name or "ok", its text or the result's repr)."""
+    try:
+        result = call()  # type: ignore[operator]
+    except Exception as e:  # the class is what is compared
+        return type(e).__name__, str(e)
+    return "ok", repr(result)
+
+
+def test_a_big_endian_buffer_is_refused() -> None:
+    for guide in both():
+        with pytest.raises(TypeError, match="int32"):
+            guide.fill_next_token_bitmask(np.zeros(PYTHON.n_words, ">i4"))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda n: np.zeros(n, np.uint32),
+        lambda n: array.array("I", [0]) * n,
+        lambda n: np.frombuffer(bytearray(4 * n + 1), np.int32, n, offset=1),
+    ],
+    ids=["uint32", "array-I", "unaligned"],
+)
+def test_buffers_the_kernels_refuse_the_python_guide_refuses(make: object) -> None:
+    n = PYTHON.n_words
+    kinds = {outcome(lambda g=g: g.fill_next_token_bitmask(make(n)))[0] for g in both()}  # type: ignore[operator]
+    assert len(kinds) == 1 and kinds != {"ok"}, kinds
+
+
+def test_a_torch_tensor_given_new_storage_is_filled_there() -> None:
+    """``Tensor.set_`` gives the same tensor object new memory (a batch that grew):
+    the native guide must not write through the view it kept of the old memory."""
+    torch = pytest.importorskip("torch")
+    n = PYTHON.n_words
+    expected = GridGuide(PYTHON).mask().tobytes()
+    for guide in both():
+        t = torch.zeros((1, n), dtype=torch.int32)
+        guide.fill_next_token_bitmask(t, 0)
+        old = t.untyped_storage()
+        kept = torch.empty(0, dtype=torch.int32).set_(old, 0, (1, n))
+        kept.zero_()
+        t.set_(torch.full((4, n), -7, dtype=torch.int32))
+        guide.fill_next_token_bitmask(t, 3)
+        guide.fill_next_token_bitmask(t, 0)
+        assert t[3].numpy().tobytes() == t[0].numpy().tobytes() == expected
+        assert (kept == 0).all(), "nothing was written into the old memory"
+        assert (t[1] == -7).all()
+
+
+def test_numpy_integer_tokens_are_tokens() -> None:
+    seals = []
+    for guide in both():
+        for t in STATEMENT:
+            guide.accept_token(np.int64(t))
+        guide.accept_token(np.int32(token(b";")))
+        guide.accept_token(np.intp(EOS))
+        log = guide.seal("eos", {"mode": "test"})
+        assert all(type(r.token) is int for r in log.records)
+        seals.append(log.lines())
+    assert seals[0] == seals[1]
+
+
+def test_an_unaudited_guide_has_no_audit_log() -> None:
+    """No log and no seal at any step. (``step_audit`` differs on purpose: the
+    Python reference answers it unaudited, for the parity tests.)"""
+    for guide in both(audit=False):
+        for step in range(2):
+            for call in (guide.audit_log, lambda g=guide: g.seal("x", {})):
+                with pytest.raises(GuideError, match="does not audit"):
+                    call()
+            guide.accept_token(STATEMENT[step])
+        guide.rollback(2)
+        with pytest.raises(GuideError, match="does not audit"):
+            guide.audit_log()
+
+
+def test_a_bad_kind_is_a_value_error_before_anything_else() -> None:
+    for guide in both():
+        for args in ((STATEMENT[0], "eos"), (10**9, "nope"), (STATEMENT[0], "")):
+            with pytest.raises(ValueError, match="an audit kind is 'sampled', 'forced' or"):
+                guide.accept_token(*args)
+        guide.accept_tokens([*STATEMENT, token(b";"), EOS])
+        with pytest.raises(ValueError, match="an audit kind"):
+            guide.accept_token(EOS, "eos")
+    messages = {outcome(lambda g=g: g.accept_token(STATEMENT[0], "eos")) for g in both()}
+    assert len(messages) == 1, messages
+
+
+def test_huge_integers_are_out_of_range_not_overflow() -> None:
+    for guide in both():
+        with pytest.raises(GuideError, match="outside the vocabulary"):
+            guide.accept_token(2**63)
+        with pytest.raises(GuideError, match="outside the vocabulary"):
+            guide.accept_token(-(2**70))
+        assert guide.accept_tokens([STATEMENT[0], 2**64]) == 1
+        assert guide.validate_tokens([STATEMENT[1], 2**63]) == 1
+        with pytest.raises(GuideError, match="cannot roll back"):
+            guide.rollback(2**64)
+        with pytest.raises(ValueError, match="out of range"):
+            guide.fill_next_token_bitmask(np.zeros((2, PYTHON.n_words), np.int32), 2**64)
+
+
+def test_a_refused_token_is_named_as_python_prints_its_bytes() -> None:
+    for spelling in (b"')", b"'", b"\"'", b"\\"):
+        if spelling not in TOY.token_bytes:
+            continue
+        t = TOY.token_bytes.index(spelling)
+        found = {outcome(lambda g=g, t=t: g.accept_token(t)) for g in both()}
+        assert len(found) == 1 and repr(spelling) in next(iter(found))[1], found
+
+
+def test_fill_rows_of_python_guides_refuses_a_bad_batch_before_writing() -> None:
+    n = PYTHON.n_words
+    for guides in ([GridGuide(PYTHON), GridGuide(PYTHON)], [NATIVE.guide(), NATIVE.guide()]):
+        batch = np.full((2, n), 7, dtype=np.int32)
+        with pytest.raises(ValueError, match="row 1 is given to two sessions"):
+            fill_rows(guides, batch, rows=[1, 1])
+        with pytest.raises(ValueError, match=r"row 2 is out of range 0\.\.2"):
+            fill_rows(guides, batch, rows=[0, 2])
+        with pytest.raises(ValueError, match="row -1 is out of range"):
+            fill_rows(guides, batch, rows=[-1, 0])
+        assert (batch == 7).all()
+
+
+def test_events_from_a_negative_index_are_refused() -> None:
+    from test_events import SPEC
+    from toy import CRUD
+
+    from grid_core.events import EventGuide, tracker
+
+    python_engine, native_engine = Engine(CRUD, TOY, LEXICON), Engine(CRUD, TOY, LEXICON)
+    python_engine.kernel = None
+    python = EventGuide(GridGuide(python_engine), tracker(python_engine, SPEC))
+    for guide in (python, native_engine.guide(events=SPEC)):
+        guide.accept_tokens(STATEMENT)
+        assert guide.events(2**64) == []
+        with pytest.raises(ValueError, match="not negative"):
+            guide.events(-1)
