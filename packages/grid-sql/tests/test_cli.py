@@ -220,6 +220,28 @@ def test_check_bad_input_is_one_line_and_exit_2(
     assert message in err
 
 
+def test_check_shows_a_catalog_name_with_a_newline_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A table named with a newline (or a terminal escape) came out raw: the header
+    and a violation split into two lines."""
+    schema = tmp_path / "s.json"
+    schema.write_text(
+        '{"format": "grid.schema/1", "dialect": "sqlite", "name": "n", "tables": '
+        '[{"name": "t\\nx\\u001b[2J", "columns": [{"name": "c", "type": "TEXT"}]}]}'
+    )
+    policy = _write(
+        tmp_path / "p.toml", 'version = 1\n[roles.r]\nverbs = ["SELECT"]\ntables = "*"\n'
+    )
+    code, lines, _ = grid(
+        ["check", "SELECT c FROM nope;", "--schema", str(schema), "--policy", policy], capsys
+    )
+    assert code == 1
+    assert lines[0] == "role r on n (sqlite; tables: t\\nx\\x1b[2J)"
+    assert lines[-1].endswith("no table named nope; tables: t\\nx\\x1b[2J")
+    assert len(lines) == 4
+
+
 @pytest.mark.parametrize(
     ("sql", "language", "checker"),
     [

@@ -128,6 +128,7 @@ def test_out_dash_prints_the_policy(tmp_path: Path, capsys: pytest.CaptureFixtur
         (["policy", "init", "--db", "{db}", "--role", "no spaces"], "role name 'no spaces'"),
         (["policy", "init", "--db", "{db}", "--out", "/nonexistent/dir/p.toml"], "cannot write"),
         (["policy", "init", "--db", "{empty}"], "has no tables or views"),
+        (["policy", "init", "--db", "{db}", "--out", ""], "--out names no file"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(

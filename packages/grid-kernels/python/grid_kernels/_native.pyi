@@ -412,8 +412,11 @@ class Session:
         ``array('i')``) in this machine's byte order (``>i4`` is refused),
         shaped ``(n_words,)`` or ``(batch, n_words)``. A row, like a token
         id or a count, beyond 64 bits is out of range (``ValueError``), not
-        an ``OverflowError``. A warm fill holds the GIL (microseconds); one
-        that must walk releases it."""
+        an ``OverflowError``. The buffer filled last is held (its export)
+        until another is filled: numpy cannot move or resize it meanwhile,
+        and a dtype or shape assigned to the same array in place between
+        fills is not seen (the rows are those of the first fill's shape). A
+        warm fill holds the GIL (microseconds); one that must walk releases it."""
     def rollback(self, n: int = 1) -> None:
         """Undo the last ``n`` accepted tokens."""
     def fork(self) -> Session:

@@ -62,7 +62,7 @@ from functools import partial
 from pathlib import Path
 from typing import TextIO, TypeVar
 
-from grid_core.cli import VOCABULARIES
+from grid_core.cli import VOCABULARIES, one_line
 from grid_core.fingerprint import fingerprint
 from grid_core.guide import Engine
 from grid_core.lexer import Lexer, Scanner
@@ -236,7 +236,10 @@ def _check(args: argparse.Namespace) -> int:
 
     out = sys.stdout
     granted = ", ".join(grants.tables)
-    out.write(f"role {role} on {schema.label} ({dialect.name}; tables: {granted})\n")
+    # Catalog names come from the database: a control character in one (a
+    # newline, a terminal escape) is shown escaped, as every line here is one line.
+    header = f"role {role} on {schema.label} ({dialect.name}; tables: {granted})"
+    out.write(f"{one_line(header)}\n")
     if leaves is None:
         out.write("language: in the role's language\n")
     elif leaves == len(data):
@@ -249,7 +252,7 @@ def _check(args: argparse.Namespace) -> int:
     elif violations:
         plural = "" if len(violations) == 1 else "s"
         out.write(f"checker: REFUSED ({len(violations)} violation{plural})\n")
-        out.writelines(f"  {format_violation(data, v)}\n" for v in violations)
+        out.writelines(f"  {one_line(format_violation(data, v))}\n" for v in violations)
     else:
         out.write("checker: accepted\n")
     return 0 if leaves is None and not violations and not unread else 1

@@ -132,6 +132,8 @@ def policy_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
 
 
 def _init(args: argparse.Namespace) -> int:
+    if args.out == "":  # Path("") is "."
+        raise PolicyError("--out names no file (give a path, or - for stdout)")
     if args.db is not None:
         schema = database_for(args.db).snapshot(args.db)  # SQLite, or a plug-in's (DuckDB)
         source, option = args.db, "--db"
