@@ -8,6 +8,7 @@ unreadable log, grammar or lexicon). Tested in process through
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -85,6 +86,26 @@ def test_verify_anchor(log_path: Path, log: AuditLog, capsys: pytest.CaptureFixt
     assert "INVALID at the seal: the seal's hash is not the anchored one" in (
         capsys.readouterr().out
     )
+
+
+def test_verify_anchor_in_upper_case(log_path: Path, log: AuditLog) -> None:
+    assert log.seal_hash is not None
+    assert cli.main(["audit", "verify", str(log_path), "--anchor", log.seal_hash.upper()]) == 0
+
+
+def test_verify_a_file_name_that_is_not_utf_8(
+    log_path: Path, log: AuditLog, tmp_path: Path
+) -> None:
+    """A valid log under a name whose bytes are not UTF-8, stdout strict UTF-8 (most
+    locales): VALID, the name escaped, not a traceback and exit 1."""
+    odd = os.fsencode(tmp_path) + b"/\xff.jsonl"
+    Path(os.fsdecode(odd)).write_bytes(log_path.read_bytes())
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8:strict"}
+    run = [sys.executable.encode(), b"-m", b"grid_core.cli", b"audit", b"verify", odd]
+    out = subprocess.run(run, capture_output=True, env=env, check=False)
+    assert (out.returncode, out.stderr) == (0, b""), out.stderr
+    n = len(log.records)
+    assert out.stdout.endswith(f"/\\udcff.jsonl: VALID: {n} records, sealed\n".encode())
 
 
 def test_verify_unreadable_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

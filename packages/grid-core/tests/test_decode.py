@@ -260,3 +260,27 @@ def test_temperature_sampling_decodes_into_l() -> None:
     for seed in range(5):
         gen = decode(GridGuide(ENGINE), logits, 30, Sampling(0.8, 50, 0.95), random.Random(seed))
         assert SPEC.in_language(gen.text) and len(gen.tokens) <= 30
+
+
+def test_mode_1_decodes_from_a_fresh_guide() -> None:
+    """A guide that holds steps would seal records the budget does not count: its
+    log would fail its own replay (found by a review)."""
+    for guide in (GridGuide(ENGINE), ENGINE.guide()):
+        guide.accept_token(token(b"select"))
+        with pytest.raises(GuideError, match="mode 1 decodes from a fresh guide"):
+            generate(guide, lambda ids, rng: ids[0], 30, random.Random(0))
+
+
+@pytest.mark.parametrize("pick", [None, "first"])
+def test_logits_narrower_than_the_vocabulary_are_refused_at_once(pick: str | None) -> None:
+    """A greedy pick over a row narrower than the vocabulary never scores the ids past
+    it (EOS among them): refused at the first sampled step, with or without a pick."""
+
+    def first(values: Any, row: Any) -> int | None:
+        return None
+
+    narrow = [0.0] * (TOY.n_vocab - 1)
+    with pytest.raises(GuideError, match=f"logits of length {TOY.n_vocab - 1} for"):
+        decode(ENGINE.guide(), lambda tokens: narrow, 30, pick=first if pick else None)
+    wide = [0.0] * (TOY.n_vocab + 7)  # models pad their embedding rows: wider is fine
+    assert decode(ENGINE.guide(), lambda tokens: [wide], 30).stop_reason in ("eos", "reserve")

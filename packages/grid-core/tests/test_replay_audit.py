@@ -353,6 +353,58 @@ def test_reserve_tail_replays_and_guards_sampled_steps() -> None:
         assert verdict.ok
 
 
+def test_a_reserve_tail_must_be_the_reserve_completion() -> None:
+    """The reserve's completion is the artifacts' (decode.py's write_completion):
+    a tail labelled reserve that spells another legal ending, or swaps one token
+    for an alias of the same bytes, does not replay (a review forged both)."""
+    records = list(RESERVE.audit.records)
+    first = min(i for i, r in enumerate(records) if r.kind == "reserve")
+    seal = RESERVE.audit.seal or {}
+    prefix = [r.token for r in records[:first]]
+    guide = GridGuide(ENGINE)
+    for t in prefix:
+        guide.accept_token(t)
+    written = b"".join(TOY.token_bytes[r.token] for r in records[first:-1])
+    padded = list(written.replace(b" ", b"  "))  # a longer legal ending, byte by byte
+    assert guide.validate_tokens(padded) == len(padded)
+    kinds = [r.kind for r in records[:first]] + ["reserve"] * len(padded) + ["eos"]
+    log = drive(ENGINE, [*prefix, *padded, EOS], kinds)
+    log.close("reserve", seal["fingerprints"], seal["mode"])
+    assert verify(log.lines()).ok
+    verdict = replay(log.lines(), ENGINE)
+    assert (verdict.stage, verdict.field) == ("replay", "token"), verdict
+    assert "is not the reserve's completion" in verdict.reason
+    by_bytes: dict[bytes, list[int]] = {}
+    for i, spelling in enumerate(TOY.token_bytes):
+        by_bytes.setdefault(spelling, []).append(i)
+    for j in range(first, len(records) - 1):
+        aliases = [t for t in by_bytes[TOY.token_bytes[records[j].token]] if t != records[j].token]
+        if aliases:  # the same bytes, the same configuration after it: only the id differs
+            forged = [*records[:j], edited(records[j], token=aliases[0]), *records[j + 1 :]]
+            verdict = replay(relog(forged, seal), ENGINE)
+            assert (verdict.first_bad_step, verdict.field) == (j, "token"), verdict
+            break
+    else:
+        pytest.fail("no reserve token of the tail has an alias in the toy vocabulary")
+
+
+def test_the_statement_in_the_seal_is_the_records_text() -> None:
+    """``grid ask`` seals ``statement``, the decoded text (or ``decoded_from_first``);
+    a reseal with another statement does not replay."""
+    from grid_core.audit import reseal
+
+    honest = gen(3)
+    text = honest.text.decode("utf-8", "replace")
+    flags = {"role": "r", "statement": text, "verdict": "accepted", "run": "ok: 1 rows"}
+    assert replay(reseal(honest.audit, flags).lines(), ENGINE).ok
+    seal = honest.audit.seal or {}
+    for changed in ({"statement": "delete from employees;"}, {"decoded_from_first": text + " "}):
+        mode = {**seal["mode"], **flags, **changed}
+        verdict = replay(relog(honest.audit.records, seal, mode=mode), ENGINE)
+        assert verdict.stage == "seal", verdict
+        assert "the statement in the seal is not the text of the records" in verdict.reason
+
+
 def test_chain_failure_is_reported_as_such() -> None:
     lines = SELECT_LOG.lines()
     verdict = replay([lines[0], lines[2], *lines[3:]], ENGINE)

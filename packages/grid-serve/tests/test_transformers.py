@@ -602,3 +602,38 @@ def test_masked_argmax_is_the_same_on_both_paths() -> None:
         wide = masked_argmax(torch.tensor(values, dtype=torch.float64), row)
         strided = masked_argmax(torch.tensor([[v, 0.0] for v in values])[:, 0], row)
         assert native == wide == strided, (case, ids, values)
+
+
+@pytest.mark.parametrize("bad", [math.inf, math.nan, 50.0])
+@pytest.mark.parametrize("two_d", [False, True], ids=["V", "1xV"])
+def test_exit_intent_takes_eos_whatever_else_the_row_holds(
+    lm: Any, engines: Any, bad: float, two_d: bool
+) -> None:
+    """Where EOS is legal and the model's top token is refused, EOS becomes the top
+    choice: also when that top logit is +inf or NaN (``max() + 1e4`` was inf or NaN,
+    which the samplers read as -inf) and for logits shaped (1, V) (an IndexError)."""
+    from grid_serve.transformers import ExitIntentLogits
+
+    guide = engines["analyst"].engine.guide()
+    for t in lm.tokenizer.encode("SELECT name FROM employees;", add_special_tokens=False):
+        guide.accept_token(t)
+    assert guide.eos_allowed()
+    refused = lm.tokenizer.encode(" salary", add_special_tokens=False)[0]
+    space = lm.tokenizer.encode(" ", add_special_tokens=False)[0]
+    assert guide.validate_tokens([refused]) == 0 and guide.validate_tokens([space]) == 1
+    row = torch.zeros(lm.model.config.vocab_size)
+    row[refused], row[space] = bad, 5.0
+    logits = row.unsqueeze(0) if two_d else row
+    out = ExitIntentLogits(lambda tokens: logits, guide)([])
+    assert out.shape == logits.shape
+    flat = out.reshape(-1)
+    eos = guide.engine.vocab.eos_ids[0]
+    assert torch.isfinite(flat[eos]) and int(flat.argmax()) == eos
+    assert flat[eos] - flat[space] >= 1e4
+
+
+def test_mode_2_rows_start_from_fresh_guides(engines: Any) -> None:
+    guide = engines["analyst"].engine.guide()
+    guide.accept_token(guide.mask_ids()[0])
+    with pytest.raises(ServingError, match="every row starts from a fresh guide"):
+        GridLogitsProcessor([guide])

@@ -218,8 +218,7 @@ def test_json_round_trip(tmp_path: Path) -> None:
             r"tables\[0\].name is not valid Unicode text: '\\ud800x'",
         ),
         (
-            '{"format": "grid.schema/1", "dialect": "sqlite", "dialect": "postgres", '
-            '"tables": []}',
+            '{"format": "grid.schema/1", "dialect": "sqlite", "dialect": "postgres", "tables": []}',
             "the key 'dialect' is given twice",
         ),
     ],

@@ -139,8 +139,14 @@ def audit_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
 
 def _verify(args: argparse.Namespace) -> int:
     verdict = verify_file(args.log, args.anchor)
-    print(f"{args.log}: {verdict}")
+    print(f"{_shown(args.log)}: {verdict}")
     return 0 if verdict.ok else 1
+
+
+def _shown(path: Path) -> str:
+    """A path as text any stdout can take: bytes that are not UTF-8 (argv's
+    surrogate escapes) shown as ``\\udcff``, control characters escaped."""
+    return one_line(str(path).encode("utf-8", "backslashreplace").decode("utf-8"))
 
 
 def _read_text(path: Path, what: str) -> str:
@@ -186,7 +192,7 @@ def engine_from_args(args: argparse.Namespace) -> Engine:
 
 def _replay(args: argparse.Namespace) -> int:
     verdict = replay_file(args.log, engine_from_args(args), args.anchor)
-    print(f"{args.log}: {verdict}")
+    print(f"{_shown(args.log)}: {verdict}")
     return 0 if verdict.ok else 1
 
 

@@ -168,6 +168,20 @@ class Sampling:
 GREEDY = Sampling(temperature=0.0)
 
 
+def _width(logits: Any) -> int:
+    """How many ids a row of logits scores: the last dimension of an array or
+    tensor (1-D or of shape (1, V)), else the length of the sequence (or of its
+    ``tolist()``)."""
+    shape = getattr(logits, "shape", None)
+    if shape is not None:
+        return int(shape[-1])
+    tolist = getattr(logits, "tolist", None)
+    values = tolist() if callable(tolist) else logits
+    if len(values) == 1 and isinstance(values[0], list | tuple):
+        return len(values[0])
+    return len(values)
+
+
 def _gather(logits: Any, ids: Sequence[int], step: int) -> list[float]:
     """The logits of ``ids`` from a sequence, a numpy array or a torch tensor."""
     tolist = getattr(logits, "tolist", None)
@@ -288,6 +302,8 @@ class _Loop:
             raise ValueError("safety and jump_forward must be non-negative")
         if not guide.audited:
             raise GuideError(guide.steps, None, "mode 1 audits every step: the guide must audit")
+        if guide.steps:  # the sealed log holds every record, the budget counts them
+            raise GuideError(guide.steps, None, "mode 1 decodes from a fresh guide")
         self.guide, self.budget = guide, budget
         self.safety, self.jump_forward = safety, jump_forward
         engine = guide.engine
@@ -415,9 +431,13 @@ def decode(
     """
     loop = _Loop(guide, budget, safety, jump_forward)
     draw = rng or random.Random(0)
+    n_vocab = guide.engine.vocab.n_vocab
 
     def choose(mask: StepMask) -> int:
         values = logits(tuple(loop.tokens))
+        width = _width(values)
+        if width < n_vocab:  # a greedy pick would never score the ids past it (EOS too)
+            raise GuideError(guide.steps, None, f"logits of length {width} for {n_vocab} ids")
         if finish is not None and finish(values):
             return FINISH
         if pick is not None:

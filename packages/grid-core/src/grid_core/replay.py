@@ -18,14 +18,19 @@ the same grammar, lexicon and vocabulary, it
    and a reserve step look the same to the mask), but it is checked where the
    artifacts decide it: ``eos`` exactly at an EOS token, ``forced`` only at a
    singleton mask, only ``reserve`` steps and EOS after a ``reserve`` step
-   (the reserve writes the end: the loop never samples again), and nothing
-   after EOS; when the seal's mode has ``jump_forward`` (decode.py's forced
-   spans), a singleton mask outside the reserve tail is ``forced`` unless the
-   ``jump_forward`` steps before it were all forced, and no forced span is
-   longer;
+   (the reserve writes the end: the loop never samples again), and that tail
+   is exactly the reserve's completion from the configuration where it
+   starts, then the vocabulary's first EOS id (``decode._Loop.write_completion``:
+   the artifacts decide it token by token); nothing after EOS; when the
+   seal's mode has ``jump_forward`` (decode.py's forced spans), a singleton
+   mask outside the reserve tail is ``forced`` unless the ``jump_forward``
+   steps before it were all forced, and no forced span is longer;
 4. checks the seal against the replay: a stop reason that claims EOS (``eos``,
-   ``reserve``) iff the last record is EOS, ``eos`` without reserve steps, and
-   the record count within ``mode.budget`` when the seal has one.
+   ``reserve``) iff the last record is EOS, ``eos`` without reserve steps, the
+   record count within ``mode.budget`` when the seal has one, and the
+   statement ``grid ask`` wrote (``mode.decoded_from_first``, else
+   ``mode.statement``) equal to the replayed tokens' text (UTF-8, errors
+   replaced).
 
 It reports the first step that differs and why. Replay re-derives what the
 artifacts decide; it cannot tell one legal generation from another (swap a
@@ -51,6 +56,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from grid_core.audit import GENESES, Kind, Record, read, read_lines
+from grid_core.decode import reserve_source
 from grid_core.guide import Engine, GridGuide
 
 Stage = Literal["chain", "artifacts", "replay", "seal"]
@@ -134,6 +140,7 @@ def replay(
     vocab = engine.vocab
     eos_ids = frozenset(vocab.eos_ids)
     head, in_reserve, forced_run = GENESES[log.schema], False, 0
+    tail: list[int] = []  # what the reserve writes from here, once it has begun
     jump = seal["mode"].get("jump_forward")
     for i, (rec, logged_hash) in enumerate(zip(log.records, log.hashes, strict=True)):
         diverges = partial(_diverges, i)
@@ -164,6 +171,12 @@ def replay(
             return diverges("kind", f"kind 'forced' at a mask of {len(ids)} tokens")
         if in_reserve and rec.kind not in ("reserve", "eos"):
             return diverges("kind", f"a {rec.kind} step after a reserve step")
+        if rec.kind == "reserve" and not in_reserve:
+            source = reserve_source(guide)  # type: ignore[arg-type]
+            tail = [*source.completion(source.start()), vocab.eos_ids[0]]
+        written = tail.pop(0) if (in_reserve or rec.kind == "reserve") and tail else None
+        if (in_reserve or rec.kind == "reserve") and rec.token != written:
+            return diverges("token", f"token {rec.token} is not the reserve's completion")
         if type(jump) is int and rec.kind in ("sampled", "forced"):
             # decode.py's jump-forward: a singleton mask is forced unless the
             # span already holds ``jump_forward`` forced steps.
@@ -198,6 +211,12 @@ def replay(
         return seal_bad(f"{n} records exceed the budget of {budget}")
     if seal["head_hash"] != head or seal["record_count"] != n:
         return seal_bad("the seal does not close the replayed chain")
+    mode = seal["mode"]
+    said = mode.get("decoded_from_first", mode.get("statement"))
+    if said is not None:
+        text = b"".join(vocab.token_bytes[r.token] for r in log.records if r.token not in eos_ids)
+        if said != text.decode("utf-8", "replace"):
+            return seal_bad("the statement in the seal is not the text of the records")
     return ReplayVerdict(True, n)
 
 

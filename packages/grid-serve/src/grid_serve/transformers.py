@@ -193,6 +193,8 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             raise ServingError("the guides of one batch must share one vocabulary")
         if not all(g.audited for g in guides):
             raise ServingError("every row is audited: build the guides with audit on")
+        if any(g.steps for g in guides):  # the seal's budget counts the row's every record
+            raise ServingError("every row starts from a fresh guide (no token accepted yet)")
         self.vocab = guides[0].engine.vocab
         self.vocab.check_byte_complete()  # warns: completeness (never soundness) is void
         self.budget = budget
@@ -531,6 +533,9 @@ class CausalLMLogits:
     sequence (a rollback) is recomputed from the prompt. Returns a 1-D float
     tensor of the logits width. ``calls``, ``forwarded`` and ``seconds`` count
     the model work; ``on_call(len(tokens))`` is told of every call (progress).
+    With ``n_vocab``, logits narrower than that many ids raise
+    :class:`~grid_core.errors.ServingError` (mode 2's check: a greedy decode
+    would never score the ids past the width, EOS among them).
     """
 
     def __init__(
@@ -538,6 +543,7 @@ class CausalLMLogits:
         model: Any,
         prompt_ids: Sequence[int],
         on_call: Callable[[int], None] | None = None,
+        n_vocab: int | None = None,
     ) -> None:
         if not prompt_ids:
             raise ServingError("a model prompt needs at least one token")
@@ -550,6 +556,7 @@ class CausalLMLogits:
         self._cache: Any = None
         self._logits: torch.Tensor | None = None
         self.on_call = on_call
+        self.n_vocab = n_vocab
         self.calls = 0
         self.forwarded = 0
         self.seconds = 0.0
@@ -569,6 +576,10 @@ class CausalLMLogits:
             out = self.model(input_ids=new, use_cache=True, **{self._cache_arg: self._cache})
         self._cache, self._ids = getattr(out, self._cache_arg), want
         self._logits = out.logits[0, -1].float()
+        if self.n_vocab is not None and self._logits.shape[-1] < self.n_vocab:
+            raise ServingError(
+                f"logits of width {self._logits.shape[-1]} for a vocabulary of {self.n_vocab} ids"
+            )
         self.calls += 1
         self.forwarded += len(want) - known
         self.seconds += time.perf_counter() - t0
@@ -653,7 +664,11 @@ class ExitIntentLogits:
             return logits
         self.exits += 1
         out = logits.clone()
-        out[list(guide.engine.vocab.eos_ids)] = out.max() + 1e4
+        row = out.reshape(-1)  # (V,) or (1, V): one row, a view of ``out``
+        finite = torch.isfinite(row)
+        high = float(row[finite].max()) if bool(finite.any()) else 0.0
+        row[~finite] = -math.inf  # a NaN or +inf elsewhere would outrank EOS
+        row[list(guide.engine.vocab.eos_ids)] = high + 1e4
         return out
 
 
@@ -754,7 +769,7 @@ def decode_with_model(
     ``decode_kwargs`` go to ``decode`` (``safety``, ``jump_forward``).
     """
     guide.engine.vocab.check_byte_complete()
-    logits = CausalLMLogits(model, prompt_ids, on_call)
+    logits = CausalLMLogits(model, prompt_ids, on_call, guide.engine.vocab.n_vocab)
     fn: Callable[[Sequence[int]], torch.Tensor] = logits
     if repetition_penalty != 1:
         fn = RepetitionPenaltyLogits(fn, repetition_penalty)
