@@ -637,3 +637,11 @@ def test_mode_2_rows_start_from_fresh_guides(engines: Any) -> None:
     guide.accept_token(guide.mask_ids()[0])
     with pytest.raises(ServingError, match="every row starts from a fresh guide"):
         GridLogitsProcessor([guide])
+
+
+@pytest.mark.parametrize("arg", ["eos_token_id", "pad_token_id", "attention_mask"])
+def test_constrained_generate_names_the_arguments_it_sets(lm: Any, engines: Any, arg: str) -> None:
+    """Passing one of them was a raw TypeError ("multiple values for keyword argument")."""
+    guide = engines["analyst"].engine.guide()
+    with pytest.raises(ServingError, match=f"constrained_generate sets {arg} itself"):
+        constrained_generate(lm.model, [guide], [[1, 2]], 8, **{arg: 0})

@@ -472,6 +472,19 @@ def _complete(guide: Guide) -> bool:
         return False
 
 
+#: The ``generate`` arguments :func:`constrained_generate` sets itself.
+_OWNED_GENERATE_ARGS = frozenset(
+    {
+        "input_ids",
+        "attention_mask",
+        "max_new_tokens",
+        "logits_processor",
+        "eos_token_id",
+        "pad_token_id",
+    }
+)
+
+
 def constrained_generate(
     model: Any,
     guides: Sequence[Guide],
@@ -498,6 +511,12 @@ def constrained_generate(
     """
     if len(guides) != len(prompts):
         raise ServingError(f"{len(guides)} guides for {len(prompts)} prompts")
+    owned = sorted(set(generate_kwargs) & _OWNED_GENERATE_ARGS)
+    if owned:  # a raw TypeError ("multiple values for keyword argument") otherwise
+        raise ServingError(
+            f"constrained_generate sets {', '.join(owned)} itself (the guides' EOS ids, "
+            "left padding, the budget, GRID's processor): leave them out"
+        )
     vocab = guides[0].engine.vocab
     pad = vocab.eos_ids[0]
     width = max(len(p) for p in prompts)
