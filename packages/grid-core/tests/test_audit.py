@@ -232,6 +232,15 @@ def test_honest_log_is_valid() -> None:
     assert str(anchored).endswith("anchor matches")
 
 
+def test_blank_lines_are_json_whitespace_only() -> None:
+    """Blank lines are skipped; a line of other Unicode whitespace (U+2028, NBSP,
+    U+001C) is a line a verifier in another language may not skip: refused."""
+    assert verify([LINES[0], "", " \t\r", *LINES[1:], "\n"]).ok
+    for odd in ("\u2028", "\u00a0", "\x1c"):
+        assert not verify([*LINES, odd]).ok, repr(odd)
+        assert not verify([LINES[0], odd, *LINES[1:]]).ok, repr(odd)
+
+
 def test_written_file_verifies(tmp_path: Path) -> None:
     path = tmp_path / "log.jsonl"
     LOG.write(path)

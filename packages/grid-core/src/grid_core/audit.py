@@ -541,7 +541,7 @@ def read(lines: Iterable[str], anchor: str | None = None) -> tuple[Verdict, Audi
         return Verdict(False, count, step, reason), log
 
     for n, line in enumerate(lines, start=1):
-        if not line.strip():
+        if not line.strip(" \t\r\n"):  # JSON's whitespace: blank in any language
             continue
         if seal_line is not None:
             return bad(None, f"line {n} follows the seal")
