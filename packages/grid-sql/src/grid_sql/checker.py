@@ -94,7 +94,13 @@ from grid_core.parser import Parser
 from grid_sql.call_rules import aggregate_placements, call_violations, unevaluated_nodes
 from grid_sql.dialect import Dialect, IdentifierCase
 from grid_sql.dialects import get_dialect
-from grid_sql.row_rules import compared_operands, resolved_operands, row_violations, row_width
+from grid_sql.row_rules import (
+    compared_operands,
+    resolved_operands,
+    row_values,
+    row_violations,
+    row_width,
+)
 from grid_sql.violations import AccessKind, Span, Violation, ViolationKind
 
 Tree = Any  # lark.Tree (lark is untyped)
@@ -1430,7 +1436,7 @@ class _Walker:
             a, b = todo.pop()
             pair = [getattr(a, "data", None), getattr(b, "data", None)]
             if pair == ["row_constructor", "row_constructor"]:
-                todo += zip(_row_values(a), _row_values(b), strict=False)
+                todo += zip(row_values(a), row_values(b), strict=False)
             elif pair == ["scalar_subquery", "scalar_subquery"]:
                 first, second = _trees(a)[0], _trees(b)[0]
                 self.paired[id(first)] = self.paired[id(second)] = None
@@ -1640,11 +1646,6 @@ class _Walker:
 
 
 _RESULT_TOKENS = frozenset({"STAR", "QUALIFIER", "AS", "ALIAS_NAME"})
-
-
-def _row_values(row: Tree) -> list[Tree | Token]:
-    """The values of a ``row_constructor``, in order."""
-    return [row.children[0], *row.children[1].children]
 
 
 def _width_words(n: int) -> tuple[str, str]:

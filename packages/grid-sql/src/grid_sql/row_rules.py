@@ -63,7 +63,7 @@ from grid_sql.violations import Violation, ViolationKind
 
 Tree = Any  # lark.Tree
 
-__all__ = ["compared_operands", "resolved_operands", "row_violations", "row_width"]
+__all__ = ["compared_operands", "resolved_operands", "row_values", "row_violations", "row_width"]
 
 _OPERATORS = ("equality_operator", "comparison_operator")
 _POSTFIX = frozenset({"LIKE", "GLOB", "ISNULL", "NOTNULL", "NULL"})
@@ -146,16 +146,16 @@ def _nested_compared(node: Tree) -> set[int]:
     if not _same_shape(*trees):
         return set()
     rows: set[int] = set()
-    todo = [c for t in trees for c in _elements(t)]
+    todo = [c for t in trees for c in row_values(t)]
     while todo:
         element = todo.pop()
         if _is_row(element):
             rows.add(id(element))
-            todo += _elements(element)
+            todo += row_values(element)
     return rows
 
 
-def _elements(row: Tree) -> list[Any]:
+def row_values(row: Tree) -> list[Any]:
     """The values of a ``row_constructor``, in order."""
     return [row.children[0], *row.children[1].children]
 
@@ -164,7 +164,7 @@ def _same_shape(left: Any, right: Any) -> bool:
     """Whether two rows hold rows at the same places, of the same widths (a
     subquery against a row: its width is the column counts' business)."""
     if _is_row(left) and _is_row(right):
-        pairs = zip(_elements(left), _elements(right), strict=False)
+        pairs = zip(row_values(left), row_values(right), strict=False)
         return row_width(left) == row_width(right) and all(_same_shape(a, b) for a, b in pairs)
     if _is_row(left) or _is_row(right):
         other = right if _is_row(left) else left
