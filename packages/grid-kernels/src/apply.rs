@@ -6,11 +6,55 @@
 //! admitted (grid-core's `Engine.pack`). Every logit whose bit is clear, and
 //! every column at or past `32 * words` (the padding of a logits row wider
 //! than the vocabulary), becomes negative infinity; admitted logits are left
-//! as they are, bit for bit. This is grid-serve's `apply_bitmask_` on CPU
-//! `float32` logits: one pass over the row, no unpacked copy of the mask.
+//! as they are, bit for bit, unless none of them is finite. Such a row (a
+//! caller's processor put -inf on every id the mask admits: transformers'
+//! `min_new_tokens` against an EOS-only mask, `forced_eos_token_id` against
+//! a mask that refuses EOS) would make a sampler's softmax undefined and a
+//! greedy pick a refused id, so its admitted logits all become 0.0: the
+//! choice is uniform over the mask, mode 1's rule (grid-core's `Sampling`).
+//! This is grid-serve's `apply_bitmask_` on CPU `float32` logits: one pass
+//! over the row, no unpacked copy of the mask, then a look at admitted
+//! logits that usually stops at the first.
 
-/// Mask `logits` (one row of `width` floats) with `words`, in place.
+/// Mask `logits` (one row of `width` floats) with `words`, in place; a row
+/// whose admitted logits hold no finite value gets 0.0 on each of them.
 pub fn apply_row(logits: &mut [f32], words: &[u32]) {
+    block_refused(logits, words);
+    if !admits_finite(logits, words) {
+        flatten_admitted(logits, words);
+    }
+}
+
+/// The admitted ids below `width`, in order.
+fn admitted(words: &[u32], width: usize) -> impl Iterator<Item = usize> + '_ {
+    words.iter().enumerate().flat_map(move |(at, &w)| {
+        let mut bits = w;
+        std::iter::from_fn(move || {
+            (bits != 0).then(|| {
+                let i = 32 * at + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                i
+            })
+        })
+        .take_while(move |&i| i < width)
+    })
+}
+
+/// Whether some admitted logit is finite.
+fn admits_finite(logits: &[f32], words: &[u32]) -> bool {
+    admitted(words, logits.len()).any(|i| logits[i].is_finite())
+}
+
+/// Every admitted logit becomes 0.0 (nothing when nothing is admitted).
+fn flatten_admitted(logits: &mut [f32], words: &[u32]) {
+    for i in admitted(words, logits.len()) {
+        logits[i] = 0.0;
+    }
+}
+
+/// Every logit whose bit is clear, and every column past the mask, becomes
+/// -inf; admitted logits are untouched.
+fn block_refused(logits: &mut [f32], words: &[u32]) {
     let covered = logits.len().min(32 * words.len());
     let (head, tail) = logits.split_at_mut(covered);
     let mut chunks = head.chunks_exact_mut(32);
@@ -285,10 +329,45 @@ mod tests {
     }
 
     #[test]
+    fn a_row_with_no_finite_admitted_logit_is_uniform_over_its_mask() {
+        let inf = f32::INFINITY;
+        // Every admitted logit -inf, +inf or NaN: each becomes 0.0, the rest -inf.
+        for admitted in [[-inf, -inf], [inf, -inf], [f32::NAN, -inf], [inf, f32::NAN]] {
+            let mut row = vec![1.0, admitted[0], 2.0, admitted[1], 3.0];
+            apply_row(&mut row, &[0b01010]);
+            assert_eq!(row, [-inf, 0.0, -inf, 0.0, -inf], "{admitted:?}");
+        }
+        // One finite admitted logit: the row is masked as always, bit for bit.
+        let mut row = vec![1.0, -inf, 2.0, 5.0, 3.0];
+        apply_row(&mut row, &[0b01010]);
+        assert_eq!(row, [-inf, -inf, -inf, 5.0, -inf]);
+        let mut row = vec![1.0, inf, f32::NAN, -inf, 3.0];
+        apply_row(&mut row, &[0b10110]);
+        assert!(row[1] == inf && row[2].is_nan() && row[4] == 3.0);
+        // Nothing admitted inside the row: all -inf, nothing to be uniform over.
+        let mut row = vec![1.0, 2.0];
+        apply_row(&mut row, &[0b100]);
+        assert_eq!(row, [-inf, -inf]);
+        // Admitted only past a full word, the first admitted finite far in.
+        let mut row: Vec<f32> = vec![-inf; 70];
+        row[69] = 4.0;
+        apply_row(&mut row, &[0, 1 << 3, 1 << 5 | 1 << 6]);
+        assert_eq!((row[35], row[69], row[70 - 2]), (-inf, 4.0, -inf));
+        let mut row: Vec<f32> = vec![-inf; 70];
+        apply_row(&mut row, &[0, 1 << 3, 1 << 5 | 1 << 6]);
+        let zeros: Vec<usize> = (0..70).filter(|&i| row[i] == 0.0).collect();
+        assert_eq!(
+            zeros,
+            [35, 69],
+            "bit 6 of word 2 is column 70, past the row"
+        );
+    }
+
+    #[test]
     fn admitted_values_are_untouched_and_rows_are_independent() {
         let mut logits = vec![f32::NAN, 1.5, -2.0, 7.0];
-        apply_rows(&mut logits, 2, &[0b01, 0b10], 1);
+        apply_rows(&mut logits, 2, &[0b11, 0b10], 1);
         assert!(logits[0].is_nan());
-        assert_eq!(&logits[1..], [f32::NEG_INFINITY, f32::NEG_INFINITY, 7.0]);
+        assert_eq!(&logits[1..], [1.5, f32::NEG_INFINITY, 7.0]);
     }
 }

@@ -74,9 +74,11 @@ pub use tables::{GrammarTables, Lexing, RawGrammar};
 pub use trie::{RawTrie, Trie, TrieNode};
 pub use walk::{CdEntry, WalkOutput};
 
-/// Version of the table and buffer layout shared with `grid_core`; a module
-/// reporting another version is refused rather than used.
-pub const ABI_VERSION: u32 = 10;
+/// Version of the table and buffer layout shared with `grid_core`, and of
+/// what the calls promise (11: a masked row with no finite admitted logit is
+/// uniform over its mask, as grid-serve's torch path); a module reporting
+/// another version is refused rather than used.
+pub const ABI_VERSION: u32 = 11;
 
 /// Whether the named planted fault is on: with feature `planted-faults`, when
 /// `GRID_PLANTED_FAULT` names it (grid-core's `tests/test_planted_faults.py`);

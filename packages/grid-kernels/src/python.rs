@@ -2189,7 +2189,8 @@ fn apply_in_place(
 /// writable, C-contiguous float32 buffer, or a CPU float32 contiguous
 /// `torch.Tensor` ([`Logits::of`]), shaped `(width,)` or `(batch, width)`;
 /// `bitmask`: a C-contiguous int32 buffer shaped `(n_words,)` or `(batch,
-/// n_words)`, with as many rows. Columns at or past `32 * n_words` are blocked.
+/// n_words)`, with as many rows. Columns at or past `32 * n_words` are blocked;
+/// a row whose admitted logits hold no finite value gets 0.0 on each of them.
 /// With `exit_token` and `exit_row` (a C-contiguous int32 buffer of `n_words`),
 /// each row first takes its exit intent (`crate::apply::exit_intent`): where
 /// its mask admits `exit_token` and refuses the row's own top token, its row of

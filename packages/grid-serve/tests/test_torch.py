@@ -77,15 +77,52 @@ def test_one_dimensional_logits() -> None:
     assert torch.isfinite(logits).nonzero().flatten().tolist() == [32]
 
 
+def masked_reference(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """The documented rule, row by row: refused columns -inf, admitted ones untouched,
+    unless no admitted logit is finite, when each admitted logit is 0.0."""
+    out = logits.clone().masked_fill_(~allowed, float("-inf"))
+    for row, admitted in zip(out, allowed, strict=True):
+        if not row.isfinite().any():
+            row[admitted] = 0.0
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_a_row_with_no_finite_admitted_logit_is_uniform_over_its_mask(
+    dtype: torch.dtype,
+) -> None:
+    """Another processor put -inf (or +inf, NaN) on every admitted id: the admitted
+    ids become 0.0 (a sampler's softmax is uniform over the mask, greedy takes the
+    lowest admitted id), on the kernels' path (float32) and the torch path alike;
+    a row with one finite admitted logit is masked as always."""
+    inf, nan = float("inf"), float("nan")
+    logits = torch.tensor(
+        [
+            [1.0, -inf, 2.0, -inf, 3.0],  # admitted 1 and 3, both -inf
+            [1.0, inf, 2.0, nan, 3.0],  # admitted 1 and 3, +inf and NaN
+            [1.0, -inf, 2.0, 4.0, 3.0],  # admitted 1 and 3, one finite
+            [-inf, -inf, -inf, -inf, -inf],  # nothing admitted
+        ]
+    ).to(dtype)
+    words = bitmask_tensor([pack([1, 3], 5)] * 3 + [pack([], 5)])
+    out = apply_bitmask_(logits, words)
+    assert out[0].tolist() == out[1].tolist() == [-inf, 0.0, -inf, 0.0, -inf]
+    assert out[2].tolist() == [-inf, -inf, -inf, 4.0, -inf]
+    assert out[3].tolist() == [-inf] * 5
+    probs = torch.softmax(out[:3].float(), dim=-1)
+    assert torch.multinomial(probs, 1).flatten().tolist()[:2] in ([1, 1], [1, 3], [3, 1], [3, 3])
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
 def test_the_native_apply_blocks_what_the_torch_unpack_blocks(
     dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """CPU float32 logits go through the kernels' one-pass apply (its calls that
     return are counted here), other dtypes through the torch unpack; both give
-    the torch unpack's -inf set,
-    admitted logits (NaN and inf included) untouched, for random rows and for
-    logits narrower and wider than the bitmask. Fails on any differing column."""
+    the documented result (:func:`masked_reference`): the torch unpack's -inf set,
+    admitted logits (NaN and inf included) untouched, and 0.0 on the admitted
+    ids of a row with no finite admitted logit, for random rows and for logits
+    narrower and wider than the bitmask. Fails on any differing column."""
     native = pytest.importorskip("grid_kernels")
     calls = []
     real = native.apply_token_bitmask
@@ -100,9 +137,13 @@ def test_the_native_apply_blocks_what_the_torch_unpack_blocks(
         )
         logits = torch.randn(3, width).to(dtype)
         logits[0, 0], logits[1, -1] = float("nan"), float("inf")
+        if rng.random() < 0.5:  # row 2's every logit non-finite, or all but one
+            logits[2] = rng.choice([float("-inf"), float("nan"), float("inf")])
+            if rng.random() < 0.5:
+                logits[2, rng.randrange(width)] = 1.0
         fast = apply_bitmask_(logits.clone(), words)
         allowed = unpack_bitmask(words, width)
-        expected = logits.clone().masked_fill_(~allowed, float("-inf"))
+        expected = masked_reference(logits, allowed)
         assert torch.equal(fast.isnan(), expected.isnan())
         assert torch.equal(fast.nan_to_num(0.5), expected.nan_to_num(0.5))
     assert len(calls) == (50 if dtype == torch.float32 else 0)

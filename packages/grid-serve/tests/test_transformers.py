@@ -645,3 +645,91 @@ def test_constrained_generate_names_the_arguments_it_sets(lm: Any, engines: Any,
     guide = engines["analyst"].engine.guide()
     with pytest.raises(ServingError, match=f"constrained_generate sets {arg} itself"):
         constrained_generate(lm.model, [guide], [[1, 2]], 8, **{arg: 0})
+
+
+@pytest.mark.parametrize("do_sample", [False, True], ids=["greedy", "sampled"])
+def test_a_processor_against_the_mask_leaves_no_row_without_a_choice(
+    lm: Any, engines: Any, schema: SchemaSnapshot, do_sample: bool
+) -> None:
+    """transformers' own processors can put -inf on every id GRID admits: ``min_new_tokens``
+    blocks EOS while a failed row's mask admits EOS only, ``forced_eos_token_id`` blocks
+    every id but EOS on the last step while the statement is incomplete. Such a row is
+    uniform over its mask: sampling raised for the whole batch, and greedy took id 0, a
+    token outside the mask, as the last token of a row that then read as healthy."""
+
+    class Saboteur(LogitsProcessor):  # row 0's first token is outside its mask: sticky failure
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def __call__(self, input_ids: Any, scores: Any) -> Any:
+            self.calls += 1
+            if self.calls == 1:
+                scores[0] = float("-inf")
+                scores[0, lm.vocab.n_vocab - 1] = 0.0
+            return scores
+
+    role = engines["analyst"]
+    ids = prompt(lm, role, schema, "List the names of all employees.")
+    torch.manual_seed(0)
+    (bad, good), _ = constrained_generate(
+        lm.model,
+        [role.engine.guide(), role.engine.guide()],
+        [ids, ids],
+        12,
+        after=[Saboteur()],
+        min_new_tokens=6,
+        do_sample=do_sample,
+    )
+    assert bad.stop_reason == "error" and good.error is None
+    assert language(role).is_viable_prefix(good.text), good.text
+    assert replay(good.audit.lines(), role.engine).ok
+    (out,), _ = constrained_generate(
+        lm.model, [role.engine.guide()], [ids], 5, forced_eos_token_id=lm.vocab.eos_ids[0],
+        do_sample=do_sample,
+    )  # fmt: skip
+    assert out.error is None and out.stop_reason == "truncated" and len(out.tokens) == 5
+    assert language(role).is_viable_prefix(out.text), out.text
+    assert replay(out.audit.lines(), role.engine).ok
+
+
+def test_rows_reordered_or_replaced_between_calls_are_refused(
+    lm: Any, engines: Any, schema: SchemaSnapshot
+) -> None:
+    """Beam search reorders rows, a second generate call replaces them: each would feed
+    one row's token to another row's guide. The processor checks every row's last
+    consumed column and refuses before it accepts a token of the call."""
+    engine = engines["analyst"].engine
+    width = lm.vocab.n_vocab
+
+    def fresh() -> tuple[GridLogitsProcessor, list[int]]:
+        processor = GridLogitsProcessor.for_engine(engine, 2)
+        processor(torch.tensor([[1, 2], [3, 4]]), torch.zeros((2, width)))
+        first = [processor.guides[i].mask_ids()[i] for i in range(2)]  # two different tokens
+        return processor, first
+
+    processor, (a, b) = fresh()
+    processor(torch.tensor([[1, 2, a], [3, 4, b]]), torch.zeros((2, width)))  # in order: fine
+    assert [g.steps for g in processor.guides] == [1, 1]
+    with pytest.raises(ServingError, match="row 0's last token changed"):  # beams swapped
+        processor(torch.tensor([[3, 4, b, a], [1, 2, a, a]]), torch.zeros((2, width)))
+    assert [g.steps for g in processor.guides] == [1, 1]  # nothing accepted
+    processor, (a, b) = fresh()
+    with pytest.raises(ServingError, match="row 1's last token changed"):  # a new call
+        processor(torch.tensor([[5, 2, a, 2], [5, 6, 7, 8]]), torch.zeros((2, width)))
+    with pytest.raises(ServingError, match="input_ids of width 1 after width 2"):
+        processor(torch.tensor([[2], [4]]), torch.zeros((2, width)))
+    # The work done ahead of the forward pass checks the same, and raises at the next call.
+    processor, (a, b) = fresh()
+    processor._prefetch(torch.tensor([[3, 4, b], [1, 2, a]]))
+    with pytest.raises(ServingError, match="row 0's last token changed"):
+        processor(torch.tensor([[3, 4, b], [1, 2, a]]), torch.zeros((2, width)))
+    # Beam search with one guide per beam row (the batch size matches): refused.
+    ids = prompt(lm, engines["analyst"], schema, "List the names of all employees.")
+    processor = GridLogitsProcessor.for_engine(engine, 2, budget=8)
+    attention = torch.ones((1, len(ids)), dtype=torch.long)
+    with pytest.raises(ServingError, match="rows were reordered"), torch.inference_mode():
+        lm.model.generate(
+            input_ids=torch.tensor([ids]), attention_mask=attention, max_new_tokens=8,
+            num_beams=2, logits_processor=[processor], do_sample=False,
+            eos_token_id=list(lm.vocab.eos_ids), pad_token_id=lm.vocab.eos_ids[0],
+        )  # fmt: skip

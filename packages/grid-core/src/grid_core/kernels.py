@@ -36,7 +36,7 @@ from grid_core.memo import ContentMemo
 from grid_core.protocol import accept_in_order, is_tensor, tensor_view
 from grid_core.reserve import INF, ReserveError, reserve_table
 
-ABI_VERSION = 10
+ABI_VERSION = 11
 
 
 class KernelsError(GridError):

@@ -471,7 +471,9 @@ def apply_token_bitmask(
     (the GIL released for a buffer): ``logits`` writable *logits* (module
     header) shaped ``(width,)`` or ``(batch, width)``, ``bitmask`` an int32 buffer
     shaped ``(n_words,)`` or ``(batch, n_words)`` with as many rows. Columns at
-    or past ``32 * n_words`` are blocked; admitted logits are left bit for bit.
+    or past ``32 * n_words`` are blocked; admitted logits are left bit for bit,
+    except in a row where none of them is finite (-inf, +inf or NaN): there each
+    becomes 0.0, a choice uniform over the mask (mode 1's rule).
 
     With ``exit_token`` and ``exit_row`` (an int32 buffer of ``n_words``), each
     row first takes its exit intent: where its mask admits ``exit_token`` and

@@ -66,7 +66,11 @@ def apply_bitmask_(logits: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
     returns ``logits``. Contiguous CPU ``float32`` logits with a CPU bitmask are
     masked by the kernels in one pass (``grid_kernels.apply_token_bitmask``,
     when installed); anything else by the unpack above, on the logits' device.
-    Both block exactly the same columns and leave admitted logits untouched.
+    Both block exactly the same columns and leave admitted logits untouched,
+    except in a row where no admitted logit is finite (another processor put
+    -inf on every id the mask admits): there each admitted logit becomes 0.0,
+    so the choice is uniform over the mask (mode 1's rule) and a sampler's
+    softmax stays defined. The mask stays hard either way.
     """
     native = kernels.load()
     if (
@@ -81,4 +85,7 @@ def apply_bitmask_(logits: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
         except native.LogitsError:  # logits they do not read: another device, dtype or layout
             pass
     allowed = unpack_bitmask(words.to(logits.device, non_blocking=True), logits.shape[-1])
-    return logits.masked_fill_(allowed.logical_not_(), float("-inf"))
+    logits.masked_fill_(allowed.logical_not(), float("-inf"))
+    # No host sync: a row with no finite logit left is flattened on the device.
+    none_finite = logits.isfinite().any(dim=-1, keepdim=True).logical_not_()
+    return logits.masked_fill_(allowed.logical_and_(none_finite), 0.0)

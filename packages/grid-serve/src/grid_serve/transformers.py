@@ -59,11 +59,18 @@ ends with the last step its guide accepted. A failed row's text is not a
 sentence of L and must not be used. Rows that ended normally also get the
 EOS-only mask (``generate`` pads them anyway). Errors that are not a row's
 (a batch of the wrong size, a logits row narrower than the vocabulary, a call
-after ``finish``) raise :class:`~grid_core.errors.ServingError`: they are
-set-up mistakes, raised before any row's state exists or after it is sealed.
+after ``finish``, rows reordered or replaced between calls) raise
+:class:`~grid_core.errors.ServingError`: they are set-up mistakes, raised
+before any row's state exists, after it is sealed, or before a token of the
+call is accepted.
 
 Not supported: beam search and any generation mode that reorders or forks rows
-between steps (``num_beams > 1``); use one processor per ``generate`` call.
+between steps (``num_beams > 1``), assisted generation, and a processor used
+for a second ``generate`` call; use one processor per ``generate`` call. Each
+call checks that every row's last consumed column of ``input_ids`` is still
+there, so a reorder or a new call that changes it is refused, not served with
+the wrong row's guide (a batch multiplied by beams is refused at the first
+call by its size).
 Pass ``eos_token_id=list(vocab.eos_ids)`` so that ``generate`` stops where GRID
 admits EOS (:func:`constrained_generate` does).
 
@@ -212,6 +219,9 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         ).numpy()
         self._seen: int | None = None  # columns of input_ids already consumed
         self._start = 0  # the prompt's width (input_ids' at the first call)
+        self._last: list[int] = []
+        """Each row's last consumed column of ``input_ids``: the next call's
+        ``input_ids`` must still hold it there (rows neither reordered nor replaced)."""
         self._device = ""  # the batch's device type, input_ids' and logits' (first call)
         native = kernels.load()
         self._applier = None
@@ -270,6 +280,7 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
                 )
             self._seen = self._start = input_ids.shape[1]
             self._device = input_ids.device.type
+            self._last = input_ids[:, -1].tolist()  # one sync on CUDA, before any step
             if self._device == "cuda":  # the rows' copy to the GPU is queued
                 self._bitmask = self._bitmask.pin_memory()
                 self._words = self._bitmask.numpy()
@@ -303,7 +314,7 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             return
         self._settle()
         width = input_ids.shape[1]
-        columns = input_ids[:, self._seen :]
+        columns = input_ids[:, self._check_width(width) :]
         new: list[list[int]] | torch.Tensor
         ready = None
         if self._device == "cpu":
@@ -344,15 +355,37 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             pending.result()
 
     def _catch_up(self, input_ids: torch.Tensor) -> None:
-        assert self._seen is not None
         ids = input_ids.numpy() if self._device == "cpu" else input_ids  # a view: no torch op
-        new = ids[:, self._seen :].tolist()
-        self._seen = input_ids.shape[1]
+        new = ids[:, self._check_width(input_ids.shape[1]) :].tolist()
         self._accept_new(new)
+        self._seen = input_ids.shape[1]
+
+    def _check_width(self, width: int) -> int:
+        """The first column to read of ``input_ids`` ``width`` wide: the last
+        one consumed (checked again by :meth:`_accept_new`), then the new ones."""
+        assert self._seen is not None
+        if width < self._seen:
+            raise ServingError(
+                f"input_ids of width {width} after width {self._seen}: a processor serves "
+                "one generate call (assisted generation is not supported)"
+            )
+        return self._seen - 1
 
     def _accept_new(self, new: list[list[int]]) -> None:
-        for row, tokens in zip(self._rows, new, strict=True):
-            for token in tokens:
+        """Accept each row's new tokens; ``new[i][0]`` is row i's last consumed
+        column, which must be unchanged (else a set-up mistake: nothing accepted)."""
+        moved = [
+            i for i, (old, now) in enumerate(zip(self._last, new, strict=True)) if old != now[0]
+        ]
+        if moved:
+            raise ServingError(
+                f"row {moved[0]}'s last token changed between calls: rows were reordered "
+                "(beam search) or replaced (a new generate call); a processor serves one "
+                "generate call without beams"
+            )
+        for i, (row, columns) in enumerate(zip(self._rows, new, strict=True)):
+            self._last[i] = columns[-1]
+            for token in columns[1:]:
                 if row.done:
                     break  # generate pads a finished row; its tokens are not the guide's
                 self._accept(row, int(token))
