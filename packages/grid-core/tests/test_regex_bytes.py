@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import re
+import warnings
 
 import pytest
 import regex
@@ -171,6 +172,20 @@ def test_lark_patterns_compile() -> None:
     assert not compile_pattern("LIT", literal).fullmatch(b"axbb")
 
 
+@pytest.mark.parametrize(
+    ("pattern", "text"),
+    [(r"--[^\n]*", b"-- a"), (r"[\[:a]+", b"[:"), (r"[&|~-]+", b"&|~-"), (r"a&&b|c\|\|", b"a&&b")],
+)
+def test_doubled_set_characters_outside_a_class_or_escaped_compile(
+    pattern: str, text: bytes
+) -> None:
+    """The refusal of classes Python warns about (``[[``, doubled ``-&~|`` inside
+    ``[...]``) leaves the same characters elsewhere alone, and warns nothing."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert compile_pattern("T", pattern).fullmatch(text)
+
+
 def test_byteset() -> None:
     assert byteset(b"ab") == 1 << 0x61 | 1 << 0x62
     assert byteset(range(256)) == ALL_BYTES
@@ -244,6 +259,12 @@ REJECTIONS: list[tuple[str, str, str]] = [
     ("char_above_ff_negated", r"[^\u0101]", "U+0101"),
     ("anchor_hidden_by_zero_repeat", r"a(?:\b){0}", "\\b"),
     ("syntax_error", r"(unclosed", "not a Python regular expression"),
+    ("posix_class", r"[[:alpha:]]+", "POSIX class"),
+    ("nested_set_negated", r"x[[^a]]", "Possible nested set"),
+    ("set_difference", r"[a-z--q]", "Possible set difference"),
+    ("set_intersection", r"[a&&b]", "Possible set intersection"),
+    ("set_union", r"[a||b]", "Possible set union"),
+    ("set_symmetric_difference", r"[a~~b]", "Possible set symmetric difference"),
     ("too_large", rf"[a-z]{{{MAX_NFA_STATES}}}", "NFA states"),
 ]
 

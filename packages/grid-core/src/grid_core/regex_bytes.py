@@ -30,7 +30,10 @@ Semantics (normative):
 - Rejected with a :class:`PatternError` naming the construct: anchors
   (``^ $ \\A \\Z \\b \\B``), lookarounds, backreferences, conditionals, atomic
   groups and possessive quantifiers (each changes or depends on more than the
-  language of its parts); a pattern whose language contains the empty string
+  language of its parts); a class Python warns may change meaning (a
+  ``FutureWarning``: ``[`` first in a class, as in the POSIX ``[[:alpha:]]``,
+  which Python reads as a class of ``[:alph`` followed by ``]``, or a doubled
+  ``-``, ``&``, ``~`` or ``|`` inside one); a pattern whose language contains the empty string
   (maximal-munch lexing would not progress); a pattern whose language over bytes
   is empty (``[^\\x00-\\xff]``: a terminal that can never match is a grammar
   bug); a pattern whose NFA exceeds :data:`MAX_NFA_STATES` (huge counted
@@ -62,6 +65,7 @@ import array
 import re
 import sys
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -308,9 +312,17 @@ def _program(terminal: str, pattern: str) -> _Program:
         program.max_width = written.sequence(program)
         return program
     try:
-        tree = _parser.parse(pattern)
+        tree = _parse(pattern)
     except re.error as exc:
         raise PatternError(terminal, pattern, f"not a Python regular expression: {exc}") from None
+    except FutureWarning as exc:
+        raise PatternError(
+            terminal,
+            pattern,
+            f"{exc}: Python reads this class otherwise than it may mean (a POSIX class such "
+            "as [[:alpha:]] is not supported; a '[' first in a class, or a doubled -, &, ~ "
+            "or | inside one, is reserved for nested sets): escape the character",
+        ) from None
     program = _Program(terminal, pattern, int(tree.getwidth()[1]))
     program.validate(tree)
     program.sequence(tree, tree.state.flags)
@@ -455,9 +467,26 @@ def parsed(text: str) -> Written:
     return Written(_W_LEAF, (_W_PARSED, text, _parsed(text)))
 
 
+#: Text in which ``re``'s parser may warn of a class whose meaning may change.
+_MAY_WARN = re.compile(r"\[\[|--|&&|~~|\|\|")
+_warn_lock = threading.Lock()
+
+
+def _parse(pattern: str) -> Any:
+    """``re``'s parse of ``pattern``; a class its parser warns about (a
+    ``FutureWarning``: a possible nested set or set operation) is raised as that
+    warning instead. Warnings are caught (global state) only for text that may
+    hold such a class, under a lock."""
+    if not _MAY_WARN.search(pattern):
+        return _parser.parse(pattern)
+    with _warn_lock, warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        return _parser.parse(pattern)
+
+
 @lru_cache(maxsize=64)
 def _parsed(text: str) -> Any:
-    tree = _parser.parse(text)
+    tree = _parse(text)
     _Program("", text, 0).validate(tree)
     return tree
 
