@@ -295,7 +295,7 @@ def test_engine_fields() -> None:
     shared = SharedCache(e.family)
     with_t2 = Engine(ANALYST, v, LEXICON, cache=shared)
     assert with_t2.shared is shared and with_t2.t1 is not None
-    with pytest.raises(AssertionError, match=r"^a shared cache serves one dialect family$"):
+    with pytest.raises(ValueError, match=r"^a shared cache serves one walk family"):
         Engine(ANALYST, v, LEXICON, cache=SharedCache("another family"))
     # 1,024 tokens are exactly 32 words (not 33, nor 1,055 // 33 = 31).
     words = [bytes([i]) for i in range(256)] + [b"x" * k for k in range(2, 769)] + [b""]

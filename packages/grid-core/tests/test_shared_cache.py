@@ -51,6 +51,7 @@ import shared_replica
 from redis_server import RedisServer, running_redis
 
 from grid_core import shared_cache
+from grid_core.cache import SharedCache
 from grid_core.guide import Engine, GridGuide
 from grid_core.shared_cache import SharedCacheConfig, SharedCacheError
 
@@ -604,3 +605,48 @@ def test_the_walkers_lock_lives_lock_ms_at_most(
     assert reply is not None and reply.startswith(b":"), reply
     assert 0 < int(reply[1:]) <= lock_ms  # -1 would be a lock without a TTL
     assert tier_of(url).metrics()["errors"] == 1  # the refused DEL
+
+
+# ------------------------------------------------------------------ families
+
+# Two grammars over the same terminals (one union DFA), lexed differently: the
+# blank is ignored in one and a token in the other; NAME outranks KW in the third.
+IGNORING = 'start: A B\nA: "a"\nB: "b"\nWS: " "\n%ignore WS\n'
+BLANK_TOKEN = 'start: A B | A B WS\nA: "a"\nB: "b"\nWS: " "\n'
+KEYWORD_FIRST = 'start: (KW | NAME)+\nKW: "if"\nNAME: /[a-z]+/\n'
+NAME_FIRST = 'start: (KW | NAME)+\nKW: "if"\nNAME.5: /[a-z]+/\n'
+
+
+def test_grammars_that_lex_differently_are_different_walk_families(
+    redis: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Walks are shared on Redis by family. Grammars with one DFA and trie whose
+    ignored terminals or pick order differ walk differently under the same keys:
+    the second served the first's mask (a blank it then refused, or a blank it
+    admits lost), when the family named only the DFA and the trie."""
+    from grid_core.compile import compile_grammar
+    from grid_core.trie import build_trie
+    from grid_core.vocab import Vocabulary
+
+    spellings = [bytes([i]) for i in range(256)] + [b" b", b"ab", b"if", b" if", b""]
+    eos = len(spellings) - 1
+    vocab = Vocabulary.from_spellings("v", spellings, frozenset({eos}), (eos,))
+    trie = build_trie(vocab)
+
+    def first_mask(text: str) -> list[bytes]:
+        guide = compile_grammar(text, vocab, trie=trie).guide(audit=False)
+        return [vocab.token_bytes[i] for i in guide.mask_ids()]
+
+    pairs = ((IGNORING, BLANK_TOKEN), (BLANK_TOKEN, IGNORING), (KEYWORD_FIRST, NAME_FIRST))
+    for one, other in pairs:
+        monkeypatch.delenv(shared_cache.URL_ENV, raising=False)
+        monkeypatch.delenv(shared_cache.KEY_ENV, raising=False)
+        local = first_mask(other)
+        use_tier(monkeypatch, redis.url + "?wait_ms=0")
+        redis.command("FLUSHALL")
+        first_mask(one)  # publishes its walks
+        assert first_mask(other) == local
+        a, b = compile_grammar(one, vocab, trie=trie), compile_grammar(other, vocab, trie=trie)
+        assert a.dfa.fingerprint == b.dfa.fingerprint and a.family != b.family
+        with pytest.raises(ValueError, match="a shared cache serves one walk family"):
+            Engine(b.grammar, vocab, dfa=b.dfa, trie=trie, cache=SharedCache(a.family))

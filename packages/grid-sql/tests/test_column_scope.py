@@ -54,9 +54,8 @@ from grid_core.vocab import Vocabulary, cl100k
 from grid_sql.checker import SemanticChecker
 from grid_sql.column_scope import ScopedEngines, ScopedGuide, scoped_engines, spell_columns
 from grid_sql.dialects import POSTGRES, SQLITE
-from grid_sql.from_first import FROM_FIRST, to_from_first, to_select_first
+from grid_sql.from_first import to_from_first, to_select_first
 from grid_sql.policy import RoleGrants
-from grid_sql.projection import dialect_dfa
 from grid_sql.schema import Column, SchemaSnapshot, Table
 from grid_sql.violations import STATEMENT_RULES
 
@@ -120,7 +119,7 @@ def engines(db: str, cache_on: bool = True) -> ScopedEngines:
     vocab, trie = world()
     shared: bool | SharedCache = False
     if cache_on:
-        shared = SharedCache(f"{dialect_dfa(FROM_FIRST['sqlite']).fingerprint}:{trie.fingerprint}")
+        shared = SharedCache()
     return scoped_engines(SQLITE, schema(db), grants(db), vocab, trie=trie, cache=shared)
 
 

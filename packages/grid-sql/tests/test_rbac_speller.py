@@ -56,7 +56,7 @@ RESULTS = Path(__file__).resolve().parents[3] / "bench" / "results" / "rbac_spel
 def world() -> tuple[Vocabulary, TokenTrie, TokenIndex, SharedCache, SchemaSnapshot, PolicyBundle]:
     vocab = qwen()
     trie = build_trie(vocab)
-    shared = SharedCache(f"{dialect_dfa(SQLITE).fingerprint}:{trie.fingerprint}")
+    shared = SharedCache()
     schema = example_schema()
     return vocab, trie, TokenIndex.build(vocab), shared, schema, example_policy(schema)
 

@@ -254,16 +254,33 @@ class MaskTable:
 
 
 class SharedCache:
-    """T2: shared by the engines of one dialect family (same DFA and trie).
+    """T2: shared by the engines of one walk family (:func:`grid_core.guide.family_of`:
+    the same union DFA, ignored terminals, pick order and trie, all a generic walk reads).
 
-    ``namespace`` is part of every key; ``rollover()`` starts a new one when a
-    grammar is superseded, so nothing published before is consulted again.
+    ``family`` names it; None takes the family of the first engine built with
+    it (:meth:`bind`). ``namespace`` is part of every key; ``rollover()``
+    starts a new one when a grammar is superseded, so nothing published before
+    is consulted again.
     """
 
-    def __init__(self, family: str) -> None:
+    def __init__(self, family: str | None = None) -> None:
         self.family = family
         self.namespace = 0
         self.table = MaskTable()
+        self._lock = threading.Lock()
+
+    def bind(self, family: str) -> None:
+        """Check that an engine of ``family`` may use this cache (the first one
+        names it when none was given); raises ValueError for another family,
+        whose walks may differ under the same keys."""
+        with self._lock:
+            if self.family is None:
+                self.family = family
+        if self.family != family:
+            raise ValueError(
+                f"a shared cache serves one walk family: this cache's is {self.family}, "
+                f"the engine's {family} (another DFA, ignored set, pick order or trie)"
+            )
 
     def rollover(self) -> int:
         self.namespace += 1

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import array
 import functools
+import hashlib
 import itertools
 import json
 import operator
@@ -88,6 +89,20 @@ class MaskResult:
         return tuple(itertools.chain.from_iterable(self.cd_parts))
 
 
+def family_of(grammar: Grammar, dfa: ByteDFA, trie: TokenTrie) -> str:
+    """The walk family of an engine over these artifacts. A walk at a generic
+    position (no lexicon category allowed or ignored) reads the union DFA, the
+    ignored terminals, the pick order among a lexeme's candidates and the trie,
+    and nothing else of the engine; so engines of one family may share those
+    walks under the same keys (T2, the tier on Redis). Two grammars with one
+    DFA whose ``%ignore`` or terminal priorities differ are two families: their
+    walks differ where a blank is ignored in one and a token in the other, or
+    where a lexeme is picked as another terminal."""
+    lexing = f"{sorted(grammar.ignored)}|{list(grammar.pick_order)}".encode()
+    digest = hashlib.blake2b(lexing, digest_size=8).hexdigest()
+    return f"{dfa.fingerprint}:{digest}:{trie.fingerprint}"
+
+
 class Engine:
     """Shared, immutable artifacts for one (grammar, lexicon, vocabulary), and their caches.
 
@@ -123,13 +138,14 @@ class Engine:
         self.t1 = MaskTable() if cache is not False else None
         self.shared = cache if isinstance(cache, SharedCache) else None
         if self.shared is not None:
-            assert self.shared.family == self.family, "a shared cache serves one dialect family"
+            self.shared.bind(self.family)
         self.kernel = kernels.engine_tables(self)
 
-    @property
+    @functools.cached_property
     def family(self) -> str:
-        """The dialect family: engines with the same terminals, DFA and trie share T2."""
-        return f"{self.dfa.fingerprint}:{self.trie.fingerprint}"
+        """The walk family (:func:`family_of`): engines of one family share T2
+        and the shared tier on Redis."""
+        return family_of(self.grammar, self.dfa, self.trie)
 
     def fingerprints(self) -> dict[str, str]:
         return {

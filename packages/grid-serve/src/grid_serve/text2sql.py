@@ -235,7 +235,7 @@ class RoleEngines:
         if self.trie is None:
             self.trie = build_trie(self.vocab)
         if self._shared is None:
-            self._shared = SharedCache(f"{dfa.fingerprint}:{self.trie.fingerprint}")
+            self._shared = SharedCache()  # the family of the first engine (the dialect's)
         return Engine(grammar, self.vocab, lexicon, dfa=dfa, trie=self.trie, cache=self._shared)
 
     def retry_engine(

@@ -67,7 +67,7 @@ def run(count: int, seed: int, budget: int, out: Path) -> int:
     policy = example_policy(schema)
     vocab = cl100k()
     trie, dfa = build_trie(vocab), dialect_dfa(SQLITE)
-    shared = SharedCache(f"{dfa.fingerprint}:{trie.fingerprint}")
+    shared = SharedCache()  # the family of the first engine (the dialect's)
     print(
         f"dialect sqlite, policy {len(policy.roles)} roles, vocabulary {vocab.name} "
         f"({vocab.n_vocab} ids), loaded in {time.perf_counter() - t0:.1f}s"

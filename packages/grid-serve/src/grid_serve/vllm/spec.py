@@ -61,7 +61,7 @@ from grid_core.cache import SharedCache
 from grid_core.compile import compile_grammar
 from grid_core.errors import ServingError
 from grid_core.fingerprint import fingerprint
-from grid_core.guide import Engine
+from grid_core.guide import Engine, family_of
 from grid_core.jsonschema import (
     choice_grammar,
     json_object_grammar,
@@ -270,7 +270,7 @@ class EngineCompiler:
             role.generation, projection.grammar, dfa, lexicon.words, spec.role
         )
         trie = self.trie
-        family = f"{dfa.fingerprint}:{trie.fingerprint}"
+        family = family_of(grammar, dfa, trie)
         with self._lock:
             shared = self._shared.setdefault(family, SharedCache(family))
         return Engine(grammar, self.vocab, words, dfa=dfa, trie=trie, cache=shared)
