@@ -152,7 +152,7 @@ def _release() -> Iterator[None]:
 def family(name: str) -> Family:
     vocab = VOCABS[name]()
     trie, dfa = build_trie(vocab), dialect_dfa(SQLITE)
-    shared = SharedCache(f"{dfa.fingerprint}:{trie.fingerprint}")
+    shared = SharedCache()
     engines, labels = [], []
     for schema in (example_schema(), SchemaSnapshot.from_sqlite_ddl(OTHER_SCHEMA, "company_b")):
         policy = example_policy(schema)

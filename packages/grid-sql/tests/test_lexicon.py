@@ -157,6 +157,22 @@ def test_cte_name_spelling_a_relation_is_an_error() -> None:
     assert info.value.category == "CTE_NAME"
 
 
+@pytest.mark.parametrize(
+    ("dialect", "cte"),
+    [(SQLITE, "sqlite_master"), (SQLITE, "SQLite_Schema"), (SQLITE, "pragma_table_list"),
+     (POSTGRES, "pg_stats"), (POSTGRES, "PG_ROLES")],
+)  # fmt: skip
+def test_cte_name_of_the_catalogs_own_relations_is_an_error(dialect: Dialect, cte: str) -> None:
+    """A CTE name stands where a table goes without its WITH: ``SELECT * FROM
+    sqlite_master`` read the DDL of every table, ungranted ones too, when a role's
+    ``cte_names`` held it (no snapshot lists the catalog's own relations)."""
+    schema = SchemaSnapshot(dialect.name, (Table("t", (Column("a"),)),))
+    with pytest.raises(LexiconError, match="catalog's own relations") as info:
+        SchemaLexicon.build(dialect, schema, full_grants(schema, ("recent", cte)))
+    assert info.value.category == "CTE_NAME"
+    SchemaLexicon.build(dialect, schema, full_grants(schema, ("recent", "my_" + cte)))
+
+
 def test_mismatches() -> None:
     schema = example_schema()
     with pytest.raises(SchemaError, match="sqlite snapshot cannot feed a postgres lexicon"):

@@ -461,6 +461,32 @@ def test_a_relation_named_cte_moves_the_default_cte_name(tmp_path: Path) -> None
         listed.grants("r", schema)
 
 
+@pytest.mark.parametrize(
+    ("body", "line", "message"),
+    [
+        ('tables = ["employees", "Employees"]', 5, "'Employees' names relation 'employees' again"),
+        ('tables = ["employees"]\ncolumns.employees = ["id", "ID"]', 6,
+         "'ID' names column 'id' again"),
+        ('tables = ["employees"]\ncte_names = ["recent", "RECENT"]', 6,
+         "'RECENT' is 'recent' again"),
+        ('tables = ["employees"]\ncte_names = ["sqlite_master"]', 6,
+         "starts with 'sqlite_', as the sqlite catalog's own relations do"),
+        ('tables = ["employees"]\ncte_names = ["Pragma_Table_List"]', 6, "starts with 'pragma_'"),
+    ],
+)  # fmt: skip
+def test_a_name_given_twice_or_reaching_the_catalog_is_an_error_at_its_line(
+    body: str, line: int, message: str
+) -> None:
+    """Duplicate verbs were errors while a table, column or CTE name given twice (in
+    two cases) passed; a CTE name the database resolves to its own catalog let the
+    mask admit ``SELECT * FROM sqlite_master``."""
+    text = f'version = 1\n\n[roles.r]\nverbs = ["SELECT"]\n{body}\n'
+    policy = PolicyBundle.loads(text, "p.toml")
+    with pytest.raises(PolicyReferenceError, match=message) as info:
+        policy.grants("r", example_schema())
+    assert f"p.toml:{line}:" in str(info.value)
+
+
 def test_all_tables_of_a_schema_without_relations_is_an_error(tmp_path: Path) -> None:
     import sqlite3
 
@@ -470,3 +496,11 @@ def test_all_tables_of_a_schema_without_relations_is_an_error(tmp_path: Path) ->
     policy = PolicyBundle.loads('version = 1\n[roles.r]\nverbs = ["SELECT"]\ntables = "*"\n')
     with pytest.raises(PolicyReferenceError, match=r"roles\.r\.tables: .* has no relation"):
         policy.grants("r", schema)
+
+
+def test_a_policy_file_with_a_byte_order_mark_loads(tmp_path: Path) -> None:
+    """Some editors start a UTF-8 file with a BOM; tomllib read it as "Invalid
+    statement (at line 1, column 1)"."""
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b'\xef\xbb\xbfversion = 1\n[roles.r]\nverbs = ["SELECT"]\ntables = "*"\n')
+    assert PolicyBundle.load(path).roles["r"].verbs == frozenset({"SELECT"})

@@ -93,6 +93,19 @@ def test_from_sqlite_errors(tmp_path: Path) -> None:
         SchemaSnapshot.from_sqlite(junk)
     with pytest.raises(SchemaError, match="syntax error"):
         SchemaSnapshot.from_sqlite_ddl("CREATE TABLE (;", "broken")
+    # A relation whose name is not UTF-8 (a UnicodeDecodeError traceback before).
+    odd = tmp_path / "odd.sqlite"
+    con = sqlite3.connect(odd)
+    con.execute("CREATE TABLE t (x INT)")
+    con.execute("PRAGMA writable_schema = ON")
+    con.execute(
+        "UPDATE sqlite_master SET name = CAST(X'61FF62' AS TEXT), "
+        "sql = 'CREATE TABLE \"' || CAST(X'61FF62' AS TEXT) || '\" (x INT)'"
+    )
+    con.commit()
+    con.close()
+    with pytest.raises(SchemaError, match="name is not UTF-8"):
+        SchemaSnapshot.from_sqlite(odd)
 
 
 @pytest.mark.skipif(
@@ -220,6 +233,15 @@ def test_json_round_trip(tmp_path: Path) -> None:
         (
             '{"format": "grid.schema/1", "dialect": "sqlite", "dialect": "postgres", "tables": []}',
             "the key 'dialect' is given twice",
+        ),
+        (  # a ValueError from int(): a traceback before
+            '{"format": "grid.schema/1", "dialect": "sqlite", "name": ' + "9" * 5000 + "}",
+            "Exceeds the limit",
+        ),
+        (
+            '{"format": "grid.schema/1", "dialect": "sqlite", '
+            '"tables": [{"name": "t", "columns": [{"name": "a", "hidden": 1}]}]}',
+            r"tables\[0\].columns\[0\].hidden must be true or false, not 1",
         ),
     ],
 )

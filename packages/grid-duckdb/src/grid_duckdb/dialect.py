@@ -111,6 +111,8 @@ class DuckdbDialect(PostgresDialect):
     keywords: tuple[str, ...] = KEYWORDS
     reserved_words: frozenset[str] = RESERVED_WORDS
     never_identifiers: frozenset[str] = RESERVED_WORDS
+    # duckdb_columns, sqlite_master and pg_class are views of the catalog.
+    catalog_prefixes: tuple[str, ...] = ("duckdb_", "sqlite_", "pg_", "pragma_")
     functions: tuple[str, ...] = FUNCTIONS
     unsafe_functions: tuple[tuple[str, str], ...] = UNSAFE_FUNCTIONS
     type_names: tuple[str, ...] = TYPE_NAMES

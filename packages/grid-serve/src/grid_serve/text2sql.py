@@ -562,8 +562,7 @@ def _checker_grants(grants: RoleGrants) -> dict[str, dict[str, Sequence[str] | N
 
 def checker_for(schema: SchemaSnapshot, grants: RoleGrants) -> SemanticChecker:
     """The SemanticChecker of one role's grants over the schema."""
-    tables = {t.name: t.column_names for t in schema.tables}
-    return SemanticChecker(tables, _checker_grants(grants), dialect=schema.dialect)
+    return SemanticChecker.for_schema(schema, _checker_grants(grants))
 
 
 def checker_verdict(schema: SchemaSnapshot, grants: RoleGrants, sql: str) -> list[Violation]:

@@ -81,7 +81,7 @@ Spans are byte offsets ``(start, end)`` into the UTF-8 encoding of the statement
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -101,6 +101,7 @@ from grid_sql.row_rules import (
     row_violations,
     row_width,
 )
+from grid_sql.schema import SchemaSnapshot
 from grid_sql.violations import AccessKind, Span, Violation, ViolationKind
 
 Tree = Any  # lark.Tree (lark is untyped)
@@ -435,10 +436,31 @@ class _Table:
     name: str
     columns: Mapping[str, str]  # key -> schema spelling, in schema order
     rowid: str | None = None  # key of the column the row id aliases, when known
+    hidden: frozenset[str] = frozenset()  # keys read by name only: not in *, NATURAL, INSERT
+    generated: frozenset[str] = frozenset()  # keys computed: not in INSERT's implicit list
+
+    def implicit(self) -> list[str]:
+        """The keys an INSERT without a column list writes, in order."""
+        return [k for k in self.columns if k not in self.hidden and k not in self.generated]
 
 
-def _catalog(schema: Schema, rowid_aliases: Mapping[str, str], names: _Names) -> dict[str, _Table]:
+def _catalog(
+    schema: Schema,
+    rowid_aliases: Mapping[str, str],
+    names: _Names,
+    hidden: Mapping[str, Collection[str]],
+    generated: Mapping[str, Collection[str]],
+) -> dict[str, _Table]:
     aliases = {names.catalog(t): names.catalog(c) for t, c in rowid_aliases.items()}
+
+    def keys(
+        flagged: Mapping[str, Collection[str]], name: str, cols: Mapping[str, str]
+    ) -> frozenset[str]:
+        out = frozenset(names.catalog(c) for c in flagged.get(name, ()))
+        if not out <= cols.keys():
+            raise SchemaError(name, next(iter(out - cols.keys())), missing=True)
+        return out
+
     tables: dict[str, _Table] = {}
     for name, columns in schema.items():
         key = names.catalog(name)
@@ -452,7 +474,9 @@ def _catalog(schema: Schema, rowid_aliases: Mapping[str, str], names: _Names) ->
         rowid = aliases.pop(key, None)
         if rowid is not None and rowid not in cols:
             raise SchemaError(name, rowid, missing=True)
-        tables[key] = _Table(key, name, cols, rowid)
+        tables[key] = _Table(
+            key, name, cols, rowid, keys(hidden, name, cols), keys(generated, name, cols)
+        )
     if aliases:
         raise SchemaError(next(iter(aliases)), missing=True)
     return tables
@@ -503,6 +527,10 @@ class _Source:
 
     def has(self, key: str, qualified: bool) -> bool:
         return self.opaque or (key in self.columns and (qualified or key not in self.hidden))
+
+    def hides(self, key: str) -> bool:
+        """``key`` is a base table's hidden column: read by name only."""
+        return self.table is not None and key in self.table.hidden
 
 
 @dataclass(eq=False)
@@ -701,7 +729,7 @@ class _Walker:
         columns = _child(tree, "column_list")
         if target is not None and target.table is not None:
             if columns is None:
-                for key in target.table.columns:
+                for key in target.table.implicit():
                     self._access(target.table, key, _span(token), "insert")
             else:
                 self._column_list(columns, target, "insert")
@@ -738,7 +766,7 @@ class _Walker:
         if columns is not None:
             expected, what = len(_tokens(columns)), "the columns it names"
         else:
-            expected, what = len(table.columns), f"the columns of {table.name}"
+            expected, what = len(table.implicit()), f"the columns of {table.name}"
             if given < expected and self.dialect.insert_fills_defaults:
                 return
         if given != expected:
@@ -1119,7 +1147,7 @@ class _Walker:
         for source in sources:
             outputs.opaque = outputs.opaque or source.opaque
             for key, spelling in source.columns.items():
-                if qualifier is None and key in source.hidden:
+                if (qualifier is None and key in source.hidden) or source.hides(key):
                     continue
                 outputs.names.append((key, spelling))
                 if source.table is not None:
@@ -1141,9 +1169,11 @@ class _Walker:
             and (s.table is None) == (source.table is None)  # SQLite: main.u.c, *.u.c
         ]
         for key, spelling in source.columns.items():
-            if key in source.hidden:
+            if key in source.hidden or source.hides(key):
                 continue
-            hits = [s for s in twins if key in s.columns and key not in s.hidden]
+            hits = [
+                s for s in twins if key in s.columns and key not in s.hidden and not s.hides(key)
+            ]
             if hits:
                 self._violation(
                     ViolationKind.AMBIGUOUS_COLUMN,
@@ -1287,9 +1317,11 @@ class _Walker:
         span = _span(operator)
         for source in right:
             for key in list(source.columns):
-                if key in source.hidden:
+                if key in source.hidden or source.hides(key):
                     continue
-                others = [s for s in left if key in s.columns and key not in s.hidden]
+                others = [
+                    s for s in left if key in s.columns and key not in s.hidden and not s.hides(key)
+                ]
                 if not others:
                     continue
                 (others[0] if rightward else source).hidden.add(key)
@@ -1369,7 +1401,8 @@ class _Walker:
                 self._check_table_width(node, token, source)
                 if source.table is not None:
                     for key in source.table.columns:
-                        self._access(source.table, key, _span(token), "in_table")
+                        if not source.hides(key):
+                            self._access(source.table, key, _span(token), "in_table")
             else:
                 if data == "exists":
                     self.exists_bodies.add(id(_trees(node)[0]))
@@ -1489,7 +1522,7 @@ class _Walker:
         """``x IN t`` (``target``, the ``in_target`` naming ``t``): SQLite reads it as
         ``x IN (SELECT * FROM t)``, so ``t`` must have as many columns as ``x`` is wide."""
         expected = self._expected(target)
-        got = len(source.columns)
+        got = len([k for k in source.columns if not source.hides(k)])
         if expected is None or source.opaque or got == expected:
             return
         what, columns = _width_words(expected)
@@ -1739,6 +1772,12 @@ class SemanticChecker:
     lacks raise `GrantError`; a schema naming one thing twice raises `SchemaError`,
     as do ``rowid_aliases`` naming a table or column the schema lacks.
 
+    ``hidden`` and ``generated`` map a table to its columns of those kinds
+    (:class:`~grid_sql.schema.Column`'s flags; :meth:`for_schema` passes them):
+    a hidden column is read by name only (not by ``*``, NATURAL JOIN, ``x IN t``
+    or an INSERT without a column list), a generated one is not written by an
+    INSERT without a column list. Both are columns, and grants cover them.
+
     ``rowid_aliases`` maps a table to the column its row id aliases (SQLite's
     INTEGER PRIMARY KEY), when known: reading ``rowid`` then reads that column.
     For any other table, ``rowid`` is a pseudo-column: granted by a grant of every
@@ -1752,16 +1791,39 @@ class SemanticChecker:
         *,
         dialect: str | Dialect = "sqlite",
         rowid_aliases: Mapping[str, str] | None = None,
+        hidden: Mapping[str, Collection[str]] | None = None,
+        generated: Mapping[str, Collection[str]] | None = None,
     ) -> None:
         self.dialect = get_dialect(dialect) if isinstance(dialect, str) else dialect
         gaps = contract_gaps(self.dialect)
         if gaps:
             raise GrammarContractError(self.dialect.name, f"its grammar lacks {', '.join(gaps)}")
         self._names = _Names.of(self.dialect)
-        self._tables = _catalog(schema, rowid_aliases or {}, self._names)
+        self._tables = _catalog(
+            schema, rowid_aliases or {}, self._names, hidden or {}, generated or {}
+        )
         self._grants = {
             role: _role_grants(self._tables, role, grants, self._names) for role in grants
         }
+
+    @classmethod
+    def for_schema(
+        cls, schema: SchemaSnapshot, grants: Grants, *, dialect: str | Dialect | None = None
+    ) -> SemanticChecker:
+        """The checker of a snapshot's relations and columns, its hidden and
+        generated columns flagged (``dialect``: the snapshot's by default)."""
+
+        def flagged(flag: str) -> dict[str, list[str]]:
+            return {t.name: [c.name for c in t.columns if getattr(c, flag)] for t in schema.tables}
+
+        tables = {t.name: t.column_names for t in schema.tables}
+        return cls(
+            tables,
+            grants,
+            dialect=dialect if dialect is not None else schema.dialect,
+            hidden=flagged("hidden"),
+            generated=flagged("generated"),
+        )
 
     @property
     def roles(self) -> tuple[str, ...]:

@@ -217,8 +217,7 @@ def _check(args: argparse.Namespace) -> int:
     dialect, schema, policy = _inputs(args)
     role = args.role if args.role is not None else default_role(policy)
     grants = policy.grants(role, schema)  # UnknownRoleError for a bad name
-    tables = {t.name: t.column_names for t in schema.tables}
-    checker = SemanticChecker(tables, policy.column_grants(schema), dialect=dialect)
+    checker = SemanticChecker.for_schema(schema, policy.column_grants(schema), dialect=dialect)
     data = args.sql.encode("utf-8")
     if len(data) > MAX_STATEMENT_BYTES:
         raise CheckerError(

@@ -200,6 +200,12 @@ class Dialect:
     # Words the database reads as a bare table or column name but refuses as a bare
     # alias or qualifier (SQLite's `SELECT 1 match`, PostgreSQL's `SELECT 1 year`).
     never_free_names: frozenset[str] = frozenset()
+    # Prefixes (ASCII lower case) of the relations a bare name can reach in the
+    # database's own catalog, which no snapshot lists (SQLite's `sqlite_master`
+    # and eponymous `pragma_table_list`, PostgreSQL's `pg_stats` ahead of the
+    # search path): a role's CTE name may not start with one, since the mask
+    # admits a CTE name where a table goes, without its WITH.
+    catalog_prefixes: tuple[str, ...] = ()
     functions: tuple[str, ...]
     keyword_functions: frozenset[str] = frozenset()
     # Functions of `functions` that a role's default function grant leaves out, each

@@ -340,8 +340,8 @@ class PolicyBundle:
     @classmethod
     def load(cls, path: str | Path, schema: SchemaSnapshot | None = None) -> PolicyBundle:
         """Read and validate a policy file (and check its names against ``schema``)."""
-        try:
-            text = Path(path).read_text(encoding="utf-8")
+        try:  # utf-8-sig: a byte-order mark (some editors write one) is not TOML
+            text = Path(path).read_text(encoding="utf-8-sig")
         except (OSError, UnicodeDecodeError) as e:
             raise PolicyFileError(str(path), None, "", f"cannot read the file: {e}") from None
         return cls.loads(text, str(path), schema)
@@ -407,6 +407,10 @@ class PolicyBundle:
                 table = schema.table(name)
                 if table is None:
                     raise error(("tables", i), name, f"no relation {name!r} in {schema.label}")
+                if table in relations:  # as duplicate verbs are: a slip worth naming
+                    raise error(
+                        ("tables", i), name, f"{name!r} names relation {table.name!r} again"
+                    )
                 relations.append(table)
         columns: dict[str, tuple[str, ...]] = {}
         unrestricted = set()
@@ -431,12 +435,11 @@ class PolicyBundle:
                 keep = set()
                 for i, col in enumerate(grant):
                     found = schema.column(table, col)
+                    where = ("columns", _written_key(role, table.name, schema), i)
                     if found is None:
-                        raise error(
-                            ("columns", _written_key(role, table.name, schema), i),
-                            col,
-                            f"relation {table.name!r} has no column {col!r}",
-                        )
+                        raise error(where, col, f"relation {table.name!r} has no column {col!r}")
+                    if found.name in keep:
+                        raise error(where, col, f"{col!r} names column {found.name!r} again")
                     keep.add(found.name)
                 columns[table.name] = tuple(c for c in table.column_names if c in keep)
         for written in role.columns:
@@ -448,6 +451,8 @@ class PolicyBundle:
         ctes = role.cte_names
         if not role.cte_names_given:
             ctes = tuple(_free_cte_name(c, relation_keys) for c in ctes)
+        dialect = get_dialect(schema.dialect)
+        seen_ctes: dict[str, str] = {}
         for i, cte in enumerate(ctes):
             clash = relation_keys.get(ascii_lower(cte))
             if clash is not None:
@@ -457,8 +462,21 @@ class PolicyBundle:
                     f"CTE name {cte!r} is the name of relation {clash!r}: a CTE_NAME word "
                     "stands in table positions without its WITH",
                 )
+            system = [p for p in dialect.catalog_prefixes if ascii_lower(cte).startswith(p)]
+            if system:
+                raise error(
+                    ("cte_names", i),
+                    cte,
+                    f"CTE name {cte!r} starts with {system[0]!r}, as the {dialect.name} "
+                    "catalog's own relations do: a CTE_NAME word stands in table positions "
+                    "without its WITH",
+                )
+            key = ascii_lower(cte) if dialect.identifier_case == "insensitive" else cte
+            if key in seen_ctes:
+                raise error(("cte_names", i), cte, f"{cte!r} is {seen_ctes[key]!r} again")
+            seen_ctes[key] = cte
             try:
-                spellings(cte, get_dialect(schema.dialect), "CTE_NAME")
+                spellings(cte, dialect, "CTE_NAME")
             except LexiconError as e:
                 raise error(("cte_names", i), cte, f"CTE name {cte!r}: {e.reason}") from None
         return RoleGrants(

@@ -108,10 +108,29 @@ def name_key(name: str, case: IdentifierCase) -> str:
 
 @dataclass(frozen=True)
 class Column:
-    """A column: its catalog name and declared type (``""`` when none)."""
+    """A column: its catalog name and declared type (``""`` when none).
+
+    ``hidden``: a virtual table's hidden column (SQLite's FTS5 gives every table
+    one named as the table, and ``rank``): read by name, as every column, but
+    not part of ``*``, a NATURAL JOIN or an INSERT's implicit column list.
+    ``generated``: computed from other columns (``GENERATED ALWAYS AS``): part
+    of ``*``, not of an INSERT's implicit column list. Both are columns a
+    statement can read, so grants cover them like any other.
+    """
 
     name: str
     type: str = ""
+    hidden: bool = False
+    generated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """The column's JSON object (the flags only when set)."""
+        out: dict[str, Any] = {"name": self.name, "type": self.type}
+        if self.hidden:
+            out["hidden"] = True
+        if self.generated:
+            out["generated"] = True
+        return out
 
 
 @dataclass(frozen=True)
@@ -228,7 +247,7 @@ class SchemaSnapshot:
                 {
                     "name": t.name,
                     "kind": t.kind,
-                    "columns": [{"name": c.name, "type": c.type} for c in t.columns],
+                    "columns": [c.to_dict() for c in t.columns],
                 }
                 for t in self.tables
             ],
@@ -259,7 +278,7 @@ class SchemaSnapshot:
             data = strict_json.loads(text)
         except json.JSONDecodeError as e:
             raise SchemaError(source, f"line {e.lineno}: {e.msg}") from None
-        except strict_json.DuplicateKeyError as e:
+        except (strict_json.DuplicateKeyError, ValueError) as e:  # ValueError: a huge number
             raise SchemaError(source, str(e)) from None
         return cls.from_dict(data, source)
 
@@ -285,11 +304,17 @@ class SchemaSnapshot:
                 raise SchemaError(source, f"{where}.columns must be a list")
             cols = []
             for j, rc in enumerate(raw_cols):
-                c = _object(rc, source, f"{where}.columns[{j}]", {"name", "type"})
+                at = f"{where}.columns[{j}]"
+                c = _object(rc, source, at, {"name", "type", "hidden", "generated"})
+                flags = {k: c.get(k, False) for k in ("hidden", "generated")}
+                for k, v in flags.items():
+                    if not isinstance(v, bool):
+                        raise SchemaError(source, f"{at}.{k} must be true or false, not {v!r}")
                 cols.append(
                     Column(
-                        _string(c.get("name"), source, f"{where}.columns[{j}].name"),
-                        _string(c.get("type", ""), source, f"{where}.columns[{j}].type"),
+                        _string(c.get("name"), source, f"{at}.name"),
+                        _string(c.get("type", ""), source, f"{at}.type"),
+                        **flags,
                     )
                 )
             tables.append(Table(_string(t.get("name"), source, f"{where}.name"), tuple(cols), kind))
@@ -347,15 +372,26 @@ class SchemaSnapshot:
             ).fetchall()
         except sqlite3.Error as e:
             raise SchemaError(source, str(e)) from None
+        except UnicodeDecodeError as e:
+            raise SchemaError(source, f"a relation's name is not UTF-8 ({e.reason})") from None
         tables = []
         for rel, kind in rows:
+            # table_xinfo, not table_info: generated columns (hidden 2 and 3) and
+            # virtual tables' hidden columns (1) are columns a statement can read.
             try:
                 info = db.execute(
-                    "SELECT name, type FROM pragma_table_info(?) ORDER BY cid", (rel,)
+                    "SELECT name, type, hidden FROM pragma_table_xinfo(?) ORDER BY cid", (rel,)
                 ).fetchall()
             except sqlite3.Error as e:
                 raise SchemaError(source, f"relation {rel!r}: {e}") from None
-            cols = tuple(Column(str(c), str(t or "")) for c, t in info)
+            except UnicodeDecodeError as e:
+                raise SchemaError(
+                    source, f"relation {rel!r}: a name is not UTF-8 ({e.reason})"
+                ) from None
+            cols = tuple(
+                Column(str(c), str(t or ""), hidden=h == 1, generated=h in (2, 3))
+                for c, t, h in info
+            )
             tables.append(Table(str(rel), cols, "view" if kind == "view" else "table"))
         return cls("sqlite", tuple(tables), name)
 

@@ -216,6 +216,7 @@ class PostgresDialect(Dialect):
     keywords: tuple[str, ...] = KEYWORDS
     reserved_words: frozenset[str] = RESERVED_WORDS
     never_identifiers: frozenset[str] = RESERVED_WORDS
+    catalog_prefixes: tuple[str, ...] = ("pg_",)  # pg_catalog is searched first
     functions: tuple[str, ...] = FUNCTIONS
     # LEFT and RIGHT name joins and never precede "(" there; left( and right( are calls.
     keyword_functions: frozenset[str] = frozenset({"left", "right"})
