@@ -423,3 +423,26 @@ _JSON = st.recursive(
 @given(st.dictionaries(_NAMES, _JSON, max_size=4))
 def test_generated_objects_in_json_object_mode(value: dict[str, Any]) -> None:
     check("json_object", json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+
+
+def test_a_number_no_double_holds_is_read_as_its_text() -> None:
+    """``1e400`` was read as ``inf``, which an event line then wrote as ``Infinity``
+    (not JSON), and a 5,000-digit integer raised inside the reader."""
+    spellings = [bytes([i]) for i in range(256)] + [b""]
+    vocab = Vocabulary.from_spellings("bytes", spellings, frozenset({256}), (256,))
+    schema = {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "integer"}}}
+    eng = compile_grammar(schema_grammar(schema), vocab)
+    guide = eng.guide(audit=False, events=json_event_spec(eng.grammar))
+    text = b'{"x":1e400,"y":' + b"9" * 5000 + b"}"
+    for byte in text:
+        guide.accept_token(byte)
+    guide.accept_token(256)
+    reader = JsonEventReader()
+    read = [reader.read(e, guide.output()) for e in guide.events()]
+    numbers = [r["value"] for r in read if r["kind"] == "value" and r["type"] == "number"]
+    assert numbers == ["1e400", "9" * 5000]
+    for r in read:
+        json.dumps(r, allow_nan=False)  # every line is JSON
+    fresh, short = JsonEventReader(), b'{"x":1.5e3}'
+    small = [fresh.read(e, short) for e in tracker(eng, json_event_spec(eng.grammar)).parse(short)]
+    assert [r["value"] for r in small if r.get("type") == "number"] == [1500.0]

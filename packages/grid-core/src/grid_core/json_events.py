@@ -21,7 +21,9 @@ one JSON-ready mapping with the JSON pointer (RFC 6901: ``~`` written ``~0``,
 - ``object_close`` / ``array_close``: ``{"pointer": p}``;
 - ``value``: ``{"pointer": p, "type": t}``, ``t`` one of ``null``, ``boolean``,
   ``number``, ``string``, ``object``, ``array``; a scalar also has ``value``
-  (decoded). A container's ``value`` follows its close event. An ``enum`` or
+  (decoded; a number a double cannot hold, ``1e400`` or an integer past
+  Python's digit limit, is its text, so that every event line stays JSON).
+  A container's ``value`` follows its close event. An ``enum`` or
   ``const`` value that is an object or array is one lexeme: only its ``value``.
 
 Every mapping also has ``kind``, ``name`` (the symbol), ``start``, ``end``
@@ -34,6 +36,7 @@ a stack of the open containers and needs no other parse of the output.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from grid_core.events import Event, EventSpec
@@ -57,6 +60,18 @@ def json_event_spec(grammar: Grammar) -> EventSpec:
 def pointer_token(key: str | int) -> str:
     """One reference token of a JSON pointer (RFC 6901)."""
     return str(key).replace("~", "~0").replace("/", "~1")
+
+
+def _number(text: bytes) -> int | float | str:
+    """A JSON number's value, or its text when no finite double or int holds it."""
+    try:
+        value = json.loads(text)
+    except ValueError:  # an integer past the interpreter's digit limit
+        return text.decode("ascii")
+    if isinstance(value, float) and not math.isfinite(value):
+        return text.decode("ascii")
+    assert isinstance(value, (int, float))
+    return value
 
 
 class JsonEventReader:
@@ -92,7 +107,9 @@ class JsonEventReader:
             text = output[event.start : event.end]
             out["pointer"] = self._child()
             out["type"] = _TYPES.get(text[0], "number")
-            if out["type"] not in ("object", "array"):
+            if out["type"] == "number":
+                out["value"] = _number(text)
+            elif out["type"] not in ("object", "array"):
                 out["value"] = json.loads(text)
             if stack and stack[-1][0] == "array":
                 stack[-1][3] += 1
