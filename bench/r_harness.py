@@ -108,7 +108,7 @@ def build_engine(vocab: Vocabulary) -> Engine:
     lexicon = SchemaLexicon.build(SQLITE, schema, policy.grants("admin", schema))
     projection = RoleProjection.compile(policy.role("admin"), SQLITE, words=lexicon.words)
     dfa, trie = dialect_dfa(SQLITE), build_trie(vocab)
-    shared = SharedCache(f"{dfa.fingerprint}:{trie.fingerprint}")
+    shared = SharedCache()
     return Engine(projection.grammar, vocab, lexicon.lexicon, dfa=dfa, trie=trie, cache=shared)
 
 

@@ -79,7 +79,7 @@ def run(
     vocab = qwen()
     trie, dfa = build_trie(vocab), dialect_dfa(SQLITE)
     index = TokenIndex.build(vocab)
-    shared = SharedCache(f"{dfa.fingerprint}:{trie.fingerprint}")
+    shared = SharedCache()
     build_s = time.perf_counter() - t0
     print(f"vocabulary {vocab.name} ({vocab.n_vocab} ids) and index built in {build_s:.1f} s")
     names = list(roles) if roles else sorted(policy.roles)

@@ -168,7 +168,7 @@ def build_arms(vocab: Vocabulary, generation: Profile = "full") -> list[Arm]:
     schema = example_schema()
     policy = example_policy(schema)
     trie, dfa = build_trie(vocab), dialect_dfa(SQLITE)
-    shared = SharedCache(f"{dfa.fingerprint}:{trie.fingerprint}")
+    shared = SharedCache()
     arms = []
     for name in sorted(policy.roles):
         lexicon = SchemaLexicon.build(SQLITE, schema, policy.grants(name, schema))

@@ -29,6 +29,7 @@ The server is Debian's ``redis-server`` on a free loopback port
 from __future__ import annotations
 
 import array
+import contextlib
 import hashlib
 import hmac
 import json
@@ -356,6 +357,66 @@ def test_a_server_that_never_answers_costs_local_walks_only(
         before = tier.metrics()
         statement = next(iter(reference))
         assert shared_replica.replay(e, statement) == reference[statement]
+    got = delta(tier.metrics(), before)
+    assert got["errors"] >= 1 and "hits" not in got and "published" not in got
+
+
+def test_a_server_that_answers_a_byte_at_a_time_costs_a_timeout_per_command(
+    reference: dict[bytes, list[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each read returned within the timeout, so a reply trickled a byte every 20 ms
+    never timed out: masks on every thread waited without end behind the one
+    connection. Now a command's whole exchange has one deadline, and a thread that
+    finds the connection busy for a timeout walks locally."""
+    import time
+
+    stop = threading.Event()
+
+    def trickle(conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            conn.recv(65536)
+            conn.sendall(b"$")  # a bulk header whose length never ends
+            while not stop.is_set():
+                conn.sendall(b"1")
+                time.sleep(0.02)
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        server.settimeout(0.1)
+        port = server.getsockname()[1]
+
+        def serve() -> None:
+            while not stop.is_set():
+                with contextlib.suppress(OSError):
+                    conn, _ = server.accept()
+                    threading.Thread(target=trickle, args=(conn,), daemon=True).start()
+
+        threading.Thread(target=serve, daemon=True).start()
+        url = f"redis://127.0.0.1:{port}/0?timeout_ms=100&backoff_ms=0"
+        use_tier(monkeypatch, url)
+        e = shared_replica.engine()
+        tier = tier_of(url)
+        before = tier.metrics()
+        statement = next(iter(reference))
+        results: list[bool] = []
+        threads = [
+            threading.Thread(
+                target=lambda: results.append(
+                    shared_replica.replay(e, statement) == reference[statement]
+                ),
+                daemon=True,  # a thread held without end must not hold the test run
+            )
+            for _ in range(2)
+        ]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        elapsed = time.perf_counter() - t0
+        stop.set()
+    assert results == [True, True], f"{len(results)} of 2 replays done in {elapsed:.1f} s"
     got = delta(tier.metrics(), before)
     assert got["errors"] >= 1 and "hits" not in got and "published" not in got
 

@@ -46,6 +46,11 @@
 //! and not retried before a backoff (`backoff_ms`, doubling up to
 //! `backoff_max_ms`; calls meanwhile are [`Counter::Skipped`]). A connection
 //! that breaks on reuse (a restarted server) is reopened at once, once.
+//! A command's whole exchange, reply included, takes at most `timeout_ms`
+//! ([`crate::resp`]), and the one connection is used by one thread at a
+//! time: a thread that finds it busy for `timeout_ms` does not send its
+//! command ([`Counter::Busy`]) and walks locally, so a stalled server costs
+//! each mask at most two timeouts, whatever the number of threads.
 //! Events are kept in a bounded queue ([`Remote::next_event`]) which the
 //! Python side drains into `logging`.
 
@@ -152,11 +157,14 @@ pub enum Counter {
     Errors,
     /// Commands not sent: the server is in its backoff.
     Skipped,
+    /// Commands not sent: another thread's command held the connection for
+    /// a whole timeout.
+    Busy,
     /// Connections reopened after a failure.
     Reconnects,
 }
 
-const COUNTERS: [(Counter, &str); 12] = [
+const COUNTERS: [(Counter, &str); 13] = [
     (Counter::Lookups, "lookups"),
     (Counter::Hits, "hits"),
     (Counter::Misses, "misses"),
@@ -169,6 +177,7 @@ const COUNTERS: [(Counter, &str); 12] = [
     (Counter::Errors, "errors"),
     (Counter::Skipped, "skipped"),
     (Counter::Reconnects, "reconnects"),
+    (Counter::Busy, "busy"),
 ];
 
 /// Why an entry read was refused.
@@ -265,6 +274,16 @@ struct Link {
     down: bool,
 }
 
+/// A thread's turn on a [`Remote`]'s connection, given back when dropped.
+struct Turn<'a>(&'a Remote);
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        *lock(&self.0.busy) = false;
+        self.0.free.notify_one();
+    }
+}
+
 /// A family's shared tier on one Redis server (see the module header).
 #[derive(Debug)]
 pub struct Remote {
@@ -273,6 +292,10 @@ pub struct Remote {
     mac_key: Vec<u8>,
     prefix: String,
     link: Mutex<Link>,
+    /// Whether a thread is using `link` (held across a command's I/O), and
+    /// the condition a waiting thread is woken by when it is released.
+    busy: Mutex<bool>,
+    free: Condvar,
     counters: [AtomicU64; COUNTERS.len()],
     events: Mutex<VecDeque<String>>,
     ready: Condvar,
@@ -314,6 +337,8 @@ impl Remote {
                 backoff: settings.backoff,
                 down: false,
             }),
+            busy: Mutex::new(false),
+            free: Condvar::new(),
             url,
             settings,
             mac_key: key.to_vec(),
@@ -382,9 +407,28 @@ impl Remote {
         link.down = true;
     }
 
+    /// This thread's turn on the connection, waiting at most a timeout for
+    /// another thread's command to end; None when it did not.
+    fn turn(&self) -> Option<Turn<'_>> {
+        let busy = lock(&self.busy);
+        let (mut busy, _) = self
+            .free
+            .wait_timeout_while(busy, self.settings.timeout, |b| *b)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if *busy {
+            return None;
+        }
+        *busy = true;
+        Some(Turn(self))
+    }
+
     /// One command's reply, or None when the server is in its backoff or the
     /// command failed (counted and reported).
     fn call(&self, args: &[&[u8]]) -> Option<Reply> {
+        let Some(_turn) = self.turn() else {
+            self.bump(Counter::Busy);
+            return None;
+        };
         let mut link = lock(&self.link);
         for _ in 0..2 {
             let fresh = link.conn.is_none();

@@ -2,14 +2,17 @@
 //!
 //! The shared tier ([`crate::remote`]) needs five commands (AUTH, SELECT,
 //! GET, SET with NX/PX, DEL), each a request and one reply, so this is a
-//! blocking client over [`std::net::TcpStream`] with read and write timeouts:
-//! no event loop, no pool, no dependency. A reply it cannot parse, a timeout
-//! or a closed socket is an [`std::io::Error`]; the caller drops the
-//! connection and opens another.
+//! blocking client over [`std::net::TcpStream`]: no event loop, no pool, no
+//! dependency. Each command has one deadline, its connection's timeout from
+//! when it is sent: every read and write waits at most what is left of it, so
+//! a server that answers a byte at a time still costs one timeout at most.
+//! A reply it cannot parse, a reply line longer than [`MAX_LINE`], a
+//! deadline passed or a closed socket is an [`std::io::Error`]; the caller
+//! drops the connection and opens another.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A parsed `redis://[[user]:password@]host[:port][/db][?name=value&...]` URL.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -114,25 +117,41 @@ pub enum Reply {
 #[derive(Debug)]
 pub struct Conn {
     reader: BufReader<TcpStream>,
+    /// Each command's time, from when it is sent to the end of its reply.
+    timeout: Duration,
 }
 
 /// Longest bulk reply read (a larger one is an error, not an allocation).
 pub const MAX_BULK: usize = 64 << 20;
 
+/// Longest reply line read (status, error, integer and bulk headers are short).
+pub const MAX_LINE: usize = 64 << 10;
+
+/// What is left until `deadline`, or a timeout error once it has passed.
+fn left(deadline: Instant) -> io::Result<Duration> {
+    let now = Instant::now();
+    if now >= deadline {
+        return Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "redis: the command's deadline passed",
+        ));
+    }
+    Ok(deadline - now)
+}
+
 impl Conn {
-    /// Connect to `url` within `timeout` (connect, and each read and write
-    /// after), then AUTH and SELECT as it says.
+    /// Connect to `url` within `timeout` (the connection, and each command
+    /// after: see the module header), then AUTH and SELECT as it says.
     pub fn open(url: &Url, timeout: Duration) -> io::Result<Self> {
         let addrs = (url.host.as_str(), url.port).to_socket_addrs()?;
         let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
         for addr in addrs {
             match TcpStream::connect_timeout(&addr, timeout) {
                 Ok(stream) => {
-                    stream.set_read_timeout(Some(timeout))?;
-                    stream.set_write_timeout(Some(timeout))?;
                     stream.set_nodelay(true)?;
                     let mut conn = Self {
                         reader: BufReader::new(stream),
+                        timeout,
                     };
                     conn.setup(url)?;
                     return Ok(conn);
@@ -158,8 +177,10 @@ impl Conn {
         Ok(())
     }
 
-    /// Send one command (its arguments as bulk strings) and read its reply.
+    /// Send one command (its arguments as bulk strings) and read its reply,
+    /// all within the connection's timeout.
     pub fn call(&mut self, args: &[&[u8]]) -> io::Result<Reply> {
+        let deadline = Instant::now() + self.timeout;
         let mut out = Vec::with_capacity(16 + args.iter().map(|a| a.len() + 16).sum::<usize>());
         out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
         for a in args {
@@ -167,13 +188,57 @@ impl Conn {
             out.extend_from_slice(a);
             out.extend_from_slice(b"\r\n");
         }
-        self.reader.get_mut().write_all(&out)?;
-        self.read_reply()
+        let mut sent = 0;
+        while sent < out.len() {
+            let stream = self.reader.get_mut();
+            stream.set_write_timeout(Some(left(deadline)?))?;
+            match stream.write(&out[sent..]) {
+                Ok(0) => return Err(bad("the connection closed while a command was sent")),
+                Ok(n) => sent += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.read_reply(deadline)
     }
 
-    fn read_line(&mut self) -> io::Result<Vec<u8>> {
+    /// The buffered bytes, reading more (within `deadline`) when there are
+    /// none; empty at the end of the stream.
+    fn fill(&mut self, deadline: Instant) -> io::Result<&[u8]> {
+        if self.reader.buffer().is_empty() {
+            self.reader
+                .get_ref()
+                .set_read_timeout(Some(left(deadline)?))?;
+        }
+        loop {
+            match self.reader.fill_buf() {
+                Ok(_) => return Ok(self.reader.buffer()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn read_line(&mut self, deadline: Instant) -> io::Result<Vec<u8>> {
         let mut line = Vec::new();
-        self.reader.read_until(b'\n', &mut line)?;
+        loop {
+            let buf = self.fill(deadline)?;
+            if buf.is_empty() {
+                return Err(bad("a reply line not ended by CRLF (connection closed?)"));
+            }
+            let (used, done) = match buf.iter().position(|&b| b == b'\n') {
+                Some(at) => (at + 1, true),
+                None => (buf.len(), false),
+            };
+            line.extend_from_slice(&buf[..used]);
+            self.reader.consume(used);
+            if line.len() > MAX_LINE {
+                return Err(bad("a reply line over MAX_LINE"));
+            }
+            if done {
+                break;
+            }
+        }
         if !line.ends_with(b"\r\n") {
             return Err(bad("a reply line not ended by CRLF (connection closed?)"));
         }
@@ -181,8 +246,24 @@ impl Conn {
         Ok(line)
     }
 
-    fn read_reply(&mut self) -> io::Result<Reply> {
-        let line = self.read_line()?;
+    /// Exactly `data.len()` bytes, within `deadline`.
+    fn read_exact(&mut self, data: &mut [u8], deadline: Instant) -> io::Result<()> {
+        let mut got = 0;
+        while got < data.len() {
+            let buf = self.fill(deadline)?;
+            if buf.is_empty() {
+                return Err(bad("the connection closed inside a bulk reply"));
+            }
+            let n = buf.len().min(data.len() - got);
+            data[got..got + n].copy_from_slice(&buf[..n]);
+            self.reader.consume(n);
+            got += n;
+        }
+        Ok(())
+    }
+
+    fn read_reply(&mut self, deadline: Instant) -> io::Result<Reply> {
+        let line = self.read_line(deadline)?;
         let (kind, rest) = line.split_first().ok_or_else(|| bad("an empty reply"))?;
         let text = || String::from_utf8_lossy(rest).into_owned();
         let int = || -> io::Result<i64> {
@@ -205,7 +286,7 @@ impl Conn {
                     return Err(bad("a bulk reply over MAX_BULK"));
                 }
                 let mut data = vec![0u8; n + 2];
-                self.reader.read_exact(&mut data)?;
+                self.read_exact(&mut data, deadline)?;
                 if !data.ends_with(b"\r\n") {
                     return Err(bad("a bulk reply not ended by CRLF"));
                 }

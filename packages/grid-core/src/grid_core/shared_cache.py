@@ -123,7 +123,8 @@ class SharedTier:
         another process's lock: its entry came, ``wait_ms`` passed, or the lock went
         with no entry and this process took it, walked and published),
         ``errors`` (failed commands or connections), ``skipped`` (commands not sent
-        during a backoff), ``reconnects``."""
+        during a backoff), ``busy`` (commands not sent: another thread held the
+        connection for a whole timeout), ``reconnects``."""
         metrics: dict[str, int] = self.remote.metrics()
         return metrics
 
