@@ -183,9 +183,8 @@ def judge(
     """In the role's language? Tables used outside the grants? Checker verdict, run result."""
     out: dict[str, Any] = {"in_language": lang.in_language(sql)}
     out["outside_grants"] = outside_grants(sql.decode("utf-8", "replace"), grants)
-    tables = {t.name: t.column_names for t in schema.tables}
     try:
-        used = {u.table for u in SemanticChecker(tables, {}).analyze(sql).tables}
+        used = {u.table for u in SemanticChecker.for_schema(schema, {}).analyze(sql).tables}
         out["tables_outside_grants"] = sorted(used - set(grants.tables))
     except StatementParseError:
         out["tables_outside_grants"] = None  # not SQL the dialect grammar parses

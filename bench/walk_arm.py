@@ -101,7 +101,7 @@ class SqliteJudge:
     def __init__(self) -> None:
         schema = example_schema()
         tables = {t.name: t.column_names for t in schema.tables}
-        self.checker = SemanticChecker(tables, {"all": full_grants(tables)})
+        self.checker = SemanticChecker.for_schema(schema, {"all": full_grants(tables)})
         self.db = sqlite3.connect(":memory:")
         self.db.text_factory = bytes  # EXPLAIN's p4 may hold a blob literal's bytes
         ddl = resources.files("grid_sql.examples").joinpath("company.sql").read_text()

@@ -228,8 +228,7 @@ def test_controls_inside_the_language_and_sqlite(name: str) -> None:
     prepared by SQLite: the OUTSIDE cases fail for the reason they state."""
     sql, roles = INSIDE[name]
     schema = example_schema()
-    tables = {t.name: t.column_names for t in schema.tables}
-    checker = SemanticChecker(tables, example_policy(schema).column_grants(schema))
+    checker = SemanticChecker.for_schema(schema, example_policy(schema).column_grants(schema))
     for role in roles:
         assert language(role).leaves(sql) is None, f"{role}: {sql!r} should be in L"
         try:

@@ -240,6 +240,26 @@ def test_insert_widths_are_duckdbs(
     assert (prepares(db, sql) is not None) == flagged
 
 
+def test_generated_columns_are_columns_no_insert_writes() -> None:
+    """DuckDB leaves a generated column out of an INSERT without a column list, and
+    ``*`` reads it; the snapshot flags it (``duckdb_columns().is_generated``), so the
+    checker takes ``INSERT INTO t VALUES (1)`` (it flagged a column count) and a
+    role granted ``a`` only may not read ``b``."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (a INTEGER, b INTEGER AS (a * 2))")
+    snap = snapshot_connection(con)
+    assert [(c.name, c.generated) for c in snap.tables[0].columns] == [("a", False), ("b", True)]
+    checker = SemanticChecker.for_schema(snap, {"all": {"t": None}, "r": {"t": ["a"]}})
+    for sql, kinds in (
+        ("INSERT INTO t VALUES (1)", []),
+        ("INSERT INTO t VALUES (1, 2)", ["column_count"]),
+        ("SELECT * FROM t", []),
+    ):
+        assert sorted(v.kind.value for v in checker.check(sql, "all")) == kinds, sql
+        assert (prepares(con, sql) is not None) == bool(kinds), sql
+    assert [v.kind.value for v in checker.check("SELECT b FROM t", "r")] == ["column_not_granted"]
+
+
 @pytest.mark.parametrize(
     ("sql", "flagged"),
     [

@@ -160,6 +160,7 @@ def test_cte_name_spelling_a_relation_is_an_error() -> None:
 @pytest.mark.parametrize(
     ("dialect", "cte"),
     [(SQLITE, "sqlite_master"), (SQLITE, "SQLite_Schema"), (SQLITE, "pragma_table_list"),
+     (SQLITE, "dbstat"),
      (POSTGRES, "pg_stats"), (POSTGRES, "PG_ROLES")],
 )  # fmt: skip
 def test_cte_name_of_the_catalogs_own_relations_is_an_error(dialect: Dialect, cte: str) -> None:

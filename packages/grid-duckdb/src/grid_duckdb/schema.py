@@ -27,7 +27,7 @@ SELECT view_name, 'view' FROM duckdb_views()
 WHERE schema_name = ? AND database_name = current_database() AND NOT internal
 """
 _COLUMNS = """
-SELECT column_name, data_type FROM duckdb_columns()
+SELECT column_name, data_type, is_generated FROM duckdb_columns()
 WHERE schema_name = ? AND table_name = ? AND database_name = current_database()
 ORDER BY column_index
 """
@@ -64,7 +64,7 @@ def snapshot_connection(
         tables = []
         for relation, kind in relations:
             rows = db.execute(_COLUMNS, [schema, relation]).fetchall()
-            columns = tuple(Column(str(c), str(t)) for c, t in rows)
+            columns = tuple(Column(str(c), str(t), generated=bool(g)) for c, t, g in rows)
             tables.append(Table(str(relation), columns, "view" if kind == "view" else "table"))
     except duckdb.Error as e:
         raise SchemaError(source, str(e).split("\n")[0]) from None

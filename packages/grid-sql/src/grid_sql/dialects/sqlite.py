@@ -212,7 +212,8 @@ class SqliteDialect(Dialect):
     reserved_words: frozenset[str] = RESERVED_WORDS
     never_identifiers: frozenset[str] = NEVER_IDENTIFIERS
     never_free_names: frozenset[str] = NEVER_FREE_NAMES
-    catalog_prefixes: tuple[str, ...] = ("sqlite_", "pragma_")
+    # dbstat: every table's pages, by name (when SQLite is built with it, as Python's is)
+    catalog_prefixes: tuple[str, ...] = ("sqlite_", "pragma_", "dbstat")
     functions: tuple[str, ...] = FUNCTIONS
     # REPLACE starts `REPLACE INTO` and ends `INSERT OR REPLACE`, never before "(".
     keyword_functions: frozenset[str] = frozenset({"replace"})
