@@ -474,14 +474,23 @@ _warn_lock = threading.Lock()
 
 def _parse(pattern: str) -> Any:
     """``re``'s parse of ``pattern``; a class its parser warns about (a
-    ``FutureWarning``: a possible nested set or set operation) is raised as that
-    warning instead. Warnings are caught (global state) only for text that may
-    hold such a class, under a lock."""
+    ``FutureWarning`` "Possible nested set" or "Possible set ...") is raised as
+    that warning instead.
+
+    Warnings are recorded (``warnings.catch_warnings`` is process-wide state)
+    only for text that may hold such a class, under a lock, and only the
+    parser's own messages count: another thread's warning in that moment is
+    not raised (it is recorded and not shown, the price of the check).
+    """
     if not _MAY_WARN.search(pattern):
         return _parser.parse(pattern)
-    with _warn_lock, warnings.catch_warnings():
-        warnings.simplefilter("error", FutureWarning)
-        return _parser.parse(pattern)
+    with _warn_lock, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FutureWarning)
+        tree = _parser.parse(pattern)
+    for w in caught:
+        if issubclass(w.category, FutureWarning) and str(w.message).startswith("Possible "):
+            raise FutureWarning(str(w.message))
+    return tree
 
 
 @lru_cache(maxsize=64)
