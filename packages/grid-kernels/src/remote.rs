@@ -50,7 +50,8 @@
 //! ([`crate::resp`]), and the one connection is used by one thread at a
 //! time: a thread that finds it busy for `timeout_ms` does not send its
 //! command ([`Counter::Busy`]) and walks locally, so a stalled server costs
-//! each mask at most two timeouts, whatever the number of threads.
+//! each command a bounded number of timeouts (its turn, a reconnection and
+//! the command itself), whatever the number of threads.
 //! Events are kept in a bounded queue ([`Remote::next_event`]) which the
 //! Python side drains into `logging`.
 

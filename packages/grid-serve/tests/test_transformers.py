@@ -79,6 +79,24 @@ def prompt(lm: Any, role: RoleEngine, schema: SchemaSnapshot, question: str) -> 
     return prompt_ids(lm.tokenizer, question, schema_ddl(schema, role.grants))
 
 
+class Saboteur(LogitsProcessor):  # type: ignore[misc]
+    """A processor after the mask: at its call ``at``, row 0 may only take ``forced``,
+    the first id the mask blocks that is not special (a token outside the mask)."""
+
+    def __init__(self, at: int, special: Any) -> None:
+        self.at, self.special, self.calls = at, special, 0
+        self.forced: int | None = None
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        self.calls += 1
+        if self.calls == self.at:
+            blocked = torch.isinf(scores[0]).nonzero().flatten().tolist()
+            self.forced = next(i for i in blocked if i not in self.special)
+            scores[0] = float("-inf")
+            scores[0, self.forced] = 0.0
+        return scores
+
+
 @pytest.mark.parametrize(("role_name", "question"), list(QUESTIONS.values()), ids=list(QUESTIONS))
 def test_mode2_outputs_are_sentences_of_the_role(
     lm: Any, engines: Any, schema: SchemaSnapshot, role_name: str, question: str
@@ -378,23 +396,9 @@ def test_a_failed_row_is_sticky_and_the_batch_goes_on(
     """A processor after the mask forces a token outside row 0's mask at its second step:
     row 0 fails (and is ended with EOS), row 1 decodes as if alone."""
 
-    class Saboteur(LogitsProcessor):
-        def __init__(self) -> None:
-            self.calls = 0
-            self.forced: int | None = None
-
-        def __call__(self, input_ids: Any, scores: Any) -> Any:
-            self.calls += 1
-            if self.calls == 2:
-                blocked = torch.isinf(scores[0]).nonzero().flatten().tolist()
-                self.forced = next(i for i in blocked if i not in lm.vocab.special_ids)
-                scores[0] = float("-inf")
-                scores[0, self.forced] = 0.0
-            return scores
-
     role = engines["analyst"]
     ids = prompt(lm, role, schema, "List the names of all employees.")
-    saboteur = Saboteur()
+    saboteur = Saboteur(2, lm.vocab.special_ids)
     (bad, good), processor = constrained_generate(
         lm.model,
         [role.engine.guide(), role.engine.guide()],
@@ -657,17 +661,6 @@ def test_a_processor_against_the_mask_leaves_no_row_without_a_choice(
     uniform over its mask: sampling raised for the whole batch, and greedy took id 0, a
     token outside the mask, as the last token of a row that then read as healthy."""
 
-    class Saboteur(LogitsProcessor):  # row 0's first token is outside its mask: sticky failure
-        def __init__(self) -> None:
-            self.calls = 0
-
-        def __call__(self, input_ids: Any, scores: Any) -> Any:
-            self.calls += 1
-            if self.calls == 1:
-                scores[0] = float("-inf")
-                scores[0, lm.vocab.n_vocab - 1] = 0.0
-            return scores
-
     role = engines["analyst"]
     ids = prompt(lm, role, schema, "List the names of all employees.")
     torch.manual_seed(0)
@@ -676,7 +669,7 @@ def test_a_processor_against_the_mask_leaves_no_row_without_a_choice(
         [role.engine.guide(), role.engine.guide()],
         [ids, ids],
         12,
-        after=[Saboteur()],
+        after=[Saboteur(1, lm.vocab.special_ids)],  # row 0's first token: sticky failure
         min_new_tokens=6,
         do_sample=do_sample,
     )
@@ -718,6 +711,9 @@ def test_rows_reordered_or_replaced_between_calls_are_refused(
         processor(torch.tensor([[5, 2, a, 2], [5, 6, 7, 8]]), torch.zeros((2, width)))
     with pytest.raises(ServingError, match="input_ids of width 1 after width 2"):
         processor(torch.tensor([[2], [4]]), torch.zeros((2, width)))
+    processor, (a, b) = fresh()  # a new call as wide as the last: the width is no tell
+    with pytest.raises(ServingError, match="row 0's last token changed"):
+        processor(torch.tensor([[9, 9], [3, 4]]), torch.zeros((2, width)))
     # The work done ahead of the forward pass checks the same, and raises at the next call.
     processor, (a, b) = fresh()
     processor._prefetch(torch.tensor([[3, 4, b], [1, 2, a]]))
@@ -733,3 +729,44 @@ def test_rows_reordered_or_replaced_between_calls_are_refused(
             num_beams=2, logits_processor=[processor], do_sample=False,
             eos_token_id=list(lm.vocab.eos_ids), pad_token_id=lm.vocab.eos_ids[0],
         )  # fmt: skip
+
+
+def test_event_streamer_outlives_a_failed_row_and_serves_the_next_call(
+    lm: Any, engines: Any, schema: SchemaSnapshot
+) -> None:
+    """A row that fails is ended with EOS where its output is no sentence: the streamer
+    raised an AssertionError inside ``generate`` (which then never ended the stream, and
+    the consumer waited forever). Now its events stop, the error is kept, the stream
+    ends; and the same streamer serves the next ``generate`` call from its prompt."""
+    from grid_core.events import tracker
+    from grid_serve.text2sql import DIALECT
+    from grid_serve.transformers import EventStreamer
+    from grid_sql.dialects import get_dialect
+    from grid_sql.events import event_spec
+
+    role = engines["analyst"]
+    spec = event_spec(get_dialect(DIALECT), role.engine.grammar)
+    streamer = EventStreamer(role.engine, spec, timeout=60)
+    ids = prompt(lm, role, schema, "List the names of all employees.")
+    (bad,), _ = constrained_generate(
+        lm.model,
+        [role.engine.guide()],
+        [ids],
+        12,
+        after=[Saboteur(2, lm.vocab.special_ids)],
+        streamer=streamer,
+    )
+    assert bad.stop_reason == "error"
+    items = list(streamer)  # ends: generate ended the stream
+    assert streamer.error is not None  # the forced EOS where no sentence is: events stop
+    # The text is what generate sampled, the refused token included (RowOutcome's stops before).
+    assert "".join(x for kind, x in items if kind == "text").encode().startswith(bad.text)
+    (good,), _ = constrained_generate(
+        lm.model, [role.engine.guide()], [ids], MAX_NEW_TOKENS, stop_on_exit=True,
+        streamer=streamer,
+    )  # fmt: skip
+    again = list(streamer)
+    assert good.error is None
+    assert "".join(x for kind, x in again if kind == "text").encode() == good.text
+    events = [x.key for kind, x in again if kind == "event"]
+    assert events == [e.key for e in tracker(role.engine, spec).parse(good.text)]

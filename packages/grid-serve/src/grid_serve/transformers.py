@@ -292,6 +292,10 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             self._catch_up(input_ids)
             self._fill()
             self._filled_at = input_ids.shape[1]
+        elif not done and self._device == "cpu":  # the width filled for, nothing ahead:
+            # a new call given the same processor? The last column must be unchanged
+            # (on CUDA this read would wait for the GPU: not checked there).
+            self._accept_new(input_ids.numpy()[:, -1:].tolist())
         if not (self._device == "cpu" and self._apply_native(scores)):
             if self.stop_on_exit:
                 self._exit_intent(scores)
@@ -888,16 +892,33 @@ class EventStreamer(BaseStreamer):  # type: ignore[misc, unused-ignore]
     Precondition: the row is constrained by GRID with ``engine`` (its tokens are
     in the mask), and ``generate`` has batch size 1. The first ``put`` is the
     prompt and is skipped; tokens after EOS (padding) are ignored. Iterating
-    yields the items until ``generate`` calls :meth:`end`.
+    yields the items until ``generate`` calls :meth:`end`; with ``timeout``
+    (seconds), a wait longer than that raises ``queue.Empty`` (as transformers'
+    ``TextIteratorStreamer``), so a consumer is not left waiting when
+    ``generate`` raises before it ends the stream. :meth:`end` also resets the
+    streamer for the next ``generate`` call (the next ``put`` is a prompt).
+
+    A row whose output cannot be read on (an EOS where it is no sentence: what
+    :class:`GridLogitsProcessor` writes to end a failed row) stops its events
+    there and keeps the error in :attr:`error`; it never raises into
+    ``generate``, whose other rows and stopping it would break.
     """
 
-    def __init__(self, engine: Engine, spec: EventSpec) -> None:
+    def __init__(self, engine: Engine, spec: EventSpec, *, timeout: float | None = None) -> None:
         self.engine = engine
         self.tracker = tracker(engine, spec)
-        self.track = self.tracker.start()
         self.items: queue.Queue[StreamItem | None] = queue.Queue()
-        self._text = codecs.getincrementaldecoder("utf-8")("replace")
+        self.timeout = timeout
+        self._start()
         self._prompt_seen = False
+
+    def _start(self) -> None:
+        """A fresh row (at each ``generate`` call's prompt)."""
+        self.track = self.tracker.start()
+        self._text = codecs.getincrementaldecoder("utf-8")("replace")
+        self.error: BaseException | None = None
+        """Why the events stopped before the output ended (None: they did not);
+        kept after :meth:`end`, until the next call's prompt."""
 
     def put(self, value: Any) -> None:
         ids = value.tolist() if hasattr(value, "tolist") else list(value)
@@ -906,26 +927,31 @@ class EventStreamer(BaseStreamer):  # type: ignore[misc, unused-ignore]
                 raise ServingError(f"EventStreamer streams one row, not a batch of {len(ids)}")
             ids = ids[0]
         if not self._prompt_seen:
+            self._start()
             self._prompt_seen = True
             return
         for token in ids:
-            self._take(int(token))
+            try:
+                self._take(int(token))
+            except Exception as e:  # sticky: the events stop, generate goes on
+                self.error = e
 
     def end(self) -> None:
         tail = self._text.decode(b"", final=True)
         if tail:
             self.items.put(("text", tail))
         self.items.put(None)
+        self._prompt_seen = False  # the next put is the next call's prompt
 
     def __iter__(self) -> Any:
         while True:
-            item = self.items.get()
+            item = self.items.get(timeout=self.timeout)
             if item is None:
                 return
             yield item
 
     def _take(self, token: int) -> None:
-        if self.track.terminated:
+        if self.track.terminated or self.error is not None:
             return
         before = self.track.count
         vocab = self.engine.vocab

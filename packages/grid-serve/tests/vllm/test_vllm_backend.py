@@ -169,6 +169,30 @@ def test_requests_run_on_the_native_guide_and_are_audited(
     assert (seal["stop_reason"], seal["record_count"]) == ("truncated", 3)
     assert replay(lines, engine).ok
 
+    # A token outside the mask, the request's last (vLLM ends it with an error): the
+    # log says so (it said "truncated"). One the grammar rolls back past (a draft
+    # refused while vLLM fills bitmasks) leaves the request going on.
+    for name, rolled_back, stop in (
+        ("refused", False, "error"),
+        ("refused-draft", True, "truncated"),
+    ):
+        r3, refused = compiled(manager, config, tokenizer, name, ANALYST)
+        engine = refused.engine
+        manager.grammar_bitmask({name: r3}, [name], {})
+        assert manager.accept_tokens(r3, [ids[0]])
+        assert not manager.accept_tokens(r3, [ids[0]])  # SELECT SELECT
+        if rolled_back:
+            refused.rollback(1)
+        assert refused.error is None  # vLLM decides what a refusal means
+        r3.structured_output_request._grammar = None
+        del refused
+        gc.collect()
+        manager.backend.flush_audit()
+        lines = (logs / f"{name}.jsonl").read_text().splitlines()
+        seal = json.loads(lines[-1])["seal"]
+        assert (seal["stop_reason"], seal["record_count"]) == (stop, 0 if rolled_back else 1)
+        assert replay(lines, engine).ok
+
 
 def test_speculative_fill_accept_rollback(spec_config: Any, tokenizer: Any) -> None:
     """With two draft tokens per step, grammar_bitmask fills the rows of the current
@@ -466,3 +490,17 @@ def test_a_json_request_with_events_writes_pointers(
     for token in [*ids, 2]:
         manager.grammar_bitmask({"jplain": r2}, ["jplain"], {})
         assert manager.accept_tokens(r2, [token])
+
+
+def test_request_ids_that_read_alike_get_files_of_their_own(tmp_path: Path) -> None:
+    """Ids were written with ``_`` for each character outside ``[A-Za-z0-9._-]``, so
+    ``tenant/a`` and ``tenant_a`` appended to one events file (and their audit logs
+    told apart only by arrival order)."""
+    from grid_serve.vllm.backend import file_stem
+
+    assert file_stem("cmpl-3f2a.x_y") == "cmpl-3f2a.x_y"  # as before
+    slash, underscore = file_stem("tenant/a"), file_stem("tenant_a")
+    assert underscore == "tenant_a" and slash.startswith("tenant_a-") and slash != underscore
+    assert file_stem("tenant/a") == slash  # a follower derives it from the id
+    assert len({file_stem(i) for i in ("a/b", "a\\b", "a b", "a_b", "..", ".")}) == 6
+    assert all("/" not in file_stem(i) and file_stem(i) not in (".", "..") for i in ("..", "."))

@@ -37,7 +37,9 @@ installed), with audit on:
 - ``accept_tokens`` advances it (tokens after termination are ignored, as
   vLLM's other backends do) and, for a slow request, submits the next row to
   the pool (:class:`~grid_serve.vllm.rows.RowsAhead`); a refused
-  token returns False with the guide unchanged at that token;
+  token returns False with the guide unchanged at that token, and the log
+  of a request whose last token was refused (vLLM ends it with an error) is
+  sealed ``error``, unless an accept or a rollback came after;
 - ``validate_tokens`` advances a fork (O(1)) and returns the accepted prefix;
 - ``rollback(n)`` undoes n tokens (termination included);
 - ``fill_bitmask`` writes the request's row whole (for a request the defer
@@ -96,6 +98,7 @@ the first request's grammar compilation with a ``SharedCacheError``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -189,10 +192,22 @@ def model_vocabulary(tokenizer: Any, vocab_size: int) -> Vocabulary:
     return vocab
 
 
+def file_stem(request_id: str) -> str:
+    """A request's file name stem: the id itself when it is made of
+    ``[A-Za-z0-9._-]`` (and is neither empty, ``.`` nor ``..``); else the id
+    with every other character as ``_``, then ``-`` and 8 hex digits of BLAKE2b
+    of the id, so two ids that read alike (``tenant/a``, ``tenant_a``) never
+    share a file, and a follower can still derive it."""
+    if re.fullmatch(r"[A-Za-z0-9._-]+", request_id) and request_id not in (".", ".."):
+        return request_id
+    digest = hashlib.blake2b(request_id.encode("utf-8", "surrogatepass"), digest_size=4)
+    return re.sub(r"[^A-Za-z0-9._-]", "_", request_id) + "-" + digest.hexdigest()
+
+
 class AuditDirectory:
     """The default audit sink: one ``<request_id>.jsonl`` per request in ``path``
-    (created on first use; characters of the id outside ``[A-Za-z0-9._-]`` become
-    ``_``; a second log of one id gets a ``.N`` suffix, never overwrites)."""
+    (created on first use; the name is :func:`file_stem`'s; a second log of one id
+    gets a ``.N`` suffix, never overwrites)."""
 
     def __init__(self, path: Path | str | None = None) -> None:
         if path is None:
@@ -204,7 +219,7 @@ class AuditDirectory:
 
     def __call__(self, request_id: str, log: AuditLog) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
-        stem = re.sub(r"[^A-Za-z0-9._-]", "_", request_id) or "request"
+        stem = file_stem(request_id)
         target, n = self.path / f"{stem}.jsonl", 1
         while target.exists():
             target, n = self.path / f"{stem}.{n}.jsonl", n + 1
@@ -221,15 +236,23 @@ class RequestEvents:
 
     def open(self, request_id: str) -> TextIO:
         """``<request_id>.events.jsonl`` in ``GRID_EVENTS_DIR`` (module header),
-        created; characters outside ``[A-Za-z0-9._-]`` become ``_``."""
+        created; the name is :func:`file_stem`'s."""
         path = Path(
             os.environ.get("GRID_EVENTS_DIR")
             or Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local/state")
             / "grid/events"
         )
         path.mkdir(parents=True, exist_ok=True)
-        stem = re.sub(r"[^A-Za-z0-9._-]", "_", request_id) or "request"
-        return open(path / f"{stem}.events.jsonl", "a", encoding="utf-8")
+        return open(path / f"{file_stem(request_id)}.events.jsonl", "a", encoding="utf-8")
+
+
+@dataclass
+class _Request:
+    """What the sealing of a request's log reads besides its guide."""
+
+    id: str = ""
+    refused: int | None = None
+    """A token vLLM gave that the mask refused, with no accept or rollback since."""
 
 
 @dataclass
@@ -309,9 +332,10 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
         self.events = events
         self.event_lines: EventLines | None = None
         """The request's event stream once its id is known (``"events": true`` only)."""
-        self._request = [""]
-        """The id vLLM names the request by (known from its first accepted token), in a
-        cell the sealing finalizer shares (it must not hold the grammar itself)."""
+        self._request = _Request()
+        """The id vLLM names the request by (known from its first accepted token) and
+        a token it gave that the mask refuses, in a cell the sealing finalizer shares
+        (it must not hold the grammar itself)."""
         self._events_out: list[TextIO] = []
         """The request's events file once open, in a cell the finalizer closes."""
         self.attempt = 0
@@ -348,7 +372,7 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
             _hand_off(self.backend, self.guide, self._request, stop, self._events_out)
 
     def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
-        self._request[0] = request_id
+        self._request.id = request_id
         if self.error is not None:
             return False
         self.skipped = 0
@@ -362,7 +386,12 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
                     token,
                     self.guide.steps,
                 )
+                # vLLM ends the request with an error (a sampled token), or rolls
+                # back (a draft while it fills bitmasks): the log is sealed `error`
+                # unless a later accept or rollback shows the request went on.
+                self._request.refused = token
                 return False
+        self._request.refused = None
         # A stop id does not seal the log here: vLLM accepts draft tokens through this
         # method and rolls them back, so a request has ended only when its grammar
         # is dropped (or reset, or failed), and the seal's stop reason is read then.
@@ -378,12 +407,12 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
         try:
             if self.event_lines is None:
                 assert isinstance(self.guide, EventStream)
-                out = self.events.open(self._request[0] or "request")
+                out = self.events.open(self._request.id or "request")
                 self._events_out.append(out)
                 self.event_lines = EventLines(self.guide, self.events.reader, out, self.attempt)
             self.event_lines.flush()
         except Exception:
-            logger.exception("GRID: request %s: events could not be written", self._request[0])
+            logger.exception("GRID: request %s: events could not be written", self._request.id)
 
     def validate_tokens(self, tokens: list[int]) -> list[int]:
         if self.error is not None or self.guide.is_terminated():
@@ -399,6 +428,7 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
         return accepted
 
     def rollback(self, num_tokens: int) -> None:
+        self._request.refused = None
         if self.error is None:
             try:
                 self.guide.rollback(num_tokens)
@@ -495,7 +525,7 @@ def _words_of(bitmask: torch.Tensor) -> Any:
 def _hand_off(
     backend: GridBackend,
     guide: Guide,
-    request: list[str],
+    request: _Request,
     stop: str | None,
     events_out: list[TextIO],
 ) -> None:
@@ -510,13 +540,15 @@ def _hand_off(
         _seal(backend, guide, request, stop)
 
 
-def _seal(backend: GridBackend, guide: Guide, request: list[str], stop: str | None) -> None:
+def _seal(backend: GridBackend, guide: Guide, request: _Request, stop: str | None) -> None:
     """Seal ``guide``'s records (``mode: 2``) with ``stop``, or (None) ``eos`` if the
-    guide has accepted EOS and ``truncated`` if not, and hand them to the backend's
-    sink; a failure is logged, never raised."""
-    request_id = request[0]
+    guide has accepted EOS, ``error`` if its last token from vLLM was refused (vLLM
+    ends such a request with an error), and ``truncated`` if not; and hand them to
+    the backend's sink; a failure is logged, never raised."""
+    request_id = request.id
     if stop is None:
-        stop = "eos" if guide.is_terminated() else "truncated"
+        ended = "error" if request.refused is not None else "truncated"
+        stop = "eos" if guide.is_terminated() else ended
     try:
         backend.audit_sink(request_id or "request", guide.seal(stop, {"mode": 2}))
     except Exception:
