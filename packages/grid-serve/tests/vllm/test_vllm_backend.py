@@ -503,4 +503,5 @@ def test_request_ids_that_read_alike_get_files_of_their_own(tmp_path: Path) -> N
     assert underscore == "tenant_a" and slash.startswith("tenant_a-") and slash != underscore
     assert file_stem("tenant/a") == slash  # a follower derives it from the id
     assert len({file_stem(i) for i in ("a/b", "a\\b", "a b", "a_b", "..", ".")}) == 6
+    assert file_stem(slash) != slash  # an id spelled as another's stem is hashed too
     assert all("/" not in file_stem(i) and file_stem(i) not in (".", "..") for i in ("..", "."))

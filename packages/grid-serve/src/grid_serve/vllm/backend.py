@@ -194,13 +194,15 @@ def model_vocabulary(tokenizer: Any, vocab_size: int) -> Vocabulary:
 
 def file_stem(request_id: str) -> str:
     """A request's file name stem: the id itself when it is made of
-    ``[A-Za-z0-9._-]`` (and is neither empty, ``.`` nor ``..``); else the id
-    with every other character as ``_``, then ``-`` and 8 hex digits of BLAKE2b
-    of the id, so two ids that read alike (``tenant/a``, ``tenant_a``) never
-    share a file, and a follower can still derive it."""
-    if re.fullmatch(r"[A-Za-z0-9._-]+", request_id) and request_id not in (".", ".."):
+    ``[A-Za-z0-9._-]``, is neither empty, ``.`` nor ``..``, and does not end in
+    ``-`` and 16 hex digits; else the id with every other character as ``_``,
+    then ``-`` and 16 hex digits of BLAKE2b of the id. So two ids that read
+    alike (``tenant/a``, ``tenant_a``, or an id spelled as another's stem)
+    never share a file, and a follower can still derive it."""
+    plain = re.fullmatch(r"[A-Za-z0-9._-]+", request_id) and request_id not in (".", "..")
+    if plain and not re.search(r"-[0-9a-f]{16}\Z", request_id):
         return request_id
-    digest = hashlib.blake2b(request_id.encode("utf-8", "surrogatepass"), digest_size=4)
+    digest = hashlib.blake2b(request_id.encode("utf-8", "surrogatepass"), digest_size=8)
     return re.sub(r"[^A-Za-z0-9._-]", "_", request_id) + "-" + digest.hexdigest()
 
 
