@@ -87,6 +87,11 @@ CASES = [
     ("INSERT INTO salaries VALUES (1, 2, 'x', 4, 5)",
      ["column_count", "column_not_granted"], ["column_count"]),
     ("SELECT d.title FROM docs AS d NATURAL JOIN docs", ["column_not_granted"], []),
+    # FTS5 runs a write to its hidden column as a command: 'delete-all' empties the table
+    ("INSERT INTO docs (docs) VALUES ('delete-all')", ["read_only_column"], ["read_only_column"]),
+    ("UPDATE salaries SET band = 1", ["read_only_column"], ["read_only_column"]),
+    ("INSERT INTO salaries (employee_id, grade) VALUES (1, 2)",
+     ["read_only_column"], ["read_only_column"]),
 ]  # fmt: skip
 
 
@@ -103,4 +108,5 @@ def test_grants_cover_them_and_shapes_follow_sqlite(
     assert kinds(granted, "r", sql) == for_r
     assert kinds(everything, "all", sql) == for_all
     refused = sqlite_error(db, sql)
-    assert bool(refused) == ("column_count" in for_all), refused
+    writes_a_command = "docs (docs)" in sql  # SQLite runs it: only GRID refuses it
+    assert bool(refused) == (bool(for_all) and not writes_a_command), refused

@@ -902,7 +902,18 @@ class _Walker:
         key = self.names.token(token)
         if target.table is None:
             return  # an unknown target table is already a violation
-        if key in target.table.columns:
+        if key in target.table.hidden or key in target.table.generated:
+            kind = "hidden" if key in target.table.hidden else "generated"
+            self._violation(
+                ViolationKind.READ_ONLY_COLUMN,
+                _span(token),
+                f"{_name(token)} is a {kind} column of {target.table.name}: no statement "
+                "writes it (a write to an FTS5 table's hidden column is a command, such "
+                "as 'delete-all')",
+                target.table.name,
+                _name(token),
+            )
+        elif key in target.table.columns:
             self._access(target.table, key, _span(token), via)
         else:
             self._violation(

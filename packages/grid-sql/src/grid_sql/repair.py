@@ -124,6 +124,7 @@ _WHAT = {
     ViolationKind.DUPLICATE_NAME: (
         "it gives two common tables, two windows or two tables of one FROM clause the same name"
     ),
+    ViolationKind.READ_ONLY_COLUMN: "it writes a column that is computed or hidden",
 }
 
 

@@ -51,6 +51,11 @@ class ViolationKind(StrEnum):
     """The role has no grant on a table the statement uses."""
     COLUMN_NOT_GRANTED = "column_not_granted"
     """The statement reads or writes a column the role is not granted."""
+    READ_ONLY_COLUMN = "read_only_column"
+    """An INSERT column list or UPDATE SET names a column no statement writes: a
+    generated column (SQLite and DuckDB refuse it) or a virtual table's hidden
+    column (SQLite's FTS5 runs a write to it as a command: ``'delete-all'``
+    empties the table, so a role with INSERT alone would delete)."""
 
 
 STATEMENT_RULES = frozenset({
