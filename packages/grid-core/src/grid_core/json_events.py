@@ -81,6 +81,12 @@ class JsonEventReader:
         # per open container: [kind, start offset, its pointer, member name or item index]
         self._open: list[list[Any]] = []
 
+    def fork(self) -> JsonEventReader:
+        """An independent reader that has read what this one has (O(open containers))."""
+        other = JsonEventReader()
+        other._open = [list(entry) for entry in self._open]
+        return other
+
     def read(self, event: Event, output: bytes) -> dict[str, Any]:
         """The event with its pointer (see the module header). ``output`` holds at
         least the event's span."""

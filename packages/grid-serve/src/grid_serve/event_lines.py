@@ -27,11 +27,23 @@ class EventReader(Protocol):
 
     def read(self, event: Event, output: bytes) -> dict[str, Any]: ...
 
+    def fork(self) -> EventReader:
+        """An independent reader that has read what this one has."""
+        ...
+
 
 class EventLines:
-    """Writes one guide's events to ``out`` (see the module header); ``new_reader``
-    makes a fresh reader (a reader remembers what it has read, so a retract reads
-    the kept events again with a new one)."""
+    """Writes one guide's events to ``out`` (see the module header), each event
+    read once by ``new_reader()``'s reader, however often the guide rolls back.
+
+    A reader remembers what it has read, so after a retract the reader must be
+    the one that read the kept events only: each flush that writes keeps a fork
+    of the reader (a mark), and a retract resumes from the last mark at or
+    before the kept count, reading again only the events after it. A speculative
+    round (drafts accepted, flushed, rolled back) so costs its drafts' events,
+    not the statement's: reading every kept event again made a request's reads
+    quadratic in its length.
+    """
 
     def __init__(
         self,
@@ -41,11 +53,12 @@ class EventLines:
         attempt: int = 0,
     ) -> None:
         self.guide = guide
-        self.new_reader = new_reader
         self.reader = new_reader()
         self.out = out
         self.attempt = attempt
         self.written = 0
+        # (events read, a fork of the reader that read them), counts increasing
+        self._marks: list[tuple[int, EventReader]] = [(0, self.reader.fork())]
 
     def flush(self) -> None:
         """Write the events determined since the last flush (a retract line first
@@ -54,16 +67,20 @@ class EventLines:
         if count < self.written:
             line = {"kind": "retract", "attempt": self.attempt, "count": self.written - count}
             self.out.write(json.dumps(line) + "\n")
+            while self._marks[-1][0] > count:
+                self._marks.pop()
+            read, mark = self._marks[-1]
+            self.reader = mark.fork()
+            if read < count:
+                output = self.guide.output()
+                for event in self.guide.events(since=read)[: count - read]:
+                    self.reader.read(event, output)
             self.written = count
-            # the reader remembers what it read: read the kept events afresh
-            self.reader = self.new_reader()
-            output = self.guide.output()
-            for event in self.guide.events()[:count]:
-                self.reader.read(event, output)
         if count > self.written:
             output = self.guide.output()
             for event in self.guide.events(since=self.written):
                 line = {**self.reader.read(event, output), "attempt": self.attempt}
                 self.out.write(json.dumps(line) + "\n")
             self.written = count
+            self._marks.append((count, self.reader.fork()))
         self.out.flush()

@@ -896,7 +896,11 @@ class EventStreamer(BaseStreamer):  # type: ignore[misc, unused-ignore]
     (seconds), a wait longer than that raises ``queue.Empty`` (as transformers'
     ``TextIteratorStreamer``), so a consumer is not left waiting when
     ``generate`` raises before it ends the stream. :meth:`end` also resets the
-    streamer for the next ``generate`` call (the next ``put`` is a prompt).
+    streamer for the next ``generate`` call (the next ``put`` is a prompt). A
+    ``generate`` that raised never called it: call :meth:`end` yourself before
+    the streamer serves another call, or that call's prompt is read as output
+    (nothing in a ``put`` tells a prompt from tokens: assisted decoding puts
+    rows of several tokens too).
 
     A row whose output cannot be read on (an EOS where it is no sentence: what
     :class:`GridLogitsProcessor` writes to end a failed row) stops its events

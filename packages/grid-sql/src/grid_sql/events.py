@@ -26,6 +26,7 @@ span's bytes as UTF-8, invalid bytes replaced).
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from grid_core.events import Event, EventSpec
@@ -51,6 +52,13 @@ class SqlEventReader:
         self._names: dict[str, str] = {}  # a table or alias (folded) -> its table
         self._last_table: tuple[int, str] | None = None  # (end, table)
         self._qualifier: tuple[int, str] | None = None  # (end, qualifier)
+
+    def fork(self) -> SqlEventReader:
+        """An independent reader that has read what this one has (O(tables and
+        aliases read); the dialect and grants are shared)."""
+        other = copy.copy(self)
+        other._names = dict(self._names)
+        return other
 
     def read(self, event: Event, output: bytes) -> dict[str, Any]:
         """The event with its meaning (see the module header). ``output`` holds at
