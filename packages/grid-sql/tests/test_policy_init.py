@@ -76,6 +76,39 @@ def test_the_starter_policy_is_valid_and_read_only(tmp_path: Path) -> None:
     assert example.role("reader").cte_names == ("cte",)
 
 
+def test_shadow_tables_are_left_out_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """FTS5's ``docs_content`` holds a copy of ``docs``' text: granted by the starter,
+    it kept exposing that text after a user removed ``docs`` from the role. A
+    snapshot file has no shadow flag: its relations are all listed."""
+    db = tmp_path / "search.sqlite"
+    con = sqlite3.connect(db)
+    con.executescript(
+        "CREATE VIRTUAL TABLE docs USING fts5(body);"
+        "CREATE VIRTUAL TABLE box USING rtree(id, x0, x1);"
+        "CREATE TABLE t (x);"
+        "INSERT INTO docs VALUES ('secret');"
+    )
+    con.close()
+    code, out, err = run(["policy", "init", "--db", str(db)], capsys)
+    assert (code, err) == (0, "")
+    assert "may SELECT from 3 relations of search (8 shadow tables left out)" in out
+    text = (tmp_path / "search.policy.toml").read_text()
+    shadow = "box_node, box_parent, box_rowid, docs_config, docs_content, docs_data, "
+    shadow += "docs_docsize, docs_idx"
+    assert f"# {shadow}.\n" in text
+    policy = tmp_path / "search.policy.toml"
+    argv = ["--db", str(db), "--policy", str(policy)]
+    code, out, _ = run(["check", "SELECT body FROM docs_content;", *argv], capsys)
+    assert code == 1 and "leaves the role's language" in out
+    code, out, _ = run(["check", "SELECT body FROM docs;", *argv], capsys)
+    assert code == 0, out
+    schema = SchemaSnapshot.from_sqlite(db)
+    listed = PolicyBundle.loads(starter_policy(schema), "s.toml", schema).role("reader").tables
+    assert "docs_content" in listed and len(listed) == 11
+
+
 def test_a_label_with_control_characters_stays_in_its_comment() -> None:
     """A database named with a newline wrote the rest of its name as a TOML line."""
     base = example_schema()

@@ -20,6 +20,12 @@ Policy decisions:
 
 - Relations are listed, not granted with ``*``: a table added to the database
   later is not granted until someone adds it.
+- A SQLite file's shadow tables (the tables behind a virtual table: FTS5's
+  ``docs_content`` holds a copy of ``docs``' text, R*Tree's ``r_node`` its
+  nodes; ``PRAGMA table_list`` type ``shadow``) are left out and named in a
+  comment: granted, they would keep exposing a virtual table's data after
+  someone removed that table from the role. A snapshot file says nothing of
+  shadow tables; its relations are all listed.
 - The text is validated (:meth:`PolicyBundle.loads` against the schema) before
   it is written; a CTE name that would clash with a relation is avoided.
 - Names are written as TOML basic strings with every character TOML requires
@@ -29,17 +35,24 @@ Policy decisions:
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
 from pathlib import Path
 
 from grid_core.cli import one_line
 from grid_core.errors import PolicyError
-from grid_sql.database import database_for
+from grid_sql.database import SQLITE_DATABASE, database_for
 from grid_sql.limits import DEFAULT_LIMITS, LIMIT_KEYS
 from grid_sql.policy import DEFAULT_CTE_NAMES, ROLE_NAME, PolicyBundle
-from grid_sql.schema import SchemaSnapshot, ascii_lower
+from grid_sql.schema import SchemaError, SchemaSnapshot, ascii_lower
 
-__all__ = ["DEFAULT_STARTER_ROLE", "policy_command", "starter_policy", "toml_string"]
+__all__ = [
+    "DEFAULT_STARTER_ROLE",
+    "policy_command",
+    "shadow_tables",
+    "starter_policy",
+    "toml_string",
+]
 
 #: The role ``grid policy init`` writes when ``--role`` names none.
 DEFAULT_STARTER_ROLE = "reader"
@@ -59,13 +72,41 @@ def toml_string(text: str) -> str:
     return "".join(out)
 
 
-def starter_policy(schema: SchemaSnapshot, role: str = DEFAULT_STARTER_ROLE) -> str:
-    """The text of a starter policy over ``schema``: one read-only role over every relation,
-    the default limits spelled out. Raises PolicyError for a schema without relations or a
-    role name the format does not allow."""
+def shadow_tables(path: Path) -> frozenset[str]:
+    """The shadow tables of the SQLite file at ``path`` (none where SQLite predates
+    ``pragma_table_list``, 3.37). Raises SchemaError if the file cannot be read."""
+    try:
+        db = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+    except sqlite3.Error as e:
+        raise SchemaError(str(path), str(e)) from None
+    try:
+        rows = db.execute(
+            "SELECT name FROM pragma_table_list WHERE schema = 'main' AND type = 'shadow'"
+        ).fetchall()
+    except sqlite3.OperationalError as e:
+        if "no such table" in str(e):  # SQLite before 3.37
+            return frozenset()
+        raise SchemaError(str(path), str(e)) from None
+    except (sqlite3.Error, UnicodeDecodeError) as e:
+        raise SchemaError(str(path), str(e)) from None
+    finally:
+        db.close()
+    return frozenset(str(name) for (name,) in rows)
+
+
+def starter_policy(
+    schema: SchemaSnapshot,
+    role: str = DEFAULT_STARTER_ROLE,
+    shadow: frozenset[str] = frozenset(),
+) -> str:
+    """The text of a starter policy over ``schema``: one read-only role over every relation
+    but the ``shadow`` tables (named in a comment), the default limits spelled out. Raises
+    PolicyError for a schema without relations to grant or a role name the format does
+    not allow."""
     if not ROLE_NAME.fullmatch(role):
         raise PolicyError(f"role name {role!r} is not {ROLE_NAME.pattern}")
-    if not schema.tables:
+    granted = [t for t in schema.tables if t.name not in shadow]
+    if not granted:
         raise PolicyError(f"{schema.label} has no tables or views: there is nothing to grant")
     relations = {ascii_lower(t.name) for t in schema.tables}
     cte = next(
@@ -79,7 +120,14 @@ def starter_policy(schema: SchemaSnapshot, role: str = DEFAULT_STARTER_ROLE) -> 
         + ("  # bytes of SQLite heap" if key == "max_memory" else "")
         for key in LIMIT_KEYS
     )
-    tables = ",\n".join(f"    {toml_string(t.name)}" for t in schema.tables)
+    tables = ",\n".join(f"    {toml_string(t.name)}" for t in granted)
+    left_out = sorted(t.name for t in schema.tables if t.name in shadow)
+    shadow_note = (
+        "# Left out: the shadow tables behind virtual tables (a copy of their data),\n"
+        f"# {one_line(', '.join(left_out))}.\n"
+        if left_out
+        else ""
+    )
     cte_line = "" if cte == DEFAULT_CTE_NAMES[0] else f"cte_names = [{toml_string(cte)}]\n"
     return (
         f"# GRID policy for {one_line(schema.label)}, written by `grid policy init` "
@@ -94,6 +142,7 @@ def starter_policy(schema: SchemaSnapshot, role: str = DEFAULT_STARTER_ROLE) -> 
         "\n"
         "# Read-only: SELECT on every relation of the database. Remove the tables this\n"
         '# role must not see, or restrict columns: columns.TABLE = ["col", ...].\n'
+        f"{shadow_note}"
         f"[roles.{role}]\n"
         'description = "SELECT on every relation"\n'
         'verbs = ["SELECT"]\n'
@@ -134,15 +183,18 @@ def policy_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
 def _init(args: argparse.Namespace) -> int:
     if args.out == "":  # Path("") is "."
         raise PolicyError("--out names no file (give a path, or - for stdout)")
+    shadow: frozenset[str] = frozenset()
     if args.db is not None:
-        schema = database_for(args.db).snapshot(args.db)  # SQLite, or a plug-in's (DuckDB)
-        source, option = args.db, "--db"
+        database = database_for(args.db)  # SQLite, or a plug-in's (DuckDB)
+        schema, source, option = database.snapshot(args.db), args.db, "--db"
+        if database is SQLITE_DATABASE:
+            shadow = shadow_tables(args.db)
     else:
         schema, source, option = SchemaSnapshot.load(args.schema), args.schema, "--schema"
     out = Path(args.out) if args.out not in (None, "-") else None
     if out is None and args.out is None:
         out = source.with_name(f"{source.stem}.policy.toml")
-    text = starter_policy(schema, args.role)
+    text = starter_policy(schema, args.role, shadow)
     policy = PolicyBundle.loads(text, str(out or "<stdout>"), schema)  # valid, or a bug here
     if out is None:
         sys.stdout.write(text)
@@ -156,6 +208,8 @@ def _init(args: argparse.Namespace) -> int:
     n = len(policy.grants(args.role, schema).tables)
     sys.stdout.write(
         f"wrote {out}: role {args.role} may SELECT from {n} relation{'s' * (n != 1)} of "
-        f"{schema.label}\nnext: grid ask QUESTION {option} {source} --policy {out}\n"
+        f"{schema.label}"
+        + (f" ({k} shadow table{'s' * (k != 1)} left out)" if (k := len(shadow)) else "")
+        + f"\nnext: grid ask QUESTION {option} {source} --policy {out}\n"
     )
     return 0
