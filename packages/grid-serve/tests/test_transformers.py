@@ -10,6 +10,7 @@ the statement form, which must be granted. Audit logs must verify and replay.
 from __future__ import annotations
 
 import math
+import queue
 import random
 import threading
 import warnings
@@ -689,36 +690,45 @@ def test_rows_reordered_or_replaced_between_calls_are_refused(
     lm: Any, engines: Any, schema: SchemaSnapshot
 ) -> None:
     """Beam search reorders rows, a second generate call replaces them: each would feed
-    one row's token to another row's guide. The processor checks every row's last
-    consumed column and refuses before it accepts a token of the call."""
+    one row's token to another row's guide. The processor checks every consumed column
+    of every row (the prompt's too) and refuses before it accepts a token of the call;
+    a check of each row's last column only let rows whose last tokens are equal swap."""
     engine = engines["analyst"].engine
     width = lm.vocab.n_vocab
 
-    def fresh() -> tuple[GridLogitsProcessor, list[int]]:
+    def fresh(ids: list[list[int]] | None = None) -> tuple[GridLogitsProcessor, list[int]]:
         processor = GridLogitsProcessor.for_engine(engine, 2)
-        processor(torch.tensor([[1, 2], [3, 4]]), torch.zeros((2, width)))
+        processor(torch.tensor(ids or [[1, 2], [3, 4]]), torch.zeros((2, width)))
         first = [processor.guides[i].mask_ids()[i] for i in range(2)]  # two different tokens
         return processor, first
 
+    changed = "row {}'s consumed tokens changed"
     processor, (a, b) = fresh()
     processor(torch.tensor([[1, 2, a], [3, 4, b]]), torch.zeros((2, width)))  # in order: fine
     assert [g.steps for g in processor.guides] == [1, 1]
-    with pytest.raises(ServingError, match="row 0's last token changed"):  # beams swapped
+    with pytest.raises(ServingError, match=changed.format(0)):  # beams swapped
         processor(torch.tensor([[3, 4, b, a], [1, 2, a, a]]), torch.zeros((2, width)))
     assert [g.steps for g in processor.guides] == [1, 1]  # nothing accepted
     processor, (a, b) = fresh()
-    with pytest.raises(ServingError, match="row 1's last token changed"):  # a new call
-        processor(torch.tensor([[5, 2, a, 2], [5, 6, 7, 8]]), torch.zeros((2, width)))
+    with pytest.raises(ServingError, match=changed.format(1)):  # a new call
+        processor(torch.tensor([[1, 2, a, 2], [5, 6, 7, 8]]), torch.zeros((2, width)))
     with pytest.raises(ServingError, match="input_ids of width 1 after width 2"):
         processor(torch.tensor([[2], [4]]), torch.zeros((2, width)))
     processor, (a, b) = fresh()  # a new call as wide as the last: the width is no tell
-    with pytest.raises(ServingError, match="row 0's last token changed"):
+    with pytest.raises(ServingError, match=changed.format(0)):
         processor(torch.tensor([[9, 9], [3, 4]]), torch.zeros((2, width)))
-    # The work done ahead of the forward pass checks the same, and raises at the next call.
+    processor, (a, b) = fresh([[1, 7], [3, 7]])  # rows whose last tokens are equal, swapped
+    with pytest.raises(ServingError, match=changed.format(0)):
+        processor(torch.tensor([[3, 7], [1, 7]]), torch.zeros((2, width)))
     processor, (a, b) = fresh()
-    processor._prefetch(torch.tensor([[3, 4, b], [1, 2, a]]))
-    with pytest.raises(ServingError, match="row 0's last token changed"):
-        processor(torch.tensor([[3, 4, b], [1, 2, a]]), torch.zeros((2, width)))
+    processor(torch.tensor([[1, 2, a], [3, 4, a]]), torch.zeros((2, width)))
+    with pytest.raises(ServingError, match=changed.format(0)):  # equal last tokens, swapped
+        processor(torch.tensor([[3, 4, a, b], [1, 2, a, b]]), torch.zeros((2, width)))
+    # The work done ahead of the forward pass checks the same, before it hands work on.
+    processor, (a, b) = fresh()
+    with pytest.raises(ServingError, match=changed.format(0)):
+        processor._prefetch(torch.tensor([[3, 4, b], [1, 2, a]]))
+    assert [g.steps for g in processor.guides] == [0, 0]
     # Beam search with one guide per beam row (the batch size matches): refused.
     ids = prompt(lm, engines["analyst"], schema, "List the names of all employees.")
     processor = GridLogitsProcessor.for_engine(engine, 2, budget=8)
@@ -770,3 +780,28 @@ def test_event_streamer_outlives_a_failed_row_and_serves_the_next_call(
     assert "".join(x for kind, x in again if kind == "text").encode() == good.text
     events = [x.key for kind, x in again if kind == "event"]
     assert events == [e.key for e in tracker(role.engine, spec).parse(good.text)]
+
+
+def test_event_streamer_drops_what_a_consumer_that_gave_up_left_unread(engines: Any) -> None:
+    """A consumer that stops at its timeout leaves its call's items in the queue: the next
+    call's consumer read them (and stopped at that call's end). They are dropped at the
+    next call's prompt."""
+    from grid_serve.text2sql import DIALECT
+    from grid_serve.transformers import EventStreamer
+    from grid_sql.dialects import get_dialect
+    from grid_sql.events import event_spec
+
+    role = engines["analyst"]
+    vocab = role.engine.vocab
+    byte = {x: i for i, x in enumerate(vocab.token_bytes) if len(x) == 1}
+    streamer = EventStreamer(
+        role.engine, event_spec(get_dialect(DIALECT), role.engine.grammar), timeout=0.05
+    )
+    with pytest.raises(queue.Empty):  # consumer 1 gives up before its call begins
+        next(iter(streamer))
+    for text in (b"SE", b"SELECT"):  # call 1 (unread), then call 2
+        streamer.put(torch.tensor([[1, 2]]))  # the prompt
+        for b in text:
+            streamer.put(torch.tensor([byte[bytes([b])]]))
+        streamer.end()
+    assert "".join(x for kind, x in streamer if kind == "text") == "SELECT"

@@ -9,7 +9,7 @@ It composes grid-sql's artifacts into GRID engines and talks to a chat model:
   (:class:`~grid_sql.lexicon.SchemaLexicon`, L3), narrowed to the role's
   generation profile (:mod:`grid_sql.generation`: ``narrow`` unless the policy
   says ``full``). The union DFA, the token trie and the T2 mask cache are
-  shared by every role (one dialect family).
+  shared by every role (one walk family).
 - :func:`schema_ddl` and :func:`prompt_schema`: what the model is shown of the
   database: the ``CREATE TABLE`` statements of the role's granted tables with
   their granted columns only, so the prompt never names what the mask refuses;

@@ -69,8 +69,12 @@ def apply_bitmask_(logits: torch.Tensor, words: torch.Tensor) -> torch.Tensor:
     Both block exactly the same columns and leave admitted logits untouched,
     except in a row where no admitted logit is finite (another processor put
     -inf on every id the mask admits): there each admitted logit becomes 0.0,
-    so the choice is uniform over the mask (mode 1's rule) and a sampler's
-    softmax stays defined. The mask stays hard either way.
+    so the choice is uniform over the mask (as mode 1 chooses when every
+    admitted logit is -inf) and a sampler's softmax stays defined. A row with
+    a finite admitted logit is left as it is, NaN or +inf on another admitted
+    id included (a model's fault: greedy picks that admitted id, a sampler
+    raises; mode 1 reads a non-finite logit as -inf). The mask stays hard
+    either way.
     """
     native = kernels.load()
     if (

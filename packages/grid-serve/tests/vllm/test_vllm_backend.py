@@ -193,6 +193,26 @@ def test_requests_run_on_the_native_guide_and_are_audited(
         assert (seal["stop_reason"], seal["record_count"]) == (stop, 0 if rolled_back else 1)
         assert replay(lines, engine).ok
 
+    # A refusal then a reset: the reset attempt is sealed `reset`; the next attempt,
+    # dropped without a token, is `truncated` (the refusal was carried over: `error`).
+    r4, again = compiled(manager, config, tokenizer, "refused-reset", ANALYST)
+    manager.grammar_bitmask({"refused-reset": r4}, ["refused-reset"], {})
+    assert manager.accept_tokens(r4, [ids[0]])
+    assert not manager.accept_tokens(r4, [ids[0]])
+    again.reset()
+    r4.structured_output_request._grammar = None
+    del again
+    gc.collect()
+    manager.backend.flush_audit()
+    seals = [
+        json.loads((logs / name).read_text().splitlines()[-1])["seal"]
+        for name in ("refused-reset.jsonl", "refused-reset~1.jsonl")
+    ]
+    assert [(x["stop_reason"], x["record_count"]) for x in seals] == [
+        ("reset", 1),
+        ("truncated", 0),
+    ]
+
 
 def test_speculative_fill_accept_rollback(spec_config: Any, tokenizer: Any) -> None:
     """With two draft tokens per step, grammar_bitmask fills the rows of the current
@@ -254,7 +274,7 @@ def test_a_draft_stop_id_leaves_the_log_open(spec_config: Any, tokenizer: Any) -
         gc.collect()
         backend.flush_audit()
         lines = (logs / "draft-eos.jsonl").read_text().splitlines()
-        assert not (logs / "draft-eos.1.jsonl").exists()
+        assert not (logs / "draft-eos~1.jsonl").exists()
         seal = json.loads(lines[-1])["seal"]
         assert (seal["stop_reason"], seal["record_count"]) == ("eos", len(ids) + 1)
         assert [json.loads(line)["token"] for line in lines[:-1]] == [*ids, 2]
@@ -393,7 +413,7 @@ def test_a_reset_seals_the_attempt_and_streams_the_next(
     assert keys == [e.key for e in tracker(engine, spec).parse(sql.encode())]
 
     logs = Path(os.environ["GRID_AUDIT_DIR"])
-    ends = (("rs.jsonl", "reset", len(first)), ("rs.1.jsonl", "eos", len(ids) + 1))
+    ends = (("rs.jsonl", "reset", len(first)), ("rs~1.jsonl", "eos", len(ids) + 1))
     for name, stop, count in ends:
         log = (logs / name).read_text().splitlines()
         seal = json.loads(log[-1])["seal"]
@@ -496,7 +516,8 @@ def test_request_ids_that_read_alike_get_files_of_their_own(tmp_path: Path) -> N
     """Ids were written with ``_`` for each character outside ``[A-Za-z0-9._-]``, so
     ``tenant/a`` and ``tenant_a`` appended to one events file (and their audit logs
     told apart only by arrival order)."""
-    from grid_serve.vllm.backend import file_stem
+    from grid_core.audit import AuditLog
+    from grid_serve.vllm.backend import AuditDirectory, file_stem
 
     assert file_stem("cmpl-3f2a.x_y") == "cmpl-3f2a.x_y"  # as before
     slash, underscore = file_stem("tenant/a"), file_stem("tenant_a")
@@ -505,3 +526,11 @@ def test_request_ids_that_read_alike_get_files_of_their_own(tmp_path: Path) -> N
     assert len({file_stem(i) for i in ("a/b", "a\\b", "a b", "a_b", "..", ".")}) == 6
     assert file_stem(slash) != slash  # an id spelled as another's stem is hashed too
     assert all("/" not in file_stem(i) and file_stem(i) not in (".", "..") for i in ("..", "."))
+    # x.events's audit log is not x's events file (one directory for both is allowed)
+    assert file_stem("x.events") != "x.events" and file_stem("x.eventsy") == "x.eventsy"
+    # a second log of id a is a~1.jsonl: never the file of id a.1 (a.1.jsonl)
+    sink = AuditDirectory(tmp_path)
+    log = AuditLog()
+    for request_id in ("a", "a", "a.1"):
+        sink(request_id, log)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.1.jsonl", "a.jsonl", "a~1.jsonl"]

@@ -194,13 +194,16 @@ def model_vocabulary(tokenizer: Any, vocab_size: int) -> Vocabulary:
 
 def file_stem(request_id: str) -> str:
     """A request's file name stem: the id itself when it is made of
-    ``[A-Za-z0-9._-]``, is neither empty, ``.`` nor ``..``, and does not end in
-    ``-`` and 16 hex digits; else the id with every other character as ``_``,
-    then ``-`` and 16 hex digits of BLAKE2b of the id. So two ids that read
-    alike (``tenant/a``, ``tenant_a``, or an id spelled as another's stem)
-    never share a file, and a follower can still derive it."""
+    ``[A-Za-z0-9._-]``, is neither empty, ``.`` nor ``..``, and ends neither in
+    ``-`` and 16 hex digits nor in ``.events``; else the id with every other
+    character as ``_``, then ``-`` and 16 hex digits of BLAKE2b of the id. So
+    two ids that read alike (``tenant/a``, ``tenant_a``, an id spelled as
+    another's stem, ``x.events`` beside ``x``'s events file) never share a file,
+    and a follower can still derive it. No stem holds ``~``: a repeated id's
+    suffix (:class:`AuditDirectory`) is never another id's name. On a
+    case-insensitive file system ``A`` and ``a`` still share a name."""
     plain = re.fullmatch(r"[A-Za-z0-9._-]+", request_id) and request_id not in (".", "..")
-    if plain and not re.search(r"-[0-9a-f]{16}\Z", request_id):
+    if plain and not re.search(r"-[0-9a-f]{16}\Z|\.events\Z", request_id):
         return request_id
     digest = hashlib.blake2b(request_id.encode("utf-8", "surrogatepass"), digest_size=8)
     return re.sub(r"[^A-Za-z0-9._-]", "_", request_id) + "-" + digest.hexdigest()
@@ -209,7 +212,8 @@ def file_stem(request_id: str) -> str:
 class AuditDirectory:
     """The default audit sink: one ``<request_id>.jsonl`` per request in ``path``
     (created on first use; the name is :func:`file_stem`'s; a second log of one id
-    gets a ``.N`` suffix, never overwrites)."""
+    gets a ``~N`` suffix, ``<stem>~1.jsonl``, which no id's stem is; never an
+    overwrite)."""
 
     def __init__(self, path: Path | str | None = None) -> None:
         if path is None:
@@ -224,7 +228,7 @@ class AuditDirectory:
         stem = file_stem(request_id)
         target, n = self.path / f"{stem}.jsonl", 1
         while target.exists():
-            target, n = self.path / f"{stem}.{n}.jsonl", n + 1
+            target, n = self.path / f"{stem}~{n}.jsonl", n + 1
         log.write(target)
 
 
@@ -466,6 +470,7 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
         self.attempt += 1
         self.event_lines = None
         self._events_out = []
+        self._request = _Request(self._request.id)  # the sealed attempt keeps its own
         self._start()
         self.error = None
         self.rows.ahead(self.guide)

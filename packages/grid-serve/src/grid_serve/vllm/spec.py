@@ -27,7 +27,7 @@ one vocabulary, the way :class:`grid_serve.text2sql.RoleEngines` does for one
 schema: the role's projection (L2) and schema lexicon (L3) narrowed to the
 generation profile the policy names for the role (``generation``, default
 ``narrow``: :mod:`grid_sql.generation`), the dialect's union DFA, one token trie
-for every engine, one T2 cache per dialect family. Builds
+for every engine, one T2 cache per walk family. Builds
 are single-flight (:class:`~grid_core.registry.GrammarRegistry`): the key is the
 dialect, the role, the schema's fingerprint and the policy's, so requests that
 name the same artifacts share one engine, and concurrent compiles of one key
