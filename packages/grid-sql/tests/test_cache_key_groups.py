@@ -8,7 +8,7 @@ real parts:
 
 - **configurations reached on real corpora**: every byte prefix of a corpus
   of SQL statements (reads, writes, joins, subqueries, strings, comments,
-  quoted names), for every engine of one dialect family, as long as the
+  quoted names), for every engine of one walk family, as long as the
   prefix stays operationally viable in that engine's language. A token
   boundary of any tokenization is such a byte prefix;
 - **one T2 shared by eight engines**: the four roles of the example policy
@@ -128,7 +128,7 @@ class Member:
 
 @dataclass
 class Family:
-    """Engines of one dialect family sharing one T2, and the labels of each."""
+    """Engines of one walk family sharing one T2, and the labels of each."""
 
     engines: list[Engine]
     labels: list[tuple[str, str]]  # (schema, role)

@@ -110,3 +110,24 @@ def test_grants_cover_them_and_shapes_follow_sqlite(
     refused = sqlite_error(db, sql)
     writes_a_command = "docs (docs)" in sql  # SQLite runs it: only GRID refuses it
     assert bool(refused) == (bool(for_all) and not writes_a_command), refused
+
+
+def test_flags_name_tables_as_the_catalog_compares_names() -> None:
+    """``hidden={"DOCS": ...}`` for table ``docs`` was dropped without a word (the
+    write check lost), and a flagged table the schema lacks was no error, where
+    ``rowid_aliases`` folds names and refuses an unknown table."""
+    from grid_sql.checker import SchemaError, check_statement
+
+    tables = {"docs": ["title", "body", "docs"]}
+    grants = {"w": {"docs": None}}
+    write = "UPDATE docs SET docs = 'delete-all';"
+    for table in ("docs", "DOCS"):
+        kinds = [
+            v.kind for v in check_statement(write, tables, grants, "w", hidden={table: ["DOCS"]})
+        ]
+        assert [str(k) for k in kinds] == ["read_only_column"], table
+    for flag in ("hidden", "generated"):
+        with pytest.raises(SchemaError, match="nosuch"):
+            SemanticChecker(tables, grants, **{flag: {"nosuch": ["x"]}})
+        with pytest.raises(SchemaError, match="x"):
+            SemanticChecker(tables, grants, **{flag: {"Docs": ["x"]}})

@@ -214,3 +214,30 @@ def test_repair_gives_up_and_accumulates_removals() -> None:
     seen.clear()
     assert repair(generate, "clerk", CHECKER, lexicon=LEXICON, tighten=False).sql == "SELECT 1"
     assert seen == [None, None]
+
+
+def test_a_write_to_a_read_only_column_is_told_so_not_sent_to_the_grants() -> None:
+    """The feedback said "Rewrite the statement using only granted tables and columns"
+    under a grant that lists the column, and a generated column's message spoke of
+    FTS5 commands."""
+    checker = SemanticChecker(
+        {"salaries": ["id", "amount", "band"], "docs": ["body", "docs"]},
+        {"w": {"salaries": None, "docs": None}},
+        generated={"salaries": ["band"]},
+        hidden={"docs": ["docs"]},
+    )
+    sql = "UPDATE salaries SET band = 2;"
+    found = checker.check(sql, "w")
+    assert [v.kind for v in found] == [ViolationKind.READ_ONLY_COLUMN]
+    assert "computed" in found[0].message and "FTS5" not in found[0].message
+    feedback = feedback_text(sql, "w", found, checker)
+    assert "- salaries: id, amount, band (every column)" in feedback
+    assert "granted tables" not in feedback
+    assert feedback.endswith(
+        "Leave the generated and hidden columns named above out of INSERT and SET."
+    )
+    plan = plan_retry(sql, "w", found, checker)
+    assert plan.removed == ()  # the retry may still read it
+    fts = checker.check("INSERT INTO docs(docs) VALUES ('delete-all');", "w")
+    assert [v.kind for v in fts] == [ViolationKind.READ_ONLY_COLUMN]
+    assert "FTS5" in fts[0].message

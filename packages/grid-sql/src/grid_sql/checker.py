@@ -439,9 +439,14 @@ class _Table:
     hidden: frozenset[str] = frozenset()  # keys read by name only: not in *, NATURAL, INSERT
     generated: frozenset[str] = frozenset()  # keys computed: not in INSERT's implicit list
 
-    def implicit(self) -> list[str]:
-        """The keys an INSERT without a column list writes, in order."""
-        return [k for k in self.columns if k not in self.hidden and k not in self.generated]
+    def implicit(self, generated: bool = False) -> list[str]:
+        """The keys an INSERT without a column list writes, in order; ``generated``:
+        the generated ones too (`Dialect.generated_in_implicit_insert`)."""
+        return [
+            k
+            for k in self.columns
+            if k not in self.hidden and (generated or k not in self.generated)
+        ]
 
 
 def _catalog(
@@ -452,11 +457,16 @@ def _catalog(
     generated: Mapping[str, Collection[str]],
 ) -> dict[str, _Table]:
     aliases = {names.catalog(t): names.catalog(c) for t, c in rowid_aliases.items()}
+    # table key -> (its name as given, column keys), as the catalog compares names
+    flags = [
+        {names.catalog(t): (t, frozenset(names.catalog(c) for c in cs)) for t, cs in m.items()}
+        for m in (hidden, generated)
+    ]
 
     def keys(
-        flagged: Mapping[str, Collection[str]], name: str, cols: Mapping[str, str]
+        flagged: dict[str, tuple[str, frozenset[str]]], key: str, cols: Mapping[str, str]
     ) -> frozenset[str]:
-        out = frozenset(names.catalog(c) for c in flagged.get(name, ()))
+        name, out = flagged.pop(key, ("", frozenset()))
         if not out <= cols.keys():
             raise SchemaError(name, next(iter(out - cols.keys())), missing=True)
         return out
@@ -474,11 +484,12 @@ def _catalog(
         rowid = aliases.pop(key, None)
         if rowid is not None and rowid not in cols:
             raise SchemaError(name, rowid, missing=True)
-        tables[key] = _Table(
-            key, name, cols, rowid, keys(hidden, name, cols), keys(generated, name, cols)
-        )
+        tables[key] = _Table(key, name, cols, rowid, *(keys(f, key, cols) for f in flags))
     if aliases:
         raise SchemaError(next(iter(aliases)), missing=True)
+    for left in flags:  # hidden or generated columns of a table the schema does not have
+        for given, _ in left.values():
+            raise SchemaError(given, missing=True)
     return tables
 
 
@@ -592,6 +603,11 @@ class _Env:
 
 def _trees(node: Tree) -> list[Tree]:
     return [c for c in node.children if not _is_token(c)]
+
+
+def _sets_default(assignment: Tree) -> bool:
+    """``c = DEFAULT`` (PostgreSQL), not ``c = expr``."""
+    return any(t.type == "DEFAULT" for t in _tokens(assignment))
 
 
 def _tokens(node: Tree) -> list[Token]:
@@ -766,7 +782,11 @@ class _Walker:
         if columns is not None:
             expected, what = len(_tokens(columns)), "the columns it names"
         else:
-            expected, what = len(table.implicit()), f"the columns of {table.name}"
+            implicit = table.implicit(self.dialect.generated_in_implicit_insert)
+            expected, what = len(implicit), f"the columns of {table.name}"
+            for key in implicit[:given]:
+                if key in table.generated:  # a value where only DEFAULT goes (PostgreSQL)
+                    self._read_only(_span(source), table, key, hidden=False)
             if given < expected and self.dialect.insert_fills_defaults:
                 return
         if given != expected:
@@ -794,7 +814,7 @@ class _Walker:
                     self.column_ref(token, None, _span(token), scope, dq_fallback=False)
             elif node.data == "assignment":
                 column = next(t for t in _tokens(node) if t.type == "COLUMN_NAME")
-                self._write(target, column, "update")
+                self._write(target, column, "update", default=_sets_default(node))
                 for expr in _trees(node):
                     self.expr(expr, inner, env)
             else:
@@ -833,7 +853,7 @@ class _Walker:
             if node.data == "assignment":
                 column = next(t for t in _tokens(node) if t.type == "COLUMN_NAME")
                 if target is not None:
-                    self._write(target, column, "update")
+                    self._write(target, column, "update", default=_sets_default(node))
                 for expr in _trees(node):
                     self.expr(expr, scope, env)
         for expr in deferred:
@@ -898,21 +918,34 @@ class _Walker:
             if token.type == "COLUMN_NAME":
                 self._write(target, token, via)
 
-    def _write(self, target: _Source, token: Token, via: AccessKind) -> None:
+    def _read_only(self, span: Span, table: _Table, key: str, *, hidden: bool) -> None:
+        """A value written to a column no statement writes (`read_only_column`)."""
+        why = (
+            "a write to it is a command to the virtual table, such as FTS5's 'delete-all'"
+            if hidden
+            else "its value is computed from other columns"
+        )
+        name = table.columns[key]
+        self._violation(
+            ViolationKind.READ_ONLY_COLUMN,
+            span,
+            f"{name} is a {'hidden' if hidden else 'generated'} column of {table.name}: "
+            f"no statement writes it ({why})",
+            table.name,
+            name,
+        )
+
+    def _write(
+        self, target: _Source, token: Token, via: AccessKind, *, default: bool = False
+    ) -> None:
+        """A column an INSERT list or SET names; ``default``: set to DEFAULT (PostgreSQL's
+        ``SET c = DEFAULT``, which a generated column takes)."""
         key = self.names.token(token)
         if target.table is None:
             return  # an unknown target table is already a violation
-        if key in target.table.hidden or key in target.table.generated:
-            kind = "hidden" if key in target.table.hidden else "generated"
-            self._violation(
-                ViolationKind.READ_ONLY_COLUMN,
-                _span(token),
-                f"{_name(token)} is a {kind} column of {target.table.name}: no statement "
-                "writes it (a write to an FTS5 table's hidden column is a command, such "
-                "as 'delete-all')",
-                target.table.name,
-                _name(token),
-            )
+        table = target.table
+        if key in table.hidden or (key in table.generated and not default):
+            self._read_only(_span(token), table, key, hidden=key in table.hidden)
         elif key in target.table.columns:
             self._access(target.table, key, _span(token), via)
         else:
@@ -1960,9 +1993,20 @@ def check_statement(
     role: str,
     *,
     dialect: str | Dialect = "sqlite",
+    rowid_aliases: Mapping[str, str] | None = None,
+    hidden: Mapping[str, Collection[str]] | None = None,
+    generated: Mapping[str, Collection[str]] | None = None,
 ) -> list[Violation]:
-    """One-shot form of `SemanticChecker.check`."""
-    return SemanticChecker(schema, grants, dialect=dialect).check(sql, role)
+    """One-shot form of `SemanticChecker.check` (the keywords are its constructor's)."""
+    checker = SemanticChecker(
+        schema,
+        grants,
+        dialect=dialect,
+        rowid_aliases=rowid_aliases,
+        hidden=hidden,
+        generated=generated,
+    )
+    return checker.check(sql, role)
 
 
 __all__ = [

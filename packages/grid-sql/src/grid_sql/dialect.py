@@ -70,6 +70,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from grid_core.errors import GrammarError
 
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def ascii_lower(name: str) -> str:
+    """``name`` with ASCII letters lower-cased (SQLite's and PostgreSQL's folding)."""
+    return name.translate(_ASCII_LOWER)
+
+
 if TYPE_CHECKING:
     from grid_sql.projection_rules import ProjectionRules
 
@@ -249,6 +257,10 @@ class Dialect:
     # Whether an INSERT with no column list may give fewer values than the table has
     # columns, the rest taking their defaults (PostgreSQL); SQLite and DuckDB refuse it.
     insert_fills_defaults: bool = False
+    # Whether an INSERT with no column list counts generated columns among the
+    # table's, taking only DEFAULT for them (PostgreSQL: "cannot insert a
+    # non-DEFAULT value into column"); SQLite and DuckDB leave them out.
+    generated_in_implicit_insert: bool = False
     # Whether `f(*)` is refused for a function that is neither an aggregate nor a
     # window function (PostgreSQL); SQLite and DuckDB read it as `f()`.
     star_only_aggregates: bool = False
@@ -341,6 +353,12 @@ class Dialect:
     # ------------------------------------------------------------ derived data
     # (the word sets are built once per dialect object: the lexicon asks for them
     # once per schema word and spelling, a few hundred times per role)
+
+    def catalog_prefix(self, name: str) -> str | None:
+        """The first of `catalog_prefixes` that ``name`` starts with, ASCII case
+        folded (a name that may reach the database's own catalog), or None."""
+        folded = ascii_lower(name)
+        return next((p for p in self.catalog_prefixes if folded.startswith(p)), None)
 
     @property
     def lexicon_categories(self) -> tuple[str, ...]:

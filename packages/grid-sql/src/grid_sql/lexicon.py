@@ -249,12 +249,12 @@ class SchemaLexicon:
                         dialect.cte_category,
                         f"spells relation {relations[ascii_lower(cte)]!r} of the schema",
                     )
-                system = [p for p in dialect.catalog_prefixes if ascii_lower(cte).startswith(p)]
-                if system:
+                system = dialect.catalog_prefix(cte)
+                if system is not None:
                     raise LexiconError(
                         cte.encode("utf-8", "backslashreplace"),
                         dialect.cte_category,
-                        f"starts with {system[0]!r}, as the {dialect.name} catalog's own "
+                        f"starts with {system!r}, as the {dialect.name} catalog's own "
                         "relations do, which a bare name can reach",
                     )
             admit(dialect.cte_category, grants.cte_names)

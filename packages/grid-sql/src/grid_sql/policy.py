@@ -90,7 +90,7 @@ from grid_core.fingerprint import fingerprint
 from grid_sql.dialects import get_dialect
 from grid_sql.generation import PROFILES, Profile
 from grid_sql.limits import DEFAULT_LIMITS, LIMIT_KEYS, Limits, check_limit
-from grid_sql.schema import SchemaSnapshot, ascii_lower
+from grid_sql.schema import SchemaSnapshot, ascii_lower, name_key
 
 __all__ = [
     "ALL",
@@ -462,16 +462,16 @@ class PolicyBundle:
                     f"CTE name {cte!r} is the name of relation {clash!r}: a CTE_NAME word "
                     "stands in table positions without its WITH",
                 )
-            system = [p for p in dialect.catalog_prefixes if ascii_lower(cte).startswith(p)]
-            if system:
+            system = dialect.catalog_prefix(cte)
+            if system is not None:
                 raise error(
                     ("cte_names", i),
                     cte,
-                    f"CTE name {cte!r} starts with {system[0]!r}, as the {dialect.name} "
+                    f"CTE name {cte!r} starts with {system!r}, as the {dialect.name} "
                     "catalog's own relations do: a CTE_NAME word stands in table positions "
                     "without its WITH",
                 )
-            key = ascii_lower(cte) if dialect.identifier_case == "insensitive" else cte
+            key = name_key(cte, dialect.identifier_case)
             if key in seen_ctes:
                 raise error(("cte_names", i), cte, f"{cte!r} is {seen_ctes[key]!r} again")
             seen_ctes[key] = cte

@@ -94,8 +94,11 @@ def feedback_text(
     if not granted:
         lines.append("- nothing")
     advice = []
-    if any(v.kind not in STATEMENT_RULES for v in violations):
+    read_only = ViolationKind.READ_ONLY_COLUMN
+    if any(v.kind not in STATEMENT_RULES and v.kind is not read_only for v in violations):
         advice.append("Rewrite the statement using only granted tables and columns.")
+    if any(v.kind is read_only for v in violations):
+        advice.append("Leave the generated and hidden columns named above out of INSERT and SET.")
     if any(v.via == "star" for v in violations):
         advice.append("Do not use * or t.* on a table with a column that is not granted.")
     if any(v.kind in STATEMENT_RULES for v in violations):
@@ -176,7 +179,8 @@ def plan_retry(
 
     The columns removed are those of the ``column_not_granted`` violations (a
     column reached through ``*`` included, so the retry cannot list it either;
-    the row-id pseudo-column excluded).
+    the row-id pseudo-column excluded). A ``read_only_column`` removes nothing: the
+    retry may still read that column; the feedback says not to write it.
     """
     feedback = feedback_text(sql, role, violations, checker)
     denied: dict[str, tuple[str, str]] = {}  # column key -> (table, column)

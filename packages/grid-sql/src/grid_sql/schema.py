@@ -65,7 +65,7 @@ from typing import Any, Literal
 from grid_core import strict_json
 from grid_core.errors import GridError
 from grid_core.fingerprint import fingerprint
-from grid_sql.dialect import IdentifierCase
+from grid_sql.dialect import IdentifierCase, ascii_lower
 from grid_sql.dialects import get_dialect
 
 __all__ = [
@@ -84,8 +84,6 @@ JSON_FORMAT = "grid.schema/1"
 
 RelationKind = Literal["table", "view"]
 
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-
 
 class SchemaError(GridError):
     """A catalog cannot be read, or a snapshot is malformed; ``source`` names where from."""
@@ -94,11 +92,6 @@ class SchemaError(GridError):
         self.source = source
         self.reason = reason
         super().__init__(f"schema {source}: {reason}")
-
-
-def ascii_lower(name: str) -> str:
-    """``name`` with ASCII letters lower-cased (SQLite's and PostgreSQL's folding)."""
-    return name.translate(_ASCII_LOWER)
 
 
 def name_key(name: str, case: IdentifierCase) -> str:
@@ -440,11 +433,15 @@ class SchemaSnapshot:
 
 
 # One row per (relation, column); a relation without columns has one row of blanks.
+# A column is generated when computed (GENERATED ALWAYS AS (...) STORED) or an
+# identity GENERATED ALWAYS: the server takes only DEFAULT for either.
 _PG_QUERY = """\
 SELECT encode(convert_to(t.table_name, 'UTF8'), 'hex'), t.table_type,
        coalesce(encode(convert_to(c.column_name, 'UTF8'), 'hex'), ''),
        coalesce(c.ordinal_position::text, ''),
-       coalesce(encode(convert_to(c.data_type, 'UTF8'), 'hex'), '')
+       coalesce(encode(convert_to(c.data_type, 'UTF8'), 'hex'), ''),
+       CASE WHEN c.is_generated = 'ALWAYS' OR c.identity_generation = 'ALWAYS'
+            THEN 'g' ELSE '' END
 FROM information_schema.tables t
 LEFT JOIN information_schema.columns c
   ON c.table_catalog = t.table_catalog AND c.table_schema = t.table_schema
@@ -456,14 +453,17 @@ def _pg_tables(lines: Iterable[str], source: str) -> tuple[Table, ...]:
     rels: dict[str, tuple[RelationKind, list[tuple[int, Column]]]] = {}
     for line in lines:
         fields = line.split("\t")
-        if len(fields) != 5:
+        if len(fields) != 6:
             raise SchemaError(source, f"unexpected psql output line {line!r}")
-        rel_hex, rel_type, col_hex, ordinal, type_hex = fields
+        rel_hex, rel_type, col_hex, ordinal, type_hex, generated = fields
         rel = _unhex(rel_hex, source)
         kind: RelationKind = "view" if rel_type == "VIEW" else "table"
         _, cols = rels.setdefault(rel, (kind, []))
         if col_hex:
-            cols.append((int(ordinal), Column(_unhex(col_hex, source), _unhex(type_hex, source))))
+            column = Column(
+                _unhex(col_hex, source), _unhex(type_hex, source), generated=generated == "g"
+            )
+            cols.append((int(ordinal), column))
     return tuple(
         Table(rel, tuple(c for _, c in sorted(cols, key=lambda p: p[0])), kind)
         for rel, (kind, cols) in rels.items()

@@ -1,6 +1,6 @@
 """What the SemanticChecker reports: one `Violation` per problem, of a `ViolationKind`.
 
-Three families of kinds, each from one stage of `grid_sql.checker`:
+Four families of kinds, each from one stage of `grid_sql.checker`:
 
 - **names** (the analysis): a table, column or qualifier that resolves nowhere,
   or a column two sources have;
@@ -10,6 +10,8 @@ Three families of kinds, each from one stage of `grid_sql.checker`:
   an aggregate where none may be, a row value where none may be
   (`grid_sql.row_rules`), a subquery or compound SELECT with the wrong number
   of columns;
+- **writes** (the analysis): a column no statement writes, generated or a
+  virtual table's hidden column (`read_only_column`);
 - **policy** (`SemanticChecker.check`): a table or column the role is not granted.
 """
 
