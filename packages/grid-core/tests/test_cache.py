@@ -203,7 +203,7 @@ def test_cache_on_equals_cache_off_with_two_lexicon_categories(path: str) -> Non
     assert on.t1 is not None and on.t1.hits > 0
 
 
-#: Two schemas of one dialect family (same terminals, DFA and trie, so one T2):
+#: Two schemas of one walk family (same DFA, ignored terminals, pick order and trie: one T2):
 #: an identifier entry one publishes must never serve the other.
 OTHER_SCHEMA = {
     "TABLE_NAME": [b"invoices", b"orders", b"emp"],

@@ -261,6 +261,10 @@ REJECTIONS: list[tuple[str, str, str]] = [
     ("syntax_error", r"(unclosed", "not a Python regular expression"),
     ("posix_class", r"[[:alpha:]]+", "POSIX class"),
     ("nested_set_negated", r"x[[^a]]", "Possible nested set"),
+    ("posix_class_negated", r"[^[:alpha:]]", "Possible POSIX class [:alpha:]"),
+    ("posix_class_not_first", r"[a[:digit:]]", "Possible POSIX class [:digit:]"),
+    ("posix_collating", r"x[^ab[.-.]]", "Possible POSIX class [.-.]"),
+    ("posix_equivalence", r"[[=e=]x]", "POSIX class"),
     ("set_difference", r"[a-z--q]", "Possible set difference"),
     ("set_intersection", r"[a&&b]", "Possible set intersection"),
     ("set_union", r"[a||b]", "Possible set union"),
@@ -281,6 +285,22 @@ def test_rejected_construct(pattern: str, reason: str) -> None:
     assert error.terminal == "MY_TERMINAL" and error.pattern == pattern
     assert "MY_TERMINAL" in str(error)
     assert reason in error.reason
+
+
+@pytest.mark.parametrize(
+    ("pattern", "member"),
+    [
+        (r"\[:alpha:\]", "[:alpha:]"),  # escaped: no class at all
+        (r"[:alpha:]+", "ahp:"),  # a class of its letters (POSIX too reads it so)
+        (r"[\[]:x:]", "[:x:]"),  # an escaped '[' in a class, then text
+        (r"[]:[]x", "[x"),  # ']' first in a class is itself
+    ],
+)
+def test_posix_looking_text_outside_a_class_is_accepted(pattern: str, member: str) -> None:
+    """Only a POSIX class inside a class is refused (what Python reads as characters
+    where POSIX reads a named set); the same text elsewhere means what it says."""
+    program = compile_pattern("T", pattern)
+    assert program.fullmatch(member.encode()), (pattern, member)
 
 
 # -- the literal fast path ------------------------------------------------------------

@@ -421,6 +421,51 @@ def test_a_server_that_answers_a_byte_at_a_time_costs_a_timeout_per_command(
     assert got["errors"] >= 1 and "hits" not in got and "published" not in got
 
 
+def test_a_command_that_timed_out_is_not_sent_again(
+    reference: dict[bytes, list[bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reused connection whose command timed out was reopened and the command sent
+    again: a server that stalls cost each command two timeouts (and a SET NX the
+    server may have run was sent twice). The server here answers each connection's
+    first command and then nothing: after the timeout the tier backs off, on the
+    one connection it opened."""
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def answer_once(conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            conn.recv(65536)
+            conn.sendall(b"$-1\r\n")  # nil: a GET's miss
+            while not stop.is_set() and conn.recv(65536):
+                pass  # read on, answer nothing
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        server.settimeout(0.1)
+        port = server.getsockname()[1]
+
+        def serve() -> None:
+            while not stop.is_set():
+                with contextlib.suppress(OSError):
+                    conn, _ = server.accept()
+                    accepted.append(conn)
+                    threading.Thread(target=answer_once, args=(conn,), daemon=True).start()
+
+        threading.Thread(target=serve, daemon=True).start()
+        url = f"redis://127.0.0.1:{port}/0?timeout_ms=50&backoff_ms=60000&backoff_max_ms=60000"
+        use_tier(monkeypatch, url)
+        e = shared_replica.engine()
+        tier = tier_of(url)
+        before = tier.metrics()
+        statement = next(iter(reference))
+        assert shared_replica.replay(e, statement) == reference[statement]
+        stop.set()
+    got = delta(tier.metrics(), before)
+    assert len(accepted) == 1, f"{len(accepted)} connections"
+    assert got["errors"] == 1 and got["skipped"] >= 1, got
+
+
 EXIT_SCRIPT = """
 import os, sys, socket
 sys.path.insert(0, sys.argv[1])

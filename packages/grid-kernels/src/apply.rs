@@ -11,7 +11,11 @@
 //! `min_new_tokens` against an EOS-only mask, `forced_eos_token_id` against
 //! a mask that refuses EOS) would make a sampler's softmax undefined and a
 //! greedy pick a refused id, so its admitted logits all become 0.0: the
-//! choice is uniform over the mask, mode 1's rule (grid-core's `Sampling`).
+//! choice is uniform over the mask, as mode 1 chooses when every admitted
+//! logit is -inf (grid-core's `Sampling`). A row with a finite admitted logit
+//! is left as it is, a NaN or +inf on another admitted id included (a model's
+//! fault: greedy then picks that admitted id and a sampler raises, where mode 1
+//! reads a non-finite logit as -inf); the mask stays hard.
 //! This is grid-serve's `apply_bitmask_` on CPU `float32` logits: one pass
 //! over the row, no unpacked copy of the mask, then a look at admitted
 //! logits that usually stops at the first.

@@ -325,12 +325,13 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// What the engines of one dialect family share: grid-core's T2
+/// What the engines of one walk family share: grid-core's T2
 /// (`SharedCache`), the one walk cache of every engine built with it.
 ///
-/// A family is the engines with the same terminals, DFA and trie
-/// (`Engine.family`); their walks at a generic position do not depend on the
-/// grammar or the lexicon, so a generic key is shared by all of them, while an
+/// A walk family is the engines with the same union DFA, ignored terminals,
+/// pick order among a lexeme's candidates and trie (`Engine.family`,
+/// `grid_core.guide.family_of`); their walks at a generic position read nothing
+/// else of the grammar or the lexicon, so a generic key is shared by all of them, while an
 /// identifier key and every verdict carry the lexicon's tag (grid-core's
 /// `IdentKey.schema`, its verdict memo key). It holds the walk cache, the
 /// interned member lists of the cached walks' verdict classes (with their

@@ -436,7 +436,7 @@ impl PyTrieTables {
 }
 
 /// One grammar's tables (DFA, LALR, lexicon, pick order) with a shared trie.
-/// The walk cache the engines of one dialect family share (grid-core's T2):
+/// The walk cache the engines of one walk family share (grid-core's T2):
 /// pass it, with the engine's family, to each `EngineTables` of the family.
 #[pyclass(frozen, module = "grid_kernels._native", name = "SharedWalks")]
 struct PySharedWalks {

@@ -45,13 +45,16 @@
 //! connection is dropped, counted ([`Counter::Errors`]), reported as an event,
 //! and not retried before a backoff (`backoff_ms`, doubling up to
 //! `backoff_max_ms`; calls meanwhile are [`Counter::Skipped`]). A connection
-//! that breaks on reuse (a restarted server) is reopened at once, once.
+//! that breaks on reuse (a restarted server: closed or reset, not a timeout)
+//! is reopened at once, once; a command that timed out is not sent again (the
+//! server may have run it, and a stalled server would cost it twice).
 //! A command's whole exchange, reply included, takes at most `timeout_ms`
 //! ([`crate::resp`]), and the one connection is used by one thread at a
 //! time: a thread that finds it busy for `timeout_ms` does not send its
 //! command ([`Counter::Busy`]) and walks locally, so a stalled server costs
-//! each command a bounded number of timeouts (its turn, a reconnection and
-//! the command itself), whatever the number of threads.
+//! each command a bounded number of timeouts (its turn, opening a connection
+//! when there is none: connect, AUTH, SELECT, and the command itself),
+//! whatever the number of threads.
 //! Events are kept in a bounded queue ([`Remote::next_event`]) which the
 //! Python side drains into `logging`.
 
@@ -302,6 +305,15 @@ pub struct Remote {
     ready: Condvar,
 }
 
+/// A command's deadline passed (the reply did not come in time), as opposed to a
+/// connection that was closed or reset.
+fn timed_out(error: &std::io::Error) -> bool {
+    matches!(
+        error.kind(),
+        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+    )
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -465,7 +477,7 @@ impl Remote {
                 }
                 Ok(reply) => return Some(reply),
                 // A connection that breaks on reuse (a restarted server): once more, fresh.
-                Err(_) if !fresh => link.conn = None,
+                Err(e) if !fresh && !timed_out(&e) => link.conn = None,
                 Err(e) => {
                     self.fail(&mut link, "command", &e);
                     return None;

@@ -29,10 +29,11 @@ raises :class:`IdentifierRuleError` in every build (the identifier composition
 rule).
 
 Two tiers, write-back, one key for both: **T1** per engine (one grammar
-projection), **T2** shared by every role and schema of a dialect family (one
-union DFA, one token trie); a T2 hit is copied into T1. DESIGN.md section 6
-keys T1 by the raw r; the normal form is the same key made O(1) in size (two
-remainders with one form have one walk), so GRID uses it in both tiers.
+projection), **T2** shared by every role and schema of a walk family (one
+union DFA with its ignored terminals and pick order, one token trie); a T2
+hit is copied into T1. DESIGN.md section 6 keys T1 by the raw r; the normal
+form is the same key made O(1) in size (two remainders with one form have one
+walk), so GRID uses it in both tiers.
 
 Entries are immutable and content-addressed: ``entry_id = BLAKE2b-128(key ||
 encoding tag || payload)``. Publishing is idempotent; a racing publish of the

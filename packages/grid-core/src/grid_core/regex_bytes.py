@@ -33,7 +33,9 @@ Semantics (normative):
   language of its parts); a class Python warns may change meaning (a
   ``FutureWarning``: ``[`` first in a class, as in the POSIX ``[[:alpha:]]``,
   which Python reads as a class of ``[:alph`` followed by ``]``, or a doubled
-  ``-``, ``&``, ``~`` or ``|`` inside one); a pattern whose language contains the empty string
+  ``-``, ``&``, ``~`` or ``|`` inside one) and a POSIX class anywhere in a
+  class (``[^[:alpha:]]``, ``[a[:digit:]]``: Python reads them as characters,
+  without a warning); a pattern whose language contains the empty string
   (maximal-munch lexing would not progress); a pattern whose language over bytes
   is empty (``[^\\x00-\\xff]``: a terminal that can never match is a grammar
   bug); a pattern whose NFA exceeds :data:`MAX_NFA_STATES` (huge counted
@@ -470,18 +472,49 @@ def parsed(text: str) -> Written:
 #: Text in which ``re``'s parser may warn of a class whose meaning may change.
 _MAY_WARN = re.compile(r"\[\[|--|&&|~~|\|\|")
 _warn_lock = threading.Lock()
+#: A POSIX bracket expression's class, collating symbol or equivalence class.
+_POSIX = re.compile(r"\[([:.=])[^\]]*?\1\]")
+
+
+def _posix_in_class(pattern: str) -> re.Match[str] | None:
+    """A POSIX ``[:name:]``, ``[.x.]`` or ``[=x=]`` inside a class of ``pattern``
+    (Python reads it as characters: ``[^[:alpha:]]`` is a class of ``[:alph`` and
+    ``^`` negated, then a ``]``, and Python warns only where the ``[`` comes first)."""
+    if not _POSIX.search(pattern):
+        return None
+    i, n, in_class = 0, len(pattern), False
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if not in_class and c == "[":
+            in_class = True
+            i += 1 + (pattern.startswith("^", i + 1))
+            if pattern.startswith("]", i):  # a ']' first in a class is itself
+                i += 1
+            continue
+        if in_class and c == "]":
+            in_class = False
+        elif in_class and c == "[" and (m := _POSIX.match(pattern, i)):
+            return m
+        i += 1
+    return None
 
 
 def _parse(pattern: str) -> Any:
     """``re``'s parse of ``pattern``; a class its parser warns about (a
     ``FutureWarning`` "Possible nested set" or "Possible set ...") is raised as
-    that warning instead.
+    that warning instead, and so is a POSIX class anywhere in a class, which
+    Python reads as characters without a warning (:func:`_posix_in_class`).
 
     Warnings are recorded (``warnings.catch_warnings`` is process-wide state)
     only for text that may hold such a class, under a lock, and only the
     parser's own messages count: another thread's warning in that moment is
     not raised (it is recorded and not shown, the price of the check).
     """
+    if (posix := _posix_in_class(pattern)) is not None:
+        raise FutureWarning(f"Possible POSIX class {posix.group()} at position {posix.start()}")
     if not _MAY_WARN.search(pattern):
         return _parser.parse(pattern)
     with _warn_lock, warnings.catch_warnings(record=True) as caught:

@@ -1,4 +1,4 @@
-"""The shared tier of the mask cache: a dialect family's T2 on Redis, shared by replicas.
+"""The shared tier of the mask cache: a walk family's T2 on Redis, shared by replicas.
 
 Off by default: the embedded default stays process-local. Setting
 ``GRID_SHARED_CACHE_URL`` (``redis://[[user]:password@]host[:port][/db]``,

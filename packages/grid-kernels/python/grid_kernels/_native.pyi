@@ -91,7 +91,7 @@ class TrieTables:
 
 @final
 class SharedWalks:
-    """The walk cache the engines of one dialect family share (grid-core's T2,
+    """The walk cache the engines of one walk family share (grid-core's T2,
     ``SharedCache``): generic keys are shared by every engine of the family,
     identifier keys and verdicts by the engines of one lexicon."""
 
@@ -103,7 +103,7 @@ class SharedWalks:
 
 @final
 class RemoteWalks:
-    """A dialect family's shared tier on Redis: entries checked (HMAC under the
+    """A walk family's shared tier on Redis: entries checked (HMAC under the
     deployment ``key``, entry id) before use; failures cost local walks."""
 
     def __new__(cls, url: str, key: bytes, family: str) -> RemoteWalks: ...
@@ -194,7 +194,7 @@ class EngineTables:
         the empty string).
         ``threads``: the pool cold walks are spread over (1: the calling
         thread; None: rayon's global pool).
-        ``shared``: the walk cache of the engine's dialect family, shared with
+        ``shared``: the walk cache of the engine's walk family, shared with
         the family's other engines; ``family`` must be its family (else a
         ``ValueError``). None: the engine's own cache."""
     @property
