@@ -361,6 +361,37 @@ def test_a_server_that_never_answers_costs_local_walks_only(
     assert got["errors"] >= 1 and "hits" not in got and "published" not in got
 
 
+@contextlib.contextmanager
+def fake_server(handle: Any) -> Iterator[tuple[int, list[socket.socket], threading.Event]]:
+    """A TCP server on 127.0.0.1 that runs ``handle(conn, stop)`` on a thread per
+    connection: yields its port, the connections accepted so far and the stop event
+    (set on exit)."""
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def run(conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            handle(conn, stop)
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        server.settimeout(0.1)
+
+        def serve() -> None:
+            while not stop.is_set():
+                with contextlib.suppress(OSError):
+                    conn, _ = server.accept()
+                    accepted.append(conn)
+                    threading.Thread(target=run, args=(conn,), daemon=True).start()
+
+        threading.Thread(target=serve, daemon=True).start()
+        try:
+            yield server.getsockname()[1], accepted, stop
+        finally:
+            stop.set()
+
+
 def test_a_server_that_answers_a_byte_at_a_time_costs_a_timeout_per_command(
     reference: dict[bytes, list[bytes]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -370,29 +401,14 @@ def test_a_server_that_answers_a_byte_at_a_time_costs_a_timeout_per_command(
     finds the connection busy for a timeout walks locally."""
     import time
 
-    stop = threading.Event()
+    def trickle(conn: socket.socket, stop: threading.Event) -> None:
+        conn.recv(65536)
+        conn.sendall(b"$")  # a bulk header whose length never ends
+        while not stop.is_set():
+            conn.sendall(b"1")
+            time.sleep(0.02)
 
-    def trickle(conn: socket.socket) -> None:
-        with conn, contextlib.suppress(OSError):
-            conn.recv(65536)
-            conn.sendall(b"$")  # a bulk header whose length never ends
-            while not stop.is_set():
-                conn.sendall(b"1")
-                time.sleep(0.02)
-
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen(16)
-        server.settimeout(0.1)
-        port = server.getsockname()[1]
-
-        def serve() -> None:
-            while not stop.is_set():
-                with contextlib.suppress(OSError):
-                    conn, _ = server.accept()
-                    threading.Thread(target=trickle, args=(conn,), daemon=True).start()
-
-        threading.Thread(target=serve, daemon=True).start()
+    with fake_server(trickle) as (port, _, _):
         url = f"redis://127.0.0.1:{port}/0?timeout_ms=100&backoff_ms=0"
         use_tier(monkeypatch, url)
         e = shared_replica.engine()
@@ -415,7 +431,6 @@ def test_a_server_that_answers_a_byte_at_a_time_costs_a_timeout_per_command(
         for t in threads:
             t.join(timeout=60)
         elapsed = time.perf_counter() - t0
-        stop.set()
     assert results == [True, True], f"{len(results)} of 2 replays done in {elapsed:.1f} s"
     got = delta(tier.metrics(), before)
     assert got["errors"] >= 1 and "hits" not in got and "published" not in got
@@ -428,31 +443,15 @@ def test_a_command_that_timed_out_is_not_sent_again(
     again: a server that stalls cost each command two timeouts (and a SET NX the
     server may have run was sent twice). The server here answers each connection's
     first command and then nothing: after the timeout the tier backs off, on the
-    one connection it opened."""
-    accepted: list[socket.socket] = []
-    stop = threading.Event()
+    one connection it opened (there were 128 in this replay)."""
 
-    def answer_once(conn: socket.socket) -> None:
-        with conn, contextlib.suppress(OSError):
-            conn.recv(65536)
-            conn.sendall(b"$-1\r\n")  # nil: a GET's miss
-            while not stop.is_set() and conn.recv(65536):
-                pass  # read on, answer nothing
+    def answer_once(conn: socket.socket, stop: threading.Event) -> None:
+        conn.recv(65536)
+        conn.sendall(b"$-1\r\n")  # nil: a GET's miss
+        while not stop.is_set() and conn.recv(65536):
+            pass  # read on, answer nothing
 
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen(16)
-        server.settimeout(0.1)
-        port = server.getsockname()[1]
-
-        def serve() -> None:
-            while not stop.is_set():
-                with contextlib.suppress(OSError):
-                    conn, _ = server.accept()
-                    accepted.append(conn)
-                    threading.Thread(target=answer_once, args=(conn,), daemon=True).start()
-
-        threading.Thread(target=serve, daemon=True).start()
+    with fake_server(answer_once) as (port, accepted, _):
         url = f"redis://127.0.0.1:{port}/0?timeout_ms=50&backoff_ms=60000&backoff_max_ms=60000"
         use_tier(monkeypatch, url)
         e = shared_replica.engine()
@@ -460,7 +459,6 @@ def test_a_command_that_timed_out_is_not_sent_again(
         before = tier.metrics()
         statement = next(iter(reference))
         assert shared_replica.replay(e, statement) == reference[statement]
-        stop.set()
     got = delta(tier.metrics(), before)
     assert len(accepted) == 1, f"{len(accepted)} connections"
     assert got["errors"] == 1 and got["skipped"] >= 1, got
