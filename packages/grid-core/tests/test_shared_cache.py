@@ -343,6 +343,21 @@ def test_a_server_killed_and_restarted_mid_replay_costs_local_walks_only(
     wait_for(lambda: any(r.getMessage().endswith("reconnected") for r in caplog.records))
 
 
+def replay_one(
+    reference: dict[bytes, list[bytes]], monkeypatch: pytest.MonkeyPatch, port: int, query: str
+) -> dict[str, int]:
+    """Replay the first reference statement through a tier on ``127.0.0.1:port`` with
+    the URL's ``query``; its masks must be the reference's. The tier's metrics' delta."""
+    url = f"redis://127.0.0.1:{port}/0?{query}"
+    use_tier(monkeypatch, url)
+    e = shared_replica.engine()
+    tier = tier_of(url)
+    before = tier.metrics()
+    statement = next(iter(reference))
+    assert shared_replica.replay(e, statement) == reference[statement]
+    return delta(tier.metrics(), before)
+
+
 def test_a_server_that_never_answers_costs_local_walks_only(
     reference: dict[bytes, list[bytes]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -350,14 +365,7 @@ def test_a_server_that_never_answers_costs_local_walks_only(
         silent.bind(("127.0.0.1", 0))
         silent.listen(16)
         port = silent.getsockname()[1]
-        url = f"redis://127.0.0.1:{port}/0?timeout_ms=20&backoff_ms=0"
-        use_tier(monkeypatch, url)
-        e = shared_replica.engine()
-        tier = tier_of(url)
-        before = tier.metrics()
-        statement = next(iter(reference))
-        assert shared_replica.replay(e, statement) == reference[statement]
-    got = delta(tier.metrics(), before)
+        got = replay_one(reference, monkeypatch, port, "timeout_ms=20&backoff_ms=0")
     assert got["errors"] >= 1 and "hits" not in got and "published" not in got
 
 
@@ -452,14 +460,8 @@ def test_a_command_that_timed_out_is_not_sent_again(
             pass  # read on, answer nothing
 
     with fake_server(answer_once) as (port, accepted, _):
-        url = f"redis://127.0.0.1:{port}/0?timeout_ms=50&backoff_ms=60000&backoff_max_ms=60000"
-        use_tier(monkeypatch, url)
-        e = shared_replica.engine()
-        tier = tier_of(url)
-        before = tier.metrics()
-        statement = next(iter(reference))
-        assert shared_replica.replay(e, statement) == reference[statement]
-    got = delta(tier.metrics(), before)
+        settings = "timeout_ms=50&backoff_ms=60000&backoff_max_ms=60000"
+        got = replay_one(reference, monkeypatch, port, settings)
     assert len(accepted) == 1, f"{len(accepted)} connections"
     assert got["errors"] == 1 and got["skipped"] >= 1, got
 
