@@ -265,6 +265,8 @@ REJECTIONS: list[tuple[str, str, str]] = [
     ("posix_class_not_first", r"[a[:digit:]]", "Possible POSIX class [:digit:]"),
     ("posix_collating", r"x[^ab[.-.]]", "Possible POSIX class [.-.]"),
     ("posix_equivalence", r"[[=e=]x]", "POSIX class"),
+    ("posix_verbose", "(?x) a # a comment\n [^[:alpha:]]", "Possible POSIX class [:alpha:]"),
+    ("posix_after_verbose_group", "(?x: a # c\n )#[^[:alpha:]]", "Possible POSIX class"),
     ("set_difference", r"[a-z--q]", "Possible set difference"),
     ("set_intersection", r"[a&&b]", "Possible set intersection"),
     ("set_union", r"[a||b]", "Possible set union"),
@@ -294,6 +296,9 @@ def test_rejected_construct(pattern: str, reason: str) -> None:
         (r"[:alpha:]+", "ahp:"),  # a class of its letters (POSIX too reads it so)
         (r"[\[]:x:]", "[:x:]"),  # an escaped '[' in a class, then text
         (r"[]:[]x", "[x"),  # ']' first in a class is itself
+        (r"a(?#[a[:digit:]] a comment)b", "ab"),
+        ("(?x) a+ # a comment: [x[:digit:]]\n b", "aab"),
+        ("(?x: a # [x[:digit:]]\n ) [#]", "a #"),  # '#' in a class is itself
     ],
 )
 def test_posix_looking_text_outside_a_class_is_accepted(pattern: str, member: str) -> None:

@@ -797,11 +797,36 @@ def test_event_streamer_drops_what_a_consumer_that_gave_up_left_unread(engines: 
     streamer = EventStreamer(
         role.engine, event_spec(get_dialect(DIALECT), role.engine.grammar), timeout=0.05
     )
-    with pytest.raises(queue.Empty):  # consumer 1 gives up before its call begins
-        next(iter(streamer))
-    for text in (b"SE", b"SELECT"):  # call 1 (unread), then call 2
+
+    def call(text: bytes) -> None:
         streamer.put(torch.tensor([[1, 2]]))  # the prompt
         for b in text:
             streamer.put(torch.tensor([byte[bytes([b])]]))
         streamer.end()
-    assert "".join(x for kind, x in streamer if kind == "text") == "SELECT"
+
+    def texts(items: Any) -> str:
+        return "".join(x for kind, x in items if kind == "text")
+
+    with pytest.raises(queue.Empty):  # consumer 1 gives up before its call begins
+        next(iter(streamer))
+    call(b"SE")  # unread
+    call(b"SELECT")
+    assert texts(streamer) == "SELECT"
+    # A consumer that is only slow loses nothing when the next call begins.
+    call(b"SELECT 1")
+    slow = iter(streamer)
+    assert next(slow) == ("text", "S")
+    call(b"SELECT 2")
+    assert texts(slow) == "ELECT 1" and texts(streamer) == "SELECT 2"
+    # A consumer that gives up in the middle of a call: the rest of that call goes.
+    streamer.put(torch.tensor([[1, 2]]))
+    streamer.put(torch.tensor([byte[b"S"]]))
+    gives_up = iter(streamer)
+    assert next(gives_up) == ("text", "S")
+    with pytest.raises(queue.Empty):
+        next(gives_up)
+    for b in b"ELECT 3":
+        streamer.put(torch.tensor([byte[bytes([b])]]))
+    streamer.end()
+    call(b"SELECT 4")
+    assert texts(streamer) == "SELECT 4"

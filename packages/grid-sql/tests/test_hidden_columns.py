@@ -131,3 +131,5 @@ def test_flags_name_tables_as_the_catalog_compares_names() -> None:
             SemanticChecker(tables, grants, **{flag: {"nosuch": ["x"]}})
         with pytest.raises(SchemaError, match="x"):
             SemanticChecker(tables, grants, **{flag: {"Docs": ["x"]}})
+        with pytest.raises(SchemaError, match="DOCS"):  # one table twice: a flag was lost
+            SemanticChecker(tables, grants, **{flag: {"docs": ["docs"], "DOCS": ["body"]}})

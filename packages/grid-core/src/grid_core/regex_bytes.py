@@ -476,29 +476,50 @@ _warn_lock = threading.Lock()
 _POSIX = re.compile(r"\[([:.=])[^\]]*?\1\]")
 
 
+#: A group's opening with inline flags: ``(?x:``, ``(?-x:``, ``(?ax-s:``.
+_FLAGS_GROUP = re.compile(r"\(\?([aiLmsux]*)(?:-([imsx]*))?:")
+
+
 def _posix_in_class(pattern: str) -> re.Match[str] | None:
     """A POSIX ``[:name:]``, ``[.x.]`` or ``[=x=]`` inside a class of ``pattern``
     (Python reads it as characters: ``[^[:alpha:]]`` is a class of ``[:alph`` and
-    ``^`` negated, then a ``]``, and Python warns only where the ``[`` comes first)."""
+    ``^`` negated, then a ``]``, and Python warns only where the ``[`` comes first).
+    Comments are skipped as Python skips them: ``(?#...)``, and in verbose mode
+    (``(?x)`` at the start, or a ``(?x:...)`` group) ``#`` to the end of the line."""
     if not _POSIX.search(pattern):
         return None
+    verbose = [re.match(r"\(\?[aiLmsu]*x[aiLmsux]*\)", pattern) is not None]  # per open group
     i, n, in_class = 0, len(pattern), False
     while i < n:
         c = pattern[i]
         if c == "\\":
             i += 2
             continue
-        if not in_class and c == "[":
+        if in_class:
+            if c == "]":
+                in_class = False
+            elif c == "[" and (m := _POSIX.match(pattern, i)):
+                return m
+            i += 1
+        elif c == "[":
             in_class = True
             i += 1 + (pattern.startswith("^", i + 1))
             if pattern.startswith("]", i):  # a ']' first in a class is itself
                 i += 1
-            continue
-        if in_class and c == "]":
-            in_class = False
-        elif in_class and c == "[" and (m := _POSIX.match(pattern, i)):
-            return m
-        i += 1
+        elif pattern.startswith("(?#", i):
+            end = pattern.find(")", i)
+            i = n if end < 0 else end + 1
+        elif c == "#" and verbose[-1]:
+            end = pattern.find("\n", i)
+            i = n if end < 0 else end + 1
+        else:
+            if c == "(":
+                flags = _FLAGS_GROUP.match(pattern, i)
+                on, off = (flags.group(1), flags.group(2) or "") if flags else ("", "")
+                verbose.append(("x" in on or verbose[-1]) and "x" not in off)
+            elif c == ")" and len(verbose) > 1:
+                verbose.pop()
+            i += 1
     return None
 
 

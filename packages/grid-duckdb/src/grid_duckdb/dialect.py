@@ -119,7 +119,7 @@ class DuckdbDialect(PostgresDialect):
     identifier_case: IdentifierCase = "insensitive"
     from_first_native: bool = True
     insert_fills_defaults: bool = False  # "table t has 2 columns but 1 values were supplied"
-    generated_in_implicit_insert: bool = False  # "table t has 2 columns" for (a, b GENERATED, c)
+    generated_take_default: bool = False  # "Cant update column"; "table t has 2 columns"
     star_only_aggregates: bool = False  # now(*) is now()
     unused_windows_unresolved: bool = True  # `WINDOW w AS (ORDER BY nope)` binds unused
     limit_reads_outer: bool = False  # "Correlated columns not supported in LIMIT"

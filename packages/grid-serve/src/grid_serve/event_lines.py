@@ -33,16 +33,24 @@ class EventReader(Protocol):
 
 
 class EventLines:
-    """Writes one guide's events to ``out`` (see the module header), each event
-    read once by ``new_reader()``'s reader, however often the guide rolls back.
+    """Writes one guide's events to ``out`` (see the module header) with
+    ``new_reader()``'s reader, reading each event again only after a retract
+    that resumes before it (at most a few times, however often the guide rolls
+    back: ``tests/test_event_lines.py``).
 
     A reader remembers what it has read, so after a retract the reader must be
-    the one that read the kept events only: each flush that writes keeps a fork
-    of the reader (a mark), and a retract resumes from the last mark at or
-    before the kept count, reading again only the events after it. A speculative
-    round (drafts accepted, flushed, rolled back) so costs its drafts' events,
-    not the statement's: reading every kept event again made a request's reads
-    quadratic in its length.
+    the one that read the kept events only: each flush keeps a fork of the
+    reader at the count it leaves (a mark), and a retract resumes from the last
+    mark at or before the kept count, reading again only the events after it.
+    A speculative round (drafts accepted, flushed, rolled back) so costs its
+    drafts' events, not the statement's: reading every kept event again made a
+    request's reads quadratic in its length.
+
+    Precondition: the caller flushes after every rollback, before the guide
+    accepts again (the vLLM backend flushes after each ``accept_tokens`` and
+    ``rollback``). A rollback and new tokens between two flushes that leave the
+    event count where it was would leave the written lines those of the old
+    tokens: nothing here sees that the events changed.
     """
 
     def __init__(
@@ -75,6 +83,7 @@ class EventLines:
                 output = self.guide.output()
                 for event in self.guide.events(since=read)[: count - read]:
                     self.reader.read(event, output)
+                self._marks.append((count, self.reader.fork()))
             self.written = count
         if count > self.written:
             output = self.guide.output()

@@ -105,6 +105,7 @@ from __future__ import annotations
 
 import bisect
 import codecs
+import contextlib
 import inspect
 import math
 import queue
@@ -928,10 +929,11 @@ class EventStreamer(BaseStreamer):  # type: ignore[misc, unused-ignore]
     ``generate`` that raised never called it: call :meth:`end` yourself before
     the streamer serves another call, or that call's prompt is read as output
     (nothing in a ``put`` tells a prompt from tokens: assisted decoding puts
-    rows of several tokens too). Items of an earlier call that no consumer read
-    (one gave up at its timeout) are dropped at the next call's prompt; a
-    consumer of the next call should start iterating after ``generate`` has
-    begun, or it may still read them.
+    rows of several tokens too). When a consumer gave up on a call (its wait
+    timed out), what it left unread of that call is dropped at the next call's
+    prompt, up to that call's end; a consumer that is only slow loses nothing.
+    A consumer of the next call should start iterating after ``generate`` has
+    begun, or it may still read the abandoned items.
 
     A row whose output cannot be read on (an EOS where it is no sentence: what
     :class:`GridLogitsProcessor` writes to end a failed row) stops its events
@@ -946,6 +948,10 @@ class EventStreamer(BaseStreamer):  # type: ignore[misc, unused-ignore]
         self.timeout = timeout
         self._start()
         self._prompt_seen = False
+        self._calls = 0  # the generate calls begun (prompts seen)
+        self._abandoned: int | None = None
+        """The call (1-based) a consumer gave up on (its wait timed out), whose
+        unread items are dropped when a later call begins."""
 
     def _start(self) -> None:
         """A fresh row (at each ``generate`` call's prompt)."""
@@ -963,7 +969,9 @@ class EventStreamer(BaseStreamer):  # type: ignore[misc, unused-ignore]
             ids = ids[0]
         if not self._prompt_seen:
             self._start()
-            self._drop_unread()
+            self._calls += 1
+            if self._abandoned is not None and self._abandoned < self._calls:
+                self._drop_unread()
             self._prompt_seen = True
             return
         for token in ids:
@@ -973,12 +981,12 @@ class EventStreamer(BaseStreamer):  # type: ignore[misc, unused-ignore]
                 self.error = e
 
     def _drop_unread(self) -> None:
-        """Drop the items of earlier calls no consumer read (one that gave up)."""
-        while True:
-            try:
-                self.items.get_nowait()
-            except queue.Empty:
-                return
+        """Drop what is left of the call a consumer gave up on (the queue's head:
+        the consumer had read all before it), its end marker included."""
+        self._abandoned = None
+        with contextlib.suppress(queue.Empty):
+            while self.items.get_nowait() is not None:
+                pass
 
     def end(self) -> None:
         tail = self._text.decode(b"", final=True)
@@ -989,8 +997,13 @@ class EventStreamer(BaseStreamer):  # type: ignore[misc, unused-ignore]
 
     def __iter__(self) -> Any:
         while True:
-            item = self.items.get(timeout=self.timeout)
+            try:
+                item = self.items.get(timeout=self.timeout)
+            except queue.Empty:  # the consumer gives up on the call it waits for
+                self._abandoned = self._calls + (not self._prompt_seen)
+                raise
             if item is None:
+                self._abandoned = None  # a consumer read the abandoned call to its end
                 return
             yield item
 

@@ -441,7 +441,7 @@ class _Table:
 
     def implicit(self, generated: bool = False) -> list[str]:
         """The keys an INSERT without a column list writes, in order; ``generated``:
-        the generated ones too (`Dialect.generated_in_implicit_insert`)."""
+        the generated ones too (`Dialect.generated_take_default`: they take DEFAULT)."""
         return [
             k
             for k in self.columns
@@ -458,10 +458,12 @@ def _catalog(
 ) -> dict[str, _Table]:
     aliases = {names.catalog(t): names.catalog(c) for t, c in rowid_aliases.items()}
     # table key -> (its name as given, column keys), as the catalog compares names
-    flags = [
-        {names.catalog(t): (t, frozenset(names.catalog(c) for c in cs)) for t, cs in m.items()}
-        for m in (hidden, generated)
-    ]
+    flags: list[dict[str, tuple[str, frozenset[str]]]] = [{}, {}]
+    for flagged, spelled in zip(flags, (hidden, generated), strict=True):
+        for t, cs in spelled.items():
+            if names.catalog(t) in flagged:  # two spellings of one table
+                raise SchemaError(t)
+            flagged[names.catalog(t)] = (t, frozenset(names.catalog(c) for c in cs))
 
     def keys(
         flagged: dict[str, tuple[str, frozenset[str]]], key: str, cols: Mapping[str, str]
@@ -782,7 +784,7 @@ class _Walker:
         if columns is not None:
             expected, what = len(_tokens(columns)), "the columns it names"
         else:
-            implicit = table.implicit(self.dialect.generated_in_implicit_insert)
+            implicit = table.implicit(self.dialect.generated_take_default)
             expected, what = len(implicit), f"the columns of {table.name}"
             for key in implicit[:given]:
                 if key in table.generated:  # a value where only DEFAULT goes (PostgreSQL)
@@ -920,20 +922,19 @@ class _Walker:
 
     def _read_only(self, span: Span, table: _Table, key: str, *, hidden: bool) -> None:
         """A value written to a column no statement writes (`read_only_column`)."""
-        why = (
-            "a write to it is a command to the virtual table, such as FTS5's 'delete-all'"
-            if hidden
-            else "its value is computed from other columns"
-        )
         name = table.columns[key]
-        self._violation(
-            ViolationKind.READ_ONLY_COLUMN,
-            span,
-            f"{name} is a {'hidden' if hidden else 'generated'} column of {table.name}: "
-            f"no statement writes it ({why})",
-            table.name,
-            name,
-        )
+        if hidden:
+            what = (
+                f"{name} is a hidden column of {table.name}: no statement writes it (a write "
+                "to it is a command to the virtual table, such as FTS5's 'delete-all')"
+            )
+        else:
+            takes = "only DEFAULT" if self.dialect.generated_take_default else "no value"
+            what = (
+                f"{name} is a generated column of {table.name}: the database sets its value "
+                f"and takes {takes} for it"
+            )
+        self._violation(ViolationKind.READ_ONLY_COLUMN, span, what, table.name, name)
 
     def _write(
         self, target: _Source, token: Token, via: AccessKind, *, default: bool = False
@@ -944,7 +945,8 @@ class _Walker:
         if target.table is None:
             return  # an unknown target table is already a violation
         table = target.table
-        if key in table.hidden or (key in table.generated and not default):
+        takes_default = default and self.dialect.generated_take_default
+        if key in table.hidden or (key in table.generated and not takes_default):
             self._read_only(_span(token), table, key, hidden=key in table.hidden)
         elif key in target.table.columns:
             self._access(target.table, key, _span(token), via)

@@ -257,10 +257,11 @@ class Dialect:
     # Whether an INSERT with no column list may give fewer values than the table has
     # columns, the rest taking their defaults (PostgreSQL); SQLite and DuckDB refuse it.
     insert_fills_defaults: bool = False
-    # Whether an INSERT with no column list counts generated columns among the
-    # table's, taking only DEFAULT for them (PostgreSQL: "cannot insert a
-    # non-DEFAULT value into column"); SQLite and DuckDB leave them out.
-    generated_in_implicit_insert: bool = False
+    # Whether a generated column takes DEFAULT (PostgreSQL): `SET c = DEFAULT`
+    # runs, and an INSERT with no column list counts the generated columns among
+    # the table's ("cannot insert a non-DEFAULT value into column" for a value
+    # there). SQLite and DuckDB refuse any write to one and leave them out.
+    generated_take_default: bool = False
     # Whether `f(*)` is refused for a function that is neither an aggregate nor a
     # window function (PostgreSQL); SQLite and DuckDB read it as `f()`.
     star_only_aggregates: bool = False

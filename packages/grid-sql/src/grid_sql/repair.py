@@ -98,7 +98,10 @@ def feedback_text(
     if any(v.kind not in STATEMENT_RULES and v.kind is not read_only for v in violations):
         advice.append("Rewrite the statement using only granted tables and columns.")
     if any(v.kind is read_only for v in violations):
-        advice.append("Leave the generated and hidden columns named above out of INSERT and SET.")
+        advice.append(
+            "Leave the generated and hidden columns named above out of INSERT and SET, and "
+            "name the columns an INSERT's values are for."
+        )
     if any(v.via == "star" for v in violations):
         advice.append("Do not use * or t.* on a table with a column that is not granted.")
     if any(v.kind in STATEMENT_RULES for v in violations):

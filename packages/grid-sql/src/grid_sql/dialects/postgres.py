@@ -246,7 +246,7 @@ class PostgresDialect(Dialect):
     )
     join_condition_sees_right: bool = False
     insert_fills_defaults: bool = True
-    generated_in_implicit_insert: bool = True
+    generated_take_default: bool = True
     star_only_aggregates: bool = True
     description: str = "PostgreSQL 15: SELECT/INSERT/UPDATE/DELETE, RETURNING, ON CONFLICT"
 
