@@ -249,6 +249,49 @@ def test_speculative_fill_accept_rollback(spec_config: Any, tokenizer: Any) -> N
         manager.clear_backend()
 
 
+def test_speculative_drafts_write_no_events(
+    spec_config: Any, tokenizer: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vLLM's bitmask fill accepts each draft token and rolls them back: their events
+    were written, then retracted, every round. With the defer patch the fill marks the
+    backend drafting: the file holds the real tokens' events only, no retract line,
+    and each round's events are there before the next round (a follower sees the
+    table before the statement ends). Fails if a draft's event or a retract is
+    written, or the events differ from the guide's."""
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    from grid_serve.vllm import defer
+
+    defer.install()  # the plugin's default (GRID_VLLM_DEFER unset); idempotent
+    monkeypatch.setenv("GRID_EVENTS_DIR", str(tmp_path))
+    manager = StructuredOutputManager(spec_config)
+    try:
+        r, grammar = compiled(manager, spec_config, tokenizer, "sd", {**ANALYST, "events": True})
+        sql = "SELECT name FROM departments WHERE budget > 1000;"
+        ids = tokenizer.encode(sql, add_special_tokens=False)
+        path = tmp_path / "sd.events.jsonl"
+        table_seen = None
+        for step, token in enumerate([*ids, 2]):
+            assert manager.accept_tokens(r, [token])
+            written = path.read_text().splitlines() if path.exists() else []
+            assert len(written) == grammar.guide.event_count  # none late, none a draft's
+            if table_seen is None and any('"kind": "table"' in x for x in written):
+                table_seen = step
+            if token != 2:
+                drafts = [*ids, 2][step + 1 : step + 3]
+                manager.grammar_bitmask({"sd": r}, ["sd"], {"sd": drafts})
+                assert not grammar.backend.drafting
+        lines = [json.loads(x) for x in path.read_text().splitlines()]
+        assert "retract" not in {x["kind"] for x in lines}
+        events = grammar.guide.events()
+        assert [(x["kind"], x["start"], x["end"]) for x in lines] == [
+            (e.kind, e.start, e.end) for e in events
+        ]
+        assert table_seen is not None and table_seen < len(ids) - 1
+    finally:
+        manager.clear_backend()
+
+
 def test_a_draft_stop_id_leaves_the_log_open(spec_config: Any, tokenizer: Any) -> None:
     """vLLM's bitmask fill accepts draft tokens and rolls them back: a draft stop id
     (after a complete statement) must not seal the request's log. The request then

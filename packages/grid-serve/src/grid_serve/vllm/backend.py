@@ -78,8 +78,11 @@ keeps them per request and writes them as JSON lines
 (:class:`grid_serve.event_lines.EventLines`: the resolved meaning, the role's
 grants or the JSON pointer included) to ``<request_id>.events.jsonl`` in ``GRID_EVENTS_DIR``
 (default ``$XDG_STATE_HOME/grid/events``), flushed after every
-``accept_tokens`` and ``rollback``: a speculative rollback past written events
-writes a ``retract`` line. vLLM runs its engine core in another process than
+``accept_tokens`` and ``rollback``: a rollback past written events writes a
+``retract`` line. The draft tokens vLLM's bitmask fill accepts and rolls back
+(speculative decoding) write nothing, while the defer patch marks the fill
+(:attr:`GridBackend.drafting`; with ``GRID_VLLM_DEFER=0`` their events are
+written and then retracted). vLLM runs its engine core in another process than
 its API server, so a server reads a request's events by following that file
 (one complete line per event, appended as each is determined; the file is
 complete once the request's audit log is written). The events of a request
@@ -276,6 +279,11 @@ class GridBackend(StructuredOutputBackend):  # type: ignore[misc, unused-ignore]
             # then hold the GIL for milliseconds inside an engine round.
             pool.submit(int).result()
         self.clock = RoundClock()
+        self.drafting = False
+        """True while vLLM fills the round's bitmasks (set by the defer patch,
+        :mod:`grid_serve.vllm.defer`): every ``accept_tokens`` then takes a
+        speculative draft, rolled back before the fill returns, and no events
+        are written for it (module header)."""
         self.audit_sink: AuditSink = AuditDirectory()
         """Where each request's sealed audit log goes (module header)."""
 
@@ -401,7 +409,8 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
         # A stop id does not seal the log here: vLLM accepts draft tokens through this
         # method and rolls them back, so a request has ended only when its grammar
         # is dropped (or reset, or failed), and the seal's stop reason is read then.
-        self._flush_events()
+        if not self.backend.drafting:  # a draft's events are never written
+            self._flush_events()
         if not self.guide.is_terminated():
             self.rows.ahead(self.guide)
         return True
@@ -441,7 +450,8 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
             except Exception as e:
                 self._fail(e)
             else:
-                self._flush_events()
+                if not self.backend.drafting:
+                    self._flush_events()
 
     def fill_bitmask(self, bitmask: torch.Tensor, batch_index: int) -> None:
         row = self.stops.stop_row() if self.deferred else self._row()

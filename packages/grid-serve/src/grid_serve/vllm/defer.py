@@ -27,7 +27,9 @@ mechanism:
    the patch waits, until the round's deadline, for each GRID request's row;
    a request whose row is still not computed then *skips the round*
    (:attr:`GridGrammar.deferred`): its row is a placeholder and nobody waits
-   for its computation, which goes on.
+   for its computation, which goes on. While the rows are filled the backend
+   is marked :attr:`GridBackend.drafting`: the draft tokens vLLM accepts and
+   rolls back there (speculative decoding) write no parse events.
 3. ``Scheduler.update_from_output``: a skipping request's sampled token is
    dropped before vLLM sees it, and its ``num_computed_tokens`` goes back by
    one, so the next round computes the same position again (the forward pass
@@ -51,7 +53,8 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from vllm.v1.core.sched.scheduler import Scheduler
@@ -133,21 +136,44 @@ def _drop_deferred_tokens(scheduler: Any, scheduler_output: Any, model_runner_ou
             request.num_computed_tokens -= 1
 
 
-def _before(owner: type, name: str, hook: Callable[..., None]) -> None:
+def _fill_round(manager: Any, *args: Any, **kwargs: Any) -> AbstractContextManager[None]:
+    """Wrapped around ``grammar_bitmask``: the late rows deferred first; while vLLM
+    fills, the GRID backend is :attr:`~GridBackend.drafting` (each grammar's
+    ``accept_tokens`` there takes a speculative draft, rolled back before the fill
+    returns: its events are not written)."""
+    _defer_late_rows(manager, *args, **kwargs)
+    backend = manager.backend
+    return _drafting(backend) if isinstance(backend, GridBackend) else nullcontext()
+
+
+@contextmanager
+def _drafting(backend: GridBackend) -> Iterator[None]:
+    backend.drafting = True
+    try:
+        yield
+    finally:
+        backend.drafting = False
+
+
+def _around(
+    owner: type, name: str, hook: Callable[..., AbstractContextManager[None] | None]
+) -> None:
+    """Wrap ``owner.name``: ``hook`` runs first, and the call runs inside the
+    context manager it returns (if any)."""
     original = getattr(owner, name)
 
     @functools.wraps(original)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        hook(self, *args, **kwargs)
-        return original(self, *args, **kwargs)
+        with hook(self, *args, **kwargs) or nullcontext():
+            return original(self, *args, **kwargs)
 
     setattr(wrapper, _ORIGINAL, original)
     setattr(owner, name, wrapper)
 
 
-_PATCHES: tuple[tuple[type, str, Callable[..., None]], ...] = (
+_PATCHES: tuple[tuple[type, str, Callable[..., AbstractContextManager[None] | None]], ...] = (
     (Scheduler, "schedule", lambda self, *a, **k: _start_round(self)),
-    (StructuredOutputManager, "grammar_bitmask", _defer_late_rows),
+    (StructuredOutputManager, "grammar_bitmask", _fill_round),
     (Scheduler, "update_from_output", _drop_deferred_tokens),
 )
 
@@ -160,7 +186,7 @@ def install() -> None:
     """Wrap vLLM's three methods (idempotent)."""
     for owner, name, hook in _PATCHES:
         if not hasattr(getattr(owner, name), _ORIGINAL):
-            _before(owner, name, hook)
+            _around(owner, name, hook)
 
 
 def remove() -> None:
