@@ -25,7 +25,9 @@ Policy decisions:
   nodes; ``PRAGMA table_list`` type ``shadow``) are left out and named in a
   comment: granted, they would keep exposing a virtual table's data after
   someone removed that table from the role. A snapshot file says nothing of
-  shadow tables; its relations are all listed.
+  shadow tables; its relations are all listed, and so are the shadow tables
+  of a virtual-table module this SQLite does not have (an extension such as
+  sqlite-vec, not loaded): SQLite cannot tell them from tables.
 - The text is validated (:meth:`PolicyBundle.loads` against the schema) before
   it is written; a CTE name that would clash with a relation is avoided.
 - Names are written as TOML basic strings with every character TOML requires
