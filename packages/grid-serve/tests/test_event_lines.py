@@ -208,12 +208,13 @@ OPS = st.lists(
 @given(OPS)
 def test_any_accepts_rollbacks_and_flushes_resolve_to_the_straight_pass(ops: Any) -> None:
     """Random decodes over two statements that share a prefix (alias ``d`` names
-    another table in each; ``e`` is declared in one only): tokens accepted with a flush after each or once at the end,
-    rollbacks (each flushed, the precondition) that may go back into the shared
-    prefix and go on with the other statement. The lines a consumer resolves equal a
-    straight pass of the statement decoded; the events read are at most twice the
-    event lines written. Fails if a retract leaves the reader in another state (an alias
-    resolved to the other statement's table) or re-reads past the last mark."""
+    another table in each; ``e`` is declared in one only): tokens accepted with a
+    flush after each or once at the end, rollbacks (each flushed, the precondition)
+    that may go back into the shared prefix and go on with the other statement.
+    The lines a consumer resolves equal a straight pass of the statement decoded;
+    the events read are at most twice the event lines written. Fails if a retract
+    leaves the reader in another state (an alias resolved to the other statement's
+    table) or re-reads past the last mark."""
     engine, spec, new_reader, _ = sql_case()
     guide = engine.guide(audit=False, events=spec)
     assert isinstance(guide, EventStream)
