@@ -98,6 +98,17 @@ def resolved(text: str) -> list[dict[str, Any]]:
     return kept
 
 
+def counted(case: Callable[[], Any]) -> tuple[Any, EventLines, list[int], io.StringIO]:
+    """A fresh events guide of the case, its EventLines into a string and the count of
+    events its readers read."""
+    engine, spec, new_reader, _ = case()
+    guide = engine.guide(audit=False, events=spec)
+    assert isinstance(guide, EventStream)
+    reads = [0]
+    out = io.StringIO()
+    return guide, EventLines(guide, lambda: Counted(new_reader(), reads), out), reads, out
+
+
 def run(
     case: Callable[[], Any], drafts: int, back: int = 0
 ) -> tuple[list[dict[str, Any]], int, int]:
@@ -105,13 +116,8 @@ def run(
     case's text with ``drafts`` draft tokens per round, flushed one at a time; with
     ``back``, the drafts are flushed once, all accepted, and ``back`` of them rolled
     back (the rest stay: the next round starts after them)."""
-    engine, spec, new_reader, text = case()
-    guide = engine.guide(audit=False, events=spec)
-    assert isinstance(guide, EventStream)
-    reads = [0]
-    out = io.StringIO()
-    lines = EventLines(guide, lambda: Counted(new_reader(), reads), out)
-    tokens = [*text, EOS]
+    guide, lines, reads, out = counted(case)
+    tokens = [*case()[3], EOS]
     n = 0
     while n < len(tokens):
         guide.accept_token(tokens[n])
@@ -215,12 +221,7 @@ def test_any_accepts_rollbacks_and_flushes_resolve_to_the_straight_pass(ops: Any
     the events read are at most twice the event lines written. Fails if a retract
     leaves the reader in another state (an alias resolved to the other statement's
     table) or re-reads past the last mark."""
-    engine, spec, new_reader, _ = sql_case()
-    guide = engine.guide(audit=False, events=spec)
-    assert isinstance(guide, EventStream)
-    reads = [0]
-    out = io.StringIO()
-    lines = EventLines(guide, lambda: Counted(new_reader(), reads), out)
+    guide, lines, reads, out = counted(sql_case)
     text, n = A, 0
     for op, k, flag in ops:
         if op == "advance":
