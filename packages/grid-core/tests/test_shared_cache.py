@@ -39,6 +39,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -344,17 +345,39 @@ def test_a_server_killed_and_restarted_mid_replay_costs_local_walks_only(
 
 
 def replay_one(
-    reference: dict[bytes, list[bytes]], monkeypatch: pytest.MonkeyPatch, port: int, query: str
+    reference: dict[bytes, list[bytes]],
+    monkeypatch: pytest.MonkeyPatch,
+    port: int,
+    query: str,
+    threads: int = 1,
 ) -> dict[str, int]:
     """Replay the first reference statement through a tier on ``127.0.0.1:port`` with
-    the URL's ``query``; its masks must be the reference's. The tier's metrics' delta."""
+    the URL's ``query``, on ``threads`` threads at once (daemons, each given 60 s: a
+    thread held without end must not hold the test run); every replay's masks must be
+    the reference's. The tier's metrics' delta."""
     url = f"redis://127.0.0.1:{port}/0?{query}"
     use_tier(monkeypatch, url)
     e = shared_replica.engine()
     tier = tier_of(url)
     before = tier.metrics()
     statement = next(iter(reference))
-    assert shared_replica.replay(e, statement) == reference[statement]
+    results: list[bool] = []
+    runs = [
+        threading.Thread(
+            target=lambda: results.append(
+                shared_replica.replay(e, statement) == reference[statement]
+            ),
+            daemon=True,
+        )
+        for _ in range(threads)
+    ]
+    t0 = time.perf_counter()
+    for t in runs:
+        t.start()
+    for t in runs:
+        t.join(timeout=60)
+    elapsed = time.perf_counter() - t0
+    assert results == [True] * threads, f"{len(results)} of {threads} done in {elapsed:.1f} s"
     return delta(tier.metrics(), before)
 
 
@@ -407,7 +430,6 @@ def test_a_server_that_answers_a_byte_at_a_time_costs_a_timeout_per_command(
     never timed out: masks on every thread waited without end behind the one
     connection. Now a command's whole exchange has one deadline, and a thread that
     finds the connection busy for a timeout walks locally."""
-    import time
 
     def trickle(conn: socket.socket, stop: threading.Event) -> None:
         conn.recv(65536)
@@ -417,30 +439,7 @@ def test_a_server_that_answers_a_byte_at_a_time_costs_a_timeout_per_command(
             time.sleep(0.02)
 
     with fake_server(trickle) as (port, _, _):
-        url = f"redis://127.0.0.1:{port}/0?timeout_ms=100&backoff_ms=0"
-        use_tier(monkeypatch, url)
-        e = shared_replica.engine()
-        tier = tier_of(url)
-        before = tier.metrics()
-        statement = next(iter(reference))
-        results: list[bool] = []
-        threads = [
-            threading.Thread(
-                target=lambda: results.append(
-                    shared_replica.replay(e, statement) == reference[statement]
-                ),
-                daemon=True,  # a thread held without end must not hold the test run
-            )
-            for _ in range(2)
-        ]
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=60)
-        elapsed = time.perf_counter() - t0
-    assert results == [True, True], f"{len(results)} of 2 replays done in {elapsed:.1f} s"
-    got = delta(tier.metrics(), before)
+        got = replay_one(reference, monkeypatch, port, "timeout_ms=100&backoff_ms=0", threads=2)
     assert got["errors"] >= 1 and "hits" not in got and "published" not in got
 
 

@@ -331,9 +331,9 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A walk family is the engines with the same union DFA, ignored terminals,
 /// pick order among a lexeme's candidates and trie (`Engine.family`,
 /// `grid_core.guide.family_of`); their walks at a generic position read nothing
-/// else of the grammar or the lexicon, so a generic key is shared by all of them, while an
-/// identifier key and every verdict carry the lexicon's tag (grid-core's
-/// `IdentKey.schema`, its verdict memo key). It holds the walk cache, the
+/// else of the grammar or the lexicon, so a generic key is shared by all of
+/// them, while an identifier key and every verdict carry the lexicon's tag
+/// (grid-core's `IdentKey.schema`, its verdict memo key). It holds the walk cache, the
 /// interned member lists of the cached walks' verdict classes (with their
 /// verdict memos) and the tags of the lexicons seen. With a [`Remote`]
 /// attached, its walk cache is the local tier in front of the family's

@@ -64,16 +64,21 @@ class EventLines:
         self.reader = new_reader()
         self.out = out
         self.attempt = attempt
-        self.written = 0
-        # (events read, a fork of the reader that read them), counts increasing
+        # (events read, a fork of the reader that read them), counts increasing; the
+        # last is at the count written
         self._marks: list[tuple[int, EventReader]] = [(0, self.reader.fork())]
+
+    @property
+    def written(self) -> int:
+        """How many events the lines hold (retracted ones not counted)."""
+        return self._marks[-1][0]
 
     def flush(self) -> None:
         """Write the events determined since the last flush (a retract line first
         when the guide rolled back past some already written)."""
-        count = self.guide.event_count
-        if count < self.written:
-            line = {"kind": "retract", "attempt": self.attempt, "count": self.written - count}
+        count, written = self.guide.event_count, self.written
+        if count < written:
+            line = {"kind": "retract", "attempt": self.attempt, "count": written - count}
             self.out.write(json.dumps(line) + "\n")
             while self._marks[-1][0] > count:
                 self._marks.pop()
@@ -84,12 +89,10 @@ class EventLines:
                 for event in self.guide.events(since=read)[: count - read]:
                     self.reader.read(event, output)
                 self._marks.append((count, self.reader.fork()))
-            self.written = count
-        if count > self.written:
+        elif count > written:
             output = self.guide.output()
-            for event in self.guide.events(since=self.written):
+            for event in self.guide.events(since=written):
                 line = {**self.reader.read(event, output), "attempt": self.attempt}
                 self.out.write(json.dumps(line) + "\n")
-            self.written = count
             self._marks.append((count, self.reader.fork()))
         self.out.flush()
