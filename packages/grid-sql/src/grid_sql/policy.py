@@ -91,6 +91,7 @@ from grid_sql.dialects import get_dialect
 from grid_sql.generation import PROFILES, Profile
 from grid_sql.limits import DEFAULT_LIMITS, LIMIT_KEYS, Limits, check_limit
 from grid_sql.schema import SchemaSnapshot, ascii_lower, name_key
+from grid_sql.write_effects import first_escape
 
 __all__ = [
     "ALL",
@@ -156,6 +157,7 @@ _ROLE_KEYS = {
     "functions": "array or '*'",
     "limits": "table",
     "generation": "str",
+    "triggers": "array or '*'",
 }
 _LIMIT_KEYS = dict.fromkeys(LIMIT_KEYS, "number")
 _REQUIRED_ROLE_KEYS = ("verbs", "tables")
@@ -254,6 +256,9 @@ class Role:
     generation: Profile = "narrow"
     """The language a model writes in for this role (:mod:`grid_sql.generation`):
     ``narrow``, the generation profile, or ``full``, the role's whole language."""
+    triggers: tuple[str, ...] | Literal["*"] = ()
+    """The triggers the role's writes may fire (:mod:`grid_sql.write_effects`),
+    ``*`` for every one."""
 
     def __hash__(self) -> int:  # ``columns`` is a mapping: hash the canonical content
         return hash(fingerprint(self.canonical()))
@@ -268,6 +273,9 @@ class Role:
         if self.functions is not None:
             listed = ALL if self.functions == ALL else sorted(self.functions)
             functions = (("functions", listed),)
+        triggers: tuple[Any, ...] = ()
+        if self.triggers:
+            triggers = (("triggers", ALL if self.triggers == ALL else sorted(self.triggers)),)
         return (
             self.name,
             sorted(self.verbs),
@@ -278,6 +286,7 @@ class Role:
             *limits,
             *functions,
             *generation,
+            *triggers,
         )
 
 
@@ -479,6 +488,7 @@ class PolicyBundle:
                 spellings(cte, dialect, "CTE_NAME")
             except LexiconError as e:
                 raise error(("cte_names", i), cte, f"CTE name {cte!r}: {e.reason}") from None
+        self._write_effects(role, schema, columns, error)
         return RoleGrants(
             role.name,
             role.verbs,
@@ -489,6 +499,26 @@ class PolicyBundle:
             schema.fingerprint,
             self._functions(role, schema, error),
         )
+
+    @staticmethod
+    def _write_effects(
+        role: Role,
+        schema: SchemaSnapshot,
+        columns: Mapping[str, tuple[str, ...]],
+        error: Callable[..., PolicyFileError],
+    ) -> None:
+        """The role's writes stay inside its grants (:mod:`grid_sql.write_effects`),
+        and every trigger it names is one of the schema's."""
+        triggers = None if role.triggers == ALL else role.triggers
+        if triggers:
+            case = schema.identifier_case
+            known = {name_key(g.name, case) for t in schema.tables for g in t.triggers}
+            for i, name in enumerate(triggers):
+                if name_key(name, case) not in known:
+                    raise error(("triggers", i), name, f"no trigger {name!r} in {schema.label}")
+        escape = first_escape(schema, role.verbs, columns, triggers)
+        if escape is not None:
+            raise error(("verbs",), None, escape)
 
     @staticmethod
     def _functions(
@@ -726,6 +756,17 @@ class _Reader:
         description = self.typed(
             data.get("description", ""), (*where, "description"), str, "a string"
         )
+        triggers: tuple[str, ...] | Literal["*"] = ()
+        if data.get("triggers") == ALL:
+            triggers = ALL
+        elif isinstance(data.get("triggers"), str):
+            raise self.fail(
+                PolicyValueError,
+                (*where, "triggers"),
+                f"expected an array or '*', got {data['triggers']!r}",
+            )
+        else:
+            triggers = tuple(self.strings(data.get("triggers", []), (*where, "triggers")))
         generation = self.typed(
             data.get("generation", "narrow"), (*where, "generation"), str, "a string"
         )
@@ -748,6 +789,7 @@ class _Reader:
             functions,
             "cte_names" in data,
             cast(Profile, generation),
+            triggers,
         )
 
 

@@ -48,6 +48,24 @@ JSON format (``format`` is required and versioned; unknown keys are errors)::
 
 ``kind`` is ``"table"`` (default) or ``"view"``; a column's ``type`` is its
 declared type as the catalog spells it (``""`` when none).
+
+**Write effects** (optional table keys, written only when present; not in the
+fingerprint, since no mask reads them): what the database itself does when a
+statement writes the table, which :meth:`grid_sql.policy.PolicyBundle.validate`
+holds against each write role's grants (docs/policy.md, "What the schema does
+on a write"):
+
+- ``"foreign_keys"``: the table's foreign keys whose ``ON DELETE`` or ``ON
+  UPDATE`` action writes it (``CASCADE``, ``SET NULL``, ``SET DEFAULT``):
+  ``{"columns": [...], "parent": "t", "parent_columns": [...], "on_delete":
+  "CASCADE", "on_update": "NO ACTION"}``; keys without such an action are left
+  out (they only refuse a write);
+- ``"triggers"``: ``{"name": "n", "event": "INSERT" | "UPDATE" | "DELETE",
+  "columns": [...]}`` (``columns``: an ``UPDATE OF`` list, ``[]`` for any
+  column); PostgreSQL rules other than a view's ``_RETURN`` are listed here too;
+- ``"on_conflict_replace": [...]``: the columns of the table's ``UNIQUE`` and
+  ``PRIMARY KEY`` constraints that resolve a conflict by ``REPLACE`` (SQLite):
+  a plain ``INSERT``, or an ``UPDATE`` of one of them, may delete rows.
 """
 
 from __future__ import annotations
@@ -71,10 +89,12 @@ from grid_sql.dialects import get_dialect
 __all__ = [
     "JSON_FORMAT",
     "Column",
+    "ForeignKey",
     "RelationKind",
     "SchemaError",
     "SchemaSnapshot",
     "Table",
+    "Trigger",
     "ascii_lower",
     "example_schema",
     "name_key",
@@ -126,17 +146,88 @@ class Column:
         return out
 
 
+WRITING_ACTIONS = frozenset({"CASCADE", "SET NULL", "SET DEFAULT"})
+"""Foreign-key actions that write the referencing table (``NO ACTION`` and
+``RESTRICT`` only refuse the parent's write)."""
+
+WriteEvent = Literal["INSERT", "UPDATE", "DELETE"]
+
+
+@dataclass(frozen=True)
+class ForeignKey:
+    """A foreign key of the table that holds it (the child) with a writing action.
+
+    ``columns`` of the child reference ``parent_columns`` of ``parent`` (the
+    parent's primary key when the DDL names none). ``on_delete`` and
+    ``on_update`` are the actions, upper case (``"CASCADE"``, ``"SET NULL"``,
+    ``"SET DEFAULT"``, ``"RESTRICT"``, ``"NO ACTION"``); at least one is in
+    :data:`WRITING_ACTIONS`.
+    """
+
+    columns: tuple[str, ...]
+    parent: str
+    parent_columns: tuple[str, ...]
+    on_delete: str = "NO ACTION"
+    on_update: str = "NO ACTION"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "columns": list(self.columns),
+            "parent": self.parent,
+            "parent_columns": list(self.parent_columns),
+            "on_delete": self.on_delete,
+            "on_update": self.on_update,
+        }
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """A trigger (or a PostgreSQL rule) that runs when ``event`` writes its table.
+
+    ``columns``: an ``UPDATE OF`` list (catalog names), ``()`` for any column.
+    What its body does is not read: a write that fires it is allowed only
+    where the policy names it (``triggers`` of a role).
+    """
+
+    name: str
+    event: WriteEvent
+    columns: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "event": self.event, "columns": list(self.columns)}
+
+
 @dataclass(frozen=True)
 class Table:
-    """A relation: a table or a view, with its columns in ordinal order."""
+    """A relation: a table or a view, with its columns in ordinal order.
+
+    ``foreign_keys``, ``triggers`` and ``replace_columns`` (JSON
+    ``on_conflict_replace``) are its write effects (module docstring); they are
+    empty where the source has none or does not say (a JSON snapshot written
+    before them, DuckDB).
+    """
 
     name: str
     columns: tuple[Column, ...]
     kind: RelationKind = "table"
+    foreign_keys: tuple[ForeignKey, ...] = ()
+    triggers: tuple[Trigger, ...] = ()
+    replace_columns: tuple[str, ...] = ()
 
     @property
     def column_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.columns)
+
+    def effects_dict(self) -> dict[str, Any]:
+        """The write effects as JSON keys (only those present)."""
+        out: dict[str, Any] = {}
+        if self.foreign_keys:
+            out["foreign_keys"] = [k.to_dict() for k in self.foreign_keys]
+        if self.triggers:
+            out["triggers"] = [t.to_dict() for t in self.triggers]
+        if self.replace_columns:
+            out["on_conflict_replace"] = list(self.replace_columns)
+        return out
 
 
 @dataclass(frozen=True)
@@ -179,6 +270,54 @@ class SchemaSnapshot:
                         self.label, f"relation {t.name!r}: empty or duplicate column {c.name!r}"
                     )
                 cols[ck] = c.name
+        for t in self.tables:
+            self._check_effects(t)
+
+    def _check_effects(self, t: Table) -> None:
+        """Every name a write effect gives is a relation or column of this snapshot."""
+        case = self.identifier_case
+
+        def columns(of: Table, names: tuple[str, ...], what: str) -> None:
+            known = {name_key(c, case) for c in of.column_names}
+            for c in names:
+                if name_key(c, case) not in known:
+                    raise SchemaError(
+                        self.label,
+                        f"relation {t.name!r}: {what} names no column {c!r} of {of.name!r}",
+                    )
+
+        by_key = {name_key(r.name, case): r for r in self.tables}
+        for k in t.foreign_keys:
+            parent = by_key.get(name_key(k.parent, case))
+            if parent is None:
+                raise SchemaError(
+                    self.label,
+                    f"relation {t.name!r}: a foreign key references no relation {k.parent!r}",
+                )
+            if not k.columns or len(k.columns) != len(k.parent_columns):
+                raise SchemaError(
+                    self.label,
+                    f"relation {t.name!r}: a foreign key to {k.parent!r} pairs "
+                    f"{len(k.columns)} columns with {len(k.parent_columns)}",
+                )
+            columns(t, k.columns, "a foreign key")
+            columns(parent, k.parent_columns, "a foreign key")
+            for action in (k.on_delete, k.on_update):
+                if action not in _ACTIONS:
+                    raise SchemaError(
+                        self.label,
+                        f"relation {t.name!r}: unknown foreign-key action {action!r} "
+                        f"(one of {', '.join(sorted(_ACTIONS))})",
+                    )
+        for trigger in t.triggers:
+            if trigger.event not in ("INSERT", "UPDATE", "DELETE"):
+                raise SchemaError(
+                    self.label,
+                    f"relation {t.name!r}: trigger {trigger.name!r} has no event INSERT, "
+                    f"UPDATE or DELETE ({trigger.event!r})",
+                )
+            columns(t, trigger.columns, f"trigger {trigger.name!r}")
+        columns(t, t.replace_columns, "on_conflict_replace")
 
     # ------------------------------------------------------------ queries
 
@@ -241,6 +380,7 @@ class SchemaSnapshot:
                     "name": t.name,
                     "kind": t.kind,
                     "columns": [c.to_dict() for c in t.columns],
+                    **t.effects_dict(),
                 }
                 for t in self.tables
             ],
@@ -258,8 +398,14 @@ class SchemaSnapshot:
         for t in data["tables"]:
             cols = ",\n".join(f"      {dump(c)}" for c in t["columns"])
             body = f"[\n{cols}\n    ]" if cols else "[]"
+            effects = "".join(
+                f", {dump(k)}: {dump(t[k])}"
+                for k in ("foreign_keys", "triggers", "on_conflict_replace")
+                if k in t
+            )
             tables.append(
-                f'    {{"name": {dump(t["name"])}, "kind": {dump(t["kind"])}, "columns": {body}}}'
+                f'    {{"name": {dump(t["name"])}, "kind": {dump(t["kind"])}, '
+                f'"columns": {body}{effects}}}'
             )
         listing = "[\n" + ",\n".join(tables) + "\n  ]" if tables else "[]"
         return "{\n" + "\n".join(head) + f'\n  "tables": {listing}\n}}\n'
@@ -288,7 +434,7 @@ class SchemaSnapshot:
             raise SchemaError(source, "tables must be a list")
         for i, raw in enumerate(raw_tables):
             where = f"tables[{i}]"
-            t = _object(raw, source, where, {"name", "kind", "columns"})
+            t = _object(raw, source, where, {"name", "kind", "columns", *_EFFECT_KEYS})
             kind = t.get("kind", "table")
             if kind not in ("table", "view"):
                 raise SchemaError(source, f"{where}.kind must be 'table' or 'view', not {kind!r}")
@@ -310,7 +456,14 @@ class SchemaSnapshot:
                         **flags,
                     )
                 )
-            tables.append(Table(_string(t.get("name"), source, f"{where}.name"), tuple(cols), kind))
+            tables.append(
+                Table(
+                    _string(t.get("name"), source, f"{where}.name"),
+                    tuple(cols),
+                    kind,
+                    *_effects(t, source, where),
+                )
+            )
         return cls(dialect, tuple(tables), name)
 
     def save(self, path: str | Path) -> None:
@@ -385,7 +538,15 @@ class SchemaSnapshot:
                 Column(str(c), str(t or ""), hidden=h == 1, generated=h in (2, 3))
                 for c, t, h in info
             )
-            tables.append(Table(str(rel), cols, "view" if kind == "view" else "table"))
+            try:
+                effects = _sqlite_effects(db, str(rel))
+            except sqlite3.Error as e:
+                raise SchemaError(source, f"relation {rel!r}: {e}") from None
+            except UnicodeDecodeError as e:
+                raise SchemaError(
+                    source, f"relation {rel!r}: a name is not UTF-8 ({e.reason})"
+                ) from None
+            tables.append(Table(str(rel), cols, "view" if kind == "view" else "table", *effects))
         return cls("sqlite", tuple(tables), name)
 
     # ------------------------------------------------------------ PostgreSQL
@@ -414,7 +575,8 @@ class SchemaSnapshot:
         for flag, value in (("-h", host), ("-p", port), ("-U", user), ("-d", dbname)):
             if value is not None:
                 argv += [flag, str(value)]
-        argv += ["-c", _PG_QUERY.format(schema=schema.replace("'", "''"))]
+        quoted = schema.replace("'", "''")
+        argv += ["-c", _PG_QUERY.format(schema=quoted), "-c", _PG_EFFECTS.format(schema=quoted)]
         source = f"postgres:{dbname or ''}/{schema}"
         try:
             run = subprocess.run(
@@ -449,10 +611,67 @@ LEFT JOIN information_schema.columns c
 WHERE t.table_schema = '{schema}' AND t.table_type IN ('BASE TABLE', 'VIEW', 'FOREIGN')"""
 
 
+# One row per write effect: a foreign key with a writing action, a trigger, a rule.
+# Tags `fk`, `tg`, `ru` are not hex, so these rows never read as relation rows.
+_PG_EFFECTS = """\
+SELECT 'fk', encode(convert_to(c.relname, 'UTF8'), 'hex'),
+       encode(convert_to(p.relname, 'UTF8'), 'hex'),
+       con.confdeltype::text, con.confupdtype::text,
+       (SELECT string_agg(encode(convert_to(a.attname, 'UTF8'), 'hex'), ',' ORDER BY k.i)
+          FROM unnest(con.conkey) WITH ORDINALITY k(n, i)
+          JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.n),
+       (SELECT string_agg(encode(convert_to(a.attname, 'UTF8'), 'hex'), ',' ORDER BY k.i)
+          FROM unnest(con.confkey) WITH ORDINALITY k(n, i)
+          JOIN pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.n)
+FROM pg_constraint con
+JOIN pg_class c ON c.oid = con.conrelid
+JOIN pg_class p ON p.oid = con.confrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace AND n.oid = p.relnamespace
+WHERE con.contype = 'f' AND n.nspname = '{schema}'
+  AND (con.confdeltype IN ('c', 'n', 'd') OR con.confupdtype IN ('c', 'n', 'd'))
+UNION ALL
+SELECT 'tg', encode(convert_to(c.relname, 'UTF8'), 'hex'),
+       encode(convert_to(t.tgname, 'UTF8'), 'hex'), t.tgtype::text, '',
+       coalesce((SELECT string_agg(encode(convert_to(a.attname, 'UTF8'), 'hex'), ',')
+          FROM unnest(t.tgattr::int2[]) k(n)
+          JOIN pg_attribute a ON a.attrelid = t.tgrelid AND a.attnum = k.n), ''), ''
+FROM pg_trigger t
+JOIN pg_class c ON c.oid = t.tgrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE NOT t.tgisinternal AND n.nspname = '{schema}'
+UNION ALL
+SELECT 'ru', encode(convert_to(c.relname, 'UTF8'), 'hex'),
+       encode(convert_to(r.rulename, 'UTF8'), 'hex'), r.ev_type::text, '', '', ''
+FROM pg_rewrite r
+JOIN pg_class c ON c.oid = r.ev_class
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE r.rulename <> '_RETURN' AND r.ev_type IN ('2', '3', '4') AND n.nspname = '{schema}'"""
+
+_PG_ACTIONS = {
+    "a": "NO ACTION",
+    "r": "RESTRICT",
+    "c": "CASCADE",
+    "n": "SET NULL",
+    "d": "SET DEFAULT",
+}
+_PG_RULE_EVENTS: dict[str, WriteEvent] = {"2": "UPDATE", "3": "INSERT", "4": "DELETE"}
+# pg_trigger.tgtype bits of the write events (TRUNCATE, 32, is no statement GRID speaks)
+_PG_TRIGGER_BITS: tuple[tuple[int, WriteEvent], ...] = (
+    (4, "INSERT"),
+    (16, "UPDATE"),
+    (8, "DELETE"),
+)
+
+
 def _pg_tables(lines: Iterable[str], source: str) -> tuple[Table, ...]:
     rels: dict[str, tuple[RelationKind, list[tuple[int, Column]]]] = {}
+    keys: dict[str, list[ForeignKey]] = {}
+    triggers: dict[str, list[Trigger]] = {}
     for line in lines:
         fields = line.split("\t")
+        if fields[0] in ("fk", "tg", "ru") and len(fields) == 7:
+            _pg_effect(fields, source, keys, triggers)
+            continue
         if len(fields) != 6:
             raise SchemaError(source, f"unexpected psql output line {line!r}")
         rel_hex, rel_type, col_hex, ordinal, type_hex, generated = fields
@@ -465,9 +684,313 @@ def _pg_tables(lines: Iterable[str], source: str) -> tuple[Table, ...]:
             )
             cols.append((int(ordinal), column))
     return tuple(
-        Table(rel, tuple(c for _, c in sorted(cols, key=lambda p: p[0])), kind)
+        Table(
+            rel,
+            tuple(c for _, c in sorted(cols, key=lambda p: p[0])),
+            kind,
+            tuple(keys.get(rel, ())),
+            tuple(triggers.get(rel, ())),
+        )
         for rel, (kind, cols) in rels.items()
     )
+
+
+def _pg_effect(
+    fields: list[str],
+    source: str,
+    keys: dict[str, list[ForeignKey]],
+    triggers: dict[str, list[Trigger]],
+) -> None:
+    """One `_PG_EFFECTS` row into ``keys`` or ``triggers`` (by table name)."""
+    tag, rel_hex, name_hex, a, b, cols, parent_cols = fields
+    rel, name = _unhex(rel_hex, source), _unhex(name_hex, source)
+
+    def names(text: str) -> tuple[str, ...]:
+        return tuple(_unhex(h, source) for h in text.split(",") if h)
+
+    if tag == "fk":
+        keys.setdefault(rel, []).append(
+            ForeignKey(
+                names(cols), name, names(parent_cols), _PG_ACTIONS.get(a, a), _PG_ACTIONS.get(b, b)
+            )
+        )
+    elif tag == "tg":
+        bits = int(a)
+        for bit, event in _PG_TRIGGER_BITS:
+            if bits & bit:
+                on = names(cols) if event == "UPDATE" else ()
+                triggers.setdefault(rel, []).append(Trigger(name, event, on))
+    else:
+        triggers.setdefault(rel, []).append(Trigger(name, _PG_RULE_EVENTS[a]))
+
+
+_ACTIONS = frozenset({"CASCADE", "SET NULL", "SET DEFAULT", "RESTRICT", "NO ACTION"})
+_EFFECT_KEYS = ("foreign_keys", "triggers", "on_conflict_replace")
+
+
+def _sqlite_effects(
+    db: sqlite3.Connection, rel: str
+) -> tuple[tuple[ForeignKey, ...], tuple[Trigger, ...], tuple[str, ...]]:
+    """A SQLite relation's write effects: its foreign keys with a writing action,
+    its triggers (with their event read from the DDL), and whether a constraint
+    says ``ON CONFLICT REPLACE``. Where the DDL cannot be read, a trigger is
+    taken to fire on every event (more refusals, never fewer)."""
+    grouped: dict[int, list[tuple[Any, ...]]] = {}
+    for row in db.execute(
+        'SELECT id, "table", "from", "to", on_update, on_delete '
+        "FROM pragma_foreign_key_list(?) ORDER BY id, seq",
+        (rel,),
+    ):
+        grouped.setdefault(int(row[0]), []).append(row)
+    keys = []
+    for rows in grouped.values():
+        parent, on_update, on_delete = str(rows[0][1]), str(rows[0][4]), str(rows[0][5])
+        if not {on_update.upper(), on_delete.upper()} & WRITING_ACTIONS:
+            continue
+        found = db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name = ? COLLATE NOCASE",
+            (parent,),
+        ).fetchone()
+        if found is None:  # a dangling reference: no write reaches through it
+            continue
+        parent = str(found[0])
+        to = [r[3] for r in rows]
+        if any(t is None for t in to):  # REFERENCES parent: its primary key
+            to = [
+                r[0]
+                for r in db.execute(
+                    "SELECT name FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk", (parent,)
+                )
+            ]
+        if len(to) != len(rows):  # no key to match: SQLite reports a mismatch, writes nothing
+            continue
+        keys.append(
+            ForeignKey(
+                tuple(str(r[2]) for r in rows),
+                parent,
+                tuple(str(t) for t in to),
+                on_delete.upper(),
+                on_update.upper(),
+            )
+        )
+    column_keys = {
+        ascii_lower(str(r[0])): str(r[0])
+        for r in db.execute("SELECT name FROM pragma_table_xinfo(?)", (rel,))
+    }
+    triggers: list[Trigger] = []
+    for name, sql in db.execute(
+        "SELECT name, sql FROM sqlite_master "
+        "WHERE type = 'trigger' AND tbl_name = ? COLLATE NOCASE ORDER BY name",
+        (rel,),
+    ):
+        for event, cols in _trigger_events(str(sql or "")):
+            on = tuple(column_keys[c] for c in map(ascii_lower, cols) if c in column_keys)
+            triggers.append(Trigger(str(name), event, on if len(on) == len(cols) else ()))
+    (ddl,) = db.execute(
+        "SELECT coalesce(sql, '') FROM sqlite_master WHERE name = ? AND type IN ('table', 'view')",
+        (rel,),
+    ).fetchone() or ("",)
+    replace = []
+    for name in _replace_columns(str(ddl)):
+        found = column_keys.get(ascii_lower(name))
+        if found is None:  # unreadable: every column (more refusals, never fewer)
+            replace = list(column_keys.values())
+            break
+        if found not in replace:
+            replace.append(found)
+    return tuple(keys), tuple(triggers), tuple(replace)
+
+
+def _replace_columns(ddl: str) -> list[str]:
+    """The columns of a ``CREATE TABLE``'s ``UNIQUE`` and ``PRIMARY KEY`` constraints
+    that say ``ON CONFLICT REPLACE`` (a ``NOT NULL ... REPLACE`` deletes nothing: it
+    writes the default). A constraint it cannot read gives the name ``""``."""
+    tokens = _sql_tokens(ddl)
+    try:
+        start = tokens.index(("punct", "("))
+    except ValueError:
+        return []
+    items: list[list[tuple[str, str]]] = [[]]
+    depth = 0
+    for token in tokens[start + 1 :]:
+        if token == ("punct", "("):
+            depth += 1
+        elif token == ("punct", ")"):
+            depth -= 1
+            if depth < 0:
+                break
+        elif token == ("punct", ",") and depth == 0:
+            items.append([])
+            continue
+        items[-1].append(token)
+    out: list[str] = []
+    for item in items:
+        words = [t.upper() if k == "word" else None for k, t in item]
+        for i in range(len(words) - 2):
+            if words[i : i + 3] != ["ON", "CONFLICT", "REPLACE"]:
+                continue
+            kind = next(
+                (w for w in reversed(words[:i]) if w in ("UNIQUE", "PRIMARY", "NULL")), None
+            )
+            if kind == "NULL":
+                continue
+            if words[0] in ("CONSTRAINT", "PRIMARY", "UNIQUE"):  # a table constraint: (a, b)
+                out += _listed(item, words.index(kind) if kind in words else 0)
+            else:
+                out.append(item[0][1] if item and item[0][0] in ("word", "name") else "")
+    return out
+
+
+def _listed(item: list[tuple[str, str]], after: int) -> list[str]:
+    """The first name of each part of the first parenthesized list after ``after``."""
+    try:
+        i = item.index(("punct", "("), after) + 1
+    except ValueError:
+        return [""]
+    out: list[str] = []
+    first = True
+    for kind, text in item[i:]:
+        if (kind, text) == ("punct", ")"):
+            return out
+        if (kind, text) == ("punct", ","):
+            first = True
+        elif first:
+            out.append(text if kind in ("word", "name") else "")
+            first = False
+    return [""]
+
+
+def _sql_tokens(sql: str) -> list[tuple[str, str]]:
+    """SQLite DDL as ``(kind, text)`` tokens: ``word`` (a bare word), ``name`` (a
+    quoted identifier, unquoted), ``string``, ``punct``; comments and blanks skipped."""
+    out: list[tuple[str, str]] = []
+    i, n = 0, len(sql)
+    closing = {'"': '"', "`": "`", "[": "]", "'": "'"}
+    while i < n:
+        ch = sql[i]
+        if ch.isspace():
+            i += 1
+        elif sql.startswith("--", i):
+            end = sql.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif sql.startswith("/*", i):
+            end = sql.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+        elif ch in closing:
+            close, j, text = closing[ch], i + 1, []
+            while j < n:
+                if sql[j] == close:
+                    if close != "]" and sql.startswith(close * 2, j):
+                        text.append(close)
+                        j += 2
+                        continue
+                    break
+                text.append(sql[j])
+                j += 1
+            out.append(("string" if ch == "'" else "name", "".join(text)))
+            i = j + 1
+        elif ch.isalnum() or ch in "_$" or ord(ch) > 127:
+            j = i
+            while j < n and (sql[j].isalnum() or sql[j] in "_$" or ord(sql[j]) > 127):
+                j += 1
+            out.append(("word", sql[i:j]))
+            i = j
+        else:
+            out.append(("punct", ch))
+            i += 1
+    return out
+
+
+_ALL_EVENTS: tuple[tuple[WriteEvent, tuple[str, ...]], ...] = (
+    ("INSERT", ()),
+    ("UPDATE", ()),
+    ("DELETE", ()),
+)
+
+
+def _trigger_events(sql: str) -> tuple[tuple[WriteEvent, tuple[str, ...]], ...]:
+    """The event of a ``CREATE TRIGGER`` statement and its ``UPDATE OF`` columns:
+    ``CREATE [TEMP] TRIGGER [IF NOT EXISTS] [schema.]name [BEFORE | AFTER |
+    INSTEAD OF] event [OF col, ...] ON table``. Every event when it cannot be read."""
+    tokens = _sql_tokens(sql)
+    words = [t.upper() if k == "word" else None for k, t in tokens]
+    try:
+        i = words.index("TRIGGER") + 1
+        if words[i : i + 3] == ["IF", "NOT", "EXISTS"]:
+            i += 3
+        i += 3 if tokens[i + 1] == ("punct", ".") else 1  # the (qualified) name
+        if words[i] in ("BEFORE", "AFTER"):
+            i += 1
+        elif words[i : i + 2] == ["INSTEAD", "OF"]:
+            i += 2
+        event = words[i]
+        if event == "UPDATE" and words[i + 1] == "OF":
+            cols, i = [], i + 2
+            while True:
+                kind, text = tokens[i]
+                if kind not in ("word", "name"):
+                    return _ALL_EVENTS
+                cols.append(text)
+                if tokens[i + 1] != ("punct", ","):
+                    break
+                i += 2
+            return (("UPDATE", tuple(cols)),)
+        if event in ("INSERT", "UPDATE", "DELETE"):
+            return ((event, ()),)  # type: ignore[return-value]  # checked just above
+    except (ValueError, IndexError):
+        pass
+    return _ALL_EVENTS
+
+
+def _effects(
+    t: Mapping[str, Any], source: str, where: str
+) -> tuple[tuple[ForeignKey, ...], tuple[Trigger, ...], tuple[str, ...]]:
+    """A JSON table's write effects (module docstring); names are checked by the snapshot."""
+
+    def names(value: Any, at: str) -> tuple[str, ...]:
+        if not isinstance(value, list):
+            raise SchemaError(source, f"{at} must be a list of strings")
+        return tuple(_string(v, source, f"{at}[{i}]") for i, v in enumerate(value))
+
+    keys = []
+    raw_keys = t.get("foreign_keys", [])
+    if not isinstance(raw_keys, list):
+        raise SchemaError(source, f"{where}.foreign_keys must be a list")
+    for i, raw in enumerate(raw_keys):
+        at = f"{where}.foreign_keys[{i}]"
+        k = _object(
+            raw, source, at, {"columns", "parent", "parent_columns", "on_delete", "on_update"}
+        )
+        keys.append(
+            ForeignKey(
+                names(k.get("columns"), f"{at}.columns"),
+                _string(k.get("parent"), source, f"{at}.parent"),
+                names(k.get("parent_columns"), f"{at}.parent_columns"),
+                _string(k.get("on_delete", "NO ACTION"), source, f"{at}.on_delete"),
+                _string(k.get("on_update", "NO ACTION"), source, f"{at}.on_update"),
+            )
+        )
+    triggers = []
+    raw_triggers = t.get("triggers", [])
+    if not isinstance(raw_triggers, list):
+        raise SchemaError(source, f"{where}.triggers must be a list")
+    for i, raw in enumerate(raw_triggers):
+        at = f"{where}.triggers[{i}]"
+        g = _object(raw, source, at, {"name", "event", "columns"})
+        event = g.get("event")
+        if event not in ("INSERT", "UPDATE", "DELETE"):
+            raise SchemaError(
+                source, f"{at}.event must be 'INSERT', 'UPDATE' or 'DELETE', not {event!r}"
+            )
+        triggers.append(
+            Trigger(
+                _string(g.get("name"), source, f"{at}.name"),
+                event,
+                names(g.get("columns", []), f"{at}.columns"),
+            )
+        )
+    replace = names(t.get("on_conflict_replace", []), f"{where}.on_conflict_replace")
+    return tuple(keys), tuple(triggers), replace
 
 
 def _unhex(text: str, source: str) -> str:

@@ -1,0 +1,178 @@
+"""What a role's writes make the database write: held against the role's grants.
+
+Purpose: a statement the role may write can do more when the database runs it,
+through what the schema declares (`grid_sql.schema`, "write effects"): a
+foreign key's ``ON DELETE`` / ``ON UPDATE`` action writes the referencing
+table, a constraint with ``ON CONFLICT REPLACE`` makes an INSERT or UPDATE
+delete rows, and a trigger runs statements GRID never sees. None of that is in
+the statement, so neither the mask nor the SemanticChecker can judge it; this
+module judges the role instead, once, when a policy meets a schema
+(:meth:`grid_sql.policy.PolicyBundle.validate`).
+
+The rule (:func:`first_escape`). Every write the role can start is a *step*
+``(table, verb, columns)``: for each granted relation and each write verb the
+role holds, the verb over the role's granted columns (UPDATE and INSERT) or
+the whole row (DELETE). One step leads to others:
+
+- DELETE on ``p`` -> for each foreign key of ``c`` referencing ``p``:
+  ``ON DELETE CASCADE`` is DELETE on ``c``; ``SET NULL`` / ``SET DEFAULT`` is
+  UPDATE of the key's columns of ``c``;
+- UPDATE of columns ``S`` of ``p`` -> for each key referencing columns of ``p``
+  that meet ``S``: the ``ON UPDATE`` action, the same way (``CASCADE``, ``SET
+  NULL``, ``SET DEFAULT`` all write the key's columns of ``c``);
+- INSERT on a table with an ``ON CONFLICT REPLACE`` constraint, or UPDATE of
+  one of its columns -> DELETE on it;
+- any step on a table with a trigger for that event (an ``UPDATE OF`` trigger
+  when its columns meet ``S``) fires the trigger.
+
+A role passes when each step its own steps lead to is one of its own (the
+table granted, the verb held, UPDATE's columns granted) and each trigger they
+fire is one the role names (``triggers``). One step suffices: a step that is
+the role's own is itself a starting step over at least as many columns, so its
+own consequences are checked where it starts (induction on the chain).
+
+Precondition: the schema's write effects are complete (a SQLite or PostgreSQL
+snapshot reads them; a JSON snapshot says what it says; DuckDB has neither
+actions nor triggers). SQLite runs foreign-key actions only where a connection
+sets ``PRAGMA foreign_keys = ON``; they are held against the role either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
+
+from grid_sql.dialect import IdentifierCase
+from grid_sql.schema import WRITING_ACTIONS, SchemaSnapshot, name_key
+
+__all__ = ["Step", "first_escape", "steps_from"]
+
+WRITE_VERBS = ("INSERT", "UPDATE", "DELETE")
+
+
+@dataclass(frozen=True)
+class Step:
+    """A write the database makes: ``verb`` on ``table`` (UPDATE: of ``columns``),
+    and ``because``, the declaration that makes it (for messages)."""
+
+    table: str
+    verb: str
+    columns: tuple[str, ...] = ()
+    because: str = ""
+
+
+def steps_from(schema: SchemaSnapshot, start: Step) -> Iterator[Step | tuple[str, str]]:
+    """The writes ``start`` makes the database make, one step on: a :class:`Step`,
+    or ``(trigger name, why)`` for a trigger it fires."""
+    case = schema.identifier_case
+    table = schema.table(start.table)
+    assert table is not None, start.table  # steps name relations of the schema
+
+    def meets(a: Collection[str], b: Collection[str]) -> bool:
+        return bool({name_key(x, case) for x in a} & {name_key(x, case) for x in b})
+
+    for trigger in table.triggers:
+        if trigger.event == start.verb and (
+            start.verb != "UPDATE" or not trigger.columns or meets(trigger.columns, start.columns)
+        ):
+            on = f" OF {', '.join(trigger.columns)}" if trigger.columns else ""
+            yield trigger.name, f"{trigger.event}{on} trigger {trigger.name} of {table.name}"
+    replaces = table.replace_columns
+    if replaces and (
+        start.verb == "INSERT" or (start.verb == "UPDATE" and meets(replaces, start.columns))
+    ):
+        yield Step(
+            table.name,
+            "DELETE",
+            because=f"{', '.join(replaces)} of {table.name} say ON CONFLICT REPLACE, so a "
+            f"conflicting {start.verb} deletes the rows it conflicts with",
+        )
+    if start.verb not in ("UPDATE", "DELETE"):
+        return
+    for child in schema.tables:
+        for key in child.foreign_keys:
+            if schema.table(key.parent) is not table:
+                continue
+            action = key.on_delete if start.verb == "DELETE" else key.on_update
+            if action not in WRITING_ACTIONS:
+                continue
+            if start.verb == "UPDATE" and not meets(key.parent_columns, start.columns):
+                continue
+            because = (
+                f"{child.name} ({', '.join(key.columns)}) REFERENCES {table.name} "
+                f"({', '.join(key.parent_columns)}) ON {start.verb} {action}"
+            )
+            if action == "CASCADE" and start.verb == "DELETE":
+                yield Step(child.name, "DELETE", because=because)
+            else:
+                yield Step(child.name, "UPDATE", key.columns, because)
+
+
+def first_escape(
+    schema: SchemaSnapshot,
+    verbs: Collection[str],
+    columns: Mapping[str, tuple[str, ...]],
+    triggers: Collection[str] | None,
+) -> str | None:
+    """Why the role's writes reach past its grants, or None when they do not.
+
+    ``columns``: granted relation (catalog name) -> granted columns (catalog
+    names); ``triggers``: the trigger names the role may fire (compared as the
+    dialect compares names), None for every trigger.
+    """
+    case = schema.identifier_case
+    granted = {name_key(t, case): {name_key(c, case) for c in cs} for t, cs in columns.items()}
+    allowed = None if triggers is None else {name_key(t, case) for t in triggers}
+    for name, cols in columns.items():
+        table = schema.table(name)
+        assert table is not None, name
+        for verb in (v for v in WRITE_VERBS if v in verbs):
+            start = Step(table.name, verb, cols if verb != "DELETE" else ())
+            for step in steps_from(schema, start):
+                what = _start_text(start)
+                if isinstance(step, tuple):
+                    trigger, why = step
+                    if allowed is None or name_key(trigger, case) in allowed:
+                        continue
+                    return (
+                        f"{what} fires the {why}, whose statements GRID does not see; "
+                        f"name it in triggers to allow it, or take {verb} on {table.name} "
+                        "from the role"
+                    )
+                reason = _outside(step, verbs, granted, case)
+                if reason is not None:
+                    return (
+                        f"{what} makes the database {_step_text(step)} ({step.because}), "
+                        f"which the role may not: {reason}"
+                    )
+    return None
+
+
+def _outside(
+    step: Step,
+    verbs: Collection[str],
+    granted: Mapping[str, set[str]],
+    case: IdentifierCase,
+) -> str | None:
+    key = name_key(step.table, case)
+    if key not in granted:
+        return f"{step.table} is not one of its relations"
+    if step.verb not in verbs:
+        return f"it does not hold {step.verb}"
+    missing = [c for c in step.columns if name_key(c, case) not in granted[key]]
+    if missing:
+        verb = "is" if len(missing) == 1 else "are"
+        return f"{', '.join(missing)} of {step.table} {verb} not granted"
+    return None
+
+
+def _start_text(step: Step) -> str:
+    if step.verb == "DELETE":
+        return f"DELETE on {step.table}"
+    return f"{step.verb} on {step.table} (of {', '.join(step.columns)})"
+
+
+def _step_text(step: Step) -> str:
+    if step.verb == "DELETE":
+        return f"delete rows of {step.table}"
+    return f"update {', '.join(step.columns)} of {step.table}"
