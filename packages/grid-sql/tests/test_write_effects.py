@@ -17,7 +17,7 @@ import pytest
 from pg_server import Server, running_server
 
 from grid_sql.policy import PolicyBundle, PolicyReferenceError
-from grid_sql.schema import ForeignKey, SchemaError, SchemaSnapshot, Trigger
+from grid_sql.schema import ForeignKey, SchemaError, SchemaSnapshot, Through, Trigger
 from grid_sql.write_effects import Step, first_escape, steps_from
 
 # `id INTEGER UNIQUE`, not the row id: a test below tells an UPDATE of `id` from a
@@ -193,7 +193,7 @@ def policy(body: str, schema: SchemaSnapshot) -> PolicyBundle:
         (
             'verbs = ["INSERT"]\ntables = ["orders"]\ntriggers = ["ORDERS AUDIT"]',
             r"INSERT on orders \(of id, code, total\) makes the database delete rows of orders "
-            r"\(code of orders say ON CONFLICT REPLACE.*\), which the role may not: "
+            r"\(code of orders says ON CONFLICT REPLACE.*\), which the role may not: "
             r"it does not hold DELETE",
         ),
         (
@@ -233,6 +233,103 @@ def test_triggers_key_is_in_the_fingerprint_only_when_given(schema: SchemaSnapsh
     assert plain.fingerprint == before.fingerprint
     named = policy('verbs = ["SELECT"]\ntables = "*"\ntriggers = ["total_watch"]', schema)
     assert named.fingerprint != plain.fingerprint
+
+
+# ---------------------------------------------------------------- what a first review found
+
+
+def _run(ddl: str, sql: str, read: str) -> list[tuple[object, ...]]:
+    db = sqlite3.connect(":memory:")
+    db.executescript(ddl)
+    db.execute("PRAGMA foreign_keys = ON")
+    db.execute(sql)
+    return db.execute(read).fetchall()
+
+
+def test_a_generated_column_changes_with_its_sources() -> None:
+    """An UPDATE of `a` changes `g`, computed from it: `g`'s key cascades, its REPLACE
+    constraint deletes (both ran; the check took the UPDATE's columns alone)."""
+    key = (
+        "CREATE TABLE p (id INTEGER PRIMARY KEY, a INT, g INT GENERATED ALWAYS AS (a * 10) UNIQUE);"
+        "CREATE TABLE c (pg INT REFERENCES p (g) ON UPDATE CASCADE);"
+        "INSERT INTO p (id, a) VALUES (1, 1); INSERT INTO c VALUES (10);"
+    )
+    assert _run(key, "UPDATE p SET a = 2", "SELECT pg FROM c") == [(20,)]
+    schema = SchemaSnapshot.from_sqlite_ddl(key)
+    with pytest.raises(PolicyReferenceError, match=r"update pg of c \(c \(pg\) REFERENCES p \(g\)"):
+        policy('verbs = ["UPDATE"]\ntables = ["p"]\ncolumns.p = ["id", "a"]', schema)
+    replace = (
+        "CREATE TABLE t (id INTEGER PRIMARY KEY, a INT,"
+        " g INT GENERATED ALWAYS AS (a * 10) UNIQUE ON CONFLICT REPLACE);"
+        "INSERT INTO t (id, a) VALUES (1, 1), (2, 2);"
+    )
+    assert _run(replace, "UPDATE t SET a = 2 WHERE id = 1", "SELECT id FROM t") == [(1,)]
+    schema = SchemaSnapshot.from_sqlite_ddl(replace)
+    with pytest.raises(PolicyReferenceError, match="it does not hold DELETE"):
+        policy('verbs = ["UPDATE"]\ntables = ["t"]\ncolumns.t = ["id", "a"]', schema)
+
+
+def test_a_virtual_table_writes_its_shadow_tables() -> None:
+    """An INSERT into an FTS5 table writes `docs_content`, whose trigger then runs."""
+    ddl = (
+        "CREATE VIRTUAL TABLE docs USING fts5(body); CREATE TABLE log (msg TEXT);"
+        "CREATE TRIGGER shadow_watch AFTER INSERT ON docs_content"
+        " BEGIN INSERT INTO log VALUES ('shadow'); END;"
+    )
+    assert _run(ddl, "INSERT INTO docs (body) VALUES ('x')", "SELECT * FROM log") == [("shadow",)]
+    schema = SchemaSnapshot.from_sqlite_ddl(ddl)
+    docs = schema.table("docs")
+    assert docs is not None
+    shadows = {w.relation for w in docs.writes_through}
+    assert shadows == {"docs_config", "docs_content", "docs_data", "docs_docsize", "docs_idx"}
+    assert {w.verbs for w in docs.writes_through} == {"all"}
+    with pytest.raises(PolicyReferenceError, match="docs_config is a partition or shadow table"):
+        policy('verbs = ["INSERT"]\ntables = ["docs"]', schema)
+    writes = '"INSERT", "UPDATE", "DELETE"'
+    with pytest.raises(PolicyReferenceError, match="trigger shadow_watch of docs_content"):
+        policy(f'verbs = [{writes}]\ntables = "*"', schema)
+    policy(f'verbs = [{writes}]\ntables = "*"\ntriggers = ["shadow_watch"]', schema)
+
+
+def test_temp_triggers_and_catalog_spellings_are_read() -> None:
+    s = SchemaSnapshot.from_sqlite_ddl(
+        "CREATE TABLE p (id INTEGER PRIMARY KEY); CREATE TABLE log (m);"
+        'CREATE TABLE c (pid REFERENCES "P" ("ID") ON DELETE CASCADE);'
+        "CREATE TEMP TRIGGER t_new AFTER INSERT ON main.p BEGIN INSERT INTO log VALUES (1); END;"
+    )
+    p, c = s.table("p"), s.table("c")
+    assert p is not None and c is not None
+    assert p.triggers == (Trigger("t_new", "INSERT"),)
+    assert c.foreign_keys == (ForeignKey(("pid",), "p", ("id",), "CASCADE", "NO ACTION"),)
+
+
+def test_a_snapshot_that_does_not_say_its_write_effects_fails_write_roles() -> None:
+    """A JSON snapshot written before write effects (no `write_effects` key) reads as
+    not saying; a write role is refused against it, a reading role is not."""
+    text = SchemaSnapshot.from_sqlite_ddl("CREATE TABLE t (a);", "old").to_json()
+    assert '"write_effects": true' in text
+    old = SchemaSnapshot.from_json(text.replace('  "write_effects": true,\n', ""))
+    assert not old.write_effects
+    policy('verbs = ["SELECT"]\ntables = "*"', old)
+    with pytest.raises(PolicyReferenceError, match="old does not say what the database does"):
+        policy('verbs = ["SELECT", "INSERT"]\ntables = "*"', old)
+    assert SchemaSnapshot.from_json(old.to_json()) == old  # round trip keeps "does not say"
+
+
+def test_trigger_names_are_per_relation() -> None:
+    """PostgreSQL names triggers per relation: `audit` of `a` is not `audit` of `b`."""
+    trigger = {"name": "audit", "event": "INSERT", "columns": []}
+    tables = [{"name": n, "columns": [{"name": "x"}], "triggers": [trigger]} for n in "ab"]
+    s = SchemaSnapshot.from_dict(
+        {"format": "grid.schema/1", "dialect": "postgres", "write_effects": True, "tables": tables}
+    )
+    with pytest.raises(
+        PolicyReferenceError, match=r"more than one relation \(a\.audit, b\.audit\)"
+    ):
+        policy('verbs = ["INSERT"]\ntables = "*"\ntriggers = ["audit"]', s)
+    with pytest.raises(PolicyReferenceError, match="trigger audit of b"):
+        policy('verbs = ["INSERT"]\ntables = "*"\ntriggers = ["a.audit"]', s)
+    policy('verbs = ["INSERT"]\ntables = "*"\ntriggers = ["a.audit", "b.audit"]', s)
 
 
 # ---------------------------------------------------------------- run it
@@ -379,10 +476,89 @@ CREATE RULE keep AS ON DELETE TO log DO INSTEAD NOTHING;
 """
 
 
+PG_REACH = """
+CREATE TABLE xp (id int PRIMARY KEY);
+CREATE SCHEMA other;
+CREATE TABLE other.xc (pid int REFERENCES public.xp ON DELETE CASCADE);
+CREATE TABLE pa (id int, k int) PARTITION BY LIST (k);
+CREATE TABLE pa1 PARTITION OF pa FOR VALUES IN (1);
+CREATE TRIGGER pa1_watch AFTER INSERT ON pa1 FOR EACH ROW EXECUTE FUNCTION note();
+CREATE TABLE base (id int);
+CREATE TABLE sub (extra text) INHERITS (base);
+CREATE TABLE vt (id int PRIMARY KEY, x int);
+CREATE VIEW v AS SELECT id, x FROM vt;
+CREATE FUNCTION stamp() RETURNS int LANGUAGE plpgsql AS
+    $$ BEGIN INSERT INTO log VALUES ('default'); RETURN 1; END $$;
+CREATE TABLE ft (id int, made int DEFAULT stamp());
+CREATE TABLE gp (id int PRIMARY KEY, a int, g int GENERATED ALWAYS AS (a * 10) STORED UNIQUE);
+CREATE TABLE gc (pg int REFERENCES gp (g) ON UPDATE CASCADE);
+CREATE TABLE hp (id int PRIMARY KEY);
+CREATE TABLE hc (pid int REFERENCES hp ON DELETE CASCADE);
+CREATE TABLE hq (id int PRIMARY KEY);
+CREATE TABLE hd (pid int REFERENCES hq ON DELETE CASCADE);
+CREATE ROLE snap LOGIN;
+GRANT SELECT ON hp, hd TO snap;
+CREATE TABLE ta (x int);
+CREATE TABLE tb (x int);
+CREATE TRIGGER audit BEFORE INSERT ON ta FOR EACH ROW EXECUTE FUNCTION note();
+CREATE TRIGGER audit BEFORE INSERT ON tb FOR EACH ROW EXECUTE FUNCTION note();
+"""
+
+
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[Server]:
-    with running_server(PG_DDL) as server:
+    with running_server(PG_DDL + PG_REACH) as server:
         yield server
+
+
+def pg_snapshot(server: Server, user: str = "postgres") -> SchemaSnapshot:
+    return SchemaSnapshot.from_postgres(
+        host="127.0.0.1", port=server.port, user=user, dbname="postgres", psql=server.psql
+    )
+
+
+def test_postgres_writes_that_reach_other_relations(postgres: Server) -> None:
+    """What a first review found the snapshot did not follow (each escape was run on
+    the server then): a key of another schema's table, partitions, inheritance, a
+    view's base table, a function a DEFAULT calls, a generated column's key, and
+    relations the snapshot's user cannot see."""
+    s = pg_snapshot(postgres)
+
+    def effects(name: str) -> tuple[tuple[Trigger, ...], tuple[Through, ...]]:
+        t = s.table(name)
+        assert t is not None, name
+        return t.triggers, t.writes_through
+
+    assert effects("xp") == ((Trigger("other.xc.xc_pid_fkey", "DELETE", (), "outside"),), ())
+    with pytest.raises(PolicyReferenceError, match=r"writes other\.xc\.xc_pid_fkey, outside the"):
+        policy('verbs = ["DELETE"]\ntables = ["xp"]', s)
+    assert effects("pa")[1] == (Through("pa1", "all"),)
+    assert Trigger("pa1_watch", "INSERT") in effects("pa1")[0]
+    with pytest.raises(PolicyReferenceError, match="pa1 is a partition or shadow table of pa"):
+        policy('verbs = ["INSERT"]\ntables = ["pa"]', s)
+    writes = 'verbs = ["INSERT", "UPDATE", "DELETE"]'
+    policy(f'{writes}\ntables = ["pa", "pa1"]\ntriggers = ["pa1_watch"]', s)
+    assert effects("base")[1] == (Through("sub", "same"),)
+    with pytest.raises(PolicyReferenceError, match="delete rows of sub"):
+        policy('verbs = ["DELETE"]\ntables = ["base"]', s)
+    assert effects("v")[1] == (Through("vt", "same"),)
+    with pytest.raises(PolicyReferenceError, match="insert rows into vt"):
+        policy('verbs = ["INSERT"]\ntables = ["v"]', s)
+    assert Trigger("stamp", "INSERT", (), "function") in effects("ft")[0]
+    with pytest.raises(PolicyReferenceError, match="calls the function stamp"):
+        policy('verbs = ["INSERT"]\ntables = ["ft"]\ncolumns.ft = ["id"]', s)
+    with pytest.raises(PolicyReferenceError, match="update pg of gc"):
+        policy('verbs = ["UPDATE"]\ntables = ["gp"]\ncolumns.gp = ["id", "a"]', s)
+    with pytest.raises(PolicyReferenceError, match="more than one relation"):
+        policy('verbs = ["SELECT"]\ntables = "*"\ntriggers = ["audit"]', s)
+    policy('verbs = ["INSERT"]\ntables = ["ta"]\ntriggers = ["ta.audit"]', s)
+    hidden = pg_snapshot(postgres, "snap")  # may read hp and hd only
+    assert hidden.table_names == ("hd", "hp")
+    hp, hd = hidden.table("hp"), hidden.table("hd")
+    assert hp is not None and hd is not None and hd.foreign_keys == ()
+    assert hp.triggers == (Trigger("public.hc.hc_pid_fkey", "DELETE", (), "outside"),)
+    with pytest.raises(PolicyReferenceError, match="outside the snapshot"):
+        policy('verbs = ["DELETE"]\ntables = ["hp"]', hidden)
 
 
 def test_postgres_snapshot_reads_the_write_effects(postgres: Server) -> None:
@@ -394,7 +570,7 @@ def test_postgres_snapshot_reads_the_write_effects(postgres: Server) -> None:
     assert orders and invoices and lines and plain and log
     assert sorted(orders.triggers, key=lambda t: t.event) == [
         Trigger("watch", "INSERT"),
-        Trigger("watch", "UPDATE", ("code", "total")),
+        Trigger("watch", "UPDATE", ("total", "code")),
     ]
     assert invoices.foreign_keys == (
         ForeignKey(("order_id",), "orders", ("id",), "CASCADE", "NO ACTION"),
@@ -402,10 +578,10 @@ def test_postgres_snapshot_reads_the_write_effects(postgres: Server) -> None:
     assert lines.foreign_keys == (
         ForeignKey(("order_code",), "orders", ("code",), "RESTRICT", "SET NULL"),
     )
-    assert plain.foreign_keys == () and log.triggers == (Trigger("keep", "DELETE"),)
+    assert plain.foreign_keys == () and log.triggers == (Trigger("keep", "DELETE", (), "rule"),)
     assert orders.replace_columns == ()
     assert SchemaSnapshot.from_json(s.to_json()).tables == s.tables
     with pytest.raises(PolicyReferenceError, match="ON DELETE CASCADE"):
         policy('verbs = ["DELETE"]\ntables = ["orders"]', s)
-    with pytest.raises(PolicyReferenceError, match="DELETE trigger keep of log"):
+    with pytest.raises(PolicyReferenceError, match="runs the DELETE rule keep of log"):
         policy('verbs = ["DELETE"]\ntables = ["log"]', s)

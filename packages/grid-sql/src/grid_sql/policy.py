@@ -509,13 +509,29 @@ class PolicyBundle:
     ) -> None:
         """The role's writes stay inside its grants (:mod:`grid_sql.write_effects`),
         and every trigger it names is one of the schema's."""
-        triggers = None if role.triggers == ALL else role.triggers
-        if triggers:
+        triggers: set[tuple[str, str]] | None = None
+        if role.triggers != ALL:
+            triggers = set()
             case = schema.identifier_case
-            known = {name_key(g.name, case) for t in schema.tables for g in t.triggers}
-            for i, name in enumerate(triggers):
-                if name_key(name, case) not in known:
+            for i, name in enumerate(role.triggers):
+                key = name_key(name, case)
+                found = {
+                    (t.name, g.name)
+                    for t in schema.tables
+                    for g in t.triggers
+                    if key in (name_key(g.name, case), name_key(f"{t.name}.{g.name}", case))
+                }
+                if not found:
                     raise error(("triggers", i), name, f"no trigger {name!r} in {schema.label}")
+                if len({t for t, _ in found}) > 1:
+                    tables = ", ".join(sorted(f"{t}.{g}" for t, g in found))
+                    raise error(
+                        ("triggers", i),
+                        name,
+                        f"{name!r} names a trigger of more than one relation ({tables}); "
+                        "write the one meant",
+                    )
+                triggers |= found
         escape = first_escape(schema, role.verbs, columns, triggers)
         if escape is not None:
             raise error(("verbs",), None, escape)

@@ -60,12 +60,27 @@ on a write"):
   ``{"columns": [...], "parent": "t", "parent_columns": [...], "on_delete":
   "CASCADE", "on_update": "NO ACTION"}``; keys without such an action are left
   out (they only refuse a write);
-- ``"triggers"``: ``{"name": "n", "event": "INSERT" | "UPDATE" | "DELETE",
-  "columns": [...]}`` (``columns``: an ``UPDATE OF`` list, ``[]`` for any
-  column); PostgreSQL rules other than a view's ``_RETURN`` are listed here too;
+- ``"triggers"``: what runs statements the snapshot does not follow, ``{"name":
+  "n", "event": "INSERT" | "UPDATE" | "DELETE", "columns": [...], "kind":
+  ...}`` (``columns``: an ``UPDATE OF`` list, ``[]`` for any column). ``kind``
+  is ``"trigger"`` (the default), ``"rule"`` (PostgreSQL), ``"function"`` (a
+  user function a DEFAULT, CHECK, index, policy or domain of the table calls,
+  PostgreSQL) or ``"outside"`` (a write the database makes to a relation the
+  snapshot does not hold: a key of another schema's table with a writing
+  action, an inheriting table of another schema);
 - ``"on_conflict_replace": [...]``: the columns of the table's ``UNIQUE`` and
   ``PRIMARY KEY`` constraints that resolve a conflict by ``REPLACE`` (SQLite):
-  a plain ``INSERT``, or an ``UPDATE`` of one of them, may delete rows.
+  a plain ``INSERT``, or an ``UPDATE`` of one of them, may delete rows;
+- ``"writes_through": [{"relation": "r", "verbs": "same" | "all"}]``: other
+  relations of the snapshot that a write to this one writes: ``same`` (the
+  same verb: an inheriting table, a view's base table, PostgreSQL) or ``all``
+  (any verb: a partition, where an UPDATE may move a row; a virtual table's
+  shadow table, SQLite).
+
+A snapshot's top-level ``"write_effects": true`` says that its tables list
+their write effects (every reader here does). A JSON snapshot without it (one
+written before write effects) does not say, and a write role is refused
+against it (``write_effects`` is False).
 """
 
 from __future__ import annotations
@@ -94,6 +109,7 @@ __all__ = [
     "SchemaError",
     "SchemaSnapshot",
     "Table",
+    "Through",
     "Trigger",
     "ascii_lower",
     "example_schema",
@@ -180,31 +196,59 @@ class ForeignKey:
         }
 
 
+TriggerKind = Literal["trigger", "rule", "function", "outside"]
+TRIGGER_KINDS: tuple[TriggerKind, ...] = ("trigger", "rule", "function", "outside")
+
+
 @dataclass(frozen=True)
 class Trigger:
-    """A trigger (or a PostgreSQL rule) that runs when ``event`` writes its table.
+    """Statements the database runs when ``event`` writes the table, which the
+    snapshot does not follow (``kind``: a trigger, a PostgreSQL rule, a user
+    function in a DEFAULT, CHECK, index, policy or domain, or a write to a
+    relation outside the snapshot).
 
     ``columns``: an ``UPDATE OF`` list (catalog names), ``()`` for any column.
-    What its body does is not read: a write that fires it is allowed only
-    where the policy names it (``triggers`` of a role).
+    A write that fires it is allowed only where the policy names it
+    (``triggers`` of a role).
     """
 
     name: str
     event: WriteEvent
     columns: tuple[str, ...] = ()
+    kind: TriggerKind = "trigger"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "event": self.event, "columns": list(self.columns)}
+        out: dict[str, Any] = {
+            "name": self.name,
+            "event": self.event,
+            "columns": list(self.columns),
+        }
+        if self.kind != "trigger":
+            out["kind"] = self.kind
+        return out
+
+
+@dataclass(frozen=True)
+class Through:
+    """A relation a write to the table writes too: with the same verb (``same``)
+    or with any (``all``)."""
+
+    relation: str
+    verbs: Literal["same", "all"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"relation": self.relation, "verbs": self.verbs}
 
 
 @dataclass(frozen=True)
 class Table:
     """A relation: a table or a view, with its columns in ordinal order.
 
-    ``foreign_keys``, ``triggers`` and ``replace_columns`` (JSON
-    ``on_conflict_replace``) are its write effects (module docstring); they are
-    empty where the source has none or does not say (a JSON snapshot written
-    before them, DuckDB).
+    ``foreign_keys``, ``triggers``, ``replace_columns`` (JSON
+    ``on_conflict_replace``) and ``writes_through`` are its write effects
+    (module docstring); they are empty where the source has none (DuckDB has
+    neither actions nor triggers) or does not say (see
+    ``SchemaSnapshot.write_effects``).
     """
 
     name: str
@@ -213,6 +257,7 @@ class Table:
     foreign_keys: tuple[ForeignKey, ...] = ()
     triggers: tuple[Trigger, ...] = ()
     replace_columns: tuple[str, ...] = ()
+    writes_through: tuple[Through, ...] = ()
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -227,6 +272,8 @@ class Table:
             out["triggers"] = [t.to_dict() for t in self.triggers]
         if self.replace_columns:
             out["on_conflict_replace"] = list(self.replace_columns)
+        if self.writes_through:
+            out["writes_through"] = [w.to_dict() for w in self.writes_through]
         return out
 
 
@@ -241,6 +288,9 @@ class SchemaSnapshot:
     dialect: str
     tables: tuple[Table, ...]
     name: str = field(default="", compare=False)
+    write_effects: bool = True
+    """Whether the tables list their write effects (a JSON snapshot written
+    before them does not say: False)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tables", tuple(sorted(self.tables, key=lambda t: t.name)))
@@ -316,8 +366,24 @@ class SchemaSnapshot:
                     f"relation {t.name!r}: trigger {trigger.name!r} has no event INSERT, "
                     f"UPDATE or DELETE ({trigger.event!r})",
                 )
+            if trigger.kind not in TRIGGER_KINDS:
+                raise SchemaError(
+                    self.label,
+                    f"relation {t.name!r}: trigger {trigger.name!r} has an unknown kind "
+                    f"{trigger.kind!r} (one of {', '.join(TRIGGER_KINDS)})",
+                )
             columns(t, trigger.columns, f"trigger {trigger.name!r}")
         columns(t, t.replace_columns, "on_conflict_replace")
+        for through in t.writes_through:
+            if name_key(through.relation, case) not in by_key or through.verbs not in (
+                "same",
+                "all",
+            ):
+                raise SchemaError(
+                    self.label,
+                    f"relation {t.name!r}: writes_through names no relation {through.relation!r} "
+                    f"or verbs {through.verbs!r} is not 'same' or 'all'",
+                )
 
     # ------------------------------------------------------------ queries
 
@@ -371,10 +437,11 @@ class SchemaSnapshot:
     # ------------------------------------------------------------ JSON
 
     def to_dict(self) -> dict[str, Any]:
+        head: dict[str, Any] = {"format": JSON_FORMAT, "dialect": self.dialect, "name": self.name}
+        if self.write_effects:
+            head["write_effects"] = True
         return {
-            "format": JSON_FORMAT,
-            "dialect": self.dialect,
-            "name": self.name,
+            **head,
             "tables": [
                 {
                     "name": t.name,
@@ -393,16 +460,16 @@ class SchemaSnapshot:
             return json.dumps(value, ensure_ascii=False)
 
         data = self.to_dict()
-        head = [f"  {dump(k)}: {dump(data[k])}," for k in ("format", "dialect", "name")]
+        head = [
+            f"  {dump(k)}: {dump(data[k])},"
+            for k in ("format", "dialect", "name", "write_effects")
+            if k in data
+        ]
         tables = []
         for t in data["tables"]:
             cols = ",\n".join(f"      {dump(c)}" for c in t["columns"])
             body = f"[\n{cols}\n    ]" if cols else "[]"
-            effects = "".join(
-                f", {dump(k)}: {dump(t[k])}"
-                for k in ("foreign_keys", "triggers", "on_conflict_replace")
-                if k in t
-            )
+            effects = "".join(f", {dump(k)}: {dump(t[k])}" for k in _EFFECT_KEYS if k in t)
             tables.append(
                 f'    {{"name": {dump(t["name"])}, "kind": {dump(t["kind"])}, '
                 f'"columns": {body}{effects}}}'
@@ -423,11 +490,16 @@ class SchemaSnapshot:
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "<json>") -> SchemaSnapshot:
-        obj = _object(data, source, "snapshot", {"format", "dialect", "name", "tables"})
+        obj = _object(
+            data, source, "snapshot", {"format", "dialect", "name", "tables", "write_effects"}
+        )
         if obj.get("format") != JSON_FORMAT:
             raise SchemaError(source, f"format must be {JSON_FORMAT!r}, not {obj.get('format')!r}")
         dialect = _string(obj.get("dialect"), source, "dialect")
         name = _string(obj.get("name", ""), source, "name")
+        effects = obj.get("write_effects", False)
+        if not isinstance(effects, bool):
+            raise SchemaError(source, f"write_effects must be true or false, not {effects!r}")
         tables = []
         raw_tables = obj.get("tables")
         if not isinstance(raw_tables, list):
@@ -464,7 +536,7 @@ class SchemaSnapshot:
                     *_effects(t, source, where),
                 )
             )
-        return cls(dialect, tuple(tables), name)
+        return cls(dialect, tuple(tables), name, effects)
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(self.to_json(), encoding="utf-8")
@@ -520,6 +592,10 @@ class SchemaSnapshot:
             raise SchemaError(source, str(e)) from None
         except UnicodeDecodeError as e:
             raise SchemaError(source, f"a relation's name is not UTF-8 ({e.reason})") from None
+        try:
+            shadows = _sqlite_shadows(db)
+        except sqlite3.Error as e:
+            raise SchemaError(source, str(e)) from None
         tables = []
         for rel, kind in rows:
             # table_xinfo, not table_info: generated columns (hidden 2 and 3) and
@@ -546,7 +622,10 @@ class SchemaSnapshot:
                 raise SchemaError(
                     source, f"relation {rel!r}: a name is not UTF-8 ({e.reason})"
                 ) from None
-            tables.append(Table(str(rel), cols, "view" if kind == "view" else "table", *effects))
+            through = tuple(Through(shadow, "all") for shadow in shadows.get(str(rel), ()))
+            tables.append(
+                Table(str(rel), cols, "view" if kind == "view" else "table", *effects, through)
+            )
         return cls("sqlite", tuple(tables), name)
 
     # ------------------------------------------------------------ PostgreSQL
@@ -591,7 +670,7 @@ class SchemaSnapshot:
             raise SchemaError(source, f"cannot run psql: {e}") from None
         if run.returncode != 0:
             raise SchemaError(source, f"psql exited with {run.returncode}: {run.stderr.strip()}")
-        return cls("postgres", _pg_tables(run.stdout.splitlines(), source), dbname or "")
+        return cls("postgres", _pg_tables(run.stdout.splitlines(), source, schema), dbname or "")
 
 
 # One row per (relation, column); a relation without columns has one row of blanks.
@@ -611,41 +690,98 @@ LEFT JOIN information_schema.columns c
 WHERE t.table_schema = '{schema}' AND t.table_type IN ('BASE TABLE', 'VIEW', 'FOREIGN')"""
 
 
-# One row per write effect: a foreign key with a writing action, a trigger, a rule.
-# Tags `fk`, `tg`, `ru` are not hex, so these rows never read as relation rows.
-_PG_EFFECTS = """\
-SELECT 'fk', encode(convert_to(c.relname, 'UTF8'), 'hex'),
-       encode(convert_to(p.relname, 'UTF8'), 'hex'),
-       con.confdeltype::text, con.confupdtype::text,
-       (SELECT string_agg(encode(convert_to(a.attname, 'UTF8'), 'hex'), ',' ORDER BY k.i)
-          FROM unnest(con.conkey) WITH ORDINALITY k(n, i)
-          JOIN pg_attribute a ON a.attrelid = con.conrelid AND a.attnum = k.n),
-       (SELECT string_agg(encode(convert_to(a.attname, 'UTF8'), 'hex'), ',' ORDER BY k.i)
-          FROM unnest(con.confkey) WITH ORDINALITY k(n, i)
-          JOIN pg_attribute a ON a.attrelid = con.confrelid AND a.attnum = k.n)
+def _hex(expr: str) -> str:
+    return f"encode(convert_to({expr}, 'UTF8'), 'hex')"
+
+
+def _names_of(key: str, relation: str) -> str:
+    """SQL: the hex names of attribute numbers ``key`` (an array) of ``relation``."""
+    return (
+        f"(SELECT string_agg({_hex('a.attname')}, ',' ORDER BY k.i) "
+        f"FROM unnest({key}) WITH ORDINALITY k(n, i) "
+        f"JOIN pg_attribute a ON a.attrelid = {relation} AND a.attnum = k.n)"
+    )
+
+
+# What a function a relation's expressions call is found through pg_depend: the
+# function itself, or the function behind a user operator or cast.
+_PG_CALLED = """\
+CASE d.refclassid WHEN 'pg_proc'::regclass THEN d.refobjid
+  WHEN 'pg_operator'::regclass
+    THEN (SELECT o.oprcode::oid FROM pg_operator o WHERE o.oid = d.refobjid)
+  WHEN 'pg_cast'::regclass
+    THEN (SELECT k.castfunc FROM pg_cast k WHERE k.oid = d.refobjid) END"""
+
+# One row of 9 fields per write effect, tagged (`fk`, `tg`, `ru`, `in`, `vw`, `fn`: not
+# hex, so these rows never read as relation rows). The relation written is in the
+# schema; what it reaches may be in another (its schema's name comes with it).
+_PG_EFFECTS = f"""\
+SELECT 'fk', {_hex("cn.nspname")}, {_hex("c.relname")}, {_hex("p.relname")},
+       {_hex("con.conname")}, con.confdeltype::text, con.confupdtype::text,
+       {_names_of("con.conkey", "con.conrelid")}, {_names_of("con.confkey", "con.confrelid")}
 FROM pg_constraint con
-JOIN pg_class c ON c.oid = con.conrelid
-JOIN pg_class p ON p.oid = con.confrelid
-JOIN pg_namespace n ON n.oid = c.relnamespace AND n.oid = p.relnamespace
-WHERE con.contype = 'f' AND n.nspname = '{schema}'
+JOIN pg_class c ON c.oid = con.conrelid JOIN pg_namespace cn ON cn.oid = c.relnamespace
+JOIN pg_class p ON p.oid = con.confrelid JOIN pg_namespace pn ON pn.oid = p.relnamespace
+WHERE con.contype = 'f' AND pn.nspname = '{{schema}}'
   AND (con.confdeltype IN ('c', 'n', 'd') OR con.confupdtype IN ('c', 'n', 'd'))
 UNION ALL
-SELECT 'tg', encode(convert_to(c.relname, 'UTF8'), 'hex'),
-       encode(convert_to(t.tgname, 'UTF8'), 'hex'), t.tgtype::text, '',
-       coalesce((SELECT string_agg(encode(convert_to(a.attname, 'UTF8'), 'hex'), ',')
-          FROM unnest(t.tgattr::int2[]) k(n)
-          JOIN pg_attribute a ON a.attrelid = t.tgrelid AND a.attnum = k.n), ''), ''
+SELECT 'tg', {_hex("c.relname")}, {_hex("t.tgname")}, t.tgtype::text,
+       coalesce({_names_of("t.tgattr::int2[]", "t.tgrelid")}, ''), '', '', '', ''
 FROM pg_trigger t
-JOIN pg_class c ON c.oid = t.tgrelid
-JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE NOT t.tgisinternal AND n.nspname = '{schema}'
+JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE NOT t.tgisinternal AND n.nspname = '{{schema}}'
 UNION ALL
-SELECT 'ru', encode(convert_to(c.relname, 'UTF8'), 'hex'),
-       encode(convert_to(r.rulename, 'UTF8'), 'hex'), r.ev_type::text, '', '', ''
+SELECT 'ru', {_hex("c.relname")}, {_hex("r.rulename")}, r.ev_type::text, '', '', '', '', ''
 FROM pg_rewrite r
-JOIN pg_class c ON c.oid = r.ev_class
-JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE r.rulename <> '_RETURN' AND r.ev_type IN ('2', '3', '4') AND n.nspname = '{schema}'"""
+JOIN pg_class c ON c.oid = r.ev_class JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE r.rulename <> '_RETURN' AND r.ev_type IN ('2', '3', '4') AND n.nspname = '{{schema}}'
+UNION ALL
+SELECT 'in', {_hex("p.relname")}, {_hex("cn.nspname")}, {_hex("c.relname")},
+       p.relkind::text, '', '', '', ''
+FROM pg_inherits i
+JOIN pg_class p ON p.oid = i.inhparent JOIN pg_namespace pn ON pn.oid = p.relnamespace
+JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_namespace cn ON cn.oid = c.relnamespace
+WHERE pn.nspname = '{{schema}}' AND c.relkind IN ('r', 'p', 'f')
+UNION ALL
+SELECT DISTINCT 'vw', {_hex("v.relname")}, {_hex("bn.nspname")}, {_hex("b.relname")},
+       '', '', '', '', ''
+FROM pg_rewrite r
+JOIN pg_class v ON v.oid = r.ev_class AND v.relkind = 'v'
+JOIN pg_namespace vn ON vn.oid = v.relnamespace
+JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+ AND d.refclassid = 'pg_class'::regclass
+JOIN pg_class b ON b.oid = d.refobjid AND b.oid <> v.oid AND b.relkind IN ('r', 'p', 'v', 'f')
+JOIN pg_namespace bn ON bn.oid = b.relnamespace
+WHERE r.rulename = '_RETURN' AND vn.nspname = '{{schema}}'
+UNION ALL
+SELECT DISTINCT 'fn', {_hex("c.relname")}, {_hex("f.proname")}, src.what, '', '', '', '', ''
+FROM (
+  SELECT ad.adrelid AS rel, 'default' AS what, {_PG_CALLED} AS fn
+    FROM pg_attrdef ad JOIN pg_depend d ON d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid
+  UNION ALL
+  SELECT con.conrelid, 'check', {_PG_CALLED}
+    FROM pg_constraint con
+    JOIN pg_depend d ON d.classid = 'pg_constraint'::regclass AND d.objid = con.oid
+   WHERE con.conrelid <> 0
+  UNION ALL
+  SELECT ix.indrelid, 'index', {_PG_CALLED}
+    FROM pg_index ix
+    JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = ix.indexrelid
+  UNION ALL
+  SELECT pol.polrelid, 'policy', {_PG_CALLED}
+    FROM pg_policy pol JOIN pg_depend d ON d.classid = 'pg_policy'::regclass AND d.objid = pol.oid
+  UNION ALL
+  SELECT a.attrelid, 'domain', {_PG_CALLED}
+    FROM pg_attribute a
+    JOIN pg_constraint con ON con.contypid = a.atttypid
+    JOIN pg_depend d ON d.classid = 'pg_constraint'::regclass AND d.objid = con.oid
+   WHERE a.attnum > 0 AND NOT a.attisdropped
+) src
+JOIN pg_proc f ON f.oid = src.fn
+JOIN pg_namespace fn ON fn.oid = f.pronamespace
+ AND fn.nspname NOT IN ('pg_catalog', 'information_schema')
+JOIN pg_class c ON c.oid = src.rel JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = '{{schema}}'"""
 
 _PG_ACTIONS = {
     "a": "NO ACTION",
@@ -661,16 +797,23 @@ _PG_TRIGGER_BITS: tuple[tuple[int, WriteEvent], ...] = (
     (16, "UPDATE"),
     (8, "DELETE"),
 )
+_PG_FUNCTION_EVENTS: dict[str, tuple[WriteEvent, ...]] = {
+    "default": ("INSERT", "UPDATE"),  # a generated column's expression runs on UPDATE
+    "check": ("INSERT", "UPDATE"),
+    "index": ("INSERT", "UPDATE"),
+    "domain": ("INSERT", "UPDATE"),
+    "policy": ("INSERT", "UPDATE", "DELETE"),
+}
+_ALL_WRITES: tuple[WriteEvent, ...] = ("INSERT", "UPDATE", "DELETE")
 
 
-def _pg_tables(lines: Iterable[str], source: str) -> tuple[Table, ...]:
+def _pg_tables(lines: Iterable[str], source: str, schema: str) -> tuple[Table, ...]:
     rels: dict[str, tuple[RelationKind, list[tuple[int, Column]]]] = {}
-    keys: dict[str, list[ForeignKey]] = {}
-    triggers: dict[str, list[Trigger]] = {}
+    effects: list[list[str]] = []
     for line in lines:
         fields = line.split("\t")
-        if fields[0] in ("fk", "tg", "ru") and len(fields) == 7:
-            _pg_effect(fields, source, keys, triggers)
+        if fields[0] in _PG_TAGS and len(fields) == 9:
+            effects.append(fields)
             continue
         if len(fields) != 6:
             raise SchemaError(source, f"unexpected psql output line {line!r}")
@@ -683,49 +826,94 @@ def _pg_tables(lines: Iterable[str], source: str) -> tuple[Table, ...]:
                 _unhex(col_hex, source), _unhex(type_hex, source), generated=generated == "g"
             )
             cols.append((int(ordinal), column))
+    found = _PgEffects(source, schema, frozenset(rels))
+    for fields in effects:
+        found.add(fields)
     return tuple(
         Table(
             rel,
             tuple(c for _, c in sorted(cols, key=lambda p: p[0])),
             kind,
-            tuple(keys.get(rel, ())),
-            tuple(triggers.get(rel, ())),
+            tuple(found.keys.get(rel, ())),
+            tuple(found.triggers.get(rel, ())),
+            (),
+            tuple(found.through.get(rel, ())),
         )
         for rel, (kind, cols) in rels.items()
     )
 
 
-def _pg_effect(
-    fields: list[str],
-    source: str,
-    keys: dict[str, list[ForeignKey]],
-    triggers: dict[str, list[Trigger]],
-) -> None:
-    """One `_PG_EFFECTS` row into ``keys`` or ``triggers`` (by table name)."""
-    tag, rel_hex, name_hex, a, b, cols, parent_cols = fields
-    rel, name = _unhex(rel_hex, source), _unhex(name_hex, source)
+_PG_TAGS = frozenset({"fk", "tg", "ru", "in", "vw", "fn"})
 
-    def names(text: str) -> tuple[str, ...]:
-        return tuple(_unhex(h, source) for h in text.split(",") if h)
 
-    if tag == "fk":
-        keys.setdefault(rel, []).append(
-            ForeignKey(
-                names(cols), name, names(parent_cols), _PG_ACTIONS.get(a, a), _PG_ACTIONS.get(b, b)
-            )
-        )
-    elif tag == "tg":
-        bits = int(a)
-        for bit, event in _PG_TRIGGER_BITS:
-            if bits & bit:
-                on = names(cols) if event == "UPDATE" else ()
-                triggers.setdefault(rel, []).append(Trigger(name, event, on))
-    else:
-        triggers.setdefault(rel, []).append(Trigger(name, _PG_RULE_EVENTS[a]))
+class _PgEffects:
+    """The `_PG_EFFECTS` rows of one snapshot, by the relation a write to which has
+    them. ``known``: the relations the snapshot holds (``information_schema`` shows
+    only those the connecting role may access). What a write reaches outside them
+    (another schema, a relation hidden from the role) is an ``outside`` trigger: the
+    snapshot cannot follow it. An effect of a relation outside them is dropped: no
+    role names that relation."""
+
+    def __init__(self, source: str, schema: str, known: frozenset[str]) -> None:
+        self.source, self.schema, self.known = source, schema, known
+        self.keys: dict[str, list[ForeignKey]] = {}
+        self.triggers: dict[str, list[Trigger]] = {}
+        self.through: dict[str, list[Through]] = {}
+
+    def add(self, fields: list[str]) -> None:
+        tag, a, b, c, d, e, f, g, h = fields
+        if tag == "fk":
+            nsp, child, parent, constraint = (self._text(x) for x in (a, b, c, d))
+            on_delete, on_update = _PG_ACTIONS.get(e, e), _PG_ACTIONS.get(f, f)
+            parent_cols = self._names(h)
+            if parent not in self.known:
+                return
+            if nsp == self.schema and child in self.known:
+                key = ForeignKey(self._names(g), parent, parent_cols, on_delete, on_update)
+                self.keys.setdefault(child, []).append(key)
+                return
+            name = f"{nsp}.{child}.{constraint}"
+            if on_delete in WRITING_ACTIONS:
+                self._trigger(parent, Trigger(name, "DELETE", (), "outside"))
+            if on_update in WRITING_ACTIONS:
+                self._trigger(parent, Trigger(name, "UPDATE", parent_cols, "outside"))
+        elif tag in ("in", "vw"):
+            rel, nsp, other = (self._text(x) for x in (a, b, c))
+            if rel not in self.known:
+                return
+            verbs: Literal["same", "all"] = "all" if tag == "in" and d == "p" else "same"
+            if nsp == self.schema and other in self.known:
+                self.through.setdefault(rel, []).append(Through(other, verbs))
+                return
+            events = _ALL_WRITES if verbs == "all" or tag == "vw" else ("UPDATE", "DELETE")
+            for event in events:
+                self._trigger(rel, Trigger(f"{nsp}.{other}", event, (), "outside"))
+        elif tag == "tg":
+            rel, name = self._text(a), self._text(b)
+            for bit, event in _PG_TRIGGER_BITS:
+                if int(c) & bit:
+                    on = self._names(d) if event == "UPDATE" else ()
+                    self._trigger(rel, Trigger(name, event, on))
+        elif tag == "ru":
+            self._trigger(self._text(a), Trigger(self._text(b), _PG_RULE_EVENTS[c], (), "rule"))
+        else:  # fn
+            rel, name = self._text(a), self._text(b)
+            for event in _PG_FUNCTION_EVENTS[c]:
+                self._trigger(rel, Trigger(name, event, (), "function"))
+
+    def _text(self, hex_text: str) -> str:
+        return _unhex(hex_text, self.source)
+
+    def _trigger(self, rel: str, trigger: Trigger) -> None:
+        if rel in self.known and trigger not in self.triggers.get(rel, ()):
+            self.triggers.setdefault(rel, []).append(trigger)
+
+    def _names(self, text: str) -> tuple[str, ...]:
+        return tuple(_unhex(h, self.source) for h in text.split(",") if h)
 
 
 _ACTIONS = frozenset({"CASCADE", "SET NULL", "SET DEFAULT", "RESTRICT", "NO ACTION"})
-_EFFECT_KEYS = ("foreign_keys", "triggers", "on_conflict_replace")
+_EFFECT_KEYS = ("foreign_keys", "triggers", "on_conflict_replace", "writes_through")
 
 
 def _sqlite_effects(
@@ -754,6 +942,10 @@ def _sqlite_effects(
         if found is None:  # a dangling reference: no write reaches through it
             continue
         parent = str(found[0])
+        parent_columns = {
+            ascii_lower(str(c)): str(c)
+            for (c,) in db.execute("SELECT name FROM pragma_table_xinfo(?)", (parent,))
+        }
         to = [r[3] for r in rows]
         if any(t is None for t in to):  # REFERENCES parent: its primary key
             to = [
@@ -762,7 +954,8 @@ def _sqlite_effects(
                     "SELECT name FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk", (parent,)
                 )
             ]
-        if len(to) != len(rows):  # no key to match: SQLite reports a mismatch, writes nothing
+        to = [parent_columns.get(ascii_lower(str(t))) for t in to]  # the catalog's spelling
+        if len(to) != len(rows) or None in to:  # SQLite reports a mismatch, writes nothing
             continue
         keys.append(
             ForeignKey(
@@ -778,8 +971,9 @@ def _sqlite_effects(
         for r in db.execute("SELECT name FROM pragma_table_xinfo(?)", (rel,))
     }
     triggers: list[Trigger] = []
-    for name, sql in db.execute(
-        "SELECT name, sql FROM sqlite_master "
+    for name, sql in db.execute(  # TEMP triggers too: on this connection, they fire
+        "SELECT name, sql FROM (SELECT * FROM sqlite_master UNION ALL "
+        "SELECT * FROM sqlite_temp_master) "
         "WHERE type = 'trigger' AND tbl_name = ? COLLATE NOCASE ORDER BY name",
         (rel,),
     ):
@@ -799,6 +993,38 @@ def _sqlite_effects(
         if found not in replace:
             replace.append(found)
     return tuple(keys), tuple(triggers), tuple(replace)
+
+
+def _sqlite_shadows(db: sqlite3.Connection) -> dict[str, list[str]]:
+    """Virtual table -> its shadow tables, which a write to it writes (FTS5's
+    ``docs_content``, ...): ``pragma_table_list``'s ``shadow`` tables, each under
+    the virtual table whose name and ``_`` start it (the longest such)."""
+    virtual = [
+        str(n)
+        for (n,) in db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' "
+            "AND upper(substr(ltrim(sql), 1, 20)) = 'CREATE VIRTUAL TABLE'"
+        )
+    ]
+    if not virtual:
+        return {}
+    try:
+        shadows = [
+            str(n)
+            for (n,) in db.execute("SELECT name FROM pragma_table_list WHERE type = 'shadow'")
+        ]
+    except sqlite3.Error:  # before SQLite 3.37: every table named after a virtual one
+        shadows = [
+            str(n)
+            for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if any(ascii_lower(str(n)).startswith(ascii_lower(v) + "_") for v in virtual)
+        ]
+    out: dict[str, list[str]] = {}
+    for shadow in shadows:
+        owners = [v for v in virtual if ascii_lower(shadow).startswith(ascii_lower(v) + "_")]
+        if owners:
+            out.setdefault(max(owners, key=len), []).append(shadow)
+    return out
 
 
 def _replace_columns(ddl: str) -> list[str]:
@@ -944,7 +1170,7 @@ def _trigger_events(sql: str) -> tuple[tuple[WriteEvent, tuple[str, ...]], ...]:
 
 def _effects(
     t: Mapping[str, Any], source: str, where: str
-) -> tuple[tuple[ForeignKey, ...], tuple[Trigger, ...], tuple[str, ...]]:
+) -> tuple[tuple[ForeignKey, ...], tuple[Trigger, ...], tuple[str, ...], tuple[Through, ...]]:
     """A JSON table's write effects (module docstring); names are checked by the snapshot."""
 
     def names(value: Any, at: str) -> tuple[str, ...]:
@@ -976,7 +1202,10 @@ def _effects(
         raise SchemaError(source, f"{where}.triggers must be a list")
     for i, raw in enumerate(raw_triggers):
         at = f"{where}.triggers[{i}]"
-        g = _object(raw, source, at, {"name", "event", "columns"})
+        g = _object(raw, source, at, {"name", "event", "columns", "kind"})
+        kind = g.get("kind", "trigger")
+        if kind not in TRIGGER_KINDS:
+            raise SchemaError(source, f"{at}.kind must be one of {', '.join(TRIGGER_KINDS)}")
         event = g.get("event")
         if event not in ("INSERT", "UPDATE", "DELETE"):
             raise SchemaError(
@@ -987,10 +1216,22 @@ def _effects(
                 _string(g.get("name"), source, f"{at}.name"),
                 event,
                 names(g.get("columns", []), f"{at}.columns"),
+                kind,
             )
         )
     replace = names(t.get("on_conflict_replace", []), f"{where}.on_conflict_replace")
-    return tuple(keys), tuple(triggers), replace
+    through = []
+    raw_through = t.get("writes_through", [])
+    if not isinstance(raw_through, list):
+        raise SchemaError(source, f"{where}.writes_through must be a list")
+    for i, raw in enumerate(raw_through):
+        at = f"{where}.writes_through[{i}]"
+        w = _object(raw, source, at, {"relation", "verbs"})
+        verbs = w.get("verbs")
+        if verbs not in ("same", "all"):
+            raise SchemaError(source, f"{at}.verbs must be 'same' or 'all', not {verbs!r}")
+        through.append(Through(_string(w.get("relation"), source, f"{at}.relation"), verbs))
+    return tuple(keys), tuple(triggers), replace, tuple(through)
 
 
 def _unhex(text: str, source: str) -> str:
