@@ -103,6 +103,7 @@ def test_trigger_events_are_read_from_the_ddl(ddl: str, events: list[object]) ->
         ),
         ("CREATE TABLE t (a, b, UNIQUE (b) ON CONFLICT REPLACE, PRIMARY KEY (a))", ("b",)),
         ("CREATE TABLE t (a CHECK (a > 0), b UNIQUE ON CONFLICT ABORT)", ()),
+        ("CREATE TABLE t (a, b, CHECK (a > 0) ON CONFLICT REPLACE)", ()),  # SQLite ignores it
     ],
 )
 def test_replace_columns_are_read_from_the_ddl(ddl: str, columns: tuple[str, ...]) -> None:
@@ -480,28 +481,68 @@ PG_REACH = """
 CREATE TABLE xp (id int PRIMARY KEY);
 CREATE SCHEMA other;
 CREATE TABLE other.xc (pid int REFERENCES public.xp ON DELETE CASCADE);
+CREATE TABLE other.xu (pid int REFERENCES public.xp ON UPDATE CASCADE);
 CREATE TABLE pa (id int, k int) PARTITION BY LIST (k);
 CREATE TABLE pa1 PARTITION OF pa FOR VALUES IN (1);
 CREATE TRIGGER pa1_watch AFTER INSERT ON pa1 FOR EACH ROW EXECUTE FUNCTION note();
+CREATE TABLE op (id int, k int) PARTITION BY LIST (k);
+CREATE TABLE other.op1 PARTITION OF op FOR VALUES IN (1);
 CREATE TABLE base (id int);
 CREATE TABLE sub (extra text) INHERITS (base);
 CREATE TABLE vt (id int PRIMARY KEY, x int);
 CREATE VIEW v AS SELECT id, x FROM vt;
+CREATE VIEW ov AS SELECT pid FROM other.xc;
 CREATE FUNCTION stamp() RETURNS int LANGUAGE plpgsql AS
     $$ BEGIN INSERT INTO log VALUES ('default'); RETURN 1; END $$;
 CREATE TABLE ft (id int, made int DEFAULT stamp());
+CREATE VIEW fv AS SELECT id FROM ft;
 CREATE TABLE gp (id int PRIMARY KEY, a int, g int GENERATED ALWAYS AS (a * 10) STORED UNIQUE);
 CREATE TABLE gc (pg int REFERENCES gp (g) ON UPDATE CASCADE);
 CREATE TABLE hp (id int PRIMARY KEY);
 CREATE TABLE hc (pid int REFERENCES hp ON DELETE CASCADE);
 CREATE TABLE hq (id int PRIMARY KEY);
 CREATE TABLE hd (pid int REFERENCES hq ON DELETE CASCADE);
+CREATE TABLE hs (id int, secret int);
+CREATE TRIGGER hs_watch AFTER UPDATE OF secret ON hs FOR EACH ROW EXECUTE FUNCTION note();
 CREATE ROLE snap LOGIN;
 GRANT SELECT ON hp, hd TO snap;
+GRANT SELECT (id) ON hs TO snap;
 CREATE TABLE ta (x int);
 CREATE TABLE tb (x int);
 CREATE TRIGGER audit BEFORE INSERT ON ta FOR EACH ROW EXECUTE FUNCTION note();
 CREATE TRIGGER audit BEFORE INSERT ON tb FOR EACH ROW EXECUTE FUNCTION note();
+CREATE FUNCTION other.audit(x int) RETURNS boolean LANGUAGE plpgsql AS
+    $$ BEGIN DELETE FROM log; RETURN true; END $$;
+CREATE TABLE tc (x int CHECK (other.audit(x)));
+CREATE TRIGGER audit BEFORE INSERT ON tc FOR EACH ROW EXECUTE FUNCTION note();
+CREATE FUNCTION spy(x int) RETURNS boolean LANGUAGE plpgsql AS
+    $$ BEGIN INSERT INTO log VALUES ('spy'); RETURN true; END $$;
+CREATE DOMAIN d1 AS int CHECK (spy(VALUE));
+CREATE DOMAIN d2 AS d1;
+CREATE TABLE dom (id int, x d2);
+CREATE DOMAIN dd AS int DEFAULT stamp();
+CREATE TABLE domd (id int, x dd);
+CREATE TYPE pair AS (a d1, b int);
+CREATE TABLE comp (id int, p pair, xs d1[]);
+CREATE TABLE ve_t (id int, x int);
+CREATE VIEW ve AS SELECT id, x FROM ve_t WHERE spy(x);
+CREATE TABLE qx (id int, x xml DEFAULT query_to_xml('SELECT 1', true, true, ''));
+CREATE FUNCTION bucket(k int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS $$ BEGIN RETURN k; END $$;
+CREATE TABLE pk (id int, k int) PARTITION BY LIST (bucket(k));
+CREATE FUNCTION spycmp(int, int) RETURNS int LANGUAGE plpgsql IMMUTABLE AS
+    $$ BEGIN RETURN btint4cmp($1, $2); END $$;
+CREATE OPERATOR CLASS spy_ops FOR TYPE int USING btree AS
+    OPERATOR 1 <, OPERATOR 2 <=, OPERATOR 3 =, OPERATOR 4 >=, OPERATOR 5 >,
+    FUNCTION 1 spycmp(int, int);
+CREATE TABLE ti (id int);
+CREATE INDEX ti_idx ON ti (id spy_ops);
+CREATE TABLE gate (x int);
+CREATE POLICY g ON gate USING (spy(x));
+CREATE TABLE tq (id int);
+CREATE POLICY q ON tq USING (id IN (SELECT x FROM gate));
+CREATE EXTENSION postgres_fdw;
+CREATE SERVER elsewhere FOREIGN DATA WRAPPER postgres_fdw OPTIONS (dbname 'postgres');
+CREATE FOREIGN TABLE fsecret (msg text) SERVER elsewhere;
 """
 
 
@@ -529,36 +570,90 @@ def test_postgres_writes_that_reach_other_relations(postgres: Server) -> None:
         assert t is not None, name
         return t.triggers, t.writes_through
 
-    assert effects("xp") == ((Trigger("other.xc.xc_pid_fkey", "DELETE", (), "outside"),), ())
+    assert effects("xp") == (
+        (
+            Trigger("other.xc.xc_pid_fkey", "DELETE", (), "outside"),
+            Trigger("other.xu.xu_pid_fkey", "UPDATE", ("id",), "outside"),
+        ),
+        (),
+    )
     with pytest.raises(PolicyReferenceError, match=r"writes other\.xc\.xc_pid_fkey, outside the"):
         policy('verbs = ["DELETE"]\ntables = ["xp"]', s)
+    with pytest.raises(PolicyReferenceError, match=r"writes other\.xu\.xu_pid_fkey, outside the"):
+        policy('verbs = ["UPDATE"]\ntables = ["xp"]', s)
     assert effects("pa")[1] == (Through("pa1", "all"),)
     assert Trigger("pa1_watch", "INSERT") in effects("pa1")[0]
     with pytest.raises(PolicyReferenceError, match="pa1 is a partition or shadow table of pa"):
         policy('verbs = ["INSERT"]\ntables = ["pa"]', s)
+    with pytest.raises(PolicyReferenceError, match="it does not hold INSERT"):  # a row moves
+        policy('verbs = ["UPDATE"]\ntables = ["pa", "pa1"]', s)
     writes = 'verbs = ["INSERT", "UPDATE", "DELETE"]'
     policy(f'{writes}\ntables = ["pa", "pa1"]\ntriggers = ["pa1_watch"]', s)
-    assert effects("base")[1] == (Through("sub", "same"),)
+    assert {(g.name, g.event) for g in effects("op")[0]} == {
+        ("other.op1", e) for e in ("INSERT", "UPDATE", "DELETE")
+    }
+    assert effects("base")[1] == (Through("sub", "rows"),)
     with pytest.raises(PolicyReferenceError, match="delete rows of sub"):
         policy('verbs = ["DELETE"]\ntables = ["base"]', s)
+    policy('verbs = ["INSERT"]\ntables = ["base"]', s)  # an INSERT stays in the parent
     assert effects("v")[1] == (Through("vt", "same"),)
     with pytest.raises(PolicyReferenceError, match="insert rows into vt"):
         policy('verbs = ["INSERT"]\ntables = ["v"]', s)
-    assert Trigger("stamp", "INSERT", (), "function") in effects("ft")[0]
-    with pytest.raises(PolicyReferenceError, match="calls the function stamp"):
-        policy('verbs = ["INSERT"]\ntables = ["ft"]\ncolumns.ft = ["id"]', s)
+    with pytest.raises(PolicyReferenceError, match="x of vt is not granted"):
+        policy('verbs = ["UPDATE"]\ntables = ["v", "vt"]\ncolumns.vt = ["id"]', s)
+    assert {(g.name, g.event) for g in effects("ov")[0]} == {
+        ("other.xc", e) for e in ("INSERT", "UPDATE", "DELETE")
+    }
+    # a view's base table's functions are the base table's (the write through it is)
+    assert effects("fv") == ((), (Through("ft", "same"),))
+    with pytest.raises(PolicyReferenceError, match=r"calls the function public\.stamp\(\)"):
+        policy('verbs = ["UPDATE"]\ntables = ["ft"]\ncolumns.ft = ["id"]', s)
     with pytest.raises(PolicyReferenceError, match="update pg of gc"):
         policy('verbs = ["UPDATE"]\ntables = ["gp"]\ncolumns.gp = ["id", "a"]', s)
     with pytest.raises(PolicyReferenceError, match="more than one relation"):
         policy('verbs = ["SELECT"]\ntables = "*"\ntriggers = ["audit"]', s)
     policy('verbs = ["INSERT"]\ntables = ["ta"]\ntriggers = ["ta.audit"]', s)
+    # tc's trigger `audit` does not name the function other.audit its CHECK calls
+    with pytest.raises(PolicyReferenceError, match=r"other\.audit\(x integer\)"):
+        policy('verbs = ["INSERT"]\ntables = ["tc"]\ntriggers = ["tc.audit"]', s)
+    policy(
+        'verbs = ["INSERT"]\ntables = ["tc"]\ntriggers = ["tc.audit", "other.audit(x integer)"]', s
+    )
+    # functions reached through types, views, built-ins, keys, operator classes, policies
+    calls = {
+        "dom": "public.spy(x integer)",  # a domain over a checked domain
+        "domd": "public.stamp()",  # a domain's DEFAULT
+        "comp": "public.spy(x integer)",  # a composite's field, an array's element
+        "ve": "public.spy(x integer)",  # a view's WHERE (on a DELETE through it)
+        "qx": "pg_catalog.query_to_xml(query text, nulls boolean, tableforest boolean, targetns text)",  # noqa: E501
+        "pk": "public.bucket(k integer)",  # a partition key
+        "ti": "public.spycmp(integer, integer)",  # an operator class
+        "gate": "public.spy(x integer)",  # a policy
+        "tq": "public.spy(x integer)",  # a policy reading a table whose policy calls spy
+    }
+    for table, function in calls.items():
+        found = {(g.name, g.event) for g in effects(table)[0] if g.kind == "function"}
+        assert (function, "INSERT") in found, (table, found)
+        verb = "DELETE" if table in ("ve", "gate", "tq") else "INSERT"
+        assert (function, verb) in found, (table, found)
+        with pytest.raises(PolicyReferenceError, match="calls the function"):
+            policy(f'verbs = ["{verb}"]\ntables = ["{table}"]', s)
+    assert Trigger("remote", "INSERT", (), "outside") in effects("fsecret")[0]
+    # the wrapper's handler and validator are reached too: named here, the server is left
+    reached = {g.name for g in effects("fsecret")[0] if g.kind == "function"}
+    fdw = ", ".join(f'"fsecret.{name}"' for name in sorted(reached))
+    with pytest.raises(PolicyReferenceError, match="writes another server's rows"):
+        policy(f'verbs = ["INSERT"]\ntables = ["fsecret"]\ntriggers = [{fdw}]', s)
     hidden = pg_snapshot(postgres, "snap")  # may read hp and hd only
-    assert hidden.table_names == ("hd", "hp")
+    assert hidden.table_names == ("hd", "hp", "hs")
     hp, hd = hidden.table("hp"), hidden.table("hd")
     assert hp is not None and hd is not None and hd.foreign_keys == ()
     assert hp.triggers == (Trigger("public.hc.hc_pid_fkey", "DELETE", (), "outside"),)
     with pytest.raises(PolicyReferenceError, match="outside the snapshot"):
         policy('verbs = ["DELETE"]\ntables = ["hp"]', hidden)
+    hs = hidden.table("hs")  # UPDATE OF a column the user cannot see: any column
+    assert hs is not None and hs.column_names == ("id",)
+    assert hs.triggers == (Trigger("hs_watch", "UPDATE"),)
 
 
 def test_postgres_snapshot_reads_the_write_effects(postgres: Server) -> None:

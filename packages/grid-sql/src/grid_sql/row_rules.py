@@ -276,7 +276,11 @@ def _null(operand: Tree) -> bool:
 _NOT_CONSTANT = frozenset(
     {"column_ref", "function_call", "aggregate_call", "scalar_subquery", "exists", "select_stmt"}
 )
-_NOT_CONSTANT_WORDS = frozenset({"DQ_STRING", "CURRENT_DATE", "CURRENT_TIME", "CURRENT_TIMESTAMP"})
+# LIKE and GLOB are calls of like() and glob() when SQLite parses them: not constant
+# (`(SELECT c, d FROM u) IN (0 LIKE 0)` stays an IN; with `(1)` it becomes `= 1`).
+_NOT_CONSTANT_WORDS = frozenset(
+    {"DQ_STRING", "CURRENT_DATE", "CURRENT_TIME", "CURRENT_TIMESTAMP", "LIKE", "GLOB"}
+)
 
 
 def _constant(tree: Tree) -> bool:

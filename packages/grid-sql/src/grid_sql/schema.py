@@ -67,15 +67,17 @@ on a write"):
   user function a DEFAULT, CHECK, index, policy or domain of the table calls,
   PostgreSQL) or ``"outside"`` (a write the database makes to a relation the
   snapshot does not hold: a key of another schema's table with a writing
-  action, an inheriting table of another schema);
+  action, an inheriting table or a view's base table of another schema, a
+  foreign table's server, named ``remote``);
 - ``"on_conflict_replace": [...]``: the columns of the table's ``UNIQUE`` and
   ``PRIMARY KEY`` constraints that resolve a conflict by ``REPLACE`` (SQLite):
   a plain ``INSERT``, or an ``UPDATE`` of one of them, may delete rows;
-- ``"writes_through": [{"relation": "r", "verbs": "same" | "all"}]``: other
-  relations of the snapshot that a write to this one writes: ``same`` (the
-  same verb: an inheriting table, a view's base table, PostgreSQL) or ``all``
-  (any verb: a partition, where an UPDATE may move a row; a virtual table's
-  shadow table, SQLite).
+- ``"writes_through": [{"relation": "r", "verbs": "same" | "rows" | "all"}]``:
+  other relations of the snapshot that a write to this one writes: ``same``
+  (the same verb: a view's base table, PostgreSQL), ``rows`` (the same verb
+  for UPDATE and DELETE: an inheriting table, PostgreSQL) or ``all`` (any
+  verb: a partition, where an UPDATE may move a row; a virtual table's shadow
+  table, SQLite).
 
 A snapshot's top-level ``"write_effects": true`` says that its tables list
 their write effects (every reader here does). A JSON snapshot without it (one
@@ -228,13 +230,19 @@ class Trigger:
         return out
 
 
+ThroughVerbs = Literal["same", "rows", "all"]
+THROUGH_VERBS: tuple[ThroughVerbs, ...] = ("same", "rows", "all")
+
+
 @dataclass(frozen=True)
 class Through:
-    """A relation a write to the table writes too: with the same verb (``same``)
-    or with any (``all``)."""
+    """A relation a write to the table writes too: with the same verb (``same``:
+    a view's base table), with the same verb for rows that exist (``rows``: an
+    UPDATE or DELETE reaches an inheriting table's rows, an INSERT does not), or
+    with any (``all``: a partition, a shadow table)."""
 
     relation: str
-    verbs: Literal["same", "all"]
+    verbs: ThroughVerbs
 
     def to_dict(self) -> dict[str, Any]:
         return {"relation": self.relation, "verbs": self.verbs}
@@ -375,14 +383,11 @@ class SchemaSnapshot:
             columns(t, trigger.columns, f"trigger {trigger.name!r}")
         columns(t, t.replace_columns, "on_conflict_replace")
         for through in t.writes_through:
-            if name_key(through.relation, case) not in by_key or through.verbs not in (
-                "same",
-                "all",
-            ):
+            if name_key(through.relation, case) not in by_key or through.verbs not in THROUGH_VERBS:
                 raise SchemaError(
                     self.label,
                     f"relation {t.name!r}: writes_through names no relation {through.relation!r} "
-                    f"or verbs {through.verbs!r} is not 'same' or 'all'",
+                    f"or verbs {through.verbs!r} is not one of {', '.join(THROUGH_VERBS)}",
                 )
 
     # ------------------------------------------------------------ queries
@@ -655,7 +660,8 @@ class SchemaSnapshot:
             if value is not None:
                 argv += [flag, str(value)]
         quoted = schema.replace("'", "''")
-        argv += ["-c", _PG_QUERY.format(schema=quoted), "-c", _PG_EFFECTS.format(schema=quoted)]
+        for query in (_PG_QUERY, _PG_EFFECTS, _PG_CALLS):
+            argv += ["-c", query.format(schema=quoted)]
         source = f"postgres:{dbname or ''}/{schema}"
         try:
             run = subprocess.run(
@@ -703,15 +709,6 @@ def _names_of(key: str, relation: str) -> str:
     )
 
 
-# What a function a relation's expressions call is found through pg_depend: the
-# function itself, or the function behind a user operator or cast.
-_PG_CALLED = """\
-CASE d.refclassid WHEN 'pg_proc'::regclass THEN d.refobjid
-  WHEN 'pg_operator'::regclass
-    THEN (SELECT o.oprcode::oid FROM pg_operator o WHERE o.oid = d.refobjid)
-  WHEN 'pg_cast'::regclass
-    THEN (SELECT k.castfunc FROM pg_cast k WHERE k.oid = d.refobjid) END"""
-
 # One row of 9 fields per write effect, tagged (`fk`, `tg`, `ru`, `in`, `vw`, `fn`: not
 # hex, so these rows never read as relation rows). The relation written is in the
 # schema; what it reaches may be in another (its schema's name comes with it).
@@ -752,36 +749,85 @@ JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
  AND d.refclassid = 'pg_class'::regclass
 JOIN pg_class b ON b.oid = d.refobjid AND b.oid <> v.oid AND b.relkind IN ('r', 'p', 'v', 'f')
 JOIN pg_namespace bn ON bn.oid = b.relnamespace
-WHERE r.rulename = '_RETURN' AND vn.nspname = '{{schema}}'
-UNION ALL
-SELECT DISTINCT 'fn', {_hex("c.relname")}, {_hex("f.proname")}, src.what, '', '', '', '', ''
-FROM (
-  SELECT ad.adrelid AS rel, 'default' AS what, {_PG_CALLED} AS fn
-    FROM pg_attrdef ad JOIN pg_depend d ON d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid
+WHERE r.rulename = '_RETURN' AND vn.nspname = '{{schema}}'"""
+
+# The functions a write to a relation of the schema may call: one `fn` row each (the
+# same 9 fields). From the relation, pg_depend is followed to what it is made of
+# (what depends on it automatically or internally: its defaults, constraints,
+# indexes, policies, a view's query, a domain's constraints, an operator family's
+# functions) and to what those use (types, operators, casts, functions, the
+# relations a policy reads, ...), except a trigger (read as such), a key's parent
+# (its actions are read as such) and a view's base relations (written through).
+# A function is kept when a user made it (its oid past the built-in range) or when
+# it is a built-in that runs SQL text or writes outside the row (`query_to_xml`,
+# large objects, ...): built-ins leave no pg_depend row, so the node trees of the
+# expressions reached are read for them. `via` is how the first step left the
+# relation: `any` for a policy or a view's query (they run on every write), else
+# `row` (computed from a row written: INSERT and UPDATE).
+_PG_CALLS = """\
+WITH RECURSIVE
+rels AS (
+  SELECT c.oid AS rel FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+  WHERE n.nspname = '{schema}' AND c.relkind IN ('r', 'p', 'v', 'f', 'm')
+),
+edges(fc, fo, tc, tobj) AS (
+  SELECT d.refclassid, d.refobjid, d.classid, d.objid FROM pg_depend d
+  WHERE d.deptype IN ('a', 'i')
+    AND d.classid NOT IN ('pg_trigger'::regclass, 'pg_rewrite'::regclass)
+  UNION
+  SELECT 'pg_class'::regclass, r.ev_class, 'pg_rewrite'::regclass, r.oid
+  FROM pg_rewrite r WHERE r.rulename = '_RETURN'
+  UNION
+  SELECT d.classid, d.objid, d.refclassid, d.refobjid FROM pg_depend d
+  WHERE d.classid <> 'pg_trigger'::regclass
+    AND NOT (d.classid = 'pg_rewrite'::regclass AND d.refclassid = 'pg_class'::regclass)
+    AND NOT (d.classid = 'pg_constraint'::regclass AND d.refclassid = 'pg_class'::regclass
+             AND EXISTS (SELECT 1 FROM pg_constraint k WHERE k.oid = d.objid AND k.contype = 'f'))
+),
+reach(rel, via, c, o) AS (
+  SELECT rel, 'row', 'pg_class'::regclass, rel FROM rels
+  UNION
+  SELECT r.rel,
+         CASE WHEN r.c <> 'pg_class'::regclass OR r.o <> r.rel THEN r.via
+              WHEN e.tc IN ('pg_policy'::regclass, 'pg_rewrite'::regclass) THEN 'any'
+              ELSE 'row' END,
+         e.tc, e.tobj
+  FROM reach r JOIN edges e ON e.fc = r.c AND e.fo = r.o
+),
+trees(c, o, tree) AS (
+  SELECT 'pg_attrdef'::regclass, oid, adbin::text FROM pg_attrdef
   UNION ALL
-  SELECT con.conrelid, 'check', {_PG_CALLED}
-    FROM pg_constraint con
-    JOIN pg_depend d ON d.classid = 'pg_constraint'::regclass AND d.objid = con.oid
-   WHERE con.conrelid <> 0
+  SELECT 'pg_constraint'::regclass, oid, conbin::text FROM pg_constraint WHERE conbin IS NOT NULL
   UNION ALL
-  SELECT ix.indrelid, 'index', {_PG_CALLED}
-    FROM pg_index ix
-    JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = ix.indexrelid
+  SELECT 'pg_policy'::regclass, oid, coalesce(polqual::text, '') || coalesce(polwithcheck::text, '')
+  FROM pg_policy
   UNION ALL
-  SELECT pol.polrelid, 'policy', {_PG_CALLED}
-    FROM pg_policy pol JOIN pg_depend d ON d.classid = 'pg_policy'::regclass AND d.objid = pol.oid
+  SELECT 'pg_rewrite'::regclass, oid, ev_action::text || coalesce(ev_qual::text, '') FROM pg_rewrite
   UNION ALL
-  SELECT a.attrelid, 'domain', {_PG_CALLED}
-    FROM pg_attribute a
-    JOIN pg_constraint con ON con.contypid = a.atttypid
-    JOIN pg_depend d ON d.classid = 'pg_constraint'::regclass AND d.objid = con.oid
-   WHERE a.attnum > 0 AND NOT a.attisdropped
-) src
-JOIN pg_proc f ON f.oid = src.fn
-JOIN pg_namespace fn ON fn.oid = f.pronamespace
- AND fn.nspname NOT IN ('pg_catalog', 'information_schema')
-JOIN pg_class c ON c.oid = src.rel JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = '{{schema}}'"""
+  SELECT 'pg_type'::regclass, oid, typdefaultbin::text FROM pg_type WHERE typdefaultbin IS NOT NULL
+  UNION ALL
+  SELECT 'pg_class'::regclass, indexrelid,
+         coalesce(indexprs::text, '') || coalesce(indpred::text, '')
+  FROM pg_index
+  UNION ALL
+  SELECT 'pg_class'::regclass, partrelid, coalesce(partexprs::text, '') FROM pg_partitioned_table
+),
+called(rel, via, fn) AS (
+  SELECT r.rel, r.via, r.o FROM reach r WHERE r.c = 'pg_proc'::regclass AND r.o >= 16384
+  UNION
+  SELECT r.rel, r.via, m[1]::oid
+  FROM reach r JOIN trees t ON t.c = r.c AND t.o = r.o,
+       regexp_matches(t.tree, ':(?:funcid|opfuncid) (\\d+)', 'g') m
+)
+SELECT DISTINCT 'fn', encode(convert_to(c.relname, 'UTF8'), 'hex'),
+       encode(convert_to(p.pronamespace::regnamespace::text || '.' || p.proname || '('
+                         || pg_get_function_identity_arguments(p.oid) || ')', 'UTF8'), 'hex'),
+       k.via, '', '', '', '', ''
+FROM called k JOIN pg_proc p ON p.oid = k.fn JOIN pg_class c ON c.oid = k.rel
+WHERE p.oid >= 16384
+   OR p.proname ~ '^(query|cursor|table|schema|database)_to_xml'
+   OR p.proname ~ '^(lo_|pg_read_|pg_ls_|pg_file_|dblink)'
+   OR p.proname IN ('ts_stat', 'lowrite', 'loread', 'setval', 'pg_notify', 'set_config')"""
 
 _PG_ACTIONS = {
     "a": "NO ACTION",
@@ -798,11 +844,8 @@ _PG_TRIGGER_BITS: tuple[tuple[int, WriteEvent], ...] = (
     (8, "DELETE"),
 )
 _PG_FUNCTION_EVENTS: dict[str, tuple[WriteEvent, ...]] = {
-    "default": ("INSERT", "UPDATE"),  # a generated column's expression runs on UPDATE
-    "check": ("INSERT", "UPDATE"),
-    "index": ("INSERT", "UPDATE"),
-    "domain": ("INSERT", "UPDATE"),
-    "policy": ("INSERT", "UPDATE", "DELETE"),
+    "row": ("INSERT", "UPDATE"),  # computed from a row written: defaults, checks, keys...
+    "any": ("INSERT", "UPDATE", "DELETE"),  # a policy, a view's query: every write
 }
 _ALL_WRITES: tuple[WriteEvent, ...] = ("INSERT", "UPDATE", "DELETE")
 
@@ -810,6 +853,7 @@ _ALL_WRITES: tuple[WriteEvent, ...] = ("INSERT", "UPDATE", "DELETE")
 def _pg_tables(lines: Iterable[str], source: str, schema: str) -> tuple[Table, ...]:
     rels: dict[str, tuple[RelationKind, list[tuple[int, Column]]]] = {}
     effects: list[list[str]] = []
+    foreign: set[str] = set()
     for line in lines:
         fields = line.split("\t")
         if fields[0] in _PG_TAGS and len(fields) == 9:
@@ -820,15 +864,22 @@ def _pg_tables(lines: Iterable[str], source: str, schema: str) -> tuple[Table, .
         rel_hex, rel_type, col_hex, ordinal, type_hex, generated = fields
         rel = _unhex(rel_hex, source)
         kind: RelationKind = "view" if rel_type == "VIEW" else "table"
+        if rel_type == "FOREIGN":
+            foreign.add(rel)
         _, cols = rels.setdefault(rel, (kind, []))
         if col_hex:
             column = Column(
                 _unhex(col_hex, source), _unhex(type_hex, source), generated=generated == "g"
             )
             cols.append((int(ordinal), column))
-    found = _PgEffects(source, schema, frozenset(rels))
+    found = _PgEffects(
+        source, schema, {r: {c.name for _, c in cols} for r, (_, cols) in rels.items()}
+    )
     for fields in effects:
         found.add(fields)
+    for rel in foreign:  # its rows are another server's
+        for event in _ALL_WRITES:
+            found.trigger(rel, Trigger("remote", event, (), "outside"))
     return tuple(
         Table(
             rel,
@@ -847,14 +898,15 @@ _PG_TAGS = frozenset({"fk", "tg", "ru", "in", "vw", "fn"})
 
 
 class _PgEffects:
-    """The `_PG_EFFECTS` rows of one snapshot, by the relation a write to which has
-    them. ``known``: the relations the snapshot holds (``information_schema`` shows
-    only those the connecting role may access). What a write reaches outside them
-    (another schema, a relation hidden from the role) is an ``outside`` trigger: the
-    snapshot cannot follow it. An effect of a relation outside them is dropped: no
-    role names that relation."""
+    """The `_PG_EFFECTS` and `_PG_CALLS` rows of one snapshot, by the relation a
+    write to which has them. ``known``: the relations the snapshot holds, with
+    their columns (``information_schema`` shows only those the connecting role
+    may access). What a write reaches outside them (another schema, a relation
+    or column hidden from the role) is an ``outside`` trigger: the snapshot
+    cannot follow it. An effect of a relation outside them is dropped: no role
+    names that relation."""
 
-    def __init__(self, source: str, schema: str, known: frozenset[str]) -> None:
+    def __init__(self, source: str, schema: str, known: Mapping[str, set[str]]) -> None:
         self.source, self.schema, self.known = source, schema, known
         self.keys: dict[str, list[ForeignKey]] = {}
         self.triggers: dict[str, list[Trigger]] = {}
@@ -868,43 +920,55 @@ class _PgEffects:
             parent_cols = self._names(h)
             if parent not in self.known:
                 return
-            if nsp == self.schema and child in self.known:
-                key = ForeignKey(self._names(g), parent, parent_cols, on_delete, on_update)
+            cols = self._names(g)
+            seen = (
+                nsp == self.schema
+                and child in self.known
+                and set(cols) <= self.known[child]
+                and set(parent_cols) <= self.known[parent]
+            )
+            if seen:
+                key = ForeignKey(cols, parent, parent_cols, on_delete, on_update)
                 self.keys.setdefault(child, []).append(key)
                 return
             name = f"{nsp}.{child}.{constraint}"
+            on = parent_cols if set(parent_cols) <= self.known[parent] else ()
             if on_delete in WRITING_ACTIONS:
-                self._trigger(parent, Trigger(name, "DELETE", (), "outside"))
+                self.trigger(parent, Trigger(name, "DELETE", (), "outside"))
             if on_update in WRITING_ACTIONS:
-                self._trigger(parent, Trigger(name, "UPDATE", parent_cols, "outside"))
+                self.trigger(parent, Trigger(name, "UPDATE", on, "outside"))
         elif tag in ("in", "vw"):
             rel, nsp, other = (self._text(x) for x in (a, b, c))
             if rel not in self.known:
                 return
-            verbs: Literal["same", "all"] = "all" if tag == "in" and d == "p" else "same"
+            # a partition takes every verb (an UPDATE may move a row); an inheriting
+            # table the parent's UPDATE and DELETE (an INSERT stays in the parent)
+            verbs: ThroughVerbs = "same" if tag == "vw" else "all" if d == "p" else "rows"
             if nsp == self.schema and other in self.known:
                 self.through.setdefault(rel, []).append(Through(other, verbs))
                 return
-            events = _ALL_WRITES if verbs == "all" or tag == "vw" else ("UPDATE", "DELETE")
+            events = ("UPDATE", "DELETE") if verbs == "rows" else _ALL_WRITES
             for event in events:
-                self._trigger(rel, Trigger(f"{nsp}.{other}", event, (), "outside"))
+                self.trigger(rel, Trigger(f"{nsp}.{other}", event, (), "outside"))
         elif tag == "tg":
             rel, name = self._text(a), self._text(b)
             for bit, event in _PG_TRIGGER_BITS:
                 if int(c) & bit:
                     on = self._names(d) if event == "UPDATE" else ()
-                    self._trigger(rel, Trigger(name, event, on))
+                    if rel in self.known and not set(on) <= self.known[rel]:
+                        on = ()  # a column hidden from the snapshot's user: any column
+                    self.trigger(rel, Trigger(name, event, on))
         elif tag == "ru":
-            self._trigger(self._text(a), Trigger(self._text(b), _PG_RULE_EVENTS[c], (), "rule"))
+            self.trigger(self._text(a), Trigger(self._text(b), _PG_RULE_EVENTS[c], (), "rule"))
         else:  # fn
             rel, name = self._text(a), self._text(b)
             for event in _PG_FUNCTION_EVENTS[c]:
-                self._trigger(rel, Trigger(name, event, (), "function"))
+                self.trigger(rel, Trigger(name, event, (), "function"))
 
     def _text(self, hex_text: str) -> str:
         return _unhex(hex_text, self.source)
 
-    def _trigger(self, rel: str, trigger: Trigger) -> None:
+    def trigger(self, rel: str, trigger: Trigger) -> None:
         if rel in self.known and trigger not in self.triggers.get(rel, ()):
             self.triggers.setdefault(rel, []).append(trigger)
 
@@ -1058,7 +1122,7 @@ def _replace_columns(ddl: str) -> list[str]:
             kind = next(
                 (w for w in reversed(words[:i]) if w in ("UNIQUE", "PRIMARY", "NULL")), None
             )
-            if kind == "NULL":
+            if kind in ("NULL", None):  # NOT NULL writes the default; CHECK ignores it
                 continue
             if words[0] in ("CONSTRAINT", "PRIMARY", "UNIQUE"):  # a table constraint: (a, b)
                 out += _listed(item, words.index(kind) if kind in words else 0)
@@ -1228,8 +1292,10 @@ def _effects(
         at = f"{where}.writes_through[{i}]"
         w = _object(raw, source, at, {"relation", "verbs"})
         verbs = w.get("verbs")
-        if verbs not in ("same", "all"):
-            raise SchemaError(source, f"{at}.verbs must be 'same' or 'all', not {verbs!r}")
+        if verbs not in THROUGH_VERBS:
+            raise SchemaError(
+                source, f"{at}.verbs must be one of {', '.join(THROUGH_VERBS)}, not {verbs!r}"
+            )
         through.append(Through(_string(w.get("relation"), source, f"{at}.relation"), verbs))
     return tuple(keys), tuple(triggers), replace, tuple(through)
 

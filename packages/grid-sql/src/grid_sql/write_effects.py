@@ -24,10 +24,10 @@ does not say. One step leads to others:
   NULL``, ``SET DEFAULT`` all write the key's columns of ``c``);
 - INSERT on a table with an ``ON CONFLICT REPLACE`` constraint, or UPDATE of
   one of its columns -> DELETE on it;
-- any step on a relation another is written through (``writes_through``: an
-  inheriting table or a view's base table, the same verb; a partition or a
-  virtual table's shadow table, every verb) -> that verb, or every verb, on it
-  (UPDATE: of every column);
+- any step on a relation another is written through (``writes_through``: a
+  view's base table, the same verb; an inheriting table, the same UPDATE or
+  DELETE; a partition or a virtual table's shadow table, every verb) -> that
+  verb, or every verb, on it (UPDATE: of every column);
 - any step on a table with a trigger for that event (an ``UPDATE OF`` trigger
   when its columns meet ``S``) fires the trigger; so do a rule, a user function
   its expressions call, and a write past the snapshot (``Trigger.kind``).
@@ -40,8 +40,9 @@ own consequences are checked where it starts (induction on the chain).
 
 Precondition: the snapshot's write effects are complete: what the SQLite and
 PostgreSQL readers read (docs/policy.md lists it) is all the database does on
-a write. A snapshot that does not list them (``write_effects`` False) fails
-every write role. SQLite runs foreign-key actions only where a connection sets
+a write (not seen: functions an application registers on its own SQLite
+connection). A snapshot that does not list them (``write_effects`` False)
+fails every write role. SQLite runs foreign-key actions only where a connection sets
 ``PRAGMA foreign_keys = ON``; they are held against the role either way.
 """
 
@@ -102,8 +103,13 @@ def steps_from(schema: SchemaSnapshot, start: Step) -> Iterator[Step | tuple[Tri
     for through in table.writes_through:
         other = schema.table(through.relation)
         assert other is not None, through.relation  # the snapshot checks its names
-        what = "a partition or shadow table" if through.verbs == "all" else "written through it"
-        because = f"{other.name} is {what} of {table.name}"
+        if through.verbs == "rows" and start.verb == "INSERT":
+            continue  # an INSERT into a parent stays in the parent
+        because = {
+            "all": f"{other.name} is a partition or shadow table of {table.name}",
+            "same": f"{table.name} is a view of {other.name}",
+            "rows": f"{other.name} inherits from {table.name}",
+        }[through.verbs]
         verbs = WRITE_VERBS if through.verbs == "all" else (start.verb,)
         for verb in verbs:
             yield Step(other.name, verb, other.column_names if verb == "UPDATE" else (), because)
@@ -206,13 +212,15 @@ def _trigger_text(trigger: Trigger, table: str) -> str:
         return f"runs the {event} rule {trigger.name} of {table}"
     if trigger.kind == "function":
         return (
-            f"calls the function {trigger.name} (in a DEFAULT, CHECK, index, policy or domain "
-            f"of {table}) on {event}"
+            f"calls the function {trigger.name} (reached from the defaults, constraints, "
+            f"indexes, policies, types or query of {table}) on {event}"
         )
     if trigger.kind == "outside":
+        if trigger.name == "remote":
+            return f"writes another server's rows ({table} is a foreign table) on {event}"
         return (
-            f"writes {trigger.name}, outside the snapshot (another schema, or a relation the "
-            f"snapshot's user cannot see), on {event} of {table}"
+            f"writes {trigger.name}, outside the snapshot (another schema, or a relation or "
+            f"column the snapshot's user cannot see), on {event} of {table}"
         )
     return f"fires the {event} trigger {trigger.name} of {table}"
 
