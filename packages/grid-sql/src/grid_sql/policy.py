@@ -635,6 +635,14 @@ class _Reader:
             seen.add(item)
         return list(items)
 
+    def strings_or_all(self, value: Any, where: tuple[str | int, ...]) -> list[str] | Literal["*"]:
+        """An array of names, or ``"*"`` for all of them."""
+        if value == ALL:
+            return ALL
+        if isinstance(value, str):
+            raise self.fail(PolicyValueError, where, f"expected an array or '*', got {value!r}")
+        return self.strings(value, where)
+
     def bundle(self, data: dict[str, Any], source: str) -> PolicyBundle:
         self.keys(data, (), _TOP_KEYS)
         if "version" not in data:
@@ -748,16 +756,10 @@ class _Reader:
                 columns[table] = tuple(self.strings(cols, at))
         ctes = self.strings(data.get("cte_names", list(DEFAULT_CTE_NAMES)), (*where, "cte_names"))
         functions: tuple[str, ...] | Literal["*"] | None = None
-        if data.get("functions") == ALL:
+        listed = self.strings_or_all(data.get("functions", []), (*where, "functions"))
+        if listed == ALL:
             functions = ALL
-        elif isinstance(data.get("functions"), str):
-            raise self.fail(
-                PolicyValueError,
-                (*where, "functions"),
-                f"expected an array or '*', got {data['functions']!r}",
-            )
         elif "functions" in data:
-            listed = self.strings(data["functions"], (*where, "functions"))
             seen: dict[str, int] = {}
             for i, function in enumerate(listed):
                 if ascii_lower(function) in seen:
@@ -772,17 +774,8 @@ class _Reader:
         description = self.typed(
             data.get("description", ""), (*where, "description"), str, "a string"
         )
-        triggers: tuple[str, ...] | Literal["*"] = ()
-        if data.get("triggers") == ALL:
-            triggers = ALL
-        elif isinstance(data.get("triggers"), str):
-            raise self.fail(
-                PolicyValueError,
-                (*where, "triggers"),
-                f"expected an array or '*', got {data['triggers']!r}",
-            )
-        else:
-            triggers = tuple(self.strings(data.get("triggers", []), (*where, "triggers")))
+        named = self.strings_or_all(data.get("triggers", []), (*where, "triggers"))
+        triggers: tuple[str, ...] | Literal["*"] = ALL if named == ALL else tuple(named)
         generation = self.typed(
             data.get("generation", "narrow"), (*where, "generation"), str, "a string"
         )

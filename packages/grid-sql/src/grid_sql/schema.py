@@ -90,7 +90,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib import resources
@@ -609,6 +609,7 @@ class SchemaSnapshot:
                 info = db.execute(
                     "SELECT name, type, hidden FROM pragma_table_xinfo(?) ORDER BY cid", (rel,)
                 ).fetchall()
+                effects = _sqlite_effects(db, str(rel))
             except sqlite3.Error as e:
                 raise SchemaError(source, f"relation {rel!r}: {e}") from None
             except UnicodeDecodeError as e:
@@ -619,14 +620,6 @@ class SchemaSnapshot:
                 Column(str(c), str(t or ""), hidden=h == 1, generated=h in (2, 3))
                 for c, t, h in info
             )
-            try:
-                effects = _sqlite_effects(db, str(rel))
-            except sqlite3.Error as e:
-                raise SchemaError(source, f"relation {rel!r}: {e}") from None
-            except UnicodeDecodeError as e:
-                raise SchemaError(
-                    source, f"relation {rel!r}: a name is not UTF-8 ({e.reason})"
-                ) from None
             through = tuple(Through(shadow, "all") for shadow in shadows.get(str(rel), ()))
             tables.append(
                 Table(str(rel), cols, "view" if kind == "view" else "table", *effects, through)
@@ -754,45 +747,68 @@ WHERE r.rulename = '_RETURN' AND vn.nspname = '{{schema}}'"""
 # The functions a write to a relation of the schema may call: one `fn` row each (the
 # same 9 fields). From the relation, pg_depend is followed to what it is made of
 # (what depends on it automatically or internally: its defaults, constraints,
-# indexes, policies, a view's query, a domain's constraints, an operator family's
-# functions) and to what those use (types, operators, casts, functions, the
-# relations a policy reads, ...), except a trigger (read as such), a key's parent
-# (its actions are read as such) and a view's base relations (written through).
-# A function is kept when a user made it (its oid past the built-in range) or when
-# it is a built-in that runs SQL text or writes outside the row (`query_to_xml`,
-# large objects, ...): built-ins leave no pg_depend row, so the node trees of the
-# expressions reached are read for them. `via` is how the first step left the
-# relation: `any` for a policy or a view's query (they run on every write), else
-# `row` (computed from a row written: INSERT and UPDATE).
+# indexes, partitions, policies, a view's query, a domain's constraints, an
+# operator family's functions), to the keys that reference it and their tables
+# (a DELETE or key UPDATE checks the child through the key's operators and the
+# child's indexes; from the written relation only: a relation read elsewhere
+# checks no key), and to what all those use (types, operators, casts,
+# functions, the relations and views a policy reads, ...). Not followed: a
+# trigger (read as such), a key's parent (its actions are read as such), a
+# relation's own relation dependencies (a partition's parent, an index's table:
+# back where the walk came from) and partition dependencies (`P`, `S`: a
+# partition's constraint on the parent's, and from there every partition), and
+# the start's own view query's base relations (written through). A function is
+# kept when a user made it (its oid past the built-in range) or when it is a
+# built-in with an effect past the row:
+# a volatile one but the few that only make values (`nextval`, `random`, ...),
+# or one that reads what the role may not (`table_to_xml`, server files).
+# Built-ins leave no pg_depend row, so the node trees of the expressions
+# reached are read for them. `via` is how the first step left the relation:
+# `row` for a default or a CHECK (INSERT and UPDATE), else `any` (an index, a
+# type's functions, a policy, a view's query, a referencing key: every write).
+# No backslash in a string here: `standard_conforming_strings = off` reads one.
 _PG_CALLS = """\
 WITH RECURSIVE
 rels AS (
   SELECT c.oid AS rel FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
   WHERE n.nspname = '{schema}' AND c.relkind IN ('r', 'p', 'v', 'f', 'm')
 ),
-edges(fc, fo, tc, tobj) AS (
-  SELECT d.refclassid, d.refobjid, d.classid, d.objid FROM pg_depend d
+edges(fc, fo, tc, tobj, label, owner) AS (
+  SELECT d.refclassid, d.refobjid, d.classid, d.objid,
+         CASE WHEN d.classid = 'pg_attrdef'::regclass
+                OR (d.classid = 'pg_constraint'::regclass
+                    AND EXISTS (SELECT 1 FROM pg_constraint k WHERE k.oid = d.objid
+                                AND k.contype = 'c'))
+              THEN 'row' ELSE 'any' END, 0::oid
+  FROM pg_depend d
   WHERE d.deptype IN ('a', 'i')
     AND d.classid NOT IN ('pg_trigger'::regclass, 'pg_rewrite'::regclass)
   UNION
-  SELECT 'pg_class'::regclass, r.ev_class, 'pg_rewrite'::regclass, r.oid
+  SELECT 'pg_class'::regclass, r.ev_class, 'pg_rewrite'::regclass, r.oid, 'any', 0::oid
   FROM pg_rewrite r WHERE r.rulename = '_RETURN'
   UNION
-  SELECT d.classid, d.objid, d.refclassid, d.refobjid FROM pg_depend d
-  WHERE d.classid <> 'pg_trigger'::regclass
-    AND NOT (d.classid = 'pg_rewrite'::regclass AND d.refclassid = 'pg_class'::regclass)
-    AND NOT (d.classid = 'pg_constraint'::regclass AND d.refclassid = 'pg_class'::regclass
-             AND EXISTS (SELECT 1 FROM pg_constraint k WHERE k.oid = d.objid AND k.contype = 'f'))
+  SELECT 'pg_class'::regclass, k.confrelid, 'pg_constraint'::regclass, k.oid, 'key', 0::oid
+  FROM pg_constraint k WHERE k.contype = 'f'
+  UNION
+  SELECT d.classid, d.objid, d.refclassid, d.refobjid, 'any',
+         CASE WHEN d.classid = 'pg_rewrite'::regclass
+              THEN (SELECT r.ev_class FROM pg_rewrite r WHERE r.oid = d.objid) ELSE 0::oid END
+  FROM pg_depend d
+  WHERE d.classid <> 'pg_trigger'::regclass AND d.deptype NOT IN ('P', 'S')
+    AND NOT (d.classid = 'pg_class'::regclass AND d.refclassid = 'pg_class'::regclass)
+    AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE d.classid = 'pg_constraint'::regclass
+                    AND k.oid = d.objid AND k.contype = 'f'
+                    AND d.refobjid IN (k.confrelid, k.conindid))
 ),
 reach(rel, via, c, o) AS (
-  SELECT rel, 'row', 'pg_class'::regclass, rel FROM rels
+  SELECT rel, 'any', 'pg_class'::regclass, rel FROM rels
   UNION
   SELECT r.rel,
-         CASE WHEN r.c <> 'pg_class'::regclass OR r.o <> r.rel THEN r.via
-              WHEN e.tc IN ('pg_policy'::regclass, 'pg_rewrite'::regclass) THEN 'any'
-              ELSE 'row' END,
+         CASE WHEN r.c = 'pg_class'::regclass AND r.o = r.rel
+              THEN replace(e.label, 'key', 'any') ELSE r.via END,
          e.tc, e.tobj
-  FROM reach r JOIN edges e ON e.fc = r.c AND e.fo = r.o
+  FROM reach r JOIN edges e ON e.fc = r.c AND e.fo = r.o AND e.owner <> r.rel
+   AND (e.label <> 'key' OR r.o = r.rel)
 ),
 trees(c, o, tree) AS (
   SELECT 'pg_attrdef'::regclass, oid, adbin::text FROM pg_attrdef
@@ -817,7 +833,7 @@ called(rel, via, fn) AS (
   UNION
   SELECT r.rel, r.via, m[1]::oid
   FROM reach r JOIN trees t ON t.c = r.c AND t.o = r.o,
-       regexp_matches(t.tree, ':(?:funcid|opfuncid) (\\d+)', 'g') m
+       regexp_matches(t.tree, ':(?:funcid|opfuncid) ([0-9]+)', 'g') m
 )
 SELECT DISTINCT 'fn', encode(convert_to(c.relname, 'UTF8'), 'hex'),
        encode(convert_to(p.pronamespace::regnamespace::text || '.' || p.proname || '('
@@ -825,9 +841,11 @@ SELECT DISTINCT 'fn', encode(convert_to(c.relname, 'UTF8'), 'hex'),
        k.via, '', '', '', '', ''
 FROM called k JOIN pg_proc p ON p.oid = k.fn JOIN pg_class c ON c.oid = k.rel
 WHERE p.oid >= 16384
+   OR (p.provolatile = 'v' AND p.proname NOT IN (
+         'nextval', 'currval', 'lastval', 'random', 'gen_random_uuid', 'clock_timestamp',
+         'timeofday'))
    OR p.proname ~ '^(query|cursor|table|schema|database)_to_xml'
-   OR p.proname ~ '^(lo_|pg_read_|pg_ls_|pg_file_|dblink)'
-   OR p.proname IN ('ts_stat', 'lowrite', 'loread', 'setval', 'pg_notify', 'set_config')"""
+   OR p.proname ~ '^(lo_|pg_read_|pg_ls_|pg_file_|pg_stat_file|dblink)'"""
 
 _PG_ACTIONS = {
     "a": "NO ACTION",
@@ -1242,15 +1260,19 @@ def _effects(
             raise SchemaError(source, f"{at} must be a list of strings")
         return tuple(_string(v, source, f"{at}[{i}]") for i, v in enumerate(value))
 
+    def entries(key: str, fields: set[str]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+        """``(where, object)`` of each entry of the list under ``key``."""
+        raw = t.get(key, [])
+        if not isinstance(raw, list):
+            raise SchemaError(source, f"{where}.{key} must be a list")
+        for i, entry in enumerate(raw):
+            at = f"{where}.{key}[{i}]"
+            yield at, _object(entry, source, at, fields)
+
     keys = []
-    raw_keys = t.get("foreign_keys", [])
-    if not isinstance(raw_keys, list):
-        raise SchemaError(source, f"{where}.foreign_keys must be a list")
-    for i, raw in enumerate(raw_keys):
-        at = f"{where}.foreign_keys[{i}]"
-        k = _object(
-            raw, source, at, {"columns", "parent", "parent_columns", "on_delete", "on_update"}
-        )
+    for at, k in entries(
+        "foreign_keys", {"columns", "parent", "parent_columns", "on_delete", "on_update"}
+    ):
         keys.append(
             ForeignKey(
                 names(k.get("columns"), f"{at}.columns"),
@@ -1261,12 +1283,7 @@ def _effects(
             )
         )
     triggers = []
-    raw_triggers = t.get("triggers", [])
-    if not isinstance(raw_triggers, list):
-        raise SchemaError(source, f"{where}.triggers must be a list")
-    for i, raw in enumerate(raw_triggers):
-        at = f"{where}.triggers[{i}]"
-        g = _object(raw, source, at, {"name", "event", "columns", "kind"})
+    for at, g in entries("triggers", {"name", "event", "columns", "kind"}):
         kind = g.get("kind", "trigger")
         if kind not in TRIGGER_KINDS:
             raise SchemaError(source, f"{at}.kind must be one of {', '.join(TRIGGER_KINDS)}")
@@ -1285,12 +1302,7 @@ def _effects(
         )
     replace = names(t.get("on_conflict_replace", []), f"{where}.on_conflict_replace")
     through = []
-    raw_through = t.get("writes_through", [])
-    if not isinstance(raw_through, list):
-        raise SchemaError(source, f"{where}.writes_through must be a list")
-    for i, raw in enumerate(raw_through):
-        at = f"{where}.writes_through[{i}]"
-        w = _object(raw, source, at, {"relation", "verbs"})
+    for at, w in entries("writes_through", {"relation", "verbs"}):
         verbs = w.get("verbs")
         if verbs not in THROUGH_VERBS:
             raise SchemaError(
