@@ -344,9 +344,8 @@ class SchemaSnapshot:
                         f"relation {t.name!r}: {what} names no column {c!r} of {of.name!r}",
                     )
 
-        by_key = {name_key(r.name, case): r for r in self.tables}
         for k in t.foreign_keys:
-            parent = by_key.get(name_key(k.parent, case))
+            parent = self._by_key.get(name_key(k.parent, case))
             if parent is None:
                 raise SchemaError(
                     self.label,
@@ -383,7 +382,10 @@ class SchemaSnapshot:
             columns(t, trigger.columns, f"trigger {trigger.name!r}")
         columns(t, t.replace_columns, "on_conflict_replace")
         for through in t.writes_through:
-            if name_key(through.relation, case) not in by_key or through.verbs not in THROUGH_VERBS:
+            if (
+                name_key(through.relation, case) not in self._by_key
+                or through.verbs not in THROUGH_VERBS
+            ):
                 raise SchemaError(
                     self.label,
                     f"relation {t.name!r}: writes_through names no relation {through.relation!r} "
@@ -411,6 +413,19 @@ class SchemaSnapshot:
     def table(self, name: str) -> Table | None:
         """The relation the database resolves ``name`` to, or None."""
         return self._by_key.get(name_key(name, self.identifier_case))
+
+    @cached_property
+    def _referencing(self) -> dict[str, tuple[tuple[Table, ForeignKey], ...]]:
+        out: dict[str, list[tuple[Table, ForeignKey]]] = {}
+        for child in self.tables:
+            for key in child.foreign_keys:
+                out.setdefault(name_key(key.parent, self.identifier_case), []).append((child, key))
+        return {parent: tuple(keys) for parent, keys in out.items()}
+
+    def keys_to(self, table: Table) -> tuple[tuple[Table, ForeignKey], ...]:
+        """The foreign keys that reference ``table``, each with the table holding it
+        (snapshot order)."""
+        return self._referencing.get(name_key(table.name, self.identifier_case), ())
 
     def column(self, table: Table, name: str) -> Column | None:
         """The column of ``table`` the database resolves ``name`` to, or None."""
@@ -609,7 +624,7 @@ class SchemaSnapshot:
                 info = db.execute(
                     "SELECT name, type, hidden FROM pragma_table_xinfo(?) ORDER BY cid", (rel,)
                 ).fetchall()
-                effects = _sqlite_effects(db, str(rel))
+                effects = _sqlite_effects(db, str(rel), [str(c) for c, _, _ in info])
             except sqlite3.Error as e:
                 raise SchemaError(source, f"relation {rel!r}: {e}") from None
             except UnicodeDecodeError as e:
@@ -999,12 +1014,13 @@ _EFFECT_KEYS = ("foreign_keys", "triggers", "on_conflict_replace", "writes_throu
 
 
 def _sqlite_effects(
-    db: sqlite3.Connection, rel: str
+    db: sqlite3.Connection, rel: str, columns: list[str]
 ) -> tuple[tuple[ForeignKey, ...], tuple[Trigger, ...], tuple[str, ...]]:
     """A SQLite relation's write effects: its foreign keys with a writing action,
-    its triggers (with their event read from the DDL), and whether a constraint
-    says ``ON CONFLICT REPLACE``. Where the DDL cannot be read, a trigger is
-    taken to fire on every event (more refusals, never fewer)."""
+    its triggers (with their event read from the DDL), and the columns of its
+    ``ON CONFLICT REPLACE`` constraints; ``columns``: the relation's own. Where
+    the DDL cannot be read, a trigger fires on every event and a REPLACE
+    constraint covers every column (more refusals, never fewer)."""
     grouped: dict[int, list[tuple[Any, ...]]] = {}
     for row in db.execute(
         'SELECT id, "table", "from", "to", on_update, on_delete '
@@ -1048,10 +1064,7 @@ def _sqlite_effects(
                 on_update.upper(),
             )
         )
-    column_keys = {
-        ascii_lower(str(r[0])): str(r[0])
-        for r in db.execute("SELECT name FROM pragma_table_xinfo(?)", (rel,))
-    }
+    column_keys = {ascii_lower(c): c for c in columns}
     triggers: list[Trigger] = []
     for name, sql in db.execute(  # TEMP triggers too: on this connection, they fire
         "SELECT name, sql FROM (SELECT * FROM sqlite_master UNION ALL "

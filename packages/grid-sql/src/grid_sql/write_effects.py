@@ -115,23 +115,20 @@ def steps_from(schema: SchemaSnapshot, start: Step) -> Iterator[Step | tuple[Tri
             yield Step(other.name, verb, other.column_names if verb == "UPDATE" else (), because)
     if start.verb not in ("UPDATE", "DELETE"):
         return
-    for child in schema.tables:
-        for key in child.foreign_keys:
-            if schema.table(key.parent) is not table:
-                continue
-            action = key.on_delete if start.verb == "DELETE" else key.on_update
-            if action not in WRITING_ACTIONS:
-                continue
-            if start.verb == "UPDATE" and not meets(key.parent_columns, written):
-                continue
-            because = (
-                f"{child.name} ({', '.join(key.columns)}) REFERENCES {table.name} "
-                f"({', '.join(key.parent_columns)}) ON {start.verb} {action}"
-            )
-            if action == "CASCADE" and start.verb == "DELETE":
-                yield Step(child.name, "DELETE", because=because)
-            else:
-                yield Step(child.name, "UPDATE", key.columns, because)
+    for child, key in schema.keys_to(table):
+        action = key.on_delete if start.verb == "DELETE" else key.on_update
+        if action not in WRITING_ACTIONS:
+            continue
+        if start.verb == "UPDATE" and not meets(key.parent_columns, written):
+            continue
+        because = (
+            f"{child.name} ({', '.join(key.columns)}) REFERENCES {table.name} "
+            f"({', '.join(key.parent_columns)}) ON {start.verb} {action}"
+        )
+        if action == "CASCADE" and start.verb == "DELETE":
+            yield Step(child.name, "DELETE", because=because)
+        else:
+            yield Step(child.name, "UPDATE", key.columns, because)
 
 
 def first_escape(
@@ -161,8 +158,8 @@ def first_escape(
         assert table is not None, name
         for verb in writes:
             start = Step(table.name, verb, cols if verb != "DELETE" else ())
+            what = _start_text(start)
             for step in steps_from(schema, start):
-                what = _start_text(start)
                 if isinstance(step, tuple):
                     trigger, why = step
                     if allowed is None or trigger_key(table.name, trigger.name, case) in allowed:
