@@ -522,7 +522,9 @@ def test_analyst_guide_statement_head(guides: dict[str, Engine]) -> None:
 
 
 def test_snapshot_dialect_must_match() -> None:
-    schema = SchemaSnapshot.from_dict({**example_schema().to_dict(), "dialect": "postgres"})
+    schema = SchemaSnapshot.from_dict(
+        {**example_schema().to_dict(), "dialect": "postgres", "routines": []}
+    )
     projection = RoleProjection.compile(example_policy().role("analyst"), POSTGRES)
     lexicon = SchemaLexicon.build(POSTGRES, schema, example_policy().grants("analyst", schema))
     assert projection.grammar.terminals == dialect_grammar(POSTGRES).terminals

@@ -17,7 +17,7 @@ import pytest
 from pg_server import Server, running_server
 
 from grid_sql.policy import PolicyBundle, PolicyReferenceError
-from grid_sql.schema import ForeignKey, SchemaError, SchemaSnapshot, Through, Trigger
+from grid_sql.schema import ForeignKey, Routine, SchemaError, SchemaSnapshot, Through, Trigger
 from grid_sql.write_effects import Step, first_escape, steps_from
 
 # `id INTEGER UNIQUE`, not the row id: a test below tells an UPDATE of `id` from a
@@ -322,7 +322,13 @@ def test_trigger_names_are_per_relation() -> None:
     trigger = {"name": "audit", "event": "INSERT", "columns": []}
     tables = [{"name": n, "columns": [{"name": "x"}], "triggers": [trigger]} for n in "ab"]
     s = SchemaSnapshot.from_dict(
-        {"format": "grid.schema/1", "dialect": "postgres", "write_effects": True, "tables": tables}
+        {
+            "format": "grid.schema/1",
+            "dialect": "postgres",
+            "write_effects": True,
+            "routines": [],
+            "tables": tables,
+        }
     )
     with pytest.raises(
         PolicyReferenceError, match=r"more than one relation \(a\.audit, b\.audit\)"
@@ -562,6 +568,9 @@ def postgres() -> Iterator[Server]:
         yield server
 
 
+SPY = '\nroutines = ["public.spy_ops USING btree"]'
+
+
 def pg_snapshot(server: Server, user: str = "postgres") -> SchemaSnapshot:
     return SchemaSnapshot.from_postgres(
         host="127.0.0.1", port=server.port, user=user, dbname="postgres", psql=server.psql
@@ -575,6 +584,8 @@ def test_postgres_writes_that_reach_other_relations(postgres: Server) -> None:
     relations the snapshot's user cannot see; and what two more reviews found (the
     database reads strings with `standard_conforming_strings = off` here)."""
     s = pg_snapshot(postgres)
+    # spy_ops, the index operator class below, is a routine any statement on ti may run
+    assert s.routines == (Routine("public.spy_ops USING btree", "operator family"),)
 
     def effects(name: str) -> tuple[tuple[Trigger, ...], tuple[Through, ...]]:
         t = s.table(name)
@@ -599,14 +610,14 @@ def test_postgres_writes_that_reach_other_relations(postgres: Server) -> None:
     with pytest.raises(PolicyReferenceError, match="it does not hold INSERT"):  # a row moves
         policy('verbs = ["UPDATE"]\ntables = ["pa", "pa1"]', s)
     writes = 'verbs = ["INSERT", "UPDATE", "DELETE"]'
-    policy(f'{writes}\ntables = ["pa", "pa1"]\ntriggers = ["pa1_watch"]', s)
+    policy(f'{writes}\ntables = ["pa", "pa1"]\ntriggers = ["pa1_watch"]{SPY}', s)
     assert {(g.name, g.event) for g in effects("op")[0]} == {
         ("other.op1", e) for e in ("INSERT", "UPDATE", "DELETE")
     }
     assert effects("base")[1] == (Through("sub", "rows"),)
     with pytest.raises(PolicyReferenceError, match="delete rows of sub"):
         policy('verbs = ["DELETE"]\ntables = ["base"]', s)
-    policy('verbs = ["INSERT"]\ntables = ["base"]', s)  # an INSERT stays in the parent
+    policy(f'verbs = ["INSERT"]\ntables = ["base"]{SPY}', s)  # an INSERT stays in the parent
     assert effects("v")[1] == (Through("vt", "same"),)
     with pytest.raises(PolicyReferenceError, match="insert rows into vt"):
         policy('verbs = ["INSERT"]\ntables = ["v"]', s)
@@ -623,12 +634,14 @@ def test_postgres_writes_that_reach_other_relations(postgres: Server) -> None:
         policy('verbs = ["UPDATE"]\ntables = ["gp"]\ncolumns.gp = ["id", "a"]', s)
     with pytest.raises(PolicyReferenceError, match="more than one relation"):
         policy('verbs = ["SELECT"]\ntables = "*"\ntriggers = ["audit"]', s)
-    policy('verbs = ["INSERT"]\ntables = ["ta"]\ntriggers = ["ta.audit"]', s)
+    policy(f'verbs = ["INSERT"]\ntables = ["ta"]\ntriggers = ["ta.audit"]{SPY}', s)
     # tc's trigger `audit` does not name the function other.audit its CHECK calls
     with pytest.raises(PolicyReferenceError, match=r"other\.audit\(x integer\)"):
         policy('verbs = ["INSERT"]\ntables = ["tc"]\ntriggers = ["tc.audit"]', s)
     policy(
-        'verbs = ["INSERT"]\ntables = ["tc"]\ntriggers = ["tc.audit", "other.audit(x integer)"]', s
+        'verbs = ["INSERT"]\ntables = ["tc"]\ntriggers = ["tc.audit", "other.audit(x integer)"]'
+        + SPY,
+        s,
     )
     # functions reached through types, views, built-ins, keys, operator classes, policies
     calls = {
@@ -653,7 +666,7 @@ def test_postgres_writes_that_reach_other_relations(postgres: Server) -> None:
         with pytest.raises(PolicyReferenceError, match="calls the function"):
             policy(f'verbs = ["{verb}"]\ntables = ["{table}"]', s)
     assert effects("ser") == ((), ())  # nextval of its own sequence: no effect past the row
-    policy('verbs = ["INSERT"]\ntables = ["ser"]', s)
+    policy(f'verbs = ["INSERT"]\ntables = ["ser"]{SPY}', s)
     assert Trigger("remote", "INSERT", (), "outside") in effects("fsecret")[0]
     # the wrapper's handler and validator are reached too: named here, the server is left
     reached = {g.name for g in effects("fsecret")[0] if g.kind == "function"}

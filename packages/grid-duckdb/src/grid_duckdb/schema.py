@@ -3,7 +3,9 @@
 `snapshot` opens a DuckDB database file read-only (or takes an open
 connection) and reads one schema's tables and views with their columns in
 ordinal order from `duckdb_tables()`, `duckdb_views()` and `duckdb_columns()`:
-the catalog DuckDB itself binds names against. Internal views (DuckDB's own
+the catalog DuckDB itself binds names against. The file's macros, in any of
+its schemas, are its routines (`SchemaSnapshot.routines`): DuckDB binds a
+macro before the built-in function or operator it is named like. Internal views (DuckDB's own
 `information_schema` and `pg_catalog` ones) are left out. A file that is not a
 DuckDB database, or a schema that does not exist, is a `SchemaError` naming
 the file.
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import duckdb
 
-from grid_sql.schema import Column, SchemaError, SchemaSnapshot, Table
+from grid_sql.schema import Column, Routine, SchemaError, SchemaSnapshot, Table
 
 __all__ = ["snapshot", "snapshot_connection"]
 
@@ -25,6 +27,14 @@ WHERE schema_name = ? AND database_name = current_database()
 UNION ALL
 SELECT view_name, 'view' FROM duckdb_views()
 WHERE schema_name = ? AND database_name = current_database() AND NOT internal
+"""
+# The macros of the file (in any of its schemas) and the connection's TEMP
+# ones: DuckDB binds a macro before a built-in function or operator of its name
+# (`lower`, `+`, `~~` for LIKE), so a statement may run one without naming it in
+# full.
+_MACROS = """
+SELECT DISTINCT database_name, schema_name, function_name FROM duckdb_functions()
+WHERE NOT internal AND database_name IN (current_database(), 'temp')
 """
 _COLUMNS = """
 SELECT column_name, data_type, is_generated FROM duckdb_columns()
@@ -66,6 +76,10 @@ def snapshot_connection(
             rows = db.execute(_COLUMNS, [schema, relation]).fetchall()
             columns = tuple(Column(str(c), str(t), generated=bool(g)) for c, t, g in rows)
             tables.append(Table(str(relation), columns, "view" if kind == "view" else "table"))
+        macros = db.execute(_MACROS).fetchall()
     except duckdb.Error as e:
         raise SchemaError(source, str(e).split("\n")[0]) from None
-    return SchemaSnapshot("duckdb", tuple(tables), name)
+    routines = tuple(
+        Routine(f"{'temp.' if d == 'temp' else ''}{s}.{m}", "macro", str(m)) for d, s, m in macros
+    )
+    return SchemaSnapshot("duckdb", tuple(tables), name, routines=routines)

@@ -132,7 +132,8 @@ def _inputs(args: argparse.Namespace) -> tuple[Dialect, SchemaSnapshot, PolicyBu
     else:
         example = example_schema()
         name = args.dialect or example.dialect
-        schema = SchemaSnapshot(name, example.tables, example.name)
+        # the example's tables in another dialect: no database, so no routines
+        schema = SchemaSnapshot(name, example.tables, example.name, routines=())
     dialect = get_dialect(args.dialect or schema.dialect)
     if schema.dialect != dialect.name:
         raise SchemaError(

@@ -349,6 +349,14 @@ class Dialect:
     # its own FROM-first profile (grid_sql.from_first.from_first_of), and a
     # FROM-first statement runs as written.
     from_first_native: bool = False
+    # Whether a database of the dialect stores user-defined routines that a
+    # statement reaches by the names it writes (PostgreSQL: functions named like
+    # the dialect's, operators, casts; DuckDB: macros, which shadow built-ins and
+    # operators). A snapshot then lists them (SchemaSnapshot.routines) and a role
+    # runs none its policy does not name (grid_sql.policy, ``routines``); a
+    # snapshot that does not say which there are refuses every role. SQLite
+    # stores none (an application's own functions live on its connection).
+    stores_routines: bool = False
     description: str = field(default="", compare=False)
 
     # ------------------------------------------------------------ derived data

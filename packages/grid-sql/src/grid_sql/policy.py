@@ -90,7 +90,7 @@ from grid_core.fingerprint import fingerprint
 from grid_sql.dialects import get_dialect
 from grid_sql.generation import PROFILES, Profile
 from grid_sql.limits import DEFAULT_LIMITS, LIMIT_KEYS, Limits, check_limit
-from grid_sql.schema import SchemaSnapshot, ascii_lower, name_key
+from grid_sql.schema import Routine, SchemaSnapshot, ascii_lower, name_key
 from grid_sql.write_effects import first_escape
 
 __all__ = [
@@ -158,10 +158,12 @@ _ROLE_KEYS = {
     "limits": "table",
     "generation": "str",
     "triggers": "array or '*'",
+    "routines": "array or '*'",
 }
 _LIMIT_KEYS = dict.fromkeys(LIMIT_KEYS, "number")
 _REQUIRED_ROLE_KEYS = ("verbs", "tables")
 FORMAT_VERSION = 1
+_SHOWN_ROUTINES = 8  # a refusal names this many of the routines a role leaves out
 
 # ---------------------------------------------------------------- errors
 
@@ -259,6 +261,10 @@ class Role:
     triggers: tuple[str, ...] | Literal["*"] = ()
     """The triggers the role's writes may fire (:mod:`grid_sql.write_effects`),
     ``*`` for every one."""
+    routines: tuple[str, ...] | Literal["*"] = ()
+    """The user-defined routines the role's statements may run
+    (``SchemaSnapshot.routines``: by full name or by the word a statement
+    writes), ``*`` for every one."""
 
     def __hash__(self) -> int:  # ``columns`` is a mapping: hash the canonical content
         return hash(fingerprint(self.canonical()))
@@ -276,6 +282,9 @@ class Role:
         triggers: tuple[Any, ...] = ()
         if self.triggers:
             triggers = (("triggers", ALL if self.triggers == ALL else sorted(self.triggers)),)
+        if self.routines:
+            routines = ALL if self.routines == ALL else sorted(self.routines)
+            triggers += (("routines", routines),)
         return (
             self.name,
             sorted(self.verbs),
@@ -489,6 +498,8 @@ class PolicyBundle:
             except LexiconError as e:
                 raise error(("cte_names", i), cte, f"CTE name {cte!r}: {e.reason}") from None
         self._write_effects(role, schema, columns, error)
+        functions = self._functions(role, schema, error)
+        self._routines(role, schema, functions, error)
         return RoleGrants(
             role.name,
             role.verbs,
@@ -497,7 +508,7 @@ class PolicyBundle:
             frozenset(unrestricted),
             ctes,
             schema.fingerprint,
-            self._functions(role, schema, error),
+            functions,
         )
 
     @staticmethod
@@ -535,6 +546,70 @@ class PolicyBundle:
         escape = first_escape(schema, role.verbs, columns, triggers)
         if escape is not None:
             raise error(("verbs",), None, escape)
+
+    @staticmethod
+    def _routines(
+        role: Role,
+        schema: SchemaSnapshot,
+        functions: tuple[str, ...] | None,
+        error: Callable[..., PolicyFileError],
+    ) -> None:
+        """The role names every user-defined routine its statements may run
+        (``SchemaSnapshot.routines``), and each name it gives is one of them.
+
+        A function named like a function of the dialect that the role is not
+        granted (``functions``: None for every one) is out of the role's reach:
+        its statements cannot write the call. Every other routine is in reach
+        (an operator, a cast, a macro: DuckDB binds operators and syntax such as
+        EXTRACT to functions by name)."""
+        if role.routines == ALL:
+            return
+        if schema.routines is None:
+            raise error(
+                ("routines",),
+                None,
+                f"{schema.label} does not say which user-defined routines (functions, "
+                "operators, casts, macros) its database has, which a statement may run by "
+                "the names it writes: snapshot the database again",
+            )
+        routines = schema.routines
+        case = schema.identifier_case
+        named: set[Routine] = set()
+        for i, entry in enumerate(role.routines):
+            key = name_key(entry, case)
+            found = {
+                r
+                for r in routines
+                if key == name_key(r.name, case) or (r.word and key == name_key(r.word, case))
+            }
+            if not found:
+                raise error(
+                    ("routines", i), entry, f"no user-defined routine {entry!r} in {schema.label}"
+                )
+            named |= found
+        not_granted = set()
+        if functions is not None:
+            not_granted = set(get_dialect(schema.dialect).functions) - set(functions)
+        missing = [
+            r
+            for r in routines
+            if r not in named and not (r.kind == "function" and r.word in not_granted)
+        ]
+        if missing:
+            shown = ", ".join(f"{r.kind} {r.name}" for r in missing[:_SHOWN_ROUTINES])
+            more = len(missing) - _SHOWN_ROUTINES
+            raise error(
+                ("routines",),
+                None,
+                f"{schema.label} has {len(missing)} user-defined routine"
+                f"{'' if len(missing) == 1 else 's'} the role's statements may run "
+                f"through the names they write, and the role does not name "
+                f"{'it' if len(missing) == 1 else 'them'}: {shown}"
+                f"{f' and {more} more' if more > 0 else ''}. Name each in routines "
+                "(by its full name, or its word) once you know what it does, or write "
+                'routines = "*"; a function is out of reach where the role\'s functions '
+                "leave its name out",
+            )
 
     @staticmethod
     def _functions(
@@ -776,6 +851,8 @@ class _Reader:
         )
         named = self.strings_or_all(data.get("triggers", []), (*where, "triggers"))
         triggers: tuple[str, ...] | Literal["*"] = ALL if named == ALL else tuple(named)
+        named = self.strings_or_all(data.get("routines", []), (*where, "routines"))
+        routines: tuple[str, ...] | Literal["*"] = ALL if named == ALL else tuple(named)
         generation = self.typed(
             data.get("generation", "narrow"), (*where, "generation"), str, "a string"
         )
@@ -799,6 +876,7 @@ class _Reader:
             "cte_names" in data,
             cast(Profile, generation),
             triggers,
+            routines,
         )
 
 

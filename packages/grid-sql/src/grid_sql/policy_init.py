@@ -28,6 +28,11 @@ Policy decisions:
   shadow tables; its relations are all listed, and so are the shadow tables
   of a virtual-table module this SQLite does not have (an extension such as
   sqlite-vec, not loaded): SQLite cannot tell them from tables.
+- The database's user-defined routines (``SchemaSnapshot.routines``: a
+  PostgreSQL function named like a built-in, an operator or a cast; a DuckDB
+  macro) are listed in the role's ``routines``, one a line with its kind,
+  under a comment that asks for each to be read: the policy refuses a role
+  that leaves one of them out, and the starter is to validate as written.
 - The text is validated (:meth:`PolicyBundle.loads` against the schema) before
   it is written; a CTE name that would clash with a relation is avoided.
 - Names are written as TOML basic strings with every character TOML requires
@@ -131,6 +136,17 @@ def starter_policy(
         else ""
     )
     cte_line = "" if cte == DEFAULT_CTE_NAMES[0] else f"cte_names = [{toml_string(cte)}]\n"
+    routines = ""
+    if schema.routines:
+        listed = ",\n".join(f"    {toml_string(r.name)},  # {r.kind}" for r in schema.routines)
+        routines = (
+            "# User-defined routines the database runs where a statement writes their\n"
+            "# names (a function named like a built-in, an operator, a cast, a DuckDB\n"
+            "# macro): GRID cannot see what they do. Read each; keep here only those this\n"
+            "# role may run (without one, the policy refuses the role: drop the routine\n"
+            "# from the database, or a function's name from the role's functions).\n"
+            f"routines = [\n{listed}\n]\n"
+        )
     return (
         f"# GRID policy for {one_line(schema.label)}, written by `grid policy init` "
         "(docs/policy.md).\n"
@@ -150,6 +166,7 @@ def starter_policy(
         'verbs = ["SELECT"]\n'
         f"tables = [\n{tables},\n]\n"
         f"{cte_line}"
+        f"{routines}"
         "# The language a model writes in for this role (the checker judges all of SQL):\n"
         '# "narrow" leaves out comments, aliases other than T1-T9, t1-t9 and a-z, result\n'
         '# column aliases and queries with no FROM; "full" is all the role may run.\n'
@@ -212,6 +229,11 @@ def _init(args: argparse.Namespace) -> int:
         f"wrote {out}: role {args.role} may SELECT from {n} relation{'s' * (n != 1)} of "
         f"{schema.label}"
         + (f" ({k} shadow table{'s' * (k != 1)} left out)" if (k := len(shadow)) else "")
+        + (
+            f"; it names {k} user-defined routine{'s' * (k != 1)} (read them in the file)"
+            if (k := len(schema.routines or ()))
+            else ""
+        )
         + f"\nnext: grid ask QUESTION {option} {source} --policy {out}\n"
     )
     return 0

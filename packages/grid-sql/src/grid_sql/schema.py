@@ -79,6 +79,15 @@ on a write"):
   verb: a partition, where an UPDATE may move a row; a virtual table's shadow
   table, SQLite).
 
+**Routines** (top-level ``"routines"``, not in the fingerprint): the
+user-defined code a statement may run by the names it writes
+(:class:`Routine`: ``{"name": ..., "kind": ..., "word": ...}``), which
+:meth:`grid_sql.policy.PolicyBundle.validate` holds against every role
+(docs/policy.md, "Routines"). Written for a dialect whose databases store
+routines (``Dialect.stores_routines``), ``[]`` when there are none; absent
+there, the snapshot does not say (``routines`` is None) and every role is
+refused against it.
+
 A snapshot's top-level ``"write_effects": true`` says that its tables list
 their write effects (every reader here does). A JSON snapshot without it (one
 written before write effects) does not say, and a write role is refused
@@ -100,14 +109,16 @@ from typing import Any, Literal
 from grid_core import strict_json
 from grid_core.errors import GridError
 from grid_core.fingerprint import fingerprint
-from grid_sql.dialect import IdentifierCase, ascii_lower
+from grid_sql.dialect import Dialect, IdentifierCase, ascii_lower
 from grid_sql.dialects import get_dialect
+from grid_sql.dialects.postgres import BOUND_FUNCTIONS, BOUND_OPERATORS, BOUND_TYPES
 
 __all__ = [
     "JSON_FORMAT",
     "Column",
     "ForeignKey",
     "RelationKind",
+    "Routine",
     "SchemaError",
     "SchemaSnapshot",
     "Table",
@@ -248,6 +259,44 @@ class Through:
         return {"relation": self.relation, "verbs": self.verbs}
 
 
+RoutineKind = Literal["function", "operator", "cast", "type", "operator family", "macro"]
+ROUTINE_KINDS: tuple[RoutineKind, ...] = (
+    "function",
+    "operator",
+    "cast",
+    "type",
+    "operator family",
+    "macro",
+)
+
+
+@dataclass(frozen=True)
+class Routine:
+    """User-defined code that a statement may run without naming it in full
+    (``SchemaSnapshot.routines``). PostgreSQL: a function or aggregate named
+    like a function the dialect calls, an operator named like one the grammar
+    writes or looks up, a cast with a function, a type named like one of the
+    grammar's type names, an operator family a user made or added to (its
+    support functions run for ORDER BY, DISTINCT, GROUP BY, UNION and index
+    scans, whatever its operators are named). DuckDB: a macro, which DuckDB
+    binds before a built-in of its name, operators included (``+``, ``~~``).
+
+    ``name`` is the full name (``public.lower(integer)``,
+    ``public.=(integer, numeric)``, ``CAST (integer AS mood)``,
+    ``public.text``, ``public.varchar_ops USING btree``, ``main.lower``);
+    ``word`` what a statement writes to reach it (``lower``, ``=``, ``text``;
+    ``""`` for a cast or an operator family). A role's statements run it only
+    where the policy names it (``routines`` of a role).
+    """
+
+    name: str
+    kind: RoutineKind
+    word: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "word": self.word}
+
+
 @dataclass(frozen=True)
 class Table:
     """A relation: a table or a view, with its columns in ordinal order.
@@ -299,9 +348,27 @@ class SchemaSnapshot:
     write_effects: bool = True
     """Whether the tables list their write effects (a JSON snapshot written
     before them does not say: False)."""
+    routines: tuple[Routine, ...] | None = None
+    """The user-defined routines a statement may reach by name (:class:`Routine`,
+    sorted by name); None where the source does not say (the default, and a
+    JSON snapshot written before they were read). A snapshot of a dialect whose
+    databases store routines (``Dialect.stores_routines``) that does not say
+    fails every role; for any other, None is read as ``()``."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tables", tuple(sorted(self.tables, key=lambda t: t.name)))
+        if self.routines is None and not self.stores_routines:
+            object.__setattr__(self, "routines", ())
+        if self.routines is not None:
+            for r in self.routines:
+                if not r.name or r.kind not in ROUTINE_KINDS:
+                    raise SchemaError(
+                        self.label,
+                        f"routine {r.name!r}: an empty name or an unknown kind {r.kind!r} "
+                        f"(one of {', '.join(ROUTINE_KINDS)})",
+                    )
+            ordered = tuple(sorted(set(self.routines), key=lambda r: (r.name, r.kind, r.word)))
+            object.__setattr__(self, "routines", ordered)
         case = self.identifier_case
         seen: dict[str, str] = {}
         for t in self.tables:
@@ -398,13 +465,21 @@ class SchemaSnapshot:
     def label(self) -> str:
         return self.name or f"<{self.dialect} snapshot>"
 
+    def _dialect(self) -> Dialect:
+        try:
+            return get_dialect(self.dialect)
+        except GridError as e:
+            raise SchemaError(self.label, str(e)) from None
+
     @property
     def identifier_case(self) -> IdentifierCase:
         """How the snapshot's database compares names (from its dialect)."""
-        try:
-            return get_dialect(self.dialect).identifier_case
-        except GridError as e:
-            raise SchemaError(self.label, str(e)) from None
+        return self._dialect().identifier_case
+
+    @property
+    def stores_routines(self) -> bool:
+        """Whether the snapshot's database may store routines (from its dialect)."""
+        return self._dialect().stores_routines
 
     @cached_property
     def _by_key(self) -> dict[str, Table]:
@@ -460,6 +535,8 @@ class SchemaSnapshot:
         head: dict[str, Any] = {"format": JSON_FORMAT, "dialect": self.dialect, "name": self.name}
         if self.write_effects:
             head["write_effects"] = True
+        if self.routines is not None and (self.routines or self.stores_routines):
+            head["routines"] = [r.to_dict() for r in self.routines]
         return {
             **head,
             "tables": [
@@ -485,6 +562,9 @@ class SchemaSnapshot:
             for k in ("format", "dialect", "name", "write_effects")
             if k in data
         ]
+        if "routines" in data:
+            listed = ",\n".join(f"    {dump(r)}" for r in data["routines"])
+            head.append(f'  "routines": [\n{listed}\n  ],' if listed else '  "routines": [],')
         tables = []
         for t in data["tables"]:
             cols = ",\n".join(f"      {dump(c)}" for c in t["columns"])
@@ -511,7 +591,10 @@ class SchemaSnapshot:
     @classmethod
     def from_dict(cls, data: Any, source: str = "<json>") -> SchemaSnapshot:
         obj = _object(
-            data, source, "snapshot", {"format", "dialect", "name", "tables", "write_effects"}
+            data,
+            source,
+            "snapshot",
+            {"format", "dialect", "name", "tables", "write_effects", "routines"},
         )
         if obj.get("format") != JSON_FORMAT:
             raise SchemaError(source, f"format must be {JSON_FORMAT!r}, not {obj.get('format')!r}")
@@ -556,7 +639,7 @@ class SchemaSnapshot:
                     *_effects(t, source, where),
                 )
             )
-        return cls(dialect, tuple(tables), name, effects)
+        return cls(dialect, tuple(tables), name, effects, _routines(obj, source))
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(self.to_json(), encoding="utf-8")
@@ -670,6 +753,7 @@ class SchemaSnapshot:
         quoted = schema.replace("'", "''")
         for query in (_PG_QUERY, _PG_EFFECTS, _PG_CALLS):
             argv += ["-c", query.format(schema=quoted)]
+        argv += ["-c", _PG_ROUTINES]
         source = f"postgres:{dbname or ''}/{schema}"
         try:
             run = subprocess.run(
@@ -684,7 +768,8 @@ class SchemaSnapshot:
             raise SchemaError(source, f"cannot run psql: {e}") from None
         if run.returncode != 0:
             raise SchemaError(source, f"psql exited with {run.returncode}: {run.stderr.strip()}")
-        return cls("postgres", _pg_tables(run.stdout.splitlines(), source, schema), dbname or "")
+        tables, routines = _pg_tables(run.stdout.splitlines(), source, schema)
+        return cls("postgres", tables, dbname or "", routines=routines)
 
 
 # One row per (relation, column); a relation without columns has one row of blanks.
@@ -862,6 +947,57 @@ WHERE p.oid >= 16384
    OR p.proname ~ '^(query|cursor|table|schema|database)_to_xml'
    OR p.proname ~ '^(lo_|pg_read_|pg_ls_|pg_file_|pg_stat_file|dblink)'"""
 
+
+def _sql_names(names: Iterable[str]) -> str:
+    return "ARRAY[" + ", ".join("'" + n.replace("'", "''") + "'" for n in names) + "]::name[]"
+
+
+# The routines of the database a statement may run by a name it writes (`rt`
+# rows, the same 9 fields: full name, kind, word): functions and aggregates
+# named like a function the dialect calls, operators named like one a statement
+# writes or looks up (`BOUND_FUNCTIONS`, `BOUND_OPERATORS`), casts that call a
+# function, types named like the grammar's (a search path with a user's schema
+# before pg_catalog resolves `CAST(x AS text)` to a user's domain `text`), and
+# operator families with a class, operator or support function a user made
+# (a default class of a built-in type, or an index's, runs its functions for
+# ORDER BY, DISTINCT, GROUP BY, UNION and index scans, whatever its operators
+# are named). Made by a user or an extension (oid past the built-in range), in
+# any schema: which schemas an executor's search path holds is not the
+# snapshot's to know.
+_PG_ROUTINES = f"""\
+SELECT 'rt', encode(convert_to(p.pronamespace::regnamespace::text || '.' || p.proname || '('
+                               || pg_get_function_identity_arguments(p.oid) || ')', 'UTF8'), 'hex'),
+       'function', encode(convert_to(p.proname, 'UTF8'), 'hex'), '', '', '', '', ''
+FROM pg_proc p
+WHERE p.oid >= 16384 AND p.prokind <> 'p' AND p.proname = ANY ({_sql_names(BOUND_FUNCTIONS)})
+UNION ALL
+SELECT 'rt', encode(convert_to(o.oprnamespace::regnamespace::text || '.' || o.oprname || '('
+                               || CASE WHEN o.oprleft = 0 THEN 'NONE'
+                                       ELSE format_type(o.oprleft, NULL) END
+                               || ', ' || format_type(o.oprright, NULL) || ')', 'UTF8'), 'hex'),
+       'operator', encode(convert_to(o.oprname, 'UTF8'), 'hex'), '', '', '', '', ''
+FROM pg_operator o
+WHERE o.oid >= 16384 AND o.oprname = ANY ({_sql_names(BOUND_OPERATORS)})
+UNION ALL
+SELECT 'rt', encode(convert_to('CAST (' || format_type(c.castsource, NULL) || ' AS '
+                               || format_type(c.casttarget, NULL) || ')', 'UTF8'), 'hex'),
+       'cast', '', '', '', '', '', ''
+FROM pg_cast c WHERE c.oid >= 16384 AND c.castfunc <> 0
+UNION ALL
+SELECT 'rt', encode(convert_to(t.typnamespace::regnamespace::text || '.' || quote_ident(t.typname),
+                               'UTF8'), 'hex'),
+       'type', encode(convert_to(t.typname, 'UTF8'), 'hex'), '', '', '', '', ''
+FROM pg_type t WHERE t.oid >= 16384 AND t.typname = ANY ({_sql_names(BOUND_TYPES)})
+UNION ALL
+SELECT 'rt', encode(convert_to(f.opfnamespace::regnamespace::text || '.' || quote_ident(f.opfname)
+                               || ' USING ' || a.amname, 'UTF8'), 'hex'),
+       'operator family', '', '', '', '', '', ''
+FROM pg_opfamily f JOIN pg_am a ON a.oid = f.opfmethod
+WHERE f.oid >= 16384
+   OR EXISTS (SELECT 1 FROM pg_opclass k WHERE k.opcfamily = f.oid AND k.oid >= 16384)
+   OR EXISTS (SELECT 1 FROM pg_amop o WHERE o.amopfamily = f.oid AND o.oid >= 16384)
+   OR EXISTS (SELECT 1 FROM pg_amproc p WHERE p.amprocfamily = f.oid AND p.oid >= 16384)"""
+
 _PG_ACTIONS = {
     "a": "NO ACTION",
     "r": "RESTRICT",
@@ -883,12 +1019,20 @@ _PG_FUNCTION_EVENTS: dict[str, tuple[WriteEvent, ...]] = {
 _ALL_WRITES: tuple[WriteEvent, ...] = ("INSERT", "UPDATE", "DELETE")
 
 
-def _pg_tables(lines: Iterable[str], source: str, schema: str) -> tuple[Table, ...]:
+def _pg_tables(
+    lines: Iterable[str], source: str, schema: str
+) -> tuple[tuple[Table, ...], tuple[Routine, ...]]:
     rels: dict[str, tuple[RelationKind, list[tuple[int, Column]]]] = {}
     effects: list[list[str]] = []
     foreign: set[str] = set()
+    routines: list[Routine] = []
     for line in lines:
         fields = line.split("\t")
+        routine_kind = fields[2] if len(fields) > 2 else ""
+        if fields[0] == "rt" and len(fields) == 9 and routine_kind in ROUTINE_KINDS:
+            name, word = _unhex(fields[1], source), _unhex(fields[3], source)
+            routines.append(Routine(name, routine_kind, word))
+            continue
         if fields[0] in _PG_TAGS and len(fields) == 9:
             effects.append(fields)
             continue
@@ -913,7 +1057,7 @@ def _pg_tables(lines: Iterable[str], source: str, schema: str) -> tuple[Table, .
     for rel in foreign:  # its rows are another server's
         for event in _ALL_WRITES:
             found.trigger(rel, Trigger("remote", event, (), "outside"))
-    return tuple(
+    tables = tuple(
         Table(
             rel,
             tuple(c for _, c in sorted(cols, key=lambda p: p[0])),
@@ -925,6 +1069,7 @@ def _pg_tables(lines: Iterable[str], source: str, schema: str) -> tuple[Table, .
         )
         for rel, (kind, cols) in rels.items()
     )
+    return tables, tuple(routines)
 
 
 _PG_TAGS = frozenset({"fk", "tg", "ru", "in", "vw", "fn"})
@@ -1330,6 +1475,30 @@ def _unhex(text: str, source: str) -> str:
         return bytes.fromhex(text).decode("utf-8")
     except (ValueError, UnicodeDecodeError):
         raise SchemaError(source, f"bad hex name {text!r} from psql") from None
+
+
+def _routines(obj: Mapping[str, Any], source: str) -> tuple[Routine, ...] | None:
+    """The snapshot's ``routines`` list (None when absent)."""
+    if "routines" not in obj:
+        return None
+    raw = obj["routines"]
+    if not isinstance(raw, list):
+        raise SchemaError(source, "routines must be a list")
+    out = []
+    for i, item in enumerate(raw):
+        at = f"routines[{i}]"
+        r = _object(item, source, at, {"name", "kind", "word"})
+        kind = r.get("kind")
+        if kind not in ROUTINE_KINDS:
+            raise SchemaError(source, f"{at}.kind must be one of {', '.join(ROUTINE_KINDS)}")
+        out.append(
+            Routine(
+                _string(r.get("name"), source, f"{at}.name"),
+                kind,
+                _string(r.get("word", ""), source, f"{at}.word"),
+            )
+        )
+    return tuple(out)
 
 
 def _object(data: Any, source: str, where: str, keys: set[str]) -> Mapping[str, Any]:

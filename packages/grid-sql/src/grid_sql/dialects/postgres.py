@@ -167,6 +167,26 @@ SIZED_TYPE_NAMES = (
 )  # fmt: skip
 SCALED_TYPE_NAMES = ("decimal", "numeric")
 
+# The names a statement of the grammar makes PostgreSQL resolve over the search
+# path, where a user's function or operator of the name can win over the
+# built-in (an exact match beats one that needs a cast: `lower(integer)`,
+# `=(integer, numeric)`); grid_sql.schema reads them as routines. The function
+# words, the keyword aggregates and substring's call form; the grammar's
+# operators and those its syntax looks up: LIKE (~~, !~~), ILIKE (~~*, !~~*),
+# SIMILAR TO (~, !~), = (IN, CASE, IS DISTINCT FROM, NULLIF), < and > (ORDER BY,
+# BETWEEN, GREATEST, LEAST through the type's ordering).
+BOUND_FUNCTIONS = (
+    *FUNCTIONS, "count", "sum", "avg", "min", "max", "substring", "btrim", "ltrim", "rtrim",
+)  # fmt: skip
+BOUND_OPERATORS = (
+    "=", "<>", "<", "<=", ">", ">=", "+", "-", "*", "/", "%", "^", "||",
+    "~~", "!~~", "~~*", "!~~*", "~", "!~",
+)  # fmt: skip
+# The type names a statement writes (CAST, `::`, `date '...'`): a user's type or
+# domain of such a name wins where the search path puts its schema before
+# pg_catalog.
+BOUND_TYPES = (*TYPE_NAMES, *SIZED_TYPE_NAMES, *SCALED_TYPE_NAMES)
+
 # Functions that are key words in PostgreSQL with a syntax of their own (gram.y's
 # func_expr_common_subexpr): a plain argument list and nothing after the call.
 SPECIAL_FUNCTIONS = ("coalesce(", "nullif(", "greatest(", "least(", "substring(", "trim(")
@@ -238,6 +258,7 @@ class PostgresDialect(Dialect):
     identifier_case: IdentifierCase = "fold-lower"
     whole_row_references: bool = True
     source_names_unique: bool = True
+    stores_routines: bool = True
     events: tuple[tuple[str, str], ...] = (
         *STATEMENT_EVENTS,
         ("INSERT", "verb"),
