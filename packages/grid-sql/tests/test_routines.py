@@ -11,12 +11,20 @@ are tested in grid-duckdb.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
 from pg_server import Server, running_server
 
+from grid_sql.dialects.postgres import (
+    BOUND_FUNCTIONS,
+    BOUND_OPERATORS,
+    BOUND_TYPES,
+    POSTGRES,
+)
 from grid_sql.policy import PolicyBundle, PolicyReferenceError
+from grid_sql.projection import dialect_grammar
 from grid_sql.schema import Routine, SchemaError, SchemaSnapshot, example_schema
 
 SECRET = """
@@ -58,10 +66,48 @@ EXPECTED = (
 )
 
 
+def quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+# One of each routine of every name a statement writes (database `names`).
+NAMES = "\n".join(
+    [
+        "CREATE TABLE t (id integer);",
+        "CREATE FUNCTION public.opf(text, integer) RETURNS boolean LANGUAGE sql AS 'SELECT true';",
+        "CREATE FUNCTION public.neg(text) RETURNS text LANGUAGE sql AS 'SELECT $1';",
+        *(
+            f"CREATE OPERATOR public.{op} (leftarg = text, rightarg = integer, function = opf);"
+            for op in BOUND_OPERATORS
+        ),
+        "CREATE OPERATOR public.- (rightarg = text, function = public.neg);",  # prefix
+        *(
+            f"CREATE FUNCTION public.{quoted(f)}(text, text, text, text, text, text, text, "
+            "text) RETURNS text LANGUAGE sql AS 'SELECT $1';"
+            for f in BOUND_FUNCTIONS
+        ),
+        *(f"CREATE DOMAIN other.{quoted(t)} AS integer;" for t in BOUND_TYPES),
+        # a window function (C: the built-in rank's), named like one
+        "CREATE FUNCTION other.rank() RETURNS bigint LANGUAGE internal WINDOW AS 'window_rank';",
+        # types named like functions: a one-argument call may be a cast to them
+        "CREATE TYPE other.ascii AS RANGE (subtype = integer);",
+        "CREATE TYPE other.chr AS ENUM ('a');",  # enum_in is the built-in's: no routine
+        "CREATE TYPE other.initcap AS (d other.int4);",  # a field of a user's type
+        "CREATE TYPE other.reverse AS (i integer);",  # built-in fields: no routine
+        # a support function added to a built-in operator family
+        "CREATE FUNCTION public.cmp4t(int4, text) RETURNS integer LANGUAGE sql AS 'SELECT 0';",
+        "ALTER OPERATOR FAMILY integer_ops USING btree ADD FUNCTION 1 (int4, text) cmp4t;",
+    ]
+)
+
+
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[Server]:
-    with running_server(SECRET + ROUTINES + "CREATE DATABASE plain;") as server:
+    ddl = SECRET + ROUTINES + "CREATE DATABASE plain; CREATE DATABASE names;"
+    with running_server(ddl) as server:
         server.run(SECRET, "-d", "plain")
+        made = server.run("CREATE SCHEMA other;\n" + NAMES, "-d", "names")
+        assert "ERROR" not in made.stderr, made.stderr
         yield server
 
 
@@ -104,6 +150,79 @@ def test_the_snapshot_lists_what_a_statement_can_reach(postgres: Server) -> None
     assert s.routines == EXPECTED
     assert pg_snapshot(postgres, "plain").routines == ()
     assert SchemaSnapshot.from_json(s.to_json()).routines == EXPECTED
+
+
+def test_every_name_a_statement_writes_is_read(postgres: Server) -> None:
+    """A user's operator of each name the grammar writes or looks up (prefix too), a
+    function of each function name (a window function too), a type of each type
+    name, types named like functions whose conversion runs a user's code, a
+    support function added to a built-in family: each is a routine."""
+    s = pg_snapshot(postgres, "names")
+    listed = {(r.kind, r.word) for r in s.routines or ()}
+    names = {r.name for r in s.routines or ()}
+    assert {("operator", op) for op in BOUND_OPERATORS} <= listed
+    assert "public.-(NONE, text)" in names
+    assert {("function", f) for f in BOUND_FUNCTIONS} <= listed
+    assert "other.rank()" in names
+    assert {("type", t) for t in BOUND_TYPES} <= listed
+    assert {("type", "ascii"), ("type", "initcap")} <= listed
+    assert not {("type", "chr"), ("type", "reverse")} & listed
+    assert "pg_catalog.integer_ops USING btree" in names
+    with pytest.raises(PolicyReferenceError, match=r"and \d+ more\. Name each"):
+        policy(READER, s)
+
+
+def test_the_bound_names_are_the_grammars() -> None:
+    """BOUND_OPERATORS is every operator the PostgreSQL grammar writes (`!=` is
+    `<>`) and those its syntax looks up by name; BOUND_FUNCTIONS and BOUND_TYPES
+    the names of its calls and types: a grammar that gains one fails here until
+    the snapshot reads it."""
+    written = {
+        re.sub(r"\\(.)", r"\1", t.pattern)
+        for t in dialect_grammar(POSTGRES).terminals
+        if t.literal and re.fullmatch(r"(?:\\?[-+*/<>=~!@#%^&|])+", t.pattern)
+    }
+    syntax = {"~~", "!~~", "~~*", "!~~*", "~", "!~"}  # LIKE, ILIKE, SIMILAR TO
+    assert (written - {"!="}) | syntax == set(BOUND_OPERATORS)
+    # the function words, the keyword aggregates, substring(a, b, c) (unqualified in
+    # gram.y; EXTRACT, TRIM and the rest name pg_catalog's)
+    aggregates = {"count", "sum", "avg", "min", "max"}
+    assert set(BOUND_FUNCTIONS) == set(POSTGRES.functions) | aggregates | {"substring"}
+    classes = dict(POSTGRES.word_classes)
+    types = {*POSTGRES.type_names, *classes["SIZED_TYPE_NAME"], *classes["SCALED_TYPE_NAME"]}
+    assert set(BOUND_TYPES) == types
+
+
+def test_a_type_named_like_a_function_is_cast_to(postgres: Server) -> None:
+    """A one-argument call that no function matches exactly is a cast to the type
+    of the function's name (a second review found it): `upper(id)` checks the
+    domain `upper`, and `upper('abc')` too, though `upper(text)` would take it."""
+    ddl = (
+        "CREATE FUNCTION public.loud(integer) RETURNS boolean LANGUAGE plpgsql "
+        "AS 'BEGIN RAISE EXCEPTION ''loud ran''; END';"
+        "CREATE DOMAIN public.upper AS text CHECK (public.loud(length(VALUE)));"
+    )
+    postgres.run(ddl, "-d", "plain")
+    try:
+        for sql in ("SELECT upper(id) FROM t;", "SELECT upper('abc') FROM t;"):
+            assert "loud ran" in postgres.run(sql, "-d", "plain").stderr
+        s = pg_snapshot(postgres, "plain")
+        assert s.routines == (Routine("public.upper", "type", "upper"),)
+        with pytest.raises(PolicyReferenceError, match=r"type public\.upper\. Name each"):
+            policy(f'{READER}\nfunctions = ["lower"]', s)  # in reach without the function
+    finally:
+        postgres.run("DROP DOMAIN public.upper; DROP FUNCTION public.loud;", "-d", "plain")
+
+
+def test_routines_are_part_of_a_roles_identity() -> None:
+    """The policy's fingerprint covers a role's routines (docs/policy.md, Identity);
+    a snapshot built in code checks its routines as JSON does."""
+    base = PolicyBundle.loads(f"version = 1\n[roles.r]\n{READER}\n")
+    named = PolicyBundle.loads(f'version = 1\n[roles.r]\n{READER}\nroutines = ["lower"]\n')
+    every = PolicyBundle.loads(f'version = 1\n[roles.r]\n{READER}\nroutines = "*"\n')
+    assert len({base.fingerprint, named.fingerprint, every.fingerprint}) == 3
+    with pytest.raises(SchemaError, match="unknown kind 'trigger'"):
+        SchemaSnapshot("postgres", (), routines=(Routine("f", "trigger"),))  # type: ignore[arg-type]
 
 
 def test_a_role_names_the_routines_it_may_run(postgres: Server) -> None:

@@ -276,7 +276,8 @@ class Routine:
     (``SchemaSnapshot.routines``). PostgreSQL: a function or aggregate named
     like a function the dialect calls, an operator named like one the grammar
     writes or looks up, a cast with a function, a type named like one of the
-    grammar's type names, an operator family a user made or added to (its
+    grammar's type names or like a function (a one-argument call is a cast to
+    it), an operator family a user made or added to (its
     support functions run for ORDER BY, DISTINCT, GROUP BY, UNION and index
     scans, whatever its operators are named). DuckDB: a macro, which DuckDB
     binds before a built-in of its name, operators included (``+``, ``~~``).
@@ -957,7 +958,12 @@ def _sql_names(names: Iterable[str]) -> str:
 # named like a function the dialect calls, operators named like one a statement
 # writes or looks up (`BOUND_FUNCTIONS`, `BOUND_OPERATORS`), casts that call a
 # function, types named like the grammar's (a search path with a user's schema
-# before pg_catalog resolves `CAST(x AS text)` to a user's domain `text`), and
+# before pg_catalog resolves `CAST(x AS text)` to a user's domain `text`) or like
+# a function (a one-argument call no function matches exactly is a cast to a
+# type of its name: `upper(id)` to a domain `upper`, its CHECK run) whose
+# conversion can run a user's code (a domain, a base, range or multirange type,
+# a composite with a field of a user's type; not an enum, nor a table's row of
+# built-in types), and
 # operator families with a class, operator or support function a user made
 # (a default class of a built-in type, or an index's, runs its functions for
 # ORDER BY, DISTINCT, GROUP BY, UNION and index scans, whatever its operators
@@ -987,7 +993,12 @@ UNION ALL
 SELECT 'rt', encode(convert_to(t.typnamespace::regnamespace::text || '.' || quote_ident(t.typname),
                                'UTF8'), 'hex'),
        'type', encode(convert_to(t.typname, 'UTF8'), 'hex'), '', '', '', '', ''
-FROM pg_type t WHERE t.oid >= 16384 AND t.typname = ANY ({_sql_names(BOUND_TYPES)})
+FROM pg_type t
+WHERE t.oid >= 16384 AND t.typname = ANY ({_sql_names(BOUND_TYPES + BOUND_FUNCTIONS)})
+  AND (t.typtype IN ('b', 'd', 'r', 'm')
+       OR (t.typtype = 'c' AND EXISTS (
+             SELECT 1 FROM pg_attribute a WHERE a.attrelid = t.typrelid AND a.attnum > 0
+             AND NOT a.attisdropped AND a.atttypid >= 16384)))
 UNION ALL
 SELECT 'rt', encode(convert_to(f.opfnamespace::regnamespace::text || '.' || quote_ident(f.opfname)
                                || ' USING ' || a.amname, 'UTF8'), 'hex'),

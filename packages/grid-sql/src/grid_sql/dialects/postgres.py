@@ -171,20 +171,20 @@ SCALED_TYPE_NAMES = ("decimal", "numeric")
 # path, where a user's function or operator of the name can win over the
 # built-in (an exact match beats one that needs a cast: `lower(integer)`,
 # `=(integer, numeric)`); grid_sql.schema reads them as routines. The function
-# words, the keyword aggregates and substring's call form; the grammar's
-# operators and those its syntax looks up: LIKE (~~, !~~), ILIKE (~~*, !~~*),
-# SIMILAR TO (~, !~), = (IN, CASE, IS DISTINCT FROM, NULLIF), < and > (ORDER BY,
-# BETWEEN, GREATEST, LEAST through the type's ordering).
-BOUND_FUNCTIONS = (
-    *FUNCTIONS, "count", "sum", "avg", "min", "max", "substring", "btrim", "ltrim", "rtrim",
-)  # fmt: skip
+# words (the trims among them), the keyword aggregates and substring's call
+# form; the grammar's operators and those its syntax looks up: LIKE (~~, !~~),
+# ILIKE (~~*, !~~*), SIMILAR TO (~, !~), = (IN, CASE, IS DISTINCT FROM,
+# NULLIF), < and > (ORDER BY, BETWEEN, GREATEST, LEAST through the type's
+# ordering).
+BOUND_FUNCTIONS = (*FUNCTIONS, "count", "sum", "avg", "min", "max", "substring")
 BOUND_OPERATORS = (
     "=", "<>", "<", "<=", ">", ">=", "+", "-", "*", "/", "%", "^", "||",
     "~~", "!~~", "~~*", "!~~*", "~", "!~",
 )  # fmt: skip
 # The type names a statement writes (CAST, `::`, `date '...'`): a user's type or
 # domain of such a name wins where the search path puts its schema before
-# pg_catalog.
+# pg_catalog (a type named like a function wins a one-argument call too:
+# grid_sql.schema).
 BOUND_TYPES = (*TYPE_NAMES, *SIZED_TYPE_NAMES, *SCALED_TYPE_NAMES)
 
 # Functions that are key words in PostgreSQL with a syntax of their own (gram.y's
