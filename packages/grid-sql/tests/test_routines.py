@@ -24,6 +24,7 @@ from grid_sql.dialects.postgres import (
     POSTGRES,
 )
 from grid_sql.policy import PolicyBundle, PolicyReferenceError
+from grid_sql.policy_init import starter_policy
 from grid_sql.projection import dialect_grammar
 from grid_sql.schema import Routine, SchemaError, SchemaSnapshot, example_schema
 
@@ -258,9 +259,17 @@ def test_an_extensions_routines_are_listed(postgres: Server) -> None:
         words = {r.word for r in s.routines or ()}
         assert kinds == {"function", "operator", "cast", "operator family"}
         assert {"=", "<", "~~", "max", "replace"} <= words
-        with pytest.raises(PolicyReferenceError, match="user-defined routines"):
+        assert {r.extension for r in s.routines or ()} == {"citext"}
+        assert SchemaSnapshot.from_json(s.to_json()).routines == s.routines
+        with pytest.raises(PolicyReferenceError, match=r"\(extension citext\)"):
             policy(READER, s)
         policy(f'{READER}\nroutines = "*"', s)
+        policy(f'{READER}\nroutines = ["extension citext"]', s)
+        with pytest.raises(PolicyReferenceError, match="no user-defined routine 'extension hst"):
+            policy(f'{READER}\nroutines = ["extension citext", "extension hstore"]', s)
+        starter = starter_policy(s)
+        assert '"extension citext",  # its 32 routines' in starter
+        PolicyBundle.loads(starter, "starter.toml", s)
     finally:
         postgres.run("DROP EXTENSION citext;", "-d", "plain")
 

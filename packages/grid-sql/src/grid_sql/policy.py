@@ -164,6 +164,7 @@ _LIMIT_KEYS = dict.fromkeys(LIMIT_KEYS, "number")
 _REQUIRED_ROLE_KEYS = ("verbs", "tables")
 FORMAT_VERSION = 1
 _SHOWN_ROUTINES = 8  # a refusal names this many of the routines a role leaves out
+_EXTENSION = "extension "  # a routines entry naming every routine of an extension
 
 # ---------------------------------------------------------------- errors
 
@@ -577,10 +578,13 @@ class PolicyBundle:
         named: set[Routine] = set()
         for i, entry in enumerate(role.routines):
             key = name_key(entry, case)
+            extension = entry.removeprefix(_EXTENSION) if entry.startswith(_EXTENSION) else None
             found = {
                 r
                 for r in routines
-                if key == name_key(r.name, case) or (r.word and key == name_key(r.word, case))
+                if key == name_key(r.name, case)
+                or (r.word and key == name_key(r.word, case))
+                or (extension and r.extension == extension)
             }
             if not found:
                 raise error(
@@ -596,7 +600,10 @@ class PolicyBundle:
             if r not in named and not (r.kind == "function" and r.word in not_granted)
         ]
         if missing:
-            shown = ", ".join(f"{r.kind} {r.name}" for r in missing[:_SHOWN_ROUTINES])
+            shown = ", ".join(
+                f"{r.kind} {r.name}" + (f" (extension {r.extension})" if r.extension else "")
+                for r in missing[:_SHOWN_ROUTINES]
+            )
             more = len(missing) - _SHOWN_ROUTINES
             raise error(
                 ("routines",),
@@ -606,7 +613,8 @@ class PolicyBundle:
                 f"through the names they write, and the role does not name "
                 f"{'it' if len(missing) == 1 else 'them'}: {shown}"
                 f"{f' and {more} more' if more > 0 else ''}. Name each in routines "
-                "(by its full name, or its word) once you know what it does, or write "
+                '(by its full name, its word, or "extension NAME" for all of an '
+                "extension's) once you know what it does, or write "
                 'routines = "*"; a function is out of reach where the role\'s functions '
                 "leave its name out",
             )

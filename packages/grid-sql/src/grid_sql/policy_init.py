@@ -30,8 +30,9 @@ Policy decisions:
   sqlite-vec, not loaded): SQLite cannot tell them from tables.
 - The database's user-defined routines (``SchemaSnapshot.routines``: a
   PostgreSQL function named like a built-in, an operator or a cast; a DuckDB
-  macro) are listed in the role's ``routines``, one a line with its kind,
-  under a comment that asks for each to be read: the policy refuses a role
+  macro) are listed in the role's ``routines``, one a line with its kind
+  (an extension's as one ``extension NAME`` line with their count), under a
+  comment that asks for each to be read: the policy refuses a role
   that leaves one of them out, and the starter is to validate as written.
 - The text is validated (:meth:`PolicyBundle.loads` against the schema) before
   it is written; a CTE name that would clash with a relation is avoided.
@@ -138,7 +139,23 @@ def starter_policy(
     cte_line = "" if cte == DEFAULT_CTE_NAMES[0] else f"cte_names = [{toml_string(cte)}]\n"
     routines = ""
     if schema.routines:
-        listed = ",\n".join(f"    {toml_string(r.name)},  # {r.kind}" for r in schema.routines)
+        extensions: dict[str, int] = {}
+        for r in schema.routines:
+            if r.extension:
+                extensions[r.extension] = extensions.get(r.extension, 0) + 1
+        listed = ",\n".join(
+            [
+                *(
+                    f"    {toml_string('extension ' + x)},  # its {n} routine{'s' * (n != 1)}"
+                    for x, n in sorted(extensions.items())
+                ),
+                *(
+                    f"    {toml_string(r.name)},  # {r.kind}"
+                    for r in schema.routines
+                    if not r.extension
+                ),
+            ]
+        )
         routines = (
             "# User-defined routines the database runs where a statement writes their\n"
             "# names (a function named like a built-in, an operator, a cast, a DuckDB\n"

@@ -286,16 +286,22 @@ class Routine:
     ``public.=(integer, numeric)``, ``CAST (integer AS mood)``,
     ``public.text``, ``public.varchar_ops USING btree``, ``main.lower``);
     ``word`` what a statement writes to reach it (``lower``, ``=``, ``text``;
-    ``""`` for a cast or an operator family). A role's statements run it only
-    where the policy names it (``routines`` of a role).
+    ``""`` for a cast or an operator family); ``extension`` the PostgreSQL
+    extension it belongs to (``""``: none). A role's statements run it only
+    where the policy names it (``routines`` of a role: the name, the word, or
+    ``extension NAME``).
     """
 
     name: str
     kind: RoutineKind
     word: str = ""
+    extension: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "word": self.word}
+        out = {"name": self.name, "kind": self.kind, "word": self.word}
+        if self.extension:
+            out["extension"] = self.extension
+        return out
 
 
 @dataclass(frozen=True)
@@ -953,6 +959,15 @@ def _sql_names(names: Iterable[str]) -> str:
     return "ARRAY[" + ", ".join("'" + n.replace("'", "''") + "'" for n in names) + "]::name[]"
 
 
+def _sql_extension(catalog: str, oid: str) -> str:
+    """The name of the extension the object ``oid`` of ``catalog`` belongs to, or ''."""
+    return (
+        "coalesce((SELECT x.extname::text FROM pg_depend d JOIN pg_extension x "
+        f"ON x.oid = d.refobjid WHERE d.classid = '{catalog}'::regclass AND d.objid = {oid} "
+        "AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e' LIMIT 1), '')"
+    )
+
+
 # The routines of the database a statement may run by a name it writes (`rt`
 # rows, the same 9 fields: full name, kind, word): functions and aggregates
 # named like a function the dialect calls, operators named like one a statement
@@ -973,7 +988,8 @@ def _sql_names(names: Iterable[str]) -> str:
 _PG_ROUTINES = f"""\
 SELECT 'rt', encode(convert_to(p.pronamespace::regnamespace::text || '.' || p.proname || '('
                                || pg_get_function_identity_arguments(p.oid) || ')', 'UTF8'), 'hex'),
-       'function', encode(convert_to(p.proname, 'UTF8'), 'hex'), '', '', '', '', ''
+       'function', encode(convert_to(p.proname, 'UTF8'), 'hex'),
+       {_hex(_sql_extension("pg_proc", "p.oid"))}, '', '', '', ''
 FROM pg_proc p
 WHERE p.oid >= 16384 AND p.prokind <> 'p' AND p.proname = ANY ({_sql_names(BOUND_FUNCTIONS)})
 UNION ALL
@@ -981,18 +997,20 @@ SELECT 'rt', encode(convert_to(o.oprnamespace::regnamespace::text || '.' || o.op
                                || CASE WHEN o.oprleft = 0 THEN 'NONE'
                                        ELSE format_type(o.oprleft, NULL) END
                                || ', ' || format_type(o.oprright, NULL) || ')', 'UTF8'), 'hex'),
-       'operator', encode(convert_to(o.oprname, 'UTF8'), 'hex'), '', '', '', '', ''
+       'operator', encode(convert_to(o.oprname, 'UTF8'), 'hex'),
+       {_hex(_sql_extension("pg_operator", "o.oid"))}, '', '', '', ''
 FROM pg_operator o
 WHERE o.oid >= 16384 AND o.oprname = ANY ({_sql_names(BOUND_OPERATORS)})
 UNION ALL
 SELECT 'rt', encode(convert_to('CAST (' || format_type(c.castsource, NULL) || ' AS '
                                || format_type(c.casttarget, NULL) || ')', 'UTF8'), 'hex'),
-       'cast', '', '', '', '', '', ''
+       'cast', '', {_hex(_sql_extension("pg_cast", "c.oid"))}, '', '', '', ''
 FROM pg_cast c WHERE c.oid >= 16384 AND c.castfunc <> 0
 UNION ALL
 SELECT 'rt', encode(convert_to(t.typnamespace::regnamespace::text || '.' || quote_ident(t.typname),
                                'UTF8'), 'hex'),
-       'type', encode(convert_to(t.typname, 'UTF8'), 'hex'), '', '', '', '', ''
+       'type', encode(convert_to(t.typname, 'UTF8'), 'hex'),
+       {_hex(_sql_extension("pg_type", "t.oid"))}, '', '', '', ''
 FROM pg_type t
 WHERE t.oid >= 16384 AND t.typname = ANY ({_sql_names(BOUND_TYPES + BOUND_FUNCTIONS)})
   AND (t.typtype IN ('b', 'd', 'r', 'm')
@@ -1002,7 +1020,14 @@ WHERE t.oid >= 16384 AND t.typname = ANY ({_sql_names(BOUND_TYPES + BOUND_FUNCTI
 UNION ALL
 SELECT 'rt', encode(convert_to(f.opfnamespace::regnamespace::text || '.' || quote_ident(f.opfname)
                                || ' USING ' || a.amname, 'UTF8'), 'hex'),
-       'operator family', '', '', '', '', '', ''
+       'operator family', '',
+       {
+    _hex(
+        f"coalesce(nullif({_sql_extension('pg_opfamily', 'f.oid')}, ''), "
+        f"(SELECT max({_sql_extension('pg_opclass', 'k.oid')}) FROM pg_opclass k "
+        "WHERE k.opcfamily = f.oid), '')"
+    )
+}, '', '', '', ''
 FROM pg_opfamily f JOIN pg_am a ON a.oid = f.opfmethod
 WHERE f.oid >= 16384
    OR EXISTS (SELECT 1 FROM pg_opclass k WHERE k.opcfamily = f.oid AND k.oid >= 16384)
@@ -1041,8 +1066,8 @@ def _pg_tables(
         fields = line.split("\t")
         routine_kind = fields[2] if len(fields) > 2 else ""
         if fields[0] == "rt" and len(fields) == 9 and routine_kind in ROUTINE_KINDS:
-            name, word = _unhex(fields[1], source), _unhex(fields[3], source)
-            routines.append(Routine(name, routine_kind, word))
+            name, word, ext = (_unhex(fields[i], source) for i in (1, 3, 4))
+            routines.append(Routine(name, routine_kind, word, ext))
             continue
         if fields[0] in _PG_TAGS and len(fields) == 9:
             effects.append(fields)
@@ -1498,7 +1523,7 @@ def _routines(obj: Mapping[str, Any], source: str) -> tuple[Routine, ...] | None
     out = []
     for i, item in enumerate(raw):
         at = f"routines[{i}]"
-        r = _object(item, source, at, {"name", "kind", "word"})
+        r = _object(item, source, at, {"name", "kind", "word", "extension"})
         kind = r.get("kind")
         if kind not in ROUTINE_KINDS:
             raise SchemaError(source, f"{at}.kind must be one of {', '.join(ROUTINE_KINDS)}")
@@ -1507,6 +1532,7 @@ def _routines(obj: Mapping[str, Any], source: str) -> tuple[Routine, ...] | None
                 _string(r.get("name"), source, f"{at}.name"),
                 kind,
                 _string(r.get("word", ""), source, f"{at}.word"),
+                _string(r.get("extension", ""), source, f"{at}.extension"),
             )
         )
     return tuple(out)
