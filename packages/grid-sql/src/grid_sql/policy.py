@@ -561,8 +561,8 @@ class PolicyBundle:
         A function named like a function of the dialect that the role is not
         granted (``functions``: None for every one) is out of the role's reach:
         its statements cannot write the call. Every other routine is in reach
-        (an operator, a cast, a macro: DuckDB binds operators and syntax such as
-        EXTRACT to functions by name)."""
+        (an operator, a cast, a type, an operator family, a macro: DuckDB binds
+        operators and syntax such as EXTRACT to functions by name)."""
         if role.routines == ALL:
             return
         if schema.routines is None:
@@ -570,8 +570,9 @@ class PolicyBundle:
                 ("routines",),
                 None,
                 f"{schema.label} does not say which user-defined routines (functions, "
-                "operators, casts, macros) its database has, which a statement may run by "
-                "the names it writes: snapshot the database again",
+                "operators, casts, types, operator families, macros) its database has, "
+                "which a statement may run by the names it writes: snapshot the database "
+                "again",
             )
         routines = schema.routines
         case = schema.identifier_case
