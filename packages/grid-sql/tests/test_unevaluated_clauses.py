@@ -74,6 +74,11 @@ CASES = [
     # test_a_flagged_statement_is_one_sqlite_refuses)
     (ONE_ROW.format(f"{PAIR} IN ((0 LIKE 0))"), []),
     (ONE_ROW.format(f"{PAIR} IN ('a' GLOB 'a')"), []),
+    # so is a row's IN list: SQLite reads it as IN (VALUES ...), a subquery (found
+    # by the same test)
+    (ONE_ROW.format(f"{PAIR} IN (((1, 2, 3) IN ((1, 2, 3))))"), []),
+    (ONE_ROW.format(f"{PAIR} IN ((1, 2) NOT IN ((1, 2), (3, 4)))"), []),
+    (ONE_ROW.format(f"{PAIR} IN ((1 IN (1, 2)))"), ["column_count"]),  # constant: `= (...)`
     (ONE_ROW.format(f"{PAIR} IS NULL"), []),
     (ONE_ROW.format(f"{PAIR} + 1"), []),
     (ONE_ROW.format("(SELECT (c, d) FROM u)"), []),

@@ -291,10 +291,20 @@ def _constant(tree: Tree) -> bool:
             if node.type in _NOT_CONSTANT_WORDS:
                 return False
             continue
-        if node.data in _NOT_CONSTANT:
+        if node.data in _NOT_CONSTANT or _values_subquery(node):
             return False
         todo.extend(node.children)
     return True
+
+
+def _values_subquery(node: Tree) -> bool:
+    """Whether ``node`` is ``(a, b) [NOT] IN (list)``, which SQLite's parser turns
+    into an IN of a VALUES subquery (not constant: `x IN ((1, 2) IN ((1, 2)))`
+    stays an IN)."""
+    if node.data not in ("predicate", "comparison"):
+        return False
+    trees, words, _ = _shape(node)
+    return "IN" in words and len(trees) == 2 and _is_row(trees[0]) and bool(_in_list(trees[1]))
 
 
 def _is_row(node: Tree | Any) -> bool:
