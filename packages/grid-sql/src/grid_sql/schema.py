@@ -984,7 +984,9 @@ def _sql_extension(catalog: str, oid: str) -> str:
 # ORDER BY, DISTINCT, GROUP BY, UNION and index scans, whatever its operators
 # are named). Made by a user or an extension (oid past the built-in range), in
 # any schema: which schemas an executor's search path holds is not the
-# snapshot's to know.
+# snapshot's to know. Each with the extension it belongs to, if any (a family:
+# its own; a built-in family a user or an extension added to belongs to none,
+# so naming an extension never covers another's addition).
 _PG_ROUTINES = f"""\
 SELECT 'rt', encode(convert_to(p.pronamespace::regnamespace::text || '.' || p.proname || '('
                                || pg_get_function_identity_arguments(p.oid) || ')', 'UTF8'), 'hex'),
@@ -1020,14 +1022,7 @@ WHERE t.oid >= 16384 AND t.typname = ANY ({_sql_names(BOUND_TYPES + BOUND_FUNCTI
 UNION ALL
 SELECT 'rt', encode(convert_to(f.opfnamespace::regnamespace::text || '.' || quote_ident(f.opfname)
                                || ' USING ' || a.amname, 'UTF8'), 'hex'),
-       'operator family', '',
-       {
-    _hex(
-        f"coalesce(nullif({_sql_extension('pg_opfamily', 'f.oid')}, ''), "
-        f"(SELECT max({_sql_extension('pg_opclass', 'k.oid')}) FROM pg_opclass k "
-        "WHERE k.opcfamily = f.oid), '')"
-    )
-}, '', '', '', ''
+       'operator family', '', {_hex(_sql_extension("pg_opfamily", "f.oid"))}, '', '', '', ''
 FROM pg_opfamily f JOIN pg_am a ON a.oid = f.opfmethod
 WHERE f.oid >= 16384
    OR EXISTS (SELECT 1 FROM pg_opclass k WHERE k.opcfamily = f.oid AND k.oid >= 16384)
