@@ -3,12 +3,12 @@
 `snapshot` opens a DuckDB database file read-only (or takes an open
 connection) and reads one schema's tables and views with their columns in
 ordinal order from `duckdb_tables()`, `duckdb_views()` and `duckdb_columns()`:
-the catalog DuckDB itself binds names against. The file's macros, in any of
-its schemas, are its routines (`SchemaSnapshot.routines`): DuckDB binds a
-macro before the built-in function or operator it is named like. Internal views (DuckDB's own
-`information_schema` and `pg_catalog` ones) are left out. A file that is not a
-DuckDB database, or a schema that does not exist, is a `SchemaError` naming
-the file.
+the catalog DuckDB itself binds names against. Internal views (DuckDB's own
+`information_schema` and `pg_catalog` ones) are left out. The file's macros,
+in any of its schemas, are its routines (`SchemaSnapshot.routines`): DuckDB
+binds a macro before the built-in function or operator it is named like. A
+file that is not a DuckDB database, or a schema that does not exist, is a
+`SchemaError` naming the file.
 """
 
 from __future__ import annotations

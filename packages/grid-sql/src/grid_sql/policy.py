@@ -283,9 +283,9 @@ class Role:
         triggers: tuple[Any, ...] = ()
         if self.triggers:
             triggers = (("triggers", ALL if self.triggers == ALL else sorted(self.triggers)),)
+        routines: tuple[Any, ...] = ()
         if self.routines:
-            routines = ALL if self.routines == ALL else sorted(self.routines)
-            triggers += (("routines", routines),)
+            routines = (("routines", ALL if self.routines == ALL else sorted(self.routines)),)
         return (
             self.name,
             sorted(self.verbs),
@@ -297,6 +297,7 @@ class Role:
             *functions,
             *generation,
             *triggers,
+            *routines,
         )
 
 

@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import sqlite3
 import sys
+from collections import Counter
 from pathlib import Path
 
 from grid_core.cli import one_line
@@ -139,10 +140,7 @@ def starter_policy(
     cte_line = "" if cte == DEFAULT_CTE_NAMES[0] else f"cte_names = [{toml_string(cte)}]\n"
     routines = ""
     if schema.routines:
-        extensions: dict[str, int] = {}
-        for r in schema.routines:
-            if r.extension:
-                extensions[r.extension] = extensions.get(r.extension, 0) + 1
+        extensions = Counter(r.extension for r in schema.routines if r.extension)
         listed = ",\n".join(
             [
                 *(

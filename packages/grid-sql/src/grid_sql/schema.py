@@ -270,7 +270,7 @@ ROUTINE_KINDS: tuple[RoutineKind, ...] = (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class Routine:
     """User-defined code that a statement may run without naming it in full
     (``SchemaSnapshot.routines``). PostgreSQL: a function or aggregate named
@@ -357,7 +357,7 @@ class SchemaSnapshot:
     before them does not say: False)."""
     routines: tuple[Routine, ...] | None = None
     """The user-defined routines a statement may reach by name (:class:`Routine`,
-    sorted by name); None where the source does not say (the default, and a
+    sorted, by name first); None where the source does not say (the default, and a
     JSON snapshot written before they were read). A snapshot of a dialect whose
     databases store routines (``Dialect.stores_routines``) that does not say
     fails every role; for any other, None is read as ``()``."""
@@ -374,8 +374,7 @@ class SchemaSnapshot:
                         f"routine {r.name!r}: an empty name or an unknown kind {r.kind!r} "
                         f"(one of {', '.join(ROUTINE_KINDS)})",
                     )
-            ordered = tuple(sorted(set(self.routines), key=lambda r: (r.name, r.kind, r.word)))
-            object.__setattr__(self, "routines", ordered)
+            object.__setattr__(self, "routines", tuple(sorted(set(self.routines))))
         case = self.identifier_case
         seen: dict[str, str] = {}
         for t in self.tables:
@@ -969,7 +968,7 @@ def _sql_extension(catalog: str, oid: str) -> str:
 
 
 # The routines of the database a statement may run by a name it writes (`rt`
-# rows, the same 9 fields: full name, kind, word): functions and aggregates
+# rows, the same 9 fields: full name, kind, word, extension): functions and aggregates
 # named like a function the dialect calls, operators named like one a statement
 # writes or looks up (`BOUND_FUNCTIONS`, `BOUND_OPERATORS`), casts that call a
 # function, types named like the grammar's (a search path with a user's schema
@@ -978,8 +977,8 @@ def _sql_extension(catalog: str, oid: str) -> str:
 # type of its name: `upper(id)` to a domain `upper`, its CHECK run) whose
 # conversion can run a user's code (a domain, a base, range or multirange type,
 # a composite with a field of a user's type; not an enum, nor a table's row of
-# built-in types), and
-# operator families with a class, operator or support function a user made
+# built-in types), and operator families with a class, operator or support
+# function a user made
 # (a default class of a built-in type, or an index's, runs its functions for
 # ORDER BY, DISTINCT, GROUP BY, UNION and index scans, whatever its operators
 # are named). Made by a user or an extension (oid past the built-in range), in
@@ -1059,9 +1058,11 @@ def _pg_tables(
     routines: list[Routine] = []
     for line in lines:
         fields = line.split("\t")
-        routine_kind = fields[2] if len(fields) > 2 else ""
-        if fields[0] == "rt" and len(fields) == 9 and routine_kind in ROUTINE_KINDS:
-            name, word, ext = (_unhex(fields[i], source) for i in (1, 3, 4))
+        if len(fields) == 9 and fields[0] == "rt":
+            _, name, routine_kind, word, ext, *_ = fields
+            if routine_kind not in ROUTINE_KINDS:
+                raise SchemaError(source, f"unexpected psql output line {line!r}")
+            name, word, ext = (_unhex(x, source) for x in (name, word, ext))
             routines.append(Routine(name, routine_kind, word, ext))
             continue
         if fields[0] in _PG_TAGS and len(fields) == 9:
