@@ -678,8 +678,16 @@ RUNAWAY = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELEC
             "stopped: limit max_result_bytes = 1048576 bytes exceeded: a value grew past 1048576 "
             "bytes (SQLite: string or blob too big)",
         ),
+        (
+            # One SQLite call its progress handler never interrupts: the worker's
+            # deadline stops it (grid_sql.worker).
+            "SELECT length(printf('%.1000000000c%.1000000000c%.1000000000c')) FROM departments;",
+            ["--limit-wall-time", "1"],
+            "stopped: limit wall_time = 1 s exceeded: the statement ran past 1 s (its worker "
+            "was stopped)",
+        ),
     ],
-    ids=["wall-time", "rows", "result-bytes"],
+    ids=["wall-time", "rows", "result-bytes", "one-long-call"],
 )
 def test_a_statement_over_its_limits_is_stopped_with_one_line(
     lm: Any,

@@ -117,3 +117,42 @@ def test_from_first_on_duckdb_runs_as_written(company: Path) -> None:
     assert not accepted("FROM employees SELECT budget;")  # departments' column
     assert not accepted("FROM salaries SELECT amount;")  # not granted
     assert not accepted("SELECT name FROM employees;")  # SELECT-first: not generated
+
+
+def test_a_value_python_cannot_hold_fails_with_one_line(
+    lm: Any,
+    company: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An accepted statement (fixed here, in place of the model's) whose value DuckDB
+    returns and Python cannot hold (an interval past ``timedelta``'s range) fails in
+    its worker: one line naming the error, exit 1, the log sealed with it."""
+    from types import SimpleNamespace
+
+    import grid_serve.model
+    from grid_core.audit import AuditLog
+
+    sql = "SELECT INTERVAL 2000000000 DAYS FROM departments;"
+
+    def fixed(decode: Any, engines: Any, role: str, retries: int = 1) -> tuple[Any, ...]:
+        log = AuditLog()
+        log.close("eos", engines[role].engine.fingerprints(), {"mode": 1})
+        return (text2sql.Attempt(SimpleNamespace(audit=log), sql, ()),)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(grid_serve.model, "load_model", lambda source=None: lm)
+    monkeypatch.setattr(text2sql, "answer", fixed)
+    log = tmp_path / "audit.jsonl"
+    argv = ["Forever?", "--db", str(company), "--policy", str(POLICY), "--quiet"]
+    code = ask.main([*argv, "--audit", str(log)])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 1
+    assert out[1:3] == [sql, "checker: accepted"]
+    assert out[4] == (
+        "failed: the statement's worker failed: OverflowError: days=2000000000; "
+        "must have magnitude <= 999999999"
+    )
+    assert verify_file(log).ok
+    seal = json.loads(log.read_text().splitlines()[-1])["seal"]
+    assert seal["mode"]["run"] == out[4]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from grid_serve.text2sql import (
     schema_ddl,
 )
 from grid_sql.checker import ViolationKind
+from grid_sql.limits import DEFAULT_LIMITS, LimitExceededError
 from grid_sql.policy import PolicyBundle
 from grid_sql.schema import SchemaSnapshot
 
@@ -64,6 +66,20 @@ def test_run_readonly_reads_and_never_writes(company_db: Path) -> None:
     with pytest.raises(sqlite3.OperationalError, match="readonly"):
         run_readonly(company_db, "DELETE FROM orders;")
     assert run_readonly(company_db, "SELECT count(*) FROM orders;")[1] == [(3,)]
+
+
+def test_run_readonly_runs_the_statement_in_a_worker_killed_at_its_deadline(
+    company_db: Path,
+) -> None:
+    """One SQLite call the progress handler never interrupts (three
+    ``%.1000000000c``: 20-27 s in the calling process at a 1 s limit) is stopped
+    at the deadline, because ``grid ask``'s statement runs in a worker
+    (grid_sql.worker)."""
+    sql = "SELECT length(printf('%.1000000000c%.1000000000c%.1000000000c'));"
+    t0 = time.monotonic()
+    with pytest.raises(LimitExceededError, match="wall_time"):
+        run_readonly(company_db, sql, 1, DEFAULT_LIMITS.replace(wall_time=1.0))
+    assert time.monotonic() - t0 < 8.0
 
 
 def test_format_table() -> None:

@@ -78,6 +78,7 @@ from grid_sql.database import database_for
 from grid_sql.limits import LIMIT_KEYS, LimitExceededError, Limits, check_limit
 from grid_sql.policy import PolicyBundle, RoleGrants
 from grid_sql.schema import SchemaSnapshot
+from grid_sql.worker import WorkerError
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -667,8 +668,8 @@ def _report(
     """Print the attempts and their verdicts, run the final statement if it was
     accepted, print its rows; return the exit status and how it ran (the seal's
     ``run`` flag: ``ok: N rows``, ``not run``, ``sqlite refused: ...`` (the database
-    backend's name), ``stopped:
-    ...``)."""
+    backend's name), ``stopped: ...`` (a limit), ``failed: ...`` (the statement's
+    worker failed otherwise: :class:`~grid_sql.worker.WorkerError`))."""
     tables = ", ".join(grants.tables)
     out.write(f"-- role {role} on {db.name} (tables: {tables}); {model_name}\n")
     first, final = attempts[0], attempts[-1]
@@ -711,6 +712,9 @@ def _report(
     except LimitExceededError as e:
         out.write(f"stopped: {e}\n")
         return 1, f"stopped: {e}"
+    except WorkerError as e:
+        out.write(f"failed: {e}\n")
+        return 1, f"failed: {e}"
     if columns:
         out.write(text2sql.format_table(columns, rows) + "\n")
     n = len(rows)

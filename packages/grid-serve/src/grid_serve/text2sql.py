@@ -346,7 +346,7 @@ def foreign_keys(db_path: Path, schema: SchemaSnapshot) -> list[ForeignKey]:
         literal = "'" + table.name.replace("'", "''") + "'"
         sql = f'SELECT id, "table", "from", "to" FROM pragma_foreign_key_list({literal})'
         try:
-            _, rows, _ = run_readonly(db_path, sql, max_rows=1000)
+            _, rows, _ = _read(db_path, sql, 1000)
         except (sqlite3.Error, LimitExceededError):
             continue
         keys: dict[int, list[tuple[str, str, str | None]]] = {}
@@ -384,7 +384,7 @@ def sample_rows(
     for table, granted in grants.columns.items():
         sql = f"SELECT {', '.join(map(spell, granted))} FROM {spell(table)} LIMIT {int(n)}"
         try:
-            columns, rows, _ = run_readonly(db_path, sql, max_rows=n, limits=limits)
+            columns, rows, _ = _read(db_path, sql, n, limits)
         except errors:
             continue
         out[table] = (list(columns), [tuple(r) for r in rows])
@@ -788,15 +788,26 @@ def example_database(directory: Path) -> Path:
 def run_readonly(
     db_path: Path, sql: str, max_rows: int = 50, limits: Limits = DEFAULT_LIMITS
 ) -> tuple[list[str], list[tuple[Any, ...]], bool]:
-    """Run ``sql`` on the database opened read-only under ``limits``: (column names, the
-    first ``max_rows`` rows, whether the result has more). The database's backend is
-    the one that owns the file (:func:`grid_sql.database.database_for`: SQLite, or a
+    """Run ``sql`` on the database opened read-only under ``limits``, in a worker
+    process killed at them (:mod:`grid_sql.worker`): (column names, the first
+    ``max_rows`` rows, whether the result has more). The database's backend is the
+    one that owns the file (:func:`grid_sql.database.database_for`: SQLite, or a
     plug-in such as DuckDB).
 
     Raises :class:`~grid_sql.limits.LimitExceededError` when the statement exceeds a
-    limit and one of the backend's ``errors`` (:class:`sqlite3.Error` for SQLite)
-    when the database refuses it.
+    limit, one of the backend's ``errors`` (:class:`sqlite3.Error` for SQLite) when
+    the database refuses it, and :class:`~grid_sql.worker.WorkerError` when the
+    worker fails otherwise.
     """
+    result = database_for(db_path).run_isolated(db_path, sql, limits, max_rows)
+    return result.columns, result.rows, result.more
+
+
+def _read(
+    db_path: Path, sql: str, max_rows: int, limits: Limits = DEFAULT_LIMITS
+) -> tuple[list[str], list[tuple[Any, ...]], bool]:
+    """:func:`run_readonly` in this process, for GRID's own reads of the database
+    (foreign keys, sample rows): statements GRID wrote, so no worker."""
     result = database_for(db_path).run(db_path, sql, limits, max_rows)
     return result.columns, result.rows, result.more
 

@@ -2,7 +2,9 @@
 
 A `Database` is what `grid ask --db FILE` needs of a database besides its
 dialect: whether it owns a file, the file's schema (read-only), and a read-only
-run of one statement under :class:`~grid_sql.limits.Limits`. SQLite is built
+run of one statement under :class:`~grid_sql.limits.Limits`, in this process
+or (``Database.run_isolated``, for a statement a model wrote) in a worker
+process killed at its limits. SQLite is built
 in (`SQLITE_DATABASE`: `grid_sql.execute`); other databases plug in through
 the entry-point group `grid.databases` (each entry point names a `Database`
 instance), as dialects do through `grid.dialects`. `database_for(path)` picks
@@ -24,6 +26,7 @@ from grid_sql.execute import Result
 from grid_sql.execute import run_readonly as sqlite_run_readonly
 from grid_sql.limits import Limits
 from grid_sql.schema import SchemaError, SchemaSnapshot
+from grid_sql.worker import run_isolated
 
 __all__ = ["DATABASE_ENTRY_POINT_GROUP", "SQLITE_DATABASE", "Database", "database_for"]
 
@@ -38,9 +41,9 @@ class Database:
 
     ``owns(path)`` says whether the file is this engine's; ``snapshot(path)`` reads
     its schema read-only; ``run(path, sql, limits, keep)`` runs one statement
-    read-only, keeping the first ``keep`` rows, raising
-    :class:`~grid_sql.limits.LimitExceededError` past a limit and one of
-    ``errors`` when the engine refuses the statement."""
+    read-only in this process (``run_isolated`` runs it in a worker), keeping the
+    first ``keep`` rows, raising :class:`~grid_sql.limits.LimitExceededError` past
+    a limit and one of ``errors`` when the engine refuses the statement."""
 
     name: str
     dialect: str
@@ -48,6 +51,12 @@ class Database:
     snapshot: Callable[[Path], SchemaSnapshot]
     run: Callable[[Path, str, Limits, int], Result]
     errors: tuple[type[Exception], ...]
+
+    def run_isolated(self, path: Path, sql: str, limits: Limits, keep: int) -> Result:
+        """``run`` in a worker process killed at ``limits`` (:mod:`grid_sql.worker`):
+        how a statement GRID did not write (a model's) runs. Raises as ``run`` does,
+        or :class:`~grid_sql.worker.WorkerError` when the worker fails otherwise."""
+        return run_isolated(self.run, self.errors, path, sql, limits, keep)
 
 
 def _sqlite_owns(path: Path) -> bool:

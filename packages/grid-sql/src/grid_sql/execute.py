@@ -1,7 +1,8 @@
 """Run one statement read-only on a SQLite file, under :class:`~grid_sql.limits.Limits`.
 
-:func:`run_readonly` is the one place GRID executes SQL (``grid ask``,
-through ``grid_serve.text2sql``). The connection is
+:func:`run_readonly` is where GRID executes SQL on SQLite (``grid ask``,
+through ``grid_serve.text2sql`` and a worker process, :mod:`grid_sql.worker`).
+The connection is
 
 - opened ``mode=ro`` (a write fails in SQLite instead of writing), with
   ``PRAGMA query_only`` and no attached databases (``SQLITE_LIMIT_ATTACHED`` 0);
@@ -22,9 +23,10 @@ Policy decisions:
 - SQLite keeps one heap per process, and ``PRAGMA hard_heap_limit`` can only
   lower its limit: after a run the process keeps the smallest ``max_memory``
   any run asked for (SQLite's memory use counts every connection of the
-  process). ``grid ask`` runs one statement per process, so this is the
-  statement's limit; a long-lived caller that needs several limits runs
-  statements in a worker process.
+  process). A statement a model wrote runs in a worker process of its own
+  (:mod:`grid_sql.worker`, ``Database.run_isolated``), so there this is the
+  statement's limit, and the worker is also killed at limits this function
+  cannot see (one long function call).
 - SQLite reports a failed allocation as ``SQLITE_NOMEM``, which Python's
   ``sqlite3`` raises as :class:`MemoryError`; it is read as the memory limit.
   ``SQLITE_TOOBIG`` (:class:`sqlite3.DataError`, "string or blob too big") is

@@ -139,13 +139,18 @@ def check_limit(name: str, value: object) -> None:
 
 def value_bytes(value: object) -> int:
     """The bytes one result value counts for: a text's UTF-8 length, a blob's length,
-    8 for a number, 0 for NULL."""
+    8 for a number, 0 for NULL; a nested value (DuckDB's lists, structs and maps,
+    read as lists, tuples and dicts) 8 plus what its members count."""
     if value is None:
         return 0
     if isinstance(value, str):
         return len(value.encode("utf-8", "surrogatepass"))
     if isinstance(value, bytes | bytearray | memoryview):
         return len(value)
+    if isinstance(value, list | tuple | set | frozenset):
+        return 8 + sum(value_bytes(v) for v in value)
+    if isinstance(value, dict):
+        return 8 + sum(value_bytes(k) + value_bytes(v) for k, v in value.items())
     return 8
 
 

@@ -1,0 +1,155 @@
+"""The statement worker (grid_sql.worker): limits enforced from outside the engine.
+
+The runners below stand for an engine that does not look at its limits (a
+function call SQLite's progress handler never interrupts, a DuckDB value its
+memory_limit does not count): the worker must stop them at the deadline and
+at the memory cap, and report the engine's refusals as the engine raised them.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from grid_sql.database import SQLITE_DATABASE
+from grid_sql.execute import Result
+from grid_sql.limits import LimitExceededError, Limits, value_bytes
+from grid_sql.worker import GRACE, MEMORY_SLACK, WorkerError, run_isolated
+
+#: Seconds a worker may take to start on a loaded machine, on top of its limits.
+START = 5.0
+
+
+def _sleeps(path: Path, sql: str, limits: Limits, keep: int) -> Result:
+    time.sleep(float(sql))
+    return Result([], [], 0)
+
+
+def _grows(path: Path, sql: str, limits: Limits, keep: int) -> Result:
+    held = []
+    for _ in range(int(sql)):
+        held.append(bytearray(1 << 20))  # touched: resident
+        time.sleep(0.002)
+    return Result(["mib"], [(len(held),)], 1)
+
+
+def _dies(path: Path, sql: str, limits: Limits, keep: int) -> Result:
+    os.write(2, b"worker going down\n")
+    os._exit(3)
+
+
+def _overflows(path: Path, sql: str, limits: Limits, keep: int) -> Result:
+    raise OverflowError("days=2000000000; must have magnitude <= 999999999")
+
+
+def _refuses(path: Path, sql: str, limits: Limits, keep: int) -> Result:
+    raise sqlite3.OperationalError(sql)
+
+
+def _limited(path: Path, sql: str, limits: Limits, keep: int) -> Result:
+    raise LimitExceededError("max_rows", limits.max_rows, "the statement returns more")
+
+
+ERRORS = (sqlite3.Error,)
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("worker") / "t.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE t (a INTEGER, b TEXT, c BLOB, d REAL)")
+    con.executemany(
+        "INSERT INTO t VALUES (?, ?, ?, ?)",
+        [(i, f"r{i}" if i % 3 else None, bytes([i % 256]) * 3, i / 7) for i in range(40)],
+    )
+    con.commit()
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize(
+    ("sql", "keep"),
+    [
+        ("SELECT * FROM t ORDER BY a", 10),
+        ("SELECT b, count(*) FROM t GROUP BY b ORDER BY b", 100),
+        ("SELECT a FROM t WHERE a < 0", 5),
+        ("SELECT x'00ff', NULL, 1.5, 'é'", 1),
+    ],
+)
+def test_a_worker_returns_what_the_engine_returns_here(db: Path, sql: str, keep: int) -> None:
+    here = SQLITE_DATABASE.run(db, sql, Limits(), keep)
+    assert SQLITE_DATABASE.run_isolated(db, sql, Limits(), keep) == here
+
+
+@pytest.mark.parametrize(
+    "sql", ["DELETE FROM t", "SELECT nothing FROM t", "ATTACH 'x.db' AS x", "SELEC 1"]
+)
+def test_an_engine_refusal_crosses_as_the_engine_raised_it(db: Path, sql: str) -> None:
+    with pytest.raises(sqlite3.Error) as here:
+        SQLITE_DATABASE.run(db, sql, Limits(), 1)
+    with pytest.raises(sqlite3.Error) as there:
+        SQLITE_DATABASE.run_isolated(db, sql, Limits(), 1)
+    assert type(there.value) is type(here.value)
+    assert str(there.value) == str(here.value)
+
+
+def test_an_engine_limit_crosses_with_its_name_and_value(db: Path) -> None:
+    with pytest.raises(LimitExceededError) as e:
+        SQLITE_DATABASE.run_isolated(db, "SELECT * FROM t", Limits(max_rows=7), 1)
+    assert (e.value.limit, e.value.value) == ("max_rows", 7)
+    with pytest.raises(LimitExceededError) as e:
+        run_isolated(_limited, ERRORS, db, "", Limits(max_rows=3), 1)
+    assert (e.value.limit, e.value.value) == ("max_rows", 3)
+
+
+def test_one_long_sqlite_call_is_stopped_at_its_deadline(db: Path) -> None:
+    """Three ``%.1000000000c`` in one printf: one call SQLite's progress handler
+    never interrupts (20-27 s in this process at a 1 s limit)."""
+    sql = "SELECT length(printf('%.1000000000c%.1000000000c%.1000000000c'))"
+    t0 = time.monotonic()
+    with pytest.raises(LimitExceededError) as e:
+        SQLITE_DATABASE.run_isolated(db, sql, Limits(wall_time=1.0), 1)
+    assert e.value.limit == "wall_time"
+    assert time.monotonic() - t0 < 1.0 + GRACE + START
+
+
+def test_a_runner_that_ignores_its_deadline_is_stopped(db: Path) -> None:
+    t0 = time.monotonic()
+    with pytest.raises(LimitExceededError) as e:
+        run_isolated(_sleeps, ERRORS, db, "60", Limits(wall_time=0.5), 1)
+    assert (e.value.limit, e.value.value) == ("wall_time", 0.5)
+    assert time.monotonic() - t0 < 0.5 + GRACE + START
+    assert run_isolated(_sleeps, ERRORS, db, "0.1", Limits(wall_time=2.0), 1).count == 0
+
+
+def test_a_runner_that_grows_past_its_memory_is_stopped(db: Path) -> None:
+    limits = Limits(max_memory=16 << 20)
+    over = (limits.max_memory + MEMORY_SLACK) // (1 << 20) + 64
+    with pytest.raises(LimitExceededError) as e:
+        run_isolated(_grows, ERRORS, db, str(over), limits.replace(wall_time=30.0), 1)
+    assert (e.value.limit, e.value.value) == ("max_memory", 16 << 20)
+    within = run_isolated(_grows, ERRORS, db, "8", limits, 1)
+    assert within.rows == [(8,)]
+
+
+def test_other_failures_are_worker_errors_with_the_workers_words(db: Path) -> None:
+    with pytest.raises(WorkerError, match="OverflowError: days=2000000000"):
+        run_isolated(_overflows, ERRORS, db, "", Limits(), 1)
+    with pytest.raises(WorkerError, match="status 3: worker going down"):
+        run_isolated(_dies, ERRORS, db, "", Limits(), 1)
+    with pytest.raises(WorkerError, match="OperationalError: boom"):
+        run_isolated(_refuses, (LookupError,), db, "boom", Limits(), 1)
+    with pytest.raises(sqlite3.OperationalError, match="boom"):
+        run_isolated(_refuses, ERRORS, db, "boom", Limits(), 1)
+
+
+def test_nested_values_count_their_members() -> None:
+    """DuckDB lists, structs and maps reach Python as lists, dicts and tuples."""
+    assert value_bytes(["x" * 1000] * 30) == 8 + 30_000
+    assert value_bytes({"a": "x" * 10, "b": ["y" * 10]}) == 8 + 1 + 10 + 1 + 8 + 10
+    assert value_bytes((1, None, b"ab")) == 8 + 8 + 0 + 2
+    assert value_bytes([[["é"]]]) == 8 + 8 + 8 + 2
