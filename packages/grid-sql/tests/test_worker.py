@@ -9,7 +9,10 @@ at the memory cap, and report the engine's refusals as the engine raised them.
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -29,6 +32,12 @@ def _sleeps(path: Path, sql: str, limits: Limits, keep: int) -> Result:
     return Result([], [], 0)
 
 
+def _marks_and_sleeps(path: Path, sql: str, limits: Limits, keep: int) -> Result:
+    path.write_text("running")
+    time.sleep(float(sql))
+    return Result([], [], 0)
+
+
 def _grows(path: Path, sql: str, limits: Limits, keep: int) -> Result:
     held = []
     for _ in range(int(sql)):
@@ -40,6 +49,12 @@ def _grows(path: Path, sql: str, limits: Limits, keep: int) -> Result:
 def _dies(path: Path, sql: str, limits: Limits, keep: int) -> Result:
     os.write(2, b"worker going down\n")
     os._exit(3)
+
+
+def _prints(path: Path, sql: str, limits: Limits, keep: int) -> Result:
+    print("50% ████▌     ", flush=True)  # an engine's progress bar, say
+    os.write(1, b"\x80\x04raw bytes")
+    return Result(["x"], [(1,)], 1)
 
 
 def _overflows(path: Path, sql: str, limits: Limits, keep: int) -> Result:
@@ -136,6 +151,10 @@ def test_a_runner_that_grows_past_its_memory_is_stopped(db: Path) -> None:
     assert within.rows == [(8,)]
 
 
+def test_what_the_engine_prints_cannot_break_the_reply(db: Path) -> None:
+    assert run_isolated(_prints, ERRORS, db, "", Limits(), 1).rows == [(1,)]
+
+
 def test_other_failures_are_worker_errors_with_the_workers_words(db: Path) -> None:
     with pytest.raises(WorkerError, match="OverflowError: days=2000000000"):
         run_isolated(_overflows, ERRORS, db, "", Limits(), 1)
@@ -153,3 +172,56 @@ def test_nested_values_count_their_members() -> None:
     assert value_bytes({"a": "x" * 10, "b": ["y" * 10]}) == 8 + 1 + 10 + 1 + 8 + 10
     assert value_bytes((1, None, b"ab")) == 8 + 8 + 0 + 2
     assert value_bytes([[["é"]]]) == 8 + 8 + 8 + 2
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if entry.isdigit() and int(fields[1]) == pid and fields[0] != "Z":
+            out.append(int(entry))
+    return out
+
+
+def test_a_worker_dies_with_a_caller_killed_outright(tmp_path: Path) -> None:
+    """A caller killed by SIGKILL runs no ``finally``: the kernel kills its worker
+    (``PR_SET_PDEATHSIG``), which would otherwise sleep its 60 s."""
+    mark = tmp_path / "running"
+    code = (
+        "import sys; sys.path[:0] = sys.argv[2:]\n"
+        "from pathlib import Path\n"
+        "from grid_sql.limits import Limits\n"
+        "from grid_sql.worker import run_isolated\n"
+        "from test_worker import _marks_and_sleeps\n"
+        "run_isolated(_marks_and_sleeps, (), Path(sys.argv[1]), '60', "
+        "Limits(wall_time=60.0), 1)\n"
+    )
+    caller = subprocess.Popen([sys.executable, "-c", code, str(mark), *sys.path])
+    try:
+        deadline = time.monotonic() + 30
+        while not mark.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        workers = _children(caller.pid)
+        assert mark.exists() and workers, "the caller's worker did not start its statement"
+        os.kill(caller.pid, signal.SIGKILL)
+        caller.wait()
+        deadline = time.monotonic() + 5
+        while any(os.path.exists(f"/proc/{w}") for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        alive = [w for w in workers if _state(w) not in ("", "Z")]
+        assert not alive, f"worker {alive} outlived its caller"
+    finally:
+        caller.kill()
+        caller.wait()
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""

@@ -22,7 +22,10 @@ force), and watches it from outside:
   :data:`POLL_SECONDS`; it is killed once it holds more than ``max_memory``
   plus :data:`MEMORY_SLACK` bytes past what it held at that start (the slack
   covers the engine's connection and the result's Python objects);
-- rows and bytes are counted by the backend as before.
+- rows and bytes are counted by the backend as before;
+- the worker dies with its caller, even one killed outright (Linux's
+  ``PR_SET_PDEATHSIG``), and what the engine prints goes to the worker's
+  stderr, never into its reply.
 
 A kill raises :class:`~grid_sql.limits.LimitExceededError` naming the limit,
 as the engine's own check does. A refusal by the engine is raised as the
@@ -43,6 +46,7 @@ import importlib
 import os
 import pickle
 import selectors
+import signal
 import subprocess
 import sys
 import time
@@ -71,6 +75,7 @@ POLL_SECONDS: Final = 0.01
 START_SECONDS: Final = 60.0
 
 _READY: Final = b"R"
+_PR_SET_PDEATHSIG: Final = 1
 _PAGE: Final = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -106,7 +111,7 @@ def run_isolated(
     try:
         assert proc.stdin is not None
         try:
-            proc.stdin.write(pickle.dumps((runner, Path(path), sql, limits, keep)))
+            proc.stdin.write(pickle.dumps((os.getpid(), runner, Path(path), sql, limits, keep)))
             proc.stdin.close()
         except BrokenPipeError:  # the worker died at its start: its stderr says why
             pass
@@ -210,14 +215,32 @@ def _portable(e: BaseException) -> BaseException | str:
     return f"{type(e).__name__}: {e}"
 
 
+def _die_with(parent: int) -> None:
+    """Have the kernel kill this process when ``parent`` exits (Linux's
+    ``PR_SET_PDEATHSIG``), so a caller killed outright leaves no worker running;
+    exit now if it is gone already."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the caller's kill is the only one
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def main() -> None:
     """The worker: read one request from stdin, run it, write the reply to stdout."""
-    runner, path, sql, limits, keep = pickle.load(sys.stdin.buffer)
+    parent, runner, path, sql, limits, keep = pickle.load(sys.stdin.buffer)
+    _die_with(parent)
     module, _, name = runner.partition(":")
     run: Any = importlib.import_module(module)
     for part in name.split("."):
         run = getattr(run, part)
-    out = sys.stdout.buffer
+    # The reply goes to the pipe that was stdout; anything the engine prints
+    # (a progress bar) goes to stderr, so it cannot break the reply.
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
     out.write(_READY)
     out.flush()
     reply: tuple[Any, ...]
