@@ -123,6 +123,18 @@ CASES = [
     ("SELECT * FROM t WHERE NOT (a, (b, c)) = (1, (2, 3))", 2),
     ("SELECT * FROM t WHERE (a, (b, c)) = (1, (2, 3)) IS 1", 2),
     ("SELECT a FROM t GROUP BY a HAVING (a, (b, c)) = (1, (2, 3))", 2),
+    # A HAVING term of constants and GROUP BY columns moves into the WHERE, where
+    # its rows split (found by a hunt at 5,000 examples of the property below).
+    ("SELECT a FROM t GROUP BY a HAVING (1, (2, 3)) = (1, (2, 3))", 0),
+    ("SELECT a FROM t GROUP BY a HAVING (a, (a, 3)) IS (1, (2, 3))", 0),
+    ("SELECT a FROM t GROUP BY a, b HAVING count(*) > 0 AND (A, (b, 3)) = (1, (2, 3))", 0),
+    ("SELECT a FROM t GROUP BY a HAVING ((1, (2, a)), a) = ((1, (2, a)), a)", 0),
+    ("SELECT a FROM t GROUP BY a HAVING NOT ((1, (2, 3)) = (1, (2, 3)))", 2),
+    ("SELECT a FROM t GROUP BY a HAVING a = 1 OR (1, (2, 3)) = (1, (2, 3))", 2),
+    ("SELECT count(*) FROM t HAVING (1, (2, 3)) = (1, (2, 3))", 2),
+    ("SELECT a FROM t GROUP BY a COLLATE nocase HAVING (a, (a, 3)) = (1, (2, 3))", 2),
+    ("SELECT a FROM t GROUP BY a HAVING (a, (count(*), 3)) = (1, (2, 3))", 2),
+    ("SELECT a FROM t GROUP BY a HAVING (a, ((SELECT 2), 3)) = (1, (2, 3))", 2),
     ("SELECT (a, (b, c)) = (1, (2, 3)) FROM t", 2),
     ("SELECT * FROM t WHERE (a, (b, c)) IN ((1, (2, 3)))", 2),
     ("SELECT * FROM t WHERE (a, (b, c)) = (SELECT 1, 2)", 1),

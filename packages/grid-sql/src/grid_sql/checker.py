@@ -91,7 +91,12 @@ from grid_core.grammar import load_grammar
 from grid_core.lexer import START, Scanner
 from grid_core.lexicon import build_lexicon
 from grid_core.parser import Parser
-from grid_sql.call_rules import aggregate_placements, call_violations, unevaluated_nodes
+from grid_sql.call_rules import (
+    Placement,
+    aggregate_placements,
+    call_violations,
+    unevaluated_nodes,
+)
 from grid_sql.dialect import Dialect, IdentifierCase
 from grid_sql.dialects import get_dialect
 from grid_sql.row_rules import (
@@ -646,10 +651,17 @@ class _Walker:
     """One statement's name resolution: fills table uses, accesses, violations."""
 
     def __init__(
-        self, tables: Mapping[str, _Table], data: bytes, names: _Names, dialect: Dialect
+        self,
+        tables: Mapping[str, _Table],
+        data: bytes,
+        names: _Names,
+        dialect: Dialect,
+        placements: Mapping[int, Placement] | None = None,
     ) -> None:
         self.names = names
         self.dialect = dialect
+        # the aggregate calls' owners, when known (a second walk: `analyze`)
+        self.placements = placements
         self.tables = tables
         self.data = data
         self.uses: list[TableUse] = []
@@ -1024,7 +1036,9 @@ class _Walker:
             env = self.with_clause(with_clause, outer, env)
         body = next(c for c in _trees(tree) if c.data in ("select_core", "compound_select"))
         exists = id(tree) in self.exists_bodies
-        self.unevaluated |= unevaluated_nodes(tree, self.dialect, exists=exists)
+        self.unevaluated |= unevaluated_nodes(
+            tree, self.dialect, exists=exists, placements=self.placements
+        )
         cores: list[tuple[_Scope, _Outputs]] = []
         for index, core in enumerate(_flatten_compound(body)):
             cores.append(self.select_core(core, outer, env))
@@ -1480,7 +1494,8 @@ class _Walker:
             self.widths.setdefault(id(_trees(node)[0]), 1)
         comparison = node.data in ("predicate", "comparison")
         group = compared_operands(node) if comparison else []
-        if len(group) == 2 and all(g.data == "row_constructor" for g in group):
+        # Unevaluated, only the rows' own widths are compared, not their values'.
+        if len(group) == 2 and all(g.data == "row_constructor" for g in group) and not unevaluated:
             self._pair_values(*group)
         resolved = resolved_operands(node) if comparison and unevaluated else []
         # `x IN (SELECT ...)`, `x IN t`: x is a row as wide as the subquery or the table
@@ -1905,6 +1920,12 @@ class SemanticChecker:
         except RecursionError:
             raise StatementTooDeepError(len(data)) from None
         placed = aggregate_placements(tree, self.dialect, walker.refs)
+        if any(p.outer for p in placed.values()):
+            # An enclosing query's aggregate decides what its own clauses evaluate
+            # (`EXISTS (SELECT sum(t.a + (SELECT c, d ...)) ...)` evaluates none of
+            # it): walk again knowing the owners, which name resolution found.
+            walker = _Walker(self._tables, data, self._names, self.dialect, placed)
+            walker.statement(tree)
         skip = walker.unresolved
         walker.violations += call_violations(tree, self.dialect, skip, placed)
         walker.violations += row_violations(tree, self.dialect, skip, placed)

@@ -96,12 +96,16 @@ def row_violations(
     judged: set[int] = set()  # rows a comparison or IN has decided on
     nested_ok: set[int] = set()  # rows inside rows that a WHERE or ON term compares
     unevaluated: set[int] = set()  # nodes the database does not evaluate
+    moved: set[int] = set()  # HAVING terms SQLite moves into its WHERE
     # (node, its parent's data, its grandparent's, whether it is a WHERE or ON term)
     todo: list[tuple[Tree, str | None, str | None, bool]] = [(tree, None, None, False)]
     while todo:
         node, parent, grandparent, term = todo.pop()
         if not hasattr(node, "data") or id(node) in skip:
             continue
+        term = term or id(node) in moved
+        if node.data == "select_core":
+            moved |= _having_terms_moved(node)
         evaluated = id(node) not in unevaluated
         if node.data in ("predicate", "comparison"):
             found += _operands(node, judged, evaluated)
@@ -124,6 +128,62 @@ def row_violations(
         starts = node.data in _TERM_CLAUSES or (term and node.data == "and_expr")
         todo.extend((c, node.data, parent, starts) for c in reversed(node.children))
     return found
+
+
+def _having_terms_moved(core: Tree) -> set[int]:
+    """The AND terms of ``core``'s HAVING that SQLite moves into its WHERE, where it
+    splits a compared row as in any WHERE term (``havingToWhere``: under a GROUP BY,
+    a term that reads only constants and GROUP BY terms). Taken here: a term that
+    reads no column but one the GROUP BY lists as a plain column reference (the
+    same spelling, ASCII case folded), and holds no call, subquery, ``"x"``
+    (possibly a string), LIKE, GLOB or CURRENT_* (a conservative subset: a term
+    left out keeps its rows refused)."""
+    clauses = {c.data: c for c in core.children if hasattr(c, "data")}
+    group, having = clauses.get("group_by_clause"), clauses.get("having_clause")
+    if group is None or having is None:
+        return set()
+    keys = {
+        _column_key(e)
+        for e in group.children[-1].children
+        if getattr(e, "data", None) == "column_ref"
+    } - {None}
+    terms, todo = [], [having.children[-1]]
+    while todo:
+        node = todo.pop()
+        if getattr(node, "data", None) == "and_expr":
+            todo += [c for c in node.children if hasattr(c, "data")]
+        else:
+            terms.append(node)
+    return {id(t) for t in terms if _reads_only(t, keys)}
+
+
+def _column_key(ref: Tree) -> str | None:
+    """A column reference's spelling, ASCII case folded; None for a ``"x"``."""
+    words = list(ref.scan_values(lambda _: True))
+    if any(getattr(w, "type", None) in _NOT_CONSTANT_WORDS for w in words):
+        return None
+    return "".join(str(w) for w in words).translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _reads_only(term: Tree, keys: set[str | None]) -> bool:
+    todo = [term]
+    while todo:
+        node = todo.pop()
+        if not hasattr(node, "data"):
+            if node.type in _NOT_CONSTANT_WORDS:
+                return False
+            continue
+        if node.data == "column_ref":
+            if _column_key(node) not in keys:
+                return False
+            continue
+        if node.data in _NOT_CONSTANT or _values_subquery(node):
+            return False
+        todo.extend(node.children)
+    return True
 
 
 def _nested_compared(node: Tree) -> set[int]:
