@@ -8,6 +8,7 @@ at the memory cap, and report the engine's refusals as the engine raised them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -18,13 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from grid_sql import worker
 from grid_sql.database import SQLITE_DATABASE
 from grid_sql.execute import Result
 from grid_sql.limits import LimitExceededError, Limits, value_bytes
-from grid_sql.worker import GRACE, MEMORY_SLACK, WorkerError, run_isolated
-
-#: Seconds a worker may take to start on a loaded machine, on top of its limits.
-START = 5.0
+from grid_sql.worker import GRACE, MEMORY_SLACK, Runner, WorkerError, run_isolated
 
 
 def _sleeps(path: Path, sql: str, limits: Limits, keep: int) -> Result:
@@ -55,6 +54,27 @@ def _prints(path: Path, sql: str, limits: Limits, keep: int) -> Result:
     print("50% ████▌     ", flush=True)  # an engine's progress bar, say
     os.write(1, b"\x80\x04raw bytes")
     return Result(["x"], [(1,)], 1)
+
+
+def _alarmed(path: Path, sql: str, limits: Limits, keep: int) -> Result:
+    left = signal.getitimer(signal.ITIMER_REAL)[0]
+    if sql == "report":
+        return Result(["left"], [(left,)], 1)
+    os.kill(os.getpid(), signal.SIGALRM)  # as its backstop fires
+    time.sleep(5)
+    return Result([], [], 0)
+
+
+class _Unpicklable(Exception):
+    def __init__(self, words: str, *, lock: object) -> None:
+        super().__init__(words)
+        self.lock = lock
+
+
+def _raises_unpicklable(path: Path, sql: str, limits: Limits, keep: int) -> Result:
+    import threading
+
+    raise _Unpicklable("the engine's own words", lock=threading.Lock())
 
 
 def _overflows(path: Path, sql: str, limits: Limits, keep: int) -> Result:
@@ -121,38 +141,145 @@ def test_an_engine_limit_crosses_with_its_name_and_value(db: Path) -> None:
     assert (e.value.limit, e.value.value) == ("max_rows", 3)
 
 
+def _named(module: str, name: str) -> Runner:
+    """A runner the worker imports as ``module.name`` (not imported here)."""
+
+    def stand_in(path: Path, sql: str, limits: Limits, keep: int) -> Result:
+        raise AssertionError("runs in the worker only")
+
+    stand_in.__module__, stand_in.__qualname__ = module, name
+    return stand_in
+
+
+def _start(db: Path) -> float:
+    """Seconds a worker takes to start, run a trivial runner and reply, here and now."""
+    t0 = time.monotonic()
+    run_isolated(_sleeps, ERRORS, db, "0", Limits(), 1)
+    return time.monotonic() - t0
+
+
 def test_one_long_sqlite_call_is_stopped_at_its_deadline(db: Path) -> None:
     """Three ``%.1000000000c`` in one printf: one call SQLite's progress handler
     never interrupts (20-27 s in this process at a 1 s limit)."""
     sql = "SELECT length(printf('%.1000000000c%.1000000000c%.1000000000c'))"
+    start = _start(db)
     t0 = time.monotonic()
     with pytest.raises(LimitExceededError) as e:
         SQLITE_DATABASE.run_isolated(db, sql, Limits(wall_time=1.0), 1)
     assert e.value.limit == "wall_time"
-    assert time.monotonic() - t0 < 1.0 + GRACE + START
+    assert time.monotonic() - t0 < 2 * start + 1.0 + GRACE + 1.0
+
+
+def test_the_documented_margins() -> None:
+    """docs/policy.md, Execution limits, states these."""
+    assert (GRACE, MEMORY_SLACK, worker.POLL_SECONDS) == (0.5, 64 << 20, 0.01)
 
 
 def test_a_runner_that_ignores_its_deadline_is_stopped(db: Path) -> None:
+    start = _start(db)
     t0 = time.monotonic()
     with pytest.raises(LimitExceededError) as e:
-        run_isolated(_sleeps, ERRORS, db, "60", Limits(wall_time=0.5), 1)
-    assert (e.value.limit, e.value.value) == ("wall_time", 0.5)
-    assert time.monotonic() - t0 < 0.5 + GRACE + START
+        run_isolated(_sleeps, ERRORS, db, "60", Limits(wall_time=2.0), 1)
+    assert (e.value.limit, e.value.value) == ("wall_time", 2.0)
+    assert time.monotonic() - t0 < 2 * start + 2.0 + GRACE + 1.0
     assert run_isolated(_sleeps, ERRORS, db, "0.1", Limits(wall_time=2.0), 1).count == 0
 
 
-def test_a_runner_that_grows_past_its_memory_is_stopped(db: Path) -> None:
-    limits = Limits(max_memory=16 << 20)
-    over = (limits.max_memory + MEMORY_SLACK) // (1 << 20) + 64
+def test_the_workers_own_alarm_is_set_and_read_as_its_deadline(db: Path) -> None:
+    """The backstop for a caller whose thread does not run (the GIL held elsewhere):
+    the worker's SIGALRM, at wall_time plus twice the grace."""
+    [(left,)] = run_isolated(_alarmed, ERRORS, db, "report", Limits(wall_time=3.0), 1).rows
+    assert 3.0 + GRACE < left <= 3.0 + 2 * GRACE
     with pytest.raises(LimitExceededError) as e:
-        run_isolated(_grows, ERRORS, db, str(over), limits.replace(wall_time=30.0), 1)
+        run_isolated(_alarmed, ERRORS, db, "", Limits(wall_time=3.0), 1)
+    assert (e.value.limit, e.value.value) == ("wall_time", 3.0)
+
+
+def test_a_runner_that_grows_past_its_memory_is_stopped(db: Path) -> None:
+    """The cap is the worker's resident memory at its start plus max_memory plus the
+    slack: just past it is stopped, just under it (start included) is not."""
+    limits = Limits(max_memory=16 << 20, wall_time=30.0)
+    cap_mib = (limits.max_memory + MEMORY_SLACK) >> 20
+    with pytest.raises(LimitExceededError) as e:
+        run_isolated(_grows, ERRORS, db, str(cap_mib + 16), limits, 1)
     assert (e.value.limit, e.value.value) == ("max_memory", 16 << 20)
-    within = run_isolated(_grows, ERRORS, db, "8", limits, 1)
-    assert within.rows == [(8,)]
+    within = run_isolated(_grows, ERRORS, db, str(cap_mib - 24), limits, 1)
+    assert within.rows == [(cap_mib - 24,)]
 
 
 def test_what_the_engine_prints_cannot_break_the_reply(db: Path) -> None:
     assert run_isolated(_prints, ERRORS, db, "", Limits(), 1).rows == [(1,)]
+
+
+def test_a_worker_that_does_not_start_is_given_up(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "slow_start.py").write_text(
+        "import time\ntime.sleep(60)\ndef run(path, sql, limits, keep): pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(worker, "START_SECONDS", 1.0)
+    t0 = time.monotonic()
+    with pytest.raises(WorkerError, match="did not start in 1 s"):
+        run_isolated(_named("slow_start", "run"), ERRORS, db, "", Limits(), 1)
+    assert time.monotonic() - t0 < 10
+
+
+def test_what_a_module_prints_at_import_cannot_stop_the_clock(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "noisy_start.py").write_text(
+        "import time\nprint('plugin v1.2 loaded')\n"
+        "def run(path, sql, limits, keep):\n    time.sleep(60)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(LimitExceededError, match="wall_time"):
+        run_isolated(_named("noisy_start", "run"), ERRORS, db, "", Limits(wall_time=0.5), 1)
+
+
+def test_the_callers_working_directory_is_not_on_the_workers_path(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "selectors.py").write_text("raise SystemExit(7)\n")
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".")])
+    monkeypatch.chdir(tmp_path)
+    assert SQLITE_DATABASE.run_isolated(db, "SELECT 1", Limits(), 1).rows == [(1,)]
+
+
+def test_path_entries_that_are_not_text_are_left_out(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "path", [*sys.path, b"/tmp", 7])
+    assert SQLITE_DATABASE.run_isolated(db, "SELECT 1", Limits(), 1).rows == [(1,)]
+
+
+def test_no_worker_or_pipe_outlives_a_call(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pipes are closed when the call ends, however it ends (no wait for the
+    garbage collector), and a caller failing mid-watch kills its worker."""
+    import gc
+
+    fds = len(os.listdir("/proc/self/fd"))
+    gc.disable()
+    try:
+        for sql in ("SELECT 1", "SELECT nothing FROM t"):
+            for _ in range(10):
+                with contextlib.suppress(sqlite3.Error):
+                    SQLITE_DATABASE.run_isolated(db, sql, Limits(), 1)
+        assert len(os.listdir("/proc/self/fd")) == fds
+    finally:
+        gc.enable()
+
+    def broken(pid: int) -> int:
+        raise RuntimeError("the caller failed")
+
+    start = _start(db)
+    monkeypatch.setattr(worker, "_resident", broken)
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="the caller failed"):
+        run_isolated(_sleeps, ERRORS, db, "60", Limits(wall_time=30.0), 1)
+    assert time.monotonic() - t0 < 2 * start + 5.0  # killed, not waited for
+    alive = [w for w in _children(os.getpid()) if _state(w) not in ("", "Z")]
+    assert not alive
 
 
 def test_other_failures_are_worker_errors_with_the_workers_words(db: Path) -> None:
@@ -164,6 +291,8 @@ def test_other_failures_are_worker_errors_with_the_workers_words(db: Path) -> No
         run_isolated(_refuses, (LookupError,), db, "boom", Limits(), 1)
     with pytest.raises(sqlite3.OperationalError, match="boom"):
         run_isolated(_refuses, ERRORS, db, "boom", Limits(), 1)
+    with pytest.raises(WorkerError, match="failed: _Unpicklable: the engine's own words"):
+        run_isolated(_raises_unpicklable, (Exception,), db, "", Limits(), 1)
 
 
 def test_nested_values_count_their_members() -> None:

@@ -17,7 +17,8 @@ force), and watches it from outside:
 
 - **time**: the worker is killed once the statement has run ``wall_time``
   plus :data:`GRACE` seconds (the clock starts when the worker has imported
-  its backend, before it connects);
+  its backend, before it connects); the worker's own ``SIGALRM`` ends it at
+  ``wall_time`` plus twice that, should the caller's thread not get to run;
 - **memory**: the worker's resident memory is read every
   :data:`POLL_SECONDS`; it is killed once it holds more than ``max_memory``
   plus :data:`MEMORY_SLACK` bytes past what it held at that start (the slack
@@ -58,7 +59,7 @@ from grid_core.errors import ExecutionError
 from grid_sql.execute import Result
 from grid_sql.limits import LimitExceededError, Limits
 
-__all__ = ["GRACE", "MEMORY_SLACK", "POLL_SECONDS", "WorkerError", "run_isolated"]
+__all__ = ["GRACE", "MEMORY_SLACK", "POLL_SECONDS", "Runner", "WorkerError", "run_isolated"]
 
 #: Seconds past ``wall_time`` before the worker is killed (the engine's own
 #: deadline fires first when it can).
@@ -75,6 +76,7 @@ POLL_SECONDS: Final = 0.01
 START_SECONDS: Final = 60.0
 
 _READY: Final = b"R"
+_STDERR_KEPT: Final = 1 << 16
 _PR_SET_PDEATHSIG: Final = 1
 _PAGE: Final = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -100,13 +102,16 @@ def run_isolated(
     of one of ``errors``, as ``run`` raised it), or :class:`WorkerError` (any other
     failure, with the worker's words)."""
     runner = f"{run.__module__}:{run.__qualname__}"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p or os.getcwd() for p in sys.path))
+    # The caller's imports, as absolute paths (a later chdir changes nothing);
+    # -P: the working directory is not on the worker's path (no `selectors.py`
+    # lying there shadows the standard library).
+    paths = os.pathsep.join(os.path.abspath(p) for p in sys.path if isinstance(p, str))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "grid_sql.worker"],
+        [sys.executable, "-P", "-m", "grid_sql.worker"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=env,
+        env=dict(os.environ, PYTHONPATH=paths),
     )
     try:
         assert proc.stdin is not None
@@ -120,9 +125,22 @@ def run_isolated(
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
     if killed is not None:
         raise killed
+    if proc.returncode == -signal.SIGALRM:  # the worker's own backstop (main)
+        raise _too_long(limits)
     return _reply(out, err, proc.returncode, errors)
+
+
+def _too_long(limits: Limits) -> LimitExceededError:
+    return LimitExceededError(
+        "wall_time",
+        limits.wall_time,
+        f"the statement ran past {limits.wall_time:g} s (its worker was stopped)",
+    )
 
 
 def _watch(
@@ -130,7 +148,8 @@ def _watch(
 ) -> tuple[bytes, bytes, LimitExceededError | WorkerError | None]:
     """Read the worker's output until it exits, killing it at its limits."""
     assert proc.stdout is not None and proc.stderr is not None
-    chunks: dict[int, list[bytes]] = {proc.stdout.fileno(): [], proc.stderr.fileno(): []}
+    out, err = proc.stdout.fileno(), proc.stderr.fileno()
+    chunks: dict[int, list[bytes]] = {out: [], err: []}
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ)
     sel.register(proc.stderr, selectors.EVENT_READ)
@@ -146,18 +165,16 @@ def _watch(
                 sel.unregister(key.fileobj)
                 open_pipes -= 1
             chunks[key.fd].append(data)
-        if not cap and b"".join(chunks[proc.stdout.fileno()])[:1] == _READY:
+            if key.fd == err and len(chunks[err]) > 1:  # only its last words are kept
+                chunks[err] = [(chunks[err][-2] + data)[-_STDERR_KEPT:]]
+        if not cap and chunks[out] and chunks[out][0][:1] == _READY:
             base = _resident(proc.pid)
             cap = base + limits.max_memory + MEMORY_SLACK
             deadline = time.monotonic() + limits.wall_time + GRACE
         now = time.monotonic()
         if now > deadline:
             killed = (
-                LimitExceededError(
-                    "wall_time",
-                    limits.wall_time,
-                    f"the statement ran past {limits.wall_time:g} s (its worker was stopped)",
-                )
+                _too_long(limits)
                 if cap
                 else WorkerError(f"the statement's worker did not start in {START_SECONDS:g} s")
             )
@@ -172,7 +189,7 @@ def _watch(
             proc.kill()
             break
     sel.close()
-    return b"".join(chunks[proc.stdout.fileno()]), b"".join(chunks[proc.stderr.fileno()]), killed
+    return b"".join(chunks[out]), b"".join(chunks[err]), killed
 
 
 def _resident(pid: int) -> int:
@@ -231,16 +248,19 @@ def _die_with(parent: int) -> None:
 
 def main() -> None:
     """The worker: read one request from stdin, run it, write the reply to stdout."""
+    # The reply goes to the pipe that was stdout; anything else prints (a module
+    # at import, the engine's progress bar) goes to stderr, never into the reply.
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
     parent, runner, path, sql, limits, keep = pickle.load(sys.stdin.buffer)
     _die_with(parent)
     module, _, name = runner.partition(":")
     run: Any = importlib.import_module(module)
     for part in name.split("."):
         run = getattr(run, part)
-    # The reply goes to the pipe that was stdout; anything the engine prints
-    # (a progress bar) goes to stderr, so it cannot break the reply.
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
+    # A backstop the caller's clock does not need to run for (its thread may wait
+    # on the GIL): SIGALRM, left at its default action, ends the process.
+    signal.setitimer(signal.ITIMER_REAL, limits.wall_time + 2 * GRACE)
     out.write(_READY)
     out.flush()
     reply: tuple[Any, ...]
