@@ -58,7 +58,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from grid_sql.call_rules import Placement, unevaluated_nodes
-from grid_sql.dialect import Dialect
+from grid_sql.dialect import Dialect, ascii_lower
 from grid_sql.violations import Violation, ViolationKind
 
 Tree = Any  # lark.Tree
@@ -154,7 +154,7 @@ def _having_terms_moved(core: Tree) -> set[int]:
             todo += [c for c in node.children if hasattr(c, "data")]
         else:
             terms.append(node)
-    return {id(t) for t in terms if _reads_only(t, keys)}
+    return {id(t) for t in terms if _constant(t, keys)}
 
 
 def _column_key(ref: Tree) -> str | None:
@@ -162,14 +162,13 @@ def _column_key(ref: Tree) -> str | None:
     words = list(ref.scan_values(lambda _: True))
     if any(getattr(w, "type", None) in _NOT_CONSTANT_WORDS for w in words):
         return None
-    return "".join(str(w) for w in words).translate(_ASCII_LOWER)
+    return ascii_lower("".join(str(w) for w in words))
 
 
-_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-
-
-def _reads_only(term: Tree, keys: set[str | None]) -> bool:
-    todo = [term]
+def _constant(tree: Tree, keys: Collection[str | None] = frozenset()) -> bool:
+    """Whether ``tree`` is constant to SQLite, but for the column references whose
+    :func:`_column_key` is in ``keys``."""
+    todo = [tree]
     while todo:
         node = todo.pop()
         if not hasattr(node, "data"):
@@ -341,20 +340,6 @@ _NOT_CONSTANT = frozenset(
 _NOT_CONSTANT_WORDS = frozenset(
     {"DQ_STRING", "CURRENT_DATE", "CURRENT_TIME", "CURRENT_TIMESTAMP", "LIKE", "GLOB"}
 )
-
-
-def _constant(tree: Tree) -> bool:
-    todo = [tree]
-    while todo:
-        node = todo.pop()
-        if not hasattr(node, "data"):
-            if node.type in _NOT_CONSTANT_WORDS:
-                return False
-            continue
-        if node.data in _NOT_CONSTANT or _values_subquery(node):
-            return False
-        todo.extend(node.children)
-    return True
 
 
 def _values_subquery(node: Tree) -> bool:
