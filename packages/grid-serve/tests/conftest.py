@@ -88,3 +88,26 @@ def writes() -> Callable[[Any, bytes], bool]:
         return bool(guide.eos_allowed())
 
     return check
+
+
+@pytest.fixture
+def answer_with(lm: Any, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
+    """``answer_with(sql)``: ``grid ask`` loads the test's model and, in place of
+    the model's statement, gets ``sql`` as its one attempt, with an empty sealed
+    audit log (so what follows the decode, checking and running, is tested)."""
+    from types import SimpleNamespace
+
+    import grid_serve.model
+    from grid_core.audit import AuditLog
+    from grid_serve import text2sql
+
+    def answer(sql: str) -> None:
+        def fixed(decode: Any, engines: Any, role: str, retries: int = 1) -> tuple[Any, ...]:
+            log = AuditLog()
+            log.close("eos", engines[role].engine.fingerprints(), {"mode": 1})
+            return (text2sql.Attempt(SimpleNamespace(audit=log), sql, ()),)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(grid_serve.model, "load_model", lambda source=None: lm)
+        monkeypatch.setattr(text2sql, "answer", fixed)
+
+    return answer

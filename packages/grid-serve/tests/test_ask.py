@@ -13,7 +13,7 @@ import math
 import re
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -690,9 +690,8 @@ RUNAWAY = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELEC
     ids=["wall-time", "rows", "result-bytes", "one-long-call"],
 )
 def test_a_statement_over_its_limits_is_stopped_with_one_line(
-    lm: Any,
+    answer_with: Callable[[str], None],
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     sql: str,
     argv: list[str],
@@ -701,18 +700,7 @@ def test_a_statement_over_its_limits_is_stopped_with_one_line(
     """The execution step of ``grid ask`` under the role's limits and the --limit-* options:
     the accepted statement (fixed here, in place of the model's) stops at its limit, one
     line on stdout naming it, exit 1, the audit log still written."""
-    from types import SimpleNamespace
-
-    import grid_serve.model
-    from grid_core.audit import AuditLog
-
-    def fixed(decode: Any, engines: Any, role: str, retries: int = 1) -> tuple[Any, ...]:
-        log = AuditLog()
-        log.close("eos", engines[role].engine.fingerprints(), {"mode": 1})
-        return (text2sql.Attempt(SimpleNamespace(audit=log), sql, ()),)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(grid_serve.model, "load_model", lambda source=None: lm)
-    monkeypatch.setattr(text2sql, "answer", fixed)
+    answer_with(sql)
     audit = tmp_path / "audit.jsonl"
     code = ask.main(["Count to infinity.", *argv, "--quiet", "--audit", str(audit)])
     out = capsys.readouterr().out.splitlines()

@@ -12,6 +12,7 @@ role's limits. Skipped without grid-duckdb; the end-to-end test also needs the
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -120,29 +121,16 @@ def test_from_first_on_duckdb_runs_as_written(company: Path) -> None:
 
 
 def test_a_value_python_cannot_hold_fails_with_one_line(
-    lm: Any,
+    answer_with: Callable[[str], None],
     company: Path,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """An accepted statement (fixed here, in place of the model's) whose value DuckDB
     returns and Python cannot hold (an interval past ``timedelta``'s range) fails in
     its worker: one line naming the error, exit 1, the log sealed with it."""
-    from types import SimpleNamespace
-
-    import grid_serve.model
-    from grid_core.audit import AuditLog
-
     sql = "SELECT INTERVAL 2000000000 DAYS FROM departments;"
-
-    def fixed(decode: Any, engines: Any, role: str, retries: int = 1) -> tuple[Any, ...]:
-        log = AuditLog()
-        log.close("eos", engines[role].engine.fingerprints(), {"mode": 1})
-        return (text2sql.Attempt(SimpleNamespace(audit=log), sql, ()),)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(grid_serve.model, "load_model", lambda source=None: lm)
-    monkeypatch.setattr(text2sql, "answer", fixed)
+    answer_with(sql)
     log = tmp_path / "audit.jsonl"
     argv = ["Forever?", "--db", str(company), "--policy", str(POLICY), "--quiet"]
     code = ask.main([*argv, "--audit", str(log)])
