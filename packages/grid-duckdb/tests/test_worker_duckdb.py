@@ -43,6 +43,30 @@ def test_nested_values_count_toward_the_result_bytes(path: Path) -> None:
     assert sorted(small.rows[0][0]) == ["name0", "name1", "name2"]
 
 
+def test_work_past_the_memory_limit_is_refused_not_spilled_to_disk(tmp_path: Path) -> None:
+    """DuckDB's default spills a join, sort or aggregate larger than
+    `memory_limit` into `<db>.tmp` beside the file, without bound (each of these
+    runs there at 32 MiB, leaving the directory); GRID's connection has no
+    temporary directory, so each stops at `max_memory` and nothing is written.
+    The same join over fewer rows runs."""
+    path = tmp_path / "wide.duckdb"
+    db = duckdb.connect(str(path))
+    db.execute("CREATE TABLE w AS SELECT i AS a, md5(i::VARCHAR) AS b FROM range(1000000) t(i)")
+    db.close()
+    limits = Limits(max_memory=32 << 20, wall_time=30.0)
+    for sql in (
+        "SELECT count(*) FROM w AS x JOIN w AS y ON x.b = y.b",
+        "SELECT count(*) FROM (SELECT b FROM w ORDER BY b OFFSET 5)",
+        "SELECT count(DISTINCT b) FROM w",
+    ):
+        with pytest.raises(LimitExceededError) as e:
+            run_readonly(path, sql, limits, 1)
+        assert e.value.limit == "max_memory", sql
+    small = "SELECT count(*) FROM w AS x JOIN w AS y ON x.b = y.b WHERE x.a < 1000"
+    assert run_readonly(path, small, limits, 1).rows == [(1000,)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wide.duckdb"]
+
+
 @pytest.mark.parametrize(
     "sql",
     [

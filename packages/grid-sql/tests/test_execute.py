@@ -207,6 +207,26 @@ def test_big_allocations_hit_the_memory_limit(db: Path) -> None:
     assert out[2] == ["ok", [[1]]]  # the connection after a failed allocation is fine
 
 
+def test_a_sort_past_the_heap_is_refused_not_spilled_to_disk(tmp_path: Path) -> None:
+    """A sort larger than the heap does not spill to a temporary file (SQLite's
+    default: an unbounded file under /var/tmp); it stops at the memory limit,
+    while the same sort over fewer rows runs."""
+    path = tmp_path / "wide.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE w (a INTEGER, b TEXT)")
+    con.execute(
+        "WITH RECURSIVE r(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM r WHERE i < 199999) "
+        "INSERT INTO w SELECT i, hex(randomblob(32)) FROM r"
+    )
+    con.commit()
+    con.close()
+    limits = {"max_memory": 8 << 20, "wall_time": 30.0}
+    sort = "SELECT count(*) FROM (SELECT b, a FROM w {} ORDER BY b LIMIT -1 OFFSET 5)"
+    big, small = run_in_child(path, limits, sort.format(""), sort.format("WHERE a < 1000"))
+    assert big[:2] == ["max_memory", 8 << 20]
+    assert small == ["ok", [[995]]]
+
+
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [

@@ -6,7 +6,10 @@ one statement on it read-only under :class:`~grid_sql.limits.Limits`:
 
 - the connection is opened `read_only`, with external access off (no file,
   URL or extension reads: `enable_external_access = false`), DuckDB's
-  `memory_limit` set to `max_memory`, and the configuration locked;
+  `memory_limit` set to `max_memory`, no temporary directory (`temp_directory`
+  empty: a join, sort or aggregate past `max_memory` is refused at the limit
+  instead of spilling into an unbounded `<database>.tmp` directory beside the
+  file), and the configuration locked;
 - a timer interrupts the statement past `wall_time`;
 - rows and result bytes are counted as rows are fetched, so a result too long
   or too large stops at the first row over a limit.
@@ -51,6 +54,7 @@ def run_readonly(path: Path, sql: str, limits: Limits, keep: int) -> Result:
     config: dict[str, str | bool | int | float | list[str]] = {
         "enable_external_access": False,
         "memory_limit": f"{int(limits.max_memory)}B",
+        "temp_directory": "",
         "lock_configuration": True,
     }
     db = duckdb.connect(str(path), read_only=True, config=config)

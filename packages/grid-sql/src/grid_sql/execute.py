@@ -10,7 +10,10 @@ The connection is
   deadline (``wall_time``);
 - bounded in value size by ``SQLITE_LIMIT_LENGTH`` = ``max_result_bytes``;
 - bounded in memory by SQLite's heap limit (``PRAGMA hard_heap_limit`` =
-  ``max_memory``, ``soft_heap_limit`` at half of it).
+  ``max_memory``, ``soft_heap_limit`` at half of it);
+- kept off the disk: temporary tables, indices and a sort's spilled runs live in
+  memory (``PRAGMA temp_store = MEMORY``), under the heap limit, instead of in
+  an unbounded file under ``/var/tmp``.
 
 Rows are fetched one at a time while the totals are counted, so a result too
 long or too large stops at the first row over a limit; the caller keeps the
@@ -65,8 +68,8 @@ class Result:
 
 
 def connect_readonly(db_path: Path, limits: Limits = DEFAULT_LIMITS) -> sqlite3.Connection:
-    """A read-only connection to ``db_path`` with the memory and length limits set
-    (the time limit is per statement: :func:`run_readonly`)."""
+    """A read-only connection to ``db_path`` with the memory and length limits set and
+    temporary storage in memory (the time limit is per statement: :func:`run_readonly`)."""
     uri = db_path.resolve().as_uri() + "?mode=ro"
     db = sqlite3.connect(uri, uri=True)
     try:
@@ -75,6 +78,7 @@ def connect_readonly(db_path: Path, limits: Limits = DEFAULT_LIMITS) -> sqlite3.
         db.execute("PRAGMA query_only = 1")
         db.execute(f"PRAGMA hard_heap_limit = {int(limits.max_memory)}")
         db.execute(f"PRAGMA soft_heap_limit = {int(limits.max_memory) // 2}")
+        db.execute("PRAGMA temp_store = MEMORY")
     except BaseException:
         db.close()
         raise

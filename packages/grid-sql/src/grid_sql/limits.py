@@ -17,7 +17,9 @@ may cost. Every statement GRID executes (``grid ask``, through
   one string or blob may not grow past it while it is computed
   (``randomblob(1e9)``, ``zeroblob(1e9)``).
 - ``max_memory`` (bytes): SQLite's heap (``PRAGMA hard_heap_limit``; the soft
-  limit, at half of it, makes SQLite shed cache first).
+  limit, at half of it, makes SQLite shed cache first), temporary results
+  included: a backend keeps them in memory rather than spilling them to disk
+  (SQLite ``PRAGMA temp_store = MEMORY``, DuckDB no ``temp_directory``).
 
 Exceeding a limit raises :class:`LimitExceededError`, which names the limit
 and its value; it is an :class:`~grid_core.errors.ExecutionError`, so the
