@@ -95,6 +95,17 @@ CASES = [
     ("SELECT 1 FROM t WHERE EXISTS (SELECT sum(t.a) FROM u)", []),
     ("SELECT 1 FROM t WHERE EXISTS (SELECT 1 FROM u WHERE (SELECT sum(t.a)))",
      ["misused_aggregate"]),
+    ("SELECT 1 FROM t JOIN u ON EXISTS (SELECT sum(t.a) FROM u)", []),
+    # but SQLite refuses a GROUP BY term that holds its query's aggregate anywhere
+    ("SELECT 1 FROM t GROUP BY EXISTS (SELECT sum(t.a) FROM u)", ["misused_aggregate"]),
+    ("SELECT 1 FROM t GROUP BY b, NOT EXISTS (SELECT max(t.a) FROM u)", ["misused_aggregate"]),
+    ("SELECT 1 FROM t GROUP BY (SELECT 1 FROM u WHERE EXISTS (SELECT sum(t.a) FROM u))",
+     ["misused_aggregate"]),
+    ("SELECT 1 FROM t GROUP BY (SELECT 1 FROM u GROUP BY EXISTS (SELECT sum(u.c) FROM t AS z))",
+     ["misused_aggregate"]),
+    ("SELECT 1 FROM t GROUP BY EXISTS (SELECT sum(u.c) FROM u)", []),
+    ("SELECT 1 FROM t GROUP BY (SELECT 1 FROM u WHERE EXISTS (SELECT sum(u.c) FROM t AS z))", []),
+    ("SELECT 1 FROM t GROUP BY a HAVING EXISTS (SELECT sum(t.a) FROM u)", []),
 ]  # fmt: skip
 
 # Refused by PostgreSQL, and flagged by its checker
@@ -194,6 +205,7 @@ OUTER = [
     "SELECT a FROM t GROUP BY a HAVING ({s}) > 0",
     "SELECT count(*) FROM t ORDER BY ({s})",
     "SELECT a FROM t GROUP BY ({s})",
+    "SELECT a FROM t GROUP BY EXISTS ({s})",
     "UPDATE t SET a = ({s})",
 ]
 MISPLACED = ("misuse of aggregate", "aggregate functions are not allowed")

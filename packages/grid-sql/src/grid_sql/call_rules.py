@@ -35,7 +35,9 @@ aggregate, the checker's name resolution; no schema, no role):
   aggregate nests. Where `Dialect.aggregates_placed_where_written` (SQLite),
   a call written in such a clause is refused whoever owns it; SQLite never
   evaluates an EXISTS body's select list and ORDER BY, so an enclosing
-  query's aggregate there is left to it. A call whose arguments read no
+  query's aggregate there is left to it, unless it sits in that query's GROUP
+  BY (SQLite refuses ``GROUP BY EXISTS (SELECT sum(t.a) FROM u)``, and runs
+  the same EXISTS in a WHERE). A call whose arguments read no
   column but hold a SELECT is placed by no rule (DuckDB keeps it where it is
   written, SQLite and PostgreSQL may move it out): judged where it is written,
   in a free SELECT only. Where
@@ -406,8 +408,10 @@ def _misplaced(
     query. Where `Dialect.aggregates_placed_where_written` (SQLite), also one
     written in such a clause, whoever owns it. SQLite never evaluates an EXISTS
     body's select list and ORDER BY, so there an enclosing query's aggregate
-    is left to it. Unplaced (no resolution, or a SELECT in its arguments), a
-    call is judged where it is written, in a free SELECT only."""
+    is left to it, except in that query's GROUP BY: SQLite refuses a GROUP BY
+    term holding an aggregate of its query anywhere, evaluated or not.
+    Unplaced (no resolution, or a SELECT in its arguments), a call is judged
+    where it is written, in a free SELECT only."""
     name, written = call.name, context.clause
     hint = "; compare aggregates in HAVING" if written == "WHERE" else ""
     if written in _NO_AGGREGATE and (
@@ -419,7 +423,7 @@ def _misplaced(
         return [_violation(ViolationKind.MISUSED_AGGREGATE, call.span, message)]
     if placed is None or not placed.outer:
         return []
-    if placed.hidden and dialect.unused_clauses_unevaluated:
+    if placed.hidden and dialect.unused_clauses_unevaluated and placed.clause != "GROUP BY":
         return []
     owner = "it reads only an enclosing query's columns, so it is that query's aggregate"
     if placed.clause in _NO_AGGREGATE:
