@@ -617,7 +617,7 @@ def covering_engines() -> ScopedEngines:
 def test_the_covering_language_is_select_first_with_a_covering_from_clause() -> None:
     """``scoped_engines(..., covering=True)`` (``grid ask --covering``): SELECT-first
     cores with a FROM clause, no window function, no call without arguments, no
-    result alias; a select list names, bare, only columns granted on
+    result alias, no row value; a select list names, bare, only columns granted on
     every granted table that has them (``Singer_ID`` is denied on
     ``singer_in_concert``, so not even ``singer``'s may be written there), all of
     one table, or, once one table's name qualifies a column, that table's granted
@@ -670,6 +670,8 @@ def test_the_covering_language_is_select_first_with_a_covering_from_clause() -> 
         "SELECT singer.name, Name FROM singer;",
         "SELECT name FROM singer AS a JOIN concert AS a ON 1;",  # an alias twice in a core
         "SELECT name FROM singer AS T1 JOIN concert AS t1 ON 1;",
+        "SELECT DISTINCT (name, age) FROM singer;",  # no row value
+        "SELECT name FROM singer WHERE (age, age) IN (SELECT age, age FROM singer);",
     ]
     for text in kept:
         assert run(e.guide(audit=False), tokens(text)) == len(tokens(text)) + 1, text

@@ -76,6 +76,10 @@ LEFT_OUT = {
     b"SELECT zz.name FROM employees;": "a qualifier naming nothing the role declares",
     b"SELECT CONductor_ID_LIMIT_1000.name FROM employees;": "an invented qualifier",
     b"SELECT name FROM employees WHERE id = ?;": "a bind parameter",
+    b"SELECT DISTINCT (id, name) FROM employees;": "a row value (SQLite refuses it here)",
+    b"SELECT name FROM employees WHERE (id, id) IN (SELECT id, dept_id FROM employees);": (
+        "a row value, even where SQLite takes one"
+    ),
 }
 
 
@@ -188,7 +192,11 @@ def test_words_are_the_profile_sets() -> None:
 def test_postgres_narrows_too() -> None:
     full, narrow, _, _, _ = languages(POSTGRES)
     assert narrow.accepts(b"SELECT T1.name FROM employees AS T1;")
-    for sql in (b"SELECT name FROM employees -- x\n;", b"SELECT name FROM employees AS e2;"):
+    for sql in (
+        b"SELECT name FROM employees -- x\n;",
+        b"SELECT name FROM employees AS e2;",
+        b"SELECT (id, name) FROM employees;",
+    ):
         assert full.accepts(sql) and not narrow.accepts(sql), sql
 
 

@@ -29,7 +29,13 @@ What ``narrow`` leaves out of the role's language (a policy knob: a role's
   declares the alias it uses is not a regular property; the checker names an
   undeclared one;
 - **a SELECT with no FROM** (a constant query: ``SELECT 1;``) and
-  **bind parameters** (``?``: nothing binds them when the statement runs).
+  **bind parameters** (``?``: nothing binds them when the statement runs);
+- **row values** (``(a, b)``, the ``row_constructor`` of ``base.lark``): SQLite
+  takes one only where it is compared with a row of its width, which a mask
+  cannot count, and SmolLM2 writes ``SELECT DISTINCT (a, b, b, b)`` and
+  ``(a, a) IN (SELECT a ...)`` (6 of the 36 covering-language statements SQLite
+  refused on the first 539 Spider dev questions). PostgreSQL and DuckDB take
+  rows in more places; a role that needs them there has ``generation = "full"``.
 
 Precondition: the grammar is a dialect's (or a projection of it) with the terminal
 names of ``base.lark`` (``ALIAS_NAME``, ``QUALIFIER``, ``LINE_COMMENT``,
@@ -86,16 +92,18 @@ ALIASES: Final[tuple[bytes, ...]] = (
 
 _ALIAS = "ALIAS_NAME"
 _QUALIFIER = "QUALIFIER"
+_ROW = "row_constructor"
 
 
 def written_rule(rule: Rule) -> bool:
     """Whether a generation language keeps ``rule`` as far as its spelling goes: no
     bare alias of a table, a DELETE or UPDATE target or a result column (an alias
-    follows ``AS``), no bind
-    parameter. Shared by the narrow profile and the FROM-first generation language
-    (:func:`grid_sql.column_scope.generation_rule`)."""
+    follows ``AS``), no bind parameter, no row value. Shared by the narrow profile
+    and the FROM-first and covering generation languages
+    (:func:`grid_sql.column_scope.generation_rule`,
+    :func:`grid_sql.column_scope.covering_rule`)."""
     ex = rule.expansion
-    if "PARAMETER" in ex:
+    if "PARAMETER" in ex or rule.alias == _ROW:
         return False
     if _ALIAS not in ex or rule.origin not in ("table_alias", "target_alias", "result_column"):
         return True
