@@ -574,6 +574,8 @@ def test_the_generation_language_is_from_first_without_comments() -> None:
         "SELECT name;",
         "FROM stadium SELECT name WHERE capacity > (FROM stadium SELECT avg(capacity));",
         "FROM singer AS a JOIN singer AS b ON a.age = b.age SELECT a.name;",
+        "FROM stadium JOIN singer ON stadium.stadium_id = 1 JOIN concert ON 1 SELECT capacity;",
+        "FROM stadium JOIN singer ON capacity = 1 JOIN concert ON 1 SELECT capacity;",
     ]
     cut = [
         "SELECT name FROM singer;",
@@ -586,6 +588,11 @@ def test_the_generation_language_is_from_first_without_comments() -> None:
         "FROM singer SELECT name n;",
         "FROM singer WHEREage SELECT name;",
         "FROM singer SELECT name WHERE age > ?;",
+        # a table with a column a join condition wrote bare: SQLite resolves the
+        # condition's names against the tables joined to its right too (ambiguous)
+        "FROM stadium JOIN singer ON stadium_id = 1 JOIN concert ON 1 SELECT capacity;",
+        "FROM stadium JOIN singer ON EXISTS (FROM singer_in_concert AS s SELECT 1 "
+        "WHERE stadium_id = 1) JOIN concert ON 1 SELECT capacity;",
         # two references: singer_id unqualified, or a qualifier two unaliased
         # references answer to, is ambiguous in SQL
         "FROM singer JOIN stadium ON name = 'x' SELECT age;",
@@ -641,6 +648,7 @@ def test_the_covering_language_is_select_first_with_a_covering_from_clause() -> 
         "SELECT max(age), min(age) FROM singer;",  # a column again inside a call
         "SELECT name FROM singer WHERE name = 'x' ORDER BY name;",
         "SELECT name FROM singer AS a JOIN concert AS b ON a.age = b.stadium_id;",
+        "SELECT capacity FROM stadium JOIN singer ON stadium.stadium_id = 1 JOIN concert ON 1;",
     ]
     cut = [
         "FROM singer SELECT name;",
@@ -670,6 +678,7 @@ def test_the_covering_language_is_select_first_with_a_covering_from_clause() -> 
         "SELECT singer.name, Name FROM singer;",
         "SELECT name FROM singer AS a JOIN concert AS a ON 1;",  # an alias twice in a core
         "SELECT name FROM singer AS T1 JOIN concert AS t1 ON 1;",
+        "SELECT capacity FROM stadium JOIN singer ON stadium_id = 1 JOIN concert ON 1;",
         "SELECT DISTINCT (name, age) FROM singer;",  # no row value
         "SELECT name FROM singer WHERE (age, age) IN (SELECT age, age FROM singer);",
     ]

@@ -257,6 +257,13 @@ class Frame:
     """The granted table a qualifier of the core's select list named before its FROM
     clause (:attr:`ScopedEngines.covering`): its FROM clause's first table is that
     table, under its own name."""
+    bare_on: frozenset[str] = frozenset()
+    """The folded columns written bare in the core's join conditions, resolved
+    against its tables (:attr:`ScopedEngines.unambiguous`, where
+    `Dialect.join_condition_sees_right`: SQLite): no table that has one joins the
+    core later (:meth:`ScopedEngines.tables`), since SQLite resolves a join
+    condition's names against the tables joined to its right too (``FROM stadium
+    JOIN singer ON stadium_id = 1 JOIN concert``: "ambiguous column name")."""
 
     @property
     def visible(self) -> tuple[Ref, ...] | None:
@@ -410,6 +417,7 @@ class ScopedEngines:
         self._qualifier_id = base.grammar.terminal_id(QUALIFIER)
         self._table_id = base.grammar.terminal_id(dialect.table_category)
         self._column_id = base.grammar.terminal_id(dialect.column_category)
+        self._joins_see_right = unambiguous and dialect.join_condition_sees_right
         self.covering = covering
         """A SELECT-first core's select list, written before its FROM clause, names
         columns granted on every granted table that has them (whichever table SQL
@@ -631,14 +639,16 @@ class ScopedEngines:
         """The ``TABLE_NAME`` words of the generation language in ``state``: the role's,
         less the tables whose name a reference of the current core already answers
         to (``FROM pets JOIN pets``: every name either one resolves is ambiguous in
-        SQL, even one written in an ON clause before the second came), unless that
-        leaves none."""
+        SQL, even one written in an ON clause before the second came) and those
+        with a column an earlier join condition of the core wrote bare
+        (:attr:`Frame.bare_on`), unless that leaves none."""
         frame = state.frames[-1] if state.frames else None
         taken = {n for r in frame.core for n in r.names} if frame is not None else set()
+        bare = frame.bare_on if frame is not None else frozenset()
         free = frozenset(
             w
             for w, names in self._table_of.items()
-            if not any(ascii_lower(t) in taken for t in names)
+            if not any(ascii_lower(t) in taken or bare & self._catalog[t].keys() for t in names)
         )
         if self.covering and frame is not None and (frame.pending or frame.named):
             free = self._covering(frame, free)
@@ -770,7 +780,22 @@ class ScopedEngines:
                 pending=f.pending if state.qualifier else f.pending | {name},
                 said=f.said | {name} if depth == f.depth else f.said,
             )
+        if t == self._column_id and state.qualifier is None and self._joins_see_right:
+            self._note_bare(frames, self.fold(text.decode("utf-8")))
         return ScopeState(tuple(frames), depth, qualifier, alias_for)
+
+    def _note_bare(self, frames: list[Frame], name: str) -> None:
+        """Record the bare column ``name`` in :attr:`Frame.bare_on` of the frame whose
+        open FROM clause it resolves against, if any: innermost first, past the
+        frames whose references do not have it (in place)."""
+        for i in reversed(range(len(frames))):
+            f = frames[i]
+            if f.phase == "from":
+                frames[i] = replace(f, bare_on=f.bare_on | {name})
+                return
+            refs = f.visible
+            if refs is None or any(name in self._catalog[r.table] for r in refs):
+                return
 
     # -------------------------------------------------------- the scoped lexer
 
