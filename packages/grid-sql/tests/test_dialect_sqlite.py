@@ -180,6 +180,32 @@ def explain(db: sqlite3.Connection, sql: str) -> None:
         db.execute("EXPLAIN " + sql, (None,) * int(wanted.group(1)))
 
 
+FRAME_BOUNDS = ("UNBOUNDED PRECEDING", "2 PRECEDING", "CURRENT ROW", "2 FOLLOWING",
+                "UNBOUNDED FOLLOWING")  # fmt: skip
+
+
+@pytest.mark.parametrize("unit", ["ROWS", "RANGE", "GROUPS"])
+def test_frames_are_the_ones_sqlite_takes(spec: Language, unit: str) -> None:
+    """Every frame of one bound or two, in L exactly when SQLite takes it: a frame that
+    starts after it ends, at UNBOUNDED FOLLOWING, or ends at UNBOUNDED PRECEDING is
+    refused by SQLite's parser, so it is outside L (PostgreSQL and DuckDB refuse the
+    same frames: their corpora's reject lines)."""
+    db = sqlite3.connect(":memory:")
+    db.executescript(SCHEMA)
+    frames = [*FRAME_BOUNDS, *(f"BETWEEN {a} AND {b}" for a in FRAME_BOUNDS for b in FRAME_BOUNDS)]
+    wrong = []
+    for frame in frames:
+        sql = f"SELECT sum(salary) OVER (ORDER BY id {unit} {frame}) FROM employees;"
+        try:
+            db.execute(f"EXPLAIN {sql}")
+            taken = True
+        except sqlite3.Error:
+            taken = False
+        if spec.in_language(sql.encode()) != taken:
+            wrong.append(f"{frame}: SQLite {'takes' if taken else 'refuses'} it")
+    assert not wrong, wrong
+
+
 def test_parse_corpus_markers() -> None:
     entries = parse_corpus("# note\nSELECT 1;\n\n! DROP x;\n~ SELECT\n")
     assert [(e.kind, e.text, e.line) for e in entries] == [
