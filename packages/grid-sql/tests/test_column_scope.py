@@ -576,6 +576,19 @@ def test_the_generation_language_is_from_first_without_comments() -> None:
         "FROM singer AS a JOIN singer AS b ON a.age = b.age SELECT a.name;",
         "FROM stadium JOIN singer ON stadium.stadium_id = 1 JOIN concert ON 1 SELECT capacity;",
         "FROM stadium JOIN singer ON capacity = 1 JOIN concert ON 1 SELECT capacity;",
+        # a bare column is the innermost core's that has it, or the innermost open
+        # FROM clause's; a compound's next core starts clear
+        "FROM stadium JOIN singer ON EXISTS (FROM concert AS s SELECT 1 WHERE stadium_id = 1) "
+        "JOIN concert ON 1 SELECT capacity;",
+        "FROM stadium JOIN singer ON EXISTS (FROM concert AS c JOIN singer_in_concert "
+        "ON theme = 'x' SELECT 1) JOIN concert ON 1 SELECT capacity;",
+        "FROM stadium JOIN singer ON stadium_id = 1 SELECT 1 "
+        "UNION FROM stadium JOIN concert ON 1 SELECT 1;",
+        # every table taken: one without a bare column, under an alias
+        "FROM concert JOIN stadium ON theme = 1 JOIN singer ON age = 2 "
+        "JOIN singer_in_concert ON 1 JOIN stadium AS a ON 1 SELECT 1;",
+        # each table not taken has a bare column: one taken without, under an alias
+        "FROM concert JOIN singer ON stadium_id = concert_id JOIN singer AS a ON 1 SELECT 1;",
     ]
     cut = [
         "SELECT name FROM singer;",
@@ -593,6 +606,11 @@ def test_the_generation_language_is_from_first_without_comments() -> None:
         "FROM stadium JOIN singer ON stadium_id = 1 JOIN concert ON 1 SELECT capacity;",
         "FROM stadium JOIN singer ON EXISTS (FROM singer_in_concert AS s SELECT 1 "
         "WHERE stadium_id = 1) JOIN concert ON 1 SELECT capacity;",
+        # no table left without one of them: not one taken, nor one with another
+        "FROM singer JOIN stadium ON stadium_id = singer_id JOIN singer ON 1 SELECT 1;",
+        "FROM concert JOIN stadium ON theme = 1 JOIN singer ON age = 2 "
+        "JOIN singer_in_concert ON 1 JOIN singer AS a ON 1 SELECT 1;",
+        "FROM concert JOIN singer ON stadium_id = concert_id JOIN stadium ON 1 SELECT 1;",
         # two references: singer_id unqualified, or a qualifier two unaliased
         # references answer to, is ambiguous in SQL
         "FROM singer JOIN stadium ON name = 'x' SELECT age;",
@@ -606,9 +624,24 @@ def test_the_generation_language_is_from_first_without_comments() -> None:
     for text in cut:
         assert run(e.guide(audit=False), tokens(text)) <= len(tokens(text)), text
     # the ambiguous ones are in the scoped language: the generation rule refuses them
-    for text in cut[-3:]:
+    bare = "FROM stadium JOIN singer ON stadium_id = 1 JOIN concert ON 1 SELECT capacity;"
+    for text in [*cut[-3:], bare]:
         scoped = ScopedGuide(engines("concert_singer"), audit=False)
         assert run(scoped, tokens(text)) == len(tokens(text)) + 1, text
+
+
+def test_the_bare_join_rule_is_sqlites() -> None:
+    """A PostgreSQL join condition sees only the tables to its left
+    (``Dialect.join_condition_sees_right`` false): a bare column there keeps no
+    later table out of the generation language."""
+    p = postgres_engines()
+    vocab, trie = world()
+    e = scoped_engines(POSTGRES, p.schema, p.grants, vocab, trie=trie, generation=True)
+    text = (
+        "FROM singer AS s1 JOIN concert AS c ON name = 'x' "
+        "JOIN singer AS s2 ON s2.age = 1 SELECT 1;"
+    )
+    assert run(e.guide(audit=False), tokens(text)) == len(tokens(text)) + 1
 
 
 @cache
@@ -649,6 +682,8 @@ def test_the_covering_language_is_select_first_with_a_covering_from_clause() -> 
         "SELECT name FROM singer WHERE name = 'x' ORDER BY name;",
         "SELECT name FROM singer AS a JOIN concert AS b ON a.age = b.stadium_id;",
         "SELECT capacity FROM stadium JOIN singer ON stadium.stadium_id = 1 JOIN concert ON 1;",
+        "SELECT capacity FROM stadium JOIN singer ON 'x' IN (SELECT theme FROM concert) "
+        "JOIN concert ON 1;",  # a subquery's select list: its own core's
     ]
     cut = [
         "FROM singer SELECT name;",
@@ -679,6 +714,7 @@ def test_the_covering_language_is_select_first_with_a_covering_from_clause() -> 
         "SELECT name FROM singer AS a JOIN concert AS a ON 1;",  # an alias twice in a core
         "SELECT name FROM singer AS T1 JOIN concert AS t1 ON 1;",
         "SELECT capacity FROM stadium JOIN singer ON stadium_id = 1 JOIN concert ON 1;",
+        "SELECT age FROM singer JOIN stadium ON stadium_id = singer_id JOIN singer ON 1;",
         "SELECT DISTINCT (name, age) FROM singer;",  # no row value
         "SELECT name FROM singer WHERE (age, age) IN (SELECT age, age FROM singer);",
     ]

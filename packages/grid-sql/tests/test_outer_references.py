@@ -106,6 +106,11 @@ CASES = [
     ("SELECT 1 FROM t GROUP BY EXISTS (SELECT sum(u.c) FROM u)", []),
     ("SELECT 1 FROM t GROUP BY (SELECT 1 FROM u WHERE EXISTS (SELECT sum(u.c) FROM t AS z))", []),
     ("SELECT 1 FROM t GROUP BY a HAVING EXISTS (SELECT sum(t.a) FROM u)", []),
+    ("SELECT a FROM t GROUP BY a HAVING sum(EXISTS (SELECT max(t.a) FROM u)) > 0", []),
+    # a compound EXISTS body's select lists are evaluated
+    ("SELECT a FROM t WHERE EXISTS (SELECT sum(t.a) FROM u UNION SELECT 1)", ["misused_aggregate"]),
+    ("SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u UNION SELECT sum(t.a) FROM u)",
+     ["misused_aggregate"]),
 ]  # fmt: skip
 
 # Refused by PostgreSQL, and flagged by its checker

@@ -166,7 +166,9 @@ def aggregate_placements(
         data = node.data
         if data == "select_stmt":
             cores = frozenset(id(c) for c in _cores(node))
-            chain = (*chain, _Level(id(node), cores, exists_body=exists))
+            # SQLite drops the select list and ORDER BY of a one-core EXISTS body
+            # only: a compound body's are evaluated.
+            chain = (*chain, _Level(id(node), cores, exists_body=exists and len(cores) == 1))
         elif data in ("update_stmt", "delete_stmt"):
             chain = (*chain, _Level(id(node), frozenset({id(node)})))
         elif chain and data == "select_core":

@@ -641,15 +641,24 @@ class ScopedEngines:
         to (``FROM pets JOIN pets``: every name either one resolves is ambiguous in
         SQL, even one written in an ON clause before the second came) and those
         with a column an earlier join condition of the core wrote bare
-        (:attr:`Frame.bare_on`), unless that leaves none."""
+        (:attr:`Frame.bare_on`). Where that leaves none: those without such a
+        column (an alias can still tell a taken table apart; the bare column is
+        already written), else those not taken, else all (a JOIN always has a
+        table to name)."""
         frame = state.frames[-1] if state.frames else None
         taken = {n for r in frame.core for n in r.names} if frame is not None else set()
         bare = frame.bare_on if frame is not None else frozenset()
-        free = frozenset(
+        untaken = {
             w
             for w, names in self._table_of.items()
-            if not any(ascii_lower(t) in taken or bare & self._catalog[t].keys() for t in names)
-        )
+            if not any(ascii_lower(t) in taken for t in names)
+        }
+        clear = {
+            w
+            for w, names in self._table_of.items()
+            if not any(bare & self._catalog[t].keys() for t in names)
+        }
+        free = frozenset(untaken & clear) or frozenset(clear) or frozenset(untaken)
         if self.covering and frame is not None and (frame.pending or frame.named):
             free = self._covering(frame, free)
         # Every table taken: leave them all, or a JOIN would have no table to name
