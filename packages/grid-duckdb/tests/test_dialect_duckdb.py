@@ -492,3 +492,28 @@ def test_the_cli_reads_a_duckdb_file(database: Path, tmp_path: Path) -> None:
     given = ["--db", str(database), "--policy", str(policy)]
     assert cli.main(["check", "SELECT name FROM departments;", *given]) == 0
     assert cli.main(["check", "SELECT nope FROM departments;", *given]) == 1
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT sum(salary) FROM employees GROUP BY 1",
+        "SELECT count(*) FROM employees GROUP BY (1)",
+        "SELECT sum(salary) OVER () FROM employees GROUP BY 1",
+        "SELECT id FROM employees GROUP BY 2",
+        "SELECT id, sum(salary) FROM employees GROUP BY 1",
+        "SELECT sum(salary) FROM employees GROUP BY +1",  # a constant in DuckDB
+    ],
+)
+def test_group_by_positions_are_duckdbs(
+    db: duckdb.DuckDBPyConnection, checker: SemanticChecker, sql: str
+) -> None:
+    """A GROUP BY term that is a number copies its result column: flagged exactly
+    when DuckDB refuses it (an aggregate or a window there, a position out of range)."""
+    rules = {
+        ViolationKind.MISUSED_AGGREGATE,
+        ViolationKind.MISUSED_WINDOW,
+        ViolationKind.COLUMN_COUNT,
+    }
+    flagged = [v for v in checker.analyze(sql.encode()).violations if v.kind in rules]
+    assert bool(flagged) == (prepares(db, sql) is not None), (flagged, prepares(db, sql))

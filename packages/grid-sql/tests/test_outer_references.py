@@ -111,6 +111,23 @@ CASES = [
     ("SELECT a FROM t WHERE EXISTS (SELECT sum(t.a) FROM u UNION SELECT 1)", ["misused_aggregate"]),
     ("SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u UNION SELECT sum(t.a) FROM u)",
      ["misused_aggregate"]),
+    # a GROUP BY term that is a number copies its result column (all three databases)
+    ("SELECT sum(a) FROM t GROUP BY 1", ["misused_aggregate"]),
+    ("SELECT b, sum(a) + 1 FROM t GROUP BY 2", ["misused_aggregate"]),
+    ("SELECT count(*) FROM t GROUP BY (1)", ["misused_aggregate"]),
+    ("SELECT (SELECT sum(t.a) FROM u) FROM t GROUP BY 1", ["misused_aggregate"]),
+    ("SELECT EXISTS (SELECT sum(t.a) FROM u) FROM t GROUP BY 1", ["misused_aggregate"]),
+    ("SELECT c FROM u UNION SELECT sum(a) FROM t GROUP BY 1", ["misused_aggregate"]),
+    ("SELECT sum(a) OVER () FROM t GROUP BY 1", ["misused_window"]),
+    ("SELECT sum(a) FROM t GROUP BY 2", ["column_count"]),
+    ("SELECT b FROM t GROUP BY 0", ["column_count"]),
+    ("SELECT b FROM t GROUP BY -1", ["column_count"]),
+    ("SELECT b, sum(a) FROM t GROUP BY 1", []),
+    ("SELECT (SELECT sum(c) FROM u) FROM t GROUP BY 1", []),
+    ("SELECT sum(a) FROM t UNION SELECT c FROM u GROUP BY 1", []),
+    ("SELECT *, b FROM t GROUP BY 3", []),
+    # and copies it into an evaluated clause: an EXISTS body's select list is read
+    ("SELECT a FROM t WHERE EXISTS (SELECT sum(t.a) FROM u GROUP BY 1)", ["misused_aggregate"]),
 ]  # fmt: skip
 
 # Refused by PostgreSQL, and flagged by its checker
@@ -122,6 +139,7 @@ PG_FLAGGED = [
     "SELECT 1 FROM t WHERE EXISTS (SELECT sum(t.a) FROM u)",
     "SELECT (SELECT 1 FROM u WHERE sum(c) > 0) FROM t",
     "SELECT (SELECT 1 FROM u WHERE sum(1) > 0) FROM t",
+    "SELECT sum(a) FROM t GROUP BY 1",
 ]
 # Prepared by PostgreSQL, and accepted by its checker
 PG_ACCEPTED = [
@@ -129,6 +147,7 @@ PG_ACCEPTED = [
     "SELECT (SELECT c FROM u LIMIT t.a) FROM t",
     "SELECT (SELECT 1 FROM u WHERE sum(t.b) > 0) FROM t",
     "SELECT (SELECT 1 FROM u GROUP BY sum(t.b)) FROM t",
+    "SELECT sum(a) FROM t GROUP BY +1",  # a constant there, a position in SQLite
 ]
 
 

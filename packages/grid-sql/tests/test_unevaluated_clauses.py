@@ -136,7 +136,10 @@ CASES = [
     ("SELECT a FROM t WHERE EXISTS (SELECT (c, d) FROM u WHERE (c, d))", ["misused_row_value"]),
     ("SELECT a FROM t WHERE EXISTS (SELECT (c, d) AS z FROM u WHERE z)", ["misused_row_value"]),
     ("SELECT a FROM t WHERE EXISTS (SELECT (c, d) FROM u GROUP BY 1)", ["misused_row_value"]),
-    (f"SELECT a FROM t WHERE EXISTS (SELECT {PAIR} FROM u GROUP BY -1)", ["column_count"]),
+    (
+        f"SELECT a FROM t WHERE EXISTS (SELECT {PAIR} FROM u GROUP BY -1)",
+        ["column_count", "column_count"],
+    ),  # and -1 is out of the select list's range
     ("SELECT a FROM t WHERE EXISTS (SELECT c, (c, d) FROM u GROUP BY c, 2 - 1)", []),
     (
         "SELECT a FROM t WHERE EXISTS (SELECT (c, d) FROM u UNION SELECT 1 FROM u)",

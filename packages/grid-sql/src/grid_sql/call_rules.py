@@ -167,8 +167,10 @@ def aggregate_placements(
         if data == "select_stmt":
             cores = frozenset(id(c) for c in _cores(node))
             # SQLite drops the select list and ORDER BY of a one-core EXISTS body
-            # only: a compound body's are evaluated.
-            chain = (*chain, _Level(id(node), cores, exists_body=exists and len(cores) == 1))
+            # only (a compound body's are evaluated), and not when a GROUP BY term
+            # or an alias copies a result column into an evaluated clause.
+            hidden = exists and len(cores) == 1 and not _copied(_cores(node)[0])
+            chain = (*chain, _Level(id(node), cores, exists_body=hidden))
         elif data in ("update_stmt", "delete_stmt"):
             chain = (*chain, _Level(id(node), frozenset({id(node)})))
         elif chain and data == "select_core":
@@ -245,6 +247,7 @@ def call_violations(
             if dialect.order_by_aggregates_need_aggregation and evaluated:
                 found += _order_by_aggregates(node, dialect, placements, context.bound)
             unevaluated |= unevaluated_nodes(node, dialect, exists=context.exists)
+            found += _grouped_by_position(node, dialect, placements)
             context = _Context(None, context.bound, None, windows)
         elif data == "select_core":
             context = context._replace(windows=_window_names([node], dialect))
@@ -536,9 +539,8 @@ def unevaluated_nodes(
     parts = {c.data: c for c in core.children if hasattr(c, "data")}
     result = parts.get("result_columns")
     if exists:
-        copied = _aliased(result) or _by_position(parts.get("group_by_clause"))
         return _unevaluated_below(order, dialect, owned, aggregates=False) | (
-            set() if copied else _unevaluated_below(result, dialect, owned)
+            set() if _copied(core) else _unevaluated_below(result, dialect, owned)
         )
     if order is None or "group_by_clause" in parts:
         return set()
@@ -587,6 +589,89 @@ def _unevaluated_below(
         inner = nested or n.data == "select_stmt"
         todo.extend((c, inner) for c in n.children if hasattr(c, "data"))
     return out
+
+
+def _grouped_by_position(
+    stmt: Tree, dialect: Dialect, placements: Mapping[int, Placement]
+) -> list[Violation]:
+    """The GROUP BY terms of ``stmt``'s cores (a ``select_stmt``) that are integers,
+    each naming the result column it copies (``GROUP BY 1``; SQLite, PostgreSQL
+    and DuckDB alike), refused where that column cannot be grouped by: a
+    position outside the select list (``column_count``), a result column
+    holding an aggregate call of ``stmt`` itself (``misused_aggregate``:
+    "aggregate functions are not allowed in the GROUP BY clause", even inside a
+    subquery whose call ``stmt`` owns), or a call with OVER outside any
+    subquery (``misused_window``). A core with a ``*`` in its select list is
+    left alone: its positions are not known here."""
+    out: list[Violation] = []
+    for core in _cores(stmt):
+        parts = {c.data: c for c in core.children if hasattr(c, "data")}
+        group_by, result = parts.get("group_by_clause"), parts.get("result_columns")
+        if group_by is None or result is None:
+            continue
+        columns = [c for c in result.children if hasattr(c, "data")]
+        if any(not hasattr(t, "data") and t.type == "STAR" for c in columns for t in c.children):
+            continue  # a `*` makes the positions unknown here
+        for term in _group_terms(group_by):
+            k = _position(term)
+            if k is None:
+                continue
+            span = (int(term.meta.start_pos), int(term.meta.end_pos))
+            if not 1 <= k <= len(columns):
+                message = f"GROUP BY {k}: the select list has {_count_columns(len(columns))}"
+                out.append(_violation(ViolationKind.COLUMN_COUNT, span, message))
+                continue
+            column = columns[k - 1]
+            own = {id(n) for n in _descendants(column, stop=("select_stmt",))}
+            for n in _descendants(column):
+                call = _aggregate_at(n, dialect)
+                placed = placements.get(id(n))
+                if _windowed(n) and id(n) in own:
+                    kind, what = ViolationKind.MISUSED_WINDOW, "a window function"
+                elif call is not None and placed is not None and placed.owner == id(stmt):
+                    kind, what = ViolationKind.MISUSED_AGGREGATE, f"the aggregate {call.name}()"
+                else:
+                    continue
+                message = f"GROUP BY {k} copies result column {k}, which holds {what}"
+                out.append(_violation(kind, span, message))
+                break
+    return out
+
+
+def _group_terms(group_by: Tree) -> list[Any]:
+    """The terms of a ``group_by_clause``."""
+    return [t for c in group_by.children if hasattr(c, "data") for t in c.children]
+
+
+def _position(term: Any) -> int | None:
+    """The integer a GROUP BY term is (negated or not, in parentheses or not), else
+    None. ``+1`` is left out: SQLite reads it as a position, PostgreSQL and DuckDB
+    as a constant."""
+    sign = 1
+    while hasattr(term, "data") and term.data == "unary" and len(term.children) == 2:
+        op = term.children[0]
+        if str(op.children[0] if hasattr(op, "data") else op) != "-":
+            return None
+        sign, term = -sign, term.children[-1]
+    if not (hasattr(term, "data") and term.data == "literal" and term.children[0].type == "NUMBER"):
+        return None
+    text = str(term.children[0]).lower()
+    if text.isdigit():
+        return sign * int(text)
+    if text.startswith("0x") and len(text) > 2 and all(c in "0123456789abcdef" for c in text[2:]):
+        return sign * int(text, 16)
+    return None
+
+
+def _count_columns(n: int) -> str:
+    return f"{n} column" + ("" if n == 1 else "s")
+
+
+def _copied(core: Tree) -> bool:
+    """Whether ``core`` (a ``select_core``) copies a result column into an evaluated
+    clause: a result alias, or a GROUP BY term that is a number."""
+    parts = {c.data: c for c in core.children if hasattr(c, "data")}
+    return _aliased(parts.get("result_columns")) or _by_position(parts.get("group_by_clause"))
 
 
 def _by_position(group_by: Tree | None) -> bool:
