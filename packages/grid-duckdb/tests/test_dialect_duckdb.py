@@ -503,13 +503,17 @@ def test_the_cli_reads_a_duckdb_file(database: Path, tmp_path: Path) -> None:
         "SELECT id FROM employees GROUP BY 2",
         "SELECT id, sum(salary) FROM employees GROUP BY 1",
         "SELECT sum(salary) FROM employees GROUP BY +1",  # a constant in DuckDB
+        "SELECT id FROM employees ORDER BY 2",
+        "SELECT id, salary FROM employees ORDER BY 2, -1",
+        "SELECT id FROM employees ORDER BY +2",
     ],
 )
-def test_group_by_positions_are_duckdbs(
+def test_positions_are_duckdbs(
     db: duckdb.DuckDBPyConnection, checker: SemanticChecker, sql: str
 ) -> None:
-    """A GROUP BY term that is a number copies its result column: flagged exactly
-    when DuckDB refuses it (an aggregate or a window there, a position out of range)."""
+    """A GROUP BY or ORDER BY term that is a number names a result column: flagged
+    exactly when DuckDB refuses it (an aggregate or a window there, a position out
+    of range)."""
     rules = {
         ViolationKind.MISUSED_AGGREGATE,
         ViolationKind.MISUSED_WINDOW,

@@ -126,6 +126,13 @@ CASES = [
     ("SELECT (SELECT sum(c) FROM u) FROM t GROUP BY 1", []),
     ("SELECT sum(a) FROM t UNION SELECT c FROM u GROUP BY 1", []),
     ("SELECT *, b FROM t GROUP BY 3", []),
+    # an ORDER BY term that is a number names a result column too
+    ("SELECT a FROM t ORDER BY 2", ["column_count"]),
+    ("SELECT a FROM t UNION SELECT c FROM u ORDER BY -1", ["column_count"]),
+    ("SELECT count(*) FROM t ORDER BY (0)", ["column_count"]),
+    ("SELECT a FROM t WHERE EXISTS (SELECT c FROM u ORDER BY 2)", ["column_count"]),
+    ("SELECT a, b FROM t ORDER BY 2 DESC, 1", []),
+    ("SELECT * FROM t ORDER BY 2", []),
     # and copies it into an evaluated clause: an EXISTS body's select list is read
     ("SELECT a FROM t WHERE EXISTS (SELECT sum(t.a) FROM u GROUP BY 1)", ["misused_aggregate"]),
 ]  # fmt: skip

@@ -248,6 +248,7 @@ def call_violations(
                 found += _order_by_aggregates(node, dialect, placements, context.bound)
             unevaluated |= unevaluated_nodes(node, dialect, exists=context.exists)
             found += _grouped_by_position(node, dialect, placements)
+            found += _ordered_by_position(node)
             context = _Context(None, context.bound, None, windows)
         elif data == "select_core":
             context = context._replace(windows=_window_names([node], dialect))
@@ -635,6 +636,38 @@ def _grouped_by_position(
                 message = f"GROUP BY {k} copies result column {k}, which holds {what}"
                 out.append(_violation(kind, span, message))
                 break
+    return out
+
+
+def _ordered_by_position(stmt: Tree) -> list[Violation]:
+    """The ORDER BY terms of ``stmt`` (a ``select_stmt``) that are integers outside
+    its select list's range (``column_count``: "ORDER BY term out of range" in
+    SQLite, PostgreSQL and DuckDB alike, even where SQLite never evaluates the
+    ORDER BY). ``+1`` is not read as a position (:func:`_position`); a select list
+    with ``*`` is left alone."""
+    order = next(
+        (c for c in stmt.children if hasattr(c, "data") and c.data == "order_by_clause"), None
+    )
+    cores = _cores(stmt)
+    if order is None or not cores:
+        return []
+    result = next(
+        (c for c in cores[0].children if hasattr(c, "data") and c.data == "result_columns"), None
+    )
+    if result is None:
+        return []
+    columns = [c for c in result.children if hasattr(c, "data")]
+    if any(not hasattr(t, "data") and t.type == "STAR" for c in columns for t in c.children):
+        return []
+    out: list[Violation] = []
+    for term in order.children:
+        if not hasattr(term, "data") or term.data != "ordering_term":
+            continue
+        k = _position(term.children[0])
+        if k is not None and not 1 <= k <= len(columns):
+            span = (int(term.meta.start_pos), int(term.meta.end_pos))
+            message = f"ORDER BY {k}: the select list has {_count_columns(len(columns))}"
+            out.append(_violation(ViolationKind.COLUMN_COUNT, span, message))
     return out
 
 
