@@ -606,21 +606,17 @@ def _grouped_by_position(
     left alone: its positions are not known here."""
     out: list[Violation] = []
     for core in _cores(stmt):
-        parts = {c.data: c for c in core.children if hasattr(c, "data")}
-        group_by, result = parts.get("group_by_clause"), parts.get("result_columns")
-        if group_by is None or result is None:
+        group_by = _part(core, "group_by_clause")
+        columns = _positions(core)
+        if group_by is None or columns is None:
             continue
-        columns = [c for c in result.children if hasattr(c, "data")]
-        if any(not hasattr(t, "data") and t.type == "STAR" for c in columns for t in c.children):
-            continue  # a `*` makes the positions unknown here
         for term in _group_terms(group_by):
             k = _position(term)
             if k is None:
                 continue
             span = (int(term.meta.start_pos), int(term.meta.end_pos))
             if not 1 <= k <= len(columns):
-                message = f"GROUP BY {k}: the select list has {_count_columns(len(columns))}"
-                out.append(_violation(ViolationKind.COLUMN_COUNT, span, message))
+                out.append(_out_of_range("GROUP BY", k, len(columns), span))
                 continue
             column = columns[k - 1]
             own = {id(n) for n in _descendants(column, stop=("select_stmt",))}
@@ -645,19 +641,9 @@ def _ordered_by_position(stmt: Tree) -> list[Violation]:
     SQLite, PostgreSQL and DuckDB alike, even where SQLite never evaluates the
     ORDER BY). ``+1`` is not read as a position (:func:`_position`); a select list
     with ``*`` is left alone."""
-    order = next(
-        (c for c in stmt.children if hasattr(c, "data") and c.data == "order_by_clause"), None
-    )
-    cores = _cores(stmt)
-    if order is None or not cores:
-        return []
-    result = next(
-        (c for c in cores[0].children if hasattr(c, "data") and c.data == "result_columns"), None
-    )
-    if result is None:
-        return []
-    columns = [c for c in result.children if hasattr(c, "data")]
-    if any(not hasattr(t, "data") and t.type == "STAR" for c in columns for t in c.children):
+    order, cores = _part(stmt, "order_by_clause"), _cores(stmt)
+    columns = _positions(cores[0]) if cores else None
+    if order is None or columns is None:
         return []
     out: list[Violation] = []
     for term in order.children:
@@ -666,9 +652,31 @@ def _ordered_by_position(stmt: Tree) -> list[Violation]:
         k = _position(term.children[0])
         if k is not None and not 1 <= k <= len(columns):
             span = (int(term.meta.start_pos), int(term.meta.end_pos))
-            message = f"ORDER BY {k}: the select list has {_count_columns(len(columns))}"
-            out.append(_violation(ViolationKind.COLUMN_COUNT, span, message))
+            out.append(_out_of_range("ORDER BY", k, len(columns), span))
     return out
+
+
+def _part(node: Tree, name: str) -> Tree | None:
+    """The child tree of ``node`` named ``name``, if any."""
+    return next((c for c in node.children if hasattr(c, "data") and c.data == name), None)
+
+
+def _positions(core: Tree) -> list[Tree] | None:
+    """The result columns a position in ``core`` (a ``select_core``) names, in order;
+    None where that is not known here (no select list, or a ``*`` in it)."""
+    result = _part(core, "result_columns")
+    columns = [c for c in result.children if hasattr(c, "data")] if result is not None else []
+    if not columns or any(
+        not hasattr(t, "data") and t.type == "STAR" for c in columns for t in c.children
+    ):
+        return None
+    return columns
+
+
+def _out_of_range(clause: str, k: int, n: int, span: Span) -> Violation:
+    columns = f"{n} column" + ("" if n == 1 else "s")
+    message = f"{clause} {k}: the select list has {columns}"
+    return _violation(ViolationKind.COLUMN_COUNT, span, message)
 
 
 def _group_terms(group_by: Tree) -> list[Any]:
@@ -694,10 +702,6 @@ def _position(term: Any) -> int | None:
     if text.startswith("0x") and len(text) > 2 and all(c in "0123456789abcdef" for c in text[2:]):
         return sign * int(text, 16)
     return None
-
-
-def _count_columns(n: int) -> str:
-    return f"{n} column" + ("" if n == 1 else "s")
 
 
 def _copied(core: Tree) -> bool:
