@@ -506,14 +506,17 @@ def test_the_cli_reads_a_duckdb_file(database: Path, tmp_path: Path) -> None:
         "SELECT id FROM employees ORDER BY 2",
         "SELECT id, salary FROM employees ORDER BY 2, -1",
         "SELECT id FROM employees ORDER BY +2",
+        "INSERT INTO employees (id) VALUES (max(1))",
+        "INSERT INTO employees (id) VALUES (1), (2)",
+        "VALUES (1), (sum(2))",
     ],
 )
-def test_positions_are_duckdbs(
+def test_positions_and_values_are_duckdbs(
     db: duckdb.DuckDBPyConnection, checker: SemanticChecker, sql: str
 ) -> None:
-    """A GROUP BY or ORDER BY term that is a number names a result column: flagged
+    """A GROUP BY or ORDER BY term that is a number names a result column, flagged
     exactly when DuckDB refuses it (an aggregate or a window there, a position out
-    of range)."""
+    of range); an aggregate in a VALUES of several rows or an INSERT's VALUES too."""
     rules = {
         ViolationKind.MISUSED_AGGREGATE,
         ViolationKind.MISUSED_WINDOW,

@@ -133,6 +133,17 @@ CASES = [
     ("SELECT a FROM t WHERE EXISTS (SELECT c FROM u ORDER BY 2)", ["column_count"]),
     ("SELECT a, b FROM t ORDER BY 2 DESC, 1", []),
     ("SELECT * FROM t ORDER BY 2", []),
+    # VALUES: no aggregate in a VALUES of several rows or an INSERT's whole VALUES
+    # (nor a window call there); SQLite reads a one-row VALUES elsewhere as a SELECT
+    ("VALUES (1), (sum(2))", ["misused_aggregate"]),
+    ("INSERT INTO t (a) VALUES (min(abs(1)))", ["misused_aggregate"]),
+    ("INSERT INTO t (a) VALUES (row_number() OVER ())", ["misused_window"]),
+    ("SELECT a FROM t WHERE a IN (VALUES (1), (max(1)))", ["misused_aggregate"]),
+    ("SELECT (SELECT 1 FROM (VALUES (1), (sum(t.a))) AS v) FROM t", ["misused_aggregate"]),
+    ("VALUES (sum(2))", []),
+    ("VALUES (1), (row_number() OVER ())", []),
+    ("INSERT INTO t (a) VALUES (1), ((SELECT max(c) FROM u))", []),
+    ("INSERT INTO t (a) SELECT 1 UNION VALUES (sum(1))", []),
     # and copies it into an evaluated clause: an EXISTS body's select list is read
     ("SELECT a FROM t WHERE EXISTS (SELECT sum(t.a) FROM u GROUP BY 1)", ["misused_aggregate"]),
 ]  # fmt: skip
@@ -147,6 +158,8 @@ PG_FLAGGED = [
     "SELECT (SELECT 1 FROM u WHERE sum(c) > 0) FROM t",
     "SELECT (SELECT 1 FROM u WHERE sum(1) > 0) FROM t",
     "SELECT sum(a) FROM t GROUP BY 1",
+    "VALUES (1), (sum(2))",
+    "INSERT INTO t (a) VALUES (min(abs(1)))",
 ]
 # Prepared by PostgreSQL, and accepted by its checker
 PG_ACCEPTED = [

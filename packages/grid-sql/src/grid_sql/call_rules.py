@@ -232,6 +232,7 @@ def call_violations(
     placements = placements or {}
     found: list[Violation] = []
     unevaluated: set[int] = set()  # nodes the database does not evaluate
+    inserted: set[int] = set()  # the VALUES cores that are an INSERT's whole source
     todo: list[tuple[Tree, _Context]] = [(tree, _Context(None, False, None))]
     while todo:
         node, context = todo.pop()
@@ -254,6 +255,12 @@ def call_violations(
             context = context._replace(windows=_window_names([node], dialect))
             if dialect.having_needs_aggregation:
                 found += _having_without_aggregation(node, dialect)
+            found += _values_calls(node, dialect, id(node) in inserted, placements)
+        elif data == "insert_source":
+            stmt = _part(node, "select_stmt")
+            cores = _cores(stmt) if stmt is not None else []
+            if len(cores) == 1:
+                inserted.add(id(cores[0]))
         elif data in _BOUND:
             context = context._replace(bound=True, exists=data == "exists")
         elif data in _CLAUSES:
@@ -653,6 +660,41 @@ def _ordered_by_position(stmt: Tree) -> list[Violation]:
         if k is not None and not 1 <= k <= len(columns):
             span = (int(term.meta.start_pos), int(term.meta.end_pos))
             out.append(_out_of_range("ORDER BY", k, len(columns), span))
+    return out
+
+
+def _values_calls(
+    core: Tree, dialect: Dialect, inserted: bool, placements: Mapping[int, Placement]
+) -> list[Violation]:
+    """The calls a VALUES core (a ``select_core`` with a ``values_clause``) may not
+    hold, outside its subqueries: an aggregate (no OVER) where it has more than one
+    row or is an INSERT's whole source (``inserted``), and a call with OVER in the
+    latter ("misuse of aggregate", "aggregate functions are not allowed in VALUES"
+    in SQLite, PostgreSQL and DuckDB alike). An enclosing query's aggregate is
+    that query's (PostgreSQL and DuckDB run it), except where
+    `Dialect.aggregates_placed_where_written` (SQLite refuses it). SQLite reads a
+    one-row VALUES elsewhere as a SELECT without FROM (``VALUES (count(*))`` runs
+    there), so that one is left alone."""
+    values = _part(core, "values_clause")
+    if values is None:
+        return []
+    rows = [c for c in values.children if hasattr(c, "data") and c.data == "row_value"]
+    if len(rows) < 2 and not inserted:
+        return []
+    out: list[Violation] = []
+    for n in _descendants(values, stop=("select_stmt",)):
+        call = _call(n) if n.data in ("function_call", "aggregate_call") else None
+        if call is None:
+            continue
+        if call.windowed and inserted:
+            message = f"a window function ({call.name}() OVER ...) is not allowed in VALUES"
+            out.append(_violation(ViolationKind.MISUSED_WINDOW, call.span, message))
+        elif not call.windowed and _is_aggregate(call, dialect):
+            placed = placements.get(id(n))
+            if placed is not None and placed.outer and not dialect.aggregates_placed_where_written:
+                continue
+            message = f"the aggregate {call.name}() is not allowed in VALUES"
+            out.append(_violation(ViolationKind.MISUSED_AGGREGATE, call.span, message))
     return out
 
 
