@@ -48,7 +48,7 @@ from grid_sql.dialects import SQLITE
 from grid_sql.generation import PROFILES, Profile, generation_language
 from grid_sql.lexicon import SchemaLexicon
 from grid_sql.policy import example_policy
-from grid_sql.projection import RoleProjection, dialect_dfa
+from grid_sql.projection import RoleProjection
 from grid_sql.schema import example_schema
 from grid_sql.speller import GLUES, Oracle, RoleProbe, TokenIndex, probe_role
 
@@ -77,7 +77,7 @@ def run(
     schema = example_schema()
     policy = example_policy(schema)
     vocab = qwen()
-    trie, dfa = build_trie(vocab), dialect_dfa(SQLITE)
+    trie = build_trie(vocab)
     index = TokenIndex.build(vocab)
     shared = SharedCache()
     build_s = time.perf_counter() - t0
@@ -89,8 +89,8 @@ def run(
         grants = policy.grants(name, schema)
         lexicon = SchemaLexicon.build(SQLITE, schema, grants)
         projection = RoleProjection.compile(policy.role(name), SQLITE, words=lexicon.words)
-        grammar, words = generation_language(
-            generation, projection.grammar, dfa, lexicon.words, name
+        grammar, words, dfa = generation_language(
+            generation, projection.grammar, SQLITE, lexicon.words, name
         )
         engine = Engine(grammar, vocab, words, dfa=dfa, trie=trie, cache=shared)
         probe = probe_role(

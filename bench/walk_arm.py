@@ -88,7 +88,7 @@ from grid_sql.dialects import SQLITE
 from grid_sql.generation import PROFILES, Profile, generation_language
 from grid_sql.lexicon import SchemaLexicon
 from grid_sql.policy import example_policy
-from grid_sql.projection import RoleProjection, dialect_dfa
+from grid_sql.projection import RoleProjection
 from grid_sql.schema import example_schema
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -167,14 +167,14 @@ def build_arms(vocab: Vocabulary, generation: Profile = "full") -> list[Arm]:
     or its narrow generation profile (``narrow``, :mod:`grid_sql.generation`)."""
     schema = example_schema()
     policy = example_policy(schema)
-    trie, dfa = build_trie(vocab), dialect_dfa(SQLITE)
+    trie = build_trie(vocab)
     shared = SharedCache()
     arms = []
     for name in sorted(policy.roles):
         lexicon = SchemaLexicon.build(SQLITE, schema, policy.grants(name, schema))
         projection = RoleProjection.compile(policy.role(name), SQLITE, words=lexicon.words)
-        grammar, words = generation_language(
-            generation, projection.grammar, dfa, lexicon.words, name
+        grammar, words, dfa = generation_language(
+            generation, projection.grammar, SQLITE, lexicon.words, name
         )
         engine = Engine(grammar, vocab, words, dfa=dfa, trie=trie, cache=shared)
         text = grammar.to_lark()

@@ -9,17 +9,19 @@ from grid_core.lexer import Lexer, Scanner
 from grid_core.lexicon import build_lexicon
 from grid_core.parser import Parser
 from grid_sql.dialect import Dialect
-from grid_sql.projection import dialect_dfa
+from grid_sql.projection import language_dfa
 
 
 class CoreLanguage:
     """L of one grammar with one lexicon (category -> words), decided by grid-core's
-    lexer and parser over the dialect's union DFA."""
+    lexer and parser over the union DFA of the grammar's terminals (the dialect's, or
+    a typed generation language's: :func:`grid_sql.generation.typed_calls`). The
+    dialect is the grammar's (kept for the callers' symmetry)."""
 
     def __init__(
         self, grammar: Grammar, dialect: Dialect, words: Mapping[str, Collection[bytes]]
     ) -> None:
-        dfa = dialect_dfa(dialect)
+        dfa = language_dfa(grammar)
         lexicon = build_lexicon(grammar, dfa, words)
         self.lexer = Lexer(Scanner(grammar, dfa, lexicon), Parser(grammar.lalr()))
 

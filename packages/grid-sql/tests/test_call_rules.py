@@ -190,14 +190,41 @@ CASES = [
     # reads no enclosing query)
     ("SELECT a FROM t WHERE a IN (SELECT c FROM u ORDER BY count(c))", ["misused_aggregate"]),
     ("SELECT a FROM t WHERE a IN (SELECT max(c) FROM u ORDER BY count(c))", []),
+    # SQLite computes the SET of an UPDATE with FROM as a select list
+    ("UPDATE t SET a = sum(u.c) FROM u", []),
+    ("UPDATE t SET a = row_number() OVER () FROM u WHERE t.b = u.d", []),
+    ("UPDATE t SET a = sum(b)", ["misused_aggregate"]),
+    ("UPDATE t SET a = 1 FROM u WHERE sum(c) > 0", ["misused_aggregate"]),
+    ("UPDATE t SET a = sum(sum(c)) FROM u", ["misused_aggregate"]),
+    # a window call inside an aggregate's or a window call's arguments, or in a
+    # window definition (not inside a SELECT nested there)
+    ("SELECT sum(row_number() OVER ()) FROM t", ["misused_window"]),
+    ("SELECT min(abs(row_number() OVER ())) FROM t", ["misused_window"]),
+    ("SELECT count(*) FILTER (WHERE row_number() OVER () > 1) FROM t", ["misused_window"]),
+    ("SELECT first_value(row_number() OVER ()) OVER () FROM t", ["misused_window"]),
+    ("SELECT first_value(a) OVER (PARTITION BY row_number() OVER ()) FROM t", ["misused_window"]),
+    ("SELECT max(sum(a) OVER ()) FROM t", ["misused_window"]),
+    ("SELECT a FROM t WHERE EXISTS (SELECT max(row_number() OVER ()) FROM u)", ["misused_window"]),
+    ("SELECT min(a, row_number() OVER ()), abs(row_number() OVER ()) FROM t", []),
+    ("SELECT min((SELECT row_number() OVER () FROM u)) FROM t", []),
+    ("SELECT sum(a) OVER (PARTITION BY sum(b)) FROM t", []),
+    # a RANGE frame with an offset needs one ORDER BY term
+    ("SELECT sum(a) OVER (RANGE 1 PRECEDING) FROM t", ["misused_window"]),
+    (
+        "SELECT sum(a) OVER (ORDER BY a, b RANGE BETWEEN CURRENT ROW AND 1 FOLLOWING) FROM t",
+        ["misused_window"],
+    ),
+    ("SELECT sum(a) OVER w FROM t WINDOW w AS (RANGE 1 PRECEDING)", ["misused_window"]),
+    ("SELECT sum(a) OVER (ORDER BY a RANGE 1 PRECEDING) FROM t", []),
+    ("SELECT sum(a) OVER (RANGE BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) FROM t", []),
+    ("SELECT sum(a) OVER (ROWS 1 PRECEDING) FROM t", []),
     # left to the database by policy (call_rules' header): refused by SQLite, not flagged
-    ("SELECT sum(row_number() OVER ()) FROM t", []),
     ("SELECT group_concat(DISTINCT a, b) FROM t", []),
     ("SELECT (SELECT max(c) FROM u) FROM t ORDER BY count(a)", []),
     ("SELECT a FROM t ORDER BY sum(count(a)) OVER ()", []),
     ("SELECT a FROM t UNION SELECT c FROM u ORDER BY count(a)", []),
 ]
-LEFT_TO_THE_DATABASE = {sql for sql, _ in CASES[-5:]}
+LEFT_TO_THE_DATABASE = {sql for sql, _ in CASES[-4:]}
 
 
 @pytest.mark.parametrize(("sql", "kinds"), CASES)
@@ -291,3 +318,18 @@ def test_rules_flag_only_what_sqlite_refuses(place: str, call: str) -> None:
     counted = ("wrong number of arguments", "sub-select returns", "do not have the same number")
     if any(m in error for m in counted) and "row value" not in error:
         assert kinds, f"{sql}: SQLite says {error!r}, the checker nothing"
+
+
+PROBABILITIES = [
+    "0.5", "1.0", "1", "0", ".5", "1.", "1e0", "5e-1", "1.5", "-0.5", "(0.5)", "+0.5",
+    "0.5 + 0", "a", "NULL", "'0.5'", "0x1", "1.0000001", "00.5", "(((0.25)))", "0.0",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("arg", PROBABILITIES)
+def test_likelihood_takes_what_sqlite_takes(db: sqlite3.Connection, arg: str) -> None:
+    """likelihood(X, Y) is constant_argument iff SQLite refuses Y when it prepares
+    the statement (a float literal from 0.0 to 1.0, parentheses aside)."""
+    sql = f"SELECT likelihood(a, {arg}) FROM t"
+    assert (rule_kinds(sql) == ["constant_argument"]) == bool(sqlite_error(db, sql)), arg
+    assert rule_kinds(f"SELECT a FROM t WHERE likely({arg})") == []  # no second argument

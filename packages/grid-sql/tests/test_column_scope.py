@@ -678,6 +678,7 @@ def test_the_covering_language_is_select_first_with_a_covering_from_clause() -> 
         "SELECT age, Singer.name FROM singer AS singer;",
         "SELECT stadium.name FROM stadium JOIN concert ON stadium.stadium_id = concert.stadium_id;",
         "SELECT abs(age) FROM singer;",
+        "SELECT pow(age, 2), substr(name, 1, 2), coalesce(name, 'x') FROM singer;",
         "SELECT max(age), min(age) FROM singer;",  # a column again inside a call
         "SELECT name FROM singer WHERE name = 'x' ORDER BY name;",
         "SELECT name FROM singer AS a JOIN concert AS b ON a.age = b.stadium_id;",
@@ -708,6 +709,9 @@ def test_the_covering_language_is_select_first_with_a_covering_from_clause() -> 
         "SELECT sin() FROM singer;",  # no call without arguments
         "SELECT substr(*) FROM singer;",
         "SELECT random() FROM singer;",  # nor a function that takes none
+        "SELECT pow(age) FROM singer;",  # a call within its function's argument count
+        "SELECT abs(age, age) FROM singer;",
+        "SELECT abs(age) OVER () FROM singer;",  # OVER after no window function
         "SELECT count(*) AS n FROM singer;",  # no result alias
         "SELECT name, age, name FROM singer;",  # no column twice at the list's own depth
         "SELECT singer.name, Name FROM singer;",

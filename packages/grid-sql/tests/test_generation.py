@@ -8,6 +8,8 @@ masks of the two are compared token by token on SmolLM2's real vocabulary.
 
 from __future__ import annotations
 
+import re
+import sqlite3
 from functools import cache
 
 import pytest
@@ -20,11 +22,19 @@ from grid_core.grammar import Grammar
 from grid_core.guide import Engine
 from grid_core.vocab import smollm2
 from grid_spec.spec import Language
-from grid_sql.dialect import Dialect
+from grid_sql.dialect import Dialect, word_alternatives
 from grid_sql.dialects import POSTGRES, SQLITE
-from grid_sql.generation import ALIASES, narrow_grammar, narrow_rule, narrow_words
+from grid_sql.generation import (
+    ALIASES,
+    call_terminal,
+    generation_language,
+    narrow_grammar,
+    narrow_rule,
+    narrow_words,
+    typed_calls,
+)
 from grid_sql.policy import PolicyBundle, Role
-from grid_sql.projection import RoleProjection, dialect_dfa
+from grid_sql.projection import RoleProjection, dialect_dfa, dialect_grammar, language_dfa
 
 WORDS = {
     "TABLE_NAME": [b"departments", b"employees"],
@@ -40,8 +50,7 @@ def languages(
 ) -> tuple[CoreLanguage, CoreLanguage, Language, Grammar, dict]:
     """(full, narrow by grid-core, narrow by grid-spec, narrow grammar, narrow words)."""
     full = RoleProjection.compile(READER, dialect, words=WORDS).grammar
-    narrow = narrow_grammar(full, "reader")
-    words = narrow_words(narrow, dialect_dfa(dialect), WORDS)
+    narrow, words, _ = generation_language("narrow", full, dialect, WORDS, "reader")
     return (
         CoreLanguage(full, dialect, WORDS),
         CoreLanguage(narrow, dialect, words),
@@ -63,6 +72,10 @@ WRITTEN = [
     b"WITH cte AS (SELECT id FROM employees) SELECT cte.id FROM cte;",
     b"SELECT\tname FROM employees;",
     b"SELECT  name\n\n  FROM employees;",
+    b"SELECT pow(id, 2), substr(name, 1, 2), coalesce(name, 'x', 'y') FROM employees;",
+    b"SELECT rank() OVER (ORDER BY id), random() FROM employees;",
+    b"SELECT total(id) FILTER (WHERE id > 1) FROM employees;",
+    b"SELECT count(*) OVER (ORDER BY id ROWS BETWEEN 2 PRECEDING AND 1 FOLLOWING) FROM employees;",
 ]
 LEFT_OUT = {
     b"SELECT 1;": "a constant query",
@@ -80,6 +93,16 @@ LEFT_OUT = {
     b"SELECT name FROM employees WHERE (id, id) IN (SELECT id, dept_id FROM employees);": (
         "a row value, even where SQLite takes one"
     ),
+    b"SELECT pow(id) FROM employees;": "a call with fewer arguments than the function takes",
+    b"SELECT abs(id, id) FROM employees;": "a call with more arguments than the function takes",
+    b"SELECT rank() FROM employees;": "a window function without OVER (SQLite refuses it)",
+    b"SELECT abs(id) OVER () FROM employees;": "OVER after a function that is no window function",
+    b"SELECT upper(*) FROM employees;": "a * argument (a call with none, in SQLite's reading)",
+    b"SELECT total(DISTINCT id) FROM employees;": "DISTINCT in a call, even where it runs",
+    b"SELECT rank() OVER w FROM employees WINDOW w AS (ORDER BY id);": (
+        "a window named by reference (that WINDOW defines it is not regular)"
+    ),
+    b"SELECT count(*) OVER (ROWS id PRECEDING) FROM employees;": "a frame offset not a number",
 }
 
 
@@ -128,6 +151,8 @@ PIECES = [
     b"--",
     b"count(",
     b"cte",
+    b"pow(",
+    b"abs(",
 ]
 
 
@@ -164,7 +189,7 @@ PREFIXES = [
 def test_engine_mask_equals_the_spec_on_a_real_vocabulary(prefix: bytes) -> None:
     _, _, spec, grammar, words = languages()
     vocab = smollm2()
-    engine = Engine(grammar, vocab, words, dfa=dialect_dfa(SQLITE))
+    engine = Engine(grammar, vocab, words, dfa=language_dfa(grammar))
     guide = engine.guide(audit=False)
     ids = {b: i for i, b in enumerate(vocab.token_bytes) if b and i not in vocab.special_ids}
     rest = prefix
@@ -239,3 +264,77 @@ def test_policy_knob() -> None:
         PolicyBundle.loads(POLICY.format(line='generation = "loose"'))
     with pytest.raises(GridError, match=r"roles\.reader\.generation"):
         PolicyBundle.loads(POLICY.format(line="generation = 1"))
+
+
+def _prepares(db: sqlite3.Connection, sql: str) -> str | None:
+    """None when SQLite prepares ``sql``, else its error message."""
+    try:
+        db.execute("EXPLAIN " + sql)
+    except sqlite3.Error as e:
+        return str(e)
+    return None
+
+
+def test_typed_calls_take_what_sqlite_takes() -> None:
+    """The narrow language writes a call of each SQLite function with 0 to 4
+    arguments, with and without OVER, exactly where SQLite prepares it; every call
+    SQLite refuses for its argument count or its OVER is left out (typed_calls)."""
+    _, narrow, _, _, _ = languages()  # the reader is granted every function
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE employees (id INTEGER, name TEXT, dept_id INTEGER)")
+    checked = refused = 0
+    for name in sorted(set(SQLITE.functions)):
+        for n in range(5):
+            for over in ("", " OVER ()"):
+                sql = f"SELECT {name}({', '.join(['1'] * n)}){over} FROM employees;"
+                error = _prepares(db, sql)
+                arity = error is not None and (
+                    "wrong number of arguments" in error
+                    or "misuse of window function" in error
+                    or "may not be used as a window function" in error
+                    or "is not a window function" in error
+                )
+                if error is not None and not arity:
+                    continue  # refused for another reason (not this test's)
+                checked += 1
+                refused += arity
+                assert narrow.accepts(sql.encode()) == (error is None), (sql, error)
+    assert checked > 400 and refused > 300
+
+
+def test_typed_calls_of_a_role_granted_some_functions() -> None:
+    """A role's function category is split over the typed terminals: each keeps the
+    role's call lexemes of its functions, in the role's case forms only."""
+    words = {**WORDS, "FUNCTION_NAME": [b"pow(", b"POW(", b"abs(", b"rank("]}
+    full = RoleProjection.compile(READER, SQLITE, words=words).grammar
+    narrow, typed, _ = generation_language("narrow", full, SQLITE, words, "reader")
+    assert typed["FUNCTION_NAME"] == []
+    assert typed["FUNCTION_NAME_2_2_SCALAR"] == [b"POW(", b"pow("]
+    assert typed["FUNCTION_NAME_0_0_WINDOW"] == [b"rank("]
+    language = CoreLanguage(narrow, SQLITE, typed)
+    for sql, ok in [
+        (b"SELECT pow(id, 2), POW(id, 2), abs(id) FROM employees;", True),
+        (b"SELECT rank() OVER (ORDER BY id) FROM employees;", True),
+        (b"SELECT Pow(id, 2) FROM employees;", False),  # not a case form the role has
+        (b"SELECT sin(id) FROM employees;", False),  # not granted
+        (b"SELECT pow(id) FROM employees;", False),
+        (b"SELECT rank() FROM employees;", False),
+    ]:
+        assert language.accepts(sql) == ok, sql
+
+
+@pytest.mark.parametrize("dialect", [SQLITE, POSTGRES])
+def test_typed_patterns_are_the_dialects_word_class(dialect: Dialect) -> None:
+    """The typed terminals' patterns are FUNCTION_NAME's construction over their own
+    functions (the same construction over all gives FUNCTION_NAME's): each function
+    is lexed by its own terminal alone."""
+    grammar = dialect_grammar(dialect)
+    (call,) = (t for t in grammar.terminals if t.name == "FUNCTION_NAME")
+    assert call.pattern == f"(?i:(?:{word_alternatives(dialect.functions)})\\()"
+    typed, words = typed_calls(grammar, dialect, {})
+    # FUNCTION_NAME with no function left (SQLite) is a category with no word
+    patterns = {t.name: re.compile(t.pattern) for t in typed.terminals if words.get(t.name) != []}
+    for name in set(dialect.functions):
+        hits = {t for t, p in patterns.items() if p.fullmatch(f"{name.upper()}(")}
+        want = call_terminal(dialect, name) or "FUNCTION_NAME"
+        assert hits == {want}, (name, hits)

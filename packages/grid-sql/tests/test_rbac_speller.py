@@ -311,13 +311,14 @@ def test_a_glue_that_leaves_the_language_spells_nothing() -> None:
     speller skips it (None, never a path), where the role's whole language reads it."""
     from grid_sql.generation import generation_language
 
-    vocab, trie, index, shared, schema, policy = world()
+    vocab, trie, index, _, schema, policy = world()
     grants = policy.grants("intern", schema)
     lexicon = SchemaLexicon.build(SQLITE, schema, grants)
     projection = RoleProjection.compile(policy.role("intern"), SQLITE, words=lexicon.words)
-    dfa = dialect_dfa(SQLITE)
-    grammar, words = generation_language("narrow", projection.grammar, dfa, lexicon.words, "intern")
-    narrow = Engine(grammar, vocab, words, dfa=dfa, trie=trie, cache=shared)
+    grammar, words, dfa = generation_language(
+        "narrow", projection.grammar, SQLITE, lexicon.words, "intern"
+    )
+    narrow = Engine(grammar, vocab, words, dfa=dfa, trie=trie)
     at = positions(narrow, relation_or_verb(narrow))[:3]
     full = probe_role(
         engine("intern"), SQLITE, schema, grants, index, glues=(b"/**/",), positions=at

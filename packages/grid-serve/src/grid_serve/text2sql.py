@@ -62,7 +62,7 @@ from grid_core.cache import SharedCache
 from grid_core.decode import Generation, reserve_source
 from grid_core.errors import GridError, ServingError
 from grid_core.grammar import Grammar, Rule
-from grid_core.guide import Engine
+from grid_core.guide import Engine, family_of
 from grid_core.lexicon import Lexicon
 from grid_core.protocol import Guide
 from grid_core.trie import TokenTrie, build_trie
@@ -76,7 +76,7 @@ from grid_sql.generation import generation_language
 from grid_sql.lexicon import SchemaLexicon
 from grid_sql.limits import DEFAULT_LIMITS, LimitExceededError, Limits
 from grid_sql.policy import PolicyBundle, RoleGrants
-from grid_sql.projection import RoleProjection, dialect_dfa
+from grid_sql.projection import RoleProjection, language_dfa
 from grid_sql.repair import COLUMN_CATEGORY, feedback_text, plan_retry
 from grid_sql.schema import SchemaSnapshot, ascii_lower
 
@@ -160,7 +160,7 @@ class RoleEngines:
     vocab: Vocabulary
     trie: TokenTrie | None = None
     _built: dict[str, RoleEngine] = field(default_factory=dict)
-    _shared: SharedCache | None = None
+    _shared: dict[str, SharedCache] = field(default_factory=dict)
     _scoped: dict[tuple[str, bool], ScopedEngines] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -176,7 +176,8 @@ class RoleEngines:
         grants = self.policy.grants(role, self.schema)  # UnknownRoleError for a bad name
         lexicon = SchemaLexicon.build(dialect, self.schema, grants)
         projection = RoleProjection.compile(self.policy.role(role), dialect, words=lexicon.words)
-        engine = self._engine(*self._language(role, projection.grammar, lexicon.words))
+        grammar, words = self._language(role, projection.grammar, lexicon.words)
+        engine = self._engine(grammar, words)
         return RoleEngine(grants, projection, lexicon, engine)
 
     def _language(
@@ -184,9 +185,11 @@ class RoleEngines:
     ) -> tuple[Grammar, Mapping[str, Collection[bytes]]]:
         """The role's generation language (:func:`generation_language`, the profile its
         policy names) over a projection ``grammar`` and lexicon ``words``."""
-        dfa = dialect_dfa(get_dialect(self.schema.dialect))
         profile = self.policy.role(role).generation
-        return generation_language(profile, grammar, dfa, words, role)
+        language, words, _ = generation_language(
+            profile, grammar, get_dialect(self.schema.dialect), words, role
+        )
+        return language, words
 
     def scoped(self, role: str, *, covering: bool = False) -> ScopedEngines:
         """The role's FROM-first engines with column policy in the mask
@@ -231,12 +234,12 @@ class RoleEngines:
     def _engine(
         self, grammar: Grammar, lexicon: Lexicon | Mapping[str, Collection[bytes]]
     ) -> Engine:
-        dfa = dialect_dfa(get_dialect(self.schema.dialect))
+        dfa = language_dfa(grammar)  # the dialect's, or a typed generation language's
         if self.trie is None:
             self.trie = build_trie(self.vocab)
-        if self._shared is None:
-            self._shared = SharedCache()  # the family of the first engine (the dialect's)
-        return Engine(grammar, self.vocab, lexicon, dfa=dfa, trie=self.trie, cache=self._shared)
+        family = family_of(grammar, dfa, self.trie)  # one T2 per walk family
+        shared = self._shared.setdefault(family, SharedCache(family))
+        return Engine(grammar, self.vocab, lexicon, dfa=dfa, trie=self.trie, cache=shared)
 
     def retry_engine(
         self, role: str, words: Mapping[str, Collection[bytes]] | None = None, *, star: bool = True

@@ -18,9 +18,18 @@ aggregate, the checker's name resolution; no schema, no role):
   OVER; where `Dialect.over_needs_window_or_aggregate`, a known function that is
   neither a window function nor an aggregate called with OVER (``abs(a) OVER
   ()``, ``max(a, b) OVER ()``); a windowed call (one with OVER) in WHERE, GROUP
-  BY, HAVING or an UPDATE's SET; ``OVER name`` where the WINDOW clause of its
+  BY, HAVING or an UPDATE's SET (not where `Dialect.update_from_selects` and
+  the UPDATE has a FROM clause: SQLite computes that SET as a select list);
+  ``OVER name`` where the WINDOW clause of its
   SELECT core defines no ``name`` (in a SELECT's ORDER BY: of any of its cores;
-  SQLite compares names as written, the others unquoted).
+  SQLite compares names as written, the others unquoted); a windowed call inside
+  the arguments (or FILTER) of an aggregate or of another windowed call, or in a
+  window definition, not through a subquery (``sum(row_number() OVER ())``:
+  "misuse of window function"); a RANGE frame with an offset bound (``1
+  PRECEDING``) in a window whose ORDER BY has not exactly one term.
+- ``constant_argument``: an argument ``Dialect.probability_arguments`` names
+  (SQLite's ``likelihood(X, Y)``: Y) that is not a float literal from 0.0 to
+  1.0; SQLite refuses it when it prepares the statement.
 - ``misused_aggregate``: an aggregate call (no OVER) inside the arguments of
   another aggregate call (no OVER), not through a subquery; an aggregate call
   in a clause where its *owner* may not aggregate: the WHERE, GROUP BY or ON
@@ -59,8 +68,8 @@ and `grid_sql.row_rules` judge only what SQLite refuses before evaluating.
 
 Policy: each rule flags only what SQLite 3.40 refuses at prepare time (measured
 with EXPLAIN; the tests replay every flagged case there), and leaves alone what
-is refused only in some readings. So a window call inside an aggregate's
-arguments is not flagged, nor ``DISTINCT`` with two arguments, nor an aggregate
+is refused only in some readings. So ``DISTINCT`` with two arguments is not
+flagged, nor an aggregate
 over an enclosing query's columns in the ORDER BY of that query when it
 aggregates nothing else (SQLite refuses ``SELECT b FROM t ORDER BY (SELECT
 sum(t.b) FROM u)``).
@@ -113,6 +122,11 @@ class _Context(NamedTuple):
     # the window names an `OVER name` here may read (None: outside any SELECT)
     windows: frozenset[str] | None = None
     exists: bool = False  # the node is the body of EXISTS
+    # where a window call may not be written: the arguments of an aggregate or a
+    # window call, or a window definition (what holds the node, for the message)
+    nests: str | None = None
+    # inside an UPDATE whose SET is a SELECT's list (`Dialect.update_from_selects`)
+    update_from: bool = False
 
 
 class Placement(NamedTuple):
@@ -263,14 +277,25 @@ def call_violations(
                 inserted.add(id(cores[0]))
         elif data in _BOUND:
             context = context._replace(bound=True, exists=data == "exists")
+        elif data == "update_stmt":
+            froms = dialect.update_from_selects and _part(node, "from_clause") is not None
+            context = context._replace(update_from=froms)
         elif data in _CLAUSES:
-            context = context._replace(clause=_CLAUSES[data])
+            listed = data == "assignment" and context.update_from  # a select list
+            context = context._replace(clause=None if listed else _CLAUSES[data])
+        elif data == "window_spec":
+            found += _range_offsets(node)
+            context = context._replace(nests=context.nests or "a window definition")
         elif data in ("function_call", "aggregate_call"):
             call = _call(node)
             if call is not None:
                 found += _judge(call, context, dialect, placements.get(id(node)))
+                found += _probabilities(call, node, dialect)
                 if _is_aggregate(call, dialect):
                     context = context._replace(aggregate=call.name)
+                if call.windowed or _is_aggregate(call, dialect):
+                    kind = "window function" if call.windowed else "aggregate"
+                    context = context._replace(nests=f"the {kind} {call.name}()")
         todo.extend((child, context) for child in reversed(node.children))
     return found
 
@@ -396,6 +421,15 @@ def _judge(
                 ViolationKind.MISUSED_WINDOW,
                 span,
                 f"a window function ({name}() OVER ...) is not allowed in {context.clause}",
+            )
+        )
+    elif call.windowed and context.nests is not None:
+        out.append(
+            _violation(
+                ViolationKind.MISUSED_WINDOW,
+                span,
+                f"a window function ({name}() OVER ...) is inside {context.nests}: window "
+                "calls do not nest there; compute it in a subquery",
             )
         )
     if _is_aggregate(call, dialect):
@@ -842,6 +876,97 @@ def _call(node: Tree) -> _Call | None:
     rest = [c for c in rest if hasattr(c, "data") or c.type != "DISTINCT"]
     lists = [c for c in rest if hasattr(c, "data") and c.data == "expr_list"]
     return _Call(name, len(lists[0].children) if lists else len(rest), windowed, span)
+
+
+def _range_offsets(spec: Tree) -> list[Violation]:
+    """A RANGE frame with an offset bound (``1 PRECEDING``, not ``UNBOUNDED
+    PRECEDING`` or ``CURRENT ROW``) in a window ``spec`` whose ORDER BY has not
+    exactly one term: SQLite, PostgreSQL and DuckDB refuse it ("RANGE with offset
+    PRECEDING/FOLLOWING requires one ORDER BY expression")."""
+    frame = _part(spec, "frame_spec")
+    unit = _part(frame, "frame_unit") if frame is not None else None
+    if frame is None or unit is None or not _tokens_of(unit, "RANGE") or not _offset(frame):
+        return []
+    order = _part(spec, "order_by_clause")
+    terms = [] if order is None else [c for c in order.children if _is(c, "ordering_term")]
+    if len(terms) == 1:
+        return []
+    span = (int(frame.meta.start_pos), int(frame.meta.end_pos))
+    return [
+        _violation(
+            ViolationKind.MISUSED_WINDOW,
+            span,
+            f"a RANGE frame with an offset needs exactly one ORDER BY term in its window; "
+            f"this one has {len(terms)}",
+        )
+    ]
+
+
+def _offset(frame: Tree) -> bool:
+    """Whether a frame has a bound ``x PRECEDING`` or ``x FOLLOWING`` (not UNBOUNDED)."""
+    todo = [frame]
+    while todo:
+        node = todo.pop()
+        kids = node.children
+        for i, c in enumerate(kids):
+            if hasattr(c, "data"):
+                todo.append(c)
+            elif c.type in ("PRECEDING", "FOLLOWING"):
+                before = kids[i - 1] if i else None
+                if before is None or hasattr(before, "data") or before.type != "UNBOUNDED":
+                    return True
+    return False
+
+
+def _is(node: Any, data: str) -> bool:
+    return hasattr(node, "data") and node.data == data
+
+
+def _tokens_of(node: Tree, kind: str) -> bool:
+    return any(not hasattr(c, "data") and c.type == kind for c in node.children)
+
+
+def _probabilities(call: _Call, node: Tree, dialect: Dialect) -> list[Violation]:
+    """``Dialect.probability_arguments`` of ``call`` that are not a float literal
+    from 0.0 to 1.0 (SQLite reads ``likelihood(X, Y)``'s Y when it prepares the
+    statement: ``0.5``, ``(1.0)``, ``.5`` and ``5e-1`` pass; ``1``, ``-0.5``,
+    ``1.5`` and a column do not)."""
+    out = []
+    for name, index in sorted(dialect.probability_arguments):
+        if name != call.name:
+            continue
+        given = _argument_nodes(node)
+        if index < len(given) and not _probability(given[index]):
+            out.append(
+                _violation(
+                    ViolationKind.CONSTANT_ARGUMENT,
+                    call.span,
+                    f"argument {index + 1} of {name}() must be a number written with a "
+                    "point from 0.0 to 1.0 (a probability, e.g. 0.5)",
+                )
+            )
+    return out
+
+
+def _argument_nodes(node: Tree) -> list[Any]:
+    """The argument expressions of a ``function_call`` node (none for ``f(*)``)."""
+    for child in node.children:
+        if hasattr(child, "data") and child.data == "function_arguments":
+            return _argument_nodes(child)
+        if hasattr(child, "data") and child.data == "expr_list":
+            return [c for c in child.children if hasattr(c, "data") or c.type != "COMMA"]
+    return []
+
+
+def _probability(arg: Any) -> bool:
+    """Whether ``arg`` is a float literal from 0.0 to 1.0 (SQLite's ``TK_FLOAT``)."""
+    if not hasattr(arg, "data") or arg.data != "literal" or len(arg.children) != 1:
+        return False
+    token = arg.children[0]
+    text = str(token)
+    if getattr(token, "type", None) != "NUMBER" or text[:2].lower() == "0x":
+        return False
+    return any(c in text for c in ".eE") and float(text) <= 1.0
 
 
 def _arguments(children: list[Any]) -> int:

@@ -116,10 +116,17 @@ from grid_core.trie import TokenTrie
 from grid_core.vocab import Vocabulary
 from grid_sql.dialect import Dialect
 from grid_sql.events import SqlEventReader
-from grid_sql.generation import ALIASES, COMMENTS, written_rule
+from grid_sql.generation import (
+    ALIASES,
+    COMMENTS,
+    function_terminals,
+    literal_offsets,
+    typed_calls,
+    written_rule,
+)
 from grid_sql.lexicon import DEFAULT_CASE_FORMS, SchemaLexicon, case_form, spellings
 from grid_sql.policy import RoleGrants
-from grid_sql.projection import dialect_dfa, dialect_grammar
+from grid_sql.projection import dialect_grammar, language_dfa
 from grid_sql.schema import SchemaSnapshot, ascii_lower
 
 __all__ = [
@@ -329,9 +336,7 @@ def _terms(engine: Engine, dialect: Dialect) -> _Terms:
                     out.add(s)
         return frozenset(out)
 
-    lpar = {ids["LPAR"]}
-    if dialect.function_category in ids:
-        lpar.add(ids[dialect.function_category])
+    lpar = {ids["LPAR"], *(ids[t] for t in function_terminals(grammar, dialect))}
     return _Terms(
         frozenset(lpar),
         ids["RPAR"],
@@ -1370,21 +1375,21 @@ def scoped_engines(
     lexicon = SchemaLexicon.build(dialect, schema, grants)
     words: dict[str, list[bytes]] = lexicon.word_lists()
     words[QUALIFIER] = []
-    g = scoped_grammar(
-        grammar or dialect_grammar(profile), grants.role, generation=generation, covering=covering
-    )
     writing = generation or covering
+    g = grammar or dialect_grammar(profile)
+    if writing:
+        g, words = typed_calls(g, profile, words)
+        g = literal_offsets(g)
+    g = scoped_grammar(g, grants.role, generation=generation, covering=covering)
     silenced = COMMENTS & {t.name for t in g.terminals} if writing else frozenset()
     for name in silenced:
         words[name] = []
     if covering:
-        if dialect.function_category in words:
-            cut = cut_functions(words, dialect)
-            words[dialect.function_category] = [
-                w for w in words[dialect.function_category] if w not in cut
-            ]
+        cut = cut_functions(words, dialect)
+        for category in function_terminals(g, profile) & words.keys():
+            words[category] = [w for w in words[category] if w not in cut]
         words[_ALIAS] = list(ALIASES)
-    dfa = dialect_dfa(profile)
+    dfa = language_dfa(g)
     base = Engine(g, vocab, build_lexicon(g, dfa, words), dfa=dfa, trie=trie, cache=cache)
     return ScopedEngines(base, dialect, schema, grants, lexicon, writing, covering)
 
@@ -1398,7 +1403,8 @@ def cut_functions(words: Mapping[str, Collection[bytes]], dialect: Dialect) -> f
     one, :func:`covering_rule`)."""
     arities = dialect.arities
     cut = set(dialect.window_functions) | {f for f, (_, most) in arities.items() if most == 0}
-    fn = words.get(dialect.function_category, ())
+    category = dialect.function_category
+    fn = [w for c, ws in words.items() if c == category or c.startswith(f"{category}_") for w in ws]
     return frozenset(
         w for w in fn if ascii_lower(w.decode("utf-8").split("(")[0].strip().strip('"')) in cut
     )

@@ -63,6 +63,7 @@ Policy decisions:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib import resources
@@ -265,6 +266,16 @@ class Dialect:
     # Whether `f(*)` is refused for a function that is neither an aggregate nor a
     # window function (PostgreSQL); SQLite and DuckDB read it as `f()`.
     star_only_aggregates: bool = False
+    # (function, argument index) pairs the dialect reads when it prepares the
+    # statement as a probability: a float literal (with a point or an exponent,
+    # parentheses aside) from 0.0 to 1.0 (SQLite's likelihood(X, Y): "second
+    # argument to likelihood() must be a constant between 0.0 and 1.0").
+    # grid_sql.call_rules refuses any other argument there (constant_argument).
+    probability_arguments: frozenset[tuple[str, int]] = frozenset()
+    # Whether an UPDATE with a FROM clause computes its SET over a SELECT of the
+    # join (SQLite): an aggregate or a window call there is taken (`UPDATE t SET
+    # a = sum(u.c) FROM u` prepares); PostgreSQL and DuckDB refuse both in SET.
+    update_from_selects: bool = False
     # Whether a row value `(x, y, ...)` is taken only where it is compared with a
     # row of its width, or is the left of IN (SQLite); grid_sql.row_rules refuses
     # it anywhere else. PostgreSQL and DuckDB take rows in more places.
@@ -448,9 +459,8 @@ class Dialect:
             *((name, words, "") for name, words in self.word_classes),
         ]
         for terminal, words, suffix in classes:
-            alternatives = sorted({_word_pattern(w) for w in words}, key=lambda p: (-len(p), p))
             lines.append(
-                f"{terminal}.{WORD_CLASS_PRIORITY}: /(?:{'|'.join(alternatives)}){suffix}/{flag}"
+                f"{terminal}.{WORD_CLASS_PRIORITY}: /(?:{word_alternatives(words)}){suffix}/{flag}"
             )
         return "\n".join(lines) + "\n"
 
@@ -720,6 +730,12 @@ def _ranges(bits: int) -> str:
         char(a) if a == b else char(a) + char(b) if b == a + 1 else f"{char(a)}-{char(b)}"
         for a, b in runs
     )
+
+
+def word_alternatives(words: Iterable[str]) -> str:
+    """The regex alternation of a word class's entries, longest first: the body of
+    its generated terminal (``Dialect.generated_terminals``)."""
+    return "|".join(sorted({_word_pattern(w) for w in words}, key=lambda p: (-len(p), p)))
 
 
 def _word_pattern(word: str) -> str:

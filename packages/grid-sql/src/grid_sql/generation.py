@@ -36,6 +36,15 @@ What ``narrow`` leaves out of the role's language (a policy knob: a role's
   ``(a, a) IN (SELECT a ...)`` (6 of the 36 covering-language statements SQLite
   refused on the first 539 Spider dev questions). PostgreSQL and DuckDB take
   rows in more places; a role that needs them there has ``generation = "full"``.
+- **calls outside their function's argument bounds** (:func:`typed_calls`):
+  ``pow(id)``, ``abs(a, b)``, a window function without OVER (``rank()``), OVER
+  or FILTER after a scalar function, ``DISTINCT`` or ``*`` inside a call. SmolLM2
+  wrote ``SIN( )``, ``pow(ID)`` and ``DENSE_RANK() - 1`` (45 of the 535 mode-1
+  statements SQLite refused on the 972 Spider dev questions). The typed grammar
+  has terminals the dialect lacks, so its engine has its own union DFA.
+- **a window frame offset that is not a number** (:func:`literal_offsets`):
+  ``ROWS id PRECEDING``; and **a window named by reference** (``OVER w``,
+  :func:`written_rule`).
 
 Precondition: the grammar is a dialect's (or a projection of it) with the terminal
 names of ``base.lark`` (``ALIAS_NAME``, ``QUALIFIER``, ``LINE_COMMENT``,
@@ -58,21 +67,30 @@ every expression start and after AS, key those positions by the fingerprint too.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 from typing import Final, Literal
 
 from grid_core.dfa import ByteDFA
-from grid_core.grammar import Grammar, Rule
+from grid_core.grammar import Grammar, Rule, TerminalSet
 from grid_core.memo import ContentMemo
+from grid_sql.dialect import Dialect, ascii_lower, word_alternatives
 
 __all__ = [
     "ALIASES",
     "COMMENTS",
+    "OFFSETS",
     "PROFILES",
+    "TYPED",
     "Profile",
+    "call_kind",
+    "call_terminal",
+    "function_terminals",
     "generation_language",
+    "literal_offsets",
     "narrow_grammar",
     "narrow_rule",
     "narrow_words",
+    "typed_calls",
     "written_rule",
 ]
 
@@ -98,12 +116,16 @@ _ROW = "row_constructor"
 def written_rule(rule: Rule) -> bool:
     """Whether a generation language keeps ``rule`` as far as its spelling goes: no
     bare alias of a table, a DELETE or UPDATE target or a result column (an alias
-    follows ``AS``), no bind parameter, no row value. Shared by the narrow profile
+    follows ``AS``), no bind parameter, no row value, no window named by reference
+    (``OVER w``: that a WINDOW clause defines ``w`` is not a regular property, and
+    SmolLM2 ended 11 of 972 Spider dev statements ``OVER a``). Shared by the narrow profile
     and the FROM-first and covering generation languages
     (:func:`grid_sql.column_scope.generation_rule`,
     :func:`grid_sql.column_scope.covering_rule`)."""
     ex = rule.expansion
     if "PARAMETER" in ex or rule.alias == _ROW:
+        return False
+    if rule.origin == "over_clause" and _ALIAS in ex:
         return False
     if _ALIAS not in ex or rule.origin not in ("table_alias", "target_alias", "result_column"):
         return True
@@ -160,14 +182,202 @@ def narrow_words(
 def generation_language(
     profile: Profile,
     grammar: Grammar,
-    dfa: ByteDFA,
+    dialect: Dialect,
     words: Mapping[str, Collection[bytes]],
     role: str,
-) -> tuple[Grammar, Mapping[str, Collection[bytes]]]:
-    """The grammar and lexicon words a model writes in under ``profile``, from the
-    role's projection ``grammar`` and its lexicon ``words``: themselves for ``full``,
-    :func:`narrow_grammar` and :func:`narrow_words` for ``narrow``."""
+) -> tuple[Grammar, Mapping[str, Collection[bytes]], ByteDFA]:
+    """The grammar, lexicon words and union DFA a model writes in under ``profile``,
+    from the role's projection ``grammar`` (of ``dialect``) and its lexicon ``words``:
+    themselves and the dialect's DFA for ``full``; for ``narrow``, :func:`typed_calls`,
+    then :func:`narrow_grammar` and :func:`narrow_words`, with the typed grammar's DFA
+    (:func:`~grid_sql.projection.language_dfa`: it has terminals the dialect lacks)."""
+    from grid_sql.projection import dialect_dfa, language_dfa  # policy imports this module
+
     if profile == "full":
-        return grammar, words
-    narrow = narrow_grammar(grammar, role)
-    return narrow, narrow_words(narrow, dfa, words)
+        return grammar, words, dialect_dfa(dialect)
+    typed, typed_words = typed_calls(grammar, dialect, words)
+    narrow = narrow_grammar(literal_offsets(typed), role)
+    dfa = language_dfa(narrow)
+    return narrow, narrow_words(narrow, dfa, typed_words), dfa
+
+
+# ---------------------------------------------------------------- typed calls
+
+_ARGUMENTS: Final = "expr"
+_LIST: Final = "expr_list"
+_SUFFIXES: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
+    "scalar": ((),),
+    "aggregate": ((), ("filter_clause",), ("over_clause",), ("filter_clause", "over_clause")),
+    "window": (("over_clause",),),
+}
+
+
+def call_kind(dialect: Dialect, name: str) -> str:
+    """How a call of ``name`` may end in a typed call (:func:`typed_calls`): a window
+    function (``window``) needs its OVER clause; an aggregate among the dialect's
+    functions (``aggregate``) may have FILTER and OVER; any other (``scalar``) has
+    neither."""
+    if name in dialect.window_functions:
+        return "window"
+    return "aggregate" if name in dialect.aggregate_functions else "scalar"
+
+
+def call_terminal(dialect: Dialect, name: str) -> str | None:
+    """The terminal a call of function ``name`` opens with in a typed grammar
+    (:func:`typed_calls`): ``FUNCTION_NAME_<least>_<most>_<kind>`` (``N`` for no
+    most), None for a function with no argument bounds in ``dialect.arities`` (it
+    stays ``FUNCTION_NAME``)."""
+    bounds = dialect.arities.get(name)
+    if bounds is None:
+        return None
+    least, most = bounds
+    kind = call_kind(dialect, name)
+    return f"{dialect.function_category}_{least}_{'N' if most is None else most}_{kind.upper()}"
+
+
+def function_terminals(grammar: Grammar, dialect: Dialect) -> frozenset[str]:
+    """The terminals of ``grammar`` a function call opens with: ``FUNCTION_NAME`` and,
+    in a typed grammar (:func:`typed_calls`), its typed calls' terminals."""
+    category = dialect.function_category
+    return frozenset(
+        t.name for t in grammar.terminals if t.name == category or t.name.startswith(f"{category}_")
+    )
+
+
+def typed_calls(
+    grammar: Grammar, dialect: Dialect, words: Mapping[str, Collection[bytes]]
+) -> tuple[Grammar, dict[str, list[bytes]]]:
+    """``grammar`` (a role's projection of ``dialect``) with every call of a function
+    that has argument bounds (``dialect.arities``) written with a number of arguments
+    within them, and ``words`` with the lexicon categories that says it in.
+
+    A function with bounds ``(least, most)`` opens its call with its own terminal
+    (:func:`call_terminal`), one per (bounds, kind) of the dialect's functions, whose
+    pattern is ``FUNCTION_NAME``'s over those functions alone (so the typed
+    terminals' patterns are disjoint, and lark reads the grammar as GRID does). Its
+    rules: ``least`` to ``most`` expressions separated by commas (an expression list
+    past ``least - 1`` of them when there is no most); then nothing (a scalar
+    function), FILTER and OVER as the grammar has them (an aggregate), or OVER (a
+    window function: SQLite refuses ``rank()`` without one). No ``DISTINCT`` and no
+    ``*`` argument. ``FUNCTION_NAME`` keeps the functions with no bounds
+    (PostgreSQL's ordered-set aggregates) and its rules; with none, its rules go and
+    it is a lexicon category with no word.
+
+    Where the role's functions are a lexicon category (``FUNCTION_NAME`` in
+    ``words``: it is granted some), each typed terminal is a category too, of the
+    role's call lexemes of its functions; a role granted every function gets no
+    such category, as before.
+
+    The result is a sublanguage of ``grammar``'s (each typed rule spells what a
+    ``FUNCTION_NAME`` rule does) with terminals the dialect lacks: its engine needs
+    its own DFA (:func:`~grid_sql.projection.language_dfa`). ``grammar`` and
+    ``words`` come back unchanged where the grammar has no function call. Kept by
+    the grammar's content (:data:`TYPED`).
+    """
+    category = dialect.function_category
+    out = {c: sorted(ws) for c, ws in words.items()}
+    if "function_call" not in grammar.nonterminals:
+        return grammar, out
+    functions: dict[str, list[str]] = {}  # terminal -> the dialect's functions
+    for name in sorted(set(dialect.functions)):
+        functions.setdefault(call_terminal(dialect, name) or category, []).append(name)
+    untyped = functions.pop(category, [])
+    granted = words.get(category)
+    if granted is not None:
+        split: dict[str, list[bytes]] = {}
+        for word in granted:
+            name = ascii_lower(word.decode("utf-8").removesuffix("("))
+            split.setdefault(call_terminal(dialect, name) or category, []).append(word)
+        out.update((t, sorted(split.get(t, []))) for t in [category, *functions])
+    elif not untyped:
+        out[category] = []
+    generic = bool(untyped) and out.get(category) != []
+    key = (grammar.content_key, dialect.name, generic)
+    return TYPED.get(key, lambda: _typed(grammar, dialect, functions, untyped, generic)), out
+
+
+def _typed(
+    grammar: Grammar,
+    dialect: Dialect,
+    functions: Mapping[str, list[str]],
+    untyped: list[str],
+    generic: bool,
+) -> Grammar:
+    category = dialect.function_category
+    (call,) = (t for t in grammar.terminals if t.name == category)
+    fold = dialect.keyword_case == "insensitive"
+
+    def pattern(names: list[str]) -> str:
+        body = f"(?:{word_alternatives(names)})\\("
+        return f"(?i:{body})" if fold else body
+
+    have = set(grammar.nonterminals)
+    rules = [r for r in grammar.rules if generic or category not in r.expansion]
+    for t, names in functions.items():
+        least, most = dialect.arities[names[0]]
+        for args in _argument_lists(least, most):
+            for suffix in _SUFFIXES[call_kind(dialect, names[0])]:
+                if have.issuperset(suffix):
+                    rules.append(Rule("function_call", (t, *args, "RPAR", *suffix)))
+    kept = replace(call, pattern=pattern(untyped)) if untyped else call
+    terminals = TerminalSet(
+        (
+            *(kept if x is call else x for x in grammar.terminals),
+            *(replace(call, name=t, pattern=pattern(names)) for t, names in functions.items()),
+        )
+    )
+    out = Grammar(f"{grammar.name}-typed", terminals, tuple(rules), grammar.start)
+    return out.project(lambda r: True, out.name)
+
+
+_FRAMES: Final = frozenset({"frame_spec", "frame_preceding", "frame_end", "frame_following"})
+_OFFSET: Final = "sum_expr"
+_NUMBER: Final = "NUMBER"
+
+
+def literal_offsets(grammar: Grammar) -> Grammar:
+    """``grammar`` with every window frame offset (``n PRECEDING``, ``n FOLLOWING``) a
+    number literal, not any expression. SQLite never resolves an offset that is not
+    constant (it prepares ``ROWS sum(x) OVER w PRECEDING`` with no window ``w``) and
+    refuses it when the statement runs ("frame starting offset must be a non-negative
+    integer"). A generation language's rewrite like :func:`typed_calls`: the result
+    is a sublanguage with ``grammar``'s terminals (its DFA too). Kept by content
+    (:data:`OFFSETS`); ``grammar`` itself where it has no frame offset or no
+    ``NUMBER``."""
+    names = {t.name for t in grammar.terminals}
+    if _NUMBER not in names or not any(
+        r.origin in _FRAMES and _OFFSET in r.expansion for r in grammar.rules
+    ):
+        return grammar
+
+    def build() -> Grammar:
+        rules = tuple(
+            Rule(r.origin, tuple(_NUMBER if x == _OFFSET else x for x in r.expansion), r.alias)
+            if r.origin in _FRAMES
+            else r
+            for r in grammar.rules
+        )
+        out = Grammar(f"{grammar.name}-offsets", grammar.terminals, rules, grammar.start)
+        return out.project(lambda r: True, out.name)
+
+    return OFFSETS.get(grammar.content_key, build)
+
+
+def _argument_lists(least: int, most: int | None) -> list[tuple[str, ...]]:
+    """The argument lists of a call with ``least`` to ``most`` arguments."""
+
+    def exactly(n: int) -> tuple[str, ...]:
+        return tuple(x for i in range(n) for x in (("COMMA",) if i else ()) + (_ARGUMENTS,))
+
+    if most is not None:
+        return [exactly(n) for n in range(least, most + 1)]
+    if least == 0:
+        return [(), (_LIST,)]
+    return [(*exactly(least - 1), *(("COMMA",) if least > 1 else ()), _LIST)]
+
+
+#: Typed grammars by the projection's content, the dialect, and whether ``FUNCTION_NAME``
+#: keeps its rules.
+TYPED: ContentMemo[Grammar] = ContentMemo(64)
+#: Grammars with literal frame offsets, by the typed grammar's content.
+OFFSETS: ContentMemo[Grammar] = ContentMemo(64)

@@ -41,11 +41,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 
 from grid_core.dfa import ByteDFA, build_union_dfa
 from grid_core.errors import EmptyLanguageError, PolicyError
-from grid_core.grammar import Grammar, Rule, load_grammar
+from grid_core.grammar import Grammar, Rule, TerminalSet, load_grammar
 from grid_core.memo import ContentMemo
 from grid_sql.dialect import Dialect, DialectDefinitionError
 from grid_sql.policy import CLAUSES, VERBS, Role
@@ -55,6 +55,7 @@ __all__ = [
     "RoleProjection",
     "dialect_dfa",
     "dialect_grammar",
+    "language_dfa",
     "project_role",
 ]
 
@@ -68,8 +69,19 @@ def dialect_grammar(dialect: Dialect) -> Grammar:
 @cache
 def dialect_dfa(dialect: Dialect) -> ByteDFA:
     """The union DFA of the dialect's terminals, shared by L1 and every projection."""
-    grammar = dialect_grammar(dialect)
-    return build_union_dfa([(t.name, t.pattern) for t in grammar.terminals])
+    return language_dfa(dialect_grammar(dialect))
+
+
+def language_dfa(grammar: Grammar) -> ByteDFA:
+    """The union DFA of ``grammar``'s terminals, built once per terminal set: the
+    dialect's for L1 and its projections, its own for a generation language whose
+    calls are typed (:func:`grid_sql.generation.typed_calls`)."""
+    return _terminals_dfa(grammar.terminals)
+
+
+@lru_cache(maxsize=32)
+def _terminals_dfa(terminals: TerminalSet) -> ByteDFA:
+    return build_union_dfa([(t.name, t.pattern) for t in terminals])
 
 
 @dataclass(frozen=True, eq=False)

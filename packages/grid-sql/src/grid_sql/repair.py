@@ -121,6 +121,8 @@ _WHAT = {
     ViolationKind.AMBIGUOUS_COLUMN: "it names a column that two of its tables have, "
     "without saying which",
     ViolationKind.WRONG_ARGUMENT_COUNT: "it calls a function with the wrong number of arguments",
+    ViolationKind.CONSTANT_ARGUMENT: "it passes a function an argument that must be a constant "
+    "of a range (likelihood(x, 0.5))",
     ViolationKind.MISUSED_WINDOW: "it uses a window function without OVER or where none is allowed",
     ViolationKind.MISUSED_AGGREGATE: "it uses an aggregate where none is allowed",
     ViolationKind.MISUSED_ROW_VALUE: "it uses a row value (x, y, ...) where none is allowed",

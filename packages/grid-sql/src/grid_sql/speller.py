@@ -126,6 +126,7 @@ from grid_core.parser import Node
 from grid_core.reserve import reserve_table
 from grid_core.vocab import Vocabulary
 from grid_sql.dialect import Dialect
+from grid_sql.generation import call_terminal, function_terminals
 from grid_sql.policy import VERBS, RoleGrants
 from grid_sql.schema import SchemaSnapshot, ascii_lower
 
@@ -280,20 +281,24 @@ def granted_functions(dialect: Dialect, grants: RoleGrants) -> frozenset[str]:
     return frozenset(dialect.functions if grants.functions is None else grants.functions)
 
 
-def function_targets(dialect: Dialect, grants: RoleGrants) -> list[Target]:
-    """Every function of the dialect as its call lexeme; forbidden unless granted."""
+def function_targets(
+    dialect: Dialect, grants: RoleGrants, grammar: Grammar | None = None
+) -> list[Target]:
+    """Every function of the dialect as its call lexeme; forbidden unless granted.
+    A call reads as any function terminal of ``grammar`` (``FUNCTION_NAME``, and
+    the typed calls' terminals of a generation language,
+    :func:`~grid_sql.generation.typed_calls`); its own is its typed terminal where
+    the grammar has it."""
     granted = granted_functions(dialect, grants)
-    uses = frozenset({dialect.function_category})
+    category = dialect.function_category
+    uses = frozenset({category}) if grammar is None else function_terminals(grammar, dialect)
+
+    def home(name: str) -> str:
+        typed = call_terminal(dialect, name)
+        return typed if typed in uses else category
+
     return [
-        Target(
-            "function",
-            f,
-            "call",
-            f"{f}(".encode(),
-            uses,
-            dialect.function_category,
-            f not in granted,
-        )
+        Target("function", f, "call", f"{f}(".encode(), uses, home(f), f not in granted)
         for f in sorted(set(dialect.functions))
     ]
 
@@ -856,7 +861,7 @@ def probe_role(
         identifier_terminals(engine, dialect, schema),
         keyword_terminals(engine, dialect),
     )
-    call = 1 << grammar.terminal_id(dialect.function_category)
+    call = sum(1 << grammar.terminal_id(t) for t in function_terminals(grammar, dialect))
     found, goals, missed = find_positions(engine, ident | keyword | call)
     shifted = {t for _, t in goals}
     banned = sum(1 << grammar.terminal_id(v) for v in forbidden_verbs(grants.verbs))
@@ -878,7 +883,7 @@ def probe_role(
     )
     tables = table_targets(dialect, schema, grants) + cte_targets(dialect, grants)
     verbs = verb_targets(grammar, grants.verbs)
-    calls = function_targets(dialect, grants) if functions else []
+    calls = function_targets(dialect, grants, grammar) if functions else []
     every = tables + verbs + calls
     probe.targets_forbidden = [t.label for t in every if t.forbidden]
     probe.targets_allowed = [t.label for t in every if not t.forbidden]

@@ -36,6 +36,9 @@ class ViolationKind(StrEnum):
     """An unqualified column (or USING column) that two sources of one scope have."""
     WRONG_ARGUMENT_COUNT = "wrong_argument_count"
     """A known function called with a number of arguments it does not take."""
+    CONSTANT_ARGUMENT = "constant_argument"
+    """An argument the database reads as a constant when it prepares the statement is
+    not one it takes (SQLite's ``likelihood(X, Y)``: Y a float literal from 0.0 to 1.0)."""
     MISUSED_WINDOW = "misused_window"
     """A window-only function without OVER, or a window call in WHERE, GROUP BY or HAVING."""
     MISUSED_AGGREGATE = "misused_aggregate"
@@ -62,6 +65,7 @@ class ViolationKind(StrEnum):
 
 STATEMENT_RULES = frozenset({
     ViolationKind.WRONG_ARGUMENT_COUNT,
+    ViolationKind.CONSTANT_ARGUMENT,
     ViolationKind.MISUSED_WINDOW,
     ViolationKind.MISUSED_AGGREGATE,
     ViolationKind.MISUSED_ROW_VALUE,

@@ -75,7 +75,7 @@ from grid_sql.dialects import available_dialects, get_dialect
 from grid_sql.generation import generation_language
 from grid_sql.lexicon import SchemaLexicon
 from grid_sql.policy import PolicyBundle, example_policy
-from grid_sql.projection import RoleProjection, dialect_dfa
+from grid_sql.projection import RoleProjection
 from grid_sql.schema import SchemaSnapshot, example_schema
 
 __all__ = [
@@ -265,9 +265,8 @@ class EngineCompiler:
         lexicon = SchemaLexicon.build(dialect, schema, grants)
         role = policy.role(spec.role)
         projection = RoleProjection.compile(role, dialect, words=lexicon.words)
-        dfa = dialect_dfa(dialect)
-        grammar, words = generation_language(
-            role.generation, projection.grammar, dfa, lexicon.words, spec.role
+        grammar, words, dfa = generation_language(
+            role.generation, projection.grammar, dialect, lexicon.words, spec.role
         )
         trie = self.trie
         family = family_of(grammar, dfa, trie)

@@ -230,6 +230,8 @@ class SqliteDialect(Dialect):
     projection: ProjectionRules | None = PROJECTION
     dq_string_fallback: bool = True
     row_values_compared_only: bool = True
+    probability_arguments: frozenset[tuple[str, int]] = frozenset({("likelihood", 1)})
+    update_from_selects: bool = True
     order_by_aggregates_need_aggregation: bool = True
     having_needs_aggregation: bool = True
     unused_clauses_unevaluated: bool = True
