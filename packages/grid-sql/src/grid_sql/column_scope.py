@@ -120,8 +120,8 @@ from grid_sql.generation import (
     ALIASES,
     COMMENTS,
     function_terminals,
-    literal_offsets,
-    typed_calls,
+    is_function_terminal,
+    written_forms,
     written_rule,
 )
 from grid_sql.lexicon import DEFAULT_CASE_FORMS, SchemaLexicon, case_form, spellings
@@ -1378,8 +1378,7 @@ def scoped_engines(
     writing = generation or covering
     g = grammar or dialect_grammar(profile)
     if writing:
-        g, words = typed_calls(g, profile, words)
-        g = literal_offsets(g)
+        g, words = written_forms(g, profile, words)
     g = scoped_grammar(g, grants.role, generation=generation, covering=covering)
     silenced = COMMENTS & {t.name for t in g.terminals} if writing else frozenset()
     for name in silenced:
@@ -1403,8 +1402,7 @@ def cut_functions(words: Mapping[str, Collection[bytes]], dialect: Dialect) -> f
     one, :func:`covering_rule`)."""
     arities = dialect.arities
     cut = set(dialect.window_functions) | {f for f, (_, most) in arities.items() if most == 0}
-    category = dialect.function_category
-    fn = [w for c, ws in words.items() if c == category or c.startswith(f"{category}_") for w in ws]
+    fn = [w for c, ws in words.items() if is_function_terminal(c, dialect) for w in ws]
     return frozenset(
         w for w in fn if ascii_lower(w.decode("utf-8").split("(")[0].strip().strip('"')) in cut
     )

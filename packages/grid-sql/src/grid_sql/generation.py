@@ -86,11 +86,13 @@ __all__ = [
     "call_terminal",
     "function_terminals",
     "generation_language",
+    "is_function_terminal",
     "literal_offsets",
     "narrow_grammar",
     "narrow_rule",
     "narrow_words",
     "typed_calls",
+    "written_forms",
     "written_rule",
 ]
 
@@ -188,15 +190,15 @@ def generation_language(
 ) -> tuple[Grammar, Mapping[str, Collection[bytes]], ByteDFA]:
     """The grammar, lexicon words and union DFA a model writes in under ``profile``,
     from the role's projection ``grammar`` (of ``dialect``) and its lexicon ``words``:
-    themselves and the dialect's DFA for ``full``; for ``narrow``, :func:`typed_calls`,
+    themselves and the dialect's DFA for ``full``; for ``narrow``, :func:`written_forms`,
     then :func:`narrow_grammar` and :func:`narrow_words`, with the typed grammar's DFA
     (:func:`~grid_sql.projection.language_dfa`: it has terminals the dialect lacks)."""
     from grid_sql.projection import dialect_dfa, language_dfa  # policy imports this module
 
     if profile == "full":
         return grammar, words, dialect_dfa(dialect)
-    typed, typed_words = typed_calls(grammar, dialect, words)
-    narrow = narrow_grammar(literal_offsets(typed), role)
+    written, typed_words = written_forms(grammar, dialect, words)
+    narrow = narrow_grammar(written, role)
     dfa = language_dfa(narrow)
     return narrow, narrow_words(narrow, dfa, typed_words), dfa
 
@@ -238,10 +240,23 @@ def call_terminal(dialect: Dialect, name: str) -> str | None:
 def function_terminals(grammar: Grammar, dialect: Dialect) -> frozenset[str]:
     """The terminals of ``grammar`` a function call opens with: ``FUNCTION_NAME`` and,
     in a typed grammar (:func:`typed_calls`), its typed calls' terminals."""
+    return frozenset(t.name for t in grammar.terminals if is_function_terminal(t.name, dialect))
+
+
+def is_function_terminal(name: str, dialect: Dialect) -> bool:
+    """Whether terminal (or lexicon category) ``name`` opens a function call:
+    ``FUNCTION_NAME`` or a typed call's terminal (:func:`call_terminal`)."""
     category = dialect.function_category
-    return frozenset(
-        t.name for t in grammar.terminals if t.name == category or t.name.startswith(f"{category}_")
-    )
+    return name == category or name.startswith(f"{category}_")
+
+
+def written_forms(
+    grammar: Grammar, dialect: Dialect, words: Mapping[str, Collection[bytes]]
+) -> tuple[Grammar, dict[str, list[bytes]]]:
+    """The rewrites every generation language takes before its rule cuts:
+    :func:`typed_calls`, then :func:`literal_offsets`."""
+    typed, typed_words = typed_calls(grammar, dialect, words)
+    return literal_offsets(typed), typed_words
 
 
 def typed_calls(
