@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from grid_duckdb.dialect import DUCKDB, FUNCTION_ARITIES
+from grid_duckdb.dialect import ARGUMENT_GAPS, DUCKDB, FUNCTION_ARITIES
 from grid_duckdb.schema import snapshot, snapshot_connection
 from grid_spec.spec import Language
 from grid_sql.checker import SemanticChecker, StatementParseError, ViolationKind, contract_gaps
@@ -376,21 +376,82 @@ def measured_arities(db: duckdb.DuckDBPyConnection) -> tuple[tuple[str, int, int
     return tuple(out)
 
 
+def measured_gaps(db: duckdb.DuckDBPyConnection) -> tuple[tuple[str, int], ...]:
+    """The counts within each bounded range of `measured_arities` that DuckDB takes
+    for no overload of the function (window functions: probed as there)."""
+    listed: dict[str, set[int]] = {}
+    query = "SELECT function_name, parameters FROM duckdb_functions()"
+    for name, parameters in db.execute(query).fetchall():
+        listed.setdefault(name, set()).add(len(parameters))
+    out: list[tuple[str, int]] = []
+    for name, least, most in measured_arities(db):
+        if most is None:
+            continue
+        for k in range(least, most + 1):
+            if name in DUCKDB.window_functions:
+                taken = prepares(db, window_call(name, k)) is None
+            else:
+                taken = k in listed[name]
+            if not taken:
+                out.append((name, k))
+    return tuple(out)
+
+
 def window_call(name: str, k: int) -> str:
     args = ", ".join(["id", *["1"] * (k - 1)][:k])
     return f"SELECT {name}({args}) OVER () FROM employees"
 
 
 def test_arities_are_duckdbs(db: duckdb.DuckDBPyConnection) -> None:
-    """The vendored table is what the installed DuckDB says (regenerate it with
-    `measured_arities` when DuckDB changes), and it is DuckDB's, not PostgreSQL's."""
+    """The vendored tables are what the installed DuckDB says (regenerate them with
+    `measured_arities` and `measured_gaps` when DuckDB changes), and they are
+    DuckDB's, not PostgreSQL's."""
     from grid_sql.dialects.postgres import POSTGRES
 
     assert DUCKDB.function_arities == measured_arities(db)
     assert DUCKDB.function_arities != POSTGRES.function_arities
+    assert DUCKDB.argument_gaps == measured_gaps(db)
 
 
 KEYWORD_AGGREGATES = frozenset(("sum", "avg", "min", "max"))
+
+
+def test_typed_calls_take_what_duckdb_takes(db: duckdb.DuckDBPyConnection) -> None:
+    """The narrow DuckDB language (grid_sql.generation.typed_calls) writes a call of
+    each function with argument bounds, with 0 to 4 ``NULL`` arguments, with and
+    without OVER, exactly where DuckDB binds it. ``NULL`` binds to any parameter
+    type, so "No function matches" says no overload has that many arguments; a call
+    DuckDB refuses for another reason is not this test's. grid-spec's Language
+    judges membership."""
+    from grid_sql.generation import call_terminal, generation_language
+    from grid_sql.policy import Role
+    from grid_sql.projection import RoleProjection
+
+    words = {"TABLE_NAME": [b"employees"], "COLUMN_NAME": [b"id", b"title"]}
+    reader = Role("reader", frozenset({"SELECT"}), "*")
+    full = RoleProjection.compile(reader, DUCKDB, words=words)
+    narrow, typed, _ = generation_language("narrow", full.grammar, DUCKDB, words, "reader")
+    language = Language(narrow.to_lark(), typed)
+    refusals = (
+        "No function matches the given name and argument types",
+        "is not an aggregate function",
+        "Window functions are not supported here",
+    )
+    checked = refused = 0
+    for name in sorted(DUCKDB.arities):
+        if name in KEYWORD_AGGREGATES or call_terminal(DUCKDB, name) is None:
+            continue
+        for n in range(5):
+            for over in ("", " OVER ()"):
+                sql = f"SELECT {name}({', '.join(['NULL'] * n)}){over} FROM employees;"
+                error = prepares(db, sql)
+                arity = error is not None and any(why in error for why in refusals)
+                if error is not None and not arity:
+                    continue  # refused for another reason (not this test's)
+                checked += 1
+                refused += arity
+                assert language.in_language(sql.encode()) == (error is None), (sql, error)
+    assert checked > 500 and refused > 400, (checked, refused)
 
 
 def _call(name: str, k: int) -> str:
@@ -402,18 +463,21 @@ def _call(name: str, k: int) -> str:
 @pytest.mark.parametrize(
     ("name", "k"),
     [
-        (name, k)
-        for name, least, most in FUNCTION_ARITIES
-        for k in ([least - 1] if least else []) + ([most + 1] if most is not None else [])
+        *(
+            (name, k)
+            for name, least, most in FUNCTION_ARITIES
+            for k in ([least - 1] if least else []) + ([most + 1] if most is not None else [])
+        ),
+        *ARGUMENT_GAPS,
     ],
 )
 def test_a_count_outside_the_range_is_flagged_and_refused(
     db: duckdb.DuckDBPyConnection, checker: SemanticChecker, name: str, k: int
 ) -> None:
-    """Every count just outside a function's range: DuckDB refuses the call, and the
-    checker says wrong_argument_count (so no flag is a false one, and none is missed
-    at the edges). SUM, AVG, MIN and MAX are keywords whose one argument the grammar
-    fixes: other counts are outside the language."""
+    """Every count just outside a function's range, and every gap inside one: DuckDB
+    refuses the call, and the checker says wrong_argument_count (so no flag is a
+    false one, and none is missed at the edges). SUM, AVG, MIN and MAX are keywords
+    whose one argument the grammar fixes: other counts are outside the language."""
     sql = _call(name, k)
     assert prepares(db, sql) is not None, sql
     if name in KEYWORD_AGGREGATES:

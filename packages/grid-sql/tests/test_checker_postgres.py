@@ -178,6 +178,8 @@ RULE_CASES = [
     ("SELECT abs() FROM employees;", ["wrong_argument_count"]),
     ("SELECT left(first_name) FROM employees;", ["wrong_argument_count"]),
     ("SELECT round(id, 2, 3) FROM employees;", ["wrong_argument_count"]),
+    ("SELECT width_bucket(id, 0, 10) FROM employees;", ["wrong_argument_count"]),
+    ("SELECT width_bucket(id, 0, 10, 5), width_bucket(id, '{1, 5}') FROM employees;", []),
     ("SELECT lag(id, 1, 0, 0) OVER (ORDER BY id) FROM employees;", ["wrong_argument_count"]),
     ("SELECT ntile(2) FROM employees;", ["misused_window"]),
     ("SELECT id FROM employees WHERE row_number() OVER () > 1;", ["misused_window"]),
@@ -249,7 +251,7 @@ def test_an_unused_window_is_resolved(postgres: Server, checker: SemanticChecker
 
 
 def test_function_arities_are_the_servers(postgres: Server) -> None:
-    """The dialect's arity bounds, window-only and aggregate sets are pg_proc's."""
+    """The dialect's arity bounds and gaps, window-only and aggregate sets are pg_proc's."""
     names = (*POSTGRES.functions, "sum", "avg", "min", "max")
     listed = ", ".join(f"'{n}'" for n in names)
     out = postgres.run(
@@ -274,6 +276,21 @@ def test_function_arities_are_the_servers(postgres: Server) -> None:
         if name not in apart
     }
     assert POSTGRES.arities == expected
+    taken = {
+        name: {
+            k
+            for _, n, d, variadic, _ in rows
+            for k in range(n - d, n + 1 if not variadic else n + 1 + 8)
+        }
+        for name, rows in overloads.items()
+        if name not in apart
+    }
+    gaps = {
+        name: frozenset(range(least, most + 1)) - taken[name]
+        for name, (least, most) in expected.items()
+        if most is not None
+    }
+    assert POSTGRES.gaps == {name: counts for name, counts in gaps.items() if counts}
     windows = {n for n, rows in overloads.items() if {r[0] for r in rows} == {"w"}}
     assert POSTGRES.window_functions == windows
     aggregates = {n for n, rows in overloads.items() if {r[0] for r in rows} == {"a"}}

@@ -302,6 +302,53 @@ def test_typed_calls_take_what_sqlite_takes() -> None:
     assert checked > 400 and refused > 300
 
 
+#: A helper that asks PostgreSQL to plan each statement (parse analysis resolves every
+#: call, nothing runs) and returns its error message, or '' when it plans.
+PG_TRY = """CREATE TABLE employees (id integer, name text, dept_id integer);
+CREATE FUNCTION grid_try(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN EXECUTE 'EXPLAIN ' || q; RETURN ''; EXCEPTION WHEN others THEN RETURN SQLERRM; END $$;"""
+
+
+def test_typed_calls_take_what_postgres_takes() -> None:
+    """The narrow PostgreSQL language writes a call of each typed function with 0 to 4
+    ``NULL`` arguments, with and without OVER, exactly where a real PostgreSQL plans
+    it. ``NULL`` is of type unknown, which every parameter type takes, so "function
+    f(unknown, ...) does not exist" says no overload has that many arguments; a call
+    PostgreSQL refuses for another reason (an ambiguous overload, a polymorphic type)
+    is not this test's. The functions with no bounds (ordered-set aggregates, and
+    the window functions PostgreSQL also reads as hypothetical-set aggregates) stay
+    FUNCTION_NAME and are left out."""
+    from pg_server import running_server
+
+    _, narrow, _, _, _ = languages(POSTGRES)  # the reader is granted every function
+    statements = [
+        f"SELECT {name}({', '.join(['NULL'] * n)}){over} FROM employees"
+        for name in sorted(set(POSTGRES.functions))
+        if call_terminal(POSTGRES, name) is not None
+        for n in range(5)
+        for over in ("", " OVER ()")
+    ]
+    with running_server(PG_TRY) as server:
+        listed = ",".join(f"$q${sql}$q$" for sql in statements)
+        listing = f"unnest(ARRAY[{listed}]) WITH ORDINALITY AS t(q, i)"
+        run = server.run(f"SELECT i || '|' || grid_try(q) FROM {listing};")
+    errors = dict(line.split("|", 1) for line in run.stdout.splitlines())
+    assert len(errors) == len(statements), run.stderr
+    checked = refused = 0
+    for i, sql in enumerate(statements, 1):
+        error = errors[str(i)]
+        arity = (error.startswith("function ") and error.endswith("does not exist")) or any(
+            why in error
+            for why in ("requires an OVER clause", "is not a window function nor an aggregate")
+        )
+        if error and not arity:
+            continue  # refused for another reason (not this test's)
+        checked += 1
+        refused += arity
+        assert narrow.accepts(f"{sql};".encode()) == (not error), (sql, error)
+    assert checked > 500 and refused > 400, (checked, refused)
+
+
 def test_typed_calls_of_a_role_granted_some_functions() -> None:
     """A role's function category is split over the typed terminals: each keeps the
     role's call lexemes of its functions, in the role's case forms only."""

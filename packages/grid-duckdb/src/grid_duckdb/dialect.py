@@ -58,6 +58,8 @@ FUNCTIONS = tuple(f for f in PG_FUNCTIONS if f not in MISSING_FUNCTIONS)
 # probed by preparing `f(x, 1, ...) OVER ()`, since their listed parameters include
 # the optional ones. tests/test_dialect_duckdb.py derives it again from the DuckDB
 # installed and replays the counts just outside each range against DuckDB.
+# ARGUMENT_GAPS: the counts within a range that no overload has (make_date takes
+# 1 or 3 arguments, make_timestamp 1 or 6), measured the same way.
 FUNCTION_ARITIES = (
     ("abs", 1, 1), ("cbrt", 1, 1), ("ceil", 1, 1), ("ceiling", 1, 1), ("degrees", 1, 1),
     ("exp", 1, 1), ("floor", 1, 1), ("ln", 1, 1), ("log", 1, 2), ("log10", 1, 1),
@@ -80,6 +82,10 @@ FUNCTION_ARITIES = (
     ("first_value", 1, 1), ("last_value", 1, 1), ("nth_value", 2, 2),
     ("to_json", 0, None), ("sum", 1, 1), ("avg", 1, 1), ("min", 1, 2), ("max", 1, 2),
 )  # fmt: skip
+ARGUMENT_GAPS = (
+    ("make_date", 2),
+    *(("make_timestamp", n) for n in range(2, 6)),
+)
 # PostgreSQL's keywords less TIES (DuckDB has no FETCH ... WITH TIES; duckdb.lark).
 KEYWORDS = tuple(k for k in PG_KEYWORDS if k != "ties")
 # PostgreSQL type names DuckDB does not have.
@@ -125,6 +131,7 @@ class DuckdbDialect(PostgresDialect):
     limit_reads_outer: bool = False  # "Correlated columns not supported in LIMIT"
     source_names_unique: bool = False  # `FROM u, u` binds (a column of both is ambiguous)
     function_arities: tuple[tuple[str, int, int | None], ...] = FUNCTION_ARITIES
+    argument_gaps: tuple[tuple[str, int], ...] = ARGUMENT_GAPS
     description: str = "DuckDB 2.0: PostgreSQL's DML with FROM-first SELECT"
 
 

@@ -369,12 +369,17 @@ def _judge(
     out: list[Violation] = []
     name, span = call.name, call.span
     bounds = dialect.arities.get(name)
-    if bounds is not None and call.arguments is not None and not _within(call.arguments, bounds):
+    if (
+        bounds is not None
+        and call.arguments is not None
+        and not dialect.takes(name, call.arguments)
+    ):
+        takes = _takes(bounds, dialect.gaps.get(name, frozenset()))
         out.append(
             _violation(
                 ViolationKind.WRONG_ARGUMENT_COUNT,
                 span,
-                f"{name}() takes {_takes(bounds)}; this call passes {_count(call.arguments)}",
+                f"{name}() takes {takes}; this call passes {_count(call.arguments)}",
             )
         )
     if (
@@ -1005,17 +1010,15 @@ def _is_aggregate(call: _Call, dialect: Dialect) -> bool:
     return call.name in _ALWAYS_AGGREGATE or call.name in dialect.aggregate_functions
 
 
-def _within(count: int, bounds: tuple[int, int | None]) -> bool:
-    least, most = bounds
-    return count >= least and (most is None or count <= most)
-
-
 def _count(n: int) -> str:
     return "no argument" if n == 0 else f"{n} argument" + ("s" if n > 1 else "")
 
 
-def _takes(bounds: tuple[int, int | None]) -> str:
+def _takes(bounds: tuple[int, int | None], gaps: frozenset[int] = frozenset()) -> str:
     least, most = bounds
+    if gaps and most is not None:
+        counts = [str(n) for n in range(least, most + 1) if n not in gaps]
+        return f"{', '.join(counts[:-1])} or {counts[-1]} arguments"
     if most is None:
         return f"at least {_count(least)}" if least else "any number of arguments"
     if least == most:

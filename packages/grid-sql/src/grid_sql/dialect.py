@@ -248,8 +248,11 @@ class Dialect:
     # bound), the five keyword aggregates' included; the functions that are only
     # window functions (they need OVER); and the aggregates among `functions`
     # (COUNT, SUM and AVG always are; MIN and MAX are with one argument). A
-    # function with no arity entry is not counted.
+    # function with no arity entry is not counted. `argument_gaps`: the counts
+    # within a function's bounds that no overload takes, as (name, count)
+    # (PostgreSQL's width_bucket takes 2 or 4, not 3).
     function_arities: tuple[tuple[str, int, int | None], ...] = ()
+    argument_gaps: tuple[tuple[str, int], ...] = ()
     window_functions: frozenset[str] = frozenset()
     aggregate_functions: frozenset[str] = frozenset()
     # Whether a bare name that is no column but names a FROM source is that
@@ -396,6 +399,22 @@ class Dialect:
     def arities(self) -> dict[str, tuple[int, int | None]]:
         """`function_arities` as a mapping: name -> (least, most or None)."""
         return {name: (least, most) for name, least, most in self.function_arities}
+
+    @cached_property
+    def gaps(self) -> dict[str, frozenset[int]]:
+        """`argument_gaps` as a mapping: name -> the counts within its bounds it does
+        not take (absent: none)."""
+        out: dict[str, set[int]] = {}
+        for name, count in self.argument_gaps:
+            out.setdefault(name, set()).add(count)
+        return {name: frozenset(counts) for name, counts in out.items()}
+
+    def takes(self, name: str, count: int) -> bool:
+        """Whether function `name` (with an arity entry) takes `count` arguments:
+        within its bounds and no gap."""
+        least, most = self.arities[name]
+        gaps = self.gaps.get(name, frozenset())
+        return count >= least and (most is None or count <= most) and count not in gaps
 
     @cached_property
     def quoted_words(self) -> frozenset[str]:

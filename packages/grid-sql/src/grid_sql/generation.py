@@ -37,8 +37,9 @@ What ``narrow`` leaves out of the role's language (a policy knob: a role's
   refused on the first 539 Spider dev questions). PostgreSQL and DuckDB take
   rows in more places; a role that needs them there has ``generation = "full"``.
 - **calls outside their function's argument bounds** (:func:`typed_calls`):
-  ``pow(id)``, ``abs(a, b)``, a window function without OVER (``rank()``), OVER
-  or FILTER after a scalar function, ``DISTINCT`` or ``*`` inside a call. SmolLM2
+  ``pow(id)``, ``abs(a, b)``, ``width_bucket(a, b, c)`` on PostgreSQL (2 or 4), a
+  window function without OVER (``rank()``), OVER or FILTER after a scalar
+  function, ``DISTINCT`` or ``*`` inside a call. SmolLM2
   wrote ``SIN( )``, ``pow(ID)`` and ``DENSE_RANK() - 1`` (45 of the 535 mode-1
   statements SQLite refused on the 972 Spider dev questions). The typed grammar
   has terminals the dialect lacks, so its engine has its own union DFA.
@@ -227,14 +228,17 @@ def call_kind(dialect: Dialect, name: str) -> str:
 def call_terminal(dialect: Dialect, name: str) -> str | None:
     """The terminal a call of function ``name`` opens with in a typed grammar
     (:func:`typed_calls`): ``FUNCTION_NAME_<least>_<most>_<kind>`` (``N`` for no
-    most), None for a function with no argument bounds in ``dialect.arities`` (it
-    stays ``FUNCTION_NAME``)."""
+    most; ``<most>`` followed by ``X<count>`` for each count between that it does not
+    take, ``dialect.gaps``), None for a function with no argument bounds in
+    ``dialect.arities`` (it stays ``FUNCTION_NAME``)."""
     bounds = dialect.arities.get(name)
     if bounds is None:
         return None
     least, most = bounds
+    gaps = "".join(f"X{n}" for n in sorted(dialect.gaps.get(name, ())))
     kind = call_kind(dialect, name)
-    return f"{dialect.function_category}_{least}_{'N' if most is None else most}_{kind.upper()}"
+    upper = "N" if most is None else f"{most}{gaps}"
+    return f"{dialect.function_category}_{least}_{upper}_{kind.upper()}"
 
 
 def function_terminals(grammar: Grammar, dialect: Dialect) -> frozenset[str]:
@@ -263,20 +267,21 @@ def typed_calls(
     grammar: Grammar, dialect: Dialect, words: Mapping[str, Collection[bytes]]
 ) -> tuple[Grammar, dict[str, list[bytes]]]:
     """``grammar`` (a role's projection of ``dialect``) with every call of a function
-    that has argument bounds (``dialect.arities``) written with a number of arguments
-    within them, and ``words`` with the lexicon categories that says it in.
+    that has argument bounds (``dialect.arities``) written with a number of
+    arguments it takes (within them, none of its gaps: ``dialect.takes``), and
+    ``words`` with the lexicon categories that says it in.
 
     A function with bounds ``(least, most)`` opens its call with its own terminal
-    (:func:`call_terminal`), one per (bounds, kind) of the dialect's functions, whose
-    pattern is ``FUNCTION_NAME``'s over those functions alone (so the typed
+    (:func:`call_terminal`), one per (bounds, gaps, kind) of the dialect's functions,
+    whose pattern is ``FUNCTION_NAME``'s over those functions alone (so the typed
     terminals' patterns are disjoint, and lark reads the grammar as GRID does). Its
-    rules: ``least`` to ``most`` expressions separated by commas (an expression list
-    past ``least - 1`` of them when there is no most); then nothing (a scalar
-    function), FILTER and OVER as the grammar has them (an aggregate), or OVER (a
-    window function: SQLite refuses ``rank()`` without one). No ``DISTINCT`` and no
-    ``*`` argument. ``FUNCTION_NAME`` keeps the functions with no bounds
-    (PostgreSQL's ordered-set aggregates) and its rules; with none, its rules go and
-    it is a lexicon category with no word.
+    rules: ``least`` to ``most`` expressions separated by commas, no count of its
+    gaps (an expression list past ``least - 1`` of them when there is no most); then
+    nothing (a scalar function), FILTER and OVER as the grammar has them (an
+    aggregate), or OVER (a window function: SQLite refuses ``rank()`` without one).
+    No ``DISTINCT`` and no ``*`` argument. ``FUNCTION_NAME`` keeps the functions with
+    no bounds (PostgreSQL's ordered-set aggregates) and its rules; with none, its
+    rules go and it is a lexicon category with no word.
 
     Where the role's functions are a lexicon category (``FUNCTION_NAME`` in
     ``words``: it is granted some), each typed terminal is a category too, of the
@@ -330,7 +335,7 @@ def _typed(
     rules = [r for r in grammar.rules if generic or category not in r.expansion]
     for t, names in functions.items():
         least, most = dialect.arities[names[0]]
-        for args in _argument_lists(least, most):
+        for args in _argument_lists(least, most, dialect.gaps.get(names[0], frozenset())):
             for suffix in _SUFFIXES[call_kind(dialect, names[0])]:
                 if have.issuperset(suffix):
                     rules.append(Rule("function_call", (t, *args, "RPAR", *suffix)))
@@ -378,14 +383,18 @@ def literal_offsets(grammar: Grammar) -> Grammar:
     return OFFSETS.get(grammar.content_key, build)
 
 
-def _argument_lists(least: int, most: int | None) -> list[tuple[str, ...]]:
-    """The argument lists of a call with ``least`` to ``most`` arguments."""
+def _argument_lists(
+    least: int, most: int | None, gaps: frozenset[int] = frozenset()
+) -> list[tuple[str, ...]]:
+    """The argument lists of a call with ``least`` to ``most`` arguments, none of
+    ``gaps`` (counts within bounds; a function with no most has none)."""
+    assert most is not None or not gaps, "gaps are counts within finite bounds"
 
     def exactly(n: int) -> tuple[str, ...]:
         return tuple(x for i in range(n) for x in (("COMMA",) if i else ()) + (_ARGUMENTS,))
 
     if most is not None:
-        return [exactly(n) for n in range(least, most + 1)]
+        return [exactly(n) for n in range(least, most + 1) if n not in gaps]
     if least == 0:
         return [(), (_LIST,)]
     return [(*exactly(least - 1), *(("COMMA",) if least > 1 else ()), _LIST)]

@@ -98,8 +98,7 @@ FUNCTIONS = (
 
 # The argument counts PostgreSQL 15 takes, from pg_proc: over a name's overloads, the
 # fewest (arguments less defaults) to the most (None: a variadic overload); counts in
-# between are taken even where no overload has them (width_bucket: 2 or 4), so a
-# count outside is refused, one inside may still be. The ordered-set and
+# between that no overload has are ARGUMENT_GAPS (width_bucket: 2 or 4). The ordered-set and
 # hypothetical-set aggregates (percentile_cont, mode, rank(x) WITHIN GROUP, ...)
 # count their direct arguments apart: not counted. test_checker_postgres.py reads
 # pg_proc again.
@@ -131,6 +130,7 @@ FUNCTION_ARITIES = (
     ("json_build_array", 0, None), ("to_json", 1, 1), ("to_jsonb", 1, 1),
     ("sum", 1, 1), ("avg", 1, 1), ("min", 1, 1), ("max", 1, 1),
 )  # fmt: skip
+ARGUMENT_GAPS = (("width_bucket", 3),)
 
 # pg_proc's prokind 'w' only (rank and its kin are hypothetical-set aggregates too).
 WINDOW_FUNCTIONS = frozenset(
@@ -242,6 +242,7 @@ class PostgresDialect(Dialect):
     keyword_functions: frozenset[str] = frozenset({"left", "right"})
     unsafe_functions: tuple[tuple[str, str], ...] = UNSAFE_FUNCTIONS
     function_arities: tuple[tuple[str, int, int | None], ...] = FUNCTION_ARITIES
+    argument_gaps: tuple[tuple[str, int], ...] = ARGUMENT_GAPS
     window_functions: frozenset[str] = WINDOW_FUNCTIONS
     aggregate_functions: frozenset[str] = AGGREGATE_FUNCTIONS
     over_needs_window_or_aggregate: bool = True
