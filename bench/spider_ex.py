@@ -136,16 +136,53 @@ def same_result(gold: list[tuple[Any, ...]], got: list[tuple[Any, ...]], ordered
     return collections.Counter(map(repr, gold)) == collections.Counter(map(repr, got))
 
 
+#: The stack and recursion limit :func:`in_language` gives a statement whose nesting
+#: is too deep for the interpreter's defaults (lark's parser recurses per level).
+DEEP_STACK = 512 << 20
+DEEP_RECURSION = 1_000_000
+
+
+def in_language(lang: Any, sql: str) -> bool:
+    """Whether ``sql`` is in grid-spec's language ``lang``. A statement nested too
+    deep for the interpreter's default stack (``SUM(SUM(...`` 19 levels: lark copies
+    its trees recursively) is judged again on a thread with a :data:`DEEP_STACK`
+    stack and a recursion limit of :data:`DEEP_RECURSION`, so every statement is
+    judged; the limit is restored after."""
+    try:
+        return bool(lang.in_language(sql.encode()))
+    except RecursionError:
+        pass
+    import threading
+
+    verdict: list[bool | BaseException] = []
+
+    def deep() -> None:
+        try:
+            verdict.append(bool(lang.in_language(sql.encode())))
+        except BaseException as e:  # re-raised on the caller's thread
+            verdict.append(e)
+
+    limit, stack = sys.getrecursionlimit(), threading.stack_size()
+    sys.setrecursionlimit(DEEP_RECURSION)
+    threading.stack_size(DEEP_STACK)
+    try:
+        thread = threading.Thread(target=deep)
+        thread.start()
+        thread.join()
+    finally:
+        threading.stack_size(stack)
+        sys.setrecursionlimit(limit)
+    if isinstance(verdict[0], BaseException):
+        raise verdict[0]
+    return verdict[0]
+
+
 def judge(sql: str, gold_rows: list[tuple[Any, ...]], ordered: bool, ctx: Any) -> dict[str, Any]:
     """In the role's language, checker verdict, executes, execution accuracy."""
     from grid_core.errors import GridError
     from grid_serve.text2sql import checker_verdict
 
-    out: dict[str, Any] = {"sql": sql}
-    try:
-        out["in_language"] = ctx.lang.in_language(sql.encode())
-    except RecursionError:  # lark's parser copies deep nests recursively: unjudged, counted out
-        out["in_language"] = None
+    out: dict[str, Any] = {"sql": sql, "in_language": in_language(ctx.lang, sql)}
     try:
         out["checker"] = [str(v.kind) for v in checker_verdict(ctx.schema, ctx.grants, sql)]
     except GridError as e:  # the checker cannot judge it (not SQL it parses): recorded

@@ -65,6 +65,29 @@ def test_a_gold_query_runs_past_the_served_row_limit(tmp_path: Path) -> None:
     assert rows is None and "LimitExceededError" in error
 
 
+def test_a_statement_nested_deeper_than_the_stack_is_judged() -> None:
+    """``in_language`` judges every statement: ``abs(`` 20 deep exceeds the default
+    recursion limit in lark's parser (SmolLM2 wrote ``SUM(SUM(...`` 19 deep on
+    world_1), and is judged on a deeper stack, in the language or not; the
+    interpreter's recursion limit is restored after."""
+    import sys
+
+    import pytest
+
+    from grid_core.vocab import smollm2
+
+    sx = bench()
+    ctx = sx.Context(sx.database(VENDORED, "concert_singer"), smollm2())
+    deep = "SELECT " + "abs(" * 20 + "1" + ")" * 20 + " FROM singer;"
+    with pytest.raises(RecursionError):
+        ctx.lang.in_language(deep.encode())
+    limit = sys.getrecursionlimit()
+    assert sx.in_language(ctx.lang, deep) is True
+    assert sx.in_language(ctx.lang, deep.replace(" FROM", ") FROM")) is False
+    assert sx.in_language(ctx.lang, "SELECT name FROM singer;") is True
+    assert sys.getrecursionlimit() == limit
+
+
 def test_ten_questions_through_the_three_arms(lm: Any, tmp_path: Path) -> None:
     sx = bench()
     out = tmp_path / "spider_ex"
