@@ -343,6 +343,41 @@ def test_from_names_are_duckdbs(
     assert (prepares(db, sql) is not None) == flagged
 
 
+@pytest.mark.parametrize(
+    ("sql", "flagged"),
+    [
+        (
+            "SELECT * FROM employees e JOIN (departments d JOIN salaries s "
+            "ON e.id = s.employee_id) ON 1 = 1;",
+            False,
+        ),
+        ("SELECT * FROM employees e, (departments d JOIN salaries s ON d.id = e.id);", False),
+        (
+            "SELECT * FROM employees e, departments d JOIN salaries s ON e.id = s.employee_id;",
+            False,
+        ),
+        (
+            "SELECT * FROM employees e JOIN departments d ON s.employee_id = e.id "
+            "JOIN salaries s ON 1 = 1;",
+            True,
+        ),
+        (
+            "SELECT * FROM employees e JOIN departments d ON amount = 1 JOIN salaries s ON 1 = 1;",
+            True,
+        ),
+    ],
+)
+def test_a_join_condition_sees_the_tables_joined_before_it(
+    db: duckdb.DuckDBPyConnection, checker: SemanticChecker, sql: str, flagged: bool
+) -> None:
+    """DuckDB binds a join condition against every table joined before it, those
+    outside its parentheses (`nested_join_sees_outer`) and before a comma
+    (`comma_binds_loosest` off) included, which SQLite and PostgreSQL refuse
+    (grid-sql's test_nested_joins.py), and no table joined to its right."""
+    assert bool(checker.check(sql, "admin")) == flagged
+    assert (prepares(db, sql) is not None) == flagged
+
+
 def test_star_calls_are_zero_argument_calls(
     db: duckdb.DuckDBPyConnection, checker: SemanticChecker
 ) -> None:

@@ -130,6 +130,8 @@ class DuckdbDialect(PostgresDialect):
     unused_windows_unresolved: bool = True  # `WINDOW w AS (ORDER BY nope)` binds unused
     limit_reads_outer: bool = False  # "Correlated columns not supported in LIMIT"
     source_names_unique: bool = False  # `FROM u, u` binds (a column of both is ambiguous)
+    nested_join_sees_outer: bool = True  # `FROM a JOIN (b JOIN c ON a.x = b.x) ON 1` binds
+    comma_binds_loosest: bool = False  # `FROM a, b JOIN c ON a.x = c.x` binds
     function_arities: tuple[tuple[str, int, int | None], ...] = FUNCTION_ARITIES
     argument_gaps: tuple[tuple[str, int], ...] = ARGUMENT_GAPS
     description: str = "DuckDB 2.0: PostgreSQL's DML with FROM-first SELECT"

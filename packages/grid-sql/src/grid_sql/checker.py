@@ -559,6 +559,9 @@ class _Scope:
     aliases_visible: bool = False
     # the tree whose FROM the sources are (a select_core, an UPDATE or a DELETE)
     owner: Tree | None = None
+    # where `Dialect.comma_binds_loosest`: the first source of the FROM item after
+    # the last comma, the first a join condition sees
+    group: int = 0
 
     def alone(self) -> _Scope:
         """This scope without the enclosing ones (the same sources and aliases):
@@ -635,6 +638,20 @@ def _dml_tokens(node: Tree) -> list[Token]:
 
 def _is_token(node: Any) -> bool:
     return not hasattr(node, "data")
+
+
+def _parenthesized_table(tree: Tree) -> Token | None:
+    """The table of a FROM term that is one table in parentheses (``(s AS x)``,
+    ``((s))``: a table_or_subquery whose only child is one), else None."""
+    inner = tree
+    while len(inner.children) == 1 and not _is_token(inner.children[0]):
+        if inner.children[0].data != "table_or_subquery":
+            return None
+        inner = inner.children[0]
+    if inner is tree:
+        return None
+    names = [t for t in _tokens(inner) if t.type == "TABLE_NAME"]
+    return names[0] if names else None
 
 
 def _child(node: Tree, data: str) -> Tree | None:
@@ -1293,19 +1310,24 @@ class _Walker:
 
     # -- FROM -------------------------------------------------------------------
 
-    def join_source(self, tree: Tree, scope: _Scope, env: _Env, deferred: list[Tree]) -> None:
-        """Add the sources of a FROM item to ``scope``; ON conditions go to ``deferred``."""
+    def join_source(
+        self, tree: Tree, scope: _Scope, env: _Env, deferred: list[Tree], joined: bool = False
+    ) -> None:
+        """Add the sources of a FROM item to ``scope``; ON conditions go to ``deferred``.
+        ``joined``: the item follows a join operator (it is not its list's first)."""
         if tree.data == "table_or_subquery":
-            scope.sources += self.table_or_subquery(tree, scope, env, deferred)
+            scope.sources += self.table_or_subquery(tree, scope, env, deferred, joined)
             return
         if tree.data != "join_source":
             raise GrammarContractError(self.dialect.name, f"a FROM item is a {tree.data} tree")
         parts = _trees(tree)
-        self.join_source(parts[0], scope, env, deferred)
+        self.join_source(parts[0], scope, env, deferred, joined)
         left = list(scope.sources)
         operator = next((p for p in parts[1:] if p.data == "join_operator"), None)
+        if operator is None and self.dialect.comma_binds_loosest:  # `a, b JOIN c ON ...`
+            scope.group = len(scope.sources)
         right_tree = next(p for p in parts[1:] if p.data in ("table_or_subquery", "join_source"))
-        self.join_source(right_tree, scope, env, deferred)
+        self.join_source(right_tree, scope, env, deferred, True)
         right = scope.sources[len(left) :]
         constraint = next((p for p in parts if p.data == "join_constraint"), None)
         words = {t.type for t in _tokens(operator)} if operator is not None else set()
@@ -1318,11 +1340,15 @@ class _Walker:
         if using is not None and any(t.type == "USING" for t in _tokens(constraint)):
             for token in _tokens(using):
                 self.using(token, left, right, rightward)
-        else:
+        elif self.dialect.join_condition_sees_right:
             deferred += _trees(constraint)
+        else:  # the tables joined so far, none to its right (PostgreSQL, DuckDB)
+            seen = replace(scope, sources=scope.sources[scope.group :])
+            for expr in _trees(constraint):
+                self.expr(expr, seen, env)
 
     def table_or_subquery(
-        self, tree: Tree, scope: _Scope, env: _Env, deferred: list[Tree]
+        self, tree: Tree, scope: _Scope, env: _Env, deferred: list[Tree], joined: bool = False
     ) -> list[_Source]:
         alias_tree = _child(tree, "table_alias")
         alias = _tokens(alias_tree)[-1] if alias_tree is not None else None
@@ -1342,9 +1368,18 @@ class _Walker:
                 new = [(self.names.token(t), _name(t)) for t in _tokens(renamed)]
                 columns = dict(new + list(columns.items())[len(new) :])
             return [_Source(name, label, columns, opaque=outputs.opaque)]
-        nested = _Scope(scope.parent)
-        self.join_source(inner, nested, env, deferred)
-        return nested.sources
+        table = _parenthesized_table(tree)
+        if joined and table is not None and self.dialect.joined_parentheses_drop_alias:
+            return [self.named_source(table, None, env)]
+        # A parenthesized join's conditions see its own tables (and, where the
+        # dialect says so, the FROM clause's tables joined before it).
+        outer = list(scope.sources) if self.dialect.nested_join_sees_outer else []
+        nested = _Scope(scope.parent, list(outer), owner=scope.owner)
+        own: list[Tree] = []
+        self.join_source(inner, nested, env, own)
+        for expr in own:
+            self.expr(expr, nested, env)
+        return nested.sources[len(outer) :]
 
     def named_source(self, token: Token, alias: Token | None, env: _Env) -> _Source:
         """A TABLE_NAME/CTE_NAME table position: the CTE in scope, else the schema table.

@@ -359,6 +359,21 @@ class Dialect:
     # then the enclosing statements (PostgreSQL, DuckDB). grid_sql.column_scope
     # resolves no name past a FROM clause still being written where it is True.
     join_condition_sees_right: bool = True
+    # Whether a join condition inside a parenthesized join also sees the tables of
+    # the FROM clause outside the parentheses (DuckDB binds `FROM a JOIN (b JOIN c
+    # ON a.x = b.x) ON ...`; SQLite says "no such column: a.x", PostgreSQL "invalid
+    # reference to FROM-clause entry"). Where False the checker resolves its names
+    # against the parenthesized join's own tables and the enclosing statements.
+    nested_join_sees_outer: bool = False
+    # Whether a comma binds looser than JOIN where join conditions see no table to
+    # their right (PostgreSQL: in `FROM a, b JOIN c ON a.x = c.x` the condition
+    # cannot see a, "invalid reference to FROM-clause entry"; DuckDB binds it).
+    comma_binds_loosest: bool = False
+    # Whether one table in parentheses that follows a join operator is named by its
+    # table, its alias inside the parentheses dropped (SQLite: `FROM o JOIN (s AS x)
+    # ON ...` reads s.c, and x.c is "no such column"; a first term keeps it). Only
+    # SQLite's grammar has such a term.
+    joined_parentheses_drop_alias: bool = False
     # Whether the dialect's own grammar has FROM-first SELECT cores (DuckDB): it is
     # its own FROM-first profile (grid_sql.from_first.from_first_of), and a
     # FROM-first statement runs as written.

@@ -267,6 +267,7 @@ class PostgresDialect(Dialect):
         ("returning_clause", "clause_close"),
     )
     join_condition_sees_right: bool = False
+    comma_binds_loosest: bool = True
     insert_fills_defaults: bool = True
     generated_take_default: bool = True
     star_only_aggregates: bool = True

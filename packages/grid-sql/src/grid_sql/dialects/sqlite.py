@@ -243,6 +243,7 @@ class SqliteDialect(Dialect):
     limit_reads_outer: bool = False
     aggregates_placed_where_written: bool = True
     update_target_in_from: bool = False
+    joined_parentheses_drop_alias: bool = True  # `o JOIN (s AS x)` is s, not x
     rowid_names: frozenset[str] = frozenset({"rowid", "oid", "_rowid_"})
     identifier_quotes: tuple[QuoteForm, ...] = (
         QuoteForm(open='"', close='"'),
