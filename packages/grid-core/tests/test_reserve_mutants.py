@@ -957,7 +957,13 @@ def test_no_newline_option_without_a_newline_lexeme() -> None:
     grammar = load_grammar(text, "hash-comment")
     table = ReserveTable(Engine(grammar, BYTES, cache=False))
     cmt = 1 << grammar.terminal_id("CMT")
-    assert options_after(table, b"#c") == (_Option(b"", cmt, True),)
+    options = options_after(table, b"#c")
+    assert [o for o in options if o.abut < 0] == [_Option(b"", cmt, True)]
+    # and an abutting option (the next piece right after the comment), which no
+    # piece takes: only a newline ends the comment
+    assert [(o.suffix, o.cands, o.end) for o in options if o.abut >= 0] == [(b"", cmt, False)]
+    config = table.engine.lexer.advance(table.engine.lexer.initial, b"a#c")
+    assert config is not None and table.reserve(config) == 0
 
 
 # ------------------------------------------------------------------ ties and bounds
@@ -1126,7 +1132,13 @@ def test_no_newline_option_when_a_newline_and_a_space_do_not_join() -> None:
     grammar = load_grammar(text, "newline-apart")
     table = ReserveTable(Engine(grammar, BYTES, cache=False))
     cmt = 1 << grammar.terminal_id("CMT")
-    assert options_after(table, b"#c") == (_Option(b"", cmt, True),)
+    options = options_after(table, b"#c")
+    assert [o for o in options if o.abut < 0] == [_Option(b"", cmt, True)]
+    # and an abutting option (the next piece right after the comment), which no
+    # piece takes: only a newline ends the comment
+    assert [(o.suffix, o.cands, o.end) for o in options if o.abut >= 0] == [(b"", cmt, False)]
+    config = table.engine.lexer.advance(table.engine.lexer.initial, b"a#c")
+    assert config is not None and table.reserve(config) == 0
 
 
 def test_newline_option_needs_a_newline_to_end_the_lexeme() -> None:

@@ -75,10 +75,10 @@ pub use trie::{RawTrie, Trie, TrieNode};
 pub use walk::{CdEntry, WalkOutput};
 
 /// Version of the table and buffer layout shared with `grid_core`, and of
-/// what the calls promise (11: a masked row with no finite admitted logit is
-/// uniform over its mask, as grid-serve's torch path); a module reporting
+/// what the calls promise (12: `EngineTables.reserve` takes the bare pieces of
+/// the abutting finish options); a module reporting
 /// another version is refused rather than used.
-pub const ABI_VERSION: u32 = 11;
+pub const ABI_VERSION: u32 = 12;
 
 /// Whether the named planted fault is on: with feature `planted-faults`, when
 /// `GRID_PLANTED_FAULT` names it (grid-core's `tests/test_planted_faults.py`);

@@ -848,9 +848,10 @@ impl PyEngineTables {
 
     /// This engine's mode-1 reserve ([`crate::reserve`]) over the grammar-level
     /// tables grid-core's `ReserveTable` computed (its attributes of the same
-    /// names; `items` per LALR state, `classes` as (representative, members));
+    /// names; `items` per LALR state, `classes` as (representative, members),
+    /// `bare` per terminal as (first byte, `bare_tokens`) or None);
     /// each of its five memos holds at most `memo_bytes` (default 8 MiB).
-    #[pyo3(signature = (term_tokens, lead_tokens, nt_rule, rhs, start_cost, items, classes, safe, memo_bytes = None))]
+    #[pyo3(signature = (term_tokens, lead_tokens, nt_rule, rhs, start_cost, items, classes, safe, bare, memo_bytes = None))]
     #[allow(clippy::too_many_arguments)]
     fn reserve(
         &self,
@@ -862,6 +863,7 @@ impl PyEngineTables {
         items: Vec<Vec<(u64, u32, u32, u32)>>,
         classes: Vec<(u8, Vec<u8>)>,
         safe: Vec<u32>,
+        bare: Vec<Option<(u8, Vec<u32>)>>,
         memo_bytes: Option<usize>,
     ) -> PyResult<PyReserve> {
         let raw = RawReserve {
@@ -873,6 +875,7 @@ impl PyEngineTables {
             items,
             classes,
             safe,
+            bare,
         };
         let tables = &self.inner.tables;
         let memo_bytes = memo_bytes.unwrap_or(crate::reserve::MEMO_BYTES);

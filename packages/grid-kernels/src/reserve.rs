@@ -75,6 +75,10 @@ pub struct RawReserve {
     pub classes: Vec<(u8, Vec<u8>)>,
     /// The DFA states a following piece's space ends a lexeme from.
     pub safe: Vec<u32>,
+    /// Per terminal: its piece without the leading space, as (first byte,
+    /// tokens), or `None` (no piece, or no token spells it): what an abutting
+    /// finish option writes next (`ReserveTable.bare_tokens`).
+    pub bare: Vec<Option<(u8, Vec<u32>)>>,
 }
 
 /// A way to finish a remainder (`_Option`).
@@ -84,6 +88,9 @@ struct Finish {
     cands: Vec<u64>,
     end: bool,
     joined: bool,
+    /// The DFA state of the finished lexeme where whitespace would continue it
+    /// (the next piece follows bare), else -1 (`_Option.abut`).
+    abut: i32,
 }
 
 /// A cell vector: per symbol with a transition out of the node's state,
@@ -161,7 +168,7 @@ impl Reserve {
         let t = grammar.n_terminals();
         let n_symbols = t + 1 + lalr.n_nonterminals;
         let n_vocab = trie.n_vocab() as u32;
-        if raw.term_tokens.len() != t || raw.lead_tokens.len() != t {
+        if raw.term_tokens.len() != t || raw.lead_tokens.len() != t || raw.bare.len() != t {
             return Err(inconsistent("one piece per terminal"));
         }
         let tokens_ok = |ts: &[u32]| ts.iter().all(|&x| x < n_vocab);
@@ -172,6 +179,9 @@ impl Reserve {
             {
                 return Err(inconsistent("a piece's tokens are out of range"));
             }
+        }
+        if raw.bare.iter().flatten().any(|(_, ts)| !tokens_ok(ts)) {
+            return Err(inconsistent("a bare piece's tokens are out of range"));
         }
         if raw.nt_rule.len() != lalr.n_nonterminals
             || raw.rhs.len() != lalr.rule_lhs.len()
@@ -699,6 +709,8 @@ impl<'a> Query<'a> {
         let cats = &lexicon.categories;
         let mut ends: Vec<Finish> = Vec::new();
         let mut conts: Vec<Finish> = Vec::new();
+        // Apart: an abutting option shadows no other of its candidates.
+        let mut abuts: Vec<Finish> = Vec::new();
         let add = |list: &mut Vec<Finish>, f: Finish| {
             if !list.iter().any(|o| o.cands == f.cands) {
                 list.push(f);
@@ -721,6 +733,7 @@ impl<'a> Query<'a> {
                                 cands: cands.clone(),
                                 end: true,
                                 joined: false,
+                                abut: -1,
                             },
                         );
                         let q_sp = dfa.trans(qu, SPACE);
@@ -732,6 +745,7 @@ impl<'a> Query<'a> {
                                     cands,
                                     end: false,
                                     joined: false,
+                                    abut: -1,
                                 },
                             );
                         } else if r.safe[q_sp as usize] {
@@ -743,6 +757,7 @@ impl<'a> Query<'a> {
                                     cands: joined,
                                     end: false,
                                     joined: true,
+                                    abut: -1,
                                 },
                             );
                         } else if r.nl_ok && dfa.trans(qu, NEWLINE) < 0 {
@@ -755,6 +770,18 @@ impl<'a> Query<'a> {
                                     cands,
                                     end: false,
                                     joined: false,
+                                    abut: -1,
+                                },
+                            );
+                        } else {
+                            add(
+                                &mut abuts,
+                                Finish {
+                                    suffix: s.clone(),
+                                    cands,
+                                    end: false,
+                                    joined: false,
+                                    abut: q as i32,
                                 },
                             );
                         }
@@ -801,6 +828,7 @@ impl<'a> Query<'a> {
             level = next;
         }
         ends.extend(conts);
+        ends.extend(abuts);
         let out = Arc::new(ends);
         let size = 64
             + out
@@ -834,7 +862,11 @@ impl<'a> Query<'a> {
                 }
                 self.token_cost(&option.suffix)
             } else {
-                let mut rest = self.node_reserve(after)?;
+                let mut rest = if option.abut >= 0 {
+                    self.abutting(option.abut as usize, after)?.0
+                } else {
+                    self.node_reserve(after)?
+                };
                 if rest >= INF {
                     continue;
                 }
@@ -848,6 +880,32 @@ impl<'a> Query<'a> {
             }
         }
         self.nodes.finish.insert((node, q, ln), best, 48);
+        Ok(best)
+    }
+
+    /// (cost, first terminal) of the least completion of stack `node` whose
+    /// first piece is written bare right after a lexeme in DFA state `q`: over
+    /// the terminals `node` allows whose bare piece's first byte ends that
+    /// lexeme (the least id among equals), the bare piece's tokens plus the
+    /// node reserve after shifting it; `(INF, u32::MAX)` where there is none
+    /// (`ReserveTable._abutting`).
+    fn abutting(&mut self, q: usize, node: NodeId) -> Result<(u64, u32)> {
+        let allowed = self.arena.allowed(node)?.to_vec();
+        let mut best = (INF, u32::MAX);
+        for t in 0..self.r.raw.bare.len() {
+            let Some((first, tokens)) = &self.r.raw.bare[t] else {
+                continue;
+            };
+            if !bits::test(&allowed, t) || self.g().dfa().trans(q, *first) >= 0 {
+                continue;
+            }
+            let n = tokens.len() as u64;
+            let after = self.arena.shift(node, t)?;
+            let cost = (n + self.node_reserve(after)?).min(INF);
+            if cost < best.0 {
+                best = (cost, t as u32);
+            }
+        }
         Ok(best)
     }
 
@@ -886,7 +944,14 @@ impl<'a> Query<'a> {
             }
             let option = self.finish_options(config.scan.q, config.scan.ln)[k].clone();
             tokens.extend(self.split(&option.suffix).iter().flat_map(|t| t.iter()));
-            if !option.end {
+            if option.abut >= 0 {
+                let first = self.abutting(option.abut as usize, after)?.1 as usize;
+                if let Some((_, bare)) = &self.r.raw.bare[first] {
+                    tokens.extend(bare);
+                }
+                let next = self.arena.shift(after, first)?;
+                self.plan_tokens(next, false, &mut tokens)?;
+            } else if !option.end {
                 self.plan_tokens(after, option.joined, &mut tokens)?;
             }
             cost

@@ -59,7 +59,7 @@ def toy_engine(trie: TrieTables | None = None, **change: Any) -> EngineTables:
 
 
 def test_module_reports_abi_and_exports() -> None:
-    assert grid_kernels.ABI_VERSION == 11
+    assert grid_kernels.ABI_VERSION == 12
     assert set(grid_kernels.__all__) >= {
         "EngineTables",
         "Entry",

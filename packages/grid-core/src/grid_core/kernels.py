@@ -36,7 +36,7 @@ from grid_core.memo import ContentMemo
 from grid_core.protocol import accept_in_order, is_tensor, tensor_view
 from grid_core.reserve import INF, ReserveError, reserve_table
 
-ABI_VERSION = 11
+ABI_VERSION = 12
 
 
 class KernelsError(GridError):

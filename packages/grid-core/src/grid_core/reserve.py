@@ -42,10 +42,14 @@ Vocabulary (used in this sense throughout):
   the option's suffix plus the node reserve of the stack it leaves. A finish
   option is the shortest byte string s (per candidate set reached) that makes
   ``r + s`` a whole lexeme that a following piece's space ends (or that a
-  following space joins into one ignored lexeme, or that a newline ends),
-  found by a breadth-first search over (DFA state, lexicon node) pairs from
-  r's scan state, memoized per pair; the pick is then the scanner's own under
-  the stack's exact allowed set. Where the output is empty or ends in
+  following space joins into one ignored lexeme, or that a newline ends, or,
+  where whitespace would continue it, that the next piece written without its
+  space ends: an *abutting* option, PostgreSQL's ``CAST(x AS date`` whose
+  ``date`` a space would carry on into ``date '2024-01-31'``; kept apart, so
+  it shadows no other option of its candidates), found by a breadth-first
+  search over (DFA state, lexicon node) pairs from r's scan state, memoized
+  per pair; the pick is then the scanner's own under the stack's exact allowed
+  set. Where the output is empty or ends in
   whitespace that the next space would join, the first piece drops its leading
   space when that saves a token (the *lead discount*).
 
@@ -136,12 +140,16 @@ class _Option:
     otherwise a piece may follow (its leading space ends or joins the lexeme).
     ``joined``: the lexeme is ignored whitespace that a following space would
     join, so the next piece may drop its leading space.
+    ``abut``: the DFA state of ``r + suffix`` when whitespace would continue the
+    lexeme (-1 otherwise): the next piece follows without its leading space, and
+    only where its first byte kills that state.
     """
 
     suffix: bytes
     cands: int
     end: bool
     joined: bool = False
+    abut: int = -1
 
 
 Item = tuple[int, int, int, int]
@@ -198,12 +206,16 @@ class ReserveTable:
         self.term_cost = [INF] * self.n_terminals
         self.term_tokens: list[tuple[int, ...]] = [() for _ in range(self.n_terminals)]
         self.lead_tokens: list[tuple[int, ...]] = [() for _ in range(self.n_terminals)]
+        self.bare_tokens: list[tuple[int, ...] | None] = [None] * self.n_terminals
+        """Per terminal: the tokens of its piece without the leading space (an
+        abutting option's next piece), or None."""
         for t, piece in self.pieces.items():
             tokens = self.split(piece)
             assert tokens is not None
             self.term_cost[t] = len(tokens)
             self.term_tokens[t] = tokens
             bare = self.split(piece[1:])
+            self.bare_tokens[t] = bare
             self.lead_tokens[t] = bare if bare is not None and len(bare) < len(tokens) else tokens
         used = {x for r in range(tables.n_rules) for x in tables.rhs(r) if x < self.n_terminals}
         missing = sorted(tables.terminal_names[t] for t in used if t not in self.pieces)
@@ -625,6 +637,7 @@ class ReserveTable:
         nl_ok = q_nl != DEAD and dfa.trans[q_nl * 256 + _SPACE] in safe
         ends: dict[int, _Option] = {}
         conts: dict[int, _Option] = {}
+        abuts: dict[int, _Option] = {}  # apart: an abutting option shadows no other
         seen = {key}
         level: list[tuple[int, int, bytes]] = [(q0, ln0, b"")]
         while level and len(seen) < _FINISH_LIMIT:
@@ -643,6 +656,8 @@ class ReserveTable:
                             conts.setdefault(joined, _Option(s, joined, False, True))
                         elif nl_ok and trans[q * 256 + _NEWLINE] == DEAD:
                             conts.setdefault(cands, _Option(s + b"\n", cands, False))
+                        else:
+                            abuts.setdefault(cands, _Option(s, cands, False, abut=q))
                 kids = lexicon.children[ln] if ln != NO_NODE else {}
                 steps = [(b, kids[b]) for b in sorted(kids)]
                 for rep, members in self._classes:
@@ -658,7 +673,7 @@ class ReserveTable:
                     seen.add((q2, ln2))
                     nxt.append((q2, ln2, s + bytes([b])))
             level = nxt
-        options = tuple(ends.values()) + tuple(conts.values())
+        options = tuple(ends.values()) + tuple(conts.values()) + tuple(abuts.values())
         self._options[key] = options
         return options
 
@@ -686,7 +701,10 @@ class ReserveTable:
                     continue
                 cost = self.token_cost(option.suffix)
             else:
-                rest = self.node_reserve(after)
+                if option.abut >= 0:
+                    rest = self._abutting(option.abut, after)[0]
+                else:
+                    rest = self.node_reserve(after)
                 if rest >= INF:
                     continue
                 if option.joined:
@@ -695,6 +713,25 @@ class ReserveTable:
             if cost < best[0]:
                 best = (cost, option, after)
         memo[(q, ln)] = best
+        return best
+
+    def _abutting(self, q: int, node: Node) -> tuple[int, int]:
+        """(cost, first terminal) of the least completion of stack ``node`` whose first
+        piece is written bare, right after a lexeme in DFA state ``q``: over the
+        terminals ``node`` allows whose bare piece's first byte ends that lexeme
+        (the least id among equals), the bare piece's tokens plus the node reserve
+        after shifting it; (INF, -1) where there is none."""
+        parser, trans = self.engine.parser, self.engine.dfa.trans
+        allowed = parser.allowed(node)
+        best = (INF, -1)
+        for t, bare in enumerate(self.bare_tokens):
+            if bare is None or not allowed >> t & 1:
+                continue
+            if trans[q * 256 + self.pieces[t][1]] != DEAD:
+                continue
+            cost = min(INF, len(bare) + self.node_reserve(parser.shift(node, t)))
+            if cost < best[0]:
+                best = (cost, t)
         return best
 
     # -- configurations -------------------------------------------------------
@@ -739,7 +776,11 @@ class ReserveTable:
             if option is None or after is None:
                 raise ReserveError(f"no finish option for the remainder {config.remainder[-32:]!r}")
             tokens = list(self.split(option.suffix) or ())
-            if not option.end:
+            if option.abut >= 0:
+                first = self._abutting(option.abut, after)[1]
+                tokens += self.bare_tokens[first] or ()
+                tokens += self._plan_tokens(self.engine.parser.shift(after, first), False)
+            elif not option.end:
                 tokens += self._plan_tokens(after, option.joined)
         else:
             cost = self.reserve(config)
@@ -769,6 +810,10 @@ class ReserveTable:
                 [list(items) for items in self._items],
                 [(rep, bytes(members)) for rep, members in self._classes],
                 sorted(self._safe),
+                [
+                    None if bare is None else (self.pieces[t][1], list(bare))
+                    for t, bare in enumerate(self.bare_tokens)
+                ],
                 memo_bytes=reserve_memo_bytes(),
             )
         return self._native

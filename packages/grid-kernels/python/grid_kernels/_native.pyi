@@ -296,10 +296,12 @@ class EngineTables:
         items: list[list[tuple[int, int, int, int]]],
         classes: list[tuple[int, bytes]],
         safe: list[int],
+        bare: list[tuple[int, list[int]] | None],
         memo_bytes: int | None = None,
     ) -> Reserve:
         """This engine's mode-1 reserve over the grammar-level tables grid-core's
-        ``ReserveTable`` computed (its attributes of the same names); each of its
+        ``ReserveTable`` computed (its attributes of the same names; ``bare`` per
+        terminal: its piece's first lexeme byte and ``bare_tokens``); each of its
         five memos holds at most ``memo_bytes`` (default 8 MiB, least recently
         used evicted). Tables that do not fit the grammar raise ``ValueError``."""
 
