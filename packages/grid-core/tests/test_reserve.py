@@ -47,22 +47,35 @@ def toy_guide(text: bytes) -> GridGuide:
     return g
 
 
-@pytest.fixture(scope="module")
-def sql() -> tuple[Engine, ReserveTable, Language]:
-    """The example policy's admin role over the SQLite dialect, with cl100k."""
-    from grid_sql.dialects import SQLITE
+def admin(dialect_name: str) -> tuple[Engine, ReserveTable, Language]:
+    """The example policy's admin role over a dialect (the example schema read as
+    that dialect's), with cl100k and the schema's lexicon."""
+    from grid_sql.dialects import get_dialect
     from grid_sql.lexicon import SchemaLexicon
     from grid_sql.policy import example_policy
     from grid_sql.projection import RoleProjection
     from grid_sql.schema import example_schema
 
-    schema = example_schema()
+    dialect = get_dialect(dialect_name)
+    schema = dataclasses.replace(example_schema(), dialect=dialect_name)
     policy = example_policy(schema)
-    lexicon = SchemaLexicon.build(SQLITE, schema, policy.grants("admin", schema))
-    projection = RoleProjection.compile(policy.role("admin"), SQLITE, words=lexicon.words)
+    lexicon = SchemaLexicon.build(dialect, schema, policy.grants("admin", schema))
+    projection = RoleProjection.compile(policy.role("admin"), dialect, words=lexicon.words)
     engine = Engine(projection.grammar, cl100k(), lexicon.lexicon)
     spec = Language(projection.grammar.to_lark(), lexicon.word_lists())
     return engine, reserve_table(engine), spec
+
+
+@pytest.fixture(scope="module")
+def sql() -> tuple[Engine, ReserveTable, Language]:
+    """The example policy's admin role over the SQLite dialect, with cl100k."""
+    return admin("sqlite")
+
+
+@pytest.fixture(scope="module")
+def postgres_sql() -> tuple[Engine, ReserveTable, Language]:
+    """The same over the PostgreSQL dialect."""
+    return admin("postgres")
 
 
 # -- hand-checked -----------------------------------------------------------------
@@ -96,24 +109,6 @@ def test_toy_reserve_and_completion(prefix: bytes, reserve: int, written: bytes)
     assert TOY_TABLE.reserve(g.config) == reserve == len(tokens)
     assert b"".join(TOY.token_bytes[t] for t in tokens) == written
     assert TOY_SPEC.in_language(prefix + written)
-
-
-@pytest.fixture(scope="module")
-def postgres_sql() -> tuple[Engine, ReserveTable, Language]:
-    """The example policy's admin role over the PostgreSQL dialect, with cl100k."""
-    from grid_sql.dialects import POSTGRES
-    from grid_sql.lexicon import SchemaLexicon
-    from grid_sql.policy import example_policy
-    from grid_sql.projection import RoleProjection
-    from grid_sql.schema import example_schema
-
-    schema = dataclasses.replace(example_schema(), dialect="postgres")
-    policy = example_policy(schema)
-    lexicon = SchemaLexicon.build(POSTGRES, schema, policy.grants("admin", schema))
-    projection = RoleProjection.compile(policy.role("admin"), POSTGRES, words=lexicon.words)
-    engine = Engine(projection.grammar, cl100k(), lexicon.lexicon)
-    spec = Language(projection.grammar.to_lark(), lexicon.word_lists())
-    return engine, reserve_table(engine), spec
 
 
 #: PostgreSQL prefixes ending in a type word that whitespace would carry on into a
