@@ -479,7 +479,8 @@ def test_a_covering_retry_stays_in_the_covering_language(
 ) -> None:
     """``grid ask --covering``'s repair pass (:func:`text2sql.answer_covering`): a given
     first statement of the covering language that the checker refuses for a statement
-    rule (an aggregate inside an aggregate, which SQLite refuses); the retry, decoded
+    rule (an aggregate in the ORDER BY of a query that aggregates nothing, which SQLite
+    refuses and the language does not place: ``placed_calls``); the retry, decoded
     by the real model, gets a fresh guide of the same covering language, the checker's
     feedback, and the obligation to leave the refused statement by its violation.
     Fails if the retry runs under another guide, the feedback does not reach it, it
@@ -490,7 +491,7 @@ def test_a_covering_retry_stays_in_the_covering_language(
     covering = engines.scoped("analyst", covering=True)
     ddl = text2sql.schema_ddl(schema, engines["analyst"].grants)
     question = "What is the largest budget of a department?"
-    first = b"SELECT max(max(budget)) FROM departments;"
+    first = b"SELECT name FROM departments ORDER BY max(budget);"
     calls: list[tuple[Any, str, text2sql.Avoid | None]] = []
 
     def decode(guide: Any, feedback: str, avoid: text2sql.Avoid | None) -> Generation:
@@ -507,8 +508,8 @@ def test_a_covering_retry_stays_in_the_covering_language(
     feedback = attempts[1].feedback
     assert [c[1] for c in calls] == ["", feedback] and "max" in feedback
     assert all(c[0].engines is covering for c in calls) and calls[0][0] is not calls[1][0]
-    assert [c[2] for c in calls] == [None, text2sql.Avoid(first, 11)]  # the inner max
-    assert not attempts[1].sql.encode().startswith(first[:12])
+    assert [c[2] for c in calls] == [None, text2sql.Avoid(first, 38)]  # the max
+    assert not attempts[1].sql.encode().startswith(first[:39])
     lines = attempts[1].generation.audit.lines()
     assert replay_lines(lines, covering.base, guide=covering.guide(audit=False)).ok
     calls.clear()

@@ -663,8 +663,9 @@ def test_the_covering_language_is_select_first_with_a_covering_from_clause() -> 
     one table, or, once one table's name qualifies a column, that table's granted
     columns; none twice outside a call or parentheses; the FROM clause's first
     table has every such column (is the qualifier's table, aliased by its own name
-    or not at all), a later one none its core already has; after FROM, columns are
-    scoped as in the generation language."""
+    or not at all), a later one none its core already has, and no join is
+    parenthesized; after FROM, columns are scoped as in the generation language;
+    aggregates where SQL places them."""
     e = covering_engines()
     kept = [
         "SELECT name FROM singer;",
@@ -721,6 +722,11 @@ def test_the_covering_language_is_select_first_with_a_covering_from_clause() -> 
         "SELECT age FROM singer JOIN stadium ON stadium_id = singer_id JOIN singer ON 1;",
         "SELECT DISTINCT (name, age) FROM singer;",  # no row value
         "SELECT name FROM singer WHERE (age, age) IN (SELECT age, age FROM singer);",
+        "SELECT name FROM (singer);",  # no parenthesized join
+        "SELECT name FROM singer JOIN (stadium JOIN concert ON 1) ON 1;",
+        "SELECT name FROM singer JOIN (stadium, concert) ON 1;",
+        "SELECT sum(sum(age)) FROM singer;",  # calls where SQL places them
+        "SELECT name FROM singer WHERE count(*) > 1;",
     ]
     for text in kept:
         assert run(e.guide(audit=False), tokens(text)) == len(tokens(text)) + 1, text

@@ -31,6 +31,7 @@ from grid_sql.generation import (
     narrow_grammar,
     narrow_rule,
     narrow_words,
+    placed_calls,
     typed_calls,
 )
 from grid_sql.policy import PolicyBundle, Role
@@ -59,6 +60,48 @@ def languages(
         words,
     )
 
+
+#: Aggregate and window calls where SQL places them (``placed_calls``, the covering
+#: and FROM-first languages' rewrite): each runs.
+PLACED = [
+    b"SELECT dept_id, count(*) FROM employees GROUP BY dept_id HAVING count(*) > 1 "
+    b"ORDER BY count(*) DESC;",
+    b"SELECT rank() OVER (ORDER BY count(*)) FROM employees GROUP BY dept_id;",
+    b"SELECT name FROM employees WHERE id IN (SELECT max(id) FROM employees);",
+    b"SELECT sum(id) OVER (PARTITION BY dept_id), max(abs(id)) FROM employees;",
+    b"SELECT (SELECT count(*) FROM departments WHERE id = 1) FROM employees WHERE id > 1;",
+    b"SELECT CASE WHEN count(*) > 1 THEN max(id) END FROM employees;",
+]
+#: Aggregate and window calls where SQLite refuses them: ``placed_calls`` leaves
+#: them out (the narrow profile keeps them: see grid_sql.generation's header).
+MISPLACED = {
+    b"SELECT sum(sum(id)) FROM employees;": "an aggregate inside an aggregate",
+    b"SELECT max(id + count(*)) FROM employees;": "an aggregate deeper inside an aggregate",
+    b"SELECT name FROM employees WHERE count(*) > 1;": "an aggregate in WHERE",
+    b"SELECT name FROM employees WHERE (CASE WHEN max(id) > 1 THEN 1 END) = 1;": (
+        "an aggregate deeper in WHERE"
+    ),
+    b"SELECT name FROM employees GROUP BY count(*);": "an aggregate in GROUP BY",
+    b"SELECT e.name FROM employees AS e JOIN departments AS d ON max(e.id) = d.id;": (
+        "an aggregate in a join condition"
+    ),
+    b"SELECT name FROM employees LIMIT count(*);": "an aggregate in LIMIT",
+    b"SELECT total(id) FILTER (WHERE count(*) > 1) FROM employees;": "an aggregate in FILTER",
+    b"SELECT rank() OVER (PARTITION BY rank() OVER (ORDER BY id)) FROM employees;": (
+        "a window call in a window's PARTITION BY"
+    ),
+    b"SELECT rank() OVER (ORDER BY sum(id) OVER ()) FROM employees;": (
+        "a window call in a window's ORDER BY"
+    ),
+    b"SELECT max(rank() OVER (ORDER BY id)) FROM employees;": "a window call in an aggregate",
+    b"SELECT lag(rank() OVER (ORDER BY id)) OVER (ORDER BY id) FROM employees;": (
+        "a window call in a window function's arguments"
+    ),
+    b"SELECT name FROM employees WHERE rank() OVER (ORDER BY id) > 1;": "a window call in WHERE",
+    b"SELECT dept_id FROM employees GROUP BY dept_id HAVING rank() OVER (ORDER BY dept_id) > 1;": (
+        "a window call in HAVING"
+    ),
+}
 
 WRITTEN = [
     b"SELECT name FROM employees;",
@@ -118,6 +161,59 @@ def test_narrow_leaves_out_what_the_role_language_admits(sql: bytes) -> None:
     full, narrow, spec, _, _ = languages()
     assert full.accepts(sql), LEFT_OUT[sql]
     assert not narrow.accepts(sql) and not spec.in_language(sql), LEFT_OUT[sql]
+
+
+@cache
+def placed(dialect: Dialect = SQLITE) -> tuple[CoreLanguage, Language]:
+    """The narrow language with its calls placed, by grid-core and by grid-spec."""
+    *_, narrow, words = languages(dialect)
+    grammar = placed_calls(narrow)
+    return CoreLanguage(grammar, dialect, words), Language(grammar.to_lark(), words)
+
+
+@pytest.mark.parametrize("sql", PLACED)
+def test_placed_calls_keep_what_sql_places(sql: bytes) -> None:
+    core, spec = placed()
+    assert core.accepts(sql) and spec.in_language(sql)
+    assert languages()[1].accepts(sql)
+
+
+@pytest.mark.parametrize("sql", list(MISPLACED))
+def test_placed_calls_leave_out_what_sql_refuses(sql: bytes) -> None:
+    core, spec = placed()
+    assert languages()[1].accepts(sql), MISPLACED[sql]  # the narrow profile keeps it
+    assert not core.accepts(sql) and not spec.in_language(sql), MISPLACED[sql]
+
+
+def test_placed_calls_build_on_postgres() -> None:
+    """PostgreSQL's narrow grammar keeps ``FUNCTION_NAME`` calls (no argument bounds),
+    whose FILTER or OVER comes after their arguments: those are read alike whatever
+    follows (else LALR(1) conflicts: ``function_arguments: STAR .`` against its plain
+    copy). A grammar with no call comes back as it is."""
+    *_, narrow, words = languages(POSTGRES)
+    grammar = placed_calls(narrow)
+    assert grammar.lalr().n_states > narrow.lalr().n_states
+    core = CoreLanguage(grammar, POSTGRES, words)
+    assert core.accepts(b"SELECT name FROM employees GROUP BY name HAVING sum(id) > 1;")
+    assert not core.accepts(b"SELECT name FROM employees WHERE sum(id) > 1;")
+    callless = narrow.project(lambda r: r.origin not in ("function_call", "aggregate_call"), "x")
+    assert placed_calls(callless) is callless
+
+
+def test_calls_are_placed_where_sqlite_runs_them() -> None:
+    """What ``placed_calls`` keeps runs on SQLite, and what it leaves out SQLite
+    refuses as a misuse: the cut leaves out no statement that runs."""
+    db = sqlite3.connect(":memory:")
+    db.executescript(
+        "CREATE TABLE employees (id INTEGER, name TEXT, dept_id INTEGER, budget REAL);"
+        "CREATE TABLE departments (id INTEGER, name TEXT, budget REAL);"
+    )
+    for sql in PLACED:
+        db.execute(sql.decode()).fetchall()
+    for sql, why in MISPLACED.items():
+        with pytest.raises(sqlite3.OperationalError, match=r"misuse|not allowed"):
+            db.execute(sql.decode()).fetchall()
+            pytest.fail(f"SQLite ran {why}: {sql!r}")
 
 
 PIECES = [

@@ -121,6 +121,7 @@ from grid_sql.generation import (
     COMMENTS,
     function_terminals,
     is_function_terminal,
+    placed_calls,
     written_forms,
     written_rule,
 )
@@ -163,6 +164,10 @@ _CUT_SYMBOLS = frozenset(
 )
 
 
+_JOINED = frozenset({"join_source", "joined_table"})
+"""What a parenthesized join holds (SQLite's grammar, PostgreSQL's)."""
+
+
 def scoped_rule(rule: Rule) -> bool:
     """Whether the scoped language keeps ``rule`` (see the module header)."""
     if _CUT_SYMBOLS.intersection(rule.expansion):
@@ -198,12 +203,18 @@ def covering_rule(rule: Rule) -> bool:
     must then have; with none, no column could resolve), no VALUES core, no
     result-column alias (a result's name changes no row; ``ALIAS_NAME`` is a finite
     category here, :data:`~grid_sql.generation.ALIASES`, which a model naming a
-    result loops on), and no call without arguments (SmolLM2 writes ``SIN( )`` and
+    result loops on), no call without arguments (SmolLM2 writes ``SIN( )`` and
     ``SUBSTR( * )``, which SQLite refuses; ``f(*)`` is a call with none in SQLite's
     reading; ``count(*)`` stays; the functions that take none are not spelled,
-    :func:`cut_functions`)."""
+    :func:`cut_functions`), and no parenthesized join (``FROM (t)``, ``JOIN (a
+    JOIN b ON ...)``: it changes no row of an inner join, SQL resolves the names
+    of a condition inside it against other tables than the scope's, and SmolLM2
+    looped on ``JOIN ( ( ( (`` in 161 of the 972 Spider dev statements, 23 of
+    which did not run)."""
     ex = rule.expansion
     if rule.origin == "select_core" and (ex[:1] != ("SELECT",) or "from_clause" not in ex):
+        return False
+    if rule.origin == "table_or_subquery" and _JOINED.intersection(ex):
         return False
     if rule.origin == "result_column" and _ALIAS in ex:
         return False
@@ -221,10 +232,12 @@ def scoped_grammar(
     the scoped language: :func:`scoped_rule` (with ``generation``,
     :func:`generation_rule`: FROM-first cores only, what ``grid ask --from-first``
     decodes; with ``covering``, :func:`covering_rule`: SELECT-first cores with a
-    FROM clause, what ``grid ask --covering`` decodes), then reduced."""
+    FROM clause, what ``grid ask --covering`` decodes), then reduced; in a generation
+    language, calls placed (:func:`~grid_sql.generation.placed_calls`)."""
     assert not (generation and covering), "one generation language at a time"
     keep = covering_rule if covering else generation_rule if generation else scoped_rule
-    return grammar.project(keep, role)
+    scoped = grammar.project(keep, role)
+    return placed_calls(scoped) if generation or covering else scoped
 
 
 # ---------------------------------------------------------------- the scope

@@ -51,6 +51,14 @@ Precondition: the grammar is a dialect's (or a projection of it) with the termin
 names of ``base.lark`` (``ALIAS_NAME``, ``QUALIFIER``, ``LINE_COMMENT``,
 ``BLOCK_COMMENT``, ``PARAMETER``); a name the grammar lacks is left alone.
 
+Not left out: an aggregate or a window call where SQL refuses one (``SUM(SUM(...``,
+``WHERE count(*) > 1``, ``DENSE_RANK() OVER (PARTITION BY DENSE_RANK() OVER ...``:
+16 of the 972 Spider dev mode-1 statements). :func:`placed_calls` leaves them out
+of the covering and FROM-first languages, but in the narrow profile it would cost
+a new role's build 9 ms more than #13's 5 ms allow (its copies of the expression
+rules take SQLite's narrow grammar from 671 LALR states to 1,024: 5.8 ms to build
+instead of 1.8, and the rewrite 5 ms, measured 2026-12-07).
+
 Not bounded: runs of blanks. The blank terminal as a lexicon category (a space, a
 line break and an indent) would bound them, but the reserve table
 (:mod:`grid_core.reserve`) writes its completions with a space as the separator
@@ -67,7 +75,7 @@ every expression start and after AS, key those positions by the fingerprint too.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Final, Literal
 
@@ -80,6 +88,7 @@ __all__ = [
     "ALIASES",
     "COMMENTS",
     "OFFSETS",
+    "PLACED",
     "PROFILES",
     "TYPED",
     "Profile",
@@ -92,6 +101,7 @@ __all__ = [
     "narrow_grammar",
     "narrow_rule",
     "narrow_words",
+    "placed_calls",
     "typed_calls",
     "written_forms",
     "written_rule",
@@ -155,6 +165,9 @@ def narrow_grammar(grammar: Grammar, role: str) -> Grammar:
         name
     )
 
+
+#: :func:`placed_calls`' grammars by the content of the grammar placed.
+PLACED: ContentMemo[Grammar] = ContentMemo(256)
 
 #: Narrowed grammars by the projection's content (its fingerprint and rule
 #: aliases: all that :func:`narrow_rule` and the reduction read).
@@ -381,6 +394,157 @@ def literal_offsets(grammar: Grammar) -> Grammar:
         return out.project(lambda r: True, out.name)
 
     return OFFSETS.get(grammar.content_key, build)
+
+
+# ---------------------------------------------------------------- call placement
+
+#: Where a clause holds expressions with no aggregate and no window call
+#: (:func:`placed_calls`), and where expressions with no window call.
+_PLAIN_CLAUSES: Final = frozenset(
+    {
+        "where_clause",
+        "group_by_clause",
+        "join_constraint",
+        "limit_clause",
+        "filter_clause",
+        "row_value",
+        "assignment",
+    }
+)
+_UNWINDOWED_CLAUSES: Final = frozenset({"having_clause", "over_clause", "named_window"})
+_PLAIN: Final = "plain"
+_UNWINDOWED: Final = "unwindowed"
+_WINDOWS: Final = frozenset({"over_clause"})
+_CALL: Final = "FUNCTION_NAME"
+
+
+#: The rules :func:`placed_calls` wrote, by value (at most :data:`_RULES_KEPT`).
+_RULES: dict[Rule, Rule] = {}
+_RULES_KEPT: Final = 100_000
+
+
+def _call_use(rule: Rule) -> str | None:
+    """``"window"`` for a call that computes over a window (a window function, or any
+    call with an OVER clause), ``"aggregate"`` for an aggregate call without one (a
+    keyword aggregate, a typed aggregate, any call with FILTER), None for any other
+    rule. A ``FUNCTION_NAME`` call without FILTER or OVER is None: its function has
+    no argument bounds, and its kind is not known (a routine's, or one of
+    PostgreSQL's ordered-set aggregates)."""
+    if rule.origin not in ("function_call", "aggregate_call"):
+        return None
+    head = rule.expansion[0]
+    if _WINDOWS.intersection(rule.expansion) or head.endswith("_WINDOW"):
+        return "window"
+    if rule.origin == "aggregate_call" or head.endswith("_AGGREGATE"):
+        return "aggregate"
+    return "aggregate" if "filter_clause" in rule.expansion else None
+
+
+def placed_calls(grammar: Grammar) -> Grammar:
+    """``grammar`` (a generation language's, after its rule cuts) with aggregate and
+    window calls only where SQL places them: no aggregate and no window call in a
+    WHERE, GROUP BY, ON, LIMIT or FILTER clause, a VALUES row or an UPDATE's SET,
+    nor inside an aggregate's arguments (``sum(sum(x))``); no window call in HAVING,
+    in a window's PARTITION BY or ORDER BY (``rank() OVER (PARTITION BY rank() OVER
+    ...)``), nor inside a window function's arguments. SQLite, PostgreSQL and DuckDB
+    refuse each of them ("misuse of aggregate", "aggregate functions are not
+    allowed in WHERE"), but SQLite's UPDATE with FROM, which takes an aggregate
+    in its SET (``Dialect.update_from_selects``; left out all the same). SmolLM2
+    wrote them in 11 of the 972 Spider dev statements decoded in the covering
+    language (and in 16 of mode 1's).
+
+    The expression nonterminals (those ``expr`` reaches without a subquery: a
+    subquery places its own calls) get up to two copies, ``<name>_plain`` (no
+    aggregate, no window call) and ``<name>_unwindowed`` (no window call), made only
+    for those that reach such a call; the clauses above and the calls' own argument
+    lists, FILTER and OVER clauses read them. A copy's rules are its original's with
+    the calls left out, each named (``Rule.alias``) as the original, so the trees
+    read alike. Not placed: an aggregate in the ORDER BY of a query that aggregates
+    nothing else (``Dialect.order_by_aggregates_need_aggregation``: whether the
+    query aggregates is not known where ORDER BY is written), nor the arguments of
+    a call without argument bounds (``FUNCTION_NAME``: a routine's, PostgreSQL's
+    ordered-set aggregates), read before its FILTER or OVER, if any, says what it
+    is; and a window over an aggregate (``sum(count(*)) OVER ()`` runs) is left
+    out (its arguments are plain). The
+    result is a sublanguage of ``grammar``'s with its terminals (its DFA too); kept
+    by content (:data:`PLACED`); ``grammar`` itself where nothing is displaced.
+    Used by the covering and FROM-first languages
+    (:func:`grid_sql.column_scope.scoped_grammar`), not by the narrow profile (see
+    the module header: what it costs a new role)."""
+    return PLACED.get(grammar.content_key, lambda: _placed(grammar)).renamed(grammar.name)
+
+
+def _placed(grammar: Grammar) -> Grammar:
+    rules: dict[str, list[Rule]] = {}
+    for r in grammar.rules:
+        rules.setdefault(r.origin, []).append(r)
+    # The expression nonterminals: what expr reaches short of a subquery.
+    expression: set[str] = set()
+    todo = ["expr"] if "expr" in rules else []
+    while todo:
+        name = todo.pop()
+        if name in expression or name not in rules or name == "select_stmt":
+            continue
+        expression.add(name)
+        for r in rules[name]:
+            todo += [x for x in r.expansion if x in rules]
+    bad: dict[str, Callable[[Rule], bool]] = {
+        _PLAIN: lambda r: _call_use(r) is not None,
+        _UNWINDOWED: lambda r: _call_use(r) == "window",
+    }
+    # Per kind, the expression nonterminals that reach a call it leaves out.
+    reaching: dict[str, set[str]] = {}
+    for kind, leaves_out in bad.items():
+        found = {n for n in expression if any(leaves_out(r) for r in rules[n])}
+        changed = True
+        while changed:
+            changed = False
+            for n in expression - found - _PLAIN_CLAUSES - _UNWINDOWED_CLAUSES:
+                if any(x in found for r in rules[n] for x in r.expansion):
+                    found.add(n)
+                    changed = True
+        reaching[kind] = found - _PLAIN_CLAUSES - _UNWINDOWED_CLAUSES
+
+    def kind_of(rule: Rule, kind: str | None, child: str) -> str | None:
+        if rule.origin in _PLAIN_CLAUSES:
+            return _PLAIN
+        if rule.origin in _UNWINDOWED_CLAUSES:
+            return _UNWINDOWED
+        use = _call_use(rule)
+        if use is not None and rule.expansion[0].endswith("_WINDOW"):
+            return _UNWINDOWED  # a window function's arguments
+        if use is not None and child not in _WINDOWS and rule.expansion[0] != _CALL:
+            # An aggregate's arguments (an OVER clause fixes its own). A FUNCTION_NAME
+            # call's are read before its FILTER or OVER, if any, says what it is.
+            return _PLAIN
+        return kind
+
+    def named(child: str, kind: str | None) -> str:
+        return f"{child}_{kind}" if kind is not None and child in reaching[kind] else child
+
+    def rewritten(rule: Rule, kind: str | None, origin: str) -> Rule:
+        ex = tuple(named(x, kind_of(rule, kind, x)) for x in rule.expansion)
+        if kind is None and ex == rule.expansion:
+            return rule
+        new = Rule(origin, ex, rule.alias or (rule.origin if kind is not None else None))
+        # One object per distinct rule, so that its fingerprint encoding (cached on
+        # the object) is computed once per process, not once per role.
+        if len(_RULES) >= _RULES_KEPT:
+            _RULES.clear()
+        return _RULES.setdefault(new, new)
+
+    out = [rewritten(r, None, r.origin) for r in grammar.rules]
+    if all(a is b for a, b in zip(out, grammar.rules, strict=True)):
+        return grammar
+    copies = [
+        rewritten(r, kind, f"{n}_{kind}")
+        for kind, names in reaching.items()
+        for n in sorted(names)
+        for r in rules[n]
+        if not bad[kind](r)
+    ]
+    placed = Grammar(grammar.name, grammar.terminals, (*out, *copies), grammar.start)
+    return placed.project(lambda r: True, placed.name)
 
 
 def _argument_lists(
