@@ -218,11 +218,29 @@ CASES = [
     ("SELECT sum(a) OVER (ORDER BY a RANGE 1 PRECEDING) FROM t", []),
     ("SELECT sum(a) OVER (RANGE BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) FROM t", []),
     ("SELECT sum(a) OVER (ROWS 1 PRECEDING) FROM t", []),
+    # a compound's ORDER BY names result columns (as SQLite compares them)
+    ("SELECT a FROM t UNION SELECT c FROM u ORDER BY count(a)", ["column_count"]),
+    ("SELECT a FROM t UNION SELECT c FROM u ORDER BY b", ["column_count"]),
+    ("SELECT a + 1 FROM t UNION SELECT c FROM u ORDER BY a + 2", ["column_count"]),
+    ("SELECT b FROM t UNION SELECT d FROM u ORDER BY lower(d)", ["column_count"]),
+    ("SELECT 'X' FROM t UNION SELECT d FROM u ORDER BY 'x'", ["column_count"]),
+    ("SELECT (SELECT a FROM t UNION SELECT c FROM u ORDER BY b) FROM t", ["column_count"]),
+    (
+        "SELECT avg(a) FROM t GROUP BY a HAVING avg(a) EXCEPT SELECT max(c) FROM u "
+        "ORDER BY min(abs(1))",
+        ["column_count"],
+    ),
+    ("SELECT a FROM t UNION SELECT c FROM u ORDER BY a, 1, t.a, A COLLATE NOCASE", []),
+    ("SELECT a AS x FROM t UNION SELECT c FROM u ORDER BY x, c", []),
+    ("SELECT a + 1 FROM t UNION SELECT c FROM u ORDER BY a + 1", []),
+    ("SELECT lower(b) FROM t UNION SELECT d FROM u ORDER BY LOWER(b)", []),
+    ("SELECT a FROM t EXCEPT SELECT max(c) FROM u ORDER BY max(c)", []),
+    ("SELECT 'X' FROM t UNION SELECT d FROM u ORDER BY 'X'", []),
     # left to the database by policy (call_rules' header): refused by SQLite, not flagged
     ("SELECT group_concat(DISTINCT a, b) FROM t", []),
     ("SELECT (SELECT max(c) FROM u) FROM t ORDER BY count(a)", []),
     ("SELECT a FROM t ORDER BY sum(count(a)) OVER ()", []),
-    ("SELECT a FROM t UNION SELECT c FROM u ORDER BY count(a)", []),
+    ("SELECT * FROM t UNION SELECT c, d FROM u ORDER BY count(a)", []),
 ]
 LEFT_TO_THE_DATABASE = {sql for sql, _ in CASES[-4:]}
 

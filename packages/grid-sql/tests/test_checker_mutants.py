@@ -1178,9 +1178,16 @@ def test_select_clauses() -> None:
     ]
 
 
+UNMATCHED = (
+    "this ORDER BY term of a compound SELECT names no result column: order by a result "
+    "column's position, its name, or an expression the select list writes"
+)
+
+
 def test_compound_order_by() -> None:
     """ORDER BY of a compound: output names first; other terms in the first SELECT that
-    resolves them cleanly, else as the first SELECT reported.
+    resolves them cleanly, else as the first SELECT reported. On SQLite a term that
+    names no result column is also ``column_count`` (``call_rules``).
     """
     assert seen("SELECT id FROM emp UNION SELECT id FROM dept ORDER BY id;") == [
         ("use", "emp", 15, "emp"),
@@ -1201,6 +1208,7 @@ def test_compound_order_by() -> None:
         ("reference", "dept", "title", 38, "title"),
         ("reference", "dept", "budget", 63, "budget"),
         ("reference", "dept", "id", 72, "id"),
+        ("column_count", None, None, 63, "budget + id", UNMATCHED),  # SQLite's rule
     ]
     assert seen(
         "SELECT name FROM emp EXCEPT SELECT title FROM dept ORDER BY "
@@ -1214,6 +1222,7 @@ def test_compound_order_by() -> None:
         ("reference", "pay", "amount", 74, "amount"),
         ("reference", "pay", "amount", 96, "amount"),
         ("reference", "dept", "budget", 105, "budget"),
+        ("column_count", None, None, 60, "nope", UNMATCHED),
         (
             "unknown_column",
             None,
@@ -1221,6 +1230,14 @@ def test_compound_order_by() -> None:
             60,
             "nope",
             "no column named nope in any table in scope (sources: emp)",
+        ),
+        (
+            "column_count",
+            None,
+            None,
+            66,
+            "(SELECT amount FROM pay WHERE amount = budget)",
+            UNMATCHED,
         ),
     ]
     assert seen(
@@ -1234,6 +1251,7 @@ def test_compound_order_by() -> None:
         ("reference", "dept", "title", 38, "title"),
         ("reference", "task", "note", 71, "note"),
         ("reference", "emp", "salary", 95, "salary"),
+        ("column_count", None, None, 95, "salary", UNMATCHED),
     ]
 
 
@@ -2060,6 +2078,7 @@ def test_more_compound_order_by() -> None:
         ("reference", "emp", "name", 7, "name"),
         ("reference", "dept", "title", 34, "title"),
         ("reference", "emp", "salary", 65, "salary"),
+        ("column_count", None, None, 65, "salary", UNMATCHED),
     ]
     assert seen("SELECT name FROM emp UNION SELECT title FROM dept ORDER BY budget, salary;") == [
         ("use", "emp", 17, "emp"),
@@ -2068,6 +2087,8 @@ def test_more_compound_order_by() -> None:
         ("reference", "dept", "title", 34, "title"),
         ("reference", "dept", "budget", 59, "budget"),
         ("reference", "emp", "salary", 67, "salary"),
+        ("column_count", None, None, 59, "budget", UNMATCHED),
+        ("column_count", None, None, 67, "salary", UNMATCHED),
     ]
     assert seen(
         "SELECT name, id, nope0 FROM emp UNION SELECT title, id, 0 "
@@ -2092,6 +2113,14 @@ def test_more_compound_order_by() -> None:
             "nope0",
             "no column named nope0 in any table in scope (sources: emp)",
         ),
+        (
+            "column_count",
+            None,
+            None,
+            77,
+            "(SELECT amount FROM pay WHERE amount = budget)",
+            UNMATCHED,
+        ),
     ]
     assert seen(
         "SELECT name, id, nope0 FROM emp UNION SELECT title, id, 0 "
@@ -2115,6 +2144,7 @@ def test_more_compound_order_by() -> None:
             "nope0",
             "no column named nope0 in any table in scope (sources: emp)",
         ),
+        ("column_count", None, None, 77, "(SELECT amount FROM pay WHERE amount = nope)", UNMATCHED),
         (
             "unknown_column",
             None,
@@ -2138,9 +2168,10 @@ def test_more_compound_order_by() -> None:
             "id",
             71,
             "id",
-            ("column id is ambiguous: it is in emp and dept; qualify it as emp.id or dept.id"),
+            "column id is ambiguous: it is in emp and dept; qualify it as emp.id or dept.id",
             ("emp", "dept"),
         ),
+        ("column_count", None, None, 71, "id", UNMATCHED),
     ]
 
 

@@ -44,7 +44,10 @@ CASES = [
     ("SELECT (SELECT c FROM u ORDER BY (SELECT t.b)) FROM t", ["unknown_qualifier"]),
     ("SELECT 1 FROM t WHERE EXISTS (SELECT 1 FROM u ORDER BY t.a)", ["unknown_qualifier"]),
     ("SELECT 1 FROM t WHERE a IN (SELECT c FROM u GROUP BY t.b)", ["unknown_qualifier"]),
-    ("SELECT (SELECT c FROM u UNION SELECT d FROM u ORDER BY t.b) FROM t", ["unknown_qualifier"]),
+    (
+        "SELECT (SELECT c FROM u UNION SELECT d FROM u ORDER BY t.b) FROM t",
+        ["column_count", "unknown_qualifier"],
+    ),
     ("SELECT (SELECT c FROM u ORDER BY (SELECT u.c)) FROM t", []),
     ("SELECT (SELECT t.b AS z FROM u ORDER BY z) FROM t", []),
     ("SELECT (SELECT c FROM u GROUP BY c HAVING t.b > 0) FROM t", []),

@@ -60,6 +60,11 @@ aggregate, the checker's name resolution; no schema, no role):
   Where `Dialect.having_needs_aggregation` (SQLite), also a HAVING clause in a
   SELECT with no GROUP BY and no aggregate call in its select list (and no
   subquery there, whose aggregate could be the SELECT's own).
+- ``column_count``, where `Dialect.compound_order_by_matches_results` (SQLite):
+  an ORDER BY term of a compound SELECT that is neither a position, nor an
+  output name, nor an expression one of its SELECTs writes as a result column
+  (``... UNION SELECT c FROM u ORDER BY count(a)``: "1st ORDER BY term does not
+  match any column in the result set"; :func:`_compound_order_unmatched`).
 
 The module also finds what SQLite resolves but never evaluates
 (:func:`unevaluated_nodes`: the ORDER BY of a SELECT that returns one row, the
@@ -264,6 +269,8 @@ def call_violations(
             unevaluated |= unevaluated_nodes(node, dialect, exists=context.exists)
             found += _grouped_by_position(node, dialect, placements)
             found += _ordered_by_position(node)
+            if dialect.compound_order_by_matches_results:
+                found += _compound_order_unmatched(node)
             context = _Context(None, context.bound, None, windows)
         elif data == "select_core":
             context = context._replace(windows=_window_names([node], dialect))
@@ -700,6 +707,66 @@ def _ordered_by_position(stmt: Tree) -> list[Violation]:
             span = (int(term.meta.start_pos), int(term.meta.end_pos))
             out.append(_out_of_range("ORDER BY", k, len(columns), span))
     return out
+
+
+def _compound_order_unmatched(stmt: Tree) -> list[Violation]:
+    """The ORDER BY terms of ``stmt`` (a ``select_stmt`` whose body is a compound)
+    that name no result column (``column_count``; SQLite: "1st ORDER BY term does
+    not match any column in the result set"): a term of a compound's ORDER BY is a
+    position, an output name (a result alias or column name), or an expression
+    that one SELECT of the compound writes as a result column, up to a COLLATE on
+    the term (``Dialect.compound_order_by_matches_results``). Expressions are
+    compared with their column references' qualifiers dropped and names folded,
+    as SQLite compares them after resolving (``t.a`` is ``a``): looser than
+    SQLite where two tables have the column, never stricter. A select list with
+    ``*`` is left alone."""
+    order, cores = _part(stmt, "order_by_clause"), _cores(stmt)
+    lists = [_positions(core) for core in cores]
+    if order is None or len(cores) < 2 or any(c is None for c in lists):
+        return []
+    names: set[object] = set()
+    written: set[tuple[object, ...]] = set()
+    for columns in lists:
+        for column in columns or ():
+            expr = column.children[0]
+            written.add(_shape(expr))
+            named = column.children[-1] if len(column.children) > 1 else expr
+            if not hasattr(named, "data"):  # AS alias
+                names.add(str(named).strip('"`[]').lower())
+            elif named.data == "column_ref":
+                names.add(_shape(named)[1])
+    out: list[Violation] = []
+    for term in order.children:
+        if not hasattr(term, "data") or term.data != "ordering_term":
+            continue
+        expr = term.children[0]
+        while hasattr(expr, "data") and expr.data == "collated":
+            expr = expr.children[0]
+        if _position(expr) is not None:
+            continue  # a position: _ordered_by_position's
+        shape = _shape(expr)
+        named = shape[0] == "column" and len(expr.children) == 1 and shape[1] in names
+        if named or shape in written:
+            continue
+        span = (int(term.meta.start_pos), int(term.meta.end_pos))
+        message = (
+            "this ORDER BY term of a compound SELECT names no result column: "
+            "order by a result column's position, its name, or an expression the "
+            "select list writes"
+        )
+        out.append(_violation(ViolationKind.COLUMN_COUNT, span, message))
+    return out
+
+
+def _shape(node: Any) -> tuple[object, ...]:
+    """``node``'s tree with column references as their folded column name and other
+    words folded (string literals kept): what makes two expressions the same one."""
+    if not hasattr(node, "data"):
+        text = str(node)
+        return (text if text[:1] in "'xX" and "'" in text else text.lower(),)
+    if node.data == "column_ref":
+        return ("column", str(node.children[-1]).strip('"`[]').lower())  # unquoted, folded
+    return (node.data, *(_shape(c) for c in node.children))
 
 
 def _values_calls(

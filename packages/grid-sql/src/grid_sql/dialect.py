@@ -289,6 +289,12 @@ class Dialect:
     # aggregate query instead (`SELECT 1 FROM t ORDER BY count(a)` runs).
     # grid_sql.call_rules refuses it where this holds.
     order_by_aggregates_need_aggregation: bool = False
+    # Whether each ORDER BY term of a compound SELECT must be a position, an output
+    # name, or an expression one of its SELECTs writes as a result column (SQLite:
+    # "1st ORDER BY term does not match any column in the result set", even for
+    # `... UNION SELECT b FROM u ORDER BY min(a)`). grid_sql.call_rules refuses
+    # any other term where this holds.
+    compound_order_by_matches_results: bool = False
     # Whether HAVING is refused in a SELECT with no GROUP BY whose select list
     # aggregates nothing (SQLite: "HAVING clause on a non-aggregate query", even
     # `SELECT a FROM t HAVING count(*) > 1`); PostgreSQL and DuckDB group the

@@ -233,6 +233,7 @@ class SqliteDialect(Dialect):
     probability_arguments: frozenset[tuple[str, int]] = frozenset({("likelihood", 1)})
     update_from_selects: bool = True
     order_by_aggregates_need_aggregation: bool = True
+    compound_order_by_matches_results: bool = True
     having_needs_aggregation: bool = True
     unused_clauses_unevaluated: bool = True
     and_zero_folds: bool = True
