@@ -745,8 +745,8 @@ def _compound_order_unmatched(stmt: Tree) -> list[Violation]:
         if _position(expr) is not None:
             continue  # a position: _ordered_by_position's
         shape = _shape(expr)
-        named = shape[0] == "column" and len(expr.children) == 1 and shape[1] in names
-        if named or shape in written:
+        output = shape[0] == "column" and len(expr.children) == 1 and shape[1] in names
+        if output or shape in written:
             continue
         span = (int(term.meta.start_pos), int(term.meta.end_pos))
         message = (
