@@ -230,6 +230,16 @@ RULE_CASES = [
     ("INSERT INTO employees VALUES (1);", []),  # the other columns take their defaults
     ("SELECT row_number(*) OVER (), rank(*) OVER (), count(*) FROM employees;", []),
     ("INSERT INTO employees (id, title) VALUES (1, 'a'), (2, 'b');", []),
+    # a compound's ORDER BY: positions and bare names only
+    ("SELECT id FROM employees UNION SELECT id FROM employees ORDER BY id + 1;", ["column_count"]),
+    ("SELECT id FROM employees UNION SELECT id FROM employees ORDER BY max(id);", ["column_count"]),
+    ("SELECT id FROM employees UNION SELECT id FROM employees ORDER BY -id;", ["column_count"]),
+    ("SELECT id FROM employees UNION SELECT id FROM employees ORDER BY 'x';", ["column_count"]),
+    ("SELECT id FROM employees UNION SELECT id FROM employees ORDER BY employees.id;",
+     ["column_count"]),
+    ("SELECT id FROM employees UNION SELECT id FROM employees ORDER BY id, 1, (ID), \"id\";", []),
+    ("SELECT id AS x FROM employees EXCEPT SELECT id FROM employees ORDER BY x DESC;", []),
+    ("SELECT id FROM employees ORDER BY id + 1;", []),
 ]  # fmt: skip
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from grid_sql.dialect import IdentifierCase
+from grid_sql.dialect import CompoundOrderTerms, IdentifierCase
 from grid_sql.dialects.postgres import (
     FUNCTIONS as PG_FUNCTIONS,
 )
@@ -127,6 +127,7 @@ class DuckdbDialect(PostgresDialect):
     insert_fills_defaults: bool = False  # "table t has 2 columns but 1 values were supplied"
     generated_take_default: bool = False  # "Cant update column"; "table t has 2 columns"
     star_only_aggregates: bool = False  # now(*) is now()
+    compound_order_terms: CompoundOrderTerms = "any"  # ORDER BY -id binds
     unused_windows_unresolved: bool = True  # `WINDOW w AS (ORDER BY nope)` binds unused
     limit_reads_outer: bool = False  # "Correlated columns not supported in LIMIT"
     source_names_unique: bool = False  # `FROM u, u` binds (a column of both is ambiguous)

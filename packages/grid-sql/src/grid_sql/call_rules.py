@@ -60,11 +60,13 @@ aggregate, the checker's name resolution; no schema, no role):
   Where `Dialect.having_needs_aggregation` (SQLite), also a HAVING clause in a
   SELECT with no GROUP BY and no aggregate call in its select list (and no
   subquery there, whose aggregate could be the SELECT's own).
-- ``column_count``, where `Dialect.compound_order_by_matches_results` (SQLite):
-  an ORDER BY term of a compound SELECT that is neither a position, nor an
-  output name, nor an expression one of its SELECTs writes as a result column
-  (``... UNION SELECT c FROM u ORDER BY count(a)``: "1st ORDER BY term does not
-  match any column in the result set"; :func:`_compound_order_unmatched`).
+- ``column_count``: an ORDER BY term of a compound SELECT that is not a
+  position, and, per `Dialect.compound_order_terms`, neither an output name nor
+  an expression one of its SELECTs writes as a result column (SQLite: ``...
+  UNION SELECT c FROM u ORDER BY count(a)``, "1st ORDER BY term does not match
+  any column in the result set"), or not a bare name (PostgreSQL: ``ORDER BY
+  id + 1``, "invalid UNION/INTERSECT/EXCEPT ORDER BY clause");
+  :func:`_compound_order_unmatched`.
 
 The module also finds what SQLite resolves but never evaluates
 (:func:`unevaluated_nodes`: the ORDER BY of a SELECT that returns one row, the
@@ -269,8 +271,8 @@ def call_violations(
             unevaluated |= unevaluated_nodes(node, dialect, exists=context.exists)
             found += _grouped_by_position(node, dialect, placements)
             found += _ordered_by_position(node)
-            if dialect.compound_order_by_matches_results:
-                found += _compound_order_unmatched(node)
+            if dialect.compound_order_terms != "any":
+                found += _compound_order_unmatched(node, dialect.compound_order_terms)
             context = _Context(None, context.bound, None, windows)
         elif data == "select_core":
             context = context._replace(windows=_window_names([node], dialect))
@@ -709,16 +711,19 @@ def _ordered_by_position(stmt: Tree) -> list[Violation]:
     return out
 
 
-def _compound_order_unmatched(stmt: Tree) -> list[Violation]:
+def _compound_order_unmatched(stmt: Tree, terms: str) -> list[Violation]:
     """The ORDER BY terms of ``stmt`` (a ``select_stmt`` whose body is a compound)
-    that name no result column (``column_count``; SQLite: "1st ORDER BY term does
-    not match any column in the result set"): a term of a compound's ORDER BY is a
-    position, an output name (a result alias or column name), or an expression
-    that one SELECT of the compound writes as a result column, up to a COLLATE on
-    the term (``Dialect.compound_order_by_matches_results``). Expressions are
-    compared with their column references' qualifiers dropped and names folded,
-    as SQLite compares them after resolving (``t.a`` is ``a``): looser than
-    SQLite where two tables have the column, never stricter. A select list with
+    that name no result column (``column_count``), per ``terms``
+    (``Dialect.compound_order_terms``). ``"written"`` (SQLite: "1st ORDER BY term
+    does not match any column in the result set"): a term is a position, an
+    output name (a result alias or column name), or an expression that one
+    SELECT of the compound writes as a result column, up to a COLLATE on the
+    term. Expressions are compared with their column references' qualifiers
+    dropped and names folded, as SQLite compares them after resolving (``t.a``
+    is ``a``): looser than SQLite where two tables have the column, never
+    stricter. ``"names"`` (PostgreSQL: "invalid UNION/INTERSECT/EXCEPT ORDER BY
+    clause"): a term is a position or a bare name (which output names it
+    matches, the checker's resolution and the server judge). A select list with
     ``*`` is left alone."""
     order, cores = _part(stmt, "order_by_clause"), _cores(stmt)
     lists = [_positions(core) for core in cores]
@@ -740,11 +745,20 @@ def _compound_order_unmatched(stmt: Tree) -> list[Violation]:
         if not hasattr(term, "data") or term.data != "ordering_term":
             continue
         expr = term.children[0]
-        while hasattr(expr, "data") and expr.data == "collated":
+        while terms == "written" and hasattr(expr, "data") and expr.data == "collated":
             expr = expr.children[0]
         if _position(expr) is not None:
             continue  # a position: _ordered_by_position's
         shape = _shape(expr)
+        if terms == "names":
+            if shape[0] != "column" or len(expr.children) != 1:
+                span = (int(term.meta.start_pos), int(term.meta.end_pos))
+                message = (
+                    "this ORDER BY term of a compound SELECT is an expression: order by "
+                    "a result column's position or its name"
+                )
+                out.append(_violation(ViolationKind.COLUMN_COUNT, span, message))
+            continue
         output = shape[0] == "column" and len(expr.children) == 1 and shape[1] in names
         if output or shape in written:
             continue

@@ -114,6 +114,8 @@ STATEMENT_EVENTS: tuple[tuple[str, str], ...] = (
 
 KeywordCase = Literal["insensitive", "sensitive"]
 IdentifierCase = Literal["insensitive", "fold-lower", "sensitive"]
+CompoundOrderTerms = Literal["any", "written", "names"]
+"""What an ORDER BY term of a compound SELECT may be (``Dialect.compound_order_terms``)."""
 
 
 class UnknownDialectError(GrammarError):
@@ -289,12 +291,14 @@ class Dialect:
     # aggregate query instead (`SELECT 1 FROM t ORDER BY count(a)` runs).
     # grid_sql.call_rules refuses it where this holds.
     order_by_aggregates_need_aggregation: bool = False
-    # Whether each ORDER BY term of a compound SELECT must be a position, an output
-    # name, or an expression one of its SELECTs writes as a result column (SQLite:
-    # "1st ORDER BY term does not match any column in the result set", even for
-    # `... UNION SELECT b FROM u ORDER BY min(a)`). grid_sql.call_rules refuses
-    # any other term where this holds.
-    compound_order_by_matches_results: bool = False
+    # What an ORDER BY term of a compound SELECT may be besides a position:
+    # "written", an output name or an expression one of its SELECTs writes as a
+    # result column (SQLite: "1st ORDER BY term does not match any column in the
+    # result set", even for `... UNION SELECT b FROM u ORDER BY min(a)`); "names",
+    # a bare name, no expression (PostgreSQL: "invalid UNION/INTERSECT/EXCEPT
+    # ORDER BY clause", even for `ORDER BY -id`); "any", not judged.
+    # grid_sql.call_rules refuses the other terms.
+    compound_order_terms: CompoundOrderTerms = "any"
     # Whether HAVING is refused in a SELECT with no GROUP BY whose select list
     # aggregates nothing (SQLite: "HAVING clause on a non-aggregate query", even
     # `SELECT a FROM t HAVING count(*) > 1`); PostgreSQL and DuckDB group the

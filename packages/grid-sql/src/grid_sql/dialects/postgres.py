@@ -32,7 +32,13 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
-from grid_sql.dialect import STATEMENT_EVENTS, Dialect, IdentifierCase, QuoteForm
+from grid_sql.dialect import (
+    STATEMENT_EVENTS,
+    CompoundOrderTerms,
+    Dialect,
+    IdentifierCase,
+    QuoteForm,
+)
 from grid_sql.projection_rules import STATEMENT_FORMS, WINDOW_CUTS, Cut, ProjectionRules
 
 KEYWORDS = (
@@ -247,6 +253,7 @@ class PostgresDialect(Dialect):
     aggregate_functions: frozenset[str] = AGGREGATE_FUNCTIONS
     over_needs_window_or_aggregate: bool = True
     cte_column_list: Literal["exact", "at_most", "any"] = "at_most"
+    compound_order_terms: CompoundOrderTerms = "names"
     type_names: tuple[str, ...] = TYPE_NAMES
     word_classes: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("DATETIME_FIELD", DATETIME_FIELDS),

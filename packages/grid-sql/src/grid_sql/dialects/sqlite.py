@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
-from grid_sql.dialect import STATEMENT_EVENTS, Dialect, QuoteForm
+from grid_sql.dialect import STATEMENT_EVENTS, CompoundOrderTerms, Dialect, QuoteForm
 from grid_sql.projection_rules import STATEMENT_FORMS, WINDOW_CUTS, Cut, ProjectionRules
 
 KEYWORDS = (
@@ -233,7 +233,7 @@ class SqliteDialect(Dialect):
     probability_arguments: frozenset[tuple[str, int]] = frozenset({("likelihood", 1)})
     update_from_selects: bool = True
     order_by_aggregates_need_aggregation: bool = True
-    compound_order_by_matches_results: bool = True
+    compound_order_terms: CompoundOrderTerms = "written"
     having_needs_aggregation: bool = True
     unused_clauses_unevaluated: bool = True
     and_zero_folds: bool = True
