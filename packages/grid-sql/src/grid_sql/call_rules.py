@@ -97,7 +97,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any, NamedTuple
 
-from grid_sql.dialect import Dialect
+from grid_sql.dialect import Dialect, ascii_lower, unquote
 from grid_sql.violations import Span, Violation, ViolationKind
 
 Tree = Any  # lark.Tree
@@ -714,72 +714,55 @@ def _ordered_by_position(stmt: Tree) -> list[Violation]:
 def _compound_order_unmatched(stmt: Tree, terms: str) -> list[Violation]:
     """The ORDER BY terms of ``stmt`` (a ``select_stmt`` whose body is a compound)
     that name no result column (``column_count``), per ``terms``
-    (``Dialect.compound_order_terms``). ``"written"`` (SQLite: "1st ORDER BY term
-    does not match any column in the result set"): a term is a position, an
-    output name (a result alias or column name), or an expression that one
-    SELECT of the compound writes as a result column, up to a COLLATE on the
-    term. Expressions are compared with their column references' qualifiers
-    dropped and names folded, as SQLite compares them after resolving (``t.a``
-    is ``a``): looser than SQLite where two tables have the column, never
-    stricter. ``"names"`` (PostgreSQL: "invalid UNION/INTERSECT/EXCEPT ORDER BY
-    clause"): a term is a position or a bare name (which output names it
-    matches, the checker's resolution and the server judge). A select list with
-    ``*`` is left alone."""
+    (``Dialect.compound_order_terms``); a position is :func:`_ordered_by_position`'s.
+    ``"names"`` (PostgreSQL: "invalid UNION/INTERSECT/EXCEPT ORDER BY clause"): a
+    term is a bare name (which output name it matches, the checker's resolution
+    and the server judge). ``"written"`` (SQLite: "1st ORDER BY term does not
+    match any column in the result set"): a term, less a COLLATE, is an output
+    name (a result alias or column name) or an expression one SELECT of the
+    compound writes as a result column. Expressions are compared with their
+    column references' qualifiers dropped and names folded, as SQLite compares
+    them after resolving (``t.a`` is ``a``): looser than SQLite where two tables
+    have the column, never stricter. A select list with ``*`` is left alone."""
     order, cores = _part(stmt, "order_by_clause"), _cores(stmt)
     lists = [_positions(core) for core in cores]
     if order is None or len(cores) < 2 or any(c is None for c in lists):
         return []
-    names: set[object] = set()
-    written: set[tuple[object, ...]] = set()
-    for columns in lists:
-        for column in columns or ():
-            expr = column.children[0]
-            written.add(_shape(expr))
-            named = column.children[-1] if len(column.children) > 1 else expr
-            if not hasattr(named, "data"):  # AS alias
-                names.add(str(named).strip('"`[]').lower())
-            elif named.data == "column_ref":
-                names.add(_shape(named)[1])
+    written: set[tuple[object, ...]] = set()  # a result's expression, and its name
+    for column in (c for columns in lists for c in columns or ()):
+        written.add(_shape(column.children[0]))
+        alias = column.children[-1] if len(column.children) > 1 else None
+        if alias is not None:
+            written.add(("column", ascii_lower(unquote(str(alias)))))
     out: list[Violation] = []
     for term in order.children:
         if not hasattr(term, "data") or term.data != "ordering_term":
             continue
         expr = term.children[0]
-        while terms == "written" and hasattr(expr, "data") and expr.data == "collated":
+        while terms == "written" and getattr(expr, "data", None) == "collated":
             expr = expr.children[0]
-        if _position(expr) is not None:
-            continue  # a position: _ordered_by_position's
-        shape = _shape(expr)
-        if terms == "names":
-            if shape[0] != "column" or len(expr.children) != 1:
-                span = (int(term.meta.start_pos), int(term.meta.end_pos))
-                message = (
-                    "this ORDER BY term of a compound SELECT is an expression: order by "
-                    "a result column's position or its name"
-                )
-                out.append(_violation(ViolationKind.COLUMN_COUNT, span, message))
-            continue
-        output = shape[0] == "column" and len(expr.children) == 1 and shape[1] in names
-        if output or shape in written:
+        bare = getattr(expr, "data", None) == "column_ref" and len(expr.children) == 1
+        if _position(expr) is not None or (bare if terms == "names" else _shape(expr) in written):
             continue
         span = (int(term.meta.start_pos), int(term.meta.end_pos))
-        message = (
-            "this ORDER BY term of a compound SELECT names no result column: "
-            "order by a result column's position, its name, or an expression the "
-            "select list writes"
+        message = "this ORDER BY term of a compound SELECT " + (
+            "is an expression: order by a result column's position or its name"
+            if terms == "names"
+            else "names no result column: order by a result column's position, its "
+            "name, or an expression the select list writes"
         )
         out.append(_violation(ViolationKind.COLUMN_COUNT, span, message))
     return out
 
 
 def _shape(node: Any) -> tuple[object, ...]:
-    """``node``'s tree with column references as their folded column name and other
+    """``node``'s tree with a column reference as its column's folded name and other
     words folded (string literals kept): what makes two expressions the same one."""
     if not hasattr(node, "data"):
         text = str(node)
-        return (text if text[:1] in "'xX" and "'" in text else text.lower(),)
+        return (text if text[:1] in "'xX" and "'" in text else ascii_lower(text),)
     if node.data == "column_ref":
-        return ("column", str(node.children[-1]).strip('"`[]').lower())  # unquoted, folded
+        return ("column", ascii_lower(unquote(str(node.children[-1]))))
     return (node.data, *(_shape(c) for c in node.children))
 
 

@@ -97,7 +97,7 @@ from grid_sql.call_rules import (
     call_violations,
     unevaluated_nodes,
 )
-from grid_sql.dialect import Dialect, IdentifierCase
+from grid_sql.dialect import Dialect, IdentifierCase, unquote
 from grid_sql.dialects import get_dialect
 from grid_sql.row_rules import (
     compared_operands,
@@ -253,21 +253,11 @@ class Analysis:
 # ================================================================ names
 
 _ASCII_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-_QUOTES = {'"': '"', "`": "`", "[": "]"}
 
 
 def fold(name: str) -> str:
     """ASCII case folding, as SQLite compares identifiers."""
     return name.translate(_ASCII_FOLD)
-
-
-def unquote(spelling: str) -> str:
-    """An identifier lexeme without its quotes (``"a""b"`` -> ``a"b``)."""
-    if len(spelling) >= 2 and spelling[0] in _QUOTES and spelling[-1] == _QUOTES[spelling[0]]:
-        close = _QUOTES[spelling[0]]
-        inner = spelling[1:-1]
-        return inner if close == "]" else inner.replace(close * 2, close)
-    return spelling
 
 
 def _text(token: Token) -> str:

@@ -79,6 +79,18 @@ def ascii_lower(name: str) -> str:
     return name.translate(_ASCII_LOWER)
 
 
+_QUOTES = {'"': '"', "`": "`", "[": "]"}
+
+
+def unquote(spelling: str) -> str:
+    """An identifier lexeme without its quotes (``"a""b"`` -> ``a"b``)."""
+    if len(spelling) >= 2 and spelling[0] in _QUOTES and spelling[-1] == _QUOTES[spelling[0]]:
+        close = _QUOTES[spelling[0]]
+        inner = spelling[1:-1]
+        return inner if close == "]" else inner.replace(close * 2, close)
+    return spelling
+
+
 if TYPE_CHECKING:
     from grid_sql.projection_rules import ProjectionRules
 

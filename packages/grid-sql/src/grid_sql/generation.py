@@ -418,11 +418,6 @@ _WINDOWS: Final = frozenset({"over_clause"})
 _CALL: Final = "FUNCTION_NAME"
 
 
-#: The rules :func:`placed_calls` wrote, by value (at most :data:`_RULES_KEPT`).
-_RULES: dict[Rule, Rule] = {}
-_RULES_KEPT: Final = 100_000
-
-
 def _call_use(rule: Rule) -> str | None:
     """``"window"`` for a call that computes over a window (a window function, or any
     call with an OVER clause), ``"aggregate"`` for an aggregate call without one (a
@@ -465,9 +460,9 @@ def placed_calls(grammar: Grammar) -> Grammar:
     a call without argument bounds (``FUNCTION_NAME``: a routine's, PostgreSQL's
     ordered-set aggregates), read before its FILTER or OVER, if any, says what it
     is; and a window over an aggregate (``sum(count(*)) OVER ()`` runs) is left
-    out (its arguments are plain). The
-    result is a sublanguage of ``grammar``'s with its terminals (its DFA too); kept
-    by content (:data:`PLACED`); ``grammar`` itself where nothing is displaced.
+    out (its arguments are plain). The result is a sublanguage of ``grammar``'s
+    with its terminals (its DFA too); kept by content (:data:`PLACED`); ``grammar``
+    itself where nothing is displaced.
     Used by the covering and FROM-first languages
     (:func:`grid_sql.column_scope.scoped_grammar`), not by the narrow profile (see
     the module header: what it costs a new role)."""
@@ -526,12 +521,7 @@ def _placed(grammar: Grammar) -> Grammar:
         ex = tuple(named(x, kind_of(rule, kind, x)) for x in rule.expansion)
         if kind is None and ex == rule.expansion:
             return rule
-        new = Rule(origin, ex, rule.alias or (rule.origin if kind is not None else None))
-        # One object per distinct rule, so that its fingerprint encoding (cached on
-        # the object) is computed once per process, not once per role.
-        if len(_RULES) >= _RULES_KEPT:
-            _RULES.clear()
-        return _RULES.setdefault(new, new)
+        return Rule(origin, ex, rule.alias or (rule.origin if kind is not None else None))
 
     out = [rewritten(r, None, r.origin) for r in grammar.rules]
     if all(a is b for a, b in zip(out, grammar.rules, strict=True)):
