@@ -30,6 +30,7 @@
 //! | [`resp`]    | a minimal Redis client: URL, one RESP2 connection  | (kernels only)       |
 //! | [`session`] | one request's accept and fill, rollback, fork      | guide.GridGuide      |
 //! | [`events`]  | the session's parse event stream                   | events.EventTracker  |
+//! | [`scope`]   | grid-sql's column scope: a statement's tables, the words it admits | (grid-sql) column_scope.ScopedEngines |
 //! | [`audit`]   | the session's record chain                         | audit                |
 //!
 //! Tables are built once and shared read-only (`Arc`); walks allocate their own
@@ -58,6 +59,7 @@ pub mod remote;
 pub mod reserve;
 pub mod resp;
 pub mod scanner;
+pub mod scope;
 pub mod session;
 pub mod tables;
 pub mod trie;

