@@ -22,6 +22,14 @@ language refuses one):
 - ``--decodes`` steered mode-1 decodes per database (mostly a gold statement,
   else a random admitted token: statements that leave the gold anywhere).
 
+With ``--native``, the statements are also read by the native covering guide
+(``grid_sql.native_scope.NativeScopedGuide``: grid-kernels' scoped session)
+in lockstep with the reference ``ScopedGuide``: at every step both masks (ids,
+EOS included) and audit fields must be equal, a token one refuses the other
+refuses, and each statement's audit logs must be equal line for line; the
+seconds each guide spent in its masks are summed (first sight: each
+database's engines are fresh).
+
 Prints per database the statements read, steps checked, distinct scopes and
 disagreements, and writes ``--out`` (JSON). Any disagreement exits 1.
 
@@ -101,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", type=Path, default=ROOT.parent / "shared/data/spider")
     p.add_argument("--decodes", type=int, default=5, help="steered decodes per database")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--native", action="store_true", help="lockstep with the native guide")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     if not (args.data / "dev.json").is_file():
@@ -155,16 +164,20 @@ def main(argv: list[str] | None = None) -> int:
             continue
         shadow = Shadow(engines)
         read = steps = 0
+        seconds = {"reference": 0.0, "native": 0.0}
         try:
             for text in dict.fromkeys(texts[db]):
                 ids = encoder.encode(text.strip(), disallowed_special=())
-                guide = ScopedGuide(engines, audit=False)
-                for t in ids:
-                    try:
-                        guide.accept_token(t)
-                    except GridError:
-                        break
-                    steps += 1
+                if args.native:
+                    steps += lockstep(engines, ids, vocab, seconds)
+                else:
+                    guide = ScopedGuide(engines, audit=False)
+                    for t in ids:
+                        try:
+                            guide.accept_token(t)
+                        except GridError:
+                            break
+                        steps += 1
                 read += 1
             golds = [q for q in texts[db] if q.strip()]
             for _ in range(args.decodes):
@@ -173,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
                 generate(guide, steered(guide, target, vocab), 40, rng)
         except Disagreement as e:
             failures.append(f"{db}: {e}")
-        row = {
+        row: dict[str, Any] = {
             "db": db,
             "statements": read,
             "tokens_read": steps,
@@ -181,13 +194,25 @@ def main(argv: list[str] | None = None) -> int:
             "steps_checked": shadow.checked,
             "scopes": shadow.machine.n_scopes,
         }
+        if args.native:
+            row["mask_seconds"] = {k: round(v, 3) for k, v in seconds.items()}
         rows.append(row)
+        timing = ""
+        if args.native:
+            ref, nat = seconds["reference"], seconds["native"]
+            timing = f"  masks: reference {ref:.2f} s, native {nat:.2f} s"
         print(
             f"{db:32} statements {read:4}  steps checked {shadow.checked:6}  "
-            f"scopes {shadow.machine.n_scopes:5}",
+            f"scopes {shadow.machine.n_scopes:5}{timing}",
             flush=True,
         )
-    total = {k: sum(r[k] for r in rows) for k in ("statements", "steps_checked", "scopes")}
+    total: dict[str, Any] = {
+        k: sum(r[k] for r in rows) for k in ("statements", "tokens_read", "steps_checked", "scopes")
+    }
+    if args.native:
+        total["mask_seconds"] = {
+            k: round(sum(r["mask_seconds"][k] for r in rows), 2) for k in ("reference", "native")
+        }
     print(f"{len(rows)} databases, {total}, disagreements {len(failures)}")
     for f in failures:
         print("DISAGREEMENT", f)
@@ -205,6 +230,45 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_text(json.dumps(report, indent=1) + "\n")
         print(f"wrote {args.out}")
     return 1 if failures else 0
+
+
+def lockstep(engines: Any, ids: list[int], vocab: Any, seconds: dict[str, float]) -> int:
+    """Read ``ids`` then EOS with the reference and the native guide side by side
+    (``--native``); the tokens both took. A difference raises :class:`Disagreement`."""
+    from grid_core.errors import GridError
+    from grid_sql.column_scope import ScopedGuide
+    from grid_sql.native_scope import NativeScopedGuide
+
+    ref, nat = ScopedGuide(engines), engines.guide()
+    if not isinstance(nat, NativeScopedGuide):
+        raise Disagreement("the covering guide is not native (is grid-kernels loaded?)")
+    took = 0
+    for token in [*ids, vocab.eos_id]:
+        t0 = time.perf_counter()
+        want = ref.mask_ids()
+        t1 = time.perf_counter()
+        got = nat.mask_ids()
+        seconds["reference"] += t1 - t0
+        seconds["native"] += time.perf_counter() - t1
+        if got != want or nat.eos_allowed() != ref.eos_allowed():
+            raise Disagreement(f"masks differ after {ref.output()!r}")
+        if nat.step_audit() != ref.step_audit():
+            raise Disagreement(f"audit fields differ after {ref.output()!r}")
+        outcome = []
+        for guide in (ref, nat):
+            try:
+                guide.accept_token(token)
+                outcome.append(True)
+            except GridError:
+                outcome.append(False)
+        if outcome[0] != outcome[1]:
+            raise Disagreement(f"token {token} taken by one guide only after {ref.output()!r}")
+        if not outcome[0]:
+            break
+        took += 1
+    if nat.audit_log().lines() != ref.audit_log().lines():
+        raise Disagreement(f"audit logs differ for {ref.output()!r}")
+    return took
 
 
 def steered(guide: Any, target: bytes, vocab: Any) -> Any:

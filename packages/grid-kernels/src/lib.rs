@@ -31,6 +31,7 @@
 //! | [`session`] | one request's accept and fill, rollback, fork      | guide.GridGuide      |
 //! | [`events`]  | the session's parse event stream                   | events.EventTracker  |
 //! | [`scope`]   | grid-sql's column scope: a statement's tables, the words it admits | (grid-sql) column_scope.ScopedEngines |
+//! | [`scoped`]  | the scoped session: lexicons switched by the scope  | (grid-sql) column_scope.ScopedGuide |
 //! | [`audit`]   | the session's record chain                         | audit                |
 //!
 //! Tables are built once and shared read-only (`Arc`); walks allocate their own
@@ -60,6 +61,7 @@ pub mod reserve;
 pub mod resp;
 pub mod scanner;
 pub mod scope;
+pub mod scoped;
 pub mod session;
 pub mod tables;
 pub mod trie;

@@ -44,6 +44,7 @@ use crate::lexer::Config;
 use crate::mask::EngineTables;
 use crate::reserve::{RawReserve, Reserve};
 use crate::scope::{Machine, ScopeSpec, TableSpec, Terms};
+use crate::scoped::{ScopedEngines, ScopedSession};
 use crate::session::{Filled, Session};
 use crate::tables::{GrammarTables, Lalr, Lexicon, Lexing, RawGrammar};
 use crate::trie::{RawTrie, Trie};
@@ -2427,6 +2428,49 @@ fn spec_item<'py, T: FromPyObject<'py>>(spec: &Bound<'py, PyDict>, key: &str) ->
         .map_err(|e| PyValueError::new_err(format!("scope spec {key:?}: {e}")))
 }
 
+/// A [`ScopeSpec`] from `ScopedEngines.scope_spec()`'s dict.
+fn scope_spec_of(spec: &Bound<'_, PyDict>) -> PyResult<ScopeSpec> {
+    let terms = Terms {
+        lpar: spec_item(spec, "lpar")?,
+        rpar: spec_item(spec, "rpar")?,
+        table: spec_item(spec, "table")?,
+        alias: spec_item(spec, "alias")?,
+        qualifier: spec_item(spec, "qualifier")?,
+        as_: spec_item(spec, "as")?,
+        column: spec_item(spec, "column")?,
+        values: spec_item(spec, "values")?,
+        post: spec_item(spec, "post")?,
+        limit: spec_item(spec, "limit")?,
+        from_states: spec_item(spec, "from_states")?,
+        select_first_states: spec_item(spec, "select_first_states")?,
+        select_after_from_states: spec_item(spec, "select_after_from_states")?,
+        order_states: spec_item(spec, "order_states")?,
+    };
+    type RawTable = (String, Vec<(String, Vec<Vec<u8>>)>, Vec<String>);
+    let tables: Vec<RawTable> = spec_item(spec, "tables")?;
+    Ok(ScopeSpec {
+        terms,
+        covering: spec_item(spec, "covering")?,
+        unambiguous: spec_item(spec, "unambiguous")?,
+        joins_see_right: spec_item(spec, "joins_see_right")?,
+        tables: tables
+            .into_iter()
+            .map(|(name, columns, granted)| TableSpec {
+                name,
+                columns,
+                granted,
+            })
+            .collect(),
+        table_words: spec_item(spec, "table_words")?,
+        alias_words: spec_item(spec, "alias_words")?,
+        qualifier_words: spec_item(spec, "qualifier_words")?,
+        column_words: spec_item(spec, "column_words")?,
+        safe: spec_item(spec, "safe")?,
+        own_alias: spec_item(spec, "own_alias")?,
+        alias_names: spec_item(spec, "alias_names")?,
+    })
+}
+
 /// grid-sql's column scope machine (`grid_sql.column_scope.ScopedEngines`):
 /// built from `ScopedEngines.scope_spec()`, a dict of plain values (see
 /// `crate::scope::ScopeSpec`). Scopes are ints; 0 is the empty scope.
@@ -2443,45 +2487,7 @@ fn words_out<'py>(py: Python<'py>, m: &Machine, ws: &[u32]) -> PyResult<Bound<'p
 impl PyScopeMachine {
     #[new]
     fn new(spec: &Bound<'_, PyDict>) -> PyResult<Self> {
-        let terms = Terms {
-            lpar: spec_item(spec, "lpar")?,
-            rpar: spec_item(spec, "rpar")?,
-            table: spec_item(spec, "table")?,
-            alias: spec_item(spec, "alias")?,
-            qualifier: spec_item(spec, "qualifier")?,
-            as_: spec_item(spec, "as")?,
-            column: spec_item(spec, "column")?,
-            values: spec_item(spec, "values")?,
-            post: spec_item(spec, "post")?,
-            limit: spec_item(spec, "limit")?,
-            from_states: spec_item(spec, "from_states")?,
-            select_first_states: spec_item(spec, "select_first_states")?,
-            select_after_from_states: spec_item(spec, "select_after_from_states")?,
-            order_states: spec_item(spec, "order_states")?,
-        };
-        type RawTable = (String, Vec<(String, Vec<Vec<u8>>)>, Vec<String>);
-        let tables: Vec<RawTable> = spec_item(spec, "tables")?;
-        let spec = ScopeSpec {
-            terms,
-            covering: spec_item(spec, "covering")?,
-            unambiguous: spec_item(spec, "unambiguous")?,
-            joins_see_right: spec_item(spec, "joins_see_right")?,
-            tables: tables
-                .into_iter()
-                .map(|(name, columns, granted)| TableSpec {
-                    name,
-                    columns,
-                    granted,
-                })
-                .collect(),
-            table_words: spec_item(spec, "table_words")?,
-            alias_words: spec_item(spec, "alias_words")?,
-            qualifier_words: spec_item(spec, "qualifier_words")?,
-            column_words: spec_item(spec, "column_words")?,
-            safe: spec_item(spec, "safe")?,
-            own_alias: spec_item(spec, "own_alias")?,
-            alias_names: spec_item(spec, "alias_names")?,
-        };
+        let spec = scope_spec_of(spec)?;
         Ok(Self {
             inner: Machine::new(spec).map_err(to_pyerr)?,
         })
@@ -2527,6 +2533,185 @@ impl PyScopeMachine {
     }
 }
 
+/// grid-sql's scoped engines natively (`ScopedEngines`: the base engine's
+/// tables with the lexicon of each scope, [`crate::scoped`]): built from the
+/// base engine's tables, `ScopedEngines.scope_spec()` and the base lexicon's
+/// words per category terminal.
+#[pyclass(frozen, module = "grid_kernels._native", name = "ScopedEngines")]
+struct PyScopedEngines {
+    inner: Arc<ScopedEngines>,
+}
+
+#[pymethods]
+impl PyScopedEngines {
+    #[new]
+    fn new(
+        base: &PyEngineTables,
+        spec: &Bound<'_, PyDict>,
+        words: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        let spec = scope_spec_of(spec)?;
+        let words = lexicon_words_of(words)?;
+        let inner = ScopedEngines::new(Arc::clone(&base.inner), spec, words).map_err(to_pyerr)?;
+        Ok(Self {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// A session at the start of a statement; its walks are cached under
+    /// `namespace`; `audit` turns its records on.
+    #[pyo3(signature = (namespace = 0, audit = true))]
+    fn session(&self, namespace: u64, audit: bool) -> PyResult<PyScopedSession> {
+        let inner =
+            ScopedSession::new(Arc::clone(&self.inner), namespace, audit).map_err(to_pyerr)?;
+        Ok(PyScopedSession { inner })
+    }
+
+    /// Distinct scope lexicons built so far.
+    #[getter]
+    fn engines_built(&self) -> usize {
+        self.inner.engines_built()
+    }
+}
+
+/// One request's scoped guide (`grid_sql.column_scope.ScopedGuide`), each
+/// step one call into Rust, its audit records included.
+#[pyclass(module = "grid_kernels._native", name = "ScopedSession")]
+struct PyScopedSession {
+    inner: ScopedSession,
+}
+
+#[pymethods]
+impl PyScopedSession {
+    /// Accept one token (`kind`: sampled, forced or reserve; EOS is recorded
+    /// as eos).
+    #[pyo3(signature = (token, kind = "sampled"))]
+    fn accept_token(&mut self, token: Wide, kind: &str) -> PyResult<()> {
+        let kind = Kind::parse(kind)
+            .filter(|k| *k != Kind::Eos)
+            .ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "an audit kind is 'sampled', 'forced' or 'reserve', not {kind:?}"
+                ))
+            })?;
+        self.inner.accept_token(token.0, kind).map_err(to_pyerr)
+    }
+
+    /// Write the mask into row `row` of `bitmask` (int32, C-contiguous).
+    #[pyo3(signature = (bitmask, row = Wide(0)), text_signature = "($self, bitmask, row=0)")]
+    fn fill_next_token_bitmask(&mut self, bitmask: &Bound<'_, PyAny>, row: Wide) -> PyResult<()> {
+        let n_words = self.inner.n_words();
+        let buf = bitmask_export(bitmask, n_words)?;
+        let offset = bitmask_row(&buf, row.0, n_words)?;
+        let mut words = vec![0u32; n_words];
+        self.inner.fill(&mut words).map_err(to_pyerr)?;
+        // SAFETY: `buf` is a writable, C-contiguous, 4-byte-aligned export of
+        // at least `offset + n_words` int32 items (checked above), held for
+        // this call; u32 and i32 share size and alignment.
+        let out: &mut [u32] = unsafe {
+            std::slice::from_raw_parts_mut((buf.buf_ptr() as *mut u32).add(offset), n_words)
+        };
+        out.copy_from_slice(&words);
+        Ok(())
+    }
+
+    /// The admitted token ids, ascending (EOS ids when EOS is legal).
+    fn mask_ids(&mut self) -> PyResult<Vec<u32>> {
+        let mut row = vec![0u32; self.inner.n_words()];
+        self.inner.fill(&mut row).map_err(to_pyerr)?;
+        let mut ids = Vec::new();
+        for (i, &w) in row.iter().enumerate() {
+            let mut w = w;
+            while w != 0 {
+                ids.push(32 * i as u32 + w.trailing_zeros());
+                w &= w - 1;
+            }
+        }
+        Ok(ids)
+    }
+
+    fn eos_allowed(&mut self) -> PyResult<bool> {
+        self.inner.eos_allowed().map_err(to_pyerr)
+    }
+
+    fn is_terminated(&self) -> bool {
+        self.inner.is_terminated()
+    }
+
+    /// Undo the last `n` accepted tokens.
+    #[pyo3(signature = (n = Wide(1)), text_signature = "($self, n=1)")]
+    fn rollback(&mut self, n: Wide) -> PyResult<()> {
+        let steps = self.inner.steps();
+        let n = usize::try_from(n.0).map_err(|_| {
+            to_pyerr(KernelError::Guide {
+                step: steps,
+                token: None,
+                reason: format!("cannot roll back {} of {steps} tokens", n.0),
+            })
+        })?;
+        self.inner.rollback(n).map_err(to_pyerr)
+    }
+
+    fn fork(&self) -> PyScopedSession {
+        PyScopedSession {
+            inner: self.inner.fork(),
+        }
+    }
+
+    /// Tokens accepted so far (EOS included).
+    #[getter]
+    fn steps(&self) -> usize {
+        self.inner.steps()
+    }
+
+    #[getter]
+    fn n_words(&self) -> usize {
+        self.inner.n_words()
+    }
+
+    /// The current configuration: (LALR states bottom first, remainder).
+    fn config<'py>(&self, py: Python<'py>) -> (Vec<u32>, Bound<'py, PyBytes>) {
+        let (states, remainder) = self.inner.config();
+        (states, PyBytes::new(py, &remainder))
+    }
+
+    /// The scope of the pending lexeme (`ScopeMachine` ids).
+    #[getter]
+    fn scope(&self) -> u32 {
+        self.inner.scope()
+    }
+
+    fn output<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, self.inner.output())
+    }
+
+    #[getter]
+    fn audited(&self) -> bool {
+        self.inner.audited()
+    }
+
+    /// (configuration hash, mask entry id hex, blocked count) of the current
+    /// step once its mask is filled; None before.
+    fn step_audit(&self) -> Option<(u64, String, u32)> {
+        self.inner
+            .step_audit()
+            .map(|(h, id, blocked)| (h, audit::hex(&id), blocked))
+    }
+
+    /// The records as `grid_core.audit.AuditLog.lines()` writes them, joined
+    /// by `\n`, and the chain's head hash (hex); None with audit off.
+    fn audit_lines<'py>(&mut self, py: Python<'py>) -> Option<(Bound<'py, PyBytes>, String)> {
+        let chain = self.inner.chain()?;
+        let lines = chain.lines();
+        let head = chain
+            .hashes()
+            .last()
+            .copied()
+            .unwrap_or_else(audit::genesis);
+        Some((PyBytes::new(py, &lines), audit::hex(&head)))
+    }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ABI_VERSION", crate::ABI_VERSION)?;
@@ -2545,6 +2730,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyReserveState>()?;
     m.add_class::<PyEntry>()?;
     m.add_class::<PyScopeMachine>()?;
+    m.add_class::<PyScopedEngines>()?;
+    m.add_class::<PyScopedSession>()?;
     m.add_class::<PyBitmaskApplier>()?;
     m.add_function(wrap_pyfunction!(fill_next_token_bitmasks, m)?)?;
     m.add_function(wrap_pyfunction!(apply_token_bitmask, m)?)?;

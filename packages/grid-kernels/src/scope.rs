@@ -354,6 +354,29 @@ impl Machine {
         ws.iter().map(|w| self.word(w)).collect()
     }
 
+    /// The terminals and states the machine reads.
+    pub fn terms(&self) -> &Terms {
+        &self.terms
+    }
+
+    /// The covering language (aliases and tables by scope).
+    pub fn covering(&self) -> bool {
+        self.covering
+    }
+
+    /// The generation language (tables by scope).
+    pub fn unambiguous(&self) -> bool {
+        self.unambiguous
+    }
+
+    /// Whether a step of terminal `t` may read its lexeme's text (a table,
+    /// alias, qualifier or column word); any other step's result is the same
+    /// for every lexeme.
+    pub fn reads_text(&self, t: u32) -> bool {
+        let terms = &self.terms;
+        t == terms.table || t == terms.alias || t == terms.qualifier || t == terms.column
+    }
+
     /// The bytes of a word.
     pub fn spelling(&self, w: Word) -> &[u8] {
         &self.words[w as usize]

@@ -667,7 +667,7 @@ impl Gather<'_> {
 /// grid-core's adaptive encoding. When every part is sparse the id lists are
 /// merged without a dense row (most rows at identifier positions are a few
 /// hundred ids among 150k); the payload is the same either way.
-fn union(ci: &Payload, parts: &[Arc<Verdict>], n_words: usize) -> Payload {
+pub(crate) fn union(ci: &Payload, parts: &[Arc<Verdict>], n_words: usize) -> Payload {
     if parts.is_empty() {
         return ci.clone();
     }

@@ -705,6 +705,27 @@ impl GrammarTables {
         })
     }
 
+    /// These tables with another lexicon over the same terminals and
+    /// categories (a scope's words: [`crate::scoped`]); the DFA and LALR
+    /// tables are shared.
+    pub fn with_lexicon(&self, lexicon: Lexicon) -> Result<Self> {
+        if lexicon.categories != self.lexicon.categories {
+            return Err(bad_table(
+                "lexicon",
+                "a scope's lexicon has the base lexicon's categories",
+            ));
+        }
+        Ok(Self {
+            lexicon,
+            ..self.clone()
+        })
+    }
+
+    /// The lexicon's category terminals.
+    pub fn lexicon_categories(&self) -> &[u64] {
+        &self.lexicon.categories
+    }
+
     fn build_dfa(raw: &RawGrammar, width: usize) -> Result<Dfa> {
         const D: &str = "DFA";
         let n = raw.dfa_accept.len();

@@ -310,6 +310,24 @@ impl Trie {
         self.nodes[i]
     }
 
+    /// The bytes on the path from the root down to `node` (a CD member's
+    /// subtree: what its tokens spell up to there). O(depth x fan-out).
+    pub fn path(&self, node: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut at = 0usize;
+        while at != node {
+            let mut child = at + 1;
+            let end = at + self.node(at).size as usize;
+            while child < end && child + self.node(child).size as usize <= node {
+                child += self.node(child).size as usize;
+            }
+            assert!(child < end && child <= node, "node {node} is below {at}");
+            out.push(self.node(child).edge);
+            at = child;
+        }
+        out
+    }
+
     pub fn n_vocab(&self) -> usize {
         self.n_vocab
     }
@@ -564,6 +582,21 @@ mod tests {
     fn small() -> Trie {
         let spellings: [&[u8]; 3] = [b"a", b"ab", b"b"];
         Trie::new(RawTrie::pack(&spellings, &[false; 3])).unwrap()
+    }
+
+    #[test]
+    fn a_nodes_path_is_what_its_tokens_spell() {
+        let trie = small();
+        let paths: Vec<Vec<u8>> = (0..trie.n_nodes()).map(|n| trie.path(n)).collect();
+        assert_eq!(
+            paths,
+            [b"".to_vec(), b"a".to_vec(), b"ab".to_vec(), b"b".to_vec()]
+        );
+        for (n, path) in paths.iter().enumerate() {
+            for &id in trie.ids_at(n) {
+                assert_eq!(trie.spelling(id as usize), path);
+            }
+        }
     }
 
     #[test]

@@ -35,6 +35,8 @@ __all__ = [
     "Reserve",
     "ReserveState",
     "ScopeMachine",
+    "ScopedEngines",
+    "ScopedSession",
     "Session",
     "SessionError",
     "SharedWalks",
@@ -389,6 +391,56 @@ class ScopeMachine:
     @property
     def n_scopes(self) -> int:
         """How many distinct scopes have been reached."""
+
+@final
+class ScopedEngines:
+    """grid-sql's scoped engines (``grid_sql.column_scope.ScopedEngines``) of the
+    covering language, natively: the base engine's tables with each scope's lexicon."""
+
+    def __new__(
+        cls,
+        base: EngineTables,
+        spec: dict[str, object],
+        words: Sequence[tuple[int, Sequence[bytes]]],
+    ) -> ScopedEngines: ...
+    def session(self, namespace: int = 0, audit: bool = True) -> ScopedSession:
+        """A session at the start of a statement."""
+    @property
+    def engines_built(self) -> int:
+        """Distinct scope lexicons built so far."""
+
+@final
+class ScopedSession:
+    """One request's scoped guide (``grid_sql.column_scope.ScopedGuide``), natively."""
+
+    def accept_token(self, token: int, kind: str = "sampled") -> None:
+        """Accept one token; with audit on, its record."""
+    def fill_next_token_bitmask(self, bitmask: Buffer, row: int = 0) -> None:
+        """Write the mask into row ``row`` of ``bitmask``."""
+    def mask_ids(self) -> list[int]:
+        """The admitted ids, ascending (EOS ids when EOS is legal)."""
+    def eos_allowed(self) -> bool: ...
+    def is_terminated(self) -> bool: ...
+    def rollback(self, n: int = 1) -> None:
+        """Undo the last ``n`` accepted tokens."""
+    def fork(self) -> ScopedSession: ...
+    @property
+    def steps(self) -> int:
+        """Tokens accepted so far (EOS included)."""
+    @property
+    def n_words(self) -> int: ...
+    def config(self) -> tuple[list[int], bytes]:
+        """(LALR states bottom first, remainder)."""
+    @property
+    def scope(self) -> int:
+        """The scope of the pending lexeme (``ScopeMachine`` ids)."""
+    def output(self) -> bytes: ...
+    @property
+    def audited(self) -> bool: ...
+    def step_audit(self) -> tuple[int, str, int] | None:
+        """(configuration hash, mask entry id, blocked count) once filled."""
+    def audit_lines(self) -> tuple[bytes, str] | None:
+        """The records as ``AuditLog.lines()`` writes them, and the head hash."""
 
 @final
 class EventTables:

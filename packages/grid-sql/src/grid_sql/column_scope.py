@@ -86,12 +86,17 @@ the seal's fingerprints add ``column_scope`` (the grants and catalog that
 decide each scope's words). A log replays with
 ``grid_core.replay.replay(lines, engines.base, guide=engines.guide(audit=False))``.
 
-Known limits: Python only (no native session; each step rescans the pending
-lexeme, O(|lexeme|), so requirement R does not hold inside long lexemes, and a
-mask costs milliseconds, not microseconds). The covering language's scope
-machine exists natively (grid-kernels' ``ScopeMachine``, built from
-:meth:`ScopedEngines.scope_spec`, checked step for step against this one); the
-native session that would switch lexicons with it does not yet. ``grid audit replay`` on the
+**Native.** In the covering language :meth:`ScopedEngines.guide` is the native
+guide (:class:`~grid_sql.native_scope.NativeScopedGuide`: grid-kernels' scoped
+session, built from :meth:`ScopedEngines.scope_spec`) whenever grid-kernels is
+loaded; :class:`ScopedGuide` is its reference, and the two agree token for
+token (``tests/test_native_scope.py``, ``bench/scope_machine.py --native``).
+
+Known limits: the scoped and generation languages are Python only (their
+aliases are any identifier; the native scope reads aliases from a finite
+set); the reserve (:class:`ScopedReserve`) is Python in every language. A
+step rescans or keys the pending lexeme, O(|lexeme|), so requirement R does
+not hold inside long lexemes; a Python mask costs milliseconds. ``grid audit replay`` on the
 command line does not rebuild scoped guides (the Python call above does).
 """
 
@@ -101,7 +106,7 @@ import array
 import bisect
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from grid_core.audit import AuditLog, Kind, mask_entry_id
 from grid_core.cache import MaskTable, SharedCache, id_bits
@@ -132,6 +137,9 @@ from grid_sql.lexicon import DEFAULT_CASE_FORMS, SchemaLexicon, case_form, spell
 from grid_sql.policy import RoleGrants
 from grid_sql.projection import dialect_grammar, language_dfa
 from grid_sql.schema import SchemaSnapshot, ascii_lower
+
+if TYPE_CHECKING:
+    from grid_sql.native_scope import NativeScopedGuide
 
 __all__ = [
     "ColumnSpelling",
@@ -422,6 +430,7 @@ class ScopedEngines:
         ] = {}
         self._scopes: dict[ScopeState, tuple[frozenset[bytes], frozenset[bytes]]] = {}
         self._steps: dict[tuple[ScopeState, int, bytes, Node], ScopeState] = {}
+        self._native: Any = None
         self.completions: dict[State, tuple[int, ...] | None] = {}
         """:class:`ScopedReserve`'s memo: the scoped completion of each state (None:
         none can be written)."""
@@ -983,10 +992,35 @@ class ScopedEngines:
 
     # -------------------------------------------------------- guides and audit
 
-    def guide(self, *, audit: bool = True) -> ScopedGuide:
+    def guide(self, *, audit: bool = True) -> ScopedGuide | NativeScopedGuide:
         """A guide at the start of a statement (audit on by default, as
-        :meth:`grid_core.guide.Engine.guide`)."""
-        return ScopedGuide(self, audit=audit)
+        :meth:`grid_core.guide.Engine.guide`): in the covering language with
+        grid-kernels loaded, the native one
+        (:class:`~grid_sql.native_scope.NativeScopedGuide`, the same masks and
+        records), else :class:`ScopedGuide`."""
+        native = self.native()
+        if native is None:
+            return ScopedGuide(self, audit=audit)
+        from grid_sql.native_scope import NativeScopedGuide
+
+        return NativeScopedGuide(self, native.session(0, audit))
+
+    def native(self) -> Any:
+        """The native scoped engines (``grid_kernels.ScopedEngines``) of the covering
+        language, built once; None in the other languages, or where grid-kernels is
+        not loaded (``GRID_KERNELS=0``)."""
+        if not self.covering or self.base.kernel is None:
+            return None
+        if self._native is None:
+            import grid_kernels
+
+            words = [(t, sorted(ws)) for t, ws in sorted(self.base.lexicon.words.items())]
+            self._native = grid_kernels.ScopedEngines(self.base.kernel, self.scope_spec(), words)
+        return self._native
+
+    def start(self) -> State:
+        """The state at the start of a statement."""
+        return (self.base.parser.root, b"", ScopeState())
 
     def fingerprints(self) -> dict[str, str]:
         """The base engine's artifacts, and ``column_scope``: what decides each scope's

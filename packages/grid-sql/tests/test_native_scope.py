@@ -1,0 +1,117 @@
+"""The native covering guide against the reference, token for token.
+
+:class:`grid_sql.native_scope.NativeScopedGuide` (grid-kernels' scoped session)
+and :class:`grid_sql.column_scope.ScopedGuide` (the reference, Python) are driven
+in lockstep over concert_singer's covering language (vendored): at every step
+the two masks must be equal (ids, EOS included), a token one refuses the other
+refuses and neither changes, and at the end their audit logs are equal line for
+line. Driven by the Spider dev gold statements of the database and by random
+walks over the mask with rollbacks and forks. ``bench/scope_machine.py
+--native`` runs the same lockstep over every Spider dev database.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from test_column_scope import check_reserve, covering_engines, gold, tokens, world
+
+from grid_core.errors import GuideError
+from grid_sql.column_scope import ScopedGuide
+from grid_sql.native_scope import NativeScopedGuide
+
+pytest.importorskip("grid_kernels._native", reason="grid-kernels is not installed")
+
+
+def native(audit: bool = True) -> NativeScopedGuide:
+    guide = covering_engines().guide(audit=audit)
+    assert isinstance(guide, NativeScopedGuide), "the covering guide is native"
+    return guide
+
+
+def same_step(ref: ScopedGuide, nat: NativeScopedGuide) -> list[int]:
+    """The two guides' masks and gates agree here; the mask."""
+    mask = ref.mask_ids()
+    assert nat.mask_ids() == mask, ref.output()
+    assert nat.eos_allowed() == ref.eos_allowed()
+    assert nat.steps == ref.steps and nat.output() == ref.output()
+    assert nat.step_audit() == ref.step_audit(), ref.output()
+    return mask
+
+
+def accept_both(ref: ScopedGuide, nat: NativeScopedGuide, token: int) -> bool:
+    """Accept ``token`` in both; whether they took it (they must agree)."""
+    took = []
+    for guide in (ref, nat):
+        try:
+            guide.accept_token(token)
+            took.append(True)
+        except GuideError:
+            took.append(False)
+    assert took[0] == took[1], (ref.output(), token)
+    return took[0]
+
+
+def test_gold_statements_read_alike() -> None:
+    vocab, _ = world()
+    read = 0
+    for select_first, _ in gold("concert_singer"):
+        ref, nat = ScopedGuide(covering_engines()), native()
+        for token in [*tokens(select_first), vocab.eos_id]:
+            same_step(ref, nat)
+            if not accept_both(ref, nat, token):
+                break
+            read += 1
+        assert nat.audit_log().lines() == ref.audit_log().lines(), select_first
+    assert read > 300
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_walks_with_rollbacks_and_forks_read_alike(seed: int) -> None:
+    """Each step: a token of the mask (EOS only sometimes), now and then a token
+    outside it (refused by both), a rollback of up to 3 tokens, or a switch to a
+    fork of each guide."""
+    vocab, _ = world()
+    rng = random.Random(seed)
+    ref, nat = ScopedGuide(covering_engines()), native()
+    eos = set(vocab.eos_ids)
+    for _ in range(60):
+        if ref.is_terminated():
+            break
+        mask = same_step(ref, nat)
+        roll = rng.random()
+        if roll < 0.1 and ref.steps:
+            n = rng.randint(1, min(3, ref.steps))
+            ref.rollback(n)
+            nat.rollback(n)
+            continue
+        if roll < 0.2:
+            ref, nat = ref.fork(), nat.fork()
+        if roll < 0.3:
+            outside = rng.choice([t for t in range(1000) if t not in set(mask)])
+            assert not accept_both(ref, nat, outside)
+            continue
+        body = [t for t in mask if t not in eos]
+        token = vocab.eos_id if (not body or rng.random() < 0.05) and ref.eos_allowed() else None
+        if token is None:
+            token = rng.choice(body)
+        assert accept_both(ref, nat, token)
+    assert nat.audit_log().lines() == ref.audit_log().lines()
+
+
+def test_the_reserve_of_a_native_guide_is_the_references() -> None:
+    """``reserve_source()`` mid-statement: the reference's reserve from the state the
+    native guide's output reaches, so theorem 4's obligations hold as there."""
+    e = covering_engines()
+    for prefix in ["SELECT name, ", "SELECT capacity FROM ", "SELECT singer.age FROM ", ""]:
+        check_reserve(e, prefix, guide=native(audit=False))
+
+
+def test_audit_off_keeps_no_records() -> None:
+    guide = native(audit=False)
+    assert not guide.audited
+    guide.accept_tokens(tokens("SELECT name"))
+    assert guide.step_audit()[2] > 0  # the step's fields are known all the same
+    with pytest.raises(GuideError, match="does not audit"):
+        guide.audit_log()
