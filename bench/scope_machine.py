@@ -28,7 +28,9 @@ in lockstep with the reference ``ScopedGuide``: at every step both masks (ids,
 EOS included) and audit fields must be equal, a token one refuses the other
 refuses, and each statement's audit logs must be equal line for line; the
 seconds each guide spent in its masks are summed (first sight: each
-database's engines are fresh).
+database's engines are fresh). Each steered decode then also runs in mode 1 on
+both guides with the same seed (the native one with its native reserve): the
+tokens, stop, reserve steps, largest rise and sealed logs must be equal.
 
 Prints per database the statements read, steps checked, distinct scopes and
 disagreements, and writes ``--out`` (JSON). Any disagreement exits 1.
@@ -163,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{db}: no covering engines ({e})")
             continue
         shadow = Shadow(engines)
-        read = steps = 0
+        read = steps = decodes_alike = 0
         seconds = {"reference": 0.0, "native": 0.0}
         try:
             for text in dict.fromkeys(texts[db]):
@@ -181,9 +183,22 @@ def main(argv: list[str] | None = None) -> int:
                 read += 1
             golds = [q for q in texts[db] if q.strip()]
             for _ in range(args.decodes):
-                guide = engines.guide()
                 target = rng.choice(golds).strip().encode()
-                generate(guide, steered(guide, target, vocab), 40, rng)
+                seed = rng.randrange(1 << 30)
+                guide = ScopedGuide(engines)  # the reference: its steps are the machine's
+                want = generate(guide, steered(guide, target, vocab), 40, random.Random(seed))
+                if args.native:
+                    nat = engines.guide()
+                    got = generate(nat, steered(nat, target, vocab), 40, random.Random(seed))
+                    same = (got.tokens, got.stop_reason, got.reserve, got.max_rise) == (
+                        want.tokens,
+                        want.stop_reason,
+                        want.reserve,
+                        want.max_rise,
+                    )
+                    if not same or got.audit.lines() != want.audit.lines():
+                        raise Disagreement(f"mode 1 decodes differ towards {target!r}")
+                    decodes_alike += 1
         except Disagreement as e:
             failures.append(f"{db}: {e}")
         row: dict[str, Any] = {
@@ -196,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         if args.native:
             row["mask_seconds"] = {k: round(v, 3) for k, v in seconds.items()}
+            row["mode1_decodes_alike"] = decodes_alike
         rows.append(row)
         timing = ""
         if args.native:

@@ -32,6 +32,7 @@
 //! | [`events`]  | the session's parse event stream                   | events.EventTracker  |
 //! | [`scope`]   | grid-sql's column scope: a statement's tables, the words it admits | (grid-sql) column_scope.ScopedEngines |
 //! | [`scoped`]  | the scoped session: lexicons switched by the scope  | (grid-sql) column_scope.ScopedGuide |
+//! | [`scoped_reserve`] | mode 1's reserve, simulated through the scoped lexer | (grid-sql) column_scope.ScopedReserve |
 //! | [`audit`]   | the session's record chain                         | audit                |
 //!
 //! Tables are built once and shared read-only (`Arc`); walks allocate their own
@@ -62,6 +63,7 @@ pub mod resp;
 pub mod scanner;
 pub mod scope;
 pub mod scoped;
+pub mod scoped_reserve;
 pub mod session;
 pub mod tables;
 pub mod trie;

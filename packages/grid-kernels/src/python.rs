@@ -44,7 +44,8 @@ use crate::lexer::Config;
 use crate::mask::EngineTables;
 use crate::reserve::{RawReserve, Reserve};
 use crate::scope::{Machine, ScopeSpec, TableSpec, Terms};
-use crate::scoped::{ScopedEngines, ScopedSession};
+use crate::scoped::{ReserveProvider, ScopedEngines, ScopedSession};
+use crate::scoped_reserve::{ScopedReserve, ScopedState};
 use crate::session::{Filled, Session};
 use crate::tables::{GrammarTables, Lalr, Lexicon, Lexing, RawGrammar};
 use crate::trie::{RawTrie, Trie};
@@ -2544,15 +2545,61 @@ struct PyScopedEngines {
 
 #[pymethods]
 impl PyScopedEngines {
+    /// `reserve(words)`: the grammar-level reserve tables of the engine with
+    /// `words` (per category terminal, `(id, [bytes])`), as
+    /// `EngineTables.reserve`'s first nine arguments (grid-core's
+    /// `ReserveTable.raw()`); called with the GIL once per scope lexicon whose
+    /// reserve mode 1 asks for. None: the sessions have no reserve source.
     #[new]
+    #[pyo3(signature = (base, spec, words, reserve = None))]
     fn new(
         base: &PyEngineTables,
         spec: &Bound<'_, PyDict>,
         words: &Bound<'_, PyAny>,
+        reserve: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
         let spec = scope_spec_of(spec)?;
         let words = lexicon_words_of(words)?;
-        let inner = ScopedEngines::new(Arc::clone(&base.inner), spec, words).map_err(to_pyerr)?;
+        let provider = reserve.map(|f| -> ReserveProvider {
+            Box::new(move |words: &[(usize, Vec<Vec<u8>>)]| {
+                Python::with_gil(|py| -> PyResult<RawReserve> {
+                    let arg = PyList::empty(py);
+                    for (t, ws) in words {
+                        let ws = PyList::new(py, ws.iter().map(|w| PyBytes::new(py, w)))?;
+                        arg.append((*t, ws))?;
+                    }
+                    type Raw = (
+                        Vec<Option<Vec<u32>>>,
+                        Vec<Vec<u32>>,
+                        Vec<i32>,
+                        Vec<Vec<u32>>,
+                        u64,
+                        Vec<Vec<(u64, u32, u32, u32)>>,
+                        Vec<(u8, Vec<u8>)>,
+                        Vec<u32>,
+                        Vec<Option<(u8, Vec<u32>)>>,
+                    );
+                    let raw: Raw = f.call1(py, (arg,))?.extract(py)?;
+                    Ok(RawReserve {
+                        term_tokens: raw.0,
+                        lead_tokens: raw.1,
+                        nt_rule: raw.2,
+                        rhs: raw.3,
+                        start_cost: raw.4,
+                        items: raw.5,
+                        classes: raw.6,
+                        safe: raw.7,
+                        bare: raw.8,
+                    })
+                })
+                .map_err(|e| KernelError::InvalidTables {
+                    table: "reserve",
+                    detail: format!("the scope lexicon's reserve tables: {e}"),
+                })
+            })
+        });
+        let inner =
+            ScopedEngines::new(Arc::clone(&base.inner), spec, words, provider).map_err(to_pyerr)?;
         Ok(Self {
             inner: Arc::new(inner),
         })
@@ -2675,6 +2722,17 @@ impl PyScopedSession {
         (states, PyBytes::new(py, &remainder))
     }
 
+    /// Mode 1's reserve source, and its start: this session's configuration.
+    fn reserve_source(&self) -> (PyScopedReserve, PyScopedState) {
+        let (inner, state) = self.inner.reserve_source();
+        (
+            PyScopedReserve {
+                inner: Arc::new(inner),
+            },
+            PyScopedState { inner: state },
+        )
+    }
+
     /// The scope of the pending lexeme (`ScopeMachine` ids).
     #[getter]
     fn scope(&self) -> u32 {
@@ -2712,6 +2770,54 @@ impl PyScopedSession {
     }
 }
 
+/// Mode 1's reserve over the scoped language (`ScopedReserve`), natively.
+#[pyclass(frozen, module = "grid_kernels._native", name = "ScopedReserve")]
+struct PyScopedReserve {
+    inner: Arc<ScopedReserve>,
+}
+
+/// A state of the scoped lexer (stack, scope, remainder) a [`PyScopedReserve`] prices.
+#[pyclass(frozen, module = "grid_kernels._native", name = "ScopedState")]
+struct PyScopedState {
+    inner: ScopedState,
+}
+
+#[pymethods]
+impl PyScopedState {
+    /// The remainder's bytes.
+    #[getter]
+    fn remainder<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.inner.remainder)
+    }
+
+    /// The scope (`ScopeMachine` ids).
+    #[getter]
+    fn scope(&self) -> u32 {
+        self.inner.scope
+    }
+}
+
+#[pymethods]
+impl PyScopedReserve {
+    /// The state after `token`, None where the scoped lexer refuses it.
+    fn advance(&self, state: &PyScopedState, token: u32) -> PyResult<Option<PyScopedState>> {
+        let next = self.inner.advance(&state.inner, token).map_err(to_pyerr)?;
+        Ok(next.map(|inner| PyScopedState { inner }))
+    }
+
+    /// Tokens of the simulated completion (EOS not counted);
+    /// `grid_core.reserve.INF` where none is written.
+    fn reserve(&self, state: &PyScopedState) -> PyResult<u64> {
+        self.inner.reserve(&state.inner).map_err(to_pyerr)
+    }
+
+    /// That completion's token ids, or None where there is none.
+    fn completion(&self, state: &PyScopedState) -> PyResult<Option<Vec<u32>>> {
+        let got = self.inner.completion(&state.inner).map_err(to_pyerr)?;
+        Ok(got.map(|c| c.to_vec()))
+    }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ABI_VERSION", crate::ABI_VERSION)?;
@@ -2732,6 +2838,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyScopeMachine>()?;
     m.add_class::<PyScopedEngines>()?;
     m.add_class::<PyScopedSession>()?;
+    m.add_class::<PyScopedReserve>()?;
+    m.add_class::<PyScopedState>()?;
     m.add_class::<PyBitmaskApplier>()?;
     m.add_function(wrap_pyfunction!(fill_next_token_bitmasks, m)?)?;
     m.add_function(wrap_pyfunction!(apply_token_bitmask, m)?)?;

@@ -279,6 +279,17 @@ impl Reserve {
         self.query(stacks, |q| q.completion(config))
     }
 
+    /// The suffixes of the finish options of a remainder in scan state
+    /// `(q, ln)`, in their order (`ReserveTable.finish_options`).
+    pub fn finish_suffixes(&self, stacks: &Arc<Mutex<Stacks>>, q: u32, ln: i32) -> Vec<Vec<u8>> {
+        self.query(stacks, |qr| {
+            qr.finish_options(q, ln)
+                .iter()
+                .map(|o| o.suffix.clone())
+                .collect()
+        })
+    }
+
     /// Run `ask` with the memos and the generation's arena locked, in that order.
     fn query<T>(&self, stacks: &Arc<Mutex<Stacks>>, ask: impl FnOnce(&mut Query) -> T) -> T {
         let mut nodes = self.node_memo(stacks);

@@ -25,7 +25,7 @@
 //!   of its scope after the shift. A member's lexeme is the last maximal-munch
 //!   lexeme of the remainder followed by the member's trie path, up to its
 //!   requeued tail (`_last_lexeme`). Rows are memoized per (root entry, stack,
-//!   scope, remainder), at most [`ROW_BYTES`] of them (then emptied).
+//!   scope, remainder), at most `ROW_BYTES` of them (then emptied).
 //! - **EOS** (`ScopedEngines.eos_allowed`): the remainder finalized lexeme by
 //!   lexeme, each in its scope's engine, then `$END` reaches ACCEPT.
 //!
@@ -49,8 +49,10 @@ use crate::engine::{lock, Engine, Lookup, Stacks, Threads};
 use crate::error::{KernelError, Result};
 use crate::mask::EngineTables;
 use crate::parser::{NodeId, StackArena};
+use crate::reserve::{RawReserve, Reserve};
 use crate::scanner::{Scan, START};
 use crate::scope::{Machine, ScopeId, ScopeSpec, Word};
+use crate::scoped_reserve::{Completions, ScopedReserve, ScopedState};
 use crate::tables::{GrammarTables, Lexicon};
 
 /// The words of one scope lexicon: `COLUMN_NAME`, `QUALIFIER`, and
@@ -71,37 +73,64 @@ struct Row {
 /// sessions of several generations share the memo), the scope, the remainder.
 type RowKey = (u64, Vec<u32>, ScopeId, Vec<u8>);
 
+/// What the scoped lexer reached: stack, scope, remainder start, scan state.
+pub(crate) type Read = (NodeId, ScopeId, usize, Scan);
+
 /// A CD entry being split: (trie node, terminal, requeued tail).
 type Cd<'a> = (u32, u32, &'a [u8]);
 
 /// Bytes of rows held before the memo is emptied (a simple bound).
 const ROW_BYTES: usize = 64 << 20;
 
+/// The grammar-level reserve tables of a scope lexicon, given its words per
+/// category terminal (grid-core's `ReserveTable(engine, partial=True)` of the
+/// engine with those words: `ScopedEngines.reserve_raw` in grid-sql).
+pub type ReserveProvider =
+    Box<dyn Fn(&[(usize, Vec<Vec<u8>>)]) -> Result<RawReserve> + Send + Sync>;
+
+/// The engine of one scope lexicon, its words, and its reserve once asked for.
+pub(crate) struct ScopeEngine {
+    pub(crate) engine: Arc<Engine>,
+    words: Vec<(usize, Vec<Vec<u8>>)>,
+    reserve: OnceLock<Arc<Reserve>>,
+}
+
 /// The scoped engines of one role: the base engine, the scope machine, and
 /// the engines of the scope lexicons built so far (`ScopedEngines`).
-#[derive(Debug)]
 pub struct ScopedEngines {
     base: Arc<Engine>,
     machine: Mutex<Machine>,
     /// The base lexicon's words, per category terminal.
     words: Vec<(usize, Vec<Vec<u8>>)>,
-    lexicons: Mutex<HashMap<LexKey, Arc<Engine>>>,
-    by_scope: Mutex<HashMap<(ScopeId, u8), Arc<Engine>>>,
+    lexicons: Mutex<HashMap<LexKey, Arc<ScopeEngine>>>,
+    by_scope: Mutex<HashMap<(ScopeId, u8), Arc<ScopeEngine>>>,
+    /// Where a scope lexicon's reserve tables come from (None: no reserve).
+    reserves: Option<ReserveProvider>,
     /// Split member lists, held so their verdict memos live ([`crate::cache::Classes`]
     /// holds lists weakly).
     pinned: Mutex<HashMap<usize, Arc<Members>>>,
     /// The row memo and the bytes its rows and keys hold.
     rows: Mutex<(HashMap<RowKey, Arc<Row>>, usize)>,
+    /// Mode 1's completions per state ([`crate::scoped_reserve`]).
+    completions: Completions,
+}
+
+impl std::fmt::Debug for ScopedEngines {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ScopedEngines({} scope lexicons)", self.engines_built())
+    }
 }
 
 impl ScopedEngines {
     /// `base`: the engine of the role's scoped grammar and base lexicon, whose
     /// words per category terminal are `words`; `spec`: its scope
-    /// ([`crate::scope::ScopeSpec`]).
+    /// ([`crate::scope::ScopeSpec`]); `reserves`: where each scope lexicon's
+    /// reserve tables come from (mode 1's reserve, [`crate::scoped_reserve`]).
     pub fn new(
         base: Arc<Engine>,
         spec: ScopeSpec,
         words: Vec<(usize, Vec<Vec<u8>>)>,
+        reserves: Option<ReserveProvider>,
     ) -> Result<Self> {
         let machine = Machine::new(spec)?;
         let g = &base.tables.grammar;
@@ -120,13 +149,19 @@ impl ScopedEngines {
             words,
             lexicons: Mutex::new(HashMap::new()),
             by_scope: Mutex::new(HashMap::new()),
+            reserves,
             pinned: Mutex::new(HashMap::new()),
             rows: Mutex::new((HashMap::new(), 0)),
+            completions: Mutex::new(HashMap::new()),
         })
     }
 
     pub fn base(&self) -> &Arc<Engine> {
         &self.base
+    }
+
+    pub(crate) fn completions(&self) -> &Completions {
+        &self.completions
     }
 
     /// The scope after terminal `t` (lexeme `text`) shifted into `state`.
@@ -146,6 +181,35 @@ impl ScopedEngines {
     /// The engine that scans a lexeme starting in `scope` under `allowed`
     /// (`ScopedEngines.engine`).
     pub fn engine(&self, scope: ScopeId, allowed: &[u64]) -> Result<Arc<Engine>> {
+        Ok(Arc::clone(&self.scope_engine(scope, allowed)?.engine))
+    }
+
+    /// The reserve of a scope lexicon's engine, built on first use from the
+    /// provider's tables.
+    pub(crate) fn reserve_of(&self, se: &ScopeEngine) -> Result<Arc<Reserve>> {
+        if let Some(r) = se.reserve.get() {
+            return Ok(Arc::clone(r));
+        }
+        let provider = self
+            .reserves
+            .as_ref()
+            .ok_or_else(|| KernelError::InvalidTables {
+                table: "scope",
+                detail: "these scoped engines were built without reserve tables".into(),
+            })?;
+        let raw = provider(&se.words)?;
+        let tables = &se.engine.tables;
+        let r = Reserve::new(
+            Arc::clone(&tables.grammar),
+            Arc::clone(&tables.trie),
+            raw,
+            crate::reserve::MEMO_BYTES,
+        )?;
+        Ok(Arc::clone(se.reserve.get_or_init(|| Arc::new(r))))
+    }
+
+    /// [`Self::engine`] with its words and reserve.
+    pub(crate) fn scope_engine(&self, scope: ScopeId, allowed: &[u64]) -> Result<Arc<ScopeEngine>> {
         let mut m = lock(&self.machine);
         let terms = m.terms();
         let on = [terms.column, terms.qualifier, terms.table, terms.alias]
@@ -185,7 +249,7 @@ impl ScopedEngines {
     }
 
     /// The engine of one scope lexicon: the base words with the scope's.
-    fn build(&self, m: &Machine, key: &LexKey) -> Result<Engine> {
+    fn build(&self, m: &Machine, key: &LexKey) -> Result<ScopeEngine> {
         let terms = m.terms();
         let spell =
             |ws: &[Word]| -> Vec<Vec<u8>> { ws.iter().map(|&w| m.spelling(w).to_vec()).collect() };
@@ -231,12 +295,103 @@ impl ScopedEngines {
             "scope-lexicon:{}",
             crate::audit::hex(&crate::hash::blake2b::<16>(&text))
         );
-        Ok(Engine::new(
+        let engine = Engine::new(
             tables,
             Threads::default(),
             tag,
             Some(Arc::clone(&self.base.shared)),
-        ))
+        );
+        Ok(ScopeEngine {
+            engine: Arc::new(engine),
+            words,
+            reserve: OnceLock::new(),
+        })
+    }
+
+    /// The scoped lexer: read `buf[from..]` after `(node, scope)` with the
+    /// remainder `buf[start..from]` (scan state `scan` in its scope's engine);
+    /// None when the output leaves the language (`ScopedEngines.advance`).
+    pub(crate) fn read(
+        &self,
+        arena: &mut StackArena,
+        (mut node, mut scope, mut start, mut scan): Read,
+        buf: &[u8],
+        from: usize,
+    ) -> Result<Option<Read>> {
+        let mut e = self.engine(scope, arena.allowed(node)?)?;
+        let mut i = from;
+        while i < buf.len() {
+            let g = &*e.tables.grammar;
+            if let Some(next) = g.step(scan, (i + 1 - start) as u32, buf[i]) {
+                scan = next;
+                i += 1;
+                continue;
+            }
+            let Some((n, s)) = self.emit(arena, g, node, scope, &scan, &buf[start..])? else {
+                return Ok(None);
+            };
+            (node, scope) = (n, s);
+            start += scan.la_len as usize;
+            i = start;
+            scan = START;
+            e = self.engine(scope, arena.allowed(node)?)?;
+        }
+        let g = &*e.tables.grammar;
+        if start < buf.len() && !g.live_under(scan.q, scan.ln, arena.allowed(node)?) {
+            return Ok(None);
+        }
+        Ok(Some((node, scope, start, scan)))
+    }
+
+    /// Emit the last accepted lexeme of `scan` (its text at the start of
+    /// `text`) in `g`: the stack and scope after it, None when it has no pick
+    /// (`ScopedEngines._emit`).
+    pub(crate) fn emit(
+        &self,
+        arena: &mut StackArena,
+        g: &GrammarTables,
+        node: NodeId,
+        scope: ScopeId,
+        scan: &Scan,
+        text: &[u8],
+    ) -> Result<Option<(NodeId, ScopeId)>> {
+        let Some((shifted, t)) = g.emit_pick(arena, node, scan)? else {
+            return Ok(None);
+        };
+        if g.is_ignored(t as usize) {
+            return Ok(Some((node, scope)));
+        }
+        let lexeme = &text[..scan.la_len as usize];
+        let after = self.after(scope, t, lexeme, arena.state(shifted))?;
+        Ok(Some((shifted, after)))
+    }
+
+    /// The stack once the remainder `rem` of `(node, scope)` is lexed to the
+    /// end of input, scope by scope, or None (`ScopedEngines._finalize`).
+    pub(crate) fn finalize(
+        &self,
+        arena: &mut StackArena,
+        (mut node, mut scope): (NodeId, ScopeId),
+        rem: &[u8],
+    ) -> Result<Option<NodeId>> {
+        let mut rem = rem.to_vec();
+        while !rem.is_empty() {
+            let e = self.engine(scope, arena.allowed(node)?)?;
+            let g = &*e.tables.grammar;
+            let Some(scan) = g.scan(&rem) else {
+                return Ok(None);
+            };
+            let Some((n, sc)) = self.emit(arena, g, node, scope, &scan, &rem)? else {
+                return Ok(None);
+            };
+            let end = scan.la_len as usize;
+            let Some((n, sc, start, _)) = self.read(arena, (n, sc, end, START), &rem, end)? else {
+                return Ok(None);
+            };
+            (node, scope) = (n, sc);
+            rem.drain(..start);
+        }
+        Ok(Some(node))
     }
 
     /// A member list split from a class, interned and held.
@@ -293,9 +448,6 @@ pub struct ScopedSession {
     lookup: Lookup,
     chain: Option<Chain>,
 }
-
-/// What the scoped lexer reached: stack, scope, remainder start, scan state.
-type Read = (NodeId, ScopeId, usize, Scan);
 
 impl ScopedSession {
     pub fn new(engines: Arc<ScopedEngines>, namespace: u64, audit: bool) -> Result<Self> {
@@ -357,6 +509,20 @@ impl ScopedSession {
         )
     }
 
+    /// Mode 1's reserve from the current configuration: the source and its
+    /// start state ([`crate::scoped_reserve`]).
+    pub fn reserve_source(&self) -> (ScopedReserve, ScopedState) {
+        let s = self.current();
+        let state = ScopedState {
+            node: s.node,
+            scope: s.scope,
+            remainder: self.output[s.rem_start as usize..s.out_len as usize].to_vec(),
+            scan: s.scan,
+        };
+        let source = ScopedReserve::new(Arc::clone(&self.engines), Arc::clone(&self.stacks));
+        (source, state)
+    }
+
     /// The current scope.
     pub fn scope(&self) -> ScopeId {
         self.current().scope
@@ -378,89 +544,6 @@ impl ScopedSession {
         }
     }
 
-    /// The scoped lexer: read `buf[from..]` after `(node, scope)` with the
-    /// remainder `buf[start..from]` (scan state `scan` in its scope's engine);
-    /// None when the output leaves the language (`ScopedEngines.advance`).
-    fn read(
-        &self,
-        arena: &mut StackArena,
-        (mut node, mut scope, mut start, mut scan): Read,
-        buf: &[u8],
-        from: usize,
-    ) -> Result<Option<Read>> {
-        let engines = &self.engines;
-        let mut e = engines.engine(scope, arena.allowed(node)?)?;
-        let mut i = from;
-        while i < buf.len() {
-            let g = &*e.tables.grammar;
-            if let Some(next) = g.step(scan, (i + 1 - start) as u32, buf[i]) {
-                scan = next;
-                i += 1;
-                continue;
-            }
-            let Some((n, s)) = self.emit(arena, g, node, scope, &scan, &buf[start..])? else {
-                return Ok(None);
-            };
-            (node, scope) = (n, s);
-            start += scan.la_len as usize;
-            i = start;
-            scan = START;
-            e = engines.engine(scope, arena.allowed(node)?)?;
-        }
-        let g = &*e.tables.grammar;
-        if start < buf.len() && !g.live_under(scan.q, scan.ln, arena.allowed(node)?) {
-            return Ok(None);
-        }
-        Ok(Some((node, scope, start, scan)))
-    }
-
-    /// Emit the last accepted lexeme of `scan` (its text at the start of
-    /// `text`) in `g`: the stack and scope after it, None when it has no pick
-    /// (`ScopedEngines._emit`).
-    fn emit(
-        &self,
-        arena: &mut StackArena,
-        g: &GrammarTables,
-        node: NodeId,
-        scope: ScopeId,
-        scan: &Scan,
-        text: &[u8],
-    ) -> Result<Option<(NodeId, ScopeId)>> {
-        let Some((shifted, t)) = g.emit_pick(arena, node, scan)? else {
-            return Ok(None);
-        };
-        if g.is_ignored(t as usize) {
-            return Ok(Some((node, scope)));
-        }
-        let lexeme = &text[..scan.la_len as usize];
-        let after = self.engines.after(scope, t, lexeme, arena.state(shifted))?;
-        Ok(Some((shifted, after)))
-    }
-
-    /// The stack once the remainder is lexed to the end of input, scope by
-    /// scope, or None (`ScopedEngines._finalize`).
-    fn finalize(&self, arena: &mut StackArena, s: &Step) -> Result<Option<NodeId>> {
-        let (mut node, mut scope) = (s.node, s.scope);
-        let mut rem = self.output[s.rem_start as usize..s.out_len as usize].to_vec();
-        while !rem.is_empty() {
-            let e = self.engines.engine(scope, arena.allowed(node)?)?;
-            let g = &*e.tables.grammar;
-            let Some(scan) = g.scan(&rem) else {
-                return Ok(None);
-            };
-            let Some((n, sc)) = self.emit(arena, g, node, scope, &scan, &rem)? else {
-                return Ok(None);
-            };
-            let end = scan.la_len as usize;
-            let Some((n, sc, start, _)) = self.read(arena, (n, sc, end, START), &rem, end)? else {
-                return Ok(None);
-            };
-            (node, scope) = (n, sc);
-            rem.drain(..start);
-        }
-        Ok(Some(node))
-    }
-
     /// The EOS gate of the current configuration (memoized per step).
     fn gate(&mut self) -> Result<bool> {
         let s = self.current();
@@ -470,7 +553,8 @@ impl ScopedSession {
         let stacks = Arc::clone(&self.stacks);
         let mut stacks = lock(&stacks);
         let arena = &mut stacks.arena;
-        let eos = match self.finalize(arena, &s)? {
+        let rem = &self.output[s.rem_start as usize..s.out_len as usize];
+        let eos = match self.engines.finalize(arena, (s.node, s.scope), rem)? {
             Some(node) => arena.accepts(node)?,
             None => false,
         };
@@ -523,7 +607,7 @@ impl ScopedSession {
         let mut stacks = lock(&stacks);
         let arena = &mut stacks.arena;
         let at = (s.node, s.scope, s.rem_start as usize, s.scan);
-        let read = self.read(arena, at, &self.output, from);
+        let read = self.engines.read(arena, at, &self.output, from);
         let read = match read {
             Ok(Some((node, scope, start, scan))) => (node, scope, start, scan, arena.hash(node)),
             Ok(None) => {

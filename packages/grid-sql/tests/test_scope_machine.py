@@ -86,7 +86,7 @@ def test_steered_decodes_step_alike(seed: int, monkeypatch: pytest.MonkeyPatch) 
     shadow = Shadow(e, monkeypatch)
     rng = random.Random(seed)
     target = rng.choice(gold("concert_singer"))[0].encode()
-    guide = e.guide()
+    guide = ScopedGuide(e)  # the reference: its steps are the Python machine's
     gen = generate(guide, steered(guide, target, rng), 40, rng)
     assert gen.stop_reason in ("eos", "reserve")
     assert shadow.checked > 0

@@ -800,23 +800,29 @@ class ReserveTable:
         if self._native is None:
             from grid_core.kernels import reserve_memo_bytes  # the kernels sit above
 
-            tables, has = self.engine.tables, self.pieces
-            self._native = self.engine.kernel.reserve(
-                [list(self.term_tokens[t]) if t in has else None for t in range(self.n_terminals)],
-                [list(self.lead_tokens[t]) for t in range(self.n_terminals)],
-                self.nt_rule,
-                [list(tables.rhs(r)) for r in range(tables.n_rules)],
-                self.start_cost,
-                [list(items) for items in self._items],
-                [(rep, bytes(members)) for rep, members in self._classes],
-                sorted(self._safe),
-                [
-                    None if bare is None else (self.pieces[t][1], list(bare))
-                    for t, bare in enumerate(self.bare_tokens)
-                ],
-                memo_bytes=reserve_memo_bytes(),
-            )
+            self._native = self.engine.kernel.reserve(*self.raw(), memo_bytes=reserve_memo_bytes())
         return self._native
+
+    def raw(self) -> tuple[Any, ...]:
+        """The grammar-level tables the kernels' ``Reserve`` takes, in its argument
+        order (``EngineTables.reserve``): pieces' tokens, lead tokens, argmin rules,
+        right-hand sides, start cost, kernel items, byte classes, safe states, bare
+        pieces."""
+        tables, has = self.engine.tables, self.pieces
+        return (
+            [list(self.term_tokens[t]) if t in has else None for t in range(self.n_terminals)],
+            [list(self.lead_tokens[t]) for t in range(self.n_terminals)],
+            self.nt_rule,
+            [list(tables.rhs(r)) for r in range(tables.n_rules)],
+            self.start_cost,
+            [list(items) for items in self._items],
+            [(rep, bytes(members)) for rep, members in self._classes],
+            sorted(self._safe),
+            [
+                None if bare is None else (self.pieces[t][1], list(bare))
+                for t, bare in enumerate(self.bare_tokens)
+            ],
+        )
 
     def check_invariants(self) -> None:
         """Grammar-level facts: costs are fixpoints and every argmin is consistent."""

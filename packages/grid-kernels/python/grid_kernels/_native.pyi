@@ -36,7 +36,9 @@ __all__ = [
     "ReserveState",
     "ScopeMachine",
     "ScopedEngines",
+    "ScopedReserve",
     "ScopedSession",
+    "ScopedState",
     "Session",
     "SessionError",
     "SharedWalks",
@@ -402,6 +404,7 @@ class ScopedEngines:
         base: EngineTables,
         spec: dict[str, object],
         words: Sequence[tuple[int, Sequence[bytes]]],
+        reserve: Callable[[list[tuple[int, list[bytes]]]], tuple[Any, ...]] | None = None,
     ) -> ScopedEngines: ...
     def session(self, namespace: int = 0, audit: bool = True) -> ScopedSession:
         """A session at the start of a statement."""
@@ -431,6 +434,8 @@ class ScopedSession:
     def n_words(self) -> int: ...
     def config(self) -> tuple[list[int], bytes]:
         """(LALR states bottom first, remainder)."""
+    def reserve_source(self) -> tuple[ScopedReserve, ScopedState]:
+        """Mode 1's reserve source, and its start: this session's configuration."""
     @property
     def scope(self) -> int:
         """The scope of the pending lexeme (``ScopeMachine`` ids)."""
@@ -441,6 +446,26 @@ class ScopedSession:
         """(configuration hash, mask entry id, blocked count) once filled."""
     def audit_lines(self) -> tuple[bytes, str] | None:
         """The records as ``AuditLog.lines()`` writes them, and the head hash."""
+
+@final
+class ScopedReserve:
+    """Mode 1's reserve over the scoped language (``ScopedReserve``), natively."""
+
+    def advance(self, state: ScopedState, token: int) -> ScopedState | None:
+        """The state after ``token``; None where the scoped lexer refuses it."""
+    def reserve(self, state: ScopedState) -> int:
+        """Tokens of the simulated completion; ``INF`` where none is written."""
+    def completion(self, state: ScopedState) -> list[int] | None:
+        """That completion's token ids, or None."""
+
+@final
+class ScopedState:
+    """A state of the scoped lexer that a ``ScopedReserve`` prices."""
+
+    @property
+    def remainder(self) -> bytes: ...
+    @property
+    def scope(self) -> int: ...
 
 @final
 class EventTables:

@@ -88,15 +88,17 @@ decide each scope's words). A log replays with
 
 **Native.** In the covering language :meth:`ScopedEngines.guide` is the native
 guide (:class:`~grid_sql.native_scope.NativeScopedGuide`: grid-kernels' scoped
-session, built from :meth:`ScopedEngines.scope_spec`) whenever grid-kernels is
-loaded; :class:`ScopedGuide` is its reference, and the two agree token for
-token (``tests/test_native_scope.py``, ``bench/scope_machine.py --native``).
+session, built from :meth:`ScopedEngines.scope_spec`, its reserve simulated in
+Rust from :meth:`ScopedEngines.reserve_raw`) whenever grid-kernels is loaded;
+:class:`ScopedGuide` and :class:`ScopedReserve` are its reference, and the two
+agree token for token (``tests/test_native_scope.py``,
+``bench/scope_machine.py --native``).
 
-Known limits: the scoped and generation languages are Python only (their
-aliases are any identifier; the native scope reads aliases from a finite
-set); the reserve (:class:`ScopedReserve`) is Python in every language. A
-step rescans or keys the pending lexeme, O(|lexeme|), so requirement R does
-not hold inside long lexemes; a Python mask costs milliseconds. ``grid audit replay`` on the
+Known limits: the scoped and generation languages are Python only, their
+reserve included (their aliases are any identifier; the native scope reads
+aliases from a finite set). A step rescans or keys the pending lexeme,
+O(|lexeme|), so requirement R does not hold inside long lexemes; a Python mask
+costs milliseconds. ``grid audit replay`` on the
 command line does not rebuild scoped guides (the Python call above does).
 """
 
@@ -1015,8 +1017,19 @@ class ScopedEngines:
             import grid_kernels
 
             words = [(t, sorted(ws)) for t, ws in sorted(self.base.lexicon.words.items())]
-            self._native = grid_kernels.ScopedEngines(self.base.kernel, self.scope_spec(), words)
+            self._native = grid_kernels.ScopedEngines(
+                self.base.kernel, self.scope_spec(), words, self.reserve_raw
+            )
         return self._native
+
+    def reserve_raw(self, words: Sequence[tuple[int, Sequence[bytes]]]) -> tuple[Any, ...]:
+        """The grammar-level reserve tables (``ReserveTable.raw()``, partial: see
+        :class:`ScopedReserve`) of the engine with lexicon ``words`` (per category
+        terminal): what the native reserve asks for once per scope lexicon."""
+        terminals = self.base.grammar.terminals
+        by_name = {terminals[t].name: set(ws) for t, ws in words}
+        lexicon = build_lexicon(self.base.grammar, self.base.dfa, by_name)
+        return reserve_table(_with_lexicon(self.base, lexicon), partial=True).raw()
 
     def start(self) -> State:
         """The state at the start of a statement."""

@@ -12,9 +12,10 @@ Spider). :meth:`ScopedEngines.guide <grid_sql.column_scope.ScopedEngines.guide>`
 returns it for the covering language whenever grid-kernels is loaded
 (``GRID_KERNELS=0``: the reference).
 
-What is still Python: the decode loop's reserve. :meth:`reserve_source` is the
-reference's :class:`~grid_sql.column_scope.ScopedReserve`, which simulates each
-state's completion through the Python scoped lexer.
+Its reserve (:meth:`reserve_source`) is native too
+(:class:`NativeScopedReserve`): the reference's
+:class:`~grid_sql.column_scope.ScopedReserve` simulation in Rust, each scope
+lexicon's reserve tables computed once by grid-core's ``ReserveTable``.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from typing import TYPE_CHECKING, Any
 from grid_core.audit import AuditLog, Kind
 from grid_core.errors import GuideError, MaskError
 from grid_core.protocol import accept_in_order, write_row
+from grid_core.reserve import ReserveError
 
 if TYPE_CHECKING:
     from grid_core.guide import Engine
-    from grid_sql.column_scope import ScopedEngines, ScopedReserve
+    from grid_sql.column_scope import ScopedEngines
 
 
 def _grid_error(e: Exception) -> Exception:
@@ -168,13 +170,41 @@ class NativeScopedGuide:
 
     # -------------------------------------------------------- mode 1
 
-    def reserve_source(self) -> ScopedReserve:
-        """The decode loop's reserve: the reference's
-        :class:`~grid_sql.column_scope.ScopedReserve` (Python), from this guide's
-        state (the output read by the Python scoped lexer: lexing reads bytes, so
-        the state is the one token by token)."""
-        from grid_sql.column_scope import ScopedReserve
+    def reserve_source(self) -> NativeScopedReserve:
+        """Where mode 1 reads this guide's reserve: in Rust, from its configuration."""
+        source, start = self._native.reserve_source()
+        return NativeScopedReserve(source, start)
 
-        state = self.engines.advance(self.engines.start(), self.output())
-        assert state is not None, "the guide's output is a prefix of the language"
-        return ScopedReserve(self.engines, state)
+
+class NativeScopedReserve:
+    """The decode loop's reserve source (``grid_core.decode.ReserveSource``) of a native
+    scoped guide: :class:`~grid_sql.column_scope.ScopedReserve`'s simulation, natively
+    (grid-kernels' ``scoped_reserve.rs``; each scope lexicon's reserve tables are
+    computed by :meth:`ScopedEngines.reserve_raw
+    <grid_sql.column_scope.ScopedEngines.reserve_raw>` once). A state is a
+    ``grid_kernels.ScopedState``; each call is one call into Rust."""
+
+    __slots__ = ("_native", "_start")
+
+    def __init__(self, native: Any, start: Any) -> None:
+        self._native = native
+        self._start = start
+
+    def start(self) -> Any:
+        return self._start
+
+    def advance(self, state: Any, token: int) -> Any:
+        after = self._native.advance(state, token)
+        assert after is not None, "a token of the mask leaves the language"
+        return after
+
+    def reserve(self, state: Any) -> int:
+        """The completion's length; ``INF`` where none can be written."""
+        cost: int = self._native.reserve(state)
+        return cost
+
+    def completion(self, state: Any) -> list[int]:
+        got: list[int] | None = self._native.completion(state)
+        if got is None:
+            raise ReserveError("no scoped completion from this state")
+        return got
