@@ -90,6 +90,31 @@ fn to_pyerr(e: KernelError) -> PyErr {
     })
 }
 
+/// The token ids set in a packed bitmask row, ascending.
+fn row_ids(row: &[u32]) -> Vec<u32> {
+    let mut ids = Vec::new();
+    for (i, &w) in row.iter().enumerate() {
+        let mut w = w;
+        while w != 0 {
+            ids.push(32 * i as u32 + w.trailing_zeros());
+            w &= w - 1;
+        }
+    }
+    ids
+}
+
+/// A chain's records as `grid_core.audit.AuditLog.lines()` writes them,
+/// joined by `\n`, and its head hash (hex).
+fn chain_lines<'py>(py: Python<'py>, chain: &mut audit::Chain) -> (Bound<'py, PyBytes>, String) {
+    let lines = chain.lines();
+    let head = chain
+        .hashes()
+        .last()
+        .copied()
+        .unwrap_or_else(audit::genesis);
+    (PyBytes::new(py, &lines), audit::hex(&head))
+}
+
 // ------------------------------------------------------------------ conversions
 
 /// A Python int as an `i64`, saturated: an int beyond `i64` stands for its
@@ -1406,15 +1431,7 @@ impl PySession {
                 .map_err(err)?;
         }
         self.last = Some(filled);
-        let mut ids = Vec::new();
-        for (i, &w) in row.iter().enumerate() {
-            let mut w = w;
-            while w != 0 {
-                ids.push(32 * i as u32 + w.trailing_zeros());
-                w &= w - 1;
-            }
-        }
-        Ok(ids)
+        Ok(row_ids(&row))
     }
 
     /// Audit is on.
@@ -1442,14 +1459,7 @@ impl PySession {
     /// by `\n` (ASCII bytes: no str is built unless grid-core needs one), and
     /// the chain's head hash (hex); None with audit off.
     fn audit_lines<'py>(&mut self, py: Python<'py>) -> Option<(Bound<'py, PyBytes>, String)> {
-        let chain = self.inner.chain()?;
-        let lines = chain.lines();
-        let head = chain
-            .hashes()
-            .last()
-            .copied()
-            .unwrap_or_else(audit::genesis);
-        Some((PyBytes::new(py, &lines), audit::hex(&head)))
+        Some(chain_lines(py, self.inner.chain()?))
     }
 
     /// Write the mask into row `row` of `bitmask`. A warm fill runs with the
@@ -2666,15 +2676,7 @@ impl PyScopedSession {
     fn mask_ids(&mut self) -> PyResult<Vec<u32>> {
         let mut row = vec![0u32; self.inner.n_words()];
         self.inner.fill(&mut row).map_err(to_pyerr)?;
-        let mut ids = Vec::new();
-        for (i, &w) in row.iter().enumerate() {
-            let mut w = w;
-            while w != 0 {
-                ids.push(32 * i as u32 + w.trailing_zeros());
-                w &= w - 1;
-            }
-        }
-        Ok(ids)
+        Ok(row_ids(&row))
     }
 
     fn eos_allowed(&mut self) -> PyResult<bool> {
@@ -2759,14 +2761,7 @@ impl PyScopedSession {
     /// The records as `grid_core.audit.AuditLog.lines()` writes them, joined
     /// by `\n`, and the chain's head hash (hex); None with audit off.
     fn audit_lines<'py>(&mut self, py: Python<'py>) -> Option<(Bound<'py, PyBytes>, String)> {
-        let chain = self.inner.chain()?;
-        let lines = chain.lines();
-        let head = chain
-            .hashes()
-            .last()
-            .copied()
-            .unwrap_or_else(audit::genesis);
-        Some((PyBytes::new(py, &lines), audit::hex(&head)))
+        Some(chain_lines(py, self.inner.chain()?))
     }
 }
 

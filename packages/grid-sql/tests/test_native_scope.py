@@ -21,7 +21,8 @@ from test_column_scope import check_reserve, covering_engines, gold, steered, to
 from grid_core.decode import generate
 from grid_core.errors import GuideError
 from grid_core.reserve import INF
-from grid_sql.column_scope import ScopedGuide
+from grid_sql.column_scope import ScopedGuide, scoped_engines
+from grid_sql.dialects import SQLITE
 from grid_sql.native_scope import NativeScopedGuide
 
 pytest.importorskip("grid_kernels._native", reason="grid-kernels is not installed")
@@ -158,3 +159,15 @@ def test_audit_off_keeps_no_records() -> None:
     assert guide.step_audit()[2] > 0  # the step's fields are known all the same
     with pytest.raises(GuideError, match="does not audit"):
         guide.audit_log()
+
+
+def test_grid_kernels_off_gives_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``GRID_KERNELS=0``: covering engines built then have no native tables, and their
+    guide is the Python reference; with the kernels on it is the native one."""
+    vocab, trie = world()
+    e = covering_engines()
+    assert type(e.guide()) is NativeScopedGuide
+    monkeypatch.setenv("GRID_KERNELS", "0")
+    off = scoped_engines(SQLITE, e.schema, e.grants, vocab, trie=trie, covering=True)
+    assert off.native() is None
+    assert type(off.guide()) is ScopedGuide

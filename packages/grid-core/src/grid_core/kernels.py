@@ -178,7 +178,7 @@ def native_session(tables: Any, namespace: int = 0, audit: bool = True, events: 
     protocol (what a :class:`KernelGuide` wraps): it raises :class:`GuideError` /
     :class:`MaskError` where the bare session raises ``SessionError``, and fills a
     CPU ``torch.int32`` tensor through its numpy view."""
-    return tables.session(namespace, audit, events, errors=_grid_error, views=_view)
+    return tables.session(namespace, audit, events, errors=grid_error, views=_view)
 
 
 _events: weakref.WeakKeyDictionary[Any, dict[EventSpec, tuple[Any, list[tuple[str, str]]]]] = (
@@ -446,7 +446,7 @@ def fill_batch(
         None if rows is None else list(rows),
         threads,
     )
-    return [None if e is None else _grid_error(e) for e in errors]
+    return [None if e is None else grid_error(e) for e in errors]
 
 
 def _view(bitmask: Any) -> Any:
@@ -455,8 +455,9 @@ def _view(bitmask: Any) -> Any:
     return tensor_view(bitmask) if is_tensor(bitmask) else None
 
 
-def _grid_error(e: Exception) -> Exception:
-    """grid-core's error for a native ``SessionError``; other errors unchanged."""
+def grid_error(e: Exception) -> Exception:
+    """grid-core's error for a native ``SessionError`` (:class:`GuideError` or
+    :class:`MaskError`); other errors unchanged."""
     import grid_kernels
 
     if not isinstance(e, grid_kernels.SessionError):

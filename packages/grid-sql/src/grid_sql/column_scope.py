@@ -117,6 +117,7 @@ from grid_core.fingerprint import fingerprint
 from grid_core.grammar import Grammar, Rule
 from grid_core.guide import Engine, MaskResult
 from grid_core.kernels import engine_tables
+from grid_core.kernels import load as load_kernels
 from grid_core.lexer import START, Config, Lexer, Scanner, extend_digest
 from grid_core.lexicon import Lexicon, build_lexicon
 from grid_core.parser import Node
@@ -1011,13 +1012,12 @@ class ScopedEngines:
         """The native scoped engines (``grid_kernels.ScopedEngines``) of the covering
         language, built once; None in the other languages, or where grid-kernels is
         not loaded (``GRID_KERNELS=0``)."""
-        if not self.covering or self.base.kernel is None:
+        native = load_kernels()
+        if not self.covering or self.base.kernel is None or native is None:
             return None
         if self._native is None:
-            import grid_kernels
-
             words = [(t, sorted(ws)) for t, ws in sorted(self.base.lexicon.words.items())]
-            self._native = grid_kernels.ScopedEngines(
+            self._native = native.ScopedEngines(
                 self.base.kernel, self.scope_spec(), words, self.reserve_raw
             )
         return self._native

@@ -25,24 +25,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from grid_core.audit import AuditLog, Kind
-from grid_core.errors import GuideError, MaskError
+from grid_core.errors import GuideError
+from grid_core.kernels import grid_error
 from grid_core.protocol import accept_in_order, write_row
 from grid_core.reserve import ReserveError
 
 if TYPE_CHECKING:
     from grid_core.guide import Engine
     from grid_sql.column_scope import ScopedEngines
-
-
-def _grid_error(e: Exception) -> Exception:
-    """grid-core's error for the session's ``SessionError``; others unchanged."""
-    import grid_kernels
-
-    if not isinstance(e, grid_kernels.SessionError):
-        return e
-    if e.kind == "mask":
-        return MaskError(e.step, e.reason)
-    return GuideError(e.step, e.token, e.reason)
 
 
 class NativeScopedGuide:
@@ -76,7 +66,7 @@ class NativeScopedGuide:
         try:
             self._native.accept_token(token_id, kind)
         except ValueError as e:
-            raise _grid_error(e) from None
+            raise grid_error(e) from None
 
     def accept_tokens(self, tokens: Sequence[int], kind: Kind = "sampled") -> int:
         """Accept in order up to the first refused token; how many were accepted."""
@@ -92,7 +82,7 @@ class NativeScopedGuide:
         try:
             ids: list[int] = self._native.mask_ids()
         except ValueError as e:
-            raise _grid_error(e) from None
+            raise grid_error(e) from None
         return ids
 
     def mask(self) -> array.array[int]:
@@ -101,7 +91,7 @@ class NativeScopedGuide:
         try:
             self._native.fill_next_token_bitmask(row)
         except ValueError as e:
-            raise _grid_error(e) from None
+            raise grid_error(e) from None
         return row
 
     def fill_next_token_bitmask(self, bitmask: object, row: int = 0) -> None:
@@ -122,7 +112,7 @@ class NativeScopedGuide:
         try:
             self._native.rollback(n)
         except ValueError as e:
-            raise _grid_error(e) from None
+            raise grid_error(e) from None
 
     def fork(self) -> NativeScopedGuide:
         """An independent guide at the same point, with the same records."""
