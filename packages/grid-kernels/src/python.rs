@@ -2660,16 +2660,14 @@ impl PyScopedSession {
         let n_words = self.inner.n_words();
         let buf = bitmask_export(bitmask, n_words)?;
         let offset = bitmask_row(&buf, row.0, n_words)?;
-        let mut words = vec![0u32; n_words];
-        self.inner.fill(&mut words).map_err(to_pyerr)?;
         // SAFETY: `buf` is a writable, C-contiguous, 4-byte-aligned export of
         // at least `offset + n_words` int32 items (checked above), held for
-        // this call; u32 and i32 share size and alignment.
+        // this call; u32 and i32 share size and alignment. The fill writes the
+        // row only once it has the whole mask (an error leaves it untouched).
         let out: &mut [u32] = unsafe {
             std::slice::from_raw_parts_mut((buf.buf_ptr() as *mut u32).add(offset), n_words)
         };
-        out.copy_from_slice(&words);
-        Ok(())
+        self.inner.fill(out).map_err(to_pyerr)
     }
 
     /// The admitted token ids, ascending (EOS ids when EOS is legal).

@@ -171,3 +171,21 @@ def test_grid_kernels_off_gives_the_reference(monkeypatch: pytest.MonkeyPatch) -
     off = scoped_engines(SQLITE, e.schema, e.grants, vocab, trie=trie, covering=True)
     assert off.native() is None
     assert type(off.guide()) is ScopedGuide
+
+
+def test_fills_write_the_row_asked_for() -> None:
+    """``fill_next_token_bitmask`` into row 1 of a two-row int32 buffer (and of a CPU
+    ``torch.int32`` tensor where torch is installed) writes the mask there, row 0
+    untouched, equal to the reference's packed mask."""
+    np = pytest.importorskip("numpy")
+    guide, ref = native(), ScopedGuide(covering_engines())
+    for g in (guide, ref):
+        g.accept_tokens(tokens("SELECT name FROM singer WHERE"))
+    want = np.frombuffer(ref.mask().tobytes(), dtype=np.int32)
+    rows = np.full((2, want.size), -7, dtype=np.int32)
+    guide.fill_next_token_bitmask(rows, 1)
+    assert (rows[1] == want).all() and (rows[0] == -7).all()
+    torch = pytest.importorskip("torch")
+    tensor = torch.full((2, want.size), -7, dtype=torch.int32)
+    guide.fill_next_token_bitmask(tensor, 1)
+    assert (tensor[1].numpy() == want).all() and (tensor[0] == -7).all()

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from grid_core.audit import AuditLog, Kind
 from grid_core.errors import GuideError
 from grid_core.kernels import grid_error
-from grid_core.protocol import accept_in_order, write_row
+from grid_core.protocol import accept_in_order, is_tensor, tensor_view
 from grid_core.reserve import ReserveError
 
 if TYPE_CHECKING:
@@ -95,8 +95,14 @@ class NativeScopedGuide:
         return row
 
     def fill_next_token_bitmask(self, bitmask: object, row: int = 0) -> None:
-        """Write the mask into row ``row`` of ``bitmask`` (:mod:`grid_core.protocol`)."""
-        write_row(bitmask, row, self.mask().tobytes())
+        """Write the mask into row ``row`` of ``bitmask`` (:mod:`grid_core.protocol`:
+        an int32 buffer, or a CPU ``torch.int32`` tensor through its numpy view),
+        natively, with no copy between."""
+        target = tensor_view(bitmask) if is_tensor(bitmask) else bitmask
+        try:
+            self._native.fill_next_token_bitmask(target, row)
+        except ValueError as e:
+            raise grid_error(e) from None
 
     def eos_allowed(self) -> bool:
         """EOS is legal now."""
