@@ -149,7 +149,8 @@ def smollm2_50(session: nox.Session) -> None:
 @nox.session
 def spider(session: nox.Session) -> None:
     """Spider dev execution accuracy (bench/spider_ex.py): unconstrained, mode 1 and
-    repair over the 972 executable dev questions of ../shared/data/spider, in the serve
+    repair (grid ask's default language, with and without its repair pass) over the
+    972 executable dev questions of ../shared/data/spider, in the serve
     session's environment with the ``gemma`` group (``-- --model gemma3-270m`` runs
     the second model; hours on 2 CPUs; ``-- --resume`` continues a run); writes
     bench/results/spider_ex/. The serve session runs its 10-question smoke."""

@@ -17,8 +17,9 @@ token by token through a ``ScopedGuide`` (cl100k tokens, up to where the
 language refuses one):
 
 - the gold SQL of its dev questions;
-- the covering arm's statements of ``bench/results/spider_ex_covering_placed``
-  (first attempts and retries: what SmolLM2 wrote in this language);
+- the ``mode1`` and ``repair`` statements of ``bench/results/spider_ex``
+  (``grid ask``'s default, the covering language; first attempts and retries:
+  what SmolLM2 wrote in this language);
 - ``--decodes`` steered mode-1 decodes per database (mostly a gold statement,
   else a random admitted token: statements that leave the gold anywhere).
 
@@ -53,7 +54,7 @@ from typing import Any
 import host  # bench/ is on the path of a script run from it
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNS = ROOT / "bench/results/spider_ex_covering_placed/questions.jsonl"
+RUNS = ROOT / "bench/results/spider_ex/questions.jsonl"
 ROLE = "reader"
 
 
@@ -142,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     written = 0
     for line in RUNS.read_text().splitlines():
         r = json.loads(line)
-        for arm in ("covering", "covering_repair"):
+        for arm in ("mode1", "repair"):
             sql = r.get(arm, {}).get("sql")
             if sql:
                 texts[r["db_id"]].append(sql)

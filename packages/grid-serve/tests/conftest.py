@@ -108,6 +108,7 @@ def answer_with(lm: Any, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], Non
             return (text2sql.Attempt(SimpleNamespace(audit=log), sql, ()),)  # type: ignore[arg-type]
 
         monkeypatch.setattr(grid_serve.model, "load_model", lambda source=None: lm)
-        monkeypatch.setattr(text2sql, "answer", fixed)
+        monkeypatch.setattr(text2sql, "answer", fixed)  # the role's language
+        monkeypatch.setattr(text2sql, "answer_covering", fixed)  # the default's, where it serves
 
     return answer

@@ -75,29 +75,42 @@ BAD_INPUT = {
     "path-too-long": ([Q, "--audit", "x" * 300], "File name too long"),
     "unknown-option": ([Q, "--temprature", "1"], "unrecognized arguments: --temprature 1"),
     "from-first-with-events": (
-        [Q, "--from-first", "--events", "-"],
-        "--events is not offered with --from-first",
+        [Q, "--language", "from-first", "--events", "-"],
+        "--events is not offered with --language from-first",
     ),
     "missing-examples": ([Q, "--examples", "/nonexistent/e.jsonl"], "examples file /nonexist"),
     "malformed-examples": ([Q, "--examples", "{policy}"], "policy.toml:1: not JSON"),
     "from-first-with-examples": (
-        [Q, "--from-first", "--examples", "/nonexistent/e.jsonl"],
-        "--examples is not offered with --from-first",
+        [Q, "--language", "from-first", "--examples", "/nonexistent/e.jsonl"],
+        "--examples is not offered with --language from-first",
     ),
     "from-first-writer-role": (
-        [Q, "--from-first", "--role", "clerk"],
-        "--from-first: role 'clerk' may do more than SELECT",
+        [Q, "--language", "from-first", "--role", "clerk"],
+        "--language from-first: role 'clerk' may do more than SELECT",
     ),
-    "covering-and-from-first": (
-        [Q, "--covering", "--from-first"],
-        "--from-first and --covering are two languages: pick one",
+    "unknown-language": ([Q, "--language", "narrow"], "--language: invalid choice: 'narrow'"),
+    "covering-with-events": (
+        [Q, "--language", "covering", "--events", "-"],
+        "--events is not offered with --language covering",
     ),
-    "covering-with-events": ([Q, "--covering", "--events", "-"], "not offered with --covering"),
     "covering-writer-role": (
-        [Q, "--covering", "--role", "clerk"],
-        "--covering: role 'clerk' may do more than SELECT",
+        [Q, "--language", "covering", "--role", "clerk"],
+        "--language covering: role 'clerk' may do more than SELECT",
+    ),
+    "covering-empty-table": (
+        [Q, "--language", "covering", "--policy", "{empty}"],
+        "--language covering: role 'analyst' has tables without a granted column: departments",
     ),
 }
+
+
+#: A policy whose analyst is granted a table with no column.
+EMPTY_TABLE = """version = 1
+[roles.analyst]
+verbs = ["SELECT"]
+tables = ["departments", "employees"]
+columns.departments = []
+"""
 
 
 def run_ask(argv: list[str]) -> tuple[int, str, str]:
@@ -110,9 +123,11 @@ def run_ask(argv: list[str]) -> tuple[int, str, str]:
 
 @pytest.mark.parametrize(("argv", "message"), list(BAD_INPUT.values()), ids=list(BAD_INPUT))
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, argv: list[str], message: str) -> None:
-    policy = tmp_path / "policy.toml"
+    policy, empty = tmp_path / "policy.toml", tmp_path / "empty.toml"
     policy.write_text("roles = [unclosed\n")
-    code, stdout, stderr = run_ask([a.replace("{policy}", str(policy)) for a in argv])
+    empty.write_text(EMPTY_TABLE)
+    files = {"{policy}": str(policy), "{empty}": str(empty)}
+    code, stdout, stderr = run_ask([files.get(a, a) for a in argv])
     assert code == 2
     assert stdout == ""
     lines = stderr.strip().splitlines()
@@ -164,6 +179,49 @@ def test_limits_come_from_the_policy_and_the_command_line(
     )
 
 
+def test_the_default_language_is_covering_where_it_serves_the_role(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--language auto`` (the default) picks the covering language for a SELECT-only
+    role granted a column of each table whose policy keeps the narrow generation
+    profile, and asks for no ``--events``; otherwise the role's own language, the
+    reason naming what ruled covering out. A named language is taken as named."""
+    from grid_core.cli import Parser
+
+    policy, empty = tmp_path / "p.toml", tmp_path / "empty.toml"
+    policy.write_text(Path(EXAMPLE_POLICY).read_text() + '\ngeneration = "full"\n')  # intern's
+    empty.write_text(EMPTY_TABLE)
+    parser = Parser(prog="grid")
+    ask.ask_command(parser.add_subparsers(dest="command"))
+    monkeypatch.setattr(ask, "require_framework", lambda: None)  # torch or not
+
+    def language(*argv: str) -> tuple[str, str]:
+        given = ask.inputs(parser.parse_args(["ask", "q?", *argv]), tmp_path)
+        return given.language, given.why
+
+    covering = ("covering", "the role may only SELECT and is granted a column of each table")
+    assert language() == language("--role", "intern") == covering
+    assert language("--role", "clerk") == (
+        "role",
+        "no covering language: role 'clerk' may do more than SELECT; the column scope is "
+        "for SELECT-only roles",
+    )
+    assert language("--role", "admin")[0] == "role"
+    assert language("--events", "-") == ("role", "--events streams the role's language only")
+    assert language("--policy", str(empty)) == (
+        "role",
+        "no covering language: role 'analyst' has tables without a granted column: departments",
+    )
+    assert language("--policy", str(policy)) == covering
+    assert language("--policy", str(policy), "--role", "intern") == (
+        "role",
+        "role 'intern' decodes in its whole language (generation = \"full\")",
+    )
+    for named in text2sql.LANGUAGES:
+        assert language("--language", named) == (named, f"--language {named}")
+    assert language("--role", "clerk", "--language", "role")[0] == "role"
+
+
 @pytest.mark.parametrize(
     "argv",
     [["--role", "janitor"], ["--temperature", "-1"], ["--limit-rows", "0"], ["--db", "x.db"]],
@@ -205,7 +263,10 @@ def test_ask_events_are_the_statements_parse_events(
     events = tmp_path / "events.jsonl"
     argv = ["How many departments are there?", "--quiet", "--no-repair", "--events", str(events)]
     ask.main([*argv, "--audit", str(tmp_path / "audit.jsonl")])
+    # --events streams the role's language: auto picks it (not covering)
+    assert capsys.readouterr().out.splitlines()[0].endswith("; language role")
     seal = json.loads((tmp_path / "audit.jsonl").read_text().splitlines()[-1])["seal"]
+    assert seal["mode"]["language"] == "role"
     statement = seal["mode"]["statement"].encode()  # the statement as written, every line
     lines = [json.loads(line) for line in events.read_text().splitlines()]
     assert lines and all(line["attempt"] == 0 for line in lines)
@@ -222,15 +283,22 @@ def test_ask_events_are_the_statements_parse_events(
 
 @pytest.mark.filterwarnings("ignore::grid_core.vocab.ByteIncompleteWarning")
 def test_ask_end_to_end_on_the_defaults(
-    lm: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    lm: Any,
+    engines: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The shipped defaults (example database and policy, SmolLM2: the session's model)."""
+    """The shipped defaults (example database and policy, SmolLM2: the session's model):
+    analyst writes in the covering language, on the native guide and reserve when
+    grid-kernels is installed, and the log replays against a fresh covering guide."""
     import grid_serve.model
 
     monkeypatch.setattr(grid_serve.model, "load_model", lambda source=None: lm)
     if importlib.util.find_spec("grid_kernels") is not None:
         from grid_core import decode
         from grid_core.guide import GridGuide
+        from grid_sql.column_scope import ScopedGuide, ScopedReserve
 
         def python_guide(*args: Any, **kwargs: Any) -> None:
             raise AssertionError("grid ask ran on the Python guide with grid-kernels installed")
@@ -241,11 +309,15 @@ def test_ask_end_to_end_on_the_defaults(
             raise AssertionError("grid ask read the reserve in Python with grid-kernels installed")
 
         monkeypatch.setattr(decode.EngineReserve, "__init__", python_reserve)
+        monkeypatch.setattr(ScopedGuide, "__init__", python_guide)
+        monkeypatch.setattr(ScopedReserve, "__init__", python_reserve)
     log = tmp_path / "audit.jsonl"
     code = ask.main(["How many departments are there?", "--audit", str(log)])
     out, err = capsys.readouterr()
     lines = out.splitlines()
     assert lines[0].startswith("-- role analyst on company.sqlite")
+    assert lines[0].endswith("; language covering")
+    assert "language covering: the role may only SELECT and is granted a column of each" in err
     end = next(i for i, line in enumerate(lines) if line.startswith("checker: "))
     statement = "\n".join(lines[1:end])  # the statement, on as many lines as it was written
     assert statement.rstrip().endswith(";")
@@ -266,6 +338,9 @@ def test_ask_end_to_end_on_the_defaults(
     mode = seal["mode"]
     question = hashlib.blake2b(b"How many departments are there?", digest_size=16).hexdigest()
     assert (mode["role"], mode["question_blake2b"]) == ("analyst", question)
+    assert mode["language"] == "covering" and "column_scope" in seal["fingerprints"]
+    covering = engines.scoped("analyst", covering=True)
+    assert replay_file(log, covering.base, guide=covering.guide(audit=False)).ok
     assert mode["statement"].strip() == statement.strip()
     assert mode["verdict"] == "accepted" or mode["verdict"].startswith("refused: ")
     final_run = json.loads(
@@ -287,23 +362,25 @@ def ask_scoped(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-    flag: str,
+    language: str,
 ) -> tuple[int, list[str], dict[str, Any], Path]:
-    """``grid ask`` with the scoped-language ``flag`` on the example database: (exit
-    status, stdout lines, the seal, the log's path), after the checks both flags
-    share: a retry log exactly when the repair pass engaged, exit 0 or 1, the column
-    scope's fingerprint in the seal."""
+    """``grid ask --language LANGUAGE`` (a column-scoped one) on the example database:
+    (exit status, stdout lines, the seal, the log's path), after the checks both
+    languages share: a retry log exactly when the repair pass engaged, exit 0 or 1,
+    the language and the column scope's fingerprint in the seal."""
     import grid_serve.model
 
     monkeypatch.setattr(grid_serve.model, "load_model", lambda source=None: lm)
     log = tmp_path / "audit.jsonl"
-    code = ask.main(["How many employees are in each department?", flag, "--audit", str(log)])
+    question = "How many employees are in each department?"
+    code = ask.main([question, "--language", language, "--audit", str(log)])
     lines = capsys.readouterr().out.splitlines()
     engaged = any(line.startswith("repair: engaged") for line in lines)
     assert (tmp_path / "audit.retry.jsonl").exists() == engaged
     assert code in (0, 1)
     seal: dict[str, Any] = json.loads(log.read_text().splitlines()[-1])["seal"]
     assert "column_scope" in seal["fingerprints"]
+    assert seal["mode"]["language"] == language and lines[0].endswith(f"; language {language}")
     return code, lines, seal, log
 
 
@@ -314,17 +391,17 @@ def test_ask_from_first_end_to_end(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """``--from-first``: the statement is decoded FROM-first under the role's scoped
+    """``--language from-first``: the statement is decoded FROM-first under the role's scoped
     guide (column policy in the mask), printed as decoded and as it runs (rewritten
     SELECT-first), judged by the checker, never repaired; its sealed log carries the
     column scope's fingerprint and replays against a fresh scoped guide."""
-    _code, lines, seal, log = ask_scoped(lm, tmp_path, monkeypatch, capsys, "--from-first")
+    _code, lines, seal, log = ask_scoped(lm, tmp_path, monkeypatch, capsys, "from-first")
     assert not (tmp_path / "audit.retry.jsonl").exists()
     assert lines[1] == "-- FROM-first, as decoded:"
     assert lines[2].lstrip().upper().startswith("FROM ")
     k = lines.index("-- as it runs:")
     assert lines[k + 1].lstrip().upper().startswith("SELECT ")
-    assert "repair: off (--from-first: the column policy is the mask's)" in lines
+    assert "repair: off (--language from-first: the column policy is the mask's)" in lines
     assert seal["mode"]["decoded_from_first"].strip() == "\n".join(lines[2:k]).strip()
     scoped = engines.scoped("analyst")
     verdict = replay_file(log, scoped.base, guide=scoped.guide(audit=False))
@@ -340,12 +417,12 @@ def test_ask_covering_end_to_end(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """``--covering``: the statement is decoded SELECT-first under the role's covering
+    """``--language covering``: the statement is decoded SELECT-first under the role's covering
     guide and judged by the checker (a refusal retried under the same guide,
     :func:`test_a_covering_retry_stays_in_the_covering_language`); its sealed log
     carries the column scope's fingerprint and replays against a fresh covering
     guide, not against the FROM-first one."""
-    _code, lines, _seal, log = ask_scoped(lm, tmp_path, monkeypatch, capsys, "--covering")
+    _code, lines, _seal, log = ask_scoped(lm, tmp_path, monkeypatch, capsys, "covering")
     assert lines[1].lstrip().upper().startswith("SELECT ")
     assert not any(line.startswith("repair: off") for line in lines)
     covering = engines.scoped("analyst", covering=True)
@@ -362,28 +439,38 @@ def test_no_statement_within_the_budget(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """A budget below the role's shortest statement: one line, exit 2, and a sealed empty
-    log whose seal says why and replays against the role's engine. Fails if the decode is
-    attempted, the log is missing or its seal does not name the budget and the shortest."""
+    """A budget below the shortest statement of the role's language: one line, exit 2,
+    and a sealed empty log whose seal says why and replays against that language's
+    guide: the covering one by default, the role's with ``--language role``. Fails if
+    the decode is attempted, the log is missing or its seal does not name the budget
+    and the shortest."""
     import grid_serve.model
 
     monkeypatch.setattr(grid_serve.model, "load_model", lambda source=None: lm)
-    log = tmp_path / "audit.jsonl"
-    argv = ["How many departments are there?", "--max-tokens", "2", "--quiet", "--audit", str(log)]
-    assert ask.main(argv) == 2
-    out, err = capsys.readouterr()
-    shortest = text2sql.shortest_statement(engines["analyst"].engine)
-    assert out == "" and shortest > 2
-    assert err.count("\n") == 1 and err.startswith(
-        "grid ask: error: no statement within the budget: the shortest statement of role "
-        f"analyst takes {shortest} tokens with EOS, --max-tokens is 2; audit log {log} sealed "
-        f"'{text2sql.NO_STATEMENT}' ("
-    )
-    assert verify_file(log).ok
-    seal = json.loads(log.read_text().splitlines()[-1])["seal"]
-    assert seal["stop_reason"] == text2sql.NO_STATEMENT and seal["record_count"] == 0
-    assert seal["mode"] == {"mode": 1, "budget": 2, "shortest": shortest}
-    assert replay_file(log, engines["analyst"].engine).ok
+    covering = engines.scoped("analyst", covering=True)
+    role = engines["analyst"].engine
+    for language, served, replays in [
+        ([], covering, lambda log: replay_file(log, covering.base, guide=covering.guide())),
+        (["--language", "role"], role, lambda log: replay_file(log, role)),
+    ]:
+        log = tmp_path / f"audit{len(language)}.jsonl"
+        argv = ["How many departments?", "--max-tokens", "2", "--quiet", "--audit", str(log)]
+        assert ask.main([*argv, *language]) == 2
+        out, err = capsys.readouterr()
+        shortest = text2sql.shortest_statement(served)
+        assert out == "" and shortest > 2
+        assert err.count("\n") == 1 and err.startswith(
+            "grid ask: error: no statement within the budget: the shortest statement of role "
+            f"analyst takes {shortest} tokens with EOS, --max-tokens is 2; audit log {log} "
+            f"sealed '{text2sql.NO_STATEMENT}' ("
+        )
+        assert verify_file(log).ok
+        seal = json.loads(log.read_text().splitlines()[-1])["seal"]
+        assert seal["stop_reason"] == text2sql.NO_STATEMENT and seal["record_count"] == 0
+        named = "role" if language else "covering"
+        assert seal["mode"] == {"mode": 1, "budget": 2, "shortest": shortest, "language": named}
+        assert replays(log).ok
+        assert ("column_scope" in seal["fingerprints"]) == (served is covering)
 
 
 def test_the_grid_command_loads_ask_from_its_entry_point(
@@ -608,6 +695,7 @@ def test_ask_repairs_a_star_for_a_restricted_role(
     code = ask.main(["Show all employees.", "--role", "clerk", "--audit", str(log)])
     out, err = capsys.readouterr()
     lines = out.splitlines()
+    assert lines[0].endswith("; language role")  # clerk may INSERT: no covering language
     assert lines[1].startswith("SELECT * FROM employees WHERE id = ") and lines[1].endswith(";")
     assert lines[2:4] == [
         "checker: REFUSED (1 violation)",

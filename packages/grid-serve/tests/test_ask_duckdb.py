@@ -76,6 +76,7 @@ def test_ask_end_to_end_on_a_duckdb_file(
     out, _ = capsys.readouterr()
     lines = out.splitlines()
     assert lines[0].startswith("-- role analyst on company.duckdb")
+    assert lines[0].endswith("; language covering")  # DuckDB is its own FROM-first profile
     assert lines[1].rstrip().endswith(";")
     final = [line for line in lines if line.startswith("checker: ")][-1]
     ran = any(line.endswith(" row)") or line.endswith(" rows)") for line in lines)

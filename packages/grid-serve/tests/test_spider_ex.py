@@ -108,6 +108,7 @@ def test_ten_questions_through_the_three_arms(lm: Any, tmp_path: Path) -> None:
     for r in records:
         for arm in ("mode1", "repair"):
             assert r[arm]["audit_verifies"] and r[arm]["tokens"] <= 32 * r[arm]["attempts"]
+            assert r[arm]["language"] == "covering"  # grid ask's default for the starter role
         assert r["repair"]["attempts"] in (1, 2)
     report = json.loads((out / "report.json").read_text())
     assert set(report["paired_gain"]) == {
@@ -118,26 +119,26 @@ def test_ten_questions_through_the_three_arms(lm: Any, tmp_path: Path) -> None:
     assert report["per_database"]["concert_singer"]["n"] == 10
 
 
-def test_three_questions_in_the_covering_language(lm: Any, tmp_path: Path) -> None:
-    """``--arms covering,covering_repair`` (``grid ask --covering`` and its repair
-    pass): every statement is a sentence of the role's language whose audit log
-    verifies, the repair arm's first decode is the covering arm's, and the report
-    has both arms and the repair pass's counts; a repair arm without its first arm
-    is refused."""
+def test_three_questions_in_the_roles_language(lm: Any, tmp_path: Path) -> None:
+    """``--arms role,role_repair`` (``grid ask --language role`` and its repair pass):
+    every statement is a sentence of the role's language whose audit log verifies,
+    the repair arm's first decode is the role arm's, and the report has both arms and
+    the repair pass's counts; a repair arm without its first arm is refused."""
     sx = bench()
-    assert sx.main(["--data", str(VENDORED), "--arms", "covering_repair"]) == 2
-    out = tmp_path / "covering"
+    assert sx.main(["--data", str(VENDORED), "--arms", "role_repair"]) == 2
+    out = tmp_path / "role"
     args = ["--data", str(VENDORED), "--limit", "3", "--max-new-tokens", "32", "--out", str(out)]
-    assert sx.main([*args, "--arms", "covering,covering_repair"]) == 0
+    assert sx.main([*args, "--arms", "role,role_repair"]) == 0
     arms = json.loads((out / "summary.json").read_text())[lm.name]
-    assert set(arms) == {"covering", "covering_repair"}
-    assert arms["covering"]["in_language"] == arms["covering_repair"]["in_language"] == 1.0
+    assert set(arms) == {"role", "role_repair"}
+    assert arms["role"]["in_language"] == arms["role_repair"]["in_language"] == 1.0
     for line in (out / "questions.jsonl").read_text().splitlines():
         r = json.loads(line)
-        assert r["covering"]["attempts"] == 1 and r["covering_repair"]["attempts"] in (1, 2)
-        assert r["covering"]["audit_verifies"] and r["covering_repair"]["audit_verifies"]
-        if r["covering_repair"]["attempts"] == 1:
-            assert r["covering_repair"]["sql"] == r["covering"]["sql"]
+        assert r["role"]["attempts"] == 1 and r["role_repair"]["attempts"] in (1, 2)
+        assert r["role"]["audit_verifies"] and r["role_repair"]["audit_verifies"]
+        assert "language" not in r["role"]
+        if r["role_repair"]["attempts"] == 1:
+            assert r["role_repair"]["sql"] == r["role"]["sql"]
     report = json.loads((out / "report.json").read_text())
-    assert set(report["paired_gain"]) == {"covering_repair_vs_covering"}
-    assert 0 <= report["covering_repair"]["executable_or_refused"] <= 1
+    assert set(report["paired_gain"]) == {"role_repair_vs_role"}
+    assert 0 <= report["role_repair"]["executable_or_refused"] <= 1

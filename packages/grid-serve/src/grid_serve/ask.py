@@ -24,12 +24,19 @@ the example policy is never applied to it. Steps:
    language within ``--max-tokens``), with the exit-intent stop
    (:class:`grid_serve.transformers.ExitIntentLogits`; ``--no-exit-stop``);
    The prompt, with the budget, must fit the model's context and
-   :data:`MAX_PROMPT_TOKENS` (checked once the tokenizer is loaded);
-   with ``--from-first`` the statement is written FROM-first under the role's
-   column-scoped guide (column policy in the mask, :mod:`grid_sql.column_scope`)
-   and rewritten SELECT-first (no repair pass); with ``--covering`` it is written
-   SELECT-first under the role's covering guide (its FROM clause chosen to have
-   the columns its select list named; a repair retry in the same language);
+   :data:`MAX_PROMPT_TOKENS` (checked once the tokenizer is loaded).
+   The language (``--language``, :data:`grid_serve.text2sql.Language`): by
+   default (``auto``) the role's covering language where it can serve the role
+   (:func:`grid_serve.text2sql.default_language`: a SELECT-only role granted a
+   column of each table, a dialect with a FROM-first profile, the narrow
+   generation profile, no ``--events``), else the role's own; the choice and its
+   reason are printed. ``covering``: written SELECT-first under the role's
+   covering guide (column policy in the mask, :mod:`grid_sql.column_scope`: its
+   FROM clause chosen to have the columns its select list named; a repair retry
+   in the same language). ``role``: the role's generation language, the column
+   policy left to the checker and its repair pass. ``from-first``: written
+   FROM-first under the role's column-scoped guide and rewritten SELECT-first
+   (no repair pass);
 5. print the SQL and the SemanticChecker's verdict; run the statement on the
    database opened read-only only if the checker accepts it, under the role's
    execution limits (:mod:`grid_sql.limits`: wall time, rows, result bytes,
@@ -309,20 +316,17 @@ def ask_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
         "--limit-memory", type=_limit("max_memory"), metavar="BYTES", help="SQLite's heap"
     )
     p.add_argument(
-        "--from-first",
-        action="store_true",
-        help="write the statement FROM-first with column policy inside the mask (SQLite, "
-        "PostgreSQL and DuckDB schemas; SELECT-only roles): every column written is one "
-        "the role is granted on a table in scope; the statement is rewritten SELECT-first "
-        "before it runs (DuckDB runs it as written); no repair (docs/policy.md)",
-    )
-    p.add_argument(
-        "--covering",
-        action="store_true",
-        help="write the statement SELECT-first in the covering language (same schemas and "
-        "roles as --from-first): the select list names columns granted wherever they are, "
-        "the FROM clause is chosen to have them, every later column is one its tables "
-        "have; a refused statement is retried once in the same language (docs/policy.md)",
+        "--language",
+        choices=("auto", *text2sql.LANGUAGES),
+        default="auto",
+        help="the language the statement is written in (docs/cli.md). covering: "
+        "SELECT-first with column policy in the mask (SQLite, PostgreSQL and DuckDB schemas; "
+        "SELECT-only roles): the select list names granted columns, the FROM clause is "
+        "chosen to have them, every later column is one its tables have. role: the role's "
+        "generation language, column policy left to the checker. from-first: FROM-first "
+        "with column policy in the mask, rewritten SELECT-first before it runs, no repair. "
+        "auto (default): covering where it can serve the role, else role; the choice and "
+        "why are printed",
     )
     p.add_argument("--audit", type=Path, help="audit log path (default: a new temp directory)")
     p.add_argument(
@@ -356,6 +360,10 @@ class Inputs:
     role: str
     grants: RoleGrants
     limits: Limits
+    language: text2sql.Language
+    why: str
+    """Why ``language`` (``--language`` named it, or :func:`text2sql.default_language`'s
+    reason)."""
     examples: tuple[text2sql.Example, ...] = ()
 
 
@@ -398,13 +406,10 @@ def inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
         if not events.parent.is_dir():
             raise ServingError(f"no directory {events.parent} for the events")
         _writable(events, "--events")
-    if args.from_first and args.covering:
-        raise ServingError("--from-first and --covering are two languages: pick one")
-    scoped = "--from-first" if args.from_first else "--covering" if args.covering else None
-    if scoped and args.events is not None:
-        raise ServingError(f"--events is not offered with {scoped}")
-    if args.from_first and args.examples is not None:
-        raise ServingError("--examples is not offered with --from-first")
+    if args.language in ("covering", "from-first") and args.events is not None:
+        raise ServingError(f"--events is not offered with --language {args.language}")
+    if args.language == "from-first" and args.examples is not None:
+        raise ServingError("--examples is not offered with --language from-first")
     if args.db is not None and args.policy is None:
         raise MissingPolicyError(str(args.db))
     db = args.db if args.db is not None else text2sql.example_database(tmp)
@@ -413,13 +418,20 @@ def inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
     role = args.role if args.role is not None else default_role(policy)
     grants = policy.grants(role, schema)
     role_language(schema, policy, role)  # a role that cannot say anything fails here
-    if scoped:
-        text2sql.check_from_first(schema, grants, scoped)
+    language: text2sql.Language
+    if args.language == "auto" and args.events is not None:
+        language, why = "role", "--events streams the role's language only"
+    elif args.language == "auto":
+        language, why = text2sql.default_language(schema, policy, grants)
+    else:
+        language, why = args.language, f"--language {args.language}"
+    if language != "role":
+        text2sql.check_from_first(schema, grants, f"--language {language}")
     overrides = {key: getattr(args, f"limit_{_FLAG[key]}") for key in LIMIT_KEYS}
     limits = policy.role(role).limits.replace(**overrides)
     examples = tuple(text2sql.load_examples(args.examples)) if args.examples else ()
     require_framework()
-    return Inputs(db, schema, policy, role, grants, limits, examples)
+    return Inputs(db, schema, policy, role, grants, limits, language, why, examples)
 
 
 #: Limit name -> the ``--limit-*`` option's suffix (``max_rows`` -> ``--limit-rows``).
@@ -507,17 +519,19 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
     for w in caught:
         if not issubclass(w.category, DeprecationWarning | FutureWarning):
             progress.note(str(w.message))
+    language = given.language
+    progress.note(f"language {language}: {given.why}")
 
     text2sql.check_examples(given.examples, role_engine.engine, schema, grants)
     ddl = text2sql.prompt_schema(db, schema, grants, args.sample_rows, given.limits)
     audit_path = args.audit or Path(tempfile.mkdtemp(prefix="grid-ask-")) / "audit.jsonl"
     served = (
-        engines.scoped(role, covering=args.covering)
-        if args.from_first or args.covering
-        else role_engine.engine
+        role_engine.engine
+        if language == "role"
+        else engines.scoped(role, covering=language == "covering")
     )
     if text2sql.shortest_statement(served) > args.max_tokens:
-        refusal = text2sql.budget_refusal(served, args.max_tokens)
+        refusal = text2sql.budget_refusal(served, args.max_tokens, language)
         refusal.write(audit_path)
         assert refusal.seal is not None
         shortest = refusal.seal["mode"]["shortest"]
@@ -563,7 +577,7 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
             ddl,
             feedback=feedback,
             dialect=schema.dialect,
-            from_first=args.from_first,
+            from_first=language == "from-first",
             examples=given.examples,
         )
         with warnings.catch_warnings():
@@ -589,16 +603,15 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
         return gen
 
     try:
-        if args.from_first:
+        retries = 0 if args.no_repair else 1
+        if language == "from-first":
             attempts = text2sql.answer_from_first(
                 lambda guide: decode_guide(guide, "", None), engines, role
             )
-        elif args.covering:
-            attempts = text2sql.answer_covering(
-                decode_guide, engines, role, retries=0 if args.no_repair else 1
-            )
+        elif language == "covering":
+            attempts = text2sql.answer_covering(decode_guide, engines, role, retries=retries)
         else:
-            attempts = text2sql.answer(decode, engines, role, retries=0 if args.no_repair else 1)
+            attempts = text2sql.answer(decode, engines, role, retries=retries)
     finally:
         if events_out is not None and events_out is not sys.stdout:
             events_out.close()
@@ -618,6 +631,7 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
             final = i == len(attempts) - 1
             outcome = {
                 "role": role,
+                "language": language,
                 "question_blake2b": question,
                 "statement": attempt.sql,
                 **({"decoded_from_first": attempt.decoded} if attempt.decoded else {}),
@@ -671,14 +685,17 @@ def _report(
     backend's name), ``stopped: ...`` (a limit), ``failed: ...`` (the statement's
     worker failed otherwise: :class:`~grid_sql.worker.WorkerError`))."""
     tables = ", ".join(grants.tables)
-    out.write(f"-- role {role} on {db.name} (tables: {tables}); {model_name}\n")
+    language = given.language
+    out.write(
+        f"-- role {role} on {db.name} (tables: {tables}); {model_name}; language {language}\n"
+    )
     first, final = attempts[0], attempts[-1]
     _write_attempt(out, first)
     if len(attempts) > 1:
         n = len(first.violations)
         tightened = [f"lexicon without column {', '.join(final.removed)}"] * bool(final.removed)
         tightened += ["no `*` result column"] * (not final.star)
-        own = "the role's covering guide" if args.covering else "the role's guide"
+        own = "the role's covering guide" if language == "covering" else "the role's guide"
         under = f"a guide with {' and '.join(tightened)}" if tightened else own
         out.write(
             f"repair: engaged: the {_count(n, 'violation')} quoted back to the model for one "
@@ -691,8 +708,8 @@ def _report(
             f"repair: {outcome}: {'the same' if same else 'a new'} statement; violations: "
             f"{n} before, {len(final.violations)} after\n"
         )
-    elif args.from_first:
-        out.write("repair: off (--from-first: the column policy is the mask's)\n")
+    elif language == "from-first":
+        out.write("repair: off (--language from-first: the column policy is the mask's)\n")
     elif first.error:
         out.write("repair: not engaged (the checker could not judge the statement)\n")
     elif first.violations:
