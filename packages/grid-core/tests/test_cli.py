@@ -204,6 +204,16 @@ def test_replay_divergence_and_artifacts(
             "the key 'TABLE_NAME' is given twice",
             id="lexicon-duplicate-key",
         ),
+        # Without --grammar a replay source (another layer's, grid.replay) must know
+        # the seal; a plain decode's seal is no source's.
+        pytest.param(
+            [],
+            "no --grammar, and no installed replay source knows this log's seal",
+            id="no-grammar-no-source",
+        ),
+        pytest.param(
+            ["--drop", "INSERT"], "--start, --drop and --lexicon go with --grammar", id="drop-alone"
+        ),
     ],
 )
 def test_replay_errors_exit_2(

@@ -10,9 +10,10 @@ not spin against GRID's mask work on small CI machines.
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +113,29 @@ def answer_with(lm: Any, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], Non
         monkeypatch.setattr(text2sql, "answer_covering", fixed)  # the default's, where it serves
 
     return answer
+
+
+@pytest.fixture(scope="session")
+def scripted() -> Callable[[bytes, Any], Any]:
+    """``scripted(target, vocab)``: logits that write ``target`` under greedy
+    decoding (:func:`scripted_logits`)."""
+    return scripted_logits
+
+
+def scripted_logits(target: bytes, vocab: Any) -> Any:
+    """Logits that write ``target`` under greedy decoding: each token whose spelling is a
+    prefix of what is left scores its length, EOS wins once nothing is left, every other
+    token is -inf (a given first statement, decoded under the real guide; never a
+    stand-in for the model)."""
+    spell, eos = vocab.token_bytes, set(vocab.eos_ids)
+
+    def logits(tokens: Sequence[int]) -> list[float]:
+        rest = target[len(b"".join(spell[t] for t in tokens if t not in eos)) :]
+        if not rest:
+            return [1.0 if i in eos else -math.inf for i in range(vocab.n_vocab)]
+        return [
+            float(len(spell[i])) if i not in eos and rest.startswith(spell[i]) else -math.inf
+            for i in range(vocab.n_vocab)
+        ]
+
+    return logits

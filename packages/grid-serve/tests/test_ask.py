@@ -9,11 +9,10 @@ import hashlib
 import importlib.util
 import io
 import json
-import math
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 
 from grid_core.audit import verify_file
+from grid_core.cli import main as grid
 from grid_core.decode import Generation
 from grid_core.decode import decode as decode_loop
 from grid_core.guide import Engine
@@ -341,6 +341,7 @@ def test_ask_end_to_end_on_the_defaults(
     assert mode["language"] == "covering" and "column_scope" in seal["fingerprints"]
     covering = engines.scoped("analyst", covering=True)
     assert replay_file(log, covering.base, guide=covering.guide(audit=False)).ok
+    assert grid(["audit", "replay", str(log), "--vocab", "smollm2"]) == 0  # from the seal
     assert mode["statement"].strip() == statement.strip()
     assert mode["verdict"] == "accepted" or mode["verdict"].startswith("refused: ")
     final_run = json.loads(
@@ -406,6 +407,7 @@ def test_ask_from_first_end_to_end(
     scoped = engines.scoped("analyst")
     verdict = replay_file(log, scoped.base, guide=scoped.guide(audit=False))
     assert verdict.ok, verdict
+    assert grid(["audit", "replay", str(log), "--vocab", "smollm2"]) == 0
     # the role's own (SELECT-first) engine cannot replay it
     assert not replay_file(log, engines["analyst"].engine).ok
 
@@ -468,7 +470,8 @@ def test_no_statement_within_the_budget(
         seal = json.loads(log.read_text().splitlines()[-1])["seal"]
         assert seal["stop_reason"] == text2sql.NO_STATEMENT and seal["record_count"] == 0
         named = "role" if language else "covering"
-        assert seal["mode"] == {"mode": 1, "budget": 2, "shortest": shortest, "language": named}
+        flags = {"role": "analyst", "language": named}
+        assert seal["mode"] == {"mode": 1, "budget": 2, "shortest": shortest, **flags}
         assert replays(log).ok
         assert ("column_scope" in seal["fingerprints"]) == (served is covering)
 
@@ -514,28 +517,9 @@ def test_progress_is_a_status_line_on_a_terminal_and_plain_lines_otherwise(tty: 
 # ================================================================ the repair pass
 
 
-def scripted(target: bytes, vocab: Any) -> Any:
-    """Logits that write ``target`` under greedy decoding: each token whose spelling is a
-    prefix of what is left scores its length, EOS wins once nothing is left, every other
-    token is -inf (a given first statement, decoded under the real guide; never a
-    stand-in for the model)."""
-    spell, eos = vocab.token_bytes, set(vocab.eos_ids)
-
-    def logits(tokens: Sequence[int]) -> list[float]:
-        rest = target[len(b"".join(spell[t] for t in tokens if t not in eos)) :]
-        if not rest:
-            return [1.0 if i in eos else -math.inf for i in range(vocab.n_vocab)]
-        return [
-            float(len(spell[i])) if i not in eos and rest.startswith(spell[i]) else -math.inf
-            for i in range(vocab.n_vocab)
-        ]
-
-    return logits
-
-
 @pytest.mark.parametrize("at", [0, 7, 12, 27])
 def test_a_retry_never_follows_the_rejected_statement_past_its_violation(
-    lm: Any, engines: Any, at: int
+    lm: Any, engines: Any, scripted: Callable[[bytes, Any], Any], at: int
 ) -> None:
     """``DivergeLogits``: a model that wants to write the rejected statement again, word for
     word (the scripted logits), writes the same bytes up to the violation's start at
@@ -562,9 +546,9 @@ def test_a_retry_never_follows_the_rejected_statement_past_its_violation(
 
 @pytest.mark.filterwarnings("ignore::grid_core.vocab.ByteIncompleteWarning")
 def test_a_covering_retry_stays_in_the_covering_language(
-    lm: Any, engines: Any, schema: SchemaSnapshot
+    lm: Any, engines: Any, schema: SchemaSnapshot, scripted: Callable[[bytes, Any], Any]
 ) -> None:
-    """``grid ask --covering``'s repair pass (:func:`text2sql.answer_covering`): a given
+    """``grid ask --language covering``'s repair pass (:func:`text2sql.answer_covering`): a given
     first statement of the covering language that the checker refuses for a statement
     rule (an aggregate in the ORDER BY of a query that aggregates nothing, which SQLite
     refuses and the language does not place: ``placed_calls``); the retry, decoded
@@ -613,7 +597,7 @@ columns.departments = ["id", "budget"]
 
 @pytest.mark.filterwarnings("ignore::grid_core.vocab.ByteIncompleteWarning")
 def test_the_retry_quotes_the_violations_and_drops_the_denied_column(
-    lm: Any, schema: SchemaSnapshot, tmp_path: Path
+    lm: Any, schema: SchemaSnapshot, tmp_path: Path, scripted: Callable[[bytes, Any], Any]
 ) -> None:
     """A given first statement reads departments.name, which auditor may not; the retry,
     decoded by the real model, is prompted with the checker's feedback and decoded under
@@ -725,6 +709,9 @@ def test_ask_repairs_a_star_for_a_restricted_role(
     assert verify_file(log).ok and verify_file(retry_log).ok
     assert replay_file(log, engines["clerk"].engine).ok
     assert replay_file(retry_log, engines.retry_engine("clerk", star=False)).ok
+    assert json.loads(retry_log.read_text().splitlines()[-1])["seal"]["mode"]["star"] is False
+    for path in (log, retry_log):  # the retry's guide rebuilt from its seal's flags
+        assert grid(["audit", "replay", str(path), "--vocab", "smollm2"]) == 0
     assert "retrying with the checker's feedback (budget 96 tokens)" in err
 
 

@@ -7,7 +7,9 @@ import sys
 import pytest
 
 
-@pytest.mark.parametrize("module", ["grid_serve", "grid_serve.ask", "grid_serve.text2sql"])
+@pytest.mark.parametrize(
+    "module", ["grid_serve", "grid_serve.ask", "grid_serve.ask_replay", "grid_serve.text2sql"]
+)
 def test_importing_does_not_import_torch(module: str) -> None:
     code = f"import sys, {module}; print('torch' in sys.modules, 'transformers' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

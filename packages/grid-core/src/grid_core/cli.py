@@ -12,7 +12,11 @@ team that installs only grid-core still has ``grid audit``:
   record from the artifacts (``grid_core.replay``). The projection is given by
   the terminals it drops (``Grammar.drop_terminals``); the lexicon is a JSON
   object mapping categories to lists of words; the vocabulary is one of the
-  packaged ones.
+  packaged ones. Without ``--grammar``, the artifacts come from a *replay
+  source* of another layer (entry points of the group ``grid.replay``, each a
+  :class:`ReplaySource`: grid-serve's rebuilds ``grid ask``'s engines from the
+  log's seal and ``--db``/``--policy``); the first source that knows the log's
+  seal gives them.
 
 Both print one verdict line; on failure it names the first bad step and why.
 Exit status: 0 valid, 1 invalid or divergent, 2 for an error from GRID (an
@@ -41,25 +45,55 @@ import contextlib
 import os
 import sys
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from grid_core import strict_json
-from grid_core.audit import verify_file
+from grid_core.audit import Verdict, read, read_lines, verify_file
 from grid_core.errors import AuditError, GridError
 from grid_core.grammar import load_grammar
 from grid_core.guide import Engine
-from grid_core.replay import replay_file
+from grid_core.replay import ReplayGuide, ReplayVerdict, replay, replay_file
 from grid_core.vocab import Vocabulary, cl100k, llama3, qwen, smollm2
 
 GROUP = "grid.commands"
+#: Entry points naming a :class:`ReplaySource` for ``grid audit replay``.
+REPLAY_GROUP = "grid.replay"
 
 #: Exit status of a command whose standard output was closed (128 + SIGPIPE).
 EXIT_BROKEN_PIPE = 141
 #: Exit status of a command interrupted by Ctrl-C (128 + SIGINT).
 EXIT_INTERRUPTED = 130
+
+
+class ReplaySource(Protocol):
+    """Artifacts for ``grid audit replay`` from another layer: a log whose seal the
+    source knows is replayed against the engine (and fresh guide) it rebuilds.
+
+    ``title`` heads its options in ``--help``; ``options`` are the ``dest`` names
+    of the options :meth:`add_arguments` adds (each None when not given); they may
+    not be combined with ``--grammar``.
+    :meth:`artifacts` returns None for a seal it does not know, else the engine
+    and a fresh, unaudited guide of the log's language (None: the engine's own
+    reference guide), and raises a :class:`~grid_core.errors.GridError` naming what
+    is wrong when it knows the seal and cannot rebuild its artifacts."""
+
+    title: str
+    options: tuple[str, ...]
+
+    def add_arguments(self, group: argparse._ArgumentGroup) -> None: ...
+
+    def artifacts(
+        self, args: argparse.Namespace, seal: Mapping[str, Any], vocab: Vocabulary
+    ) -> tuple[Engine, ReplayGuide | None] | None: ...
+
+
+def replay_sources() -> list[ReplaySource]:
+    """The installed :class:`ReplaySource` objects, by entry point name."""
+    eps = sorted(entry_points(group=REPLAY_GROUP), key=lambda e: e.name)
+    return [ep.load() for ep in eps]
 
 
 class UsageError(Exception):
@@ -122,7 +156,12 @@ def audit_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
 
     replay = verbs.add_parser("replay", help="verify a log, then re-derive it from its artifacts")
     replay.add_argument("log", type=Path)
-    replay.add_argument("--grammar", type=Path, required=True, help="the L1 grammar (lark)")
+    replay.add_argument(
+        "--grammar",
+        type=Path,
+        help="the L1 grammar (lark); without it, an installed replay source rebuilds the "
+        "artifacts from the log's seal (grid ask's logs: --db, --policy)",
+    )
     replay.add_argument("--start", default="start", help="the start rule (default: start)")
     replay.add_argument(
         "--drop",
@@ -134,6 +173,8 @@ def audit_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
     replay.add_argument("--lexicon", type=Path, help='JSON: {"CATEGORY": ["word", ...], ...}')
     replay.add_argument("--vocab", required=True, choices=sorted(VOCABULARIES))
     replay.add_argument("--anchor", help="the seal hash kept apart from the log")
+    for source in replay_sources():
+        source.add_arguments(replay.add_argument_group(source.title))
     replay.set_defaults(func=_replay)
 
 
@@ -191,9 +232,41 @@ def engine_from_args(args: argparse.Namespace) -> Engine:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    verdict = replay_file(args.log, engine_from_args(args), args.anchor)
+    sources = replay_sources()
+    verdict: Verdict | ReplayVerdict
+    if args.grammar is not None:
+        given = [o for s in sources for o in s.options if getattr(args, o) is not None]
+        if given:
+            flags = ", ".join(f"--{o.replace('_', '-')}" for o in given)
+            raise AuditError(f"{flags}: not with --grammar (the log's artifacts are given)")
+        verdict = replay_file(args.log, engine_from_args(args), args.anchor)
+    else:
+        verdict = _replay_from_source(args, sources)
     print(f"{_shown(args.log)}: {verdict}")
     return 0 if verdict.ok else 1
+
+
+def _replay_from_source(
+    args: argparse.Namespace, sources: Sequence[ReplaySource]
+) -> Verdict | ReplayVerdict:
+    """The verdict of ``args.log`` replayed against the artifacts of the first source
+    that knows its seal (the log's verdict when it does not verify: no seal to go by)."""
+    if args.drop or args.lexicon is not None or args.start != "start":
+        raise AuditError("--start, --drop and --lexicon go with --grammar")
+    lines = read_lines(args.log)
+    checked, log = read(lines, args.anchor)
+    if not checked.ok or log.seal is None:
+        return checked
+    vocab = VOCABULARIES[args.vocab]()
+    for source in sources:
+        got = source.artifacts(args, log.seal, vocab)
+        if got is not None:
+            engine, guide = got
+            return replay(lines, engine, args.anchor, guide=guide)
+    raise AuditError(
+        "no --grammar, and no installed replay source knows this log's seal "
+        "(grid-serve's replays grid ask's logs)"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -63,6 +63,7 @@ import argparse
 import functools
 import hashlib
 import importlib.util
+import json
 import math
 import os
 import random
@@ -531,7 +532,9 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
         else engines.scoped(role, covering=language == "covering")
     )
     if text2sql.shortest_statement(served) > args.max_tokens:
-        refusal = text2sql.budget_refusal(served, args.max_tokens, language)
+        refusal = text2sql.budget_refusal(
+            served, args.max_tokens, {"role": role, "language": language}
+        )
         refusal.write(audit_path)
         assert refusal.seal is not None
         shortest = refusal.seal["mode"]["shortest"]
@@ -635,6 +638,7 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
                 "question_blake2b": question,
                 "statement": attempt.sql,
                 **({"decoded_from_first": attempt.decoded} if attempt.decoded else {}),
+                **_tightened(attempt),
                 "verdict": attempt.verdict,
                 "run": ran if final else "not run: retried",
             }
@@ -644,6 +648,20 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
     for log, path, label in zip(sealed, logs, ("audit", "audit (retry)"), strict=False):
         sys.stdout.write(f"{label}: {path} ({len(log.records)} records, sealed {log.seal_hash})\n")
     return code
+
+
+def _tightened(attempt: text2sql.Attempt) -> dict[str, str | bool]:
+    """The seal flags of a retry's guide tightened by the repair pass (none for a
+    guide that is the language's own): ``removed``, the JSON list of the column
+    names its lexicon no longer spells, and ``star`` false when it had no ``*``
+    result column. ``grid audit replay`` rebuilds the guide from them
+    (:mod:`grid_serve.ask_replay`)."""
+    flags: dict[str, str | bool] = {}
+    if attempt.removed:
+        flags["removed"] = json.dumps(list(attempt.removed), ensure_ascii=False)
+    if not attempt.star:
+        flags["star"] = False
+    return flags
 
 
 def _writable(path: Path, flag: str) -> None:

@@ -652,18 +652,16 @@ def default_language(
 
 
 def budget_refusal(
-    engine: Engine | ScopedEngines, budget: int, language: Language | None = None
+    engine: Engine | ScopedEngines, budget: int, flags: Mapping[str, str] | None = None
 ) -> AuditLog:
     """The sealed audit log of a decode that cannot start: no record, stop reason
     :data:`NO_STATEMENT`, mode flags ``mode`` 1, ``budget`` and ``shortest`` (the
-    tokens the shortest statement needs, EOS included) and, when given, the
-    ``language`` ``engine`` is (``grid ask``'s), and the engine's fingerprints."""
+    tokens the shortest statement needs, EOS included) and ``flags`` (``grid ask``'s:
+    the ``role`` and the ``language`` ``engine`` is), and the engine's fingerprints."""
     shortest = shortest_statement(engine)
     assert shortest > budget, "the budget holds a statement"
     log = AuditLog()
-    mode: dict[str, object] = {"mode": 1, "budget": budget, "shortest": shortest}
-    if language is not None:
-        mode["language"] = language
+    mode: dict[str, object] = {"mode": 1, "budget": budget, "shortest": shortest, **(flags or {})}
     log.close(NO_STATEMENT, engine.fingerprints(), mode)
     return log
 

@@ -98,8 +98,8 @@ Known limits: the scoped and generation languages are Python only, their
 reserve included (their aliases are any identifier; the native scope reads
 aliases from a finite set). A step rescans or keys the pending lexeme,
 O(|lexeme|), so requirement R does not hold inside long lexemes; a Python mask
-costs milliseconds. ``grid audit replay`` on the
-command line does not rebuild scoped guides (the Python call above does).
+costs milliseconds. ``grid audit replay`` rebuilds the scoped guide of a
+``grid ask`` log from its seal (grid-serve's replay source).
 """
 
 from __future__ import annotations
