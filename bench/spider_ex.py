@@ -268,15 +268,7 @@ def run_question(
 ) -> dict[str, Any]:
     from grid_core.audit import verify
     from grid_core.decode import Generation
-    from grid_core.guide import Engine
-    from grid_serve.text2sql import (
-        Avoid,
-        Language,
-        answer,
-        answer_covering,
-        answer_from_first,
-        prompt_ids,
-    )
+    from grid_serve.text2sql import Avoid, Language, answer_in, prompt_ids
     from grid_serve.transformers import decode_with_model
 
     gold_rows, error = execute(ctx.db, q["gold"], gold=True)
@@ -324,23 +316,16 @@ def run_question(
         timing.append({"seconds": total, "model_seconds": logits.seconds})
         return gen
 
-    def decode(feedback: str, engine: Engine, avoid: Avoid | None) -> Generation:
-        return decode_guide(engine.guide(), feedback, avoid, False)
-
-    def answer_in(language: Language, retries: int) -> tuple[Any, ...]:
+    def answer_as(language: Language, retries: int) -> tuple[Any, ...]:
         """What ``grid ask --language LANGUAGE`` runs (``--no-repair`` at ``retries`` 0)."""
         timing.clear()
-        if language == "covering":
-            return answer_covering(
-                lambda guide, feedback, avoid: decode_guide(guide, feedback, avoid, False),
-                ctx.engines,
-                ROLE,
-                retries=retries,
-            )
-        if language == "role":
-            return answer(decode, ctx.engines, ROLE, retries=retries)
-        return answer_from_first(
-            lambda guide: decode_guide(guide, "", None, True), ctx.engines, ROLE
+        ff = language == "from-first"
+        return answer_in(
+            language,
+            lambda guide, feedback, avoid: decode_guide(guide, feedback, avoid, ff),
+            ctx.engines,
+            ROLE,
+            retries=retries,
         )
 
     runs: list[tuple[str, int, tuple[Any, ...], list[dict[str, float]]]] = []
@@ -349,12 +334,12 @@ def run_question(
         for first, language in (("mode1", ctx.language), ("role", "role")):
             if first in arms:
                 repair = {"mode1": "repair", "role": "role_repair"}[first]
-                attempts = answer_in(language, int(repair in arms))
+                attempts = answer_as(language, int(repair in arms))
                 runs.append((first, 0, attempts, timing[:]))
                 if repair in arms:
                     runs.append((repair, len(attempts) - 1, attempts, timing[:]))
         if "from_first" in arms:
-            attempts = answer_in("from-first", 0)
+            attempts = answer_as("from-first", 0)
             runs.append(("from_first", 0, attempts, timing[:]))
     for arm, last, attempts, timing in runs:
         gens = [a.generation for a in attempts[: last + 1]]

@@ -561,7 +561,8 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
         if streams:
             streams[-1].flush()
 
-    def decode(feedback: str, engine: Engine, avoid: text2sql.Avoid | None) -> Generation:
+    def guide_of(engine: Engine) -> Guide:
+        """A fresh guide of the role's language, its events streamed with ``--events``."""
         dialect = get_dialect(schema.dialect)
         spec = None if events_out is None else event_spec(dialect, engine.grammar)
         guide = engine.guide(events=spec)
@@ -569,7 +570,7 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
             assert events_out is not None and isinstance(guide, EventStream)
             reader = functools.partial(SqlEventReader, dialect, grants)
             streams.append(EventLines(guide, reader, events_out, attempt=len(streams)))
-        return decode_guide(guide, feedback, avoid)
+        return guide
 
     def decode_guide(guide: Guide, feedback: str, avoid: text2sql.Avoid | None) -> Generation:
         what = "retrying with the checker's feedback" if feedback else "generating"
@@ -606,15 +607,14 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
         return gen
 
     try:
-        retries = 0 if args.no_repair else 1
-        if language == "from-first":
-            attempts = text2sql.answer_from_first(
-                lambda guide: decode_guide(guide, "", None), engines, role
-            )
-        elif language == "covering":
-            attempts = text2sql.answer_covering(decode_guide, engines, role, retries=retries)
-        else:
-            attempts = text2sql.answer(decode, engines, role, retries=retries)
+        attempts = text2sql.answer_in(
+            language,
+            decode_guide,
+            engines,
+            role,
+            retries=0 if args.no_repair else 1,
+            guide_of=guide_of,
+        )
     finally:
         if events_out is not None and events_out is not sys.stdout:
             events_out.close()

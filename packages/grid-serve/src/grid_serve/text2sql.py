@@ -98,6 +98,7 @@ __all__ = [
     "answer",
     "answer_covering",
     "answer_from_first",
+    "answer_in",
     "budget_refusal",
     "chat_messages",
     "check_examples",
@@ -821,6 +822,33 @@ def answer_covering(
         avoid = Avoid(gen.text, min(v.span[0] for v in violations))
         feedback = feedback_text(sql, role, violations, checker)
     return tuple(attempts)
+
+
+def answer_in(
+    language: Language,
+    decode: GuideDecode,
+    engines: RoleEngines,
+    role: str,
+    *,
+    retries: int = 1,
+    guide_of: Callable[[Engine], Guide] | None = None,
+) -> tuple[Attempt, ...]:
+    """What ``grid ask --language LANGUAGE`` answers with: :func:`answer_covering`,
+    :func:`answer` (each attempt decoded under ``guide_of(engine)``, default a fresh
+    ``engine.guide()``: ``grid ask --events`` streams it) or :func:`answer_from_first`
+    (no repair: ``retries`` does not apply), every decode by ``decode(guide, feedback,
+    avoid)``."""
+    if language == "covering":
+        return answer_covering(decode, engines, role, retries=retries)
+    if language == "from-first":
+        return answer_from_first(lambda guide: decode(guide, "", None), engines, role)
+    fresh = guide_of or (lambda engine: engine.guide())
+    return answer(
+        lambda feedback, engine, avoid: decode(fresh(engine), feedback, avoid),
+        engines,
+        role,
+        retries=retries,
+    )
 
 
 def example_database(directory: Path) -> Path:
