@@ -89,10 +89,6 @@ BAD_INPUT = {
         "--language from-first: role 'clerk' may do more than SELECT",
     ),
     "unknown-language": ([Q, "--language", "narrow"], "--language: invalid choice: 'narrow'"),
-    "covering-with-events": (
-        [Q, "--language", "covering", "--events", "-"],
-        "--events is not offered with --language covering",
-    ),
     "covering-writer-role": (
         [Q, "--language", "covering", "--role", "clerk"],
         "--language covering: role 'clerk' may do more than SELECT",
@@ -207,7 +203,7 @@ def test_the_default_language_is_covering_where_it_serves_the_role(
         "for SELECT-only roles",
     )
     assert language("--role", "admin")[0] == "role"
-    assert language("--events", "-") == ("role", "--events streams the role's language only")
+    assert language("--events", "-") == covering  # the covering guide streams events too
     assert language("--policy", str(empty)) == (
         "role",
         "no covering language: role 'analyst' has tables without a granted column: departments",
@@ -248,25 +244,32 @@ def test_ask_registers_a_subcommand() -> None:
 
 
 @pytest.mark.filterwarnings("ignore::grid_core.vocab.ByteIncompleteWarning")
+@pytest.mark.parametrize("language", ["covering", "role"])
 def test_ask_events_are_the_statements_parse_events(
-    lm: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    lm: Any,
+    engines: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    language: str,
 ) -> None:
     """``--events FILE``: one JSON line an event, each attempt's stream equal to the
-    post-hoc events of the statement it wrote, its tables resolved with the grant."""
+    post-hoc events of the statement it wrote, its tables resolved with the grant; in
+    the covering language (the default) those of the covering grammar
+    (``ScopedEngines.tracking_engine``), in the role's those of its own."""
     import grid_serve.model
     from grid_core.events import tracker
     from grid_sql.dialects import get_dialect
     from grid_sql.events import event_spec
-    from grid_sql.policy import example_policy
 
     monkeypatch.setattr(grid_serve.model, "load_model", lambda source=None: lm)
     events = tmp_path / "events.jsonl"
     argv = ["How many departments are there?", "--quiet", "--no-repair", "--events", str(events)]
-    ask.main([*argv, "--audit", str(tmp_path / "audit.jsonl")])
-    # --events streams the role's language: auto picks it (not covering)
-    assert capsys.readouterr().out.splitlines()[0].endswith("; language role")
+    named = [] if language == "covering" else ["--language", language]
+    ask.main([*argv, *named, "--audit", str(tmp_path / "audit.jsonl")])
+    assert capsys.readouterr().out.splitlines()[0].endswith(f"; language {language}")
     seal = json.loads((tmp_path / "audit.jsonl").read_text().splitlines()[-1])["seal"]
-    assert seal["mode"]["language"] == "role"
+    assert seal["mode"]["language"] == language
     statement = seal["mode"]["statement"].encode()  # the statement as written, every line
     lines = [json.loads(line) for line in events.read_text().splitlines()]
     assert lines and all(line["attempt"] == 0 for line in lines)
@@ -275,10 +278,12 @@ def test_ask_events_are_the_statements_parse_events(
     tables = [line for line in lines if line["kind"] == "table"]
     assert tables and all(t["granted"] is True for t in tables)
     assert all(statement[line["start"] : line["end"]].decode() == line["text"] for line in lines)
-    schema = SchemaSnapshot.from_sqlite(text2sql.example_database(tmp_path))
-    role_engine = text2sql.RoleEngines(schema, example_policy(schema), lm.vocab)["analyst"].engine
-    spec = event_spec(get_dialect(text2sql.DIALECT), role_engine.grammar)
-    assert written == [e.key for e in tracker(role_engine, spec).parse(statement)]
+    if language == "covering":
+        engine = engines.scoped("analyst", covering=True).tracking_engine()
+    else:
+        engine = engines["analyst"].engine
+    spec = event_spec(get_dialect(text2sql.DIALECT), engine.grammar)
+    assert written == [e.key for e in tracker(engine, spec).parse(statement)]
 
 
 @pytest.mark.filterwarnings("ignore::grid_core.vocab.ByteIncompleteWarning")

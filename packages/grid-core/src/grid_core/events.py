@@ -573,6 +573,14 @@ class EventGuide:
 
     # -- the protocol ------------------------------------------------------------
 
+    def reserve_source(self) -> Any:
+        """The inner guide's reserve source (``grid_core.decode.reserve_source``): the
+        events change nothing a reserve reads, and a guide whose language is not its
+        engine's (a column-scoped guide) brings its own."""
+        from grid_core.decode import reserve_source
+
+        return reserve_source(self.inner)
+
     @property
     def steps(self) -> int:
         return self.inner.steps

@@ -29,7 +29,7 @@ the example policy is never applied to it. Steps:
    default (``auto``) the role's covering language where it can serve the role
    (:func:`grid_serve.text2sql.default_language`: a SELECT-only role granted a
    column of each table, a dialect with a FROM-first profile, the narrow
-   generation profile, no ``--events``), else the role's own; the choice and its
+   generation profile), else the role's own; the choice and its
    reason are printed. ``covering``: written SELECT-first under the role's
    covering guide (column policy in the mask, :mod:`grid_sql.column_scope`: its
    FROM clause chosen to have the columns its select list named; a repair retry
@@ -407,8 +407,8 @@ def inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
         if not events.parent.is_dir():
             raise ServingError(f"no directory {events.parent} for the events")
         _writable(events, "--events")
-    if args.language in ("covering", "from-first") and args.events is not None:
-        raise ServingError(f"--events is not offered with --language {args.language}")
+    if args.language == "from-first" and args.events is not None:
+        raise ServingError("--events is not offered with --language from-first")
     if args.language == "from-first" and args.examples is not None:
         raise ServingError("--examples is not offered with --language from-first")
     if args.db is not None and args.policy is None:
@@ -420,9 +420,7 @@ def inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
     grants = policy.grants(role, schema)
     role_language(schema, policy, role)  # a role that cannot say anything fails here
     language: text2sql.Language
-    if args.language == "auto" and args.events is not None:
-        language, why = "role", "--events streams the role's language only"
-    elif args.language == "auto":
+    if args.language == "auto":
         language, why = text2sql.default_language(schema, policy, grants)
     else:
         language, why = args.language, f"--language {args.language}"
@@ -488,12 +486,13 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
     torch, transformers = load_framework()
 
     from grid_core.decode import GREEDY, Generation, Sampling
-    from grid_core.events import EventStream
+    from grid_core.events import EventGuide, EventStream, tracker
     from grid_core.guide import Engine
     from grid_core.protocol import Guide
     from grid_serve.event_lines import EventLines
     from grid_serve.model import load_model
     from grid_serve.transformers import decode_with_model
+    from grid_sql.column_scope import ScopedEngines
     from grid_sql.dialects import get_dialect
     from grid_sql.events import SqlEventReader, event_spec
 
@@ -561,18 +560,31 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
         if streams:
             streams[-1].flush()
 
+    dialect = get_dialect(schema.dialect)
+
+    def stream(guide: EventStream) -> None:
+        """Write ``guide``'s events to ``--events``, one attempt after the other."""
+        assert events_out is not None
+        reader = functools.partial(SqlEventReader, dialect, grants)
+        streams.append(EventLines(guide, reader, events_out, attempt=len(streams)))
+
     def guide_of(engine: Engine) -> Guide:
         """A fresh guide of the role's language, its events streamed with ``--events``."""
-        dialect = get_dialect(schema.dialect)
         spec = None if events_out is None else event_spec(dialect, engine.grammar)
         guide = engine.guide(events=spec)
         if spec is not None:
-            assert events_out is not None and isinstance(guide, EventStream)
-            reader = functools.partial(SqlEventReader, dialect, grants)
-            streams.append(EventLines(guide, reader, events_out, attempt=len(streams)))
+            assert isinstance(guide, EventStream)
+            stream(guide)
         return guide
 
     def decode_guide(guide: Guide, feedback: str, avoid: text2sql.Avoid | None) -> Generation:
+        if events_out is not None and language == "covering":
+            # The covering guide's events: its accepted tokens parsed by a tracker of
+            # the covering grammar over every scope's words.
+            assert isinstance(served, ScopedEngines)
+            reads = served.tracking_engine()
+            guide = EventGuide(guide, tracker(reads, event_spec(dialect, reads.grammar)))
+            stream(guide)
         what = "retrying with the checker's feedback" if feedback else "generating"
         progress.start(f"{what} (budget {args.max_tokens} tokens)")
         prompt = text2sql.prompt_ids(

@@ -434,6 +434,7 @@ class ScopedEngines:
         self._scopes: dict[ScopeState, tuple[frozenset[bytes], frozenset[bytes]]] = {}
         self._steps: dict[tuple[ScopeState, int, bytes, Node], ScopeState] = {}
         self._native: Any = None
+        self._tracking: Engine | None = None
         self.completions: dict[State, tuple[int, ...] | None] = {}
         """:class:`ScopedReserve`'s memo: the scoped completion of each state (None:
         none can be written)."""
@@ -710,6 +711,26 @@ class ScopedEngines:
         }
 
     # -------------------------------------------------------- engines
+
+    def tracking_engine(self) -> Engine:
+        """The covering grammar over every word a scope may write: the base's words,
+        ``QUALIFIER`` every qualifier word and the alias category every alias word of
+        :meth:`scope_spec` (:data:`~grid_sql.generation.ALIASES` and the granted
+        tables' own names). Each scope's lexicon is a subset of these words, so a
+        statement the covering guide admits is one this engine's lexer and parser
+        read the same way, tree included: its parse events
+        (:class:`grid_core.events.EventTracker`) are the statement's (``grid ask
+        --events``; ``tests/test_covering_events.py`` walks it). Built once; covering
+        language only (``ValueError`` otherwise, as :meth:`scope_spec`)."""
+        if self._tracking is None:
+            spec = self.scope_spec()
+            terminals = self.base.grammar.terminals
+            words = {terminals[c].name: set(ws) for c, ws in self.base.lexicon.words.items()}
+            words[QUALIFIER] = {q for q, _ in spec["qualifier_words"]}  # type: ignore[attr-defined]
+            words[_ALIAS] = {a for a, _, _ in spec["alias_words"]}  # type: ignore[attr-defined]
+            lexicon = build_lexicon(self.base.grammar, self.base.dfa, words)
+            self._tracking = _with_lexicon(self.base, lexicon)
+        return self._tracking
 
     def engine(self, state: ScopeState, allowed: int) -> Engine:
         """The engine that scans a lexeme starting in ``state`` under allowed set
