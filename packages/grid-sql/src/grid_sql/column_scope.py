@@ -657,6 +657,7 @@ class ScopedEngines:
         terms = self.terms
         order = sorted(self._granted)
         index = {t: i for i, t in enumerate(order)}
+        refs, aliases, qualifier_words = self._spec_words()
         tables = [
             (
                 ascii_lower(t),
@@ -665,10 +666,6 @@ class ScopedEngines:
             )
             for t in order
         ]
-        refs = {w: self.ref(w) for w in self._table_of}
-        own = {a for _, names in self._own_alias.values() for a in names}
-        aliases = {a: self.aliased(next(iter(refs.values())), a) for a in sorted({*ALIASES, *own})}
-        qualifier_words = sorted({q for r in [*refs.values(), *aliases.values()] for q in r.words})
         column_words = sorted(
             {w for t in order for name in self._catalog[t].values() for w in self._spelled([name])}
         )
@@ -710,6 +707,15 @@ class ScopedEngines:
             "alias_names": [(n, list(ws)) for n, ws in self._alias_names.items()],
         }
 
+    def _spec_words(self) -> tuple[dict[bytes, Ref], dict[bytes, Ref], list[bytes]]:
+        """(each table word's reference, each alias word's reference, every qualifier
+        word) of the covering language: the words :meth:`scope_spec` lists."""
+        refs = {w: self.ref(w) for w in self._table_of}
+        own = {a for _, names in self._own_alias.values() for a in names}
+        aliases = {a: self.aliased(next(iter(refs.values())), a) for a in sorted({*ALIASES, *own})}
+        qualifier_words = sorted({q for r in [*refs.values(), *aliases.values()] for q in r.words})
+        return refs, aliases, qualifier_words
+
     # -------------------------------------------------------- engines
 
     def tracking_engine(self) -> Engine:
@@ -721,13 +727,15 @@ class ScopedEngines:
         read the same way, tree included: its parse events
         (:class:`grid_core.events.EventTracker`) are the statement's (``grid ask
         --events``; ``tests/test_covering_events.py`` walks it). Built once; covering
-        language only (``ValueError`` otherwise, as :meth:`scope_spec`)."""
+        language only (``ValueError`` otherwise)."""
         if self._tracking is None:
-            spec = self.scope_spec()
+            if not self.covering:
+                raise ValueError("the tracking engine is the covering language's")
+            _, aliases, qualifier_words = self._spec_words()
             terminals = self.base.grammar.terminals
             words = {terminals[c].name: set(ws) for c, ws in self.base.lexicon.words.items()}
-            words[QUALIFIER] = {q for q, _ in spec["qualifier_words"]}  # type: ignore[attr-defined]
-            words[_ALIAS] = {a for a, _, _ in spec["alias_words"]}  # type: ignore[attr-defined]
+            words[QUALIFIER] = set(qualifier_words)
+            words[_ALIAS] = set(aliases)
             lexicon = build_lexicon(self.base.grammar, self.base.dfa, words)
             self._tracking = _with_lexicon(self.base, lexicon)
         return self._tracking
