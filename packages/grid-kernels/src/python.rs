@@ -43,7 +43,7 @@ use crate::events::EventTables;
 use crate::lexer::Config;
 use crate::mask::EngineTables;
 use crate::reserve::{RawReserve, Reserve};
-use crate::scope::{Machine, ScopeSpec, TableSpec, Terms};
+use crate::scope::{ScopeSpec, TableSpec, Terms};
 use crate::scoped::{ReserveProvider, ScopedEngines, ScopedSession};
 use crate::scoped_reserve::{ScopedReserve, ScopedState};
 use crate::session::{Filled, Session};
@@ -2482,68 +2482,6 @@ fn scope_spec_of(spec: &Bound<'_, PyDict>) -> PyResult<ScopeSpec> {
     })
 }
 
-/// grid-sql's column scope machine (`grid_sql.column_scope.ScopedEngines`):
-/// built from `ScopedEngines.scope_spec()`, a dict of plain values (see
-/// `crate::scope::ScopeSpec`). Scopes are ints; 0 is the empty scope.
-#[pyclass(module = "grid_kernels._native", name = "ScopeMachine")]
-struct PyScopeMachine {
-    inner: Machine,
-}
-
-fn words_out<'py>(py: Python<'py>, m: &Machine, ws: &[u32]) -> PyResult<Bound<'py, PyList>> {
-    PyList::new(py, ws.iter().map(|&w| PyBytes::new(py, m.spelling(w))))
-}
-
-#[pymethods]
-impl PyScopeMachine {
-    #[new]
-    fn new(spec: &Bound<'_, PyDict>) -> PyResult<Self> {
-        let spec = scope_spec_of(spec)?;
-        Ok(Self {
-            inner: Machine::new(spec).map_err(to_pyerr)?,
-        })
-    }
-
-    /// The scope after terminal `t` (lexeme `text`) is shifted into LALR state
-    /// `state` (`ScopedEngines.after`).
-    fn after(&mut self, scope: u32, t: u32, text: &[u8], state: u32) -> PyResult<u32> {
-        self.inner.after(scope, t, text, state).map_err(to_pyerr)
-    }
-
-    /// (`COLUMN_NAME` words, `QUALIFIER` words) of `scope`, each sorted.
-    fn words<'py>(
-        &mut self,
-        py: Python<'py>,
-        scope: u32,
-    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
-        let got = self.inner.words(scope).map_err(to_pyerr)?;
-        Ok((
-            words_out(py, &self.inner, &got.0)?,
-            words_out(py, &self.inner, &got.1)?,
-        ))
-    }
-
-    /// The `TABLE_NAME` words of `scope` (`ScopedEngines.tables`).
-    fn tables<'py>(&self, py: Python<'py>, scope: u32) -> PyResult<Bound<'py, PyList>> {
-        let got = self.inner.tables(scope).map_err(to_pyerr)?;
-        words_out(py, &self.inner, &got)
-    }
-
-    /// The `ALIAS_NAME` words of `scope`, None for the whole set (`ScopedEngines.aliases`).
-    fn aliases<'py>(&self, py: Python<'py>, scope: u32) -> PyResult<Option<Bound<'py, PyList>>> {
-        match self.inner.aliases(scope).map_err(to_pyerr)? {
-            Some(ws) => Ok(Some(words_out(py, &self.inner, &ws)?)),
-            None => Ok(None),
-        }
-    }
-
-    /// How many distinct scopes have been reached.
-    #[getter]
-    fn n_scopes(&self) -> usize {
-        self.inner.n_scopes()
-    }
-}
-
 /// grid-sql's scoped engines natively (`ScopedEngines`: the base engine's
 /// tables with the lexicon of each scope, [`crate::scoped`]): built from the
 /// base engine's tables, `ScopedEngines.scope_spec()` and the base lexicon's
@@ -2733,7 +2671,7 @@ impl PyScopedSession {
         )
     }
 
-    /// The scope of the pending lexeme (`ScopeMachine` ids).
+    /// The scope of the pending lexeme (the scope machine's ids, `crate::scope::Machine`).
     #[getter]
     fn scope(&self) -> u32 {
         self.inner.scope()
@@ -2783,7 +2721,7 @@ impl PyScopedState {
         PyBytes::new(py, &self.inner.remainder)
     }
 
-    /// The scope (`ScopeMachine` ids).
+    /// The scope (the scope machine's ids, `crate::scope::Machine`).
     #[getter]
     fn scope(&self) -> u32 {
         self.inner.scope
@@ -2828,7 +2766,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyReserve>()?;
     m.add_class::<PyReserveState>()?;
     m.add_class::<PyEntry>()?;
-    m.add_class::<PyScopeMachine>()?;
     m.add_class::<PyScopedEngines>()?;
     m.add_class::<PyScopedSession>()?;
     m.add_class::<PyScopedReserve>()?;

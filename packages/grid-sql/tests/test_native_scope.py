@@ -6,8 +6,8 @@ in lockstep over concert_singer's covering language (vendored): at every step
 the two masks must be equal (ids, EOS included), a token one refuses the other
 refuses and neither changes, and at the end their audit logs are equal line for
 line. Driven by the Spider dev gold statements of the database and by random
-walks over the mask with rollbacks and forks. ``bench/scope_machine.py
---native`` runs the same lockstep over every Spider dev database.
+walks over the mask with rollbacks and forks. ``bench/native_scope.py``
+runs the same lockstep over every Spider dev database.
 """
 
 from __future__ import annotations
@@ -16,7 +16,16 @@ import dataclasses
 import random
 
 import pytest
-from test_column_scope import check_reserve, covering_engines, gold, steered, tokens, world
+from test_column_scope import (
+    check_reserve,
+    covering_engines,
+    engines,
+    generation_engines,
+    gold,
+    steered,
+    tokens,
+    world,
+)
 
 from grid_core.decode import generate
 from grid_core.errors import GuideError
@@ -189,3 +198,12 @@ def test_fills_write_the_row_asked_for() -> None:
     tensor = torch.full((2, want.size), -7, dtype=torch.int32)
     guide.fill_next_token_bitmask(tensor, 1)
     assert (tensor[1].numpy() == want).all() and (tensor[0] == -7).all()
+
+
+@pytest.mark.parametrize("language", ["scoped", "generation"])
+def test_only_the_covering_language_has_a_native_spec(language: str) -> None:
+    """The others alias with any identifier; the native scope machine reads aliases
+    from a finite table, so their scope spec is refused, not built wrong."""
+    e = engines("concert_singer") if language == "scoped" else generation_engines()
+    with pytest.raises(ValueError, match="the covering language only"):
+        e.scope_spec()

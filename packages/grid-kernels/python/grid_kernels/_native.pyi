@@ -34,7 +34,6 @@ __all__ = [
     "RemoteWalks",
     "Reserve",
     "ReserveState",
-    "ScopeMachine",
     "ScopedEngines",
     "ScopedReserve",
     "ScopedSession",
@@ -375,26 +374,6 @@ class ReserveState:
         """The remainder's bytes."""
 
 @final
-class ScopeMachine:
-    """grid-sql's column scope machine (``grid_sql.column_scope.ScopedEngines``),
-    built from ``ScopedEngines.scope_spec()``. Scopes are ints; 0 is the empty
-    scope a statement starts in."""
-
-    def __new__(cls, spec: dict[str, object]) -> ScopeMachine: ...
-    def after(self, scope: int, t: int, text: bytes, state: int) -> int:
-        """The scope after terminal ``t`` (lexeme ``text``) is shifted into LALR
-        state ``state`` (``ScopedEngines.after``)."""
-    def words(self, scope: int) -> tuple[list[bytes], list[bytes]]:
-        """(``COLUMN_NAME`` words, ``QUALIFIER`` words) of ``scope``, each sorted."""
-    def tables(self, scope: int) -> list[bytes]:
-        """The ``TABLE_NAME`` words of ``scope`` (``ScopedEngines.tables``)."""
-    def aliases(self, scope: int) -> list[bytes] | None:
-        """The ``ALIAS_NAME`` words of ``scope``, None for the whole set."""
-    @property
-    def n_scopes(self) -> int:
-        """How many distinct scopes have been reached."""
-
-@final
 class ScopedEngines:
     """grid-sql's scoped engines (``grid_sql.column_scope.ScopedEngines``) of the
     covering language, natively: the base engine's tables with each scope's lexicon."""
@@ -438,7 +417,7 @@ class ScopedSession:
         """Mode 1's reserve source, and its start: this session's configuration."""
     @property
     def scope(self) -> int:
-        """The scope of the pending lexeme (``ScopeMachine`` ids)."""
+        """The scope of the pending lexeme (the native scope machine's ids)."""
     def output(self) -> bytes: ...
     @property
     def audited(self) -> bool: ...

@@ -92,7 +92,7 @@ session, built from :meth:`ScopedEngines.scope_spec`, its reserve simulated in
 Rust from :meth:`ScopedEngines.reserve_raw`) whenever grid-kernels is loaded;
 :class:`ScopedGuide` and :class:`ScopedReserve` are its reference, and the two
 agree token for token (``tests/test_native_scope.py``,
-``bench/scope_machine.py --native``).
+``bench/native_scope.py``).
 
 Known limits: the scoped and generation languages are Python only, their
 reserve included (their aliases are any identifier; the native scope reads
@@ -637,13 +637,14 @@ class ScopedEngines:
     # -------------------------------------------------------- the native machine
 
     def scope_spec(self) -> dict[str, object]:
-        """What ``grid_kernels._native.ScopeMachine`` (the scope machine of this
-        class, natively: :meth:`after`, :meth:`words`, :meth:`tables`,
-        :meth:`aliases`) reads: the terminals and LALR states of :class:`_Terms`,
-        the flags, and the meaning of every word whose text a step reads (a
-        table's reference, an alias's names, a qualifier's or column's folded
-        name), folded here by :meth:`fold`, so the machine never folds text.
-        Granted tables are listed in catalog-name order (the machine's table ids).
+        """What grid-kernels' scope machine (the scope machine of this class,
+        natively: :meth:`after`, :meth:`words`, :meth:`tables`, :meth:`aliases`;
+        built by ``grid_kernels._native.ScopedEngines``) reads: the terminals
+        and LALR states of :class:`_Terms`, the flags, and the meaning of every
+        word whose text a step reads (a table's reference, an alias's names, a
+        qualifier's or column's folded name), folded here by :meth:`fold`, so
+        the machine never folds text. Granted tables are listed in catalog-name
+        order (the machine's table ids).
 
         Raises ``ValueError`` outside the covering language: the scoped and the
         generation languages take any identifier as an alias, and the machine

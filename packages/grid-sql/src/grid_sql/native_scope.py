@@ -7,7 +7,7 @@ engine of its scope. :class:`NativeScopedGuide` speaks the same verbs
 the scope machine, the scoped lexer, the level-by-level mask and the audit
 records in Rust (``scope.rs``, ``scoped.rs``), one call per verb. Its masks,
 EOS gates, refusals and audit records are the reference's, token for token
-(``tests/test_native_scope.py``; ``bench/scope_machine.py --native`` over
+(``tests/test_native_scope.py``; ``bench/native_scope.py`` over
 Spider). :meth:`ScopedEngines.guide <grid_sql.column_scope.ScopedEngines.guide>`
 returns it for the covering language whenever grid-kernels is loaded
 (``GRID_KERNELS=0``: the reference).

@@ -1,42 +1,36 @@
-"""Scope machine arm: the native column scope against grid-sql's, over Spider dev.
+"""The native covering guide against the reference, in lockstep, over Spider dev.
 
-Purpose. ``grid_kernels._native.ScopeMachine`` is the column scope of the
-covering language (``grid_sql.column_scope.ScopedEngines``: its steps and the
-words each scope admits) in Rust, the first piece of a native covering guide
-(issue #16). The default suite checks it on concert_singer
-(``packages/grid-sql/tests/test_scope_machine.py``); this arm checks it on every
-Spider dev database, step for step, with the same shadow: every step the Python
-machine takes (``ScopedEngines.after``) is taken by the native one, and the two
-must agree on the ``COLUMN_NAME``, ``QUALIFIER``, ``TABLE_NAME`` and
-``ALIAS_NAME`` words of the scope reached, and scopes must correspond one to one.
+Purpose. ``grid_sql.native_scope.NativeScopedGuide`` (grid-kernels' scoped
+session: the covering language's column scope, lexer, masks, audit records and
+mode 1's reserve, natively) must be :class:`grid_sql.column_scope.ScopedGuide`
+(the reference, Python) token for token. The default suite checks it on
+concert_singer (``packages/grid-sql/tests/test_native_scope.py``); this arm
+checks it on every Spider dev database.
 
 Per database (``../shared/data/spider``, the role of ``bench/spider_ex.py``:
 ``grid policy init``'s starter role over the database, its covering engines
-built by ``RoleEngines.scoped(role, covering=True)``), statements are read
-token by token through a ``ScopedGuide`` (cl100k tokens, up to where the
-language refuses one):
+built by ``RoleEngines.scoped(role, covering=True)``, fresh per database, so
+every mask is first sight), statements are read token by token (cl100k tokens)
+by both guides side by side, up to where the language refuses one, then EOS:
 
 - the gold SQL of its dev questions;
 - the ``mode1`` and ``repair`` statements of ``bench/results/spider_ex``
   (``grid ask``'s default, the covering language; first attempts and retries:
   what SmolLM2 wrote in this language);
-- ``--decodes`` steered mode-1 decodes per database (mostly a gold statement,
-  else a random admitted token: statements that leave the gold anywhere).
+- ``--decodes`` steered decodes per database (mostly a gold statement, else a
+  random admitted token: statements that leave the gold anywhere), each run in
+  mode 1 on both guides with the same seed (the native one with its native
+  reserve): the tokens, stop, reserve steps, largest rise and sealed logs must
+  be equal.
 
-With ``--native``, the statements are also read by the native covering guide
-(``grid_sql.native_scope.NativeScopedGuide``: grid-kernels' scoped session)
-in lockstep with the reference ``ScopedGuide``: at every step both masks (ids,
-EOS included) and audit fields must be equal, a token one refuses the other
-refuses, and each statement's audit logs must be equal line for line; the
-seconds each guide spent in its masks are summed (first sight: each
-database's engines are fresh). Each steered decode then also runs in mode 1 on
-both guides with the same seed (the native one with its native reserve): the
-tokens, stop, reserve steps, largest rise and sealed logs must be equal.
+At every step both masks (ids, EOS included) and audit fields must be equal, a
+token one refuses the other refuses, and each statement's audit logs must be
+equal line for line. The seconds each guide spends in its masks are summed.
 
-Prints per database the statements read, steps checked, distinct scopes and
-disagreements, and writes ``--out`` (JSON). Any disagreement exits 1.
+Prints per database the statements read, tokens read and the mask seconds,
+and writes ``--out`` (JSON). Any disagreement exits 1.
 
-    uv run --group serve python bench/scope_machine.py --out bench/results/scope_machine.json
+    uv run --group serve python bench/native_scope.py --out bench/results/native_scope.json
 """
 
 from __future__ import annotations
@@ -62,57 +56,11 @@ class Disagreement(AssertionError):
     pass
 
 
-class Shadow:
-    """The native machine stepping beside ``engines``' own (``ScopedEngines.after``)."""
-
-    def __init__(self, engines: Any) -> None:
-        from grid_kernels._native import ScopeMachine
-        from grid_sql.column_scope import ScopeState
-
-        self.engines = engines
-        self.machine = ScopeMachine(engines.scope_spec())
-        self.ids: dict[Any, int] = {ScopeState(): 0}
-        self.states: dict[int, Any] = {0: ScopeState()}
-        self.checked = 0
-        original = engines.after
-
-        def after(state: Any, t: int, text: bytes, node: Any) -> Any:
-            got = original(state, t, text, node)
-            try:
-                want = self.machine.after(self.ids[state], t, text, node.state)
-            except ValueError as e:  # a lexeme the spec does not describe
-                raise Disagreement(f"after {text!r}: {e}") from None
-            if self.ids.setdefault(got, want) != want or self.states.setdefault(want, got) != got:
-                raise Disagreement(f"scopes do not correspond after {text!r}: {got}, {want}")
-            self.check(got, want, text)
-            return got
-
-        engines.after = after
-
-    def check(self, state: Any, scope: int, text: bytes) -> None:
-        e, m = self.engines, self.machine
-        columns, qualifiers = m.words(scope)
-        aliases = m.aliases(scope)
-        got = (
-            frozenset(columns),
-            frozenset(qualifiers),
-            frozenset(m.tables(scope)),
-            None if aliases is None else frozenset(aliases),
-        )
-        want = (*e.words(state), e.tables(state), e.aliases(state))
-        if got != want:
-            names = ("COLUMN_NAME", "QUALIFIER", "TABLE_NAME", "ALIAS_NAME")
-            diff = [n for n, g, w in zip(names, got, want, strict=True) if g != w]
-            raise Disagreement(f"after {text!r}: {diff} differ in {state}")
-        self.checked += 1
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", type=Path, default=ROOT.parent / "shared/data/spider")
     p.add_argument("--decodes", type=int, default=5, help="steered decodes per database")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--native", action="store_true", help="lockstep with the native guide")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
     if not (args.data / "dev.json").is_file():
@@ -165,71 +113,52 @@ def main(argv: list[str] | None = None) -> int:
         except GridError as e:
             print(f"{db}: no covering engines ({e})")
             continue
-        shadow = Shadow(engines)
         read = steps = decodes_alike = 0
         seconds = {"reference": 0.0, "native": 0.0}
         try:
             for text in dict.fromkeys(texts[db]):
                 ids = encoder.encode(text.strip(), disallowed_special=())
-                if args.native:
-                    steps += lockstep(engines, ids, vocab, seconds)
-                else:
-                    guide = ScopedGuide(engines, audit=False)
-                    for t in ids:
-                        try:
-                            guide.accept_token(t)
-                        except GridError:
-                            break
-                        steps += 1
+                steps += lockstep(engines, ids, vocab, seconds)
                 read += 1
             golds = [q for q in texts[db] if q.strip()]
             for _ in range(args.decodes):
                 target = rng.choice(golds).strip().encode()
                 seed = rng.randrange(1 << 30)
-                guide = ScopedGuide(engines)  # the reference: its steps are the machine's
-                want = generate(guide, steered(guide, target, vocab), 40, random.Random(seed))
-                if args.native:
-                    nat = engines.guide()
-                    got = generate(nat, steered(nat, target, vocab), 40, random.Random(seed))
-                    same = (got.tokens, got.stop_reason, got.reserve, got.max_rise) == (
-                        want.tokens,
-                        want.stop_reason,
-                        want.reserve,
-                        want.max_rise,
-                    )
-                    if not same or got.audit.lines() != want.audit.lines():
-                        raise Disagreement(f"mode 1 decodes differ towards {target!r}")
-                    decodes_alike += 1
+                ref, nat = ScopedGuide(engines), engines.guide()
+                want = generate(ref, steered(ref, target, vocab), 40, random.Random(seed))
+                got = generate(nat, steered(nat, target, vocab), 40, random.Random(seed))
+                same = (got.tokens, got.stop_reason, got.reserve, got.max_rise) == (
+                    want.tokens,
+                    want.stop_reason,
+                    want.reserve,
+                    want.max_rise,
+                )
+                if not same or got.audit.lines() != want.audit.lines():
+                    raise Disagreement(f"mode 1 decodes differ towards {target!r}")
+                decodes_alike += 1
         except Disagreement as e:
             failures.append(f"{db}: {e}")
-        row: dict[str, Any] = {
-            "db": db,
-            "statements": read,
-            "tokens_read": steps,
-            "decodes": args.decodes,
-            "steps_checked": shadow.checked,
-            "scopes": shadow.machine.n_scopes,
-        }
-        if args.native:
-            row["mask_seconds"] = {k: round(v, 3) for k, v in seconds.items()}
-            row["mode1_decodes_alike"] = decodes_alike
-        rows.append(row)
-        timing = ""
-        if args.native:
-            ref, nat = seconds["reference"], seconds["native"]
-            timing = f"  masks: reference {ref:.2f} s, native {nat:.2f} s"
+        rows.append(
+            {
+                "db": db,
+                "statements": read,
+                "tokens_read": steps,
+                "decodes": args.decodes,
+                "mode1_decodes_alike": decodes_alike,
+                "mask_seconds": {k: round(v, 3) for k, v in seconds.items()},
+            }
+        )
+        ref_s, nat_s = seconds["reference"], seconds["native"]
         print(
-            f"{db:32} statements {read:4}  steps checked {shadow.checked:6}  "
-            f"scopes {shadow.machine.n_scopes:5}{timing}",
+            f"{db:32} statements {read:4}  tokens {steps:6}  "
+            f"masks: reference {ref_s:.2f} s, native {nat_s:.2f} s",
             flush=True,
         )
-    total: dict[str, Any] = {
-        k: sum(r[k] for r in rows) for k in ("statements", "tokens_read", "steps_checked", "scopes")
+    total: dict[str, Any] = {k: sum(r[k] for r in rows) for k in ("statements", "tokens_read")}
+    total["mode1_decodes_alike"] = sum(r["mode1_decodes_alike"] for r in rows)
+    total["mask_seconds"] = {
+        k: round(sum(r["mask_seconds"][k] for r in rows), 2) for k in ("reference", "native")
     }
-    if args.native:
-        total["mask_seconds"] = {
-            k: round(sum(r["mask_seconds"][k] for r in rows), 2) for k in ("reference", "native")
-        }
     print(f"{len(rows)} databases, {total}, disagreements {len(failures)}")
     for f in failures:
         print("DISAGREEMENT", f)
@@ -250,8 +179,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def lockstep(engines: Any, ids: list[int], vocab: Any, seconds: dict[str, float]) -> int:
-    """Read ``ids`` then EOS with the reference and the native guide side by side
-    (``--native``); the tokens both took. A difference raises :class:`Disagreement`."""
+    """Read ``ids`` then EOS with the reference and the native guide side by side;
+    the tokens both took. A difference raises :class:`Disagreement`."""
     from grid_core.errors import GridError
     from grid_sql.column_scope import ScopedGuide
     from grid_sql.native_scope import NativeScopedGuide
