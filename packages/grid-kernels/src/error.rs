@@ -92,6 +92,17 @@ impl fmt::Display for KernelError {
 
 impl std::error::Error for KernelError {}
 
+impl KernelError {
+    /// A session driven against its contract at `step` (see [`KernelError::Guide`]).
+    pub(crate) fn guide(step: usize, token: Option<i64>, reason: impl Into<String>) -> Self {
+        Self::Guide {
+            step,
+            token,
+            reason: reason.into(),
+        }
+    }
+}
+
 pub type Result<T> = std::result::Result<T, KernelError>;
 
 pub(crate) fn bad_table(table: &'static str, detail: impl Into<String>) -> KernelError {

@@ -1511,11 +1511,11 @@ impl PySession {
         let n = usize::try_from(n).map_err(|_| {
             Self::err(
                 p,
-                KernelError::Guide {
-                    step: steps,
-                    token: None,
-                    reason: format!("cannot roll back {n} of {steps} tokens"),
-                },
+                KernelError::guide(
+                    steps,
+                    None,
+                    format!("cannot roll back {n} of {steps} tokens"),
+                ),
             )
         })?;
         self.inner.rollback(n).map_err(|e| Self::err(p, e))
@@ -2628,11 +2628,11 @@ impl PyScopedSession {
     fn rollback(&mut self, n: Wide) -> PyResult<()> {
         let steps = self.inner.steps();
         let n = usize::try_from(n.0).map_err(|_| {
-            to_pyerr(KernelError::Guide {
-                step: steps,
-                token: None,
-                reason: format!("cannot roll back {} of {steps} tokens", n.0),
-            })
+            to_pyerr(KernelError::guide(
+                steps,
+                None,
+                format!("cannot roll back {} of {steps} tokens", n.0),
+            ))
         })?;
         self.inner.rollback(n).map_err(to_pyerr)
     }

@@ -537,11 +537,7 @@ impl ScopedSession {
     }
 
     fn guide_error(&self, token: Option<i64>, reason: impl Into<String>) -> KernelError {
-        KernelError::Guide {
-            step: self.steps(),
-            token,
-            reason: reason.into(),
-        }
+        KernelError::guide(self.steps(), token, reason)
     }
 
     /// The EOS gate of the current configuration (memoized per step).
