@@ -229,8 +229,9 @@ class Context:
 
 def few_shot(q: dict[str, str], every: Sequence[dict[str, str]], ctx: Any, k: int) -> list[Any]:
     """Up to ``k`` examples for ``q``: the first other dev questions of its database (in
-    the file's order) whose gold SQL ``grid ask --examples`` would take for the role
-    (in its generation language, accepted by the checker). Same-database examples
+    the file's order) whose gold SQL ``grid ask --language role --examples`` would
+    take for the role (in its generation language, accepted by the checker; the
+    covering language takes fewer: no ``*``, no select-list alias qualifier). Same-database examples
     from the dev set: not Spider's cross-database protocol. No example has the
     question's gold SQL (compared without case and blanks): not the question itself,
     nor a paraphrase of it."""

@@ -214,6 +214,16 @@ def test_multi_byte_tokens_and_native_guide_agree() -> None:
     assert [e.step for e in native.events()] == [e.step for e in python.events()]
 
 
+def test_an_event_stream_starts_at_the_start_of_a_statement() -> None:
+    """Wrapping a guide already underway would track the statement from its middle:
+    refused, naming the tokens accepted; the guide is unchanged."""
+    inner = GridGuide(engine(), audit=False)
+    inner.accept_token(inner.mask_ids()[0])
+    with pytest.raises(ValueError, match="has accepted 1 tokens"):
+        EventGuide(inner, tracker(engine(), SPEC))
+    assert inner.steps == 1
+
+
 def test_events_off_is_the_plain_guide() -> None:
     guide = engine().guide(audit=False)
     assert not isinstance(guide, EventGuide)

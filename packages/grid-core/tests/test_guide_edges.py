@@ -16,6 +16,9 @@ or the same result. Found by a review that drove the two in lockstep
 - a refused token's bytes were quoted unlike Python's ``repr``;
 - uint32 and unaligned buffers were filled by the Python guide only;
 - ``fill_rows`` over Python guides wrote rows before refusing a bad batch.
+
+A later review (2026-12-07) added: one guide given for two rows, and a bug in
+one guide's fill raised into the whole batch.
 """
 
 from __future__ import annotations
@@ -170,6 +173,34 @@ def test_fill_rows_of_python_guides_refuses_a_bad_batch_before_writing() -> None
         with pytest.raises(ValueError, match="row -1 is out of range"):
             fill_rows(guides, batch, rows=[-1, 0])
         assert (batch == 7).all()
+
+
+def test_fill_rows_refuses_one_guide_for_two_rows() -> None:
+    """A guide is one request's: given twice (natively a borrow error took the whole
+    batch down; in Python the second row got the first's state), refused before any
+    row is written."""
+    n = PYTHON.n_words
+    for guide in (GridGuide(PYTHON), NATIVE.guide()):
+        batch = np.full((2, n), 7, dtype=np.int32)
+        with pytest.raises(ValueError, match="one guide is given for two rows"):
+            fill_rows([guide, guide], batch)
+        assert (batch == 7).all()
+
+
+def test_a_bug_in_one_guides_fill_fails_its_row_only() -> None:
+    """A guide whose fill raises something other than grid-core's errors (a bug) is
+    that row's entry; the other rows are filled."""
+
+    class Buggy(GridGuide):
+        def fill_next_token_bitmask(self, bitmask: object, row: int = 0) -> None:
+            raise RuntimeError("a bug inside the guide's fill")
+
+    batch = np.zeros((2, PYTHON.n_words), dtype=np.int32)
+    errors = fill_rows([Buggy(PYTHON), NATIVE.guide()], batch)
+    assert isinstance(errors[0], RuntimeError) and errors[1] is None
+    want = np.zeros(PYTHON.n_words, dtype=np.int32)
+    NATIVE.guide().fill_next_token_bitmask(want)
+    assert (batch[0] == 0).all() and (batch[1] == want).all()
 
 
 def test_events_from_a_negative_index_are_refused() -> None:

@@ -180,8 +180,9 @@ def test_the_default_language_is_covering_where_it_serves_the_role(
 ) -> None:
     """``--language auto`` (the default) picks the covering language for a SELECT-only
     role granted a column of each table whose policy keeps the narrow generation
-    profile, and asks for no ``--events``; otherwise the role's own language, the
-    reason naming what ruled covering out. A named language is taken as named."""
+    profile (``--events`` included: the covering guide streams them); otherwise the
+    role's own language, the reason naming what ruled covering out. A named language
+    is taken as named."""
     from grid_core.cli import Parser
 
     policy, empty = tmp_path / "p.toml", tmp_path / "empty.toml"
@@ -461,6 +462,7 @@ def test_no_statement_within_the_budget(
         (["--language", "role"], role, lambda log: replay_file(log, role)),
     ]:
         log = tmp_path / f"audit{len(language)}.jsonl"
+        named = "role" if language else "covering"
         argv = ["How many departments?", "--max-tokens", "2", "--quiet", "--audit", str(log)]
         assert ask.main([*argv, *language]) == 2
         out, err = capsys.readouterr()
@@ -468,13 +470,12 @@ def test_no_statement_within_the_budget(
         assert out == "" and shortest > 2
         assert err.count("\n") == 1 and err.startswith(
             "grid ask: error: no statement within the budget: the shortest statement of role "
-            f"analyst takes {shortest} tokens with EOS, --max-tokens is 2; audit log {log} "
-            f"sealed '{text2sql.NO_STATEMENT}' ("
+            f"analyst in the {named} language takes {shortest} tokens with EOS, --max-tokens is 2; "
+            f"audit log {log} sealed '{text2sql.NO_STATEMENT}' ("
         )
         assert verify_file(log).ok
         seal = json.loads(log.read_text().splitlines()[-1])["seal"]
         assert seal["stop_reason"] == text2sql.NO_STATEMENT and seal["record_count"] == 0
-        named = "role" if language else "covering"
         flags = {"role": "analyst", "language": named}
         assert seal["mode"] == {"mode": 1, "budget": 2, "shortest": shortest, **flags}
         assert replays(log).ok

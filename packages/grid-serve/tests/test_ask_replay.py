@@ -61,8 +61,9 @@ def test_each_language_replays_and_another_policy_does_not(
     """A log of each of ``grid ask``'s languages (analyst: covering, FROM-first, its
     own) replays on the example defaults and on ``--db``/``--policy`` naming them; a
     log without the seal's ``language`` is of the role's language; the same log
-    against a policy with other grants is reported as diverging at its artifacts
-    (exit 1), never replayed against them."""
+    against a policy with other grants, or one under which the role may write (no
+    covering or FROM-first language for it), is reported as diverging at its
+    artifacts (exit 1), never replayed against them."""
     engines = text2sql.RoleEngines(schema, example_policy(schema), vocab)
     statement = b"SELECT name FROM departments WHERE budget > 10;"
     guides = {
@@ -72,6 +73,11 @@ def test_each_language_replays_and_another_policy_does_not(
     }
     other = tmp_path / "other.toml"
     other.write_text('version = 1\n[roles.analyst]\nverbs = ["SELECT"]\ntables = ["departments"]\n')
+    writer = tmp_path / "writer.toml"
+    writer.write_text(
+        'version = 1\n[roles.analyst]\nverbs = ["SELECT", "INSERT"]\n'
+        'tables = ["departments", "employees"]\n'
+    )
     example = str(resources.files("grid_sql.examples").joinpath("company.policy.toml"))
     for language, guide in guides.items():
         gen = decode_loop(guide, scripted(statement, vocab), 40)
@@ -82,6 +88,13 @@ def test_each_language_replays_and_another_policy_does_not(
         assert replay(log, capsys, *named)[0] == 0
         code, out, _ = replay(log, capsys, "--db", str(company_db), "--policy", str(other))
         assert code == 1 and "DIVERGES at the artifacts" in out, (language, out)
+        # a policy under which analyst may INSERT has no covering or FROM-first
+        # language for it: the log's artifacts cannot be built, it diverges there too
+        code, out, _ = replay(log, capsys, "--db", str(company_db), "--policy", str(writer))
+        assert code == 1 and "DIVERGES at the artifacts" in out, (language, out)
+        if language != "role":
+            assert f"the log is in the {language} language" in out, out
+            assert "may do more than SELECT" in out and "--language" not in out, out
         if language == "role":  # a log sealed before grid ask had languages
             old = sealed(gen.audit, {"role": "analyst"}, tmp_path / "old.jsonl")
             assert replay(old, capsys)[0] == 0

@@ -9,11 +9,13 @@ database and on Spider's vendored concert_singer, model-free."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from grid_core.decode import generate
 from grid_core.events import EventGuide, tracker
 from grid_core.vocab import smollm2
 from grid_serve import text2sql
@@ -40,14 +42,33 @@ def coverings(company_db: Path) -> list[tuple[str, Any]]:
     return [(name, engines.scoped(roles[name], covering=True)) for name, engines in out]
 
 
+def random_walk(
+    guide: EventGuide, eos: set[int], streamed: list[list[Any]]
+) -> Callable[[Sequence[int], random.Random], int]:
+    """A random admitted token, EOS with odds 1 in 4 once admitted and 12 tokens in;
+    each call first keeps the events streamed so far in ``streamed``."""
+
+    def sample(ids: Sequence[int], r: random.Random) -> int:
+        streamed.append([e.key for e in guide.events()])
+        done = [t for t in ids if t in eos]
+        words = [t for t in ids if t not in eos]
+        if done and (not words or (guide.steps >= 12 and r.random() < 0.25)):
+            return done[0]
+        return r.choice(words)
+
+    return sample
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_covering_events_stream_the_statements_parse(
     coverings: list[tuple[str, Any]], seed: int
 ) -> None:
-    """Each walk: up to 48 random admitted tokens (EOS once admitted and 12 tokens in,
-    with odds 1 in 4), every step's streamed events a prefix of the final parse's,
-    and at EOS exactly the post-hoc parse of the statement written. Fails if the
-    tracker refuses a token the covering guide admitted."""
+    """Each walk: a mode-1 decode of random admitted tokens (EOS taken with odds 1
+    in 4 once admitted and 12 tokens in) whose budget, 24 to 48 tokens, makes the
+    reserve finish the statement: it ends at EOS, a sentence of the covering
+    language. At every sampled step the events streamed so far are a prefix of the
+    final parse's, and at EOS they are exactly the post-hoc parse of the statement
+    written. Fails if the tracker refuses a token the covering guide admitted."""
     rng = random.Random(seed)
     for name, covering in coverings:
         base = covering.tracking_engine()
@@ -55,19 +76,16 @@ def test_covering_events_stream_the_statements_parse(
         events = tracker(base, spec)
         eos = set(base.vocab.eos_ids)
         for _ in range(5):
-            guide = EventGuide(covering.guide(audit=False), events)
-            seen: list[Any] = []
-            while not guide.is_terminated():
-                admitted = guide.mask_ids()
-                done = [t for t in admitted if t in eos]
-                words = [t for t in admitted if t not in eos]
-                stop = done and (not words or (guide.steps >= 12 and rng.random() < 0.25))
-                if not stop and guide.steps >= 48:
-                    break  # a long walk: compared as a prefix below
-                guide.accept_token(done[0] if stop else rng.choice(words))
-                seen = [e.key for e in guide.events()]
+            guide = EventGuide(covering.guide(), events)
+            streamed: list[list[Any]] = []
+            sample = random_walk(guide, eos, streamed)
+            gen = generate(guide, sample, rng.randrange(24, 49), rng)
+            assert gen.stop_reason in ("eos", "reserve"), (name, gen.stop_reason)
+            assert guide.is_terminated(), (name, gen.stop_reason)
             text = guide.inner.output()
-            if guide.is_terminated():
-                assert seen == [e.key for e in events.parse(text)], (name, text)
-            else:
-                assert all(e[0] != "statement" for e in seen), (name, text)
+            final = [e.key for e in events.parse(text)]
+            assert [e.key for e in guide.events()] == final, (name, text)
+            assert final and final[-1][0] == "statement", (name, text, final)
+            for i, seen in enumerate(streamed):
+                assert seen == final[: len(seen)], (name, text, i)
+            assert len(streamed) > 1, (name, text)

@@ -289,3 +289,18 @@ def test_examples_load_and_are_checked_for_the_role(schema: SchemaSnapshot, tmp_
     unknown = Example("Nope?", "SELECT sum(count(*)) FROM employees;")
     with pytest.raises(ServingError, match="the checker refuses its SQL for role narrow: the agg"):
         check_examples([unknown], role.engine, schema, role.grants)
+    # In the covering language (grid ask's default): checked against the covering
+    # guide's language, which writes the first example but not the second.
+    covering = engines.scoped("narrow", covering=True)
+    check_examples(examples[:1], covering, schema, role.grants, "covering")
+    refused = r"example 2 .* in the covering language: .*language role"
+    with pytest.raises(ServingError, match=refused):
+        check_examples(examples, covering, schema, role.grants, "covering")
+
+
+def test_answer_in_refuses_a_language_it_does_not_know() -> None:
+    """A typo is not quietly the role's language."""
+    from grid_serve.text2sql import answer_in
+
+    with pytest.raises(ValueError, match="no language 'covring': one of covering, role"):
+        answer_in("covring", None, None, "analyst")  # type: ignore[arg-type]

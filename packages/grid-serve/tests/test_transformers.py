@@ -644,6 +644,30 @@ def test_mode_2_rows_start_from_fresh_guides(engines: Any) -> None:
         GridLogitsProcessor([guide])
 
 
+def test_mode_2_rows_have_guides_of_their_own(engines: Any) -> None:
+    """One guide for two rows: natively a borrow error took the whole batch down, in
+    Python the second row read the first's state and both rows sealed one log."""
+    guide = engines["analyst"].engine.guide()
+    with pytest.raises(ServingError, match="one guide is given twice"):
+        GridLogitsProcessor([guide, guide])
+
+
+def test_constrained_generate_takes_a_dict_output(
+    lm: Any, engines: Any, schema: SchemaSnapshot
+) -> None:
+    """``return_dict_in_generate=True``: generate returns a ModelOutput, whose
+    ``sequences`` the processor catches up with; the outcome is the plain call's."""
+    role = engines["admin"]
+    ids = prompt(lm, role, schema, "Show every order.")
+    runs = [
+        constrained_generate(lm.model, [role.engine.guide()], [ids], 3, **extra)[0][0]
+        for extra in ({}, {"return_dict_in_generate": True})
+    ]
+    plain, as_dict = runs
+    assert as_dict.tokens == plain.tokens and as_dict.stop_reason == plain.stop_reason
+    assert as_dict.audit.lines() == plain.audit.lines()
+
+
 @pytest.mark.parametrize("arg", ["eos_token_id", "pad_token_id", "attention_mask"])
 def test_constrained_generate_names_the_arguments_it_sets(lm: Any, engines: Any, arg: str) -> None:
     """Passing one of them was a raw TypeError ("multiple values for keyword argument")."""

@@ -658,8 +658,8 @@ def covering_engines() -> ScopedEngines:
 
 def test_the_covering_language_is_select_first_with_a_covering_from_clause() -> None:
     """``scoped_engines(..., covering=True)`` (``grid ask --covering``): SELECT-first
-    cores with a FROM clause, no window function, no call without arguments, no
-    result alias, no row value; a select list names, bare, only columns granted on
+    cores with a FROM clause, no VALUES core, no window function, no call without
+    arguments, no result alias, no row value; a select list names, bare, only columns granted on
     every granted table that has them (``Singer_ID`` is denied on
     ``singer_in_concert``, so not even ``singer``'s may be written there), all of
     one table, or, once one table's name qualifies a column, that table's granted
@@ -728,6 +728,10 @@ def test_the_covering_language_is_select_first_with_a_covering_from_clause() -> 
         "SELECT name FROM singer JOIN (stadium JOIN concert ON 1) ON 1;",
         "SELECT name FROM singer JOIN (stadium, concert) ON 1;",
         "SELECT sum(sum(age)) FROM singer;",  # calls where SQL places them
+        "VALUES (1);",  # no VALUES core: a constant answers no question
+        "VALUES (1), (2);",
+        "SELECT name FROM singer UNION VALUES (1);",
+        "SELECT name FROM singer WHERE age IN (VALUES (1));",
         "SELECT name FROM singer WHERE count(*) > 1;",
     ]
     for text in kept:

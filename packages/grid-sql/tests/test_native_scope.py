@@ -170,6 +170,30 @@ def test_audit_off_keeps_no_records() -> None:
         guide.audit_log()
 
 
+def test_accept_token_checks_kind_and_type_first() -> None:
+    """Both guides, as every guide of the protocol: a ``kind`` other than sampled,
+    forced or reserve is a ``ValueError`` before anything else is checked (a refused
+    token and EOS included) and changes nothing; a ``numpy.int64`` is a token id
+    like any int (their audit logs stay equal); a float is a ``TypeError``."""
+    np = pytest.importorskip("numpy")
+    first = tokens("SELECT name")[0]
+    refused = tokens(";")[0]
+    guides = (native(), ScopedGuide(covering_engines()))
+    for guide in guides:
+        for token in (first, refused, covering_engines().base.vocab.eos_id):
+            for kind in ("bogus", "eos"):
+                with pytest.raises(ValueError, match="audit kind"):
+                    guide.accept_token(token, kind)  # type: ignore[arg-type]
+        assert guide.steps == 0
+        with pytest.raises(TypeError):
+            guide.accept_token(float(first))  # type: ignore[arg-type]
+        guide.accept_token(np.int64(first))
+        guide.accept_token(np.int32(tokens("SELECT name")[1]), "forced")
+    nat, ref = guides
+    assert nat.steps == ref.steps == 2
+    assert nat.audit_log().lines() == ref.audit_log().lines()
+
+
 def test_grid_kernels_off_gives_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
     """``GRID_KERNELS=0``: covering engines built then have no native tables, and their
     guide is the Python reference; with the kernels on it is the native one."""

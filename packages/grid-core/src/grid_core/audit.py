@@ -434,16 +434,19 @@ class AuditLog:
     def _seal_line(self) -> str:
         return json.dumps({"seal": self.seal, "hash": self.seal_hash}, sort_keys=True)
 
-    def write(self, path: Path) -> None:
+    def write(self, path: Path, *, exclusive: bool = False) -> None:
         """The log as JSON Lines, each line ended by ``\n`` (text kept from
-        :meth:`of_lines` is written as it is, never split)."""
+        :meth:`of_lines` is written as it is, never split). With ``exclusive``, a
+        ``path`` that exists (made by anyone, another process included) is a
+        ``FileExistsError`` and is left as it was."""
         if self._text is None:
             data = "".join(f"{p}\n" for p in self.lines()).encode()
         else:
             data = self._text + b"\n" if self._text else b""
             if self.seal is not None:
                 data += f"{self._seal_line()}\n".encode()
-        path.write_bytes(data)
+        with open(path, "xb" if exclusive else "wb") as f:
+            f.write(data)
 
 
 # --------------------------------------------------------------------------

@@ -52,7 +52,7 @@ from typing import Any, NoReturn, Protocol
 
 from grid_core import strict_json
 from grid_core.audit import Verdict, read, read_lines, verify_file
-from grid_core.errors import AuditError, GridError
+from grid_core.errors import ArtifactsError, AuditError, GridError
 from grid_core.grammar import load_grammar
 from grid_core.guide import Engine
 from grid_core.replay import ReplayGuide, ReplayVerdict, replay, replay_file
@@ -77,8 +77,10 @@ class ReplaySource(Protocol):
     not be combined with ``--grammar``.
     :meth:`artifacts` returns None for a seal it does not know, else the engine
     and a fresh, unaudited guide of the log's language (None: the engine's own
-    reference guide), and raises a :class:`~grid_core.errors.GridError` naming what
-    is wrong when it knows the seal and cannot rebuild its artifacts."""
+    reference guide). It raises :class:`~grid_core.errors.ArtifactsError` when the
+    command line's artifacts cannot be the log's (the replay diverges at the
+    artifacts, exit 1), and another :class:`~grid_core.errors.GridError` naming what
+    is wrong when the command line itself is (exit 2)."""
 
     title: str
     options: tuple[str, ...]
@@ -259,7 +261,10 @@ def _replay_from_source(
         return checked
     vocab = VOCABULARIES[args.vocab]()
     for source in sources:
-        got = source.artifacts(args, log.seal, vocab)
+        try:
+            got = source.artifacts(args, log.seal, vocab)
+        except ArtifactsError as e:
+            return ReplayVerdict(False, checked.records, None, str(e), "artifacts")
         if got is not None:
             engine, guide = got
             return replay(lines, engine, args.anchor, guide=guide)

@@ -103,6 +103,12 @@ class AuditError(GridError):
     """An audit log is malformed or fails verification."""
 
 
+class ArtifactsError(AuditError):
+    """The artifacts a replay source rebuilds from the command line cannot be a log's
+    own (the seal's language cannot be built from that database and policy): the
+    replay diverges at the artifacts (exit 1), as when their fingerprints differ."""
+
+
 class PolicyError(GridError):
     """A policy bundle is malformed or names something that does not exist."""
 

@@ -541,11 +541,20 @@ class _History:
 class EventGuide:
     """A guide with an event stream: every verb of :class:`grid_core.protocol.Guide`
     is the inner guide's; accepts feed the tracker, rollback and fork keep one
-    stream per guide (see the module header). Made by ``Engine.guide(events=spec)``."""
+    stream per guide (see the module header). Made by ``Engine.guide(events=spec)``.
+
+    Precondition: ``inner`` is at the start of a statement (no token accepted): the
+    stream starts there; a guide already underway is a ``ValueError``, since its
+    tracker would read the rest of a statement from its middle."""
 
     def __init__(
         self, inner: Guide, events: EventTracker, _history: _History | None = None
     ) -> None:
+        if _history is None and inner.steps:
+            raise ValueError(
+                f"an event stream starts at the start of a statement: the guide has "
+                f"accepted {inner.steps} tokens"
+            )
         self.inner = inner
         self.engine = inner.engine
         self.tracker = events

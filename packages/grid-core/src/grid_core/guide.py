@@ -33,8 +33,6 @@ import array
 import functools
 import hashlib
 import itertools
-import json
-import operator
 import sys
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -60,7 +58,7 @@ from grid_core.grammar import Grammar
 from grid_core.lexer import Config, Lexer, Normal, Scanner
 from grid_core.lexicon import Lexicon, build_lexicon
 from grid_core.parser import Node, Parser
-from grid_core.protocol import Guide, accept_in_order, write_row
+from grid_core.protocol import Guide, accept_in_order, accepted_token, write_row
 from grid_core.trie import TokenTrie, build_trie
 from grid_core.vocab import Vocabulary
 from grid_core.walk import CDEntry, walk_from
@@ -425,11 +423,7 @@ class GridGuide:
         integer is taken as one (``numpy.int64`` from ``argmax`` included); a
         ``kind`` other than sampled, forced or reserve is a ``ValueError``,
         before anything else is checked (as the native guide's)."""
-        token_id = operator.index(token_id)
-        if kind not in ("sampled", "forced", "reserve"):
-            raise ValueError(
-                f"an audit kind is 'sampled', 'forced' or 'reserve', not {json.dumps(kind)}"
-            )
+        token_id = accepted_token(token_id, kind)
         vocab = self.engine.vocab
         if self.is_terminated():
             raise GuideError(self.steps, token_id, "the guide has already accepted EOS")

@@ -56,13 +56,14 @@ wraps the guide.
 from __future__ import annotations
 
 import ctypes
+import json
 import operator
 import sys
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from grid_core.audit import AuditLog, Kind
-from grid_core.errors import GridError, GuideError
+from grid_core.errors import GuideError
 
 if TYPE_CHECKING:
     from grid_core.guide import Engine
@@ -111,6 +112,19 @@ class Guide(Protocol):
     def config_key(self) -> Hashable: ...
 
 
+def accepted_token(token_id: int, kind: str) -> int:
+    """The first check of every ``accept_token``: ``token_id`` as an int (any integer,
+    ``numpy.int64`` from ``argmax`` included; anything else a ``TypeError``) and
+    ``kind`` one of sampled, forced or reserve (else a ``ValueError``), before any
+    other check (as the native guide's)."""
+    token_id = operator.index(token_id)
+    if kind not in ("sampled", "forced", "reserve"):
+        raise ValueError(
+            f"an audit kind is 'sampled', 'forced' or 'reserve', not {json.dumps(kind)}"
+        )
+    return token_id
+
+
 def accept_in_order(guide: Guide, tokens: Sequence[int], kind: Kind = "sampled") -> int:
     """``guide.accept_tokens``: accept ``tokens`` in order up to the first one the
     guide refuses (which changes nothing); how many were accepted."""
@@ -137,13 +151,17 @@ def fill_rows(
     over ``threads`` threads; any other guide row by row. Bit-identical to
     filling the rows one by one. A guide's failure does not stop the others: one
     entry per guide, None or the error its fill raised (its row untouched), as
-    grid-core's error classes."""
+    grid-core's error classes (a bug inside a guide included: it is that row's).
+    One guide given for two rows is a ``ValueError`` (a guide is one request's),
+    before any row is written."""
     from grid_core import kernels  # the kernels module imports this one
     from grid_core.events import EventGuide
 
     if rows is not None and len(rows) != len(guides):
         raise ValueError(f"{len(rows)} rows for {len(guides)} guides")
     guides = [g.inner if isinstance(g, EventGuide) else g for g in guides]  # same masks
+    if len({id(g) for g in guides}) != len(guides):
+        raise ValueError("one guide is given for two rows: each row is a request of its own")
     native = [g for g in guides if isinstance(g, kernels.KernelGuide)]
     if native and len(native) == len(guides):
         return kernels.fill_batch(native, bitmask, rows=rows, threads=threads)
@@ -153,7 +171,7 @@ def fill_rows(
     for guide, row in zip(guides, targets, strict=True):
         try:
             guide.fill_next_token_bitmask(bitmask, row)
-        except GridError as e:
+        except Exception as e:  # a bug inside a guide fails its row, not the batch
             out.append(e)
         else:
             out.append(None)

@@ -254,8 +254,8 @@ def ask_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
         default=None,
         metavar="FILE",
         help='few-shot examples: JSON Lines of {"question": ..., "sql": ...} over the same '
-        "tables, shown before the question; each SQL must be one the role may write and "
-        "the checker accepts",
+        "tables, shown before the question; each SQL must be one the role may write in the "
+        "language the statement is written in, and the checker accepts",
     )
     p.add_argument(
         "--threads",
@@ -522,14 +522,14 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
     language = given.language
     progress.note(f"language {language}: {given.why}")
 
-    text2sql.check_examples(given.examples, role_engine.engine, schema, grants)
-    ddl = text2sql.prompt_schema(db, schema, grants, args.sample_rows, given.limits)
-    audit_path = args.audit or Path(tempfile.mkdtemp(prefix="grid-ask-")) / "audit.jsonl"
     served = (
         role_engine.engine
         if language == "role"
         else engines.scoped(role, covering=language == "covering")
     )
+    text2sql.check_examples(given.examples, served, schema, grants, language)
+    ddl = text2sql.prompt_schema(db, schema, grants, args.sample_rows, given.limits)
+    audit_path = args.audit or Path(tempfile.mkdtemp(prefix="grid-ask-")) / "audit.jsonl"
     if text2sql.shortest_statement(served) > args.max_tokens:
         refusal = text2sql.budget_refusal(
             served, args.max_tokens, {"role": role, "language": language}
@@ -538,7 +538,8 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
         assert refusal.seal is not None
         shortest = refusal.seal["mode"]["shortest"]
         raise ServingError(
-            f"no statement within the budget: the shortest statement of role {role} takes "
+            f"no statement within the budget: the shortest statement of role {role} in the "
+            f"{language} language takes "
             f"{shortest} tokens with EOS, --max-tokens is {args.max_tokens}; audit log "
             f"{audit_path} sealed {text2sql.NO_STATEMENT!r} ({refusal.seal_hash})"
         )

@@ -23,9 +23,10 @@ the seal and the command line, as ``grid ask`` built them:
 
 Replay then checks every artifact's fingerprint against the seal's, so artifacts
 rebuilt from another database, policy or vocabulary are reported as such (exit 1),
-never replayed against. Logs of a model with its own tokenizer
-(``--model gemma3-270m``, a GGUF file) are replayed from Python
-(:func:`grid_core.replay.replay` with the model's vocabulary).
+never replayed against; so is a covering or FROM-first log whose language that
+database and policy cannot give the role (say, the policy lets it INSERT). Logs of
+a model with its own tokenizer (``--model gemma3-270m``, a GGUF file) are replayed
+from Python (:func:`grid_core.replay.replay` with the model's vocabulary).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from grid_core.errors import AuditError
+from grid_core.errors import ArtifactsError, AuditError
 from grid_core.guide import Engine
 from grid_core.replay import ReplayGuide
 from grid_core.vocab import Vocabulary
@@ -80,6 +81,12 @@ class AskLogs:
         engines = text2sql.RoleEngines(schema, policy, vocab)
         role, language = mode["role"], mode.get("language", "role")
         if language in ("covering", "from-first"):
+            why = text2sql.scope_obstacle(schema, engines[role].grants)
+            if why:
+                raise ArtifactsError(
+                    f"the log is in the {language} language, which this database and "
+                    f"policy cannot give role {role!r}: {why}"
+                )
             scoped = engines.scoped(role, covering=language == "covering")
             return scoped.base, scoped.guide(audit=False)
         if language != "role":

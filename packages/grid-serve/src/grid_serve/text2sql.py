@@ -540,22 +540,24 @@ def load_examples(path: Path) -> list[Example]:
 
 def check_examples(
     examples: Sequence[Example],
-    engine: Engine,
+    served: Engine | ScopedEngines,
     schema: SchemaSnapshot,
     grants: RoleGrants,
+    language: Language = "role",
 ) -> None:
     """Raise :class:`~grid_core.errors.ServingError` naming the first example whose SQL
-    the role's guide could not write (outside ``engine``'s language: the generation
-    profile's) or the checker refuses: an example the model imitates must be one it may
+    the guide of the statement could not write (outside ``served``'s language, named
+    ``language``: the role's generation profile, or the covering language's scoped
+    engines) or the checker refuses: an example the model imitates must be one it may
     write, and must not show it what the role cannot read."""
-    lexer = engine.lexer
     for number, example in enumerate(examples, start=1):
         sql = example.statement
-        config = lexer.advance(lexer.initial, sql.encode("utf-8"))
-        if config is None or not lexer.eos_allowed(config):
+        if not writes(served, sql.encode("utf-8")):
+            hint = " (--language role writes the role's whole language)"
             raise ServingError(
                 f"example {number} ({example.question!r}): its SQL is not a statement "
-                f"role {grants.role} may write: {sql}"
+                f"role {grants.role} may write in the {language} language: {sql}"
+                + (hint if language == "covering" else "")
             )
         violations = checker_verdict(schema, grants, sql)
         if violations:
@@ -563,6 +565,17 @@ def check_examples(
                 f"example {number} ({example.question!r}): the checker refuses its SQL for "
                 f"role {grants.role}: {violations[0].message}"
             )
+
+
+def writes(served: Engine | ScopedEngines, data: bytes) -> bool:
+    """Whether ``data`` is a whole sentence of ``served``'s language (a statement its
+    guide could write, EOS included)."""
+    if isinstance(served, ScopedEngines):
+        state = served.advance(served.start(), data)
+        return state is not None and served.eos_allowed(state)
+    lexer = served.lexer
+    config = lexer.advance(lexer.initial, data)
+    return config is not None and lexer.eos_allowed(config)
 
 
 def plain_prompt(messages: Sequence[Mapping[str, str]]) -> str:
@@ -837,7 +850,9 @@ def answer_in(
     :func:`answer` (each attempt decoded under ``guide_of(engine)``, default a fresh
     ``engine.guide()``: ``grid ask --events`` streams it) or :func:`answer_from_first`
     (no repair: ``retries`` does not apply), every decode by ``decode(guide, feedback,
-    avoid)``."""
+    avoid)``. A language none of :data:`LANGUAGES` is a ``ValueError``."""
+    if language not in LANGUAGES:
+        raise ValueError(f"no language {language!r}: one of {', '.join(LANGUAGES)}")
     if language == "covering":
         return answer_covering(decode, engines, role, retries=retries)
     if language == "from-first":

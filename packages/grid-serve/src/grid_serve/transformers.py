@@ -206,6 +206,8 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             raise ServingError("every row is audited: build the guides with audit on")
         if any(g.steps for g in guides):  # the seal's budget counts the row's every record
             raise ServingError("every row starts from a fresh guide (no token accepted yet)")
+        if len({id(g) for g in guides}) != len(guides):
+            raise ServingError("every row has a guide of its own: one guide is given twice")
         self.vocab = guides[0].engine.vocab
         self.vocab.check_byte_complete()  # warns: completeness (never soundness) is void
         self.budget = budget
@@ -606,7 +608,8 @@ def constrained_generate(
             pad_token_id=pad,
             **kwargs,
         )
-    return processor.finish(out), processor
+    # return_dict_in_generate=True gives a ModelOutput whose ids are its sequences
+    return processor.finish(getattr(out, "sequences", out)), processor
 
 
 class CausalLMLogits:

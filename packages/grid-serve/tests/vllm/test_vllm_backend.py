@@ -363,6 +363,34 @@ def test_a_grammar_failure_is_sticky_on_its_request(
     assert manager.accept_tokens(b, select)
 
 
+@pytest.mark.parametrize("verb", ["accept", "validate"])
+def test_a_bug_while_accepting_fails_its_request_only(
+    manager: Any, config: Any, tokenizer: Any, verb: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exception other than a refusal while a grammar accepts or validates tokens
+    (a bug, its audit step's mask included) fails that request, sealed ``error``,
+    instead of rising into vLLM's scheduler; the other request goes on."""
+    rid = f"bug-{verb}"
+    a, failing = compiled(manager, config, tokenizer, rid, ANALYST)
+    b, _other = compiled(manager, config, tokenizer, f"{rid}-other", ANALYST)
+    select = tokenizer.encode("SELECT", add_special_tokens=False)
+
+    def boom(guide: Any, token: int) -> bool:
+        raise RuntimeError("a bug while accepting")
+
+    monkeypatch.setattr(failing.stops, "accept", boom)
+    if verb == "accept":
+        assert not manager.accept_tokens(a, select)
+    else:
+        assert failing.validate_tokens(select) == []
+    assert isinstance(failing.error, RuntimeError)
+    assert not manager.accept_tokens(a, select)  # sticky
+    assert manager.accept_tokens(b, select)
+    manager.backend.flush_audit()
+    lines = (Path(os.environ["GRID_AUDIT_DIR"]) / f"{rid}.jsonl").read_text().splitlines()
+    assert json.loads(lines[-1])["seal"]["stop_reason"] == "error"
+
+
 def test_a_request_with_events_writes_them_as_json_lines(
     manager: Any,
     config: Any,
@@ -553,6 +581,42 @@ def test_a_json_request_with_events_writes_pointers(
     for token in [*ids, 2]:
         manager.grammar_bitmask({"jplain": r2}, ["jplain"], {})
         assert manager.accept_tokens(r2, [token])
+
+
+def test_a_request_dropped_before_its_first_token_is_logged_under_its_id(
+    manager: Any, config: Any, tokenizer: Any
+) -> None:
+    """The grammar learns its request's id when it is made (the plugin's
+    ``grammar_init``), not at its first token: a request aborted in prefill seals an
+    empty log ``truncated`` under ``<request_id>.jsonl`` (it was ``request.jsonl``,
+    then ``request~1.jsonl``, ...: no id)."""
+    r, grammar = compiled(manager, config, tokenizer, "aborted-in-prefill", ANALYST)
+    engine = grammar.engine
+    r.structured_output_request._grammar = None  # vLLM frees an aborted request's grammar
+    del grammar
+    gc.collect()
+    manager.backend.flush_audit()
+    logs = Path(os.environ["GRID_AUDIT_DIR"])
+    assert not (logs / "request.jsonl").exists()
+    lines = (logs / "aborted-in-prefill.jsonl").read_text().splitlines()
+    seal = json.loads(lines[-1])["seal"]
+    assert (seal["stop_reason"], seal["record_count"]) == ("truncated", 0)
+    assert replay(lines, engine).ok
+
+
+def test_engines_sharing_an_audit_directory_never_overwrite_a_log(tmp_path: Path) -> None:
+    """The sink creates each file exclusively: a log another process wrote under the
+    same name (after this one looked) is kept, and this one takes the next ``~N``."""
+    from grid_core.audit import AuditLog
+    from grid_serve.vllm.backend import AuditDirectory
+
+    sink = AuditDirectory(tmp_path)
+    (tmp_path / "a.jsonl").write_text("another engine's log\n")
+    sink("a", AuditLog())
+    assert (tmp_path / "a.jsonl").read_text() == "another engine's log\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "a~1.jsonl"]
+    with pytest.raises(FileExistsError):
+        AuditLog().write(tmp_path / "a.jsonl", exclusive=True)
 
 
 def test_request_ids_that_read_alike_get_files_of_their_own(tmp_path: Path) -> None:

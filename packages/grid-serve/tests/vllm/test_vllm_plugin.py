@@ -114,6 +114,17 @@ def test_validation_refuses_what_grid_cannot_serve(
         verify(params, config, tokenizer)
 
 
+def test_validation_refuses_ignore_eos(config: Any, tokenizer: Any) -> None:
+    """With ``ignore_eos`` vLLM does not stop at the stop id GRID admits where its
+    language ends: the guide terminates, the rows after it admit everything, and the
+    log is sealed ``eos`` over text written past it. Refused at the front door."""
+    params = SamplingParams(
+        structured_outputs=StructuredOutputsParams(json_object=True), ignore_eos=True
+    )
+    with pytest.raises(VLLMValidationError, match="remove ignore_eos"):
+        verify(params, config, tokenizer)
+
+
 def test_validation_refuses_a_request_naming_another_backend(config: Any, tokenizer: Any) -> None:
     """Fails if a request-level backend other than the engine's is accepted."""
     params = SamplingParams(structured_outputs=StructuredOutputsParams(grammar=json.dumps(ANALYST)))

@@ -121,7 +121,7 @@ from grid_core.kernels import load as load_kernels
 from grid_core.lexer import START, Config, Lexer, Scanner, extend_digest
 from grid_core.lexicon import Lexicon, build_lexicon
 from grid_core.parser import Node
-from grid_core.protocol import accept_in_order, write_row
+from grid_core.protocol import accept_in_order, accepted_token, write_row
 from grid_core.reserve import INF, ReserveError, ReserveTable, reserve_table
 from grid_core.trie import TokenTrie
 from grid_core.vocab import Vocabulary
@@ -227,6 +227,8 @@ def covering_rule(rule: Rule) -> bool:
     which did not run)."""
     ex = rule.expansion
     if rule.origin == "select_core" and (ex[:1] != ("SELECT",) or "from_clause" not in ex):
+        return False
+    if rule.origin == "values_core":  # SQLite's VALUES core (built as a select_core)
         return False
     if rule.origin == "table_or_subquery" and _JOINED.intersection(ex):
         return False
@@ -1246,7 +1248,10 @@ class ScopedGuide:
 
     def accept_token(self, token_id: int, kind: Kind = "sampled") -> None:
         """Accept one token; a token outside the mask raises :class:`GuideError` and
-        changes nothing. With audit on, the step's record is kept (EOS as ``eos``)."""
+        changes nothing. With audit on, the step's record is kept (EOS as ``eos``).
+        Any integer is taken as one; a ``kind`` other than sampled, forced or reserve
+        is a ``ValueError``, before anything else is checked (as every guide's)."""
+        token_id = accepted_token(token_id, kind)
         cell = self._cell
         vocab = self.engine.vocab
         if cell.terminated:

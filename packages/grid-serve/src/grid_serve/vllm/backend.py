@@ -216,7 +216,8 @@ class AuditDirectory:
     """The default audit sink: one ``<request_id>.jsonl`` per request in ``path``
     (created on first use; the name is :func:`file_stem`'s; a second log of one id
     gets a ``~N`` suffix, ``<stem>~1.jsonl``, which no id's stem is; never an
-    overwrite)."""
+    overwrite: a file is created exclusively, so engine processes sharing the
+    directory never write over each other's logs)."""
 
     def __init__(self, path: Path | str | None = None) -> None:
         if path is None:
@@ -230,9 +231,12 @@ class AuditDirectory:
         self.path.mkdir(parents=True, exist_ok=True)
         stem = file_stem(request_id)
         target, n = self.path / f"{stem}.jsonl", 1
-        while target.exists():
-            target, n = self.path / f"{stem}~{n}.jsonl", n + 1
-        log.write(target)
+        while True:
+            try:
+                log.write(target, exclusive=True)
+                return
+            except FileExistsError:
+                target, n = self.path / f"{stem}~{n}.jsonl", n + 1
 
 
 @dataclass(frozen=True)
@@ -367,6 +371,12 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
         """Compute the current row in this thread (a new request's first row)."""
         self._row()
 
+    def name(self, request_id: str) -> None:
+        """The id vLLM names the request by, told when its grammar is made (the plugin's
+        ``grammar_init``): its log and events files are named by it even when no
+        token is ever accepted."""
+        self._request.id = request_id
+
     def _start(self) -> None:
         """A fresh guide, whose log is sealed and sent to the sink once, when the
         grammar ends: dropped by vLLM (a finished or aborted request), reset, or
@@ -393,7 +403,12 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
         for token in tokens:
             if self.guide.is_terminated():
                 return True
-            if not self.stops.accept(self.guide, token):
+            try:
+                took = self.stops.accept(self.guide, token)
+            except Exception as e:  # a bug while accepting (its audit step included)
+                self._fail(e)
+                return False
+            if not took:
                 logger.error(
                     "GRID: request %s: token %d is not admitted after %d tokens",
                     request_id,
@@ -432,14 +447,18 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
     def validate_tokens(self, tokens: list[int]) -> list[int]:
         if self.error is not None or self.guide.is_terminated():
             return []
-        fork = self.guide.fork()
         accepted: list[int] = []
-        for token in tokens:
-            if not self.stops.accept(fork, token):
-                break
-            accepted.append(token)
-            if fork.is_terminated():
-                break
+        try:
+            fork = self.guide.fork()
+            for token in tokens:
+                if not self.stops.accept(fork, token):
+                    break
+                accepted.append(token)
+                if fork.is_terminated():
+                    break
+        except Exception as e:  # a bug while validating fails the request, not the batch
+            self._fail(e)
+            return []
         return accepted
 
     def rollback(self, num_tokens: int) -> None:

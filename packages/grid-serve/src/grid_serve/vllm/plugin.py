@@ -39,8 +39,10 @@ Supported vLLM versions: the ``grid-serve[vllm]`` extra's range (0.33.x).
 
 from __future__ import annotations
 
+import functools
 import os
 import typing
+from concurrent.futures import Future
 from typing import Any, Literal
 
 import pydantic  # type: ignore[import-not-found, unused-ignore]
@@ -53,7 +55,7 @@ from vllm.v1.structured_output.request import get_structured_output_key
 
 from grid_core.errors import GridError
 from grid_serve.vllm import defer
-from grid_serve.vllm.backend import BACKEND, GridBackend
+from grid_serve.vllm.backend import BACKEND, GridBackend, GridGrammar
 from grid_serve.vllm.spec import REQUEST_KINDS, GridSpec, is_grid_spec, request_grammar
 
 __all__ = ["register"]
@@ -123,6 +125,11 @@ def _validate_structured_outputs(
             f"the request names the structured-output backend {params._backend!r}, "
             f"the engine runs {BACKEND!r}: remove `_backend` from the request"
         )
+    if self.ignore_eos:
+        raise VLLMValidationError(
+            "the GRID backend ends the output where its language does, at a stop id: "
+            "with ignore_eos vLLM would write on past it unconstrained; remove ignore_eos"
+        )
     given = [f for f in _CONSTRAINTS if getattr(params, f) not in (None, False)]
     if len(given) != 1 or given == ["structural_tag"]:
         raise VLLMValidationError(
@@ -151,3 +158,20 @@ def _grammar_init(self: StructuredOutputManager, request: Any) -> None:
         )
         self.backend_name = BACKEND
     _original(StructuredOutputManager, "grammar_init")(self, request)
+    if structured is not None and isinstance(self.backend, GridBackend):
+        # The grammar learns its request's id now, not at its first token: a request
+        # aborted in prefill, or failed before it, seals its log under its own id.
+        grammar = structured._grammar
+        if isinstance(grammar, Future):
+            grammar.add_done_callback(functools.partial(_name_compiled, request.request_id))
+        elif isinstance(grammar, GridGrammar):
+            grammar.name(request.request_id)
+
+
+def _name_compiled(request_id: str, done: Future[Any]) -> None:
+    """Tell a grammar compiled on vLLM's pool its request's id (a failed compile has
+    no grammar: vLLM fails the request with the error)."""
+    if not done.cancelled() and done.exception() is None:
+        grammar = done.result()
+        if isinstance(grammar, GridGrammar):
+            grammar.name(request_id)
