@@ -449,7 +449,7 @@ def test_each_rejection_reason_by_hand() -> None:
         "line 2 is not JSON (Expecting property name enclosed in "
         "double quotes: line 1 column 2 (char 1))",
     )
-    case([dumps(o)[0], '{"a": 1, "a": 2}'], 1, 1, "line 2 repeats the key a")
+    case([dumps(o)[0], '{"a": 1, "a": 2}'], 1, 1, "line 2 repeats the key 'a'")
     case([dumps(o)[0], "[1]"], 1, 1, "line 2 is not a JSON object")
     case(["\udcff"], 0, 0, "line 1 is not UTF-8")
     bad = {**o[0], "extra": 1}

@@ -108,6 +108,21 @@ def test_verify_a_file_name_that_is_not_utf_8(
     assert out.stdout.endswith(f"/\\udcff.jsonl: VALID: {n} records, sealed\n".encode())
 
 
+def test_a_verdict_quoting_the_log_stays_one_line(tmp_path: Path) -> None:
+    """A repeated JSON key holding a newline, a terminal escape and a lone surrogate,
+    stdout strict UTF-8: one INVALID line, the key quoted and escaped, exit 1 (the
+    newline forged a second verdict line, the surrogate was a traceback)."""
+    key = '"x\\nVALID: 99 records, sealed\\u001b[2K\\udcff"'
+    bad = tmp_path / "dup.jsonl"
+    bad.write_text(f"{{{key}: 1, {key}: 2}}\n")
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8:strict"}
+    run = [sys.executable, "-m", "grid_core.cli", "audit", "verify", str(bad)]
+    out = subprocess.run(run, capture_output=True, env=env, check=False)
+    assert (out.returncode, out.stderr) == (1, b""), out.stderr
+    assert out.stdout.count(b"\n") == 1 and b"\x1b" not in out.stdout, out.stdout
+    assert b"repeats the key 'x\\nVALID" in out.stdout, out.stdout
+
+
 def test_verify_unreadable_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["audit", "verify", str(tmp_path / "missing.jsonl")]) == 2
     captured = capsys.readouterr()

@@ -398,11 +398,35 @@ def test_the_statement_in_the_seal_is_the_records_text() -> None:
     flags = {"role": "r", "statement": text, "verdict": "accepted", "run": "ok: 1 rows"}
     assert replay(reseal(honest.audit, flags).lines(), ENGINE).ok
     seal = honest.audit.seal or {}
-    for changed in ({"statement": "delete from employees;"}, {"decoded_from_first": text + " "}):
+    for changed, why in (
+        ({"statement": "delete from employees;"}, "the statement in the seal is not the rec"),
+        ({"decoded_from_first": text + " "}, "the decoded from first in the seal is not"),
+        ({"statement": None}, "the seal's statement None is not a string"),
+        ({"decoded_from_first": None}, "the seal's decoded_from_first None is not a string"),
+    ):
         mode = {**seal["mode"], **flags, **changed}
         verdict = replay(relog(honest.audit.records, seal, mode=mode), ENGINE)
         assert verdict.stage == "seal", verdict
-        assert "the statement in the seal is not the text of the records" in verdict.reason
+        assert why in verdict.reason, verdict
+
+
+def test_a_mode_1_seal_cannot_switch_its_checks_off() -> None:
+    """A mode-1 log cut short and resealed with a stop reason that claims no EOS does
+    not replay (the loop always finishes its statement); nor does a ``budget`` or
+    ``jump_forward`` that is not an integer (each switched its check off)."""
+    honest = gen(3)
+    seal = honest.audit.seal or {}
+    records = honest.audit.records
+    assert seal["mode"]["mode"] == 1 and len(records) > 4
+    for stop in ("length", "max_tokens", "no_statement_in_budget"):
+        verdict = replay(relog(records[:4], seal, stop_reason=stop), ENGINE)
+        assert verdict.stage == "seal" and "ends in EOS" in verdict.reason, (stop, verdict)
+    empty = replay(relog((), seal, stop_reason="no_statement_in_budget"), ENGINE)
+    assert empty.ok, empty  # a budget refusal: no record, no EOS
+    for key, value in (("budget", "3"), ("budget", True), ("jump_forward", True)):
+        mode = {**seal["mode"], key: value}
+        verdict = replay(relog(records, seal, mode=mode), ENGINE)
+        assert verdict.stage == "seal" and f"the seal's {key}" in verdict.reason, verdict
 
 
 def test_chain_failure_is_reported_as_such() -> None:

@@ -553,7 +553,7 @@ def read(lines: Iterable[str], anchor: str | None = None) -> tuple[Verdict, Audi
         try:
             obj = strict_json.loads(line)
         except strict_json.DuplicateKeyError as e:
-            return bad(count, f"line {n} repeats the key {e.key}")
+            return bad(count, f"line {n} repeats the key {e.key!r}")
         except (ValueError, RecursionError) as e:
             return bad(count, f"line {n} is not JSON ({e})")
         if not isinstance(obj, dict):

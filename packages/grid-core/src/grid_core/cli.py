@@ -182,7 +182,7 @@ def audit_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
 
 def _verify(args: argparse.Namespace) -> int:
     verdict = verify_file(args.log, args.anchor)
-    print(f"{_shown(args.log)}: {verdict}")
+    print(one_line(f"{_shown(args.log)}: {verdict}"))
     return 0 if verdict.ok else 1
 
 
@@ -244,7 +244,7 @@ def _replay(args: argparse.Namespace) -> int:
         verdict = replay_file(args.log, engine_from_args(args), args.anchor)
     else:
         verdict = _replay_from_source(args, sources)
-    print(f"{_shown(args.log)}: {verdict}")
+    print(one_line(f"{_shown(args.log)}: {verdict}"))
     return 0 if verdict.ok else 1
 
 
@@ -313,12 +313,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def one_line(text: str) -> str:
-    """``text`` as one line: control characters (newlines included) and line separators
-    escaped, as ``repr`` writes them. A message that quotes user input (an argument with a
-    newline) or spans lines (an LALR conflict) stays one line, and no terminal escape
-    sequence reaches the terminal."""
+    """``text`` as one line: control characters (newlines included), line separators and
+    lone surrogates escaped, as ``repr`` writes them. A message that quotes user input (an
+    argument with a newline, a log's JSON key) or spans lines (an LALR conflict) stays one
+    line, no terminal escape sequence reaches the terminal, and any stdout encodes it."""
     return "".join(
-        repr(c)[1:-1] if unicodedata.category(c) in ("Cc", "Zl", "Zp") else c for c in text
+        repr(c)[1:-1] if unicodedata.category(c) in ("Cc", "Zl", "Zp", "Cs") else c for c in text
     )
 
 

@@ -206,17 +206,32 @@ def replay(
         )
     if stop == "eos" and any(r.kind == "reserve" for r in log.records):
         return seal_bad("stop reason 'eos' but the log has reserve steps")
-    budget = seal["mode"].get("budget")
-    if type(budget) is int and n > budget:
+    mode = seal["mode"]
+    for key in ("budget", "jump_forward"):  # what replay checks against: ints or absent
+        if key in mode and type(mode[key]) is not int:
+            return seal_bad(f"the seal's {key} {mode[key]!r} is not an integer")
+    budget = mode.get("budget")
+    if budget is not None and n > budget:
         return seal_bad(f"{n} records exceed the budget of {budget}")
+    if mode.get("mode") == 1 and n and not ended:
+        return seal_bad(
+            f"a mode-1 log ends in EOS (the loop always finishes its statement), "
+            f"this one stops {stop!r} after {n} records"
+        )
     if seal["head_hash"] != head or seal["record_count"] != n:
         return seal_bad("the seal does not close the replayed chain")
-    mode = seal["mode"]
-    said = mode.get("decoded_from_first", mode.get("statement"))
-    if said is not None:
-        text = b"".join(vocab.token_bytes[r.token] for r in log.records if r.token not in eos_ids)
-        if said != text.decode("utf-8", "replace"):
-            return seal_bad("the statement in the seal is not the text of the records")
+    text = b"".join(vocab.token_bytes[r.token] for r in log.records if r.token not in eos_ids)
+    decoded = text.decode("utf-8", "replace")
+    for key in ("decoded_from_first", "statement"):
+        if key not in mode:
+            continue
+        flag = mode[key]
+        if not isinstance(flag, str):
+            return seal_bad(f"the seal's {key} {flag!r} is not a string")
+        if key == "statement" and "decoded_from_first" in mode:
+            continue  # the SELECT-first rewrite of the decoded text (grid-sql's), checked above
+        if flag != decoded:
+            return seal_bad(f"the {key.replace('_', ' ')} in the seal is not the records' text")
     return ReplayVerdict(True, n)
 
 

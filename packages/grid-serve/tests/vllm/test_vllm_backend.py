@@ -23,10 +23,12 @@ pytest.importorskip(
     "vllm.v1.structured_output", reason="vllm is not installed (`nox -s vllm` runs these tests)"
 )
 
+import torch
 from conftest import ANALYST, CLERK, INTERN
 from vllm_harness import request, row_bytes, wait_grammar
 
 from grid_core.audit import verify
+from grid_core.errors import ServingError
 from grid_core.guide import GridGuide
 from grid_core.replay import replay
 from grid_core.vocab import Vocabulary
@@ -326,6 +328,32 @@ def test_a_draft_stop_id_leaves_the_log_open(spec_config: Any, tokenizer: Any) -
         manager.clear_backend()
 
 
+def test_a_refused_first_draft_is_no_failure(spec_config: Any, tokenizer: Any) -> None:
+    """vLLM's bitmask fill accepts a request's draft tokens and rolls back what it
+    took; a refused first draft leaves nothing to roll back. The request did not
+    fail: aborted then, its log is sealed ``truncated`` (it was ``error``)."""
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    manager = StructuredOutputManager(spec_config)
+    try:
+        r, grammar = compiled(manager, spec_config, tokenizer, "draft-refused", ANALYST)
+        select = tokenizer.encode("SELECT", add_special_tokens=False)
+        assert manager.accept_tokens(r, select)
+        manager.grammar_bitmask({"draft-refused": r}, ["draft-refused"], {"draft-refused": select})
+        assert grammar.guide.steps == len(select) and grammar.error is None
+        r.structured_output_request._grammar = None  # vLLM frees an aborted request's grammar
+        del grammar
+        gc.collect()
+        manager.backend.flush_audit()
+        lines = (
+            (Path(os.environ["GRID_AUDIT_DIR"]) / "draft-refused.jsonl").read_text().splitlines()
+        )
+        seal = json.loads(lines[-1])["seal"]
+        assert (seal["stop_reason"], seal["record_count"]) == ("truncated", len(select))
+    finally:
+        manager.clear_backend()
+
+
 def test_validate_tokens_returns_the_valid_prefix(
     manager: Any, config: Any, tokenizer: Any
 ) -> None:
@@ -617,6 +645,21 @@ def test_engines_sharing_an_audit_directory_never_overwrite_a_log(tmp_path: Path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "a~1.jsonl"]
     with pytest.raises(FileExistsError):
         AuditLog().write(tmp_path / "a.jsonl", exclusive=True)
+
+
+def test_a_bitmask_of_another_width_is_refused(manager: Any, config: Any, tokenizer: Any) -> None:
+    """A bitmask GridBackend did not allocate (rows of another width, on the numpy path
+    and through torch) is a ServingError naming the widths, also under ``python -O``
+    (it was an ``assert``); nothing is written."""
+    _, grammar = compiled(manager, config, tokenizer, "odd-width", ANALYST)
+    words = manager.backend.allocate_token_bitmask(2).shape[-1]
+    for bitmask in (
+        torch.zeros((2, words + 1), dtype=torch.int32),
+        torch.zeros((2, words - 1), dtype=torch.int64),
+    ):
+        with pytest.raises(ServingError, match=f"not GridBackend's {words}"):
+            grammar.fill_bitmask(bitmask, 0)
+        assert not bitmask.any()
 
 
 def test_request_ids_that_read_alike_get_files_of_their_own(tmp_path: Path) -> None:

@@ -124,7 +124,7 @@ from vllm.v1.structured_output.backend_types import (
 )
 
 from grid_core.audit import AuditLog
-from grid_core.errors import TokenizerError
+from grid_core.errors import ServingError, TokenizerError
 from grid_core.events import EventSpec, EventStream
 from grid_core.guide import Engine
 from grid_core.json_events import JsonEventReader, json_event_spec
@@ -415,10 +415,12 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
                     token,
                     self.guide.steps,
                 )
-                # vLLM ends the request with an error (a sampled token), or rolls
-                # back (a draft while it fills bitmasks): the log is sealed `error`
-                # unless a later accept or rollback shows the request went on.
-                self._request.refused = token
+                # A sampled token: vLLM ends the request with an error, and the log
+                # is sealed `error` unless a later accept or rollback shows the
+                # request went on. A draft (while vLLM fills bitmasks) is no failure:
+                # vLLM rolls back what it took, and a refused first draft took nothing.
+                if not self.backend.drafting:
+                    self._request.refused = token
                 return False
         self._request.refused = None
         # A stop id does not seal the log here: vLLM accepts draft tokens through this
@@ -475,12 +477,15 @@ class GridGrammar(StructuredOutputGrammar):  # type: ignore[misc, unused-ignore]
     def fill_bitmask(self, bitmask: torch.Tensor, batch_index: int) -> None:
         row = self.stops.stop_row() if self.deferred else self._row()
         words = _words_of(bitmask)
+        width = len(row) // 4
+        if (bitmask.shape[-1] if words is None else words.shape[-1]) != width:
+            raise ServingError(
+                f"a bitmask of {bitmask.shape[-1]} words per row, not GridBackend's "
+                f"{width}: allocate it with allocate_token_bitmask"
+            )
         if words is None:  # not the CPU int32 tensor GridBackend allocates: copy through torch
-            tensor = bitmask_tensor([row])[0]
-            assert bitmask.shape[-1] == tensor.shape[0], "a bitmask not allocated by GridBackend"
-            bitmask[batch_index].copy_(tensor)
+            bitmask[batch_index].copy_(bitmask_tensor([row])[0])
             return
-        assert words.shape[-1] * 4 == len(row), "a bitmask not allocated by GridBackend"
         words[batch_index] = np.frombuffer(row, dtype=np.int32)
 
     def is_terminated(self) -> bool:
