@@ -67,6 +67,15 @@ def test_work_past_the_memory_limit_is_refused_not_spilled_to_disk(tmp_path: Pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["wide.duckdb"]
 
 
+def test_a_memory_limit_too_small_to_open_the_file_is_the_memory_limit(path: Path) -> None:
+    """Below what DuckDB takes to open a file (about 256 KiB) the connection itself
+    runs out of memory: reported as ``max_memory``, as inside a statement (it was
+    DuckDB's raw OutOfMemoryException, "duckdb refused it")."""
+    with pytest.raises(LimitExceededError) as e:
+        run_readonly(path, "SELECT 1", Limits(max_memory=64 << 10), 1)
+    assert e.value.limit == "max_memory"
+
+
 @pytest.mark.parametrize(
     "sql",
     [

@@ -304,3 +304,30 @@ def test_answer_in_refuses_a_language_it_does_not_know() -> None:
 
     with pytest.raises(ValueError, match="no language 'covring': one of covering, role"):
         answer_in("covring", None, None, "analyst")  # type: ignore[arg-type]
+
+
+def test_a_sample_read_of_a_view_is_held_to_the_wall_time(tmp_path: Path) -> None:
+    """A granted view whose one SQL function call runs for seconds (SQLite's printf
+    pads a gigabyte one character at a time, where no progress handler runs): its
+    sample read runs in a worker killed at ``wall_time`` (in this process it took
+    about 7 s under a 1 s limit), and has no entry; the plain table's read is kept."""
+    import sqlite3
+    import time
+
+    from grid_serve.text2sql import sample_rows
+    from grid_sql.limits import Limits
+
+    path = tmp_path / "slow.sqlite"
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE t (a INTEGER)")
+        con.execute("INSERT INTO t VALUES (1)")
+        pad = "printf('%.*c', 1000000000, 'x')"  # about 2.3 s each, one C call
+        con.execute(f"CREATE VIEW v AS SELECT length({pad} || {pad} || {pad}) AS n FROM t")
+    con.close()
+    schema = SchemaSnapshot.from_sqlite(path)
+    policy = 'version = 1\n[roles.r]\nverbs = ["SELECT"]\ntables = ["t", "v"]\n'
+    grants = PolicyBundle.loads(policy, schema=schema).grants("r", schema)
+    t0 = time.monotonic()
+    rows = sample_rows(path, schema, grants, 3, Limits(wall_time=1.0))
+    assert time.monotonic() - t0 < 4.5
+    assert rows == {"t": (["a"], [(1,)])}

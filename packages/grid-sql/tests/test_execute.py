@@ -145,6 +145,30 @@ def test_a_gigabyte_value_hits_the_result_byte_limit(
     assert "string or blob too big" in str(error)
 
 
+def test_a_long_table_definition_does_not_lower_the_byte_limit(tmp_path: Path) -> None:
+    """SQLite's length limit bounds every string it holds, the schema's CREATE
+    statements and the statement's text included: set to a ``max_result_bytes`` below
+    the longest CREATE (a wide table the statement never reads), every statement on
+    the database failed as a value grown too big. The limit is raised to that length;
+    results are still held to ``max_result_bytes`` by the fetch loop, and a value past
+    both is still stopped while it is computed."""
+    path = tmp_path / "wide.sqlite"
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE small (a INTEGER)")
+        con.executemany("INSERT INTO small VALUES (?)", [(1,), (2,)])
+        columns = ", ".join(f"column_with_a_long_name_{i} TEXT" for i in range(100))
+        con.execute(f"CREATE TABLE wide ({columns})")
+    con.close()
+    limits = Limits(max_result_bytes=2000)
+    assert run_readonly(path, "SELECT count(*) FROM small", limits).rows == [(2,)]
+    tiny = Limits(max_result_bytes=16)  # shorter than the statement itself
+    assert run_readonly(path, "SELECT a FROM small ORDER BY a", tiny).rows == [(1,), (2,)]
+    with pytest.raises(LimitExceededError, match="hold more than 2000 bytes"):
+        run_readonly(path, "SELECT hex(randomblob(1250))", limits)  # 2,500 bytes returned
+    with pytest.raises(LimitExceededError, match="string or blob too big"):
+        run_readonly(path, "SELECT length(zeroblob(100000))", limits)
+
+
 def test_printf_of_a_gigabyte_ends_cleanly(db: Path) -> None:
     """SQLite 3.40's printf pads one character at a time inside one function call, where
     no progress handler runs: it ends (about 5 s) with a limit or a NULL, never a hang."""

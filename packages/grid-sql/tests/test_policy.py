@@ -171,6 +171,13 @@ ERRORS = {
         BASE.replace('["SELECT"]', '[\n  "SELECT",\n  "UPSERT",\n]'),
         PolicyValueError, 6, "roles.reader.verbs[1]",
     ),
+    "a verb spelled with a long s": (  # Unicode's upper case of "ſelect" is SELECT
+        BASE.replace('["SELECT"]', '["ſelect"]'), PolicyValueError, 4, "roles.reader.verbs[0]",
+    ),
+    "a verb spelled with a dotless i": (
+        BASE.replace('["SELECT"]', '["SELECT", "ınsert"]'),
+        PolicyValueError, 4, "roles.reader.verbs[1]",
+    ),
     "verb twice": (
         BASE.replace('["SELECT"]', '["SELECT", "select"]'),
         PolicyValueError, 4, "roles.reader.verbs[1]",
@@ -240,11 +247,28 @@ def test_load_from_a_file(tmp_path: Path) -> None:
         PolicyBundle.load(tmp_path / "missing.toml")
 
 
+def test_a_file_too_large_or_too_deep_is_refused_naming_it(tmp_path: Path) -> None:
+    """An endless file (``/dev/zero``) is refused after a bounded read, never read
+    into memory whole; nesting too deep for the TOML reader is a syntax error that
+    names the file (it was a bare RecursionError, or a message with no file)."""
+    if Path("/dev/zero").exists():
+        with pytest.raises(PolicyFileError, match="/dev/zero: cannot read the file: it hol"):
+            PolicyBundle.load("/dev/zero")
+    deep = tmp_path / "deep.toml"
+    deep.write_text(BASE + "description = " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(PolicySyntaxError, match=r"deep\.toml: it nests too deeply"):
+        PolicyBundle.load(deep)
+
+
 # ---------------------------------------------------------------- against a schema
 
 REFERENCE_ERRORS = {
     "unknown table": (
         BASE.replace('["employees"]', '[\n  "employees",\n  "payroll",\n]'),
+        7, "roles.reader.tables[1]", "no relation 'payroll'",
+    ),
+    "unknown table named in a comment first": (
+        BASE.replace('["employees"]', '[\n  # "payroll" went\n  "employees", "payroll",\n]'),
         7, "roles.reader.tables[1]", "no relation 'payroll'",
     ),
     "unknown column": (

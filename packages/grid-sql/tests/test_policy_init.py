@@ -143,6 +143,26 @@ def test_an_existing_file_is_kept_without_force(
     assert out_path.read_text().startswith("# GRID policy for shop")
 
 
+def test_the_database_read_is_never_overwritten(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--out`` naming the ``--db`` file it reads (or the ``--schema`` file), even with
+    ``--force``, is refused: it replaced the database with its own policy."""
+    db = shop(tmp_path)
+    before = db.read_bytes()
+    for extra in ([], ["--force"]):
+        code, out, err = run(["policy", "init", "--db", str(db), "--out", str(db), *extra], capsys)
+        assert (code, out) == (2, ""), err
+        assert (
+            err == f"grid policy: error: --out {db} is the --db file it reads: name another file\n"
+        )
+    assert db.read_bytes() == before
+    snapshot = tmp_path / "company.json"
+    example_schema().save(snapshot)
+    argv = ["policy", "init", "--schema", str(snapshot), "--out", str(snapshot), "--force"]
+    assert run(argv, capsys)[0] == 2
+
+
 def test_out_dash_prints_the_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     snapshot = tmp_path / "company.json"
     example_schema().save(snapshot)

@@ -352,3 +352,15 @@ def test_postgres_lexicon_words_resolve_on_the_server(postgres: Server) -> None:
     # and a spelling the lexicon leaves out is indeed another name
     wrong = postgres.run('PREPARE w AS SELECT 1 FROM "EMPLOYEES";\n')
     assert "does not exist" in wrong.stderr
+
+
+def test_a_snapshot_too_large_or_too_deep_is_refused_naming_it(tmp_path: Path) -> None:
+    """``/dev/zero`` as a snapshot is refused after a bounded read; JSON nested too deep
+    for the reader names the file (it was a bare RecursionError)."""
+    if Path("/dev/zero").exists():
+        with pytest.raises(SchemaError, match=r"/dev/zero.*holds more than"):
+            SchemaSnapshot.load("/dev/zero")
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(SchemaError, match=r"deep\.json.*nests too deeply"):
+        SchemaSnapshot.load(deep)

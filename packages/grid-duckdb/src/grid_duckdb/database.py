@@ -57,7 +57,10 @@ def run_readonly(path: Path, sql: str, limits: Limits, keep: int) -> Result:
         "temp_directory": "",
         "lock_configuration": True,
     }
-    db = duckdb.connect(str(path), read_only=True, config=config)
+    try:
+        db = duckdb.connect(str(path), read_only=True, config=config)
+    except duckdb.OutOfMemoryException as e:  # a limit below what opening the file takes
+        raise _out_of_memory(limits, e) from None
     timer = threading.Timer(limits.wall_time, db.interrupt)
     deadline = time.monotonic() + limits.wall_time
     try:
@@ -91,13 +94,15 @@ def run_readonly(path: Path, sql: str, limits: Limits, keep: int) -> Result:
         except duckdb.InterruptException:
             raise _too_long(limits) from None
         except duckdb.OutOfMemoryException as e:
-            raise LimitExceededError(
-                "max_memory", limits.max_memory, f"DuckDB ran out of memory ({e})"
-            ) from None
+            raise _out_of_memory(limits, e) from None
         return Result(columns, rows, count)
     finally:
         timer.cancel()
         db.close()
+
+
+def _out_of_memory(limits: Limits, e: Exception) -> LimitExceededError:
+    return LimitExceededError("max_memory", limits.max_memory, f"DuckDB ran out of memory ({e})")
 
 
 def _too_long(limits: Limits) -> LimitExceededError:

@@ -83,6 +83,7 @@ from grid_sql.policy import PolicyBundle, RoleGrants
 from grid_sql.projection import RoleProjection, language_dfa
 from grid_sql.repair import COLUMN_CATEGORY, feedback_text, plan_retry
 from grid_sql.schema import SchemaSnapshot, ascii_lower
+from grid_sql.worker import WorkerError
 
 __all__ = [
     "ANSWER_PREFIX",
@@ -395,16 +396,32 @@ def sample_rows(
     """Up to ``n`` rows of each granted table, granted columns only (table -> (columns,
     rows)), read under the role's ``limits`` on the database opened read-only. None for
     a role without SELECT: a role that may not read the rows is never shown them. A
-    table whose read fails or exceeds a limit has no entry."""
+    table whose read fails or exceeds a limit has no entry.
+
+    A relation that computes what it returns (a view, a table with a generated or a
+    virtual table's hidden column) is read in a worker process killed at the limits
+    (``Database.run_isolated``): one SQL function call of a view can outlast
+    ``wall_time`` where the in-process deadline cannot interrupt it. A plain table's
+    read runs in this process (a worker costs about 0.1 s)."""
     if n <= 0 or "SELECT" not in grants.verbs:
         return {}
     spell = get_dialect(schema.dialect).spell_identifier
-    errors: tuple[type[Exception], ...] = (*database_for(db_path).errors, LimitExceededError)
+    errors: tuple[type[Exception], ...] = (
+        *database_for(db_path).errors,
+        LimitExceededError,
+        WorkerError,
+    )
     out = {}
     for table, granted in grants.columns.items():
         sql = f"SELECT {', '.join(map(spell, granted))} FROM {spell(table)} LIMIT {int(n)}"
+        relation = schema.table(table)
+        computes = (
+            relation is None
+            or relation.kind != "table"
+            or any(c.generated or c.hidden for c in relation.columns)
+        )
         try:
-            columns, rows, _ = _read(db_path, sql, n, limits)
+            columns, rows, _ = _read(db_path, sql, n, limits, isolated=computes)
         except errors:
             continue
         out[table] = (list(columns), [tuple(r) for r in rows])
@@ -899,11 +916,19 @@ def run_readonly(
 
 
 def _read(
-    db_path: Path, sql: str, max_rows: int, limits: Limits = DEFAULT_LIMITS
+    db_path: Path,
+    sql: str,
+    max_rows: int,
+    limits: Limits = DEFAULT_LIMITS,
+    *,
+    isolated: bool = False,
 ) -> tuple[list[str], list[tuple[Any, ...]], bool]:
-    """:func:`run_readonly` in this process, for GRID's own reads of the database
-    (foreign keys, sample rows): statements GRID wrote, so no worker."""
-    result = database_for(db_path).run(db_path, sql, limits, max_rows)
+    """GRID's own reads of the database (foreign keys, sample rows): statements GRID
+    wrote, run in this process, or with ``isolated`` in a worker killed at ``limits``
+    (a read of a relation that computes)."""
+    database = database_for(db_path)
+    run = database.run_isolated if isolated else database.run
+    result = run(db_path, sql, limits, max_rows)
     return result.columns, result.rows, result.more
 
 

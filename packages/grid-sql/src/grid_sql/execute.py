@@ -8,7 +8,11 @@ The connection is
   ``PRAGMA query_only`` and no attached databases (``SQLITE_LIMIT_ATTACHED`` 0);
 - bounded in time by a progress handler that interrupts the statement past its
   deadline (``wall_time``);
-- bounded in value size by ``SQLITE_LIMIT_LENGTH`` = ``max_result_bytes``;
+- bounded in value size by ``SQLITE_LIMIT_LENGTH`` = ``max_result_bytes``,
+  raised to the length of the database's longest ``CREATE`` statement and of
+  the statement itself when either is longer (the limit bounds every string
+  SQLite holds, those included: a lower one refused every statement on a
+  database with one long table definition);
 - bounded in memory by SQLite's heap limit (``PRAGMA hard_heap_limit`` =
   ``max_memory``, ``soft_heap_limit`` at half of it);
 - kept off the disk: temporary tables, indices and a sort's spilled runs live in
@@ -50,6 +54,7 @@ from grid_sql.limits import DEFAULT_LIMITS, PROGRESS_STEPS, LimitExceededError, 
 __all__ = ["Result", "connect_readonly", "run_readonly"]
 
 _INT_MAX = 2**31 - 1  # a C int: sqlite3_limit's argument (SQLite clamps it lower still)
+_OWN_SQL_BYTES = 256  # the longest statement this module runs itself (its PRAGMAs)
 
 
 @dataclass(frozen=True)
@@ -67,13 +72,20 @@ class Result:
         return self.count > len(self.rows)
 
 
-def connect_readonly(db_path: Path, limits: Limits = DEFAULT_LIMITS) -> sqlite3.Connection:
+def connect_readonly(
+    db_path: Path, limits: Limits = DEFAULT_LIMITS, statement_bytes: int = 0
+) -> sqlite3.Connection:
     """A read-only connection to ``db_path`` with the memory and length limits set and
-    temporary storage in memory (the time limit is per statement: :func:`run_readonly`)."""
+    temporary storage in memory (the time limit is per statement: :func:`run_readonly`),
+    for statements of at most ``statement_bytes`` bytes (see the module header)."""
     uri = db_path.resolve().as_uri() + "?mode=ro"
     db = sqlite3.connect(uri, uri=True)
     try:
-        db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, min(limits.max_result_bytes, _INT_MAX))
+        (schema_bytes,) = db.execute(
+            "SELECT coalesce(max(length(CAST(sql AS BLOB))), 0) FROM sqlite_master"
+        ).fetchone()
+        length = max(limits.max_result_bytes, schema_bytes, statement_bytes, _OWN_SQL_BYTES)
+        db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, min(length, _INT_MAX))
         db.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
         db.execute("PRAGMA query_only = 1")
         db.execute(f"PRAGMA hard_heap_limit = {int(limits.max_memory)}")
@@ -106,7 +118,7 @@ def run_readonly(
         )
 
     try:
-        db = connect_readonly(db_path, limits)
+        db = connect_readonly(db_path, limits, len(sql.encode("utf-8", "surrogatepass")))
     except MemoryError:
         raise _out_of_memory(limits) from None
     try:

@@ -15,7 +15,9 @@ may cost. Every statement GRID executes (``grid ask``, through
 - ``max_result_bytes``: bytes of the result, summed over every value returned
   (:func:`value_bytes`); also SQLite's ``SQLITE_LIMIT_LENGTH`` for the run, so
   one string or blob may not grow past it while it is computed
-  (``randomblob(1e9)``, ``zeroblob(1e9)``).
+  (``randomblob(1e9)``, ``zeroblob(1e9)``), unless the database's longest
+  ``CREATE`` statement or the statement itself is longer (the limit bounds
+  those too): then past that length.
 - ``max_memory`` (bytes): SQLite's heap (``PRAGMA hard_heap_limit``; the soft
   limit, at half of it, makes SQLite shed cache first), temporary results
   included: a backend keeps them in memory rather than spilling them to disk

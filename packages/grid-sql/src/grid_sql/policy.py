@@ -76,6 +76,7 @@ Policy decisions:
 from __future__ import annotations
 
 import re
+import string
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -90,7 +91,7 @@ from grid_core.fingerprint import fingerprint
 from grid_sql.dialects import get_dialect
 from grid_sql.generation import PROFILES, Profile
 from grid_sql.limits import DEFAULT_LIMITS, LIMIT_KEYS, Limits, check_limit
-from grid_sql.schema import Routine, SchemaSnapshot, ascii_lower, name_key
+from grid_sql.schema import Routine, SchemaSnapshot, ascii_lower, name_key, read_bounded
 from grid_sql.write_effects import first_escape
 
 __all__ = [
@@ -144,6 +145,10 @@ EXAMPLE: Final = "company.policy.toml"
 """The example policy (package ``grid_sql.examples``), over ``company.sql``."""
 
 _ROLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+_ASCII_UPPER = str.maketrans(string.ascii_lowercase, string.ascii_uppercase)
+
+MAX_POLICY_BYTES = 16 << 20
+"""The largest policy file read (policies are a few kilobytes)."""
 #: What a role's name must match (in full).
 ROLE_NAME: Final = _ROLE_NAME
 _TOP_KEYS = {"version": "int", "description": "str", "limits": "table", "roles": "table"}
@@ -361,8 +366,8 @@ class PolicyBundle:
     def load(cls, path: str | Path, schema: SchemaSnapshot | None = None) -> PolicyBundle:
         """Read and validate a policy file (and check its names against ``schema``)."""
         try:  # utf-8-sig: a byte-order mark (some editors write one) is not TOML
-            text = Path(path).read_text(encoding="utf-8-sig")
-        except (OSError, UnicodeDecodeError) as e:
+            text = read_bounded(path, MAX_POLICY_BYTES).decode("utf-8-sig")
+        except (OSError, UnicodeDecodeError, ValueError) as e:
             raise PolicyFileError(str(path), None, "", f"cannot read the file: {e}") from None
         return cls.loads(text, str(path), schema)
 
@@ -377,6 +382,8 @@ class PolicyBundle:
         except tomllib.TOMLDecodeError as e:
             line = lines.syntax_error_line(str(e))
             raise PolicySyntaxError(path, line, lines.field_at(line), str(e)) from None
+        except RecursionError:
+            raise PolicySyntaxError(path, None, "", "it nests too deeply to be read") from None
         bundle = _Reader(path, lines).bundle(data, text)
         if schema is not None:
             bundle.validate(schema)
@@ -777,18 +784,20 @@ class _Reader:
                 raise self.fail(MissingKeyError, where, f"missing key {key!r}")
         verbs = set()
         for i, verb in enumerate(self.strings(data["verbs"], (*where, "verbs"))):
-            if verb.upper() not in VERBS:
+            # ASCII case folding only: Unicode's makes "ſelect" SELECT and "ınsert" INSERT
+            upper = verb.translate(_ASCII_UPPER)
+            if upper not in VERBS:
                 raise self.fail(
                     PolicyValueError,
                     (*where, "verbs", i),
                     f"unknown verb {verb!r} (known: {', '.join(VERBS)})",
                     verb,
                 )
-            if verb.upper() in verbs:
+            if upper in verbs:
                 raise self.fail(
                     PolicyValueError, (*where, "verbs", i), f"{verb!r} is listed twice", verb
                 )
-            verbs.add(verb.upper())
+            verbs.add(upper)
         if not verbs:
             raise self.fail(
                 PolicyValueError,
@@ -960,7 +969,7 @@ class _Locator:
                 text = self.text_lines[number - 1]
                 if number > found and (_key_path(text.strip()) or text.strip().startswith("[")):
                     break
-                if any(n in text for n in needles):
+                if any(n in _without_comment(text) for n in needles):
                     return number
         return found
 
@@ -983,6 +992,25 @@ class _Locator:
         text = self.text_lines[line - 1].strip() if 0 < line <= len(self.text_lines) else ""
         key = _key_path(text) or ()
         return _field_name((*table, *key))
+
+
+def _without_comment(line: str) -> str:
+    """A TOML line up to its comment (a ``#`` outside a string), for finding a value on
+    it: a name quoted in a comment is not the value."""
+    quote, i = "", 0
+    while i < len(line):
+        c = line[i]
+        if quote:
+            if c == "\\" and quote == '"':
+                i += 1  # the escaped character
+            elif c == quote:
+                quote = ""
+        elif c in "\"'":
+            quote = c
+        elif c == "#":
+            return line[:i]
+        i += 1
+    return line
 
 
 def _header_path(line: str) -> tuple[str, ...] | None:

@@ -233,6 +233,8 @@ def _init(args: argparse.Namespace) -> int:
     if out is None:
         sys.stdout.write(text)
         return 0
+    if out.exists() and out.samefile(source):
+        raise PolicyError(f"--out {out} is the {option} file it reads: name another file")
     if out.exists() and not args.force:
         raise PolicyError(f"{out} exists; pass --force to overwrite it")
     try:

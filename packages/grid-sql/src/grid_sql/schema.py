@@ -176,6 +176,22 @@ class Column:
 
 
 WRITING_ACTIONS = frozenset({"CASCADE", "SET NULL", "SET DEFAULT"})
+
+MAX_SNAPSHOT_BYTES = 256 << 20
+"""The largest JSON snapshot file read (a catalog of tens of thousands of tables)."""
+
+
+def read_bounded(path: str | Path, limit: int) -> bytes:
+    """The bytes of the file at ``path``, read at most ``limit`` of them; ``ValueError``
+    for a file that holds more (a wrong file, a device such as ``/dev/zero``): nothing
+    larger is ever held in memory."""
+    with open(path, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"it holds more than {limit:,} bytes, the most read")
+    return data
+
+
 """Foreign-key actions that write the referencing table (``NO ACTION`` and
 ``RESTRICT`` only refuse the parent's write)."""
 
@@ -592,6 +608,8 @@ class SchemaSnapshot:
             raise SchemaError(source, f"line {e.lineno}: {e.msg}") from None
         except (strict_json.DuplicateKeyError, ValueError) as e:  # ValueError: a huge number
             raise SchemaError(source, str(e)) from None
+        except RecursionError:
+            raise SchemaError(source, "it nests too deeply to be read") from None
         return cls.from_dict(data, source)
 
     @classmethod
@@ -654,8 +672,8 @@ class SchemaSnapshot:
     def load(cls, path: str | Path) -> SchemaSnapshot:
         """Read a JSON snapshot file."""
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
+            text = read_bounded(path, MAX_SNAPSHOT_BYTES).decode("utf-8")
+        except (OSError, UnicodeDecodeError, ValueError) as e:
             raise SchemaError(str(path), str(e)) from None
         return cls.from_json(text, str(path))
 
