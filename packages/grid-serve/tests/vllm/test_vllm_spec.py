@@ -76,6 +76,42 @@ def test_parse_rejects_malformed_specs_naming_the_field(
     assert str(e.value).startswith("GRID grammar spec")
 
 
+def test_the_example_policy_is_the_example_schemas_only() -> None:
+    """A spec naming a schema file and no policy took grid-sql's example policy for
+    it: a schema with an ``employees`` table then got the example roles' grants."""
+    with pytest.raises(GrammarSpecError, match="example policy is the example schema's") as e:
+        GridSpec.parse('{"dialect": "sqlite", "role": "admin", "schema": "/srv/s.json"}')
+    assert e.value.field == "policy"
+
+
+def test_files_outside_the_served_artifacts_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``GRID_VLLM_ARTIFACTS`` set, a spec may name schema and policy files inside
+    that directory only (symbolic links resolved), refused before anything is read;
+    the example schema and policy stay available."""
+    served = tmp_path / "served"
+    served.mkdir()
+    (tmp_path / "p.toml").write_text("")
+    (served / "link.toml").symlink_to(tmp_path / "p.toml")
+    monkeypatch.setenv("GRID_VLLM_ARTIFACTS", str(served))
+
+    def spec(schema: str, policy: str) -> str:
+        return json.dumps({"dialect": "sqlite", "role": "r", "schema": schema, "policy": policy})
+
+    ok = GridSpec.parse(spec(str(served / "s.json"), str(served / "p.toml")))
+    assert ok.policy == str(served / "p.toml")
+    assert GridSpec.parse(spec("example", "example")).schema == "example"
+    for schema, policy, field in (
+        ("/etc/passwd", str(served / "p.toml"), "schema"),
+        (str(served / "s.json"), str(served / ".." / "p.toml"), "policy"),
+        (str(served / "s.json"), str(served / "link.toml"), "policy"),
+    ):
+        with pytest.raises(GrammarSpecError, match="is not inside GRID_VLLM_ARTIFACTS") as e:
+            GridSpec.parse(spec(schema, policy))
+        assert e.value.field == field
+
+
 def test_one_engine_per_key_and_roles_share_trie_and_t2(vocab: Vocabulary) -> None:
     """Fails if equal specs build twice, or two roles do not share the trie and T2."""
     compiler = EngineCompiler(vocab)

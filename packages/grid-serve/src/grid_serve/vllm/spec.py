@@ -12,13 +12,23 @@ to constrain the output to ::
   the path of a schema snapshot file (``grid.schema/1`` JSON, written by
   :meth:`grid_sql.schema.SchemaSnapshot.save`); its dialect must be ``dialect``;
 - ``policy`` (optional, default ``"example"``): ``"example"`` (grid-sql's
-  example policy) or the path of a policy TOML file, checked against the schema;
+  example policy, for the example schema only, as ``grid ask``'s) or the path
+  of a policy TOML file, checked against the schema;
 - ``events`` (optional, default ``false``): ``true`` keeps the request's parse
   events (``grid_core.events``; how a server reads them: ``grid_serve.vllm.backend``).
 
 Nothing else is accepted: an unknown key, a wrong type or an unknown dialect is
 a :class:`GrammarSpecError` from :meth:`GridSpec.parse`, before anything is
-read from disk. Reading the schema and the policy and resolving the role happen
+read from disk.
+
+**Trust.** A spec names the role whose language the output is held to: whoever
+writes the spec chooses the privileges. A deployment builds the spec in its own
+application from the caller's identity and never passes a caller's spec
+through. With ``GRID_VLLM_ARTIFACTS`` (:data:`ARTIFACTS_ENV`) set to a
+directory, the schema and policy paths a spec names must lie inside it (after
+symbolic links), so a request cannot make the engine read any other file; the
+example schema and policy stay available (grid-sql's own, read from the
+package). Reading the schema and the policy and resolving the role happen
 at compile time (:meth:`EngineCompiler.engine`) and raise grid-sql's own typed
 errors (``SchemaError``, ``PolicyError``, ``UnknownRoleError``).
 
@@ -51,6 +61,7 @@ refused with a typed error naming the culprit
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -148,6 +159,13 @@ class GridSpec:
                 "dialect", f"unknown dialect {data['dialect']!r} (known: {', '.join(known)})"
             )
         policy = data.get("policy", EXAMPLE)
+        if policy == EXAMPLE and data["schema"] != EXAMPLE:
+            raise GrammarSpecError(
+                "policy", "the example policy is the example schema's: name a policy file"
+            )
+        for key in ("schema", "policy"):
+            if data.get(key, EXAMPLE) != EXAMPLE:
+                _check_served(key, data[key])
         return cls(data["dialect"], data["role"], data["schema"], policy, events)
 
     def load_schema(self) -> SchemaSnapshot:
@@ -165,6 +183,20 @@ class GridSpec:
         if self.policy == EXAMPLE:
             return example_policy(schema)
         return PolicyBundle.load(Path(self.policy), schema)
+
+
+ARTIFACTS_ENV = "GRID_VLLM_ARTIFACTS"
+"""The environment variable naming the directory a spec's files must lie in."""
+
+
+def _check_served(key: str, value: str) -> None:
+    """Refuse a spec's file outside ``GRID_VLLM_ARTIFACTS`` when it is set."""
+    root = os.environ.get(ARTIFACTS_ENV)
+    if not root:
+        return
+    inside = Path(root).resolve()
+    if not Path(value).resolve().is_relative_to(inside):
+        raise GrammarSpecError(key, f"{value!r} is not inside {ARTIFACTS_ENV} ({inside})")
 
 
 def is_grid_spec(text: str) -> bool:
