@@ -530,9 +530,14 @@ def test_star_expansions() -> None:
         ),
     ]
     # two sources named e: SQLite expands e.* to main.e.id, ... and finds each twice
+    # (q.* is every source named q: each one's columns are read)
     assert seen("SELECT e.* FROM emp e, emp e;") == [
         ("use", "emp", 16, "emp"),
         ("use", "emp", 23, "emp"),
+        ("star", "emp", "id", 7, "e.*"),
+        ("star", "emp", "name", 7, "e.*"),
+        ("star", "emp", "dept", 7, "e.*"),
+        ("star", "emp", "salary", 7, "e.*"),
         ("star", "emp", "id", 7, "e.*"),
         ("star", "emp", "name", 7, "e.*"),
         ("star", "emp", "dept", 7, "e.*"),
@@ -950,8 +955,8 @@ def test_joins() -> None:
 
 def test_ctes() -> None:
     """WITH: alias lists, recursion (the anchor names the columns), shadowing, forward
-    references, cycles, duplicates, and CTE bodies seeing the scope outside their
-    statement.
+    references, cycles, duplicates, and CTE bodies seeing no scope outside them
+    (SQLite reads a body where the CTE is used: a name its tables lack is refused).
     """
     assert seen("WITH c(a, b) AS (SELECT id, name FROM emp) SELECT a, c.b, c.nope FROM c;") == [
         ("use", "emp", 38, "emp"),
@@ -1021,7 +1026,16 @@ def test_ctes() -> None:
     ]
     assert seen("SELECT (WITH c AS (SELECT e.salary AS k) SELECT k FROM c) FROM emp e;") == [
         ("use", "emp", 63, "emp"),
-        ("reference", "emp", "salary", 26, "e.salary"),
+        (
+            "unknown_qualifier",
+            "e",
+            None,
+            26,
+            "e.salary",
+            "no table or alias named e in scope; in scope: none; a common table's body is "
+            "read where the table is used, so it may name only its own tables' columns (a "
+            "string takes single quotes)",
+        ),
     ]
     assert seen("WITH c AS (SELECT * FROM nope) SELECT c.anything FROM c;") == [
         (
@@ -2322,7 +2336,9 @@ def test_more_names() -> None:
             None,
             47,
             "z.w",
-            "no table or alias named z in scope; in scope: a",
+            "no table or alias named z in scope; in scope: a; a common table's body is read "
+            "where the table is used, so it may name only its own tables' columns (a string "
+            "takes single quotes)",
         )
     ]
     assert seen(

@@ -354,11 +354,13 @@ def _sample_value(value: Any) -> str:
     return text if len(text) <= SAMPLE_CHARS else text[: SAMPLE_CHARS - 3] + "..."
 
 
-def foreign_keys(db_path: Path, schema: SchemaSnapshot) -> list[ForeignKey]:
+def foreign_keys(
+    db_path: Path, schema: SchemaSnapshot, limits: Limits = DEFAULT_LIMITS
+) -> list[ForeignKey]:
     """The foreign keys a SQLite database declares between the relations of ``schema``
-    (``pragma_foreign_key_list``, read-only); none for another backend. A key whose
-    target columns are not named (``REFERENCES t``) refers to ``t``'s primary key,
-    which the pragma does not say: it is left out."""
+    (``pragma_foreign_key_list``, read-only, under ``limits``); none for another
+    backend. A key whose target columns are not named (``REFERENCES t``) refers to
+    ``t``'s primary key, which the pragma does not say: it is left out."""
     if schema.dialect != "sqlite":
         return []
     names = {ascii_lower(t.name): t for t in schema.tables}
@@ -367,7 +369,7 @@ def foreign_keys(db_path: Path, schema: SchemaSnapshot) -> list[ForeignKey]:
         literal = "'" + table.name.replace("'", "''") + "'"
         sql = f'SELECT id, "table", "from", "to" FROM pragma_foreign_key_list({literal})'
         try:
-            _, rows, _ = _read(db_path, sql, 1000)
+            _, rows, _ = _read(db_path, sql, 1000, limits)
         except (sqlite3.Error, LimitExceededError):
             continue
         keys: dict[int, list[tuple[str, str, str | None]]] = {}
@@ -441,7 +443,7 @@ def prompt_schema(
     return schema_ddl(
         schema,
         grants,
-        foreign_keys(db_path, schema),
+        foreign_keys(db_path, schema, limits),
         sample_rows(db_path, schema, grants, rows, limits),
     )
 

@@ -43,14 +43,19 @@ Name resolution follows SQLite 3.40 (resolve.c `lookupName`, select.c):
   fallback, which Spider's gold relies on); one that resolves is a column read
   and is checked. In free mode GRID lexes ``"x"`` in an expression as a column.
 - Subqueries in FROM see the scopes outside the current SELECT, not its FROM.
-  CTE bodies see the scopes outside the statement that owns the WITH clause.
+  CTE bodies see no scope outside them (SQLite reads a body where the CTE is
+  used): a name their own tables lack is refused, a double-quoted one too.
 - ORDER BY of a compound SELECT: a bare name that is an output name of one of
   its SELECTs is an output reference; any other term is resolved in the scope of
   the first SELECT in which it resolves cleanly.
 - ``rowid``, ``oid`` and ``_rowid_`` resolve to a base table's row id when no
-  column takes the name. The row id may alias a column (INTEGER PRIMARY KEY), so
-  it is an access: to that column when `SemanticChecker` knows it, else to the
-  pseudo-column ``rowid``, which a restricted grant must list to allow.
+  column takes the name, before result aliases, and only where one base table is
+  in the scope (several: refused). The row id may alias a column (INTEGER
+  PRIMARY KEY), so it is an access: to that column when `SemanticChecker` knows
+  it, else to the pseudo-column ``rowid``, which a restricted grant must list to
+  allow. One read in a subquery is charged to the enclosing scopes' tables too
+  (a WITHOUT ROWID table passes the name outward).
+- SQLite's ``TRUE`` and ``FALSE`` read a column so named when one is in scope.
 
 What counts as a column access (checked against the grants): a resolved
 reference to a base-table column anywhere in the statement; every column that
@@ -278,6 +283,7 @@ class _Names:
     rowid: frozenset[str]
     dq_fallback: bool
     whole_row: bool
+    boolean: bool
 
     @classmethod
     def of(cls, dialect: Dialect) -> _Names:
@@ -287,6 +293,7 @@ class _Names:
             rowid,
             dialect.dq_string_fallback,
             dialect.whole_row_references,
+            dialect.boolean_names,
         )
 
     def lexeme(self, spelling: str) -> str:
@@ -695,6 +702,9 @@ class _Walker:
         # column_ref (id) -> the id of the tree whose FROM resolved it (_Scope.owner)
         self.refs: dict[int, int] = {}
         self.window_references: set[str] | None = None  # see _window_references
+        # CTE bodies being walked: SQLite resolves a name a body's tables lack
+        # where the CTE is used, so inside one no name falls back to a string
+        self.in_cte = 0
 
     # -- recording ------------------------------------------------------------
 
@@ -1011,7 +1021,14 @@ class _Walker:
             return
         cte.state = "walking"
         named = len(cte.columns) if cte.columns is not None else None
-        outputs = self.select_stmt(cte.body, cte.outer, cte.env, cte)
+        # No enclosing scope: SQLite reads a CTE body where the CTE is used, a name
+        # the body's own tables lack against that query's tables (not the ones
+        # around the WITH), so such a name is refused rather than resolved here.
+        self.in_cte += 1
+        try:
+            outputs = self.select_stmt(cte.body, None, cte.env, cte)
+        finally:
+            self.in_cte -= 1
         if cte.columns is None:
             cte.columns = outputs.columns()
         elif not outputs.opaque and named is not None:
@@ -1143,12 +1160,14 @@ class _Walker:
                     "give this one another name",
                 )
             used = not shadowed and keys[i] in read
+            # resolved as the select list is: the result aliases are not visible
+            unaliased = replace(scope, aliases_visible=False)
             if used or not self.dialect.unused_windows_unresolved:
-                self.clause(window, scope, env)
+                self.clause(window, unaliased, env)
                 continue
             mark = len(self.violations)
             self.unresolved.add(id(window))
-            self.clause(window, scope, env)
+            self.clause(window, unaliased, env)
             del self.violations[mark:]
 
     def _window_references(self) -> set[str]:
@@ -1210,8 +1229,7 @@ class _Walker:
                 self._unknown_qualifier(qualifier, span, scope)
                 outputs.opaque = True
                 return
-            sources = sources[:1]
-        for source in sources:
+        for source in sources:  # q.* is every source named q (SQLite expands them all)
             outputs.opaque = outputs.opaque or source.opaque
             for key, spelling in source.columns.items():
                 if (qualifier is None and key in source.hidden) or source.hides(key):
@@ -1477,6 +1495,8 @@ class _Walker:
                 token = node.children[0]
                 if _is_token(token) and token.type == "DQ_STRING":
                     self.column_ref(token, None, _span(token), scope, dq_fallback=dq)
+                elif _is_token(token) and token.type in ("TRUE", "FALSE") and self.names.boolean:
+                    self._boolean_name(token, scope)
             elif data == "select_stmt":
                 outputs = self.select_stmt(node, scope, env)
                 self._check_width(node, outputs)
@@ -1647,6 +1667,7 @@ class _Walker:
         self, column: Token, key: str, span: Span, scope: _Scope, dq_fallback: bool
     ) -> _Scope | None:
         level: _Scope | None = scope
+        rowids = False  # a row id name met at a level of several base tables
         while level is not None:
             hits = [s for s in level.sources if s.has(key, False)]
             hits = [s for s in hits if not s.opaque] or hits
@@ -1661,23 +1682,42 @@ class _Walker:
             if rows:  # PostgreSQL: a source's name as a value is its whole row
                 self.star_of(rows[0], span, "row")
                 return level
-            if level.aliases_visible and key in level.aliases:
-                return level
             bases = [s for s in level.sources if s.table is not None]
             if fold(key) in self.names.rowid and len(bases) == 1:
+                # before result aliases (SQLite's order: `x AS rowid` hides no row id)
                 self._rowid(bases[0], span)
+                self._rowid_outward(level.parent, span)
+                return level
+            if fold(key) in self.names.rowid and bases:
+                # Several base tables: SQLite refuses the name ("no such column"), or
+                # reads the one with a row id where the others are WITHOUT ROWID, which
+                # the checker cannot see: refused, never read from a result alias or
+                # as a string.
+                rowids = True
+                break
+            if level.aliases_visible and key in level.aliases:
                 return level
             level = level.parent
-        if dq_fallback and _text(column).startswith('"'):
+        if dq_fallback and _text(column).startswith('"') and not self.in_cte and not rowids:
             return None  # SQLite reads an unresolved "..." as a string literal
         in_scope = ", ".join(s.label for s in scope.sources) or "none"
         self._violation(
             ViolationKind.UNKNOWN_COLUMN,
             span,
-            f"no column named {_name(column)} in any table in scope (sources: {in_scope})",
+            f"no column named {_name(column)} in any table in scope (sources: {in_scope})"
+            + self._cte_note(),
             column=_name(column),
         )
         return None
+
+    def _cte_note(self) -> str:
+        """Why a name in a CTE body does not reach the query around the WITH."""
+        if not self.in_cte:
+            return ""
+        return (
+            "; a common table's body is read where the table is used, so it may name "
+            "only its own tables' columns (a string takes single quotes)"
+        )
 
     def _qualified(
         self, column: Token, key: str, qualifier: Token, span: Span, scope: _Scope
@@ -1697,6 +1737,7 @@ class _Walker:
                 return level
             if named and fold(key) in self.names.rowid and named[0].table is not None:
                 self._rowid(named[0], span)
+                self._rowid_outward(level.parent, span, qkey)
                 return level
             matched = matched or (named[0] if named else None)
             level = level.parent
@@ -1713,6 +1754,28 @@ class _Walker:
             _name(column),
         )
         return None
+
+    def _boolean_name(self, token: Token, scope: _Scope) -> None:
+        """SQLite's TRUE and FALSE are names first: a column so named in scope is read
+        (and checked); with none they are 1 and 0."""
+        key = self.names.token(token)
+        level: _Scope | None = scope
+        while level is not None:
+            if any(s.has(key, False) for s in level.sources):
+                self.column_ref(token, None, _span(token), scope, dq_fallback=False)
+                return
+            level = level.parent
+
+    def _rowid_outward(self, level: _Scope | None, span: Span, qualifier: str = "") -> None:
+        """A row id resolved in a nested scope is read from the enclosing scopes' base
+        tables too (those named ``qualifier``, when it is qualified): where the table
+        it resolved to is WITHOUT ROWID, which the checker cannot see, SQLite resolves
+        the name outward."""
+        while level is not None:
+            for source in level.sources:
+                if source.table is not None and (not qualifier or source.name == qualifier):
+                    self._rowid(source, span)
+            level = level.parent
 
     def _rowid(self, source: _Source, span: Span) -> None:
         """A row id read: the column it aliases when known, else the pseudo-column."""
@@ -1745,7 +1808,8 @@ class _Walker:
         self._violation(
             ViolationKind.UNKNOWN_QUALIFIER,
             span,
-            f"no table or alias named {name} in scope; in scope: {', '.join(names) or 'none'}",
+            f"no table or alias named {name} in scope; in scope: {', '.join(names) or 'none'}"
+            + self._cte_note(),
             name,
         )
 

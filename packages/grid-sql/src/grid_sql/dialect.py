@@ -254,9 +254,12 @@ class Dialect:
     # Name resolution, for the SemanticChecker (with `identifier_case`): whether a
     # double-quoted word that names no column is a string literal (SQLite's
     # fallback; the grammar then has the terminal DQ_STRING), the words that name a
-    # table's row id when no column takes them, and whole-row references.
+    # table's row id when no column takes them, and whole-row references;
+    # `boolean_names`: TRUE and FALSE read a column of that name where one is in
+    # scope, and are 1 and 0 only where none is (SQLite).
     dq_string_fallback: bool = False
     rowid_names: frozenset[str] = frozenset()
+    boolean_names: bool = False
     # Calls, for the SemanticChecker's statement rules (grid_sql.call_rules): the
     # argument counts each function takes, as (name, least, most or None for no
     # bound), the five keyword aggregates' included; the functions that are only

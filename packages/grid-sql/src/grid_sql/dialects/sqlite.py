@@ -229,6 +229,7 @@ class SqliteDialect(Dialect):
     )
     projection: ProjectionRules | None = PROJECTION
     dq_string_fallback: bool = True
+    boolean_names: bool = True
     row_values_compared_only: bool = True
     probability_arguments: frozenset[tuple[str, int]] = frozenset({("likelihood", 1)})
     update_from_selects: bool = True
