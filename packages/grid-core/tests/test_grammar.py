@@ -224,3 +224,27 @@ def test_shiftable_by_columns_is_the_union_of_the_rows(crud: Grammar) -> None:
         assert tuple(rows) == tables.row_terms
         union = {t for row in rows for t in row if t < tables.n_terminals}
         assert tables.shiftable == sum(1 << t for t in union)
+
+
+def test_imports_read_lark_library_grammars_only() -> None:
+    """``%import`` of anything but lark's own grammars is refused by name before it is
+    read (it opened files relative to the serving process's directory: a
+    FileNotFoundError or lark's AssertionError); ``common`` still imports."""
+    for module in ("foo.bar", "tests.grammars.crud.x", "os.path"):
+        with pytest.raises(GrammarError, match=f"%import {module}: only lark's own"):
+            load_grammar(f"start: X\n%import {module}\n")
+    grammar = load_grammar('start: NUMBER "!"\n%import common.NUMBER\n')
+    assert "NUMBER" in [t.name for t in grammar.terminals]
+
+
+def test_a_grammar_too_deep_or_too_wide_is_a_grammar_error() -> None:
+    """A thousand nested groups (a RecursionError in lark's reader) and a choice of
+    more terminals than a union DFA's fingerprint can write (a ValueError from int
+    to str) are GrammarErrors naming the problem."""
+    from grid_core.dfa import MAX_TERMINALS
+
+    with pytest.raises(GrammarError, match="nests too deeply"):
+        load_grammar("start: " + "(" * 1000 + '"a"' + ")" * 1000 + "\n")
+    terminals = [(f"T{i}", f"w{i}") for i in range(MAX_TERMINALS + 1)]
+    with pytest.raises(GrammarError, match="terminals: a union DFA takes at most"):
+        build_union_dfa(terminals)

@@ -14,6 +14,7 @@ the grammar accepts is always valid, checked on random JSON too.
 from __future__ import annotations
 
 import json
+import random
 import re
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from grid_core import jsonschema as js
 from grid_core import regex_bytes as rx
 from grid_core.compile import compile_grammar
 from grid_core.dfa import union_of_nfas
-from grid_core.errors import GrammarError, LALRConflictError
+from grid_core.errors import GrammarError, LALRConflictError, PatternError
 from grid_core.grammar import GrammarText, lark_regex, load_grammar, read_literal
 from grid_core.jsonschema import (
     ANY_ORDER,
@@ -289,6 +290,41 @@ def test_bounded_whitespace() -> None:
     assert not ok(b'{"name":"x","age":1,"tags":[ \n ]}')
 
 
+@pytest.mark.parametrize("pattern", [".{3}", '[^"]+', r"\S{2,4}", r"\W\D", r"\d{3}-\d{4}", "a|b."])
+def test_a_regex_request_writes_text_its_pattern_matches(pattern: str) -> None:
+    """Random walks over single bytes: every output the mask lets end is UTF-8 text the
+    pattern matches as a text regex (``re.fullmatch`` on str). Read over bytes, ``.``
+    and negated classes matched any byte: ``.{3}`` wrote b"\\xce\\x80x" and other
+    byte strings that are no text, or one character as three. ASCII texts it
+    matches are admitted."""
+    import re
+
+    engine = compile_grammar(regex_grammar(pattern), BYTES)
+    rng = random.Random(pattern)
+    ended = 0
+    for _ in range(60):
+        guide = engine.guide(audit=False)
+        for _ in range(12):
+            words = [t for t in guide.mask_ids() if t != 256]
+            if not words or (guide.eos_allowed() and rng.random() < 0.3):
+                break
+            guide.accept_token(rng.choice(words))
+        if guide.eos_allowed():
+            ended += 1
+            text = guide.output().decode("utf-8")  # no byte above 0x7f: text
+            assert re.fullmatch(pattern, text), (pattern, text)
+    assert ended > 10
+    lexer = engine.lexer
+    for text in {".{3}": "a.b", '[^"]+': "x y", r"\S{2,4}": "ab!"}.get(pattern, "").split():
+        assert lexer.eos_allowed(lexer.advance(lexer.initial, text.encode())), text
+
+
+@pytest.mark.parametrize("pattern", ["café", r"[\xe9]", r"[\S]", r"x\xff"])
+def test_a_regex_request_of_non_ascii_text_is_refused(pattern: str) -> None:
+    with pytest.raises(PatternError, match="a regex request is served over ASCII text"):
+        regex_grammar(pattern)
+
+
 def test_request_types() -> None:
     assert load_grammar(json_object_grammar()).lalr()
     choice = compile_grammar(choice_grammar(["yes", "no", "yes!"]), BYTES).lexer
@@ -329,6 +365,25 @@ def test_request_types() -> None:
             "/maxProperties",
         ),
         (False, "false", ""),
+        # a review (2026-12-07): each compiled to another language, or a traceback
+        (
+            {"$defs": {"x": {"$anchor": "foo"}}, "type": "array", "items": {"$ref": "#/$defs/x"}},
+            "$anchor",
+            "/$defs/x/$anchor",
+        ),
+        ({"type": "array", "items": {"$ref": "#foo"}}, "$ref", "/items/$ref"),
+        ({"items": {"$id": "inner.json", "$ref": "#"}}, "$id", "/items/$id"),
+        ({"$id": "http://x/s.json#foo", "type": "integer"}, "$id", "/$id"),
+        ({"type": "string", "maxLength": True}, "maxLength", "/maxLength"),
+        ({"type": "integer", "minimum": True}, "minimum", "/minimum"),
+        ({"type": "integer", "maximum": float("inf")}, "maximum", "/maximum"),
+        ({"type": "integer", "maximum": float("nan")}, "maximum", "/maximum"),
+        ({"enum": [float("nan"), 1]}, "enum", "/enum"),
+        ({"const": float("inf")}, "const", "/const"),
+        ({"type": []}, "type", "/type"),
+        ({"type": 5}, "type", "/type"),
+        ({"type": "object", "required": [5]}, "required", "/required"),
+        ({"type": "object", "properties": {"a": {"type": "strin"}}}, "type", "/properties/a/type"),
     ],
 )
 def test_unsupported_keywords_are_named(schema: Any, keyword: str, pointer: str) -> None:
@@ -336,6 +391,20 @@ def test_unsupported_keywords_are_named(schema: Any, keyword: str, pointer: str)
         schema_grammar(schema)
     assert info.value.keyword == keyword
     assert info.value.pointer.startswith(pointer)
+
+
+def test_an_integral_float_count_is_a_count_and_depth_is_no_traceback() -> None:
+    """``maxLength: 3.0`` is an integer in 2020-12 (it was refused as "must be at
+    least minLength"); a schema nested 300 deep is a SchemaError, not a
+    RecursionError."""
+    assert schema_grammar({"type": "string", "maxLength": 3.0}) == schema_grammar(
+        {"type": "string", "maxLength": 3}
+    )
+    deep: Any = {"type": "integer"}
+    for _ in range(300):
+        deep = {"type": "array", "items": deep}
+    with pytest.raises(SchemaError, match="nests too deeply"):
+        schema_grammar(deep)
 
 
 def test_an_anyof_that_is_not_lalr1_is_refused_by_name() -> None:

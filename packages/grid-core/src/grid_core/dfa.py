@@ -71,6 +71,9 @@ DEAD = -1
 
 #: Upper bound on the states of a union DFA (subset construction can blow up).
 MAX_DFA_STATES = 200_000
+MAX_TERMINALS = 12_000
+"""The most terminals a union DFA takes (its accept and live sets are ints written
+in decimal into its fingerprint, which Python limits to 4,300 digits)."""
 
 _FINGERPRINT_TAG = "grid_core.dfa.ByteDFA/1"
 
@@ -182,6 +185,11 @@ def union_of_nfas(
     """The minimal union DFA of already compiled terminal NFAs (see :func:`build_union_dfa`)."""
     if not names:
         raise GrammarError("a union DFA needs at least one terminal")
+    if len(names) > MAX_TERMINALS:
+        raise GrammarError(
+            f"{len(names):,} terminals: a union DFA takes at most {MAX_TERMINALS:,} (a choice "
+            "or enum of this many strings is better a pattern)"
+        )
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
         raise GrammarError(f"duplicate terminal names: {', '.join(dup)}")

@@ -541,6 +541,12 @@ def read_literal(spelling: str) -> str:
     return body
 
 
+_IMPORT = re.compile(r"^[ \t]*%import[ \t]+([\w.]+)", re.M)
+_LARK_LIBRARY = frozenset({"common", "lark", "python", "unicode"})
+"""The grammars lark ships (``%import common.NUMBER``): the only imports read, so a
+grammar cannot make the reader open files of the serving process's directory."""
+
+
 def load_grammar(text: str, name: str = "L1", start: str = "start") -> Grammar:
     """Read a lark grammar into the IR (L1). Terminal numbering is frozen here.
 
@@ -552,6 +558,12 @@ def load_grammar(text: str, name: str = "L1", start: str = "start") -> Grammar:
     """
     if isinstance(text, GrammarText) and start == text.rules[0][0]:
         return text.ir(name)
+    for module in _IMPORT.findall(text):
+        if module.split(".")[0] not in _LARK_LIBRARY:
+            raise GrammarError(
+                f"grammar {name!r}: %import {module}: only lark's own grammars "
+                f"({', '.join(sorted(_LARK_LIBRARY))}) may be imported; paste the rules here"
+            )
     try:
         # lark's grammar front end alone: Lark(text, parser=None) would also build a
         # regex lexer GRID never uses (about half the load of a JSON Schema grammar).
@@ -562,8 +574,10 @@ def load_grammar(text: str, name: str = "L1", start: str = "start") -> Grammar:
         if m:
             raise UndefinedSymbolError(m.group(1), m.group(2)) from None
         raise GrammarError(f"grammar {name!r}: {e}") from None
-    except LarkError as e:
-        raise GrammarError(f"grammar {name!r}: {e}") from None
+    except (LarkError, OSError, AssertionError) as e:  # a bad %import: lark's own
+        raise GrammarError(f"grammar {name!r}: {e or type(e).__name__}") from None
+    except RecursionError:
+        raise GrammarError(f"grammar {name!r}: it nests too deeply to be read") from None
     defined = {t.name for t in lark_terminals}
     for r in lark_rules:
         if r.options.priority is not None:

@@ -79,6 +79,7 @@ grammar that is not LALR(1) is refused by
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import math
 import re
@@ -1629,8 +1630,105 @@ def schema_grammar(schema: Any, *, whitespace: int = 0, strict: bool = False) ->
     """
     if not isinstance(whitespace, int) or whitespace < 0:
         raise ValueError(f"whitespace must be a non-negative int, not {whitespace!r}")
-    c = _Compiler(schema, whitespace, strict)
-    return c.b.text(c.b.wrap(c.value(schema, ""), VALUE))
+    schema = _checked(schema)
+    try:
+        c = _Compiler(schema, whitespace, strict)
+        return c.b.text(c.b.wrap(c.value(schema, ""), VALUE))
+    except RecursionError:
+        raise SchemaError("", "", "the schema nests too deeply to compile") from None
+
+
+def _is_json(value: Any) -> bool:
+    """No float in ``value`` is NaN or infinite (JSON has neither)."""
+    todo = [value]
+    while todo:
+        x = todo.pop()
+        if isinstance(x, float) and not math.isfinite(x):
+            return False
+        if isinstance(x, dict):
+            todo.extend(x.values())
+        elif isinstance(x, list):
+            todo.extend(x)
+    return True
+
+
+_COUNTS = (
+    "minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties",
+    "minContains", "maxContains",
+)  # fmt: skip
+_NUMBERS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_DATA = ("enum", "const", "examples", "default")
+
+
+def _checked(schema: Any) -> Any:
+    """``schema`` with its keywords' values checked before anything is built (a copy:
+    an integral float count, valid since 2020-12, is made an int). Refused with a
+    :class:`SchemaError` naming the keyword: a count or bound of the wrong type (a
+    boolean is no number), a number that is not finite, a ``type`` that is not a
+    type name or a non-empty list of them, a ``required`` that is not a list of
+    names, a ``$ref`` that is not a JSON pointer (``#/...``), an anchor, and an
+    ``$id`` below the root or with a fragment (each changes what a ``$ref``
+    names, which GRID does not follow). Iterative: any depth costs no stack."""
+    schema = copy.deepcopy(schema)
+    todo: list[tuple[Any, str, bool]] = [(schema, "", True)]
+    while todo:
+        node, pointer, at_root = todo.pop()
+        if isinstance(node, list):
+            todo.extend((x, _ptr(pointer, i), False) for i, x in enumerate(node))
+            continue
+        if not isinstance(node, dict):
+            continue
+
+        def bad(key: str, reason: str) -> SchemaError:
+            return SchemaError(key, _ptr(pointer, key), reason)  # noqa: B023
+
+        for key in ("$anchor", "$dynamicAnchor"):
+            if key in node:
+                raise bad(key, "anchors are not supported: refer with a JSON pointer (#/...)")
+        if "$id" in node:
+            ident = node["$id"]
+            if not at_root or not isinstance(ident, str) or "#" in ident.rstrip("#"):
+                raise bad("$id", "an $id below the root, or one with a fragment, changes what "
+                          "a $ref names, which GRID does not follow")  # fmt: skip
+        ref = node.get("$ref")
+        if ref is not None and not (isinstance(ref, str) and (ref == "#" or ref.startswith("#/"))):
+            raise bad("$ref", f"only JSON-pointer references (#/...) are supported: {ref!r}")
+        for key in _COUNTS:
+            value = node.get(key)
+            if isinstance(value, float) and value.is_integer():
+                node[key] = value = int(value)
+            if key in node and (type(value) is not int or value < 0):
+                raise bad(key, f"must be a non-negative integer, not {value!r}")
+        for key in _NUMBERS:
+            value = node.get(key)
+            if key in node and not (
+                isinstance(value, int | float)
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+            ):
+                raise bad(key, f"must be a finite number, not {value!r}")
+        if "type" in node:
+            kinds = node["type"] if isinstance(node["type"], list) else [node["type"]]
+            if not kinds or not all(isinstance(k, str) and k in _TYPES for k in kinds):
+                raise bad("type", f"must be one of {', '.join(_TYPES)} or a non-empty list of "
+                          f"them, not {node['type']!r}")  # fmt: skip
+        required = node.get("required")
+        if required is not None and not (
+            isinstance(required, list) and all(isinstance(r, str) for r in required)
+        ):
+            raise bad("required", f"must be a list of property names, not {required!r}")
+        for key in ("enum", "const"):
+            if key in node and not _is_json(node[key]):
+                raise bad(key, "holds a value JSON has not (NaN or an infinity)")
+        for key, value in node.items():
+            if key in _DATA:
+                continue
+            if key in _SCHEMA_MAPS and isinstance(value, dict):
+                todo.extend((v, _ptr(pointer, key, k), False) for k, v in value.items())
+            else:
+                todo.append((value, _ptr(pointer, key), False))
+    return schema
 
 
 def json_object_grammar(*, whitespace: int = 0) -> GrammarText:
@@ -1639,13 +1737,72 @@ def json_object_grammar(*, whitespace: int = 0) -> GrammarText:
 
 
 def regex_grammar(pattern: str) -> str:
-    """Exactly the byte strings ``pattern`` matches in full (Python ``re`` syntax, no anchors).
+    """The ASCII texts ``pattern`` matches in full (Python ``re`` syntax, no anchors): a
+    regex request's language (vLLM's ``regex``), a text regex served over bytes.
 
-    The pattern is compiled here, so a construct it cannot have (an anchor, a
-    lookaround) is a :class:`~grid_core.errors.PatternError` from this call.
+    ``.``, ``\\S``, ``\\W``, ``\\D`` and negated classes are read as ASCII
+    characters (a sound narrowing: read over bytes they matched any byte, so an
+    output could be a byte string that is no UTF-8 text, and one "character" a
+    byte of one). A pattern that still matches a byte above 0x7F (a non-ASCII
+    character, ``\\xe9``, a class such as ``[\\S]``) is a
+    :class:`~grid_core.errors.PatternError`: a non-ASCII character is several
+    bytes, which a byte pattern cannot count as one. The pattern is compiled
+    here, so any construct it cannot have (an anchor, a lookaround) is refused
+    by this call too.
     """
+    from grid_core.dfa import build_union_dfa
+    from grid_core.errors import PatternError
+
     compile_pattern("REGEX", pattern)
-    return f"start: T0\nT0: /{lark_regex(pattern)}/\n"
+    ascii_pattern = _ascii_text(pattern)
+    dfa = build_union_dfa([("REGEX", ascii_pattern)])
+    for s in range(len(dfa.accept)):
+        for byte in range(0x80, 0x100):
+            if dfa.trans[s * 256 + byte] != -1:
+                raise PatternError(
+                    "REGEX",
+                    pattern,
+                    f"matches byte {byte:#04x}: a regex request is served over ASCII text "
+                    "(a non-ASCII character is several bytes, which a byte pattern cannot "
+                    "count as one character)",
+                )
+    return f"start: T0\nT0: /{lark_regex(ascii_pattern)}/\n"
+
+
+def _ascii_text(body: str) -> str:
+    """``.``, ``\\S``, ``\\W``, ``\\D`` and negated classes of ``body`` narrowed to
+    ASCII characters (:func:`regex_grammar`)."""
+    wide = {
+        # not \x1c-\x1f either: Unicode's \s, a text regex's, has them
+        "\\S": r"[\x00-\x08\x0e-\x1b!-\x7f]",
+        "\\W": r"[^\w\x80-\xff]",
+        "\\D": r"[^\d\x80-\xff]",
+    }
+    out, i, in_class = [], 0, False
+    while i < len(body):
+        c = body[i]
+        if c == "\\" and i + 1 < len(body):
+            pair = body[i : i + 2]
+            out.append(wide.get(pair, pair) if not in_class else pair)
+            i += 2
+            continue
+        if in_class:
+            if c == "]" and body[i - 1] not in "[^":
+                in_class = False
+            out.append(c)
+        elif c == "[":
+            in_class = True
+            if body[i + 1 : i + 2] == "^":
+                out.append("[^\\x80-\\xff")
+                i += 2
+                continue
+            out.append(c)
+        elif c == ".":
+            out.append(r"[\x00-\x09\x0b-\x7f]")
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
 
 
 def choice_grammar(choices: Sequence[str]) -> GrammarText:

@@ -1,4 +1,5 @@
-"""JSON read strictly: an object that gives one key twice is an error.
+"""JSON read strictly: an object that gives one key twice is an error, and so is
+``NaN``, ``Infinity`` or ``-Infinity``, which Python's ``json`` reads but JSON has not.
 
 Python's ``json`` keeps the last of two equal keys. A file that decides what
 GRID admits or records (an audit line, a schema snapshot, a lexicon) must not
@@ -31,7 +32,11 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def loads(text: str | bytes) -> Any:
     """``json.loads`` refusing a repeated key (:class:`DuplicateKeyError`, a
-    ``ValueError``, as a syntax error is)."""
-    return json.loads(text, object_pairs_hook=_no_duplicates)
+    ``ValueError``, as a syntax error is) and ``NaN``/``Infinity`` (a ``ValueError``)."""
+    return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)

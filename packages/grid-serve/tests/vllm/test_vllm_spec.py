@@ -56,6 +56,11 @@ BAD_SPECS = {
         "events",
         "true or false",
     ),
+    "a-key-twice": (  # Python's json kept the last: a first-key-wins proxy was bypassed
+        '{"dialect": "sqlite", "role": "analyst", "schema": "example", "role": "admin"}',
+        "",
+        "the key 'role' is given twice",
+    ),
     "unknown-dialect": (
         '{"dialect": "oracle", "role": "a", "schema": "example"}',
         "dialect",
@@ -74,6 +79,18 @@ def test_parse_rejects_malformed_specs_naming_the_field(
     assert e.value.field == field
     assert message in str(e.value)
     assert str(e.value).startswith("GRID grammar spec")
+
+
+def test_a_json_schema_with_a_key_twice_or_nan_is_refused() -> None:
+    """A schema read with Python's json kept the last of two keys
+    (``additionalProperties`` false then true compiled an open object) and read NaN."""
+    from grid_serve.vllm.spec import request_grammar
+
+    twice = '{"type": "object", "additionalProperties": false, "additionalProperties": true}'
+    with pytest.raises(GrammarSpecError, match="given twice"):
+        request_grammar("json", twice)
+    with pytest.raises(GrammarSpecError, match="NaN is not JSON"):
+        request_grammar("json", '{"enum": [NaN, 1]}')
 
 
 def test_the_example_policy_is_the_example_schemas_only() -> None:

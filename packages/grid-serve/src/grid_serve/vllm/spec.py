@@ -60,7 +60,6 @@ refused with a typed error naming the culprit
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Mapping
@@ -68,6 +67,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grid_core import strict_json
 from grid_core.cache import SharedCache
 from grid_core.compile import compile_grammar
 from grid_core.errors import ServingError
@@ -134,7 +134,7 @@ class GridSpec:
     def parse(cls, text: str) -> GridSpec:
         """Parse and check a spec's JSON text; raises :class:`GrammarSpecError`."""
         try:
-            data: Any = json.loads(text)
+            data: Any = strict_json.loads(text)
         except (TypeError, ValueError) as e:
             raise GrammarSpecError(
                 "", f"not JSON ({e}); expected an object such as {_SHAPE}"
@@ -211,7 +211,7 @@ EVENTS_KEYWORD = "x-grid-events"
 def _json_schema(text: str) -> Any:
     """A ``json`` request's schema, without :data:`EVENTS_KEYWORD`."""
     try:
-        schema = json.loads(text)
+        schema = strict_json.loads(text)
     except ValueError as e:
         raise GrammarSpecError("json", f"not a JSON Schema ({e})") from None
     if isinstance(schema, dict) and EVENTS_KEYWORD in schema:
@@ -228,7 +228,7 @@ def events_requested(kind: str, text: str) -> bool:
     if kind != "json":
         return False
     try:
-        schema = json.loads(text)
+        schema = strict_json.loads(text)
     except ValueError:
         return False
     return isinstance(schema, dict) and schema.get(EVENTS_KEYWORD) is True
@@ -249,7 +249,7 @@ def request_grammar(kind: str, text: str) -> str:
         return regex_grammar(text)
     if kind == "choice":
         try:
-            choices = json.loads(text)
+            choices = strict_json.loads(text)
         except ValueError as e:
             raise GrammarSpecError("choice", f"not a JSON list of strings ({e})") from None
         if not isinstance(choices, list):
