@@ -83,7 +83,7 @@ import copy
 import json
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -1591,17 +1591,21 @@ def _longest(succ: list[set[int]], accept: list[bool]) -> int | None:
 
 def _rewrite(body: str) -> str:
     """``.``, ``\\S`` and negated classes narrowed to :data:`SAFE` characters."""
+    return _narrowed(
+        body, SAFE, '[^\\x00-\\x1f"\\\\\\x7f-\\xff', {"\\S": r"[!#-\[\]-~]", "\\s": " "}
+    )
+
+
+def _narrowed(body: str, dot: str, negated: str, escapes: Mapping[str, str]) -> str:
+    """``body`` (a pattern) with ``.`` written ``dot``, each negated class opened with
+    ``negated`` (``[^`` and the characters it also excludes) and each escape outside a
+    class that ``escapes`` names written as its value."""
     out, i, in_class = [], 0, False
     while i < len(body):
         c = body[i]
         if c == "\\" and i + 1 < len(body):
             pair = body[i : i + 2]
-            if not in_class and pair == "\\S":
-                out.append(r"[!#-\[\]-~]")
-            elif not in_class and pair == "\\s":
-                out.append(" ")
-            else:
-                out.append(pair)
+            out.append(escapes.get(pair, pair) if not in_class else pair)
             i += 2
             continue
         if in_class:
@@ -1611,12 +1615,12 @@ def _rewrite(body: str) -> str:
         elif c == "[":
             in_class = True
             if body[i + 1 : i + 2] == "^":
-                out.append('[^\\x00-\\x1f"\\\\\\x7f-\\xff')
+                out.append(negated)
                 i += 2
                 continue
             out.append(c)
         elif c == ".":
-            out.append(SAFE)
+            out.append(dot)
         else:
             out.append(c)
         i += 1
@@ -1778,31 +1782,7 @@ def _ascii_text(body: str) -> str:
         "\\W": r"[^\w\x80-\xff]",
         "\\D": r"[^\d\x80-\xff]",
     }
-    out, i, in_class = [], 0, False
-    while i < len(body):
-        c = body[i]
-        if c == "\\" and i + 1 < len(body):
-            pair = body[i : i + 2]
-            out.append(wide.get(pair, pair) if not in_class else pair)
-            i += 2
-            continue
-        if in_class:
-            if c == "]" and body[i - 1] not in "[^":
-                in_class = False
-            out.append(c)
-        elif c == "[":
-            in_class = True
-            if body[i + 1 : i + 2] == "^":
-                out.append("[^\\x80-\\xff")
-                i += 2
-                continue
-            out.append(c)
-        elif c == ".":
-            out.append(r"[\x00-\x09\x0b-\x7f]")
-        else:
-            out.append(c)
-        i += 1
-    return "".join(out)
+    return _narrowed(body, r"[\x00-\x09\x0b-\x7f]", "[^\\x80-\\xff", wide)
 
 
 def choice_grammar(choices: Sequence[str]) -> GrammarText:

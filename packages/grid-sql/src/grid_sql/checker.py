@@ -651,6 +651,30 @@ def _parenthesized_table(tree: Tree) -> Token | None:
     return names[0] if names else None
 
 
+def _parenthesized_subquery(tree: Tree) -> Tree | None:
+    """The innermost term of a FROM term that is one subquery in parentheses
+    (``((SELECT ...) AS s)``), else None."""
+    inner = tree
+    while len(inner.children) == 1 and not _is_token(inner.children[0]):
+        if inner.children[0].data != "table_or_subquery":
+            return None
+        inner = inner.children[0]
+    if inner is tree or not any(c.data == "select_stmt" for c in _trees(inner)):
+        return None
+    return inner
+
+
+def _unparenthesized(tree: Tree) -> Tree:
+    """A join in parentheses without them: the join_source inside."""
+    while (
+        tree.data == "table_or_subquery"
+        and len(tree.children) == 1
+        and not _is_token(tree.children[0])
+    ):
+        tree = tree.children[0]
+    return tree
+
+
 def _child(node: Tree, data: str) -> Tree | None:
     return next((c for c in _trees(node) if c.data == data), None)
 
@@ -1379,6 +1403,21 @@ class _Walker:
         table = _parenthesized_table(tree)
         if joined and table is not None and self.dialect.joined_parentheses_drop_alias:
             return [self.named_source(table, None, env)]
+        single = _parenthesized_subquery(tree)
+        if single is not None:  # `((SELECT ...) AS s)`: the subquery in parentheses
+            sources = self.table_or_subquery(single, scope, env, deferred)
+            if joined and self.dialect.joined_parentheses_drop_alias:
+                # after a join operator or a comma SQLite drops the alias inside
+                return [replace(s, name="", label="(subquery)") for s in sources]
+            return sources
+        if not joined and self.dialect.first_parentheses_flatten:
+            # SQLite reads a first parenthesized join as unparenthesized: its ON
+            # conditions see the whole FROM clause (deferred with the others).
+            before = len(scope.sources)
+            self.join_source(_unparenthesized(inner), scope, env, deferred)
+            added = scope.sources[before:]
+            del scope.sources[before:]
+            return added
         # A parenthesized join's conditions see its own tables (and, where the
         # dialect says so, the FROM clause's tables joined before it).
         outer = list(scope.sources) if self.dialect.nested_join_sees_outer else []

@@ -399,6 +399,9 @@ class Dialect:
     # ON ...` reads s.c, and x.c is "no such column"; a first term keeps it). Only
     # SQLite's grammar has such a term.
     joined_parentheses_drop_alias: bool = False
+    # SQLite's parser reads a parenthesized join that is the first term of a FROM
+    # clause as if unparenthesized (`FROM (a JOIN b ON x), c`: the ON sees c).
+    first_parentheses_flatten: bool = False
     # Whether the dialect's own grammar has FROM-first SELECT cores (DuckDB): it is
     # its own FROM-first profile (grid_sql.from_first.from_first_of), and a
     # FROM-first statement runs as written.

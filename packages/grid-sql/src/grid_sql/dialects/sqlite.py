@@ -246,6 +246,7 @@ class SqliteDialect(Dialect):
     aggregates_placed_where_written: bool = True
     update_target_in_from: bool = False
     joined_parentheses_drop_alias: bool = True  # `o JOIN (s AS x)` is s, not x
+    first_parentheses_flatten: bool = True  # `FROM (a JOIN b ON x), c`: x sees c
     rowid_names: frozenset[str] = frozenset({"rowid", "oid", "_rowid_"})
     identifier_quotes: tuple[QuoteForm, ...] = (
         QuoteForm(open='"', close='"'),
