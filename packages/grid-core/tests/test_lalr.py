@@ -1160,3 +1160,21 @@ def test_shiftable_from_the_kernels_is_the_pythons(dialect: str) -> None:
         if tables.native is None:
             pytest.skip("the kernels are off (GRID_KERNELS=0): no native tables")
         assert tables.shiftable == tables._shiftable() != 0
+
+
+def test_tables_too_large_are_refused_before_they_are_allocated() -> None:
+    """``S -> A0 ... A(k-1)``, ``Ai -> ai``: about 2k states of 3k cells each. Past
+    ``MAX_TABLE_CELLS`` both constructions refuse it with one message, before the dense
+    tables exist (a JSON Schema of 6,000 properties aborted the process in the
+    kernels' allocation)."""
+    from grid_core.lalr import MAX_TABLE_CELLS
+
+    k = 5_200
+    terminals = [f"a{i}" for i in range(k)]
+    nonterminals = ["S'", "S", *(f"A{i}" for i in range(k))]
+    nt = len(terminals) + 1  # nonterminal symbol ids follow the terminals and $END
+    rules = [(0, (nt + 1,)), (1, tuple(nt + 2 + i for i in range(k)))]
+    rules += [(2 + i, (i,)) for i in range(k)]
+    with pytest.raises(GrammarError, match="too large") as info:
+        build_both(terminals, nonterminals, rules)
+    assert f"(at most {MAX_TABLE_CELLS})" in str(info.value)

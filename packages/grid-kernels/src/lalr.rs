@@ -43,6 +43,22 @@ pub struct Conflict {
     pub reduce: usize,
 }
 
+/// The most cells (states times symbols) the dense tables may take: about 1.8
+/// GiB of `i32` over the action, goto and nonterminal-index tables together.
+/// A larger grammar (a JSON Schema of thousands of properties) is refused
+/// before it is allocated, where an allocation failure would abort the process.
+pub const MAX_TABLE_CELLS: usize = 150_000_000;
+
+/// Why [`build`] built no tables.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BuildError {
+    /// The grammar is not LALR(1).
+    Conflict(Conflict),
+    /// The automaton has `states` states, whose dense tables would take `cells`
+    /// cells, more than [`MAX_TABLE_CELLS`].
+    TooLarge { states: usize, cells: usize },
+}
+
 /// Terminal sets over `t + 1` symbols ($END included), one per node, as
 /// rows of `words` 64-bit words in one vector.
 #[derive(Clone, Debug)]
@@ -157,7 +173,7 @@ impl<T: Copy> Flat<T> {
 /// whose rule `r` is `lhs[r] -> rhs[r]`. Preconditions (checked by
 /// grid-core): every symbol is in range and is not `$END`; rule 0 is the
 /// augmented start rule.
-pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built, Conflict> {
+pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built, BuildError> {
     let sym_nt = |x: u32| x as usize - t - 1;
     let is_nt = |x: u32| x as usize > t;
     // Items: item_base[r] + dot; item_next the symbol after the dot or -1.
@@ -280,6 +296,13 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
     // The shifts and gotos, dense: the tables' cells, and what the
     // lookahead computation follows rule bodies through.
     let (w, n_states) = (t + 1, kernels.len());
+    let cells = n_states.saturating_mul(w + 2 * n);
+    if cells > MAX_TABLE_CELLS {
+        return Err(BuildError::TooLarge {
+            states: n_states,
+            cells,
+        });
+    }
     let mut action = vec![0i32; n_states * w];
     let mut goto = vec![-1i32; n_states * n];
     for s in 0..n_states {
@@ -416,13 +439,13 @@ pub fn build(t: usize, n: usize, lhs: &[u32], rhs: &[Vec<u32>]) -> Result<Built,
                     let other = (-cell - 1) as usize;
                     (false, item_base[other] + rhs[other].len())
                 };
-                return Err(Conflict {
+                return Err(BuildError::Conflict(Conflict {
                     shift_reduce,
                     state: s,
                     symbol: col,
                     first,
                     reduce,
-                });
+                }));
             }
         }
     }
@@ -637,7 +660,35 @@ mod tests {
     #[test]
     fn conflicts_are_reported() {
         let err = build(1, 2, &[0, 1, 1], &[vec![3], vec![0], vec![0]]).unwrap_err();
+        let BuildError::Conflict(err) = err else {
+            panic!("{err:?}")
+        };
         assert!(!err.shift_reduce);
         assert_eq!(err.symbol, 1);
+    }
+
+    /// A grammar whose dense tables would pass [`MAX_TABLE_CELLS`] is refused
+    /// before they are allocated: `S -> A0 A1 ... A(k-1)`, `Ai -> ai` over 12,500
+    /// terminals has about 2 * 12,500 states of 37,500 cells each.
+    #[test]
+    fn tables_too_large_are_refused_before_allocation() {
+        let k = 12_500u32;
+        let (t, n) = (k as usize, k as usize + 2);
+        let nt = |i: u32| t as u32 + 1 + i;
+        let mut lhs = vec![0, 1];
+        let mut rhs = vec![vec![nt(1)], (0..k).map(|i| nt(2 + i)).collect::<Vec<_>>()];
+        for i in 0..k {
+            lhs.push(2 + i);
+            rhs.push(vec![i]);
+        }
+        match build(t, n, &lhs, &rhs) {
+            Err(BuildError::TooLarge { states, cells }) => {
+                assert!(
+                    cells > MAX_TABLE_CELLS && states > k as usize,
+                    "{states} {cells}"
+                )
+            }
+            other => panic!("{:?}", other.map(|b| b.n_states)),
+        }
     }
 }

@@ -1753,7 +1753,14 @@ fn lalr_tables<'py>(
             let tables = PyTuple::new(py, items)?;
             PyTuple::new(py, [py.None().into_bound(py), tables.into_any()])
         }
-        Err(c) => {
+        Err(crate::lalr::BuildError::TooLarge { states, cells }) => {
+            Err(pyo3::exceptions::PyMemoryError::new_err(format!(
+                "its LALR(1) automaton has {states} states, whose tables would take {cells} \
+                 cells (at most {})",
+                crate::lalr::MAX_TABLE_CELLS
+            )))
+        }
+        Err(crate::lalr::BuildError::Conflict(c)) => {
             let kind = if c.shift_reduce {
                 "shift/reduce"
             } else {

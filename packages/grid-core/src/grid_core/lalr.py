@@ -85,6 +85,11 @@ __all__ = ["END_NAME", "LalrTables", "RuleArrays", "build_lalr"]
 END_NAME = "$END"
 _FINGERPRINT_TAG = "grid-core/lalr-tables/1"
 
+MAX_TABLE_CELLS = 150_000_000
+"""The most cells (states times terminals, $END and twice the nonterminals) the dense
+tables may take (the kernels' ``lalr::MAX_TABLE_CELLS``): a larger grammar is a
+:class:`GrammarError` before they are allocated, never a process out of memory."""
+
 
 @dataclass(frozen=True, eq=False)
 class LalrTables:
@@ -354,12 +359,21 @@ def build_lalr(
     if native is None:
         g.validate()
         lr0 = _Lr0(g)
+        states = len(lr0.kernels)
+        cells = states * (g.t + 1 + 2 * g.n)
+        if cells > MAX_TABLE_CELLS:
+            raise GrammarError(
+                f"the grammar is too large: its LALR(1) automaton has {states} states, whose "
+                f"tables would take {cells} cells (at most {MAX_TABLE_CELLS})"
+            )
         return _tables(g, lr0, _lalr_lookaheads(g, lr0))
     try:
         conflict, built = native.lalr_tables(g.t, g.n, *rules)
     except ValueError as e:  # the kernels' check: name what is wrong as grid-core does
         g.validate()
         raise GrammarError(f"malformed grammar: {e}") from None
+    except MemoryError as e:  # the kernels' MAX_TABLE_CELLS, checked before allocating
+        raise GrammarError(f"the grammar is too large: {e}") from None
     if conflict is not None:
         kind, state, symbol, first, reduce_item = conflict
         raise LALRConflictError(
