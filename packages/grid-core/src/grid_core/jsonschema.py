@@ -83,7 +83,7 @@ import copy
 import json
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -342,6 +342,7 @@ class _Compiler:
         self.refs: dict[str, str] = {}  # a $ref target (canonical JSON) -> its symbol
         self._open: dict[str, bool] = {}  # a $ref rule being built -> whether it recurs
         self._ref_keys: dict[str, str] = {}  # a $ref -> its target's canonical JSON
+        self._checked_refs: set[int] = set()  # $ref targets checked (_check_tree)
         self.merges = 0
         self._any: str | None = None
 
@@ -419,6 +420,9 @@ class _Compiler:
                 target = target[int(part) if isinstance(target, list) else part]
             except (KeyError, IndexError, ValueError, TypeError):
                 raise SchemaError("$ref", pointer, f"{ref!r} resolves to nothing") from None
+        if isinstance(target, dict) and id(target) not in self._checked_refs:
+            self._checked_refs.add(id(target))  # under an unknown keyword: not checked yet
+            _check_tree(target, ref[1:], refs=True)
         return target
 
     def merge(self, a: Any, b: Any, pointer: str, depth: int = 0) -> dict[str, Any]:
@@ -1662,25 +1666,63 @@ _COUNTS = (
 )  # fmt: skip
 _NUMBERS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-_DATA = ("enum", "const", "examples", "default")
+_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
+_SCHEMA_ONE = (
+    "items", "additionalItems", "additionalProperties", "contains", "not", "if", "then",
+    "else", "propertyNames", "unevaluatedItems", "unevaluatedProperties",
+)  # fmt: skip
 
 
 def _checked(schema: Any) -> Any:
     """``schema`` with its keywords' values checked before anything is built (a copy:
-    an integral float count, valid since 2020-12, is made an int). Refused with a
-    :class:`SchemaError` naming the keyword: a count or bound of the wrong type (a
-    boolean is no number), a number that is not finite, a ``type`` that is not a
-    type name or a non-empty list of them, a ``required`` that is not a list of
-    names, a ``$ref`` that is not a JSON pointer (``#/...``), an anchor, and an
-    ``$id`` below the root or with a fragment (each changes what a ``$ref``
-    names, which GRID does not follow). Iterative: any depth costs no stack."""
+    an integral float count, valid since 2020-12, is made an int): :func:`_check_tree`
+    from the root. A subschema only a ``$ref`` reaches (under an unknown keyword) is
+    checked when the reference is resolved."""
     schema = copy.deepcopy(schema)
-    todo: list[tuple[Any, str, bool]] = [(schema, "", True)]
+    _check_tree(schema, "", refs=_has_ref(schema))
+    return schema
+
+
+def _subschemas(node: dict[str, Any], pointer: str) -> Iterator[tuple[Any, str]]:
+    """The subschemas of one schema object, by the keywords whose values are schemas
+    (an unknown keyword's value is data, an annotation: not walked)."""
+    for key, value in node.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            yield from ((v, _ptr(pointer, key, k)) for k, v in value.items())
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            yield from ((v, _ptr(pointer, key, i)) for i, v in enumerate(value))
+        elif key in _SCHEMA_ONE:
+            yield value, _ptr(pointer, key)
+        elif key == "dependencies" and isinstance(value, dict):
+            yield from ((v, _ptr(pointer, key, k)) for k, v in value.items() if isinstance(v, dict))
+
+
+def _has_ref(schema: Any) -> bool:
+    """Some subschema of ``schema`` has a ``$ref``."""
+    todo = [schema]
     while todo:
-        node, pointer, at_root = todo.pop()
-        if isinstance(node, list):
-            todo.extend((x, _ptr(pointer, i), False) for i, x in enumerate(node))
-            continue
+        node = todo.pop()
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return True
+            todo.extend(v for v, _ in _subschemas(node, ""))
+    return False
+
+
+def _check_tree(root: Any, at: str, *, refs: bool) -> None:
+    """Check every schema object of ``root`` (at JSON pointer ``at``; the whole
+    schema's root when ``at`` is empty), refused with a :class:`SchemaError` naming the
+    keyword: a count or bound of the wrong type (a boolean is no number), a number
+    that is not finite, a ``type`` that is not a type name or a non-empty list of
+    them, a ``required`` that is not a list of names, ``NaN`` or an infinity in
+    ``enum`` or ``const``, a ``$ref`` that is not a JSON pointer (``#/...``), an
+    anchor, and, where the schema has a ``$ref`` (``refs``), an ``$id`` below the
+    root or with a fragment (each changes what a ``$ref`` names, which GRID does not
+    follow). Integral float counts become ints, in place. Iterative: any depth costs
+    no stack."""
+    todo: list[tuple[Any, str]] = [(root, at)]
+    while todo:
+        node, pointer = todo.pop()
         if not isinstance(node, dict):
             continue
 
@@ -1690,9 +1732,9 @@ def _checked(schema: Any) -> Any:
         for key in ("$anchor", "$dynamicAnchor"):
             if key in node:
                 raise bad(key, "anchors are not supported: refer with a JSON pointer (#/...)")
-        if "$id" in node:
+        if "$id" in node and refs:
             ident = node["$id"]
-            if not at_root or not isinstance(ident, str) or "#" in ident.rstrip("#"):
+            if pointer or not isinstance(ident, str) or "#" in ident.rstrip("#"):
                 raise bad("$id", "an $id below the root, or one with a fragment, changes what "
                           "a $ref names, which GRID does not follow")  # fmt: skip
         ref = node.get("$ref")
@@ -1725,14 +1767,7 @@ def _checked(schema: Any) -> Any:
         for key in ("enum", "const"):
             if key in node and not _is_json(node[key]):
                 raise bad(key, "holds a value JSON has not (NaN or an infinity)")
-        for key, value in node.items():
-            if key in _DATA:
-                continue
-            if key in _SCHEMA_MAPS and isinstance(value, dict):
-                todo.extend((v, _ptr(pointer, key, k), False) for k, v in value.items())
-            else:
-                todo.append((value, _ptr(pointer, key), False))
-    return schema
+        todo.extend(_subschemas(node, pointer))
 
 
 def json_object_grammar(*, whitespace: int = 0) -> GrammarText:
