@@ -653,11 +653,13 @@ def _parenthesized_table(tree: Tree) -> Token | None:
 
 def _parenthesized_subquery(tree: Tree) -> Tree | None:
     """The innermost term of a FROM term that is one subquery in parentheses
-    (``((SELECT ...) AS s)``), else None."""
+    (``((SELECT ...) AS s)``, ``((SELECT ...))``), else None."""
     inner = tree
-    while len(inner.children) == 1 and not _is_token(inner.children[0]):
-        if inner.children[0].data != "table_or_subquery":
-            return None
+    while (
+        len(inner.children) == 1
+        and not _is_token(inner.children[0])
+        and inner.children[0].data == "table_or_subquery"
+    ):
         inner = inner.children[0]
     if inner is tree or not any(c.data == "select_stmt" for c in _trees(inner)):
         return None
@@ -1410,11 +1412,12 @@ class _Walker:
                 # after a join operator or a comma SQLite drops the alias inside
                 return [replace(s, name="", label="(subquery)") for s in sources]
             return sources
-        if not joined and self.dialect.first_parentheses_flatten:
+        join = _unparenthesized(inner)
+        if not joined and self.dialect.first_parentheses_flatten and join.data == "join_source":
             # SQLite reads a first parenthesized join as unparenthesized: its ON
             # conditions see the whole FROM clause (deferred with the others).
             before = len(scope.sources)
-            self.join_source(_unparenthesized(inner), scope, env, deferred)
+            self.join_source(join, scope, env, deferred)
             added = scope.sources[before:]
             del scope.sources[before:]
             return added
