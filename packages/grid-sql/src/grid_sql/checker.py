@@ -637,44 +637,33 @@ def _is_token(node: Any) -> bool:
     return not hasattr(node, "data")
 
 
+def _innermost(tree: Tree) -> Tree:
+    """The FROM term in the parentheses around ``tree``'s (``tree`` itself when its
+    only child is no term in parentheses): ``((s AS x))`` gives ``s AS x``."""
+    while (
+        len(tree.children) == 1
+        and not _is_token(tree.children[0])
+        and tree.children[0].data == "table_or_subquery"
+    ):
+        tree = tree.children[0]
+    return tree
+
+
 def _parenthesized_table(tree: Tree) -> Token | None:
     """The table of a FROM term that is one table in parentheses (``(s AS x)``,
-    ``((s))``: a table_or_subquery whose only child is one), else None."""
-    inner = tree
-    while len(inner.children) == 1 and not _is_token(inner.children[0]):
-        if inner.children[0].data != "table_or_subquery":
-            return None
-        inner = inner.children[0]
-    if inner is tree:
-        return None
-    names = [t for t in _tokens(inner) if t.type == "TABLE_NAME"]
+    ``((s))``), else None."""
+    inner = _innermost(tree)
+    names = [t for t in _tokens(inner) if t.type == "TABLE_NAME"] if inner is not tree else []
     return names[0] if names else None
 
 
 def _parenthesized_subquery(tree: Tree) -> Tree | None:
     """The innermost term of a FROM term that is one subquery in parentheses
     (``((SELECT ...) AS s)``, ``((SELECT ...))``), else None."""
-    inner = tree
-    while (
-        len(inner.children) == 1
-        and not _is_token(inner.children[0])
-        and inner.children[0].data == "table_or_subquery"
-    ):
-        inner = inner.children[0]
+    inner = _innermost(tree)
     if inner is tree or not any(c.data == "select_stmt" for c in _trees(inner)):
         return None
     return inner
-
-
-def _unparenthesized(tree: Tree) -> Tree:
-    """A join in parentheses without them: the join_source inside."""
-    while (
-        tree.data == "table_or_subquery"
-        and len(tree.children) == 1
-        and not _is_token(tree.children[0])
-    ):
-        tree = tree.children[0]
-    return tree
 
 
 def _child(node: Tree, data: str) -> Tree | None:
@@ -1412,8 +1401,8 @@ class _Walker:
                 # after a join operator or a comma SQLite drops the alias inside
                 return [replace(s, name="", label="(subquery)") for s in sources]
             return sources
-        join = _unparenthesized(inner)
-        if not joined and self.dialect.first_parentheses_flatten and join.data == "join_source":
+        join = _child(_innermost(tree), "join_source")
+        if not joined and self.dialect.first_parentheses_flatten and join is not None:
             # SQLite reads a first parenthesized join as unparenthesized: its ON
             # conditions see the whole FROM clause (deferred with the others).
             before = len(scope.sources)
