@@ -35,7 +35,7 @@ from toy import ANALYST, LEXICON
 
 from grid_core import kernels
 from grid_core.cache import CDGroup, GenericKey, IdentKey, SharedCache, id_bits, make_entry
-from grid_core.errors import GuideError, MaskError
+from grid_core.errors import EMPTY_MASK, GuideError, MaskError
 from grid_core.events import EventGuide, EventSpec, tracker
 from grid_core.guide import Engine, GridGuide, _Step
 from grid_core.lexer import Config
@@ -471,7 +471,7 @@ def test_an_empty_mask_is_an_error() -> None:
     g = GridGuide(e, _Step(c, None, 5))
     with pytest.raises(MaskError) as err:
         g.mask()
-    assert (err.value.step, err.value.detail) == (5, "empty mask at a viable prefix")
+    assert (err.value.step, err.value.detail) == (5, EMPTY_MASK)
 
 
 def test_steps_output_and_kinds() -> None:

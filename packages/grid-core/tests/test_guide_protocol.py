@@ -23,8 +23,9 @@ from toy import ANALYST, EOS, LEXICON, TOY, analyst_engine
 
 from grid_core import vocab as vocab_module
 from grid_core.audit import verify
+from grid_core.compile import compile_grammar
 from grid_core.decode import generate
-from grid_core.errors import GuideError
+from grid_core.errors import EMPTY_MASK, GuideError, MaskError
 from grid_core.grammar import load_grammar
 from grid_core.guide import Engine, GridGuide
 from grid_core.protocol import Guide
@@ -159,6 +160,21 @@ def test_accept_validate_and_rollback_agree() -> None:
     assert rs.audit_log().lines() == py.audit_log().lines()
     assert rs.step_audit() == py.step_audit()
     assert rs.output() == py.output()
+
+
+def test_a_dead_end_of_a_user_grammar_is_the_same_mask_error_on_both_guides() -> None:
+    """``start: "if" NAME ";"`` with no blank: after ``if`` every NAME byte runs
+    into the keyword's lexeme (maximal munch), so the viable prefix ``if`` has no
+    completion. Both guides raise MaskError with the one detail that says so."""
+    v = vocab_module.cl100k()
+    engine = compile_grammar('start: "if" NAME ";"\n%import common.CNAME -> NAME\n', v)
+    token = v.token_bytes.index(b"if")
+    for guide in (GridGuide(engine), engine.guide()):
+        guide.accept_token(token)
+        with pytest.raises(MaskError) as err:
+            guide.fill_next_token_bitmask(array.array("i", [0] * engine.n_words))
+        assert (err.value.step, err.value.detail) == (1, EMPTY_MASK)
+        assert "docs/lark.md" in str(err.value)
 
 
 def test_python_fill_writes_one_row_like_the_native_fill() -> None:

@@ -8,6 +8,13 @@
 
 use std::fmt;
 
+/// The detail of an empty mask, word for word `grid_core.errors.EMPTY_MASK`:
+/// a bug with grid-sql's dialects; with a user grammar, lexemes that run
+/// together so that a prefix the scan accepts has no completion.
+pub const EMPTY_MASK: &str = "empty mask at a viable prefix: no continuation completes it \
+    (a user grammar whose lexemes run together under maximal munch, see docs/lark.md; \
+    otherwise a bug)";
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KernelError {
     /// The artifacts handed to a table constructor break their contract.
@@ -32,8 +39,8 @@ pub enum KernelError {
         token: Option<i64>,
         reason: String,
     },
-    /// An empty mask at a viable prefix (`grid_core.errors.MaskError`): a bug,
-    /// reported, never written.
+    /// An empty mask at a viable prefix (`grid_core.errors.MaskError`, detail
+    /// [`EMPTY_MASK`]): reported, never written.
     EmptyMask { step: usize },
     /// An output buffer of the wrong size.
     BufferSize {
@@ -77,7 +84,7 @@ impl fmt::Display for KernelError {
                 token: None,
                 reason,
             } => write!(f, "step {step}: {reason}"),
-            Self::EmptyMask { step } => write!(f, "step {step}: empty mask at a viable prefix"),
+            Self::EmptyMask { step } => write!(f, "step {step}: {EMPTY_MASK}"),
             Self::BufferSize {
                 expected,
                 got,

@@ -38,7 +38,7 @@ use pyo3::types::{PyBytes, PyDict, PyInt, PyList, PyTuple};
 use crate::audit::{self, Kind};
 use crate::bits;
 use crate::engine::{lock, Engine, Stacks, Threads};
-use crate::error::KernelError;
+use crate::error::{KernelError, EMPTY_MASK};
 use crate::events::EventTables;
 use crate::lexer::Config;
 use crate::mask::EngineTables;
@@ -72,9 +72,7 @@ fn to_pyerr(e: KernelError) -> PyErr {
             token,
             reason,
         } => (*step, *token, reason.clone(), "guide"),
-        KernelError::EmptyMask { step } => {
-            (*step, None, "empty mask at a viable prefix".into(), "mask")
-        }
+        KernelError::EmptyMask { step } => (*step, None, EMPTY_MASK.into(), "mask"),
         _ => return PyValueError::new_err(e.to_string()),
     };
     Python::with_gil(|py| {

@@ -76,8 +76,23 @@ class TokenizerError(GridError):
     """A vocabulary file cannot be read into token spellings."""
 
 
+#: :class:`MaskError`'s detail for an empty mask (the native session's, word for word).
+EMPTY_MASK = (
+    "empty mask at a viable prefix: no continuation completes it (a user grammar whose"
+    " lexemes run together under maximal munch, see docs/lark.md; otherwise a bug)"
+)
+
+
 class MaskError(GridError):
-    """An internal inconsistency surfaced while computing a mask (never a wrong mask)."""
+    """An inconsistency surfaced while computing a mask (never a wrong mask).
+
+    An empty mask at a viable prefix (detail :data:`EMPTY_MASK`), or a reserve
+    completion the mask refuses. With grid-sql's dialects either is a bug. A
+    user grammar reaches the first where its lexemes run together (``start:
+    "if" NAME`` with no blank between them: maximal munch reads ``iffy`` as one
+    ``NAME``), so that a prefix the scan accepts has no completion;
+    ``compile_grammar`` does not detect that.
+    """
 
     def __init__(self, step: int, detail: str) -> None:
         self.step = step

@@ -52,7 +52,7 @@ from grid_core.cache import (
     make_entry,
 )
 from grid_core.dfa import ByteDFA, build_union_dfa
-from grid_core.errors import GuideError, MaskError
+from grid_core.errors import EMPTY_MASK, GuideError, MaskError
 from grid_core.events import EventGuide, EventSpec, tracker
 from grid_core.grammar import Grammar
 from grid_core.lexer import Config, Lexer, Normal, Scanner
@@ -368,7 +368,7 @@ class GridGuide:
             raise GuideError(self.steps, None, "the guide has accepted EOS; it has no next mask")
         result = self.engine.compute_mask(self.config)
         if not (result.bits or result.eos):
-            raise MaskError(self.steps, "empty mask at a viable prefix")
+            raise MaskError(self.steps, EMPTY_MASK)
         return result
 
     def mask_ids(self) -> list[int]:

@@ -112,7 +112,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from grid_core.audit import AuditLog, Kind, mask_entry_id
 from grid_core.cache import MaskTable, SharedCache, id_bits
-from grid_core.errors import GuideError, MaskError
+from grid_core.errors import EMPTY_MASK, GuideError, MaskError
 from grid_core.fingerprint import fingerprint
 from grid_core.grammar import Grammar, Rule
 from grid_core.guide import Engine, MaskResult
@@ -1205,7 +1205,7 @@ class ScopedGuide:
         eos = self.eos_allowed()
         result = MaskResult(ci, tuple(cd_parts), eos, entries, classes, bits)
         if not (result.bits or result.eos):
-            raise MaskError(self.steps, "empty mask at a viable prefix")
+            raise MaskError(self.steps, EMPTY_MASK)
         return result
 
     def _computed(self) -> tuple[MaskResult, array.array[int]]:
