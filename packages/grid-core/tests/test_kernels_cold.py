@@ -140,6 +140,15 @@ def test_registered_entries_equal_make_entry(grammar: str, vocab: str) -> None:
     assert walks >= 2 * SAMPLE
 
 
+def test_namespaces_past_i64_are_keyed_as_python_writes_them() -> None:
+    """The native key wrote a namespace of 2^63 or more as a negative int
+    (u64::MAX as "-1"): entry ids and shared-tier keys differed from Python's."""
+    p = pair("sqlite", "cl100k")
+    config = sample("sqlite", "cl100k", False)[0]
+    for ns in (2**63, 2**64 - 1):
+        check_entries(p, config, ns)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("grammar", "vocab"), CELLS)
 def test_registered_entries_equal_make_entry_everywhere(grammar: str, vocab: str) -> None:

@@ -136,6 +136,8 @@ def test_settings_come_from_the_environment(tmp_path: Path) -> None:
         ("redis://h:port", KEY, "port"),
         ("redis://h?wait_ms=soon", KEY, "wait_ms"),
         ("redis://h?color=1", KEY, "unknown shared cache setting"),
+        ("redis://[::1]7000", KEY, "no :port"),
+        ("redis://bob:s3cretpw@h:port", KEY, r'"redis://\*\*\*@h:port": port'),
     ],
 )
 def test_bad_settings_are_a_typed_error_naming_them(url: str, key: bytes, message: str) -> None:
@@ -144,9 +146,19 @@ def test_bad_settings_are_a_typed_error_naming_them(url: str, key: bytes, messag
     with pytest.raises(SharedCacheError, match=message) as raised:
         shared_cache.SharedTier(grid_kernels, SharedCacheConfig(url, key), "family")
     assert raised.value.setting == shared_cache.URL_ENV
+    assert "s3cretpw" not in str(raised.value) and "bob" not in str(raised.value)
     with pytest.raises(SharedCacheError, match="at least 16") as raised:
         SharedCacheConfig(url, b"short")
     assert raised.value.setting == shared_cache.KEY_ENV
+
+
+def test_a_nan_event_timeout_is_a_value_error() -> None:
+    """A NaN timeout once panicked in the binding (Duration of NaN seconds)."""
+    import grid_kernels
+
+    remote = grid_kernels.RemoteWalks("redis://127.0.0.1:1", KEY, "family")
+    with pytest.raises(ValueError, match="NaN"):
+        remote.next_event(float("nan"))
 
 
 # ------------------------------------------------------------------ sharing

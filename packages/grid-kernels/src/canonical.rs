@@ -63,6 +63,12 @@ impl Canonical {
         self.int_digits(&buf[at..])
     }
 
+    /// A non-negative int (Python's `str(int)`, all of `u64`'s range).
+    pub fn uint(&mut self, v: u64) -> &mut Self {
+        let mut buf = [0u8; 21];
+        self.int_digits(u64_digits(v, &mut buf))
+    }
+
     /// A non-negative int given as little-endian 64-bit words (a bitset).
     pub fn uint_words(&mut self, words: &[u64]) -> &mut Self {
         self.int_digits(decimal(words).as_bytes())
@@ -133,6 +139,20 @@ pub fn decimal(words: &[u64]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uint_is_python_str_over_all_of_u64() {
+        // A namespace past i64::MAX once came out negative ("-1" for u64::MAX).
+        for v in [0, 7, i64::MAX as u64, 1 << 63, u64::MAX] {
+            let mut c = Canonical::new();
+            c.uint(v);
+            let digits = v.to_string();
+            let mut want = vec![b'i'];
+            want.extend_from_slice(&(digits.len() as u32).to_be_bytes());
+            want.extend_from_slice(digits.as_bytes());
+            assert_eq!(c.bytes, want, "{v}");
+        }
+    }
 
     #[test]
     fn decimal_of_multiword_ints() {

@@ -558,7 +558,7 @@ impl Engine {
         let mut c = Canonical::new();
         c.list(if key.ident { 6 } else { 5 })
             .str(if key.ident { "ident" } else { "generic" })
-            .int(namespace as i64)
+            .uint(namespace)
             .int(i64::from(key.root));
         match &key.form {
             Form::Raw(tail) => {

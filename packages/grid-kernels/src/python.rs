@@ -532,9 +532,12 @@ impl PyRemoteWalks {
 
     /// The oldest event not yet taken (a log line), waiting at most
     /// `timeout` seconds for one with the GIL released; None if none came.
-    fn next_event(&self, py: Python<'_>, timeout: f64) -> Option<String> {
+    fn next_event(&self, py: Python<'_>, timeout: f64) -> PyResult<Option<String>> {
+        if timeout.is_nan() {
+            return Err(PyValueError::new_err("timeout is NaN: give seconds"));
+        }
         let wait = std::time::Duration::from_secs_f64(timeout.clamp(0.0, 3600.0));
-        py.allow_threads(|| self.inner.next_event(wait))
+        Ok(py.allow_threads(|| self.inner.next_event(wait)))
     }
 }
 

@@ -26,13 +26,25 @@ pub struct Url {
     pub query: Vec<(String, String)>,
 }
 
+/// `url` for a message: what lies between `redis://` and the last `@` (user
+/// and password) is shown as `***`.
+pub fn redacted(url: &str) -> String {
+    match (url.strip_prefix("redis://"), url.rfind('@')) {
+        (Some(_), Some(at)) if at >= "redis://".len() => format!("redis://***{}", &url[at..]),
+        _ => url.to_owned(),
+    }
+}
+
 impl Url {
     /// Parse `url`; a scheme other than `redis`, an empty host, a port or db
     /// that is no number, or a query pair without `=` is an error naming it.
+    ///
+    /// Messages show the URL with its credentials cut ([`redacted`]).
     pub fn parse(url: &str) -> Result<Self, String> {
+        let shown = redacted(url);
         let rest = url
             .strip_prefix("redis://")
-            .ok_or_else(|| format!("{url:?}: the shared cache URL must start with redis://"))?;
+            .ok_or_else(|| format!("{shown:?}: the shared cache URL must start with redis://"))?;
         let (rest, query) = match rest.split_once('?') {
             Some((r, q)) => (r, q),
             None => (rest, ""),
@@ -46,7 +58,7 @@ impl Url {
             Some((h, d)) => (
                 h,
                 d.parse()
-                    .map_err(|_| format!("{url:?}: database {d:?} is not a number"))?,
+                    .map_err(|_| format!("{shown:?}: database {d:?} is not a number"))?,
             ),
             None => (rest, 0),
         };
@@ -54,7 +66,10 @@ impl Url {
             Some(v6) => {
                 let (h, p) = v6
                     .split_once(']')
-                    .ok_or_else(|| format!("{url:?}: an IPv6 host without ']'"))?;
+                    .ok_or_else(|| format!("{shown:?}: an IPv6 host without ']'"))?;
+                if !p.is_empty() && !p.starts_with(':') {
+                    return Err(format!("{shown:?}: {p:?} after an IPv6 host is no :port"));
+                }
                 (h, p.strip_prefix(':'))
             }
             None => match hostport.split_once(':') {
@@ -66,10 +81,10 @@ impl Url {
             None => 6379,
             Some(p) => p
                 .parse()
-                .map_err(|_| format!("{url:?}: port {p:?} is not a number"))?,
+                .map_err(|_| format!("{shown:?}: port {p:?} is not a number"))?,
         };
         if host.is_empty() {
-            return Err(format!("{url:?}: no host"));
+            return Err(format!("{shown:?}: no host"));
         }
         let (user, password) = match auth {
             None => (None, None),
@@ -82,7 +97,7 @@ impl Url {
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair
                 .split_once('=')
-                .ok_or_else(|| format!("{url:?}: query item {pair:?} is not name=value"))?;
+                .ok_or_else(|| format!("{shown:?}: query item {pair:?} is not name=value"))?;
             pairs.push((k.to_owned(), v.to_owned()));
         }
         Ok(Self {
@@ -338,8 +353,25 @@ mod tests {
             "redis://h:port",
             "redis://h/db",
             "redis://h?novalue",
+            "redis://[::1]7000",
+            "redis://[::1]x:7000",
         ] {
             assert!(Url::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn url_messages_show_no_credentials() {
+        for bad in [
+            "redis://:s3cretpw@cache:notaport",
+            "redis://bob:s3cretpw@cache/zero",
+            "redis://bob:s3cretpw@[::1",
+            "redis://bob:s3cretpw@cache?x",
+            "redis://bob:s3cretpw@",
+        ] {
+            let e = Url::parse(bad).unwrap_err();
+            assert!(!e.contains("s3cretpw") && !e.contains("bob"), "{e}");
+            assert!(e.starts_with("\"redis://***@"), "{e}");
         }
     }
 }
