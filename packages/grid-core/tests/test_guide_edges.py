@@ -18,7 +18,13 @@ or the same result. Found by a review that drove the two in lockstep
 - ``fill_rows`` over Python guides wrote rows before refusing a bad batch.
 
 A later review (2026-12-07) added: one guide given for two rows, and a bug in
-one guide's fill raised into the whole batch.
+one guide's fill raised into the whole batch. A third (session 45) added: the
+native guide kept a buffer's export between fills and missed a reshape in
+place; the Python guide computed the mask before checking the buffer (after EOS
+a bad buffer raised GuideError); ``fill_rows`` over Python guides failed each
+row for a bad buffer instead of refusing the batch; a non-str ``kind`` was a
+``TypeError`` natively; natively ``validate_tokens`` read the whole list before
+the first refusal; a refused token beyond 64 bits was named clamped.
 """
 
 from __future__ import annotations
@@ -217,3 +223,88 @@ def test_events_from_a_negative_index_are_refused() -> None:
         assert guide.events(2**64) == []
         with pytest.raises(ValueError, match="not negative"):
             guide.events(-1)
+
+
+def test_a_buffer_reshaped_in_place_is_checked_again() -> None:
+    """``a.shape = ...`` keeps the memory: the native guide once filled through the
+    export it kept of the old shape, accepting rows the new shape lacks."""
+    n = PYTHON.n_words
+    for guide in both():
+        a = np.zeros((2, n), np.int32)
+        guide.fill_next_token_bitmask(a, 1)
+        a.shape = (1, 2 * n)
+        for row in (0, 1):
+            found = outcome(lambda g=guide, b=a, r=row: g.fill_next_token_bitmask(b, r))
+            assert found == (
+                "ValueError",
+                f"bitmask buffer has {2 * n} 32-bit words per row,"
+                f" expected {n} 32-bit words per row",
+            ), found
+        a.shape = (2, n)
+        guide.fill_next_token_bitmask(a, 0)
+        assert a[0].tobytes() == a[1].tobytes() != bytes(4 * n)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda n: (np.zeros(n, np.uint32), 0),
+        lambda n: (np.zeros((2, n), np.int32), 5),
+        lambda n: (np.zeros(n + 1, np.int32), 0),
+        lambda n: (np.zeros((1, 1, n), np.int32), 0),
+    ],
+    ids=["uint32", "row", "width", "3-D"],
+)
+def test_a_bad_buffer_after_eos_is_the_buffers_error(make: object) -> None:
+    """The buffer and the row are checked before the mask, on both guides: after
+    EOS a bad buffer is refused as a bad buffer, not as a step after EOS."""
+    found = set()
+    for guide in both():
+        guide.accept_tokens([*STATEMENT, token(b";"), EOS])
+        assert guide.is_terminated()
+        buf, row = make(PYTHON.n_words)  # type: ignore[operator]
+        found.add(outcome(lambda g=guide, b=buf, r=row: g.fill_next_token_bitmask(b, r))[0])
+    assert found in ({"TypeError"}, {"ValueError"}), found
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "message"),
+    [
+        (lambda n: np.zeros((2, n), np.uint32), TypeError, "int32"),
+        (lambda n: np.zeros((2, n + 1), np.int32), ValueError, "words"),
+        (lambda n: np.zeros((2, 1, n), np.int32), ValueError, "not 3-D"),
+    ],
+    ids=["uint32", "width", "3-D"],
+)
+def test_fill_rows_refuses_a_bad_buffer_at_once(make: object, error: type, message: str) -> None:
+    for guides in ([GridGuide(PYTHON), GridGuide(PYTHON)], [NATIVE.guide(), NATIVE.guide()]):
+        with pytest.raises(error, match=message):
+            fill_rows(guides, make(PYTHON.n_words))  # type: ignore[operator]
+
+
+def test_a_kind_that_is_no_string_is_the_same_value_error() -> None:
+    for kind, error in ((None, "ValueError"), (3, "ValueError"), (["forced"], "ValueError"),
+                        (b"sampled", "TypeError"), (object(), "TypeError")):  # fmt: skip
+        found = {outcome(lambda g=g, k=kind: g.accept_token(STATEMENT[0], k)) for g in both()}
+        assert len(found) == 1 and next(iter(found))[0] == error, found
+    found = {outcome(lambda g=g: g.accept_token("x", object())) for g in both()}  # type: ignore[arg-type]
+    assert len(found) == 1 and "'str'" in next(iter(found))[1], found
+
+
+def test_validate_tokens_reads_up_to_the_first_refusal() -> None:
+    for guide in both():
+        assert guide.validate_tokens([token(b" *"), 1.5]) == 0  # type: ignore[list-item]
+        with pytest.raises(TypeError):
+            guide.validate_tokens([STATEMENT[0], 1.5])  # type: ignore[list-item]
+        assert guide.steps == 0
+
+
+def test_a_refused_token_beyond_64_bits_is_named_as_given() -> None:
+    for t in (2**70, -(2**64) - 3):
+        found = set()
+        for guide in both():
+            with pytest.raises(GuideError) as err:
+                guide.accept_token(t)
+            assert err.value.token == t
+            found.add(str(err.value))
+        assert len(found) == 1 and str(t) in next(iter(found)), found

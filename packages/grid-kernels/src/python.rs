@@ -134,6 +134,63 @@ impl<'py> FromPyObject<'py> for Wide {
     }
 }
 
+/// The audit kind given to an `accept_token`: sampled, forced or reserve,
+/// else the Python guide's `ValueError` message, word for word (the value as
+/// `json.dumps` writes it), raised after the token's conversion and before
+/// any other check. Extracting never fails.
+struct AuditKind(Result<Kind, PyErr>);
+
+impl AuditKind {
+    const SAMPLED: Self = Self(Ok(Kind::Sampled));
+}
+
+impl<'py> FromPyObject<'py> for AuditKind {
+    fn extract_bound(obj: &Bound<'py, PyAny>) -> PyResult<Self> {
+        if let Some(k) = obj
+            .extract::<&str>()
+            .ok()
+            .and_then(Kind::parse)
+            .filter(|k| *k != Kind::Eos)
+        {
+            return Ok(Self(Ok(k)));
+        }
+        let shown = obj
+            .py()
+            .import("json")
+            .and_then(|json| json.getattr("dumps"))
+            .and_then(|dumps| dumps.call1((obj,)))
+            .and_then(|shown| shown.extract::<String>());
+        Ok(Self(Err(match shown {
+            Ok(shown) => PyValueError::new_err(format!(
+                "an audit kind is 'sampled', 'forced' or 'reserve', not {shown}"
+            )),
+            Err(e) => e,
+        })))
+    }
+}
+
+/// `e` with the token the caller gave: a refused token beyond 64 bits is
+/// reported as given (`operator.index(token)`), not as the clamped [`Wide`].
+fn with_token(e: KernelError, token: &Bound<'_, PyAny>) -> PyErr {
+    let err = to_pyerr(e);
+    let py = token.py();
+    if err.is_instance_of::<SessionError>(py) && token.extract::<i64>().is_err() {
+        let value = err.value(py);
+        let given = py
+            .import("operator")
+            .and_then(|m| m.getattr("index"))
+            .and_then(|index| index.call1((token,)));
+        if let Ok(given) = given {
+            if value.getattr("token").is_ok_and(|t| !t.is_none())
+                && value.setattr("token", given).is_err()
+            {
+                return err;
+            }
+        }
+    }
+    err
+}
+
 /// Whether an export's items are in this machine's byte order. pyo3 matches a
 /// format's item code and size, not its byte-order prefix: a numpy `>i4`
 /// array exports as an `i32` buffer whose words read swapped.
@@ -1286,13 +1343,14 @@ struct PySession {
     protocol: Option<Arc<Protocol>>,
     /// The last bitmask filled through the protocol's view, and its view.
     view: Option<(Py<PyAny>, Py<PyAny>)>,
-    /// The buffer the last fill wrote (the bitmask or its view) and its
-    /// export, held until another buffer is filled or the session drops: a
-    /// serving loop fills one bitmask step after step, and exporting it
-    /// anew costs about 3 us with cold caches. While an export is held its
-    /// exporter may not move the memory (PEP 3118); numpy's `resize`
-    /// refuses, seeing the session's reference (`refcheck=False` voids
-    /// that, for every holder of its memory).
+    /// The view of a tensor the last fill wrote and its export, held until
+    /// another bitmask is filled or the session drops: a serving loop fills
+    /// one tensor step after step, and viewing and exporting it anew costs
+    /// microseconds. Each fill checks the view against the tensor
+    /// (`view_current`). A bitmask that is a buffer itself is exported at
+    /// every fill (about 60 ns warm) and released after it: a held export
+    /// would miss a change of its shape, and numpy's `resize(refcheck=False)`
+    /// frees memory an export still points at.
     export: Option<(Py<PyAny>, PyBuffer<i32>)>,
 }
 
@@ -1364,23 +1422,28 @@ impl PySession {
     /// Accept one token: lexer advance and shift/reduce, one call; with audit
     /// on, its record (`kind`: sampled, forced or reserve; EOS is recorded as
     /// eos). A record whose mask must be walked first releases the GIL.
-    #[pyo3(signature = (token, kind = "sampled"))]
-    fn accept_token(&mut self, py: Python<'_>, token: Wide, kind: &str) -> PyResult<()> {
-        let Wide(token) = token;
-        let kind = Kind::parse(kind)
-            .filter(|k| *k != Kind::Eos)
-            .ok_or_else(|| {
-                PyValueError::new_err(format!(
-                    "an audit kind is 'sampled', 'forced' or 'reserve', not {kind:?}"
-                ))
-            })?;
+    #[pyo3(
+        signature = (token, kind = AuditKind::SAMPLED),
+        text_signature = "($self, token, kind='sampled')"
+    )]
+    fn accept_token(
+        &mut self,
+        py: Python<'_>,
+        token: &Bound<'_, PyAny>,
+        kind: AuditKind,
+    ) -> PyResult<()> {
+        let Wide(t) = token.extract()?;
+        let kind = kind.0?;
         let (session, p) = (&mut self.inner, &self.protocol);
         let err = |e| Self::err(p, e);
         if session.audited() && !session.prepare_record(false).map_err(err)? {
             py.allow_threads(|| session.prepare_record(true))
                 .map_err(err)?;
         }
-        session.accept_token(token, kind).map_err(err)
+        session.accept_token(t, kind).map_err(|e| match p {
+            Some(p) => p.error(with_token(e, token)),
+            None => with_token(e, token),
+        })
     }
 
     /// The parse events determined so far, from index `since` on, each
@@ -1407,12 +1470,30 @@ impl PySession {
     }
 
     /// How many leading `tokens` would be accepted; the session is unchanged.
-    fn validate_tokens(&mut self, tokens: Vec<Wide>) -> PyResult<usize> {
-        let tokens: Vec<i64> = tokens.into_iter().map(|Wide(t)| t).collect();
+    ///
+    /// As the Python guide, tokens are read one at a time: an item that is no
+    /// integer raises only where the tokens before it are all accepted.
+    fn validate_tokens(&mut self, tokens: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let mut read = Vec::new();
+        let mut bad = None;
+        for item in tokens.try_iter()? {
+            match item.and_then(|t| t.extract::<Wide>()) {
+                Ok(Wide(t)) => read.push(t),
+                Err(e) => {
+                    bad = Some(e);
+                    break;
+                }
+            }
+        }
         let p = &self.protocol;
-        self.inner
-            .validate_tokens(&tokens)
-            .map_err(|e| Self::err(p, e))
+        let n = self
+            .inner
+            .validate_tokens(&read)
+            .map_err(|e| Self::err(p, e))?;
+        match bad {
+            Some(e) if n == read.len() => Err(e),
+            _ => Ok(n),
+        }
     }
 
     /// The bytes accepted so far (EOS excluded).
@@ -1475,20 +1556,29 @@ impl PySession {
         let Wide(row) = row;
         let n_words = self.inner.n_words();
         let target = self.target(bitmask)?;
+        // A tensor's view was just checked against the tensor (`view_current`):
+        // its export is kept. A buffer given as such is exported anew, as its
+        // shape may have changed since (numpy's `a.shape = ...`).
+        let viewed = !target.is(bitmask);
         let buf = match self.export.take() {
-            Some((obj, buf)) if obj.is(&target) => buf,
+            Some((obj, buf)) if viewed && obj.is(&target) => buf,
             _ => bitmask_export(&target, n_words)?,
         };
         let offset = bitmask_row(&buf, row, n_words)?;
         // SAFETY: `buf` is a writable, C-contiguous, 4-byte-aligned export of
         // at least `offset + n_words` int32 items (shape checked above), held
-        // (and so neither freed nor resized: PEP 3118) until the session
-        // drops it; u32 and i32 share size and alignment. Only this row is
-        // written.
+        // (and so neither freed nor resized: PEP 3118) until the end of this
+        // call or, for a view, until the session drops it; u32 and i32 share
+        // size and alignment. Only this row is written.
         let words: &mut [u32] = unsafe {
             std::slice::from_raw_parts_mut((buf.buf_ptr() as *mut u32).add(offset), n_words)
         };
-        self.export = Some((target.unbind(), buf));
+        let _held = if viewed {
+            self.export = Some((target.unbind(), buf));
+            None
+        } else {
+            Some(buf)
+        };
         let (session, p) = (&mut self.inner, &self.protocol);
         let err = |e| Self::err(p, e);
         let mut filled = session.fill(words, false).map_err(err)?;
@@ -2588,16 +2678,16 @@ struct PyScopedSession {
 impl PyScopedSession {
     /// Accept one token (`kind`: sampled, forced or reserve; EOS is recorded
     /// as eos).
-    #[pyo3(signature = (token, kind = "sampled"))]
-    fn accept_token(&mut self, token: Wide, kind: &str) -> PyResult<()> {
-        let kind = Kind::parse(kind)
-            .filter(|k| *k != Kind::Eos)
-            .ok_or_else(|| {
-                PyValueError::new_err(format!(
-                    "an audit kind is 'sampled', 'forced' or 'reserve', not {kind:?}"
-                ))
-            })?;
-        self.inner.accept_token(token.0, kind).map_err(to_pyerr)
+    #[pyo3(
+        signature = (token, kind = AuditKind::SAMPLED),
+        text_signature = "($self, token, kind='sampled')"
+    )]
+    fn accept_token(&mut self, token: &Bound<'_, PyAny>, kind: AuditKind) -> PyResult<()> {
+        let Wide(t) = token.extract()?;
+        let kind = kind.0?;
+        self.inner
+            .accept_token(t, kind)
+            .map_err(|e| with_token(e, token))
     }
 
     /// Write the mask into row `row` of `bitmask` (int32, C-contiguous).

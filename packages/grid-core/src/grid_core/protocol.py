@@ -59,7 +59,7 @@ import ctypes
 import json
 import operator
 import sys
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from grid_core.audit import AuditLog, Kind
@@ -166,7 +166,8 @@ def fill_rows(
     if native and len(native) == len(guides):
         return kernels.fill_batch(native, bitmask, rows=rows, threads=threads)
     targets = list(range(len(guides)) if rows is None else rows)
-    _check_rows(bitmask, targets)  # as the kernels' batch fill: before a row is written
+    if guides:  # as the kernels' batch fill: before a row is written
+        _check_rows(bitmask, targets, guides[0].engine.n_words)
     out: list[Exception | None] = []
     for guide, row in zip(guides, targets, strict=True):
         try:
@@ -178,13 +179,11 @@ def fill_rows(
     return out
 
 
-def _check_rows(bitmask: Any, rows: Sequence[int]) -> None:
-    """Refuse a batch whose rows are out of ``bitmask``'s range or repeated, as
-    ``grid_kernels.fill_next_token_bitmasks`` does, before any row is written."""
-    shape: tuple[int, ...] = tuple(
-        bitmask.shape if is_tensor(bitmask) else memoryview(bitmask).shape or ()
-    )
-    total = int(shape[0]) if len(shape) == 2 else 1
+def _check_rows(bitmask: Any, rows: Sequence[int], n_words: int) -> None:
+    """Refuse a batch as ``grid_kernels.fill_next_token_bitmasks`` does, before any
+    row is written: a bitmask of the wrong kind or shape, rows out of its range or
+    repeated."""
+    total = _bitmask_rows(bitmask, n_words)
     given: set[int] = set()
     for r in rows:
         if not 0 <= r < total:
@@ -194,22 +193,23 @@ def _check_rows(bitmask: Any, rows: Sequence[int]) -> None:
         given.add(r)
 
 
-def write_row(bitmask: Any, row: int, words: bytes) -> None:
-    """Copy one packed row (``n_words * 4`` bytes, little-endian words) into row
-    ``row`` of a caller's bitmask (the Python guide's fill; checks as the
-    kernels' own: a writable C-contiguous, 4-byte-aligned buffer of int32 in
-    this machine's byte order, or a CPU ``torch.int32`` tensor, one or two
-    dimensions, rows of ``n_words`` words)."""
-    row = operator.index(row)
+def _bitmask_view(bitmask: Any) -> memoryview:
+    """``bitmask``'s memory (a CPU int32 tensor's through numpy), or ``TypeError``."""
     if is_tensor(bitmask):
         bitmask = tensor_view(bitmask)
     try:
-        view = memoryview(bitmask)
+        return memoryview(bitmask)
     except TypeError:
         raise TypeError(
             f"the bitmask must be a buffer of int32, not {type(bitmask).__name__}"
         ) from None
-    with view:
+
+
+def _bitmask_rows(bitmask: Any, n_words: int) -> int:
+    """How many rows ``bitmask`` has, after the kernels' checks: a writable
+    C-contiguous, 4-byte-aligned buffer of int32 in this machine's byte order, or
+    a CPU ``torch.int32`` tensor, one or two dimensions, rows of ``n_words`` words."""
+    with _bitmask_view(bitmask) as view:
         if view.readonly:
             raise TypeError("the bitmask buffer is read-only")
         native = "<" if sys.byteorder == "little" else ">"
@@ -220,18 +220,33 @@ def write_row(bitmask: Any, row: int, words: bytes) -> None:
             raise ValueError("the bitmask buffer must be C-contiguous")
         if view.nbytes and ctypes.addressof(ctypes.c_char.from_buffer(view)) % 4:
             raise ValueError("the bitmask buffer is not 4-byte aligned")
-        n_words = len(words) // 4
         if view.ndim not in (1, 2):
             raise ValueError(
                 f"the bitmask must be shaped (n_words,) or (batch, n_words), not {view.ndim}-D"
             )
         rows, width = (1, view.shape[0]) if view.ndim == 1 else view.shape  # type: ignore[index, misc]
         if width != n_words:
-            raise ValueError(f"the bitmask rows have {width} words, expected {n_words}")
-        if not 0 <= row < rows:
-            raise ValueError(f"row {row} is out of range 0..{rows} of the bitmask")
-        flat = view.cast("B")
-        flat[row * len(words) : (row + 1) * len(words)] = words
+            raise ValueError(  # the kernels' message, word for word
+                f"bitmask buffer has {width} 32-bit words per row,"
+                f" expected {n_words} 32-bit words per row"
+            )
+        return int(rows)
+
+
+def write_row(bitmask: Any, row: int, n_words: int, words: Callable[[], bytes]) -> None:
+    """Write ``words()`` (one packed row: ``n_words * 4`` bytes, little-endian
+    words) into row ``row`` of a caller's bitmask: the Python guide's fill. The
+    bitmask and the row are checked first, as the kernels' fill checks them
+    (:func:`_bitmask_rows`), and only then is ``words`` called, so a bad buffer
+    is refused alike whatever the guide's state (after EOS too)."""
+    row = operator.index(row)
+    rows = _bitmask_rows(bitmask, n_words)
+    if not 0 <= row < rows:
+        raise ValueError(f"row {row} is out of range 0..{rows} of the bitmask")
+    packed = words()
+    assert len(packed) == n_words * 4, (len(packed), n_words)
+    with _bitmask_view(bitmask) as view, view.cast("B") as flat:
+        flat[row * len(packed) : (row + 1) * len(packed)] = packed
 
 
 def is_tensor(obj: Any) -> bool:

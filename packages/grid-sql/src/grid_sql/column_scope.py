@@ -1233,7 +1233,7 @@ class ScopedGuide:
 
     def fill_next_token_bitmask(self, bitmask: object, row: int = 0) -> None:
         """Write the mask into row ``row`` of ``bitmask`` (:mod:`grid_core.protocol`)."""
-        write_row(bitmask, row, self.mask().tobytes())
+        write_row(bitmask, row, self.engine.n_words, lambda: self.mask().tobytes())
 
     def step_audit(self) -> tuple[int, str, int]:
         """(configuration hash, mask entry id, blocked count) of the current step's mask.
