@@ -234,3 +234,11 @@ def test_a_bad_mask_row_is_not_a_reason_to_take_the_torch_path() -> None:
     with pytest.raises(TypeError, match="int32") as raised:
         masked_argmax(logits, array.array("d", [1.0]))
     assert type(raised.value) is TypeError  # the kernels' bitmask error, not LogitsError
+
+
+def test_bitmask_tensor_refuses_masks_of_unequal_lengths() -> None:
+    """A 1-word and a 3-word mask once passed (16 bytes split into two rows of
+    two words): row 1 held the tail of the second mask, its ids shifted."""
+    for masks in ([pack([0], 32), pack([65], 96)], [], [b"\x01\x00\x00"]):
+        with pytest.raises(ValueError, match="packed masks"):
+            bitmask_tensor(masks)

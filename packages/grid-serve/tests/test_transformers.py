@@ -21,7 +21,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from transformers import LogitsProcessor  # noqa: E402
+from transformers import LogitsProcessor, StoppingCriteria  # noqa: E402
 
 from grid_core.errors import GuideError, ServingError  # noqa: E402
 from grid_core.guide import Engine  # noqa: E402
@@ -389,6 +389,64 @@ def test_truncation_is_sealed_as_mode_2(lm: Any, engines: Any, schema: SchemaSna
     seal = out.audit.seal
     assert seal is not None and seal["stop_reason"] == "truncated" and seal["mode"]["mode"] == 2
     assert replay(out.audit.lines(), role.engine).ok
+
+
+class _StopAfter(StoppingCriteria):  # type: ignore[misc]
+    """Ends row 0 once it has ``n`` new tokens (a caller's per-row criterion)."""
+
+    def __init__(self, width: int, n: int) -> None:
+        self.width, self.n = width, n
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        done = torch.zeros(input_ids.shape[0], dtype=torch.bool)
+        done[0] = input_ids.shape[1] - self.width >= self.n
+        return done
+
+
+def test_a_row_a_stopping_criterion_ends_is_sealed_truncated(
+    lm: Any, engines: Any, schema: SchemaSnapshot
+) -> None:
+    """generate pads a row that a stop string or a caller's criterion ends: the
+    padding (EOS here) must not reach the guide. It once did: an EOS pad where EOS
+    was not legal failed the row (``error``), and where it was, the log recorded an
+    ``eos`` step the model never chose."""
+    role = engines["analyst"]
+    ids = prompt(lm, role, schema, "List the names of all employees.")
+    (alone,), _ = constrained_generate(
+        lm.model, [role.engine.guide()], [ids], MAX_NEW_TOKENS, stop_on_exit=True
+    )
+    assert alone.stop_reason == "eos" and b";" in alone.text and b"FROM" in alone.text, alone
+    for stop in ("FROM", ";"):
+        (out,), _ = constrained_generate(
+            lm.model,
+            [role.engine.guide()],
+            [ids],
+            MAX_NEW_TOKENS,
+            stop_strings=[stop],
+            tokenizer=lm.tokenizer,
+            stop_on_exit=True,
+        )
+        assert out.error is None and out.stop_reason == "truncated", (stop, out)
+        assert out.text.endswith(stop.encode()) and alone.text.startswith(out.text)
+        records = out.audit.records
+        assert len(records) == len(out.tokens) and all(r.kind == "sampled" for r in records)
+        assert out.audit.seal is not None and out.audit.seal["stop_reason"] == "truncated"
+        assert out.complete == (stop == ";")
+        assert replay(out.audit.lines(), role.engine).ok
+    width = len(ids)
+    (cut, whole), _ = constrained_generate(
+        lm.model,
+        [role.engine.guide(), role.engine.guide()],
+        [ids, ids],
+        MAX_NEW_TOKENS,
+        stopping_criteria=[_StopAfter(width, 3)],
+        stop_on_exit=True,
+    )
+    assert cut.error is None and cut.stop_reason == "truncated" and len(cut.tokens) == 3
+    assert cut.tokens == alone.tokens[:3] and whole.text == alone.text
+    assert whole.stop_reason == "eos"
+    with pytest.raises(ServingError, match="tokenizer"):
+        constrained_generate(lm.model, [role.engine.guide()], [ids], 4, stop_strings=[";"])
 
 
 def test_a_failed_row_is_sticky_and_the_batch_goes_on(

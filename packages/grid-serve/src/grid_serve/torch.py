@@ -36,11 +36,14 @@ def bitmask_tensor(
     """Stack packed masks (``array('i')`` or their bytes, all one length) into ``[batch, words]``.
 
     Words are read in the host's byte order, the order ``Engine.pack``'s array
-    holds them in.
+    holds them in. No masks, masks of unequal lengths or a length that is no
+    whole number of words are a ``ValueError``.
     """
-    raw = b"".join(m.tobytes() if isinstance(m, array.array) else bytes(m) for m in masks)
-    assert masks and len(raw) % (4 * len(masks)) == 0, "packed masks of unequal length"
-    words = torch.frombuffer(bytearray(raw), dtype=torch.int32).view(len(masks), -1)
+    rows = [m.tobytes() if isinstance(m, array.array) else bytes(m) for m in masks]
+    lengths = sorted({len(r) for r in rows})
+    if len(lengths) != 1 or lengths[0] % 4:
+        raise ValueError(f"packed masks of byte lengths {lengths}: give one length, whole words")
+    words = torch.frombuffer(bytearray(b"".join(rows)), dtype=torch.int32).view(len(rows), -1)
     return words.to(device) if device is not None else words
 
 

@@ -46,8 +46,11 @@ being written. Other accelerators get no work ahead (each call does it).
 ``generate`` samples the last token after the last call, so
 :meth:`GridLogitsProcessor.finish` takes the returned sequences, catches up
 once more and seals every row's audit log: stop reason ``eos`` (the row
-emitted EOS, at ACCEPT), ``truncated`` (the budget ran out first: mode 2's weak
-termination, which the seal records with ``mode: 2``) or ``error``.
+emitted EOS, at ACCEPT), ``truncated`` (the budget ran out first, or a stopping
+criterion ended the row: mode 2's weak termination, which the seal records with
+``mode: 2``) or ``error``. ``generate`` pads a row that a per-row criterion (a
+stop string) ends; :meth:`GridLogitsProcessor.watch` applies such criteria and
+tells the processor, which then accepts none of that row's padding.
 
 Row failure policy. Any exception while a row's guide accepts a token or
 computes a mask (a :class:`~grid_core.errors.GridError`, or a bug) is caught and
@@ -122,6 +125,7 @@ from transformers import (
     LogitsProcessorList,
     StoppingCriteria,
     StoppingCriteriaList,
+    StopStringCriteria,
 )
 from transformers.generation.streamers import BaseStreamer
 
@@ -171,10 +175,18 @@ class _Row:
     filled: bool = False
     """The guide filled the current step's mask (the one its next token is drawn under)."""
     error: BaseException | None = None
+    stop_width: int | None = None
+    """The width of ``input_ids`` at which a stopping criterion ended the row
+    (:meth:`GridLogitsProcessor.watch`): its later columns are generate's padding."""
 
     @property
     def done(self) -> bool:
         return self.error is not None or self.guide.is_terminated()
+
+    @property
+    def ended(self) -> bool:
+        """Done, or ended by a stopping criterion: no further mask is asked of it."""
+        return self.done or self.stop_width is not None
 
     def fail(self, error: BaseException) -> None:
         self.error, self.filled = error, False
@@ -314,6 +326,25 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         self.mask_seconds += time.perf_counter() - t0
         return scores
 
+    def watch(self, criteria: Sequence[StoppingCriteria]) -> StoppingCriteria:
+        """A stopping criterion for ``generate(stopping_criteria=...)`` that applies
+        ``criteria`` (a stop string's ``StopStringCriteria``, a caller's own) and
+        tells the processor which rows they end. ``generate`` pads a row a
+        criterion ends; without this the padding would reach the row's guide as
+        sampled tokens (an EOS pad recorded as an ``eos`` step the model never
+        chose, or a refused one failing the row). A row it ends is sealed
+        ``truncated``. :func:`constrained_generate` wraps the criteria and stop
+        strings it is given; a caller of ``model.generate`` with per-row criteria
+        passes them through this. On CUDA each step reads the criteria's answer
+        (one device sync)."""
+        return _Watched(self, criteria)
+
+    def _stopped(self, done: list[bool], width: int) -> None:
+        """Rows ``done`` marks end at ``width`` (the first to say so wins)."""
+        for row, stop in zip(self._rows, done, strict=True):
+            if stop and row.stop_width is None and not row.done:
+                row.stop_width = width
+
     def ahead(self) -> StoppingCriteria:
         """A stopping criterion for ``generate(stopping_criteria=...)`` that does
         each step's catch-up and fill during the next forward pass (module
@@ -329,7 +360,8 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             return
         self._settle()
         width = input_ids.shape[1]
-        columns = input_ids[:, self._check_width(width) :]
+        start = self._check_width(width)
+        columns = input_ids[:, start:]
         new: list[list[int]] | torch.Tensor
         ready = None
         if self._device == "cpu":
@@ -345,18 +377,22 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="grid-ahead")
         self._ahead_done = False
-        self._pending = self._pool.submit(self._advance, new, ready, None if last else width)
+        self._pending = self._pool.submit(self._advance, new, start, ready, None if last else width)
         self._ahead_of = (input_ids, width)
 
     def _advance(
-        self, new: list[list[int]] | torch.Tensor, ready: Any | None, width: int | None
+        self,
+        new: list[list[int]] | torch.Tensor,
+        start: int,
+        ready: Any | None,
+        width: int | None,
     ) -> None:
-        """The worker's part of a step: accept ``new`` (once ``ready``, a CUDA
-        event, has passed), then fill for ``width``."""
+        """The worker's part of a step: accept ``new`` (from column ``start``, once
+        ``ready``, a CUDA event, has passed), then fill for ``width``."""
         if ready is not None:
             ready.synchronize()
         t0 = time.perf_counter()
-        self._accept_new(new if isinstance(new, list) else new.tolist())
+        self._accept_new(new if isinstance(new, list) else new.tolist(), start)
         if width is not None:
             self._fill()
             self._filled_at = width
@@ -376,7 +412,7 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         if self._device == "cpu":
             self._check_history(ids)
         new = ids[:, start:].tolist()
-        self._accept_new(new)
+        self._accept_new(new, start)
         self._seen = input_ids.shape[1]
 
     def _check_width(self, width: int) -> int:
@@ -406,9 +442,11 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             )
         self._consumed = ids.copy()
 
-    def _accept_new(self, new: list[list[int]]) -> None:
+    def _accept_new(self, new: list[list[int]], start: int) -> None:
         """Accept each row's new tokens; ``new[i][0]`` is row i's last consumed
-        column, which must be unchanged (else a set-up mistake: nothing accepted)."""
+        column (column ``start`` of ``input_ids``), which must be unchanged (else a
+        set-up mistake: nothing accepted). A row's columns from its ``stop_width``
+        on are generate's padding, as are those after its EOS or its failure."""
         moved = [
             i for i, (old, now) in enumerate(zip(self._last, new, strict=True)) if old != now[0]
         ]
@@ -420,7 +458,8 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             )
         for i, (row, columns) in enumerate(zip(self._rows, new, strict=True)):
             self._last[i] = columns[-1]
-            for token in columns[1:]:
+            end = len(columns) if row.stop_width is None else row.stop_width - start
+            for token in columns[1:end]:
                 if row.done:
                     break  # generate pads a finished row; its tokens are not the guide's
                 self._accept(row, int(token))
@@ -440,7 +479,7 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
     def _fill(self) -> None:
         """Fill every row: a live row's exact mask (its guides in one batch call),
         EOS only for a row that is done or whose fill fails."""
-        live = [i for i, row in enumerate(self._rows) if not row.done]
+        live = [i for i, row in enumerate(self._rows) if not row.ended]
         errors = fill_rows([self._rows[i].guide for i in live], self._words, rows=live)
         for i, error in zip(live, errors, strict=True):
             if error is None:
@@ -526,6 +565,20 @@ class _Ahead(StoppingCriteria):  # type: ignore[misc, unused-ignore]
         return never
 
 
+class _Watched(StoppingCriteria):  # type: ignore[misc, unused-ignore]
+    """:meth:`GridLogitsProcessor.watch`'s criterion: ``criteria``'s answer, each
+    row it ends told to the processor."""
+
+    def __init__(self, processor: GridLogitsProcessor, criteria: Sequence[StoppingCriteria]):
+        self.processor = processor
+        self.criteria = StoppingCriteriaList(list(criteria))
+
+    def __call__(self, input_ids: torch.LongTensor, scores: Any, **kwargs: Any) -> torch.Tensor:
+        done: torch.Tensor = self.criteria(input_ids, scores, **kwargs)
+        self.processor._stopped(done.tolist(), input_ids.shape[1])
+        return done
+
+
 def _admits(words: Any, token: int) -> bool:
     """Whether a filled bitmask row (a numpy view of its words) admits ``token``;
     a column past the row's words (a logits row wider than the vocabulary) never is."""
@@ -575,7 +628,11 @@ def constrained_generate(
     outside its mask fails with a ``GuideError`` (sticky; the batch goes on).
     The processor's :meth:`~GridLogitsProcessor.ahead` criterion is added to any
     ``stopping_criteria`` given, so that each step's guide work overlaps the
-    forward pass. Returns the outcomes and the processor.
+    forward pass. ``stopping_criteria`` and ``stop_strings`` (with
+    ``tokenizer=``; the model's own ``generation_config.stop_strings`` too) are
+    applied through :meth:`~GridLogitsProcessor.watch`: a row they end is sealed
+    ``truncated``, and generate's padding after it never reaches its guide.
+    Returns the outcomes and the processor.
     """
     if len(guides) != len(prompts):
         raise ServingError(f"{len(guides)} guides for {len(prompts)} prompts")
@@ -595,8 +652,16 @@ def constrained_generate(
     )
     processor = GridLogitsProcessor(guides, budget=max_new_tokens, stop_on_exit=stop_on_exit)
     kwargs: dict[str, Any] = {"do_sample": False, **generate_kwargs}
+    watched = list(kwargs.get("stopping_criteria", ()))
+    config = getattr(model, "generation_config", None)
+    stop_strings = kwargs.pop("stop_strings", None) or getattr(config, "stop_strings", None)
+    if stop_strings:
+        if kwargs.get("tokenizer") is None:
+            raise ServingError("stop_strings need the model's tokenizer: pass tokenizer=...")
+        watched.append(StopStringCriteria(tokenizer=kwargs["tokenizer"], stop_strings=stop_strings))
+    kwargs["stop_strings"] = None  # applied by the watched criteria, not by generate
     kwargs["stopping_criteria"] = StoppingCriteriaList(
-        [*kwargs.get("stopping_criteria", ()), processor.ahead()]
+        [*([processor.watch(watched)] if watched else []), processor.ahead()]
     )
     with torch.inference_mode():
         out = model.generate(
