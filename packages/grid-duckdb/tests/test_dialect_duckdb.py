@@ -221,6 +221,38 @@ def test_column_policy_on_from_first_statements(
 
 
 @pytest.mark.parametrize(
+    ("sql", "denied"),
+    [
+        ("SELECT id FROM employees AS e(a, b, c, d, f, g, h, id);", ["salary"]),
+        ("FROM employees AS e(a, b, c, d, f, g, h, id) SELECT e.id;", ["salary"]),
+        ("SELECT x FROM employees AS e(x);", []),
+        ("SELECT (SELECT first_name FROM employees AS q(a, b, c, d, f, g, h, first_name)"
+         " LIMIT 1) FROM departments;", ["salary"]),
+    ],
+)  # fmt: skip
+def test_a_column_list_renames_a_tables_columns_by_position(
+    db: duckdb.DuckDBPyConnection, checker: SemanticChecker, sql: str, denied: list[str]
+) -> None:
+    """``t AS q(a, b)`` renames t's first columns: the checker once kept the table's
+    own names, so a denied column renamed to a granted name was read unflagged
+    (found by a red team, session 45)."""
+    assert prepares(db, sql) is None
+    found = checker.check(sql, "clerk")
+    assert [v.column for v in found if v.kind == ViolationKind.COLUMN_NOT_GRANTED] == denied
+    assert len(found) == len(denied), found
+
+
+def test_what_a_renamed_column_reads_is_the_column_at_its_position(
+    db: duckdb.DuckDBPyConnection,
+) -> None:
+    names = [c[0] for c in db.execute("DESCRIBE employees").fetchall()]
+    assert names.index("salary") == 7
+    renamed = db.execute("SELECT id FROM employees AS e(a, b, c, d, f, g, h, id)").description
+    plain = db.execute("SELECT salary FROM employees").description
+    assert renamed is not None and plain is not None and renamed[0][1] == plain[0][1]
+
+
+@pytest.mark.parametrize(
     ("sql", "flagged"),
     [
         ("INSERT INTO departments VALUES (1);", True),  # DuckDB fills no defaults

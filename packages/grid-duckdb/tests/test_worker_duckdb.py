@@ -39,6 +39,10 @@ def test_nested_values_count_toward_the_result_bytes(path: Path) -> None:
     sql = "SELECT {'a': repeat('x', 100000), 'b': [repeat('y', 100000)]} AS s"
     with pytest.raises(LimitExceededError, match="max_result_bytes"):
         run_readonly(path, sql, Limits(max_result_bytes=64 << 10), 1)
+    # a list of NULLs counted 8 bytes whatever its length (a red team's, session 45)
+    sql = "SELECT array_agg(NULL) FROM emp AS a, emp AS b WHERE a.id < 100"
+    with pytest.raises(LimitExceededError, match="max_result_bytes"):
+        run_readonly(path, sql, Limits(max_result_bytes=64 << 10), 1)
     small = run_readonly(path, "SELECT list(name) FROM emp WHERE id < 3", Limits(), 1)
     assert sorted(small.rows[0][0]) == ["name0", "name1", "name2"]
 

@@ -112,6 +112,13 @@ DENIED = [
      "LATERAL (SELECT e.salary AS s FROM employees e WHERE e.department_id = d.id) AS x;",
      "salary"),
     ("SELECT q.a FROM (SELECT salary FROM employees) AS q(a);", "salary"),
+    # a column list renames a table's columns by position: `id` is the 8th, salary
+    ("SELECT id FROM employees AS e(a, b, c, d, f, g, h, id);", "salary"),
+    ("SELECT e.id FROM employees AS e(a, b, c, d, f, g, h, id);", "salary"),
+    ("SELECT (SELECT first_name FROM employees AS q(a, b, c, d, f, g, h, first_name) LIMIT 1)"
+     " FROM departments;", "salary"),
+    ("SELECT 1 FROM employees AS e(a, b, c, d, f, g, h, budget) JOIN departments USING (budget);",
+     "salary"),
     ('SELECT who FROM "Audit";', "who"),
     ('SELECT "When" FROM "Audit";', "When"),
 ]  # fmt: skip
@@ -126,6 +133,8 @@ ALLOWED = [
     "SELECT q.a FROM (SELECT title FROM employees) AS q(a) WHERE q.a IS NOT NULL;",
     'SELECT "Who" FROM "Audit";',
     "SELECT e.first_name FROM employees e NATURAL JOIN departments d;",
+    "SELECT x, e.first_name FROM employees AS e(x);",  # x is id
+    "SELECT q.n FROM departments AS q(i, n) WHERE i > 0;",
 ]
 
 

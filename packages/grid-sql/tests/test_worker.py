@@ -297,10 +297,13 @@ def test_other_failures_are_worker_errors_with_the_workers_words(db: Path) -> No
 
 def test_nested_values_count_their_members() -> None:
     """DuckDB lists, structs and maps reach Python as lists, dicts and tuples."""
-    assert value_bytes(["x" * 1000] * 30) == 8 + 30_000
-    assert value_bytes({"a": "x" * 10, "b": ["y" * 10]}) == 8 + 1 + 10 + 1 + 8 + 10
-    assert value_bytes((1, None, b"ab")) == 8 + 8 + 0 + 2
-    assert value_bytes([[["é"]]]) == 8 + 8 + 8 + 2
+    assert value_bytes(["x" * 1000] * 30) == 8 + 30 * 1001
+    assert value_bytes({"a": "x" * 10, "b": ["y" * 10]}) == 8 + (2 + 1 + 10) + (2 + 1 + 8 + 11)
+    # members that count nothing alone count one byte each (NULLs in a list)
+    assert value_bytes([None] * 4_000_000) == 8 + 4_000_000
+    assert value_bytes(["", [], None]) == 8 + 1 + 1 + 8 + 1
+    assert value_bytes((1, None, b"ab")) == 8 + 9 + 1 + 3
+    assert value_bytes([[["é"]]]) == 8 + 1 + 8 + 1 + 8 + 1 + 2
 
 
 def _children(pid: int) -> list[int]:

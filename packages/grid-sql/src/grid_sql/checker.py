@@ -539,13 +539,20 @@ class _Source:
     table: _Table | None = None  # a base table
     hidden: set[str] = field(default_factory=set)  # USING/NATURAL right-hand columns
     opaque: bool = False  # columns unknown (unknown table, CTE cycle): takes any name
+    # a base table renamed by a column list (``t AS q(a, b)``): each key the list
+    # gives -> the table's columns it names (two where it repeats a later name)
+    renamed: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def has(self, key: str, qualified: bool) -> bool:
         return self.opaque or (key in self.columns and (qualified or key not in self.hidden))
 
+    def bases(self, key: str) -> tuple[str, ...]:
+        """The base table's columns that ``key`` (a key of ``columns``) reads."""
+        return self.renamed.get(key, (key,))
+
     def hides(self, key: str) -> bool:
         """``key`` is a base table's hidden column: read by name only."""
-        return self.table is not None and key in self.table.hidden
+        return self.table is not None and any(b in self.table.hidden for b in self.bases(key))
 
 
 @dataclass(eq=False)
@@ -1250,8 +1257,7 @@ class _Walker:
                 if (qualifier is None and key in source.hidden) or source.hides(key):
                     continue
                 outputs.names.append((key, spelling))
-                if source.table is not None:
-                    self._access(source.table, key, span, "star")
+                self._read(source, key, span, "star")
             self._star_twins(source, scope, span)
 
     def _star_twins(self, source: _Source, scope: _Scope, span: Span) -> None:
@@ -1283,6 +1289,13 @@ class _Walker:
                     column=spelling,
                 )
                 return
+
+    def _read(self, source: _Source, key: str, span: Span, via: AccessKind) -> None:
+        """``key`` of ``source`` is read: where it is a base table's, the table's
+        columns it names (:meth:`_Source.bases`) are accessed."""
+        if source.table is not None:
+            for base in source.bases(key):
+                self._access(source.table, base, span, via)
 
     def star_of(self, source: _Source, span: Span, via: AccessKind) -> None:
         """Every base column of ``source`` is read (a whole-row reference)."""
@@ -1377,8 +1390,9 @@ class _Walker:
         alias = _tokens(alias_tree)[-1] if alias_tree is not None else None
         names = [t for t in _tokens(tree) if t.type in ("TABLE_NAME", "CTE_NAME")]
         if names:
+            listed = _child(alias_tree, "alias_list") if alias_tree is not None else None
             source = self.named_source(names[0], alias, env)
-            return [source]
+            return [source if listed is None else self._renamed(source, listed)]
         inner = next(c for c in _trees(tree) if c.data != "table_alias")
         if inner.data == "select_stmt":
             lateral = any(t.type == "LATERAL" for t in _tokens(tree))
@@ -1444,6 +1458,25 @@ class _Walker:
         self.uses.append(TableUse(table.name, _span(token)))
         return _Source(name, table.name + suffix, dict(table.columns), table)
 
+    def _renamed(self, source: _Source, listed: Tree) -> _Source:
+        """``source`` (a table or CTE) under ``AS q(a, b, ...)``: its first columns
+        take the list's names, by position (PostgreSQL, DuckDB); a base table's
+        renamed key reads the column at its position, and a name the list repeats
+        from a later column reads both (a reference to it is ambiguous in SQL)."""
+        if source.opaque:
+            return source
+        new = [(self.names.token(t), _name(t)) for t in _tokens(listed)]
+        positions = list(source.columns.items())
+        named = new[: len(positions)] + positions[len(new) :]
+        columns: dict[str, str] = {}
+        renamed: dict[str, tuple[str, ...]] = {}
+        for (key, spelling), (base, _) in zip(named, positions, strict=True):
+            columns.setdefault(key, spelling)
+            renamed[key] = (*renamed.get(key, ()), base)
+        if source.table is None:
+            return replace(source, columns=columns)
+        return replace(source, columns=columns, renamed=renamed)
+
     def natural(
         self, operator: Tree, left: list[_Source], right: list[_Source], rightward: bool
     ) -> None:
@@ -1460,8 +1493,7 @@ class _Walker:
                     continue
                 (others[0] if rightward else source).hidden.add(key)
                 for side in (others[0], source):
-                    if side.table is not None:
-                        self._access(side.table, key, span, "natural")
+                    self._read(side, key, span, "natural")
 
     def using(
         self, token: Token, left: list[_Source], right: list[_Source], rightward: bool
@@ -1489,8 +1521,8 @@ class _Walker:
                 return
         (lefts[0] if rightward else rights[0]).hidden.add(key)
         for source in (lefts[0], rights[0]):
-            if source.table is not None and key in source.columns:
-                self._access(source.table, key, span, "using")
+            if key in source.columns:
+                self._read(source, key, span, "using")
 
     # -- expressions ----------------------------------------------------------------
 
@@ -1703,8 +1735,8 @@ class _Walker:
             hits = [s for s in level.sources if s.has(key, False)]
             hits = [s for s in hits if not s.opaque] or hits
             if len(hits) == 1:
-                if hits[0].table is not None and key in hits[0].columns:
-                    self._access(hits[0].table, key, span, "reference")
+                if key in hits[0].columns:
+                    self._read(hits[0], key, span, "reference")
                 return level
             if len(hits) > 1:
                 self._ambiguous(column, span, hits)
@@ -1760,8 +1792,8 @@ class _Walker:
             named = [s for s in level.sources if s.name == qkey]
             hits = [s for s in named if s.has(key, True)]
             if len(hits) == 1:
-                if hits[0].table is not None and key in hits[0].columns:
-                    self._access(hits[0].table, key, span, "reference")
+                if key in hits[0].columns:
+                    self._read(hits[0], key, span, "reference")
                 return level
             if len(hits) > 1:
                 self._ambiguous(column, span, hits)

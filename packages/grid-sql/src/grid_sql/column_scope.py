@@ -12,7 +12,10 @@ grammar (or a role projection of it) narrowed to what a column scope can
 decide: SELECT statements only; no ``*`` select list (``count(*)`` stays: it
 reads no column); no NATURAL join and no USING (they read columns that are
 never written); no derived table and no CTE (their columns are the inner
-select list's names, which this scope does not model); no SQLite ``"x"``
+select list's names, which this scope does not model); no table alias with
+a column list (PostgreSQL's and DuckDB's ``t AS q(a, b)`` renames the
+table's columns by position: ``b`` then reads the second column, whatever
+its name); no SQLite ``"x"``
 string fallback (SQLite reads ``"x"`` as a column when one of that name is in
 scope, a granted one or not); no SQLite ``x IN t``. The lexicon
 of a lexeme is then chosen by the **scope** of the position where it starts:
@@ -174,7 +177,16 @@ _ALIAS = "ALIAS_NAME"
 
 
 _CUT_SYMBOLS = frozenset(
-    {"starred_columns", "NATURAL", "USING", "DQ_STRING", "with_clause", "CTE_NAME", "LATERAL"}
+    {
+        "starred_columns",
+        "NATURAL",
+        "USING",
+        "DQ_STRING",
+        "with_clause",
+        "CTE_NAME",
+        "LATERAL",
+        "alias_list",
+    }
 )
 
 

@@ -144,7 +144,10 @@ def check_limit(name: str, value: object) -> None:
 def value_bytes(value: object) -> int:
     """The bytes one result value counts for: a text's UTF-8 length, a blob's length,
     8 for a number, 0 for NULL; a nested value (DuckDB's lists, structs and maps,
-    read as lists, tuples and dicts) 8 plus what its members count."""
+    read as lists, tuples and dicts) 8 plus, per member, one more than the member
+    counts (a list of a million NULLs or empty strings is a megabyte, not 8 bytes:
+    ``array_agg(NULL)`` over a cross join once passed a 1 KiB limit at 4 million
+    members)."""
     if value is None:
         return 0
     if isinstance(value, str):
@@ -152,9 +155,9 @@ def value_bytes(value: object) -> int:
     if isinstance(value, bytes | bytearray | memoryview):
         return len(value)
     if isinstance(value, list | tuple | set | frozenset):
-        return 8 + sum(value_bytes(v) for v in value)
+        return 8 + sum(1 + value_bytes(v) for v in value)
     if isinstance(value, dict):
-        return 8 + sum(value_bytes(k) + value_bytes(v) for k, v in value.items())
+        return 8 + sum(2 + value_bytes(k) + value_bytes(v) for k, v in value.items())
     return 8
 
 
