@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from toy import LEXICON, TOY, analyst_engine
 
-from grid_core import cli
+from grid_core import cli, files
 from grid_core.audit import AuditLog, mask_entry_id
 from grid_core.decode import generate
 from grid_core.guide import Engine, GridGuide
@@ -285,3 +285,74 @@ def test_replay_with_a_real_vocabulary(
     out = capsys.readouterr().out
     assert f"REPLAYS: {len(log.records)} records bit-identical" in out
     assert len(log.records) <= 8
+
+
+# -------------------------------------------------------------- bounded reads, closed streams
+
+
+@pytest.mark.usefixtures("toy_vocab")
+@pytest.mark.parametrize("which", ["verify", "replay-log", "grammar", "lexicon"])
+def test_every_file_is_read_with_a_bound(
+    log_path: Path,
+    lexicon: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    which: str,
+) -> None:
+    """A log, grammar or lexicon over ``files.MAX_FILE_BYTES`` is one line and exit 2, read no
+    further (``/dev/zero`` was a MemoryError traceback); under the bound, the same
+    command works. The bound is lowered here to the size of the smallest file."""
+    limit = min(p.stat().st_size for p in (log_path, lexicon, GRAMMAR)) - 1
+    replay = ["audit", "replay", str(log_path), "--vocab", "toy", "--grammar", str(GRAMMAR)]
+    argv = {
+        "verify": ["audit", "verify", str(log_path)],
+        "replay-log": replay,
+        "grammar": replay,
+        "lexicon": [*replay, *PROJECTION, "--lexicon", str(lexicon)],
+    }[which]
+    assert cli.main(argv) in (0, 1)  # read whole, a verdict
+    capsys.readouterr()
+    monkeypatch.setattr(files, "MAX_FILE_BYTES", limit)
+    assert cli.main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert f"holds more than {limit:,} bytes, the most read" in err, err
+    assert err.startswith("grid audit: error: cannot read "), err
+
+
+def test_verify_dev_zero_is_one_line() -> None:
+    """The reviewer's case: a device that never ends is refused at the bound."""
+    run = [sys.executable, "-m", "grid_core.cli", "audit", "verify", "/dev/zero"]
+    out = subprocess.run(run, capture_output=True, text=True, check=False, timeout=120)
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == (
+        f"grid audit: error: cannot read audit log /dev/zero: it holds more than "
+        f"{files.MAX_FILE_BYTES:,} bytes, the most read\n"
+    )
+
+
+CLOSED = {
+    "stdout": (">&-", "{log}", 141, ""),
+    "stdout-bad-log": (">&-", "/nonexistent/log", 2, "grid audit: error: cannot read audit log"),
+    "both": (">&- 2>&-", "{log}", 141, ""),
+    "stderr-bad-log": ("2>&-", "/nonexistent/log", 2, ""),
+}
+
+
+@pytest.mark.parametrize(("redirect", "target", "code", "err"), CLOSED.values(), ids=list(CLOSED))
+def test_a_process_started_with_a_closed_stream_is_quiet(
+    log_path: Path, redirect: str, target: str, code: int, err: str
+) -> None:
+    """``grid audit verify LOG >&-`` (Python's ``sys.stdout`` is None) ends as into a
+    closed pipe, quietly with exit 141 (it was an AttributeError traceback); an error
+    is still its one line on stderr, exit 2. With ``2>&-`` the error line is dropped,
+    never written to stdout."""
+    script = f'"$0" -m grid_core.cli audit verify "$1" {redirect}'
+    out = subprocess.run(
+        ["sh", "-c", script, sys.executable, target.replace("{log}", str(log_path))],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (out.returncode, out.stdout) == (code, ""), out.stderr
+    assert out.stderr.startswith(err) and out.stderr.count("\n") == (1 if err else 0), out.stderr

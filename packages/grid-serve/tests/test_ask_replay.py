@@ -164,8 +164,12 @@ def test_budget_refusals_replay(
         (["--db", "{db}"], "--db {db} needs --policy FILE"),
         (["--drop", "SELECT"], "--start, --drop and --lexicon go with --grammar"),
         (["--grammar", "{log}", "--db", "{db}"], "--db: not with --grammar"),
+        (
+            ["--db", "{dir}", "--policy", "{policy}"],
+            "schema {dir}: is a directory, not a database file",
+        ),
     ],
-    ids=["db-without-policy", "drop-without-grammar", "db-with-grammar"],
+    ids=["db-without-policy", "drop-without-grammar", "db-with-grammar", "db-is-a-directory"],
 )
 def test_bad_replay_arguments_are_one_line(
     company_db: Path,
@@ -180,11 +184,33 @@ def test_bad_replay_arguments_are_one_line(
     log = text2sql.budget_refusal(engines["analyst"].engine, 2, {"role": "analyst"})
     path = tmp_path / "a.jsonl"
     log.write(path)
-    filled = {"{db}": str(company_db), "{log}": str(path)}
+    example = str(resources.files("grid_sql.examples").joinpath("company.policy.toml"))
+    filled = {"{db}": str(company_db), "{log}": str(path), "{dir}": str(tmp_path)}
+    filled["{policy}"] = example
     code, out, err = replay(path, capsys, *[filled.get(a, a) for a in argv])
     assert (code, out) == (2, "")
     assert err.startswith("grid audit: error: ") and "\n" not in err
-    assert message.replace("{db}", str(company_db)) in err
+    assert message.replace("{db}", str(company_db)).replace("{dir}", str(tmp_path)) in err
+
+
+def test_a_role_the_policy_lacks_diverges_at_the_artifacts(
+    company_db: Path, schema: SchemaSnapshot, vocab: Any, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """A log whose seal names a role the policy does not have cannot have been made
+    from that policy's artifacts: ``DIVERGES at the artifacts``, exit 1 (docs/cli.md),
+    on the example defaults and with ``--db``/``--policy`` (it was exit 2, "no role")."""
+    engines = text2sql.RoleEngines(schema, example_policy(schema), vocab)
+    log = text2sql.budget_refusal(engines["analyst"].engine, 2, {"role": "janitor"})
+    path = tmp_path / "a.jsonl"
+    log.write(path)
+    other = tmp_path / "other.toml"
+    other.write_text('version = 1\n[roles.reader]\nverbs = ["SELECT"]\ntables = ["orders"]\n')
+    for argv in ((), ("--db", str(company_db), "--policy", str(other))):
+        code, out, err = replay(path, capsys, *argv)
+        assert (code, err) == (1, ""), err
+        assert out.startswith(f"{path}: DIVERGES at the artifacts (artifacts): "), out
+        assert "the log's role 'janitor' is not in the policy " in out, out
 
 
 def test_a_log_no_source_knows_needs_its_grammar(

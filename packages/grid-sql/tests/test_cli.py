@@ -173,6 +173,14 @@ BAD_CHECK = {
         ["SELECT 1;", "--db", "{db}", "--policy", EXAMPLE_POLICY],
         "file is not a database",
     ),
+    "db-is-a-directory": (
+        ["SELECT 1;", "--db", "/", "--policy", EXAMPLE_POLICY],
+        "schema /: is a directory, not a database file",
+    ),
+    "db-is-a-device": (
+        ["SELECT 1;", "--db", "/dev/null", "--policy", EXAMPLE_POLICY],
+        "schema /dev/null: is not a regular file",
+    ),
     "db-without-policy": (
         ["SELECT 1;", "--db", "{company}"],
         "needs --policy FILE (the example policy is for the example database only); write "

@@ -178,6 +178,15 @@ def test_out_dash_prints_the_policy(tmp_path: Path, capsys: pytest.CaptureFixtur
         (["policy"], "grid policy: error: the following arguments are required: verb"),
         (["policy", "init"], "one of the arguments --db --schema is required"),
         (["policy", "init", "--db", "/nonexistent/x.sqlite"], "no such file"),
+        (["policy", "init", "--db", "/"], "schema /: is a directory, not a database file"),
+        (
+            # a PostgreSQL snapshot without "routines": the snapshot's fault, named as
+            # such (it was "<the policy file never written>:15: roles.reader.routines")
+            ["policy", "init", "--schema", "{pg}"],
+            "schema {pg}: the snapshot does not say which user-defined routines its "
+            'database has (no "routines" key)',
+        ),
+        (["policy", "init", "--schema", "{pg}", "--out", "-"], "schema {pg}: the snapshot"),
         (["policy", "init", "--db", "{db}", "--role", "no spaces"], "role name 'no spaces'"),
         (["policy", "init", "--db", "{db}", "--out", "/nonexistent/dir/p.toml"], "cannot write"),
         (["policy", "init", "--db", "{empty}"], "has no tables or views"),
@@ -189,7 +198,13 @@ def test_bad_input_is_one_line_and_exit_2(
 ) -> None:
     empty = tmp_path / "empty.sqlite"
     sqlite3.connect(empty).close()
-    paths = {"{db}": str(shop(tmp_path)), "{empty}": str(empty)}
+    pg = tmp_path / "s_pg.json"
+    pg.write_text(
+        '{"format": "grid.schema/1", "dialect": "postgres", "name": "s", "tables": '
+        '[{"name": "t", "kind": "table", "columns": [{"name": "a", "type": "INTEGER"}]}]}'
+    )
+    paths = {"{db}": str(shop(tmp_path)), "{empty}": str(empty), "{pg}": str(pg)}
     code, out, err = run([paths.get(a, a) for a in argv], capsys)
     assert (code, out) == (2, "")
-    assert err.count("\n") == 1 and message in err, err
+    assert err.count("\n") == 1 and message.replace("{pg}", str(pg)) in err, err
+    assert not (tmp_path / "s_pg.policy.toml").exists()

@@ -59,7 +59,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from grid_core import strict_json
+from grid_core import files, strict_json
 from grid_core.errors import AuditError
 from grid_core.fingerprint import canonical
 
@@ -638,15 +638,19 @@ def verify(lines: Iterable[str], anchor: str | None = None) -> Verdict:
 
 
 def read_lines(path: Path) -> list[str]:
-    """The lines of a log file; :class:`AuditError` when it cannot be read.
+    """The lines of a log file, at most :data:`grid_core.files.MAX_FILE_BYTES` read;
+    :class:`AuditError` when it cannot be read or holds more (a wrong file,
+    ``/dev/zero``).
 
     Bytes that are not UTF-8 are kept (as surrogate escapes) so that
     :func:`verify` reports them as an invalid line rather than an unreadable file.
     """
     try:
-        data = path.read_bytes()
+        data = files.read_bounded(path, files.MAX_FILE_BYTES)
     except OSError as e:
-        raise AuditError(f"cannot read audit log {path}: {e.strerror}") from None
+        raise AuditError(f"cannot read audit log {path}: {e.strerror or e}") from None
+    except ValueError as e:
+        raise AuditError(f"cannot read audit log {path}: {e}") from None
     return data.decode("utf-8", "surrogateescape").split("\n")
 
 

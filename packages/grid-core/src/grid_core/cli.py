@@ -33,15 +33,27 @@ Bad input never shows a traceback, in every subcommand (:func:`main`):
   its bytes as lone surrogates) is refused the same way; paths may be any bytes;
 - a :class:`~grid_core.errors.GridError` from the command is one line, exit 2;
   so is input nested too deeply for a recursive step (a ``RecursionError``);
-- a closed standard output (``grid check ... | head``) ends the command
-  quietly with exit 141, as a process killed by SIGPIPE;
-- Ctrl-C ends it with one line and exit 130.
+- a closed standard output (``grid check ... | head``, or a process started
+  with it closed, ``>&-``) ends the command quietly with exit 141, as a process
+  killed by SIGPIPE; a process started with standard error closed (``2>&-``)
+  says nothing on it. Either file descriptor is then held open on
+  ``/dev/null`` (:func:`_closed_streams`), so that no file the command opens
+  (a database, an audit log) takes its number;
+- Ctrl-C ends it with one line and exit 130; SIGTERM, in a command that
+  handles it (``grid ask``, which removes its temporary files: it raises
+  :class:`Terminated`), with one line and exit 143.
+
+Every file the commands here read (a log, a grammar, a lexicon) is read with
+a bound, :data:`grid_core.files.MAX_FILE_BYTES`: a larger one (a wrong
+file, ``/dev/zero``) is one line, exit 2, and never held in memory.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
+import io
 import os
 import sys
 import unicodedata
@@ -50,12 +62,12 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
-from grid_core import strict_json
-from grid_core.audit import Verdict, read, read_lines, verify_file
+from grid_core import files, strict_json
+from grid_core.audit import Verdict, read, read_lines, verify
 from grid_core.errors import ArtifactsError, AuditError, GridError
 from grid_core.grammar import load_grammar
 from grid_core.guide import Engine
-from grid_core.replay import ReplayGuide, ReplayVerdict, replay, replay_file
+from grid_core.replay import ReplayGuide, ReplayVerdict, replay
 from grid_core.vocab import Vocabulary, cl100k, llama3, qwen, smollm2
 
 GROUP = "grid.commands"
@@ -66,6 +78,13 @@ REPLAY_GROUP = "grid.replay"
 EXIT_BROKEN_PIPE = 141
 #: Exit status of a command interrupted by Ctrl-C (128 + SIGINT).
 EXIT_INTERRUPTED = 130
+#: Exit status of a command ended by SIGTERM that handles it (128 + SIGTERM).
+EXIT_TERMINATED = 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised by a command's handler so that its cleanup runs as on Ctrl-C
+    (``with`` blocks, ``finally``); :func:`main` ends with one line and exit 143."""
 
 
 class ReplaySource(Protocol):
@@ -181,7 +200,7 @@ def audit_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser
 
 
 def _verify(args: argparse.Namespace) -> int:
-    verdict = verify_file(args.log, args.anchor)
+    verdict = verify(read_lines(args.log), args.anchor)
     print(one_line(f"{_shown(args.log)}: {verdict}"))
     return 0 if verdict.ok else 1
 
@@ -193,9 +212,11 @@ def _shown(path: Path) -> str:
 
 
 def _read_text(path: Path, what: str) -> str:
+    """The UTF-8 text of ``path`` (:func:`read_bounded`); :class:`AuditError` naming
+    ``what`` when it cannot be read."""
     try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError) as e:
+        return files.read_bounded(path, files.MAX_FILE_BYTES).decode("utf-8")
+    except (OSError, UnicodeDecodeError, ValueError) as e:
         raise AuditError(f"cannot read {what} {path}: {e}") from None
 
 
@@ -241,7 +262,7 @@ def _replay(args: argparse.Namespace) -> int:
         if given:
             flags = ", ".join(f"--{o.replace('_', '-')}" for o in given)
             raise AuditError(f"{flags}: not with --grammar (the log's artifacts are given)")
-        verdict = replay_file(args.log, engine_from_args(args), args.anchor)
+        verdict = replay(read_lines(args.log), engine_from_args(args), args.anchor)
     else:
         verdict = _replay_from_source(args, sources)
     print(one_line(f"{_shown(args.log)}: {verdict}"))
@@ -281,6 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
         ep.load()(subparsers)
     prog = "grid"
+    _closed_streams()
     try:
         try:
             args = parser.parse_args(argv)
@@ -306,6 +328,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f": {e.filename}" if e.filename is not None else ""
         _say(f"{prog}: error: {e.strerror or e}{where}")
         return 2
+    except Terminated:
+        _say(f"{prog}: terminated")
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         _say(f"{prog}: interrupted")
         return EXIT_INTERRUPTED
@@ -326,6 +351,43 @@ def _say(line: str) -> None:
     """One line on stderr (a closed stderr is ignored: there is nobody left to tell)."""
     with contextlib.suppress(BrokenPipeError, ValueError):
         print(one_line(line), file=sys.stderr)
+
+
+class _ClosedStderr(io.TextIOBase):
+    """``sys.stderr`` of a process started with file descriptor 2 closed (``2>&-``;
+    Python leaves it None, and ``print(file=None)`` would write to stdout): what it is
+    told is dropped, there is nobody to tell."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+
+class _ClosedStdout(_ClosedStderr):
+    """``sys.stdout`` of a process started with file descriptor 1 closed (``>&-``;
+    Python leaves it None): every write is a ``BrokenPipeError``, as into a closed
+    pipe, so the command ends as :func:`main` ends it there (exit 141)."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(errno.EPIPE, "standard output is closed")
+
+
+def _closed_streams() -> None:
+    """Stand-ins for the standard streams the process started without (``>&-``,
+    ``2>&-``: ``sys.stdout`` or ``sys.stderr`` None): stdout as a closed pipe
+    (:class:`_ClosedStdout`), stderr dropping what it is told. The file descriptor
+    is held open on ``/dev/null``, so that no file opened later (a database, an
+    audit log) takes its number and gets what a library or child writes there."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        if getattr(sys, name) is not None:
+            continue
+        null = os.open(os.devnull, os.O_RDWR)
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+        setattr(sys, name, _ClosedStdout() if fd == 1 else _ClosedStderr())
 
 
 def _silence_stdout() -> None:

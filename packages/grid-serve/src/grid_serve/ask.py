@@ -11,7 +11,10 @@ the example policy is never applied to it. Steps:
 0. validate every option before any model work (:func:`inputs`): the question
    (valid UTF-8, no control characters, at most :data:`MAX_QUESTION_CHARS`
    characters), the budget (1 to :data:`MAX_BUDGET` tokens), threads, the
-   temperature (finite, at least 0), the execution limits, the paths;
+   temperature (finite, at least 0), the execution limits, the paths: every
+   file it writes (``--audit``, its retry log, ``--events``) must be writable,
+   no file it reads (``--db``, ``--policy``, ``--examples``, ``--model``) nor
+   another it writes, and new unless ``--force`` (:func:`_check_outputs`);
 1. read the database's schema (read-only) and the policy, resolve the role and
    its execution limits (the policy's, overridden by ``--limit-*``);
 2. build the role's engine: projection (verbs, banned clauses) and schema
@@ -42,7 +45,12 @@ the example policy is never applied to it. Steps:
    execution limits (:mod:`grid_sql.limits`: wall time, rows, result bytes,
    SQLite heap), and print the rows;
 6. write the sealed audit log (``--audit``, default a new temporary directory)
-   and print its path and seal hash (the anchor to keep apart from the log).
+   and print its path and seal hash (the anchor to keep apart from the log);
+   with ``--force``, a retry log an earlier run left beside it is removed when
+   this run has no retry (:func:`_write_logs`).
+
+SIGTERM is handled as Ctrl-C (:class:`grid_core.cli.Terminated`): the temporary
+database directory is removed and the logs of decodes made are written.
 
 Output: results on stdout; progress on stderr (a status line redrawn in place
 on a terminal, plain lines otherwise). Exit status: 0 the statement ran; 1 a
@@ -60,6 +68,7 @@ never pays for torch. ``python -m grid_serve.ask`` runs the command alone.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import hashlib
 import importlib.util
@@ -67,17 +76,20 @@ import json
 import math
 import os
 import random
+import signal
 import sys
 import tempfile
+import threading
 import time
 import unicodedata
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from grid_core.audit import AuditLog, reseal
+from grid_core.cli import Terminated
 from grid_core.errors import ServingError
 from grid_serve import text2sql
 from grid_serve.model_files import is_model_name
@@ -85,7 +97,7 @@ from grid_sql.cli import DEFAULT_ROLE, default_role, format_violation, role_lang
 from grid_sql.database import database_for
 from grid_sql.limits import LIMIT_KEYS, LimitExceededError, Limits, check_limit
 from grid_sql.policy import PolicyBundle, RoleGrants
-from grid_sql.schema import SchemaSnapshot
+from grid_sql.schema import SchemaSnapshot, require_file
 from grid_sql.worker import WorkerError
 
 __all__ = [
@@ -100,6 +112,7 @@ __all__ = [
     "ask_command",
     "inputs",
     "main",
+    "retry_log",
 ]
 
 DEFAULT_MAX_TOKENS = 96
@@ -329,12 +342,23 @@ def ask_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
         "auto (default): covering where it can serve the role, else role; the choice and "
         "why are printed",
     )
-    p.add_argument("--audit", type=Path, help="audit log path (default: a new temp directory)")
+    p.add_argument(
+        "--audit",
+        type=Path,
+        help="audit log path (default: a new temp directory); a retry's log is beside it, "
+        "with .retry before the suffix",
+    )
     p.add_argument(
         "--events",
         metavar="PATH",
         help="write the statement's parse events as JSON lines to PATH ('-': stdout), each "
         "as soon as the tokens so far determine it (docs/events.md)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing --audit log, its retry log (removed when this run has no "
+        "retry) and --events file; without it, an existing one is bad input",
     )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=_ask)
@@ -343,12 +367,33 @@ def ask_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
 def _ask(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     progress = Progress(sys.stderr, args.quiet)
-    with tempfile.TemporaryDirectory(prefix="grid-ask-db-") as tmp:
+    with _terminate_as_interrupt(), tempfile.TemporaryDirectory(prefix="grid-ask-db-") as tmp:
         try:
             return _run(args, Path(tmp), progress, started)
         except BaseException:
             progress.abort()
             raise
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM, while the command runs, raises :class:`grid_core.cli.Terminated` (a
+    KeyboardInterrupt), so that it cleans up as on Ctrl-C: the temporary database
+    directory is removed, the logs of decodes already made are written; the ``grid``
+    command then ends with one line and exit 143. The previous handler is restored
+    after. Only the main thread can set a handler; elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @dataclass(frozen=True)
@@ -394,25 +439,15 @@ def inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
     check_question(args.question)
     if args.model is not None and not args.model.exists() and not is_model_name(args.model):
         raise ServingError(f"no model at {args.model}")
-    if args.audit is not None:
-        if args.audit.is_dir():
-            raise ServingError(f"--audit {args.audit} is a directory; name a file in it")
-        if not args.audit.parent.is_dir():
-            raise ServingError(f"no directory {args.audit.parent} for the audit log")
-        _writable(args.audit, "--audit")
-    if args.events not in (None, "-"):
-        events = Path(args.events)
-        if events.is_dir():
-            raise ServingError(f"--events {events} is a directory; name a file in it")
-        if not events.parent.is_dir():
-            raise ServingError(f"no directory {events.parent} for the events")
-        _writable(events, "--events")
+    _check_outputs(args)
     if args.language == "from-first" and args.events is not None:
         raise ServingError("--events is not offered with --language from-first")
     if args.language == "from-first" and args.examples is not None:
         raise ServingError("--examples is not offered with --language from-first")
     if args.db is not None and args.policy is None:
         raise MissingPolicyError(str(args.db))
+    if args.db is not None:
+        require_file(args.db)
     db = args.db if args.db is not None else text2sql.example_database(tmp)
     schema = database_for(db).snapshot(db)  # SQLite, or a plug-in's (DuckDB)
     policy = PolicyBundle.load(args.policy, schema) if args.policy else example_policy(schema)
@@ -431,6 +466,76 @@ def inputs(args: argparse.Namespace, tmp: Path) -> Inputs:
     examples = tuple(text2sql.load_examples(args.examples)) if args.examples else ()
     require_framework()
     return Inputs(db, schema, policy, role, grants, limits, language, why, examples)
+
+
+def retry_log(audit: Path) -> Path:
+    """The path of a retry's audit log: ``audit`` with ``.retry`` before its suffix."""
+    return audit.with_name(f"{audit.stem}.retry{audit.suffix}")
+
+
+def _outputs(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """The files the command writes that the command line names, each with its flag:
+    ``--audit`` and its retry log, ``--events`` (not ``-``)."""
+    out = []
+    if args.audit is not None:
+        out.append(("--audit", args.audit))
+        if args.audit.name:  # "/" has none: refused as a directory, first
+            out.append(("--audit's retry log", retry_log(args.audit)))
+    if args.events not in (None, "-"):
+        out.append(("--events", Path(args.events)))
+    return out
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file: ``os.path.samefile`` when both exist (hard
+    and symbolic links included), else their resolved paths are equal."""
+    if a.exists() and b.exists():
+        return os.path.samefile(a, b)
+    return a.resolve() == b.resolve()
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Raise ServingError, before anything runs, unless every file the command writes
+    (:func:`_outputs`) can be written: in a directory, not one, writable, not a file it
+    reads (``--db``, ``--policy``, ``--examples``, ``--model``) nor another it writes,
+    and not an existing file without ``--force`` (a log from an earlier run is kept).
+    A statement that ran must not lose its log, nor overwrite its evidence."""
+    reads = [
+        (f"--{name}", path)
+        for name in ("db", "policy", "examples", "model")
+        if (path := getattr(args, name)) is not None and path.exists()
+    ]
+    outputs = _outputs(args)
+    for i, (flag, path) in enumerate(outputs):
+        if path.is_dir():
+            raise ServingError(f"{flag} {path} is a directory; name a file in it")
+        if not path.parent.is_dir():
+            raise ServingError(f"no directory {path.parent} for {flag}")
+        for other, given in [*reads, *outputs[:i]]:
+            if _same_file(path, given):
+                raise ServingError(
+                    f"{flag} {path} is the file of {other} ({given}): name another file"
+                )
+        if (path.exists() or path.is_symlink()) and not args.force:
+            raise ServingError(
+                f"{flag} {path} exists (an earlier run's?); name a new file, or pass --force "
+                "to replace it"
+            )
+        _writable(path, flag)
+
+
+def _write_logs(logs: Sequence[AuditLog], audit: Path, replace: bool) -> list[Path]:
+    """Write the first attempt's log to ``audit``, a retry's to :func:`retry_log`;
+    return their paths. With ``replace`` (``--force``), an existing file is replaced
+    and a retry log left by an earlier run is removed when there is no retry now (it
+    would be taken for this run's); without, an existing file is a FileExistsError."""
+    assert 1 <= len(logs) <= 2, "grid ask makes one attempt and at most one retry"
+    paths = [audit, retry_log(audit)][: len(logs)]
+    for log, path in zip(logs, paths, strict=True):
+        log.write(path, exclusive=not replace)
+    if replace and len(logs) < 2:
+        retry_log(audit).unlink(missing_ok=True)
+    return paths
 
 
 #: Limit name -> the ``--limit-*`` option's suffix (``max_rows`` -> ``--limit-rows``).
@@ -534,7 +639,7 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
         refusal = text2sql.budget_refusal(
             served, args.max_tokens, {"role": role, "language": language}
         )
-        refusal.write(audit_path)
+        _write_logs([refusal], audit_path, args.force)
         assert refusal.seal is not None
         shortest = refusal.seal["mode"]["shortest"]
         raise ServingError(
@@ -549,7 +654,7 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
     _check_prompt(loaded, prompt, args)
     sampling = GREEDY if args.temperature == 0 else Sampling(temperature=args.temperature)
 
-    events_out = _events_stream(args.events)
+    events_out = _events_stream(args.events, args.force)
     streams: list[EventLines] = []
 
     first_token: list[float] = []  # seconds from the command to the first output token
@@ -631,7 +736,6 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
     finally:
         if events_out is not None and events_out is not sys.stdout:
             events_out.close()
-    logs = [audit_path, audit_path.with_name(f"{audit_path.stem}.retry{audit_path.suffix}")]
     question = hashlib.blake2b(args.question.encode("utf-8"), digest_size=16).hexdigest()
     ran = "not run"
     sealed: list[AuditLog] = []
@@ -643,7 +747,7 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
     finally:
         # Every decode is recorded, whatever happened after it (issue #15): each log's
         # seal carries the outcome, and the logs are written before anything else.
-        for i, (attempt, path) in enumerate(zip(attempts, logs, strict=False)):
+        for i, attempt in enumerate(attempts):
             final = i == len(attempts) - 1
             outcome = {
                 "role": role,
@@ -655,9 +759,8 @@ def _run(args: argparse.Namespace, tmp: Path, progress: Progress, started: float
                 "verdict": attempt.verdict,
                 "run": ran if final else "not run: retried",
             }
-            log = reseal(attempt.generation.audit, outcome)
-            log.write(path)
-            sealed.append(log)
+            sealed.append(reseal(attempt.generation.audit, outcome))
+        logs = _write_logs(sealed, audit_path, args.force)
     for log, path, label in zip(sealed, logs, ("audit", "audit (retry)"), strict=False):
         sys.stdout.write(f"{label}: {path} ({len(log.records)} records, sealed {log.seal_hash})\n")
     return code
@@ -681,7 +784,7 @@ def _writable(path: Path, flag: str) -> None:
     """Refuse ``path`` before anything runs if the file cannot be written there (a
     statement that ran must not lose its audit log); a file this creates to find
     out is removed again."""
-    existed = path.exists()
+    existed = path.exists() or path.is_symlink()  # a dangling link is kept
     try:
         with open(path, "a", encoding="utf-8"):
             pass
@@ -691,13 +794,14 @@ def _writable(path: Path, flag: str) -> None:
         path.unlink()
 
 
-def _events_stream(path: str | None) -> TextIO | None:
-    """Where ``--events`` writes: None (off), stdout for ``-``, else the file (created)."""
+def _events_stream(path: str | None, replace: bool) -> TextIO | None:
+    """Where ``--events`` writes: None (off), stdout for ``-``, else the file (created;
+    an existing one replaced only with ``replace``, ``--force``)."""
     if path is None:
         return None
     if path == "-":
         return sys.stdout
-    return open(path, "w", encoding="utf-8")
+    return open(path, "w" if replace else "x", encoding="utf-8")
 
 
 def _report(

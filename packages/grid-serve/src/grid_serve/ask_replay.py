@@ -23,8 +23,9 @@ the seal and the command line, as ``grid ask`` built them:
 
 Replay then checks every artifact's fingerprint against the seal's, so artifacts
 rebuilt from another database, policy or vocabulary are reported as such (exit 1),
-never replayed against; so is a covering or FROM-first log whose language that
-database and policy cannot give the role (say, the policy lets it INSERT). Logs of
+never replayed against; so is a log whose role the policy does not have, and a
+covering or FROM-first log whose language that database and policy cannot give
+the role (say, the policy lets it INSERT). Logs of
 a model with its own tokenizer (``--model gemma3-270m``, a GGUF file) are replayed
 from Python (:func:`grid_core.replay.replay` with the model's vocabulary).
 """
@@ -71,15 +72,23 @@ class AskLogs:
             return None
         from grid_sql.database import database_for
         from grid_sql.policy import MissingPolicyError, PolicyBundle, example_policy
+        from grid_sql.schema import require_file
 
         if args.db is not None and args.policy is None:
             raise MissingPolicyError(str(args.db))
+        if args.db is not None:
+            require_file(args.db)
         with tempfile.TemporaryDirectory(prefix="grid-replay-") as tmp:
             db = args.db if args.db is not None else text2sql.example_database(Path(tmp))
             schema = database_for(db).snapshot(db)
         policy = PolicyBundle.load(args.policy, schema) if args.policy else example_policy(schema)
-        engines = text2sql.RoleEngines(schema, policy, vocab)
         role, language = mode["role"], mode.get("language", "role")
+        if role not in policy.roles:
+            raise ArtifactsError(
+                f"the log's role {role!r} is not in the policy {policy.path} (roles: "
+                f"{', '.join(policy.roles)})"
+            )
+        engines = text2sql.RoleEngines(schema, policy, vocab)
         if language in ("covering", "from-first"):
             why = text2sql.scope_obstacle(schema, engines[role].grants)
             if why:

@@ -52,7 +52,6 @@ the grants of the tables involved. Its budget is the first attempt's.
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -61,10 +60,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+from grid_core import strict_json
 from grid_core.audit import AuditLog
 from grid_core.cache import SharedCache
 from grid_core.decode import Generation, reserve_source
 from grid_core.errors import GridError, ServingError
+from grid_core.files import read_bounded
 from grid_core.grammar import Grammar, Rule
 from grid_core.guide import Engine, family_of
 from grid_core.lexicon import Lexicon
@@ -520,20 +521,30 @@ def prompt_ids(
     return [int(i) for i in ids] + list(tokenizer.encode(prefix, add_special_tokens=False))
 
 
+#: The most bytes of an ``--examples`` file read (every example is prompted: a few KiB).
+MAX_EXAMPLES_BYTES = 1 << 20
+
+
 def load_examples(path: Path) -> list[Example]:
     """Few-shot examples from a JSON Lines file: one ``{"question": ..., "sql": ...}``
-    object per line (blank lines skipped). Raises
-    :class:`~grid_core.errors.ServingError` naming the file and line of a bad one."""
-    out: list[Example] = []
+    object per line (blank lines skipped), at most :data:`MAX_EXAMPLES_BYTES` read.
+    Raises :class:`~grid_core.errors.ServingError` naming the file (and the line) of a
+    bad one: unreadable, too large, not UTF-8, not strict JSON (a key given twice, NaN),
+    not two non-empty strings, a lone surrogate."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
+        lines = read_bounded(path, MAX_EXAMPLES_BYTES).decode("utf-8").splitlines()
+    except OSError as e:
+        raise ServingError(f"examples file {path}: {e.strerror or e}") from None
+    except (UnicodeDecodeError, ValueError) as e:
         raise ServingError(f"examples file {path}: {e}") from None
+    out = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
+            item = strict_json.loads(line)
+        except strict_json.DuplicateKeyError as e:
+            raise ServingError(f"{path}:{number}: {e}") from None
         except ValueError as e:
             raise ServingError(f"{path}:{number}: not JSON ({e})") from None
         if not (

@@ -82,7 +82,7 @@ from grid_sql.dialects import available_dialects, get_dialect
 from grid_sql.lexicon import SchemaLexicon
 from grid_sql.policy import MissingPolicyError, PolicyBundle, example_policy
 from grid_sql.projection import RoleProjection, dialect_dfa, dialect_grammar
-from grid_sql.schema import SchemaError, SchemaSnapshot, example_schema
+from grid_sql.schema import SchemaError, SchemaSnapshot, example_schema, require_file
 
 __all__ = [
     "DEFAULT_ROLE",
@@ -126,6 +126,7 @@ def _inputs(args: argparse.Namespace) -> tuple[Dialect, SchemaSnapshot, PolicyBu
     if source is not None and args.policy is None:
         raise MissingPolicyError(str(source), "--db" if args.db is not None else "--schema")
     if args.db is not None:
+        require_file(args.db)
         schema = database_for(args.db).snapshot(args.db)  # SQLite, or a plug-in's (DuckDB)
     elif args.schema is not None:
         schema = SchemaSnapshot.load(args.schema)

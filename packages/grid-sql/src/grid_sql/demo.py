@@ -7,6 +7,10 @@ completion and EOS. Every statement is printed with the verdict of its audit
 chain, and the logs are written as JSON Lines. No model is involved: the point
 is that whatever the sampler does, the output is a sentence of the role's
 language (its verbs, its tables, the schema's names).
+
+The arguments are checked before anything is printed: ``--count`` 1 to
+:data:`MAX_COUNT`, ``--budget`` 1 to :data:`MAX_BUDGET` and at least every
+role's shortest statement with EOS (the engines are built first, silently).
 """
 
 from __future__ import annotations
@@ -16,13 +20,15 @@ import random
 import re
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 from grid_core.audit import verify_file
 from grid_core.cache import SharedCache
-from grid_core.decode import generate
+from grid_core.cli import UsageError
+from grid_core.decode import generate, reserve_source
 from grid_core.guide import Engine
 from grid_core.trie import build_trie
 from grid_core.vocab import Vocabulary, cl100k
@@ -31,6 +37,10 @@ from grid_sql.lexicon import SchemaLexicon
 from grid_sql.policy import example_policy
 from grid_sql.projection import RoleProjection, dialect_dfa
 from grid_sql.schema import example_schema
+
+#: The most statements per role and tokens per statement ``grid demo`` takes.
+MAX_COUNT = 1_000
+MAX_BUDGET = 4_096
 
 PUNCTUATION = (b"*", b",", b"(", b")", b"=", b"<", b">", b";", b"0", b"1", b"10", b".")
 READABLE = re.compile(rb" ?[A-Za-z0-9_,*()=<>.';]+")
@@ -61,39 +71,77 @@ def sampler(ids: Sequence[int], rng: random.Random, vocab: Vocabulary, words: se
     return rng.choice(readable or list(ids))
 
 
-def run(count: int, seed: int, budget: int, out: Path) -> int:
-    t0 = time.perf_counter()
+@dataclass(frozen=True)
+class _Role:
+    """A role of the example policy, its engine built, ready to sample."""
+
+    name: str
+    engine: Engine
+    words: set[bytes]
+    header: str
+
+
+def _roles(vocab: Vocabulary) -> list[_Role]:
+    """Every role of the example policy, in the policy's order, each with its engine
+    over ``vocab`` (one shared trie, DFA and cache) and its header line."""
     schema = example_schema()
     policy = example_policy(schema)
-    vocab = cl100k()
     trie, dfa = build_trie(vocab), dialect_dfa(SQLITE)
     shared = SharedCache()  # the family of the first engine (the dialect's)
-    print(
-        f"dialect sqlite, policy {len(policy.roles)} roles, vocabulary {vocab.name} "
-        f"({vocab.n_vocab} ids), loaded in {time.perf_counter() - t0:.1f}s"
-    )
-    rng = random.Random(seed)
-    failures = 0
-    for name in ("analyst", "clerk", "admin"):
+    out = []
+    for name in policy.roles:
         t1 = time.perf_counter()
         role = policy.role(name)
-        lexicon = SchemaLexicon.build(SQLITE, schema, policy.grants(name, schema))
+        grants = policy.grants(name, schema)
+        lexicon = SchemaLexicon.build(SQLITE, schema, grants)
         projection = RoleProjection.compile(role, SQLITE, words=lexicon.words)
         engine = Engine(
             projection.grammar, vocab, lexicon.lexicon, dfa=dfa, trie=trie, cache=shared
         )
-        plausible = {w.lower() for ws in lexicon.words.values() for w in ws}
-        plausible |= {k.lower().encode() for k in SQLITE.keywords} | set(PUNCTUATION)
-        tables = ", ".join(sorted(policy.grants(name, schema).columns))
-        print(
-            f"\nrole {name}: verbs {', '.join(sorted(role.verbs))}; tables {tables} "
-            f"(built in {time.perf_counter() - t1:.1f}s)"
+        words = {w.lower() for ws in lexicon.words.values() for w in ws}
+        words |= {k.lower().encode() for k in SQLITE.keywords} | set(PUNCTUATION)
+        header = (
+            f"role {name}: verbs {', '.join(sorted(role.verbs))}; tables "
+            f"{', '.join(sorted(grants.columns))} (built in {time.perf_counter() - t1:.1f}s)"
         )
+        out.append(_Role(name, engine, words, header))
+    return out
+
+
+def _shortest(engine: Engine) -> int:
+    """Tokens of the shortest statement of ``engine``, EOS included (what a budget
+    must hold for the decode loop to start)."""
+    source = reserve_source(engine.guide(audit=False))
+    return source.reserve(source.start()) + 1
+
+
+def run(count: int, seed: int, budget: int, out: Path) -> int:
+    """Print ``count`` statements of each role, their logs written to ``out``; exit
+    status 1 if a log does not verify. UsageError, before anything is printed, when
+    ``budget`` cannot hold a role's shortest statement."""
+    t0 = time.perf_counter()
+    vocab = cl100k()
+    roles = _roles(vocab)
+    for role in roles:
+        if (shortest := _shortest(role.engine)) > budget:
+            raise UsageError(
+                "grid demo",
+                f"argument --budget: {budget} tokens cannot hold the shortest statement of "
+                f"role {role.name} ({shortest} tokens with EOS)",
+            )
+    print(
+        f"dialect sqlite, policy {len(roles)} roles, vocabulary {vocab.name} "
+        f"({vocab.n_vocab} ids), loaded in {time.perf_counter() - t0:.1f}s"
+    )
+    rng = random.Random(seed)
+    failures = 0
+    for role in roles:
+        print(f"\n{role.header}")
         for n in range(count):
             gen = generate(
-                engine.guide(), partial(sampler, vocab=vocab, words=plausible), budget, rng
+                role.engine.guide(), partial(sampler, vocab=vocab, words=role.words), budget, rng
             )
-            log = out / f"{name}-{n}.jsonl"
+            log = out / f"{role.name}-{n}.jsonl"
             gen.audit.write(log)
             verdict = verify_file(log)
             failures += not verdict.ok
@@ -104,11 +152,37 @@ def run(count: int, seed: int, budget: int, out: Path) -> int:
     return 1 if failures else 0
 
 
+def _int_in(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer in [low, high]."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be in [{low}, {high}], not {value}")
+        return value
+
+    return parse
+
+
 def demo_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("demo", help="model-free constrained generation for each role")
-    p.add_argument("--count", type=int, default=3, help="statements per role")
+    p.add_argument(
+        "--count",
+        type=_int_in(1, MAX_COUNT),
+        default=3,
+        help=f"statements per role (default: 3; 1 to {MAX_COUNT})",
+    )
     p.add_argument("--seed", type=int, default=2026)
-    p.add_argument("--budget", type=int, default=40, help="token budget per statement")
+    p.add_argument(
+        "--budget",
+        type=_int_in(1, MAX_BUDGET),
+        default=40,
+        help=f"token budget per statement (default: 40; at most {MAX_BUDGET}, at least each "
+        "role's shortest statement)",
+    )
     p.add_argument("--out", type=Path, default=None, help="directory for the audit logs")
     p.set_defaults(func=_demo)
 

@@ -87,11 +87,12 @@ from types import MappingProxyType
 from typing import Any, Final, Literal, cast
 
 from grid_core.errors import LexiconError, PolicyError
+from grid_core.files import read_bounded
 from grid_core.fingerprint import fingerprint
 from grid_sql.dialects import get_dialect
 from grid_sql.generation import PROFILES, Profile
 from grid_sql.limits import DEFAULT_LIMITS, LIMIT_KEYS, Limits, check_limit
-from grid_sql.schema import Routine, SchemaSnapshot, ascii_lower, name_key, read_bounded
+from grid_sql.schema import Routine, SchemaSnapshot, ascii_lower, name_key
 from grid_sql.write_effects import first_escape
 
 __all__ = [

@@ -34,6 +34,9 @@ Policy decisions:
   (an extension's as one ``extension NAME`` line with their count), under a
   comment that asks for each to be read: the policy refuses a role
   that leaves one of them out, and the starter is to validate as written.
+  A snapshot that does not say which routines its database has (no
+  ``routines`` key) is refused as the fault it is, naming the ``--schema``
+  file: no starter policy over it validates.
 - The text is validated (:meth:`PolicyBundle.loads` against the schema) before
   it is written; a CTE name that would clash with a relation is avoided.
 - Names are written as TOML basic strings with every character TOML requires
@@ -53,7 +56,7 @@ from grid_core.errors import PolicyError
 from grid_sql.database import SQLITE_DATABASE, database_for
 from grid_sql.limits import DEFAULT_LIMITS, LIMIT_KEYS
 from grid_sql.policy import DEFAULT_CTE_NAMES, ROLE_NAME, PolicyBundle
-from grid_sql.schema import SchemaError, SchemaSnapshot, ascii_lower
+from grid_sql.schema import SchemaError, SchemaSnapshot, ascii_lower, require_file
 
 __all__ = [
     "DEFAULT_STARTER_ROLE",
@@ -219,12 +222,20 @@ def _init(args: argparse.Namespace) -> int:
         raise PolicyError("--out names no file (give a path, or - for stdout)")
     shadow: frozenset[str] = frozenset()
     if args.db is not None:
+        require_file(args.db)
         database = database_for(args.db)  # SQLite, or a plug-in's (DuckDB)
         schema, source, option = database.snapshot(args.db), args.db, "--db"
         if database is SQLITE_DATABASE:
             shadow = shadow_tables(args.db)
     else:
         schema, source, option = SchemaSnapshot.load(args.schema), args.schema, "--schema"
+    if schema.routines is None:  # a snapshot without "routines": no starter can be valid
+        raise SchemaError(
+            str(source),
+            "the snapshot does not say which user-defined routines its database has (no "
+            '"routines" key), which the policy must list or refuse: snapshot the '
+            "database again",
+        )
     out = Path(args.out) if args.out not in (None, "-") else None
     if out is None and args.out is None:
         out = source.with_name(f"{source.stem}.policy.toml")

@@ -108,6 +108,7 @@ from typing import Any, Literal
 
 from grid_core import strict_json
 from grid_core.errors import GridError
+from grid_core.files import read_bounded
 from grid_core.fingerprint import fingerprint
 from grid_sql.dialect import Dialect, IdentifierCase, ascii_lower
 from grid_sql.dialects import get_dialect
@@ -127,6 +128,7 @@ __all__ = [
     "ascii_lower",
     "example_schema",
     "name_key",
+    "require_file",
 ]
 
 JSON_FORMAT = "grid.schema/1"
@@ -181,15 +183,21 @@ MAX_SNAPSHOT_BYTES = 256 << 20
 """The largest JSON snapshot file read (a catalog of tens of thousands of tables)."""
 
 
-def read_bounded(path: str | Path, limit: int) -> bytes:
-    """The bytes of the file at ``path``, read at most ``limit`` of them; ``ValueError``
-    for a file that holds more (a wrong file, a device such as ``/dev/zero``): nothing
-    larger is ever held in memory."""
-    with open(path, "rb") as f:
-        data = f.read(limit + 1)
-    if len(data) > limit:
-        raise ValueError(f"it holds more than {limit:,} bytes, the most read")
-    return data
+def require_file(path: str | Path) -> None:
+    """Raise SchemaError unless ``path`` names a regular file (or a link to one), its
+    reason saying what is there instead: no such file, a directory, or another kind
+    of file (a device, a FIFO). Every ``--db`` is checked with it before a backend
+    is chosen (:func:`grid_sql.database.database_for` says only "no such file")."""
+    p = Path(path)
+    if p.is_file():
+        return
+    if p.is_dir():
+        reason = "is a directory, not a database file"
+    elif p.exists():
+        reason = "is not a regular file (a device, a FIFO, a socket)"
+    else:
+        reason = "no such file"
+    raise SchemaError(str(path), reason)
 
 
 """Foreign-key actions that write the referencing table (``NO ACTION`` and
@@ -683,8 +691,7 @@ class SchemaSnapshot:
     def from_sqlite(cls, path: str | Path, name: str | None = None) -> SchemaSnapshot:
         """Snapshot a SQLite database file, opened read-only (never written)."""
         p = Path(path)
-        if not p.is_file():
-            raise SchemaError(str(path), "no such file")
+        require_file(p)
         uri = p.resolve().as_uri() + "?mode=ro"
         try:
             db = sqlite3.connect(uri, uri=True)
