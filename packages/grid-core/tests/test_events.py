@@ -23,6 +23,7 @@ import pytest
 from toy import CRUD, EOS, LEXICON, TOY, token
 
 from grid_core.complete import shortest_completion, shortest_suffix
+from grid_core.errors import GuideError
 from grid_core.events import Event, EventGuide, EventSpec, EventSpecError, EventStream, tracker
 from grid_core.grammar import load_grammar
 from grid_core.guide import Engine, GridGuide
@@ -301,3 +302,15 @@ def test_fill_rows_fills_event_guides_as_their_inner_guides() -> None:
         one = array.array("i", bytes(4 * engine().n_words))
         guide.fill_next_token_bitmask(one)
         assert batch[i * engine().n_words : (i + 1) * engine().n_words] == one
+
+
+def test_eos_where_the_output_is_no_sentence_is_a_guide_error() -> None:
+    """A caller that forces EOS (a failed row ended with EOS) before a sentence: the
+    tracker once reduced ``$END`` as far as the tables allowed and said the stream was
+    finished, so an EventStreamer lost the error (found by a review, session 45)."""
+    t = tracker(engine(), SPEC)
+    partial = t.advance(t.start(), b"select a from")
+    with pytest.raises(GuideError, match="EOS before the output is a sentence"):
+        t.finish(partial)
+    done = t.finish(t.advance(t.start(), SENTENCES[1]))
+    assert done.terminated

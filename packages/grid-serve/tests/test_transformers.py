@@ -864,6 +864,32 @@ def test_event_streamer_outlives_a_failed_row_and_serves_the_next_call(
     assert events == [e.key for e in tracker(role.engine, spec).parse(good.text)]
 
 
+def test_event_streamer_keeps_the_error_of_eos_before_a_sentence(engines: Any) -> None:
+    """A row ended with EOS while its output is a viable prefix but no sentence (a
+    failed row after a token that still scans): the tracker once finished the stream
+    quietly and ``streamer.error`` stayed None (found by a review, session 45)."""
+    from grid_serve.text2sql import DIALECT
+    from grid_serve.transformers import EventStreamer
+    from grid_sql.dialects import get_dialect
+    from grid_sql.events import event_spec
+
+    role = engines["analyst"]
+    vocab = role.engine.vocab
+    byte = {x: i for i, x in enumerate(vocab.token_bytes) if len(x) == 1}
+    streamer = EventStreamer(
+        role.engine, event_spec(get_dialect(DIALECT), role.engine.grammar), timeout=5
+    )
+    streamer.put(torch.tensor([[1, 2]]))  # the prompt
+    for b in b"SELECT name FROM":
+        streamer.put(torch.tensor([byte[bytes([b])]]))
+    streamer.put(torch.tensor([vocab.eos_ids[0]]))
+    streamer.end()
+    items = list(streamer)
+    assert isinstance(streamer.error, GuideError), streamer.error
+    assert "".join(x for kind, x in items if kind == "text") == "SELECT name FROM"
+    assert not [x for kind, x in items if kind == "event" and x.kind == "statement"]
+
+
 def test_event_streamer_drops_what_a_consumer_that_gave_up_left_unread(engines: Any) -> None:
     """A consumer that stops at its timeout leaves its call's items in the queue: the next
     call's consumer read them (and stopped at that call's end). They are dropped at the

@@ -157,6 +157,41 @@ def test_reader_resolves_verbs_tables_grants_and_qualified_columns() -> None:
     assert singer.step == text.index(b" AS") + 1
 
 
+def resolved(dialect: str, text: bytes) -> list[tuple[Any, ...]]:
+    """The alias and column events of ``text`` as the reader resolves them."""
+    guide = streamed(dialect, text)
+    reader = SqlEventReader(get_dialect(dialect))
+    read = [reader.read(e, guide.output()) for e in guide.events()]
+    return [
+        ("alias", r["alias"], r["table"]) if r["kind"] == "alias"
+        else ("column", r["column"], r["qualifier"], r["table"])
+        for r in read if r["kind"] in ("alias", "column")
+    ]  # fmt: skip
+
+
+def test_reader_resolves_aliases_and_qualifiers_as_the_database_does() -> None:
+    """Found by a review (session 45): a subquery's alias named the last table read
+    inside it; an alias was the span's last blank-separated word (``y"`` of
+    ``"x y"``, ``t(b)`` of PostgreSQL's ``t(b)``); PostgreSQL's quoted ``"T"`` and
+    bare ``t`` were one name; a blank after a qualifier's dot lost the qualifier."""
+    sub = resolved("sqlite", b"SELECT a FROM (SELECT a FROM singer) AS s WHERE s.a = 1;")
+    assert sub[2:] == [("alias", "s", None), ("column", "a", "s", None)]
+    assert resolved("sqlite", b'SELECT 1 FROM singer AS "x y";') == [("alias", "x y", "singer")]
+    assert resolved("sqlite", b"SELECT 1 FROM singer /* c */ s;") == [("alias", "s", "singer")]
+    assert resolved("postgres", b"SELECT 1 FROM singer AS t(b);") == [("alias", "t", "singer")]
+    quoted = b'SELECT 1 FROM singer AS "T", concert AS t WHERE "T".a = 1 AND t.b = 2;'
+    assert resolved("postgres", quoted)[2:] == [
+        ("column", "a", "T", "singer"),
+        ("column", "b", "t", "concert"),
+    ]
+    assert resolved("sqlite", b'SELECT 1 FROM singer AS "T" WHERE t.a = 1;')[1:] == [
+        ("column", "a", "t", "singer")  # SQLite compares names in any case
+    ]
+    for gap in (b" ", b"\n", b"/*c*/", b"-- c\n"):
+        text = b"SELECT 1 FROM singer AS T1 WHERE T1." + gap + b"name = 1;"
+        assert resolved("sqlite", text)[1:] == [("column", "name", "T1", "singer")], gap
+
+
 @pytest.mark.slow
 def test_sql_events_are_determined_when_emitted_and_not_before() -> None:
     """Against lark's trees (as grid-core's toy test): every event at step k is in the

@@ -66,7 +66,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from grid_core.errors import GrammarError
+from grid_core.errors import GrammarError, GuideError
 from grid_core.lexer import START, ScanState
 from grid_core.lexicon import NO_NODE
 from grid_core.parser import Node
@@ -273,7 +273,13 @@ class EventTracker:
 
     def finish(self, track: Track) -> Track:
         """The state after EOS: the remainder finalized (as ``Lexer.finalize``),
-        then ``$END`` reduced up to accept."""
+        then ``$END`` reduced up to accept. EOS where the output is no sentence (a
+        caller that forced it: a failed row ended with EOS) is a
+        :class:`~grid_core.errors.GuideError`; the events end before it."""
+        lexer = self.engine.lexer
+        config = lexer.advance(lexer.config(track.node, b"", 0, START, 0), track.remainder)
+        if config is None or not lexer.eos_allowed(config):
+            raise GuideError(track.step, None, "EOS before the output is a sentence")
         step = track.step + 1
         stack, node, pos, buf, scan = (
             track.stack,

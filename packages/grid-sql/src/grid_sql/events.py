@@ -11,12 +11,16 @@ mapping (`docs/events.md`):
   unquoted, matched to the catalog as the dialect compares identifiers; the
   role's grant (a table the mask admitted is always granted; a CTE is not in
   the catalog: `granted` is null);
-- `alias`: `{"alias": name, "table": name}`: the table it names, when the alias
-  directly follows a table reference;
+- `alias`: `{"alias": name, "table": name}`: the table it names when the alias
+  directly follows a table reference (only blanks and comments between them),
+  else null (a subquery's alias);
 - `qualifier`: `{"qualifier": name}`;
 - `column`: `{"column": name, "qualifier": q, "table": t}`: `qualifier` when the
-  column is written qualified, `table` when that qualifier is a table or an
-  alias seen earlier in the stream (qualified when known), else null;
+  column is written qualified (blanks and comments may follow the dot), `table`
+  when that qualifier is a table or an alias seen earlier in the stream
+  (qualified when known), else null. Names are compared as the dialect compares
+  identifiers (PostgreSQL: a quoted name keeps its case, a bare one folds to
+  lower case);
 - `clause_open` / `clause_close`: `{"clause": "WHERE"}` / `{"clause": "where_clause"}`;
 - `statement`: `{"complete": true}`.
 
@@ -49,7 +53,7 @@ class SqlEventReader:
     def __init__(self, dialect: Dialect, grants: RoleGrants | None = None) -> None:
         self.dialect = dialect
         self.grants = grants
-        self._names: dict[str, str] = {}  # a table or alias (folded) -> its table
+        self._names: dict[str, str] = {}  # a table or alias (its key) -> its table
         self._last_table: tuple[int, str] | None = None  # (end, table)
         self._qualifier: tuple[int, str] | None = None  # (end, qualifier)
 
@@ -71,26 +75,28 @@ class SqlEventReader:
         elif kind == "table":
             name = self.unquote(text)
             out["table"] = name
-            out.update(self.grant(name, event.name))
-            self._names[self.fold(name)] = name
+            out.update(self.grant(text, event.name))
+            self._names[self.key(text)] = name
             self._last_table = (event.end, name)
         elif kind == "alias":
-            alias = self.unquote(text.split()[-1])
-            table = self._last_table[1] if self._last_table else None
-            out["alias"], out["table"] = alias, table
+            written = _alias_word(text)
+            table = None
+            if self._last_table is not None and _blank(output, self._last_table[0], event.start):
+                table = self._last_table[1]
+            out["alias"], out["table"] = self.unquote(written), table
             if table is not None:
-                self._names[self.fold(alias)] = table
+                self._names[self.key(written)] = table
         elif kind == "qualifier":
-            qualifier = self.unquote(text.rstrip().removesuffix("."))
-            out["qualifier"] = qualifier
-            self._qualifier = (event.end, qualifier)
+            written = text.rstrip().removesuffix(".")
+            out["qualifier"] = self.unquote(written)
+            self._qualifier = (event.end, written)
         elif kind == "column":
-            qualifier = None
-            if self._qualifier is not None and self._qualifier[0] == event.start:
-                qualifier = self._qualifier[1]
+            written = None
+            if self._qualifier is not None and _blank(output, self._qualifier[0], event.start):
+                written = self._qualifier[1]
             out["column"] = self.unquote(text)
-            out["qualifier"] = qualifier
-            out["table"] = None if qualifier is None else self._names.get(self.fold(qualifier))
+            out["qualifier"] = None if written is None else self.unquote(written)
+            out["table"] = None if written is None else self._names.get(self.key(written))
         elif kind == "clause_open":
             out["clause"] = text.upper()
         elif kind == "clause_close":
@@ -99,12 +105,13 @@ class SqlEventReader:
             out["complete"] = True
         return out
 
-    def grant(self, table: str, terminal: str) -> dict[str, Any]:
-        """The role's grant on a table reference (null without grants or for a CTE)."""
+    def grant(self, written: str, terminal: str) -> dict[str, Any]:
+        """The role's grant on a table reference as written (null without grants or
+        for a CTE)."""
         if self.grants is None or terminal != self.dialect.table_category:
             return {"granted": None, "columns": None}
         for catalog, columns in self.grants.columns.items():
-            if self.fold(catalog) == self.fold(table):
+            if self.catalog_key(catalog) == self.key(written):
                 listed = "*" if catalog in self.grants.unrestricted else list(columns)
                 return {"granted": True, "columns": listed}
         return {"granted": False, "columns": []}
@@ -118,8 +125,71 @@ class SqlEventReader:
                 return inner.replace(form.close * 2, form.close) if form.doubling else inner
         return word
 
-    def fold(self, word: str) -> str:
-        """``word`` as the dialect compares identifiers."""
-        if self.dialect.identifier_case == "sensitive":
+    def key(self, written: str) -> str:
+        """An identifier lexeme as written, as the dialect compares it: quotes
+        removed; folded to lower case unless the dialect is case-sensitive, or it
+        folds bare names only (PostgreSQL) and this one is quoted."""
+        word = self.unquote(written)
+        case = self.dialect.identifier_case
+        if case == "sensitive" or (case == "fold-lower" and word != written):
             return word
         return word.lower()
+
+    def catalog_key(self, name: str) -> str:
+        """A catalog name (as created) as :meth:`key` compares it."""
+        return name if self.dialect.identifier_case != "insensitive" else name.lower()
+
+
+def _skip_blank(text: bytes, at: int, end: int) -> int:
+    """The first offset from ``at`` (before ``end``) that is no blank and starts no
+    comment (``--`` to the end of its line, ``/* ... */``)."""
+    while at < end:
+        if text[at : at + 1].isspace():
+            at += 1
+        elif text.startswith(b"--", at):
+            newline = text.find(b"\n", at, end)
+            at = end if newline < 0 else newline + 1
+        elif text.startswith(b"/*", at):
+            close = text.find(b"*/", at + 2, end)
+            at = end if close < 0 else close + 2
+        else:
+            break
+    return at
+
+
+def _blank(output: bytes, start: int, end: int) -> bool:
+    """Whether ``output[start:end]`` holds only blanks and comments."""
+    return start <= end and _skip_blank(output, start, end) == end
+
+
+def _alias_word(text: str) -> str:
+    """The alias lexeme of a ``table_alias`` span (``AS x``, ``"x y"``, PostgreSQL's
+    ``AS t(a, b)``): what follows an optional ``AS`` and its blanks or comments, up
+    to a blank, a comment or ``(`` (a quoted name whole)."""
+    data = text.encode("utf-8")
+    at = _skip_blank(data, 0, len(data))
+    after = data[at + 2 : at + 3]
+    if data[at : at + 2].upper() == b"AS" and (
+        after in (b"", b'"', b"`", b"[")
+        or after.isspace()
+        or data.startswith((b"--", b"/*"), at + 2)
+    ):
+        at = _skip_blank(data, at + 2, len(data))
+    rest = data[at:]
+    for quote, close in ((b'"', b'"'), (b"`", b"`"), (b"[", b"]")):
+        if rest.startswith(quote):
+            end = 1
+            while True:
+                found = rest.find(close, end)
+                if found < 0:
+                    return rest.decode("utf-8", "replace")
+                if close != b"]" and rest[found + 1 : found + 2] == close:
+                    end = found + 2  # a doubled quote
+                    continue
+                return rest[: found + 1].decode("utf-8", "replace")
+    end = 0
+    while end < len(rest) and not rest[end : end + 1].isspace() and rest[end : end + 1] != b"(":
+        if rest.startswith((b"--", b"/*"), end):
+            break
+        end += 1
+    return rest[:end].decode("utf-8", "replace")
