@@ -242,6 +242,24 @@ def test_a_column_list_renames_a_tables_columns_by_position(
     assert len(found) == len(denied), found
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # DuckDB binds a FROM subquery against the FROM items before it without
+        # LATERAL: `budget` is the employees row here, not departments.budget (the
+        # checker resolved it outward; a red team's, session 45)
+        "SELECT (SELECT count(*) FROM employees AS budget, (SELECT budget) AS q) FROM departments;",
+        "SELECT (SELECT count(*) FROM employees AS e, (SELECT salary) AS q) FROM departments;",
+    ],
+)
+def test_a_from_subquery_sees_the_from_items_before_it(
+    db: duckdb.DuckDBPyConnection, checker: SemanticChecker, sql: str
+) -> None:
+    assert prepares(db, sql) is None
+    found = checker.check(sql, "clerk")
+    assert "salary" in {v.column for v in found if v.kind == ViolationKind.COLUMN_NOT_GRANTED}
+
+
 def test_what_a_renamed_column_reads_is_the_column_at_its_position(
     db: duckdb.DuckDBPyConnection,
 ) -> None:

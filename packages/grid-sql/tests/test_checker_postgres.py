@@ -119,6 +119,23 @@ DENIED = [
      " FROM departments;", "salary"),
     ("SELECT 1 FROM employees AS e(a, b, c, d, f, g, h, budget) JOIN departments USING (budget);",
      "salary"),
+    # PostgreSQL names an unaliased expression as its FigureColname does: a
+    # scalar subquery or a cast after its operand (the checker named them by
+    # their text, so NATURAL JOIN read salary unseen; a red team's, session 45)
+    ("SELECT e.id FROM employees AS e NATURAL JOIN (SELECT (SELECT 1 AS salary)) AS q;",
+     "salary"),
+    ("WITH c(salary) AS (SELECT 1) SELECT e.id FROM employees AS e "
+     "NATURAL JOIN (SELECT CAST(c.salary AS int) FROM c) AS q;", "salary"),
+    ("WITH c(salary) AS (SELECT 1) SELECT e.id FROM employees AS e "
+     "JOIN (SELECT c.salary::int FROM c) AS q USING (salary);", "salary"),
+    # ... and takes a result alias only as a whole GROUP BY or ORDER BY term:
+    # elsewhere the name is the enclosing query's column
+    ("SELECT e.id, (SELECT q.id AS salary FROM departments AS q WHERE salary = q.id) "
+     "FROM employees AS e;", "salary"),
+    ("SELECT e.id, (SELECT q.id AS salary FROM departments AS q "
+     "ORDER BY abs(q.id - salary) LIMIT 1) FROM employees AS e;", "salary"),
+    ("SELECT e.id, (SELECT count(*) AS salary FROM departments AS q HAVING salary > 2) "
+     "FROM employees AS e;", "salary"),
     ('SELECT who FROM "Audit";', "who"),
     ('SELECT "When" FROM "Audit";', "When"),
 ]  # fmt: skip
@@ -135,6 +152,9 @@ ALLOWED = [
     "SELECT e.first_name FROM employees e NATURAL JOIN departments d;",
     "SELECT x, e.first_name FROM employees AS e(x);",  # x is id
     "SELECT q.n FROM departments AS q(i, n) WHERE i > 0;",
+    "SELECT department_id AS d, count(*) FROM employees GROUP BY d ORDER BY d;",
+    "SELECT e.id FROM employees AS e NATURAL JOIN (SELECT (SELECT 'x' AS title)) AS q;",
+    "SELECT e.id FROM employees AS e NATURAL JOIN (SELECT CAST(1 AS int)) AS q;",
 ]
 
 

@@ -23,6 +23,7 @@ DuckDB, every reject line is refused by DuckDB and by the grammar
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from grid_sql.dialect import CompoundOrderTerms, IdentifierCase
 from grid_sql.dialects.postgres import (
@@ -133,6 +134,9 @@ class DuckdbDialect(PostgresDialect):
     source_names_unique: bool = False  # `FROM u, u` binds (a column of both is ambiguous)
     nested_join_sees_outer: bool = True  # `FROM a JOIN (b JOIN c ON a.x = b.x) ON 1` binds
     comma_binds_loosest: bool = False  # `FROM a, b JOIN c ON a.x = c.x` binds
+    result_aliases_in_expressions: bool = True  # `SELECT a AS x FROM t WHERE x > 0` binds
+    from_subqueries_lateral: bool = True  # `FROM t AS b, (SELECT b) AS q` binds b
+    expression_column_names: Literal["text", "postgres"] = "text"  # "CAST(x AS INTEGER)"
     function_arities: tuple[tuple[str, int, int | None], ...] = FUNCTION_ARITIES
     argument_gaps: tuple[tuple[str, int], ...] = ARGUMENT_GAPS
     description: str = "DuckDB 2.0: PostgreSQL's DML with FROM-first SELECT"

@@ -1143,7 +1143,7 @@ class _Walker:
         outputs = _Outputs([])
         for column in columns:
             self.result_column(column, scope, env, outputs)
-        scope.aliases_visible = True
+        scope.aliases_visible = self.dialect.result_aliases_in_expressions
         for expr in deferred:
             self.expr(expr, scope, env)
         handled = ("from_clause", "result_columns")
@@ -1151,10 +1151,25 @@ class _Walker:
             if node.data == "window_clause":
                 self.window_clause(node, tree, scope, env)
             elif node.data == "group_by_clause":
-                self.clause(node, self._grouping_scope(scope), env)
+                self.group_by(node, self._grouping_scope(scope), env)
             elif node.data not in handled:  # WHERE, HAVING, ..., DISTINCT ON (...)
                 self.clause(node, scope, env)
         return scope, outputs
+
+    def group_by(self, tree: Tree, scope: _Scope, env: _Env) -> None:
+        """GROUP BY: where result aliases are names only as whole terms
+        (PostgreSQL), a bare name resolves against the level's sources, then its
+        aliases, then the enclosing queries; any other term without aliases."""
+        if self.dialect.result_aliases_in_expressions:
+            self.clause(tree, scope, env)
+            return
+        bare = replace(scope, aliases_visible=True)
+        for node in tree.iter_subtrees_topdown():
+            if node.data == "expr_list":
+                for term in node.children:
+                    self.expr(term, bare if _bare_name(term) else scope, env)
+                return
+        self.clause(tree, scope, env)
 
     def _grouping_scope(self, scope: _Scope) -> _Scope:
         """What a SELECT's ORDER BY and GROUP BY resolve against: its core's scope,
@@ -1233,10 +1248,66 @@ class _Walker:
         if not _is_token(expr) and expr.data == "column_ref":
             column = _tokens(expr)[-1]
             outputs.names.append((self.names.token(column), _name(column)))
+        elif self.dialect.expression_column_names == "postgres":
+            outputs.names.append(self._postgres_name(expr)[0])
         else:
             start, end = _span(expr)
             text = self.data[start:end].decode("utf-8", "replace")
             outputs.names.append((fold(text), text))
+
+    def _postgres_name(self, expr: Tree | Token) -> tuple[tuple[str, str], int]:
+        """PostgreSQL's name of an unaliased result expression (its parser's
+        FigureColname) as (key, spelling), and its strength: 2 for a name taken
+        from a column, a call or a subquery's column, 1 for a type's or a
+        keyword's, 0 for none ("?column?")."""
+        if _is_token(expr):
+            return ("?column?", "?column?"), 0
+        data = expr.data
+        if data == "column_ref":
+            column = _tokens(expr)[-1]
+            return (self.names.token(column), _name(column)), 2
+        if data in ("typecast", "cast_expr"):
+            inner = next(c for c in expr.children if not _is_token(c) or c.type not in _CAST_WORDS)
+            named, strength = self._postgres_name(inner)
+            if strength > 1:
+                return named, strength
+            words = [
+                t for t in _tokens(_child(expr, "type_name") or expr) if t.type != "TYPE_MODIFIER"
+            ]
+            written = " ".join(_text(words[0]).lower().split()) if words else "?column?"
+            name = _PG_TYPE_NAMES.get(written, written)
+            return (name, name), 1
+        if data == "scalar_subquery":
+            column = _first_result_column(expr)
+            if column is None:
+                return ("?column?", "?column?"), 0
+            alias = next((t for t in _tokens(column) if t.type == "ALIAS_NAME"), None)
+            if alias is not None:
+                return (self.names.token(alias), _name(alias)), 2
+            inner = [c for c in column.children if not _is_token(c) or c.type not in _RESULT_TOKENS]
+            return self._postgres_name(inner[0]) if inner else (("?column?", "?column?"), 0)
+        if data in ("function_call", "special_call", "aggregate_call", "aggregate_head"):
+            head = _first_token(expr)
+            name = _text(head).split("(")[0].strip().strip('"').lower() if head else "?column?"
+            return (name, name), 2
+        if data == "case_expr":
+            return ("case", "case"), 1
+        if data == "exists":
+            return ("exists", "exists"), 2
+        if data == "row_constructor":
+            return ("row", "row"), 2
+        if data == "extract_expr":
+            return ("extract", "extract"), 2
+        if data == "literal":
+            token = _tokens(expr)[0]
+            keyword = {"TRUE": "bool", "FALSE": "bool"}.get(token.type)
+            if keyword is None and token.type.startswith(("CURRENT_", "LOCAL")):
+                keyword = token.type.lower()
+            if keyword is None and token.type == "TYPED_STRING":
+                keyword = _PG_TYPE_NAMES.get(_text(token).split()[0].lower(), "")
+            if keyword:
+                return (keyword, keyword), 2 if token.type != "TYPED_STRING" else 1
+        return ("?column?", "?column?"), 0
 
     def star(self, star: Token, qualifier: Token | None, scope: _Scope, outputs: _Outputs) -> None:
         """``*`` or ``q.*``: every column of the sources (``*`` skips USING/NATURAL
@@ -1395,7 +1466,9 @@ class _Walker:
             return [source if listed is None else self._renamed(source, listed)]
         inner = next(c for c in _trees(tree) if c.data != "table_alias")
         if inner.data == "select_stmt":
-            lateral = any(t.type == "LATERAL" for t in _tokens(tree))
+            lateral = self.dialect.from_subqueries_lateral or any(
+                t.type == "LATERAL" for t in _tokens(tree)
+            )
             outputs = self.select_stmt(inner, scope if lateral else scope.parent, env)
             name = self.names.token(alias) if alias is not None else ""
             label = f"(subquery) AS {_name(alias)}" if alias is not None else "(subquery)"
@@ -1957,6 +2030,40 @@ def _folds_to_zero(node: Tree | Token) -> bool:
 def _names_table(target: Tree) -> bool:
     """Whether an ``in_target`` is a table (``x IN t``)."""
     return any(t.type == "TABLE_NAME" for t in _tokens(target))
+
+
+#: The words of a cast that are no operand (``CAST(x AS t)``).
+_CAST_WORDS = frozenset({"CAST", "AS", "LPAR", "RPAR"})
+
+#: PostgreSQL's own names of the SQL type words (a cast's column name).
+_PG_TYPE_NAMES = {
+    "int": "int4", "integer": "int4", "smallint": "int2", "bigint": "int8",
+    "real": "float4", "float": "float8", "double precision": "float8",
+    "boolean": "bool", "decimal": "numeric", "char": "bpchar", "character": "bpchar",
+    "character varying": "varchar", "time with time zone": "timetz",
+    "time without time zone": "time", "timestamp with time zone": "timestamptz",
+    "timestamp without time zone": "timestamp",
+}  # fmt: skip
+
+
+def _first_token(tree: Tree) -> Token | None:
+    """The first token of ``tree`` in reading order."""
+    for child in tree.children:
+        found = child if _is_token(child) else _first_token(child)
+        if found is not None:
+            return found
+    return None
+
+
+def _first_result_column(tree: Tree) -> Tree | None:
+    """The first result column of the first SELECT core under ``tree`` (a scalar
+    subquery), its WITH clause and nested subqueries aside; None for ``*``."""
+    node: Tree | None = tree
+    while node is not None and node.data not in ("select_core", "result_columns"):
+        node = next((c for c in _trees(node) if c.data != "with_clause"), None)
+    if node is not None and node.data == "select_core":
+        node = _child(node, "result_columns")
+    return None if node is None else next(iter(_trees(node)), None)
 
 
 def _bare_name(expr: Tree | Token) -> bool:

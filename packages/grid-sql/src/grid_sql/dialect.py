@@ -402,6 +402,23 @@ class Dialect:
     # SQLite's parser reads a parenthesized join that is the first term of a FROM
     # clause as if unparenthesized (`FROM (a JOIN b ON x), c`: the ON sees c).
     first_parentheses_flatten: bool = False
+    # Whether a SELECT's result aliases are names in its WHERE, HAVING, ON and
+    # expressions of GROUP BY and ORDER BY (SQLite, DuckDB: after the FROM
+    # sources, before the enclosing queries). PostgreSQL takes one only as a
+    # whole GROUP BY or ORDER BY term; elsewhere the name resolves to the
+    # enclosing queries' columns (`WHERE salary = q.id` under `q.id AS salary`
+    # reads the outer salary), or is "column does not exist".
+    result_aliases_in_expressions: bool = True
+    # Whether a subquery in FROM sees the FROM items before it without LATERAL
+    # (DuckDB binds `FROM employees AS b, (SELECT b) AS q` to the employees row);
+    # SQLite and PostgreSQL resolve its names against the enclosing queries only.
+    from_subqueries_lateral: bool = False
+    # How a result column without alias that is no column reference is named, as
+    # NATURAL JOIN, USING and a qualified reference to its subquery see it:
+    # "text", its source text (SQLite, DuckDB); "postgres", PostgreSQL's
+    # FigureColname (a cast or a scalar subquery takes its operand's name, a call
+    # its function's, anything else "?column?").
+    expression_column_names: Literal["text", "postgres"] = "text"
     # Whether the dialect's own grammar has FROM-first SELECT cores (DuckDB): it is
     # its own FROM-first profile (grid_sql.from_first.from_first_of), and a
     # FROM-first statement runs as written.
