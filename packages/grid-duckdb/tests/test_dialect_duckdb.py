@@ -260,6 +260,25 @@ def test_a_from_subquery_sees_the_from_items_before_it(
     assert "salary" in {v.column for v in found if v.kind == ViolationKind.COLUMN_NOT_GRANTED}
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # USING and NATURAL compare the join's own left operand: not the FROM items
+        # outside its parentheses, nor those before a comma (a red team's, session 45)
+        "WITH p(salary) AS (SELECT 1) SELECT e.first_name FROM p "
+        "JOIN (employees AS e JOIN (SELECT 1 AS salary) AS q USING (salary)) ON true;",
+        "WITH p(salary) AS (SELECT 1) SELECT e.first_name FROM p, employees AS e "
+        "NATURAL JOIN (SELECT 1 AS salary) AS q;",
+    ],
+)
+def test_a_using_join_compares_its_own_left_operand(
+    db: duckdb.DuckDBPyConnection, checker: SemanticChecker, sql: str
+) -> None:
+    assert prepares(db, sql) is None
+    found = checker.check(sql, "clerk")
+    assert "salary" in {v.column for v in found if v.kind == ViolationKind.COLUMN_NOT_GRANTED}
+
+
 def test_what_a_renamed_column_reads_is_the_column_at_its_position(
     db: duckdb.DuckDBPyConnection,
 ) -> None:

@@ -516,3 +516,30 @@ def test_spider_train_gold_zero_violations_under_full_grants() -> None:
     assert stats["false positive"] == stats["read mismatch"] == 0
     # CAST (43), count (8), Range/range (6) as table or column names: outside L
     assert stats["keyword as a bare name"] == 57
+
+
+def test_a_using_join_compares_its_own_left_operand_not_the_update_target() -> None:
+    """USING and NATURAL compare the join's own left operand: never an UPDATE's
+    target (all three databases; SQLite shown here, running the statement). The
+    checker took the leftmost source in scope with the column, the target's
+    granted pay.salary, while SQLite compared the denied employees.salary (a red
+    team's, session 45; PostgreSQL's comma case is in test_checker_postgres)."""
+    import sqlite3
+
+    schema = {"pay": ["id", "salary"], "employees": ["id", "name", "salary"]}
+    grants = {"clerk": {"pay": None, "employees": ["id", "name"]}}
+    checker = SemanticChecker(schema, grants)
+    db = sqlite3.connect(":memory:")
+    db.executescript(
+        "CREATE TABLE pay (id, salary); INSERT INTO pay VALUES (1, 7);"
+        "CREATE TABLE employees (id, name, salary); INSERT INTO employees VALUES (1, 'a', 2000);"
+    )
+    template = "UPDATE pay SET id = 5 FROM employees AS e {} (SELECT {} AS salary) AS q{}"
+    for join, using in (("JOIN", " USING (salary)"), ("NATURAL JOIN", "")):
+        hits = {v: db.execute(template.format(join, v, using)).rowcount for v in (2000, 7)}
+        db.rollback()
+        assert hits == {2000: 1, 7: 0}, hits  # SQLite compares employees.salary
+        found = checker.check(template.format(join, 1, using), "clerk")
+        assert [v.column for v in found if v.kind == ViolationKind.COLUMN_NOT_GRANTED] == [
+            "salary"
+        ], found

@@ -136,6 +136,12 @@ DENIED = [
      "ORDER BY abs(q.id - salary) LIMIT 1) FROM employees AS e;", "salary"),
     ("SELECT e.id, (SELECT count(*) AS salary FROM departments AS q HAVING salary > 2) "
      "FROM employees AS e;", "salary"),
+    # USING and NATURAL compare the join's own left operand: after a comma, only
+    # the FROM item after it (the checker took p.salary; a red team's, session 45)
+    ("WITH p(salary) AS (SELECT 1) SELECT e.first_name FROM p, employees AS e "
+     "JOIN (SELECT 1 AS salary) AS q USING (salary);", "salary"),
+    ("WITH p(salary) AS (SELECT 1) SELECT e.first_name FROM p, employees AS e "
+     "NATURAL JOIN (SELECT 1 AS salary) AS q;", "salary"),
     ('SELECT who FROM "Audit";', "who"),
     ('SELECT "When" FROM "Audit";', "When"),
 ]  # fmt: skip

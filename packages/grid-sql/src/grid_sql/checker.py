@@ -566,6 +566,10 @@ class _Scope:
     # where `Dialect.comma_binds_loosest`: the first source of the FROM item after
     # the last comma, the first a join condition sees
     group: int = 0
+    # the first source after the last comma, in any dialect: where
+    # `Dialect.using_left_spans_commas` is False, the first a USING or NATURAL
+    # join's left side has
+    after_comma: int = 0
 
     def alone(self) -> _Scope:
         """This scope without the enclosing ones (the same sources and aliases):
@@ -1428,14 +1432,19 @@ class _Walker:
         if tree.data != "join_source":
             raise GrammarContractError(self.dialect.name, f"a FROM item is a {tree.data} tree")
         parts = _trees(tree)
+        first = len(scope.sources)  # the sources before are not this join's left side
         self.join_source(parts[0], scope, env, deferred, joined)
-        left = list(scope.sources)
+        if not self.dialect.using_left_spans_commas:
+            first = max(first, scope.after_comma)
+        left = scope.sources[first:]
         operator = next((p for p in parts[1:] if p.data == "join_operator"), None)
-        if operator is None and self.dialect.comma_binds_loosest:  # `a, b JOIN c ON ...`
-            scope.group = len(scope.sources)
+        if operator is None:
+            scope.after_comma = len(scope.sources)
+            if self.dialect.comma_binds_loosest:  # `a, b JOIN c ON ...`
+                scope.group = len(scope.sources)
         right_tree = next(p for p in parts[1:] if p.data in ("table_or_subquery", "join_source"))
         self.join_source(right_tree, scope, env, deferred, True)
-        right = scope.sources[len(left) :]
+        right = scope.sources[first + len(left) :]
         constraint = next((p for p in parts if p.data == "join_constraint"), None)
         words = {t.type for t in _tokens(operator)} if operator is not None else set()
         rightward = bool(words & {"RIGHT", "FULL"})

@@ -409,6 +409,11 @@ class Dialect:
     # enclosing queries' columns (`WHERE salary = q.id` under `q.id AS salary`
     # reads the outer salary), or is "column does not exist".
     result_aliases_in_expressions: bool = True
+    # Whether the left side of a USING or NATURAL join is every FROM item before
+    # it, past commas (SQLite: `FROM p, e JOIN q USING (c)` joins the leftmost
+    # with c), or only those after the last comma (PostgreSQL, DuckDB: e). Never
+    # an UPDATE's or DELETE's target, nor the FROM items outside parentheses.
+    using_left_spans_commas: bool = True
     # Whether a subquery in FROM sees the FROM items before it without LATERAL
     # (DuckDB binds `FROM employees AS b, (SELECT b) AS q` to the employees row);
     # SQLite and PostgreSQL resolve its names against the enclosing queries only.

@@ -276,6 +276,7 @@ class PostgresDialect(Dialect):
     join_condition_sees_right: bool = False
     comma_binds_loosest: bool = True
     result_aliases_in_expressions: bool = False
+    using_left_spans_commas: bool = False
     expression_column_names: Literal["text", "postgres"] = "postgres"
     insert_fills_defaults: bool = True
     generated_take_default: bool = True
