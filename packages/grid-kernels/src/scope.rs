@@ -740,6 +740,11 @@ impl Machine {
             for (c, _) in here {
                 decided = with(&decided, c);
             }
+            // a name a reference answers to resolves here (its whole row), never
+            // past this frame
+            for r in refs.iter() {
+                decided = with(&decided, r.name);
+            }
         }
         out
     }

@@ -629,7 +629,12 @@ class ScopedEngines:
         return []
 
     def _unqualified(self, frames: list[tuple[Ref, ...] | None]) -> list[str]:
-        """Catalog names of the columns an unqualified reference admits."""
+        """Catalog names of the columns an unqualified reference admits. A name
+        that a frame's references answer to (an alias, an unaliased table's name)
+        resolves at that frame, never past it: where no column of the frame takes
+        it, DuckDB and PostgreSQL read the reference's whole row, so a granted
+        column of that name further out is not admitted (DuckDB's ``FROM
+        employees AS budget SELECT budget`` is every column of employees)."""
         out: list[str] = []
         decided: set[str] = set()
         for refs in frames:
@@ -645,7 +650,7 @@ class ScopedEngines:
                     continue  # two references have it: SQL calls it ambiguous
                 if all(c in self._granted[t] for t in having):
                     out.append(self._catalog[having[0]][c])
-            decided |= here.keys()
+            decided |= here.keys() | {n for r in refs for n in r.names}
         return sorted(out)
 
     # -------------------------------------------------------- the native machine
