@@ -381,6 +381,7 @@ PG_GRANTED = [
     "SELECT s.name, count(*) WHERE s.age > 30 GROUP BY s.name ORDER BY s.name;",
     "FROM singer SELECT name WHERE singer_id IN (FROM concert SELECT singer_id);",
     "FROM singer SELECT name WHERE EXISTS (FROM concert AS c SELECT 1 WHERE c.singer_id = age);",
+    "FROM singer AS s CROSS JOIN concert AS c SELECT s.name WHERE s.singer_id = c.singer_id;",
 ]
 PG_REFUSED = [
     "FROM singer SELECT salary;",
@@ -398,6 +399,12 @@ PG_REFUSED = [
     # takes the name (DuckDB reads it before an outer column): `age` here would
     # be every column of concert, fee included (a red team's, session 45)
     "FROM singer SELECT name WHERE EXISTS (FROM concert AS age SELECT 1 WHERE age > 30);",
+    # PostgreSQL: a join condition after a comma sees only the item after it, so
+    # `salary`... would be the enclosing singer's; the scoped languages have no
+    # comma join there (a red team's, session 45)
+    "FROM singer SELECT name WHERE EXISTS (FROM concert AS c, concert AS d "
+    "JOIN concert AS e ON age > 30 SELECT 1);",
+    "FROM singer AS s, concert AS c SELECT s.name;",
 ]
 
 

@@ -254,17 +254,32 @@ def covering_rule(rule: Rule) -> bool:
 
 
 def scoped_grammar(
-    grammar: Grammar, role: str = "scoped", *, generation: bool = False, covering: bool = False
+    grammar: Grammar,
+    role: str = "scoped",
+    *,
+    generation: bool = False,
+    covering: bool = False,
+    commas: bool = True,
 ) -> Grammar:
     """``grammar`` (a FROM-first profile's, or a role projection of it) narrowed to
     the scoped language: :func:`scoped_rule` (with ``generation``,
     :func:`generation_rule`: FROM-first cores only, what ``grid ask --from-first``
     decodes; with ``covering``, :func:`covering_rule`: SELECT-first cores with a
     FROM clause, what ``grid ask --covering`` decodes), then reduced; in a generation
-    language, calls placed (:func:`~grid_sql.generation.placed_calls`)."""
+    language, calls placed (:func:`~grid_sql.generation.placed_calls`). Without
+    ``commas``, no comma join (``Dialect.comma_binds_loosest``, PostgreSQL: a join
+    condition after a comma sees only the FROM item after it, and a name missing
+    there is the enclosing query's, which the scope does not model; ``CROSS JOIN``
+    stays)."""
     assert not (generation and covering), "one generation language at a time"
     keep = covering_rule if covering else generation_rule if generation else scoped_rule
-    scoped = grammar.project(keep, role)
+
+    def kept(rule: Rule) -> bool:
+        if not commas and rule.origin == "join_source" and "COMMA" in rule.expansion:
+            return False
+        return keep(rule)
+
+    scoped = grammar.project(kept, role)
     return placed_calls(scoped) if generation or covering else scoped
 
 
@@ -1570,7 +1585,13 @@ def scoped_engines(
     g = grammar or dialect_grammar(profile)
     if writing:
         g, words = written_forms(g, profile, words)
-    g = scoped_grammar(g, grants.role, generation=generation, covering=covering)
+    g = scoped_grammar(
+        g,
+        grants.role,
+        generation=generation,
+        covering=covering,
+        commas=not dialect.comma_binds_loosest,
+    )
     silenced = COMMENTS & {t.name for t in g.terminals} if writing else frozenset()
     for name in silenced:
         words[name] = []
