@@ -337,6 +337,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+def int_in(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: an integer in [low, high] (every command's bounded counts)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be in [{low}, {high}], not {value}")
+        return value
+
+    return parse
+
+
 def one_line(text: str) -> str:
     """``text`` as one line: control characters (newlines included), line separators and
     lone surrogates escaped, as ``repr`` writes them. A message that quotes user input (an

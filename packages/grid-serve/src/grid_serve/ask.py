@@ -89,7 +89,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from grid_core.audit import AuditLog, reseal
-from grid_core.cli import Terminated
+from grid_core.cli import Terminated, int_in
 from grid_core.errors import ServingError
 from grid_serve import text2sql
 from grid_serve.model_files import is_model_name
@@ -168,21 +168,6 @@ class Progress:
         self._write(f"\r\033[Knote: {text}\n" if self.tty else f"grid ask: note: {text}\n")
 
 
-def _int_in(low: int, high: int) -> Callable[[str], int]:
-    """An argparse type: an integer in [low, high]."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be in [{low}, {high}], not {value}")
-        return value
-
-    return parse
-
-
 def _penalty(text: str) -> float:
     """An argparse type: a finite repetition penalty, at least 1 (1 is off)."""
     try:
@@ -249,14 +234,14 @@ def ask_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     p.add_argument(
         "--max-tokens",
-        type=_int_in(1, MAX_BUDGET),
+        type=int_in(1, MAX_BUDGET),
         default=DEFAULT_MAX_TOKENS,
         help=f"token budget of the statement, EOS included (default: {DEFAULT_MAX_TOKENS}; "
         f"at most {MAX_BUDGET})",
     )
     p.add_argument(
         "--sample-rows",
-        type=_int_in(0, 100),
+        type=int_in(0, 100),
         default=text2sql.SAMPLE_ROWS,
         help=f"rows of each granted table shown to the model, granted columns only "
         f"(default: {text2sql.SAMPLE_ROWS}; 0: none)",
@@ -272,7 +257,7 @@ def ask_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     p.add_argument(
         "--threads",
-        type=_int_in(1, MAX_THREADS),
+        type=int_in(1, MAX_THREADS),
         default=1,
         help="torch intra-op threads (default: 1; batch-1 decoding of a small model gains "
         "little from more, and spinning workers slow GRID's mask work)",
@@ -302,7 +287,7 @@ def ask_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     p.add_argument(
         "--max-rows",
-        type=_int_in(0, 1_000_000),
+        type=int_in(0, 1_000_000),
         default=20,
         help="rows printed (default: 20; the rows a statement may return are --limit-rows)",
     )

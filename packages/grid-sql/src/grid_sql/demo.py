@@ -20,14 +20,14 @@ import random
 import re
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 from grid_core.audit import verify_file
 from grid_core.cache import SharedCache
-from grid_core.cli import UsageError
+from grid_core.cli import UsageError, int_in
 from grid_core.decode import generate, reserve_source
 from grid_core.guide import Engine
 from grid_core.trie import build_trie
@@ -152,33 +152,18 @@ def run(count: int, seed: int, budget: int, out: Path) -> int:
     return 1 if failures else 0
 
 
-def _int_in(low: int, high: int) -> Callable[[str], int]:
-    """An argparse type: an integer in [low, high]."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be in [{low}, {high}], not {value}")
-        return value
-
-    return parse
-
-
 def demo_command(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser("demo", help="model-free constrained generation for each role")
     p.add_argument(
         "--count",
-        type=_int_in(1, MAX_COUNT),
+        type=int_in(1, MAX_COUNT),
         default=3,
         help=f"statements per role (default: 3; 1 to {MAX_COUNT})",
     )
     p.add_argument("--seed", type=int, default=2026)
     p.add_argument(
         "--budget",
-        type=_int_in(1, MAX_BUDGET),
+        type=int_in(1, MAX_BUDGET),
         default=40,
         help=f"token budget per statement (default: 40; at most {MAX_BUDGET}, at least each "
         "role's shortest statement)",
