@@ -543,3 +543,27 @@ def test_a_using_join_compares_its_own_left_operand_not_the_update_target() -> N
         assert [v.column for v in found if v.kind == ViolationKind.COLUMN_NOT_GRANTED] == [
             "salary"
         ], found
+
+
+def test_a_collated_column_keeps_its_name() -> None:
+    """SQLite names an unaliased ``x COLLATE c`` as it names ``x``: a NATURAL JOIN
+    with such a subquery compares the denied column (the checker named it by its
+    text; a red team's, session 45)."""
+    import sqlite3
+
+    schema = {"employees": ["id", "name", "salary"]}
+    checker = SemanticChecker(schema, {"clerk": {"employees": ["id", "name"]}})
+    sql = (
+        "SELECT e.name FROM employees AS e NATURAL JOIN "
+        "(SELECT z.salary COLLATE binary FROM (SELECT {} AS salary) AS z) AS q"
+    )
+    db = sqlite3.connect(":memory:")
+    db.executescript(
+        "CREATE TABLE employees (id, name, salary); INSERT INTO employees VALUES (1, 'a', 2000);"
+    )
+    assert db.execute(sql.format(2000)).fetchall() == [("a",)]
+    assert db.execute(sql.format(7)).fetchall() == []  # SQLite compares the salary
+    found = checker.check(sql.format(1), "clerk")
+    assert [v.column for v in found if v.kind == ViolationKind.COLUMN_NOT_GRANTED] == ["salary"], (
+        found
+    )

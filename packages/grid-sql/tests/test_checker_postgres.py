@@ -142,6 +142,11 @@ DENIED = [
      "JOIN (SELECT 1 AS salary) AS q USING (salary);", "salary"),
     ("WITH p(salary) AS (SELECT 1) SELECT e.first_name FROM p, employees AS e "
      "NATURAL JOIN (SELECT 1 AS salary) AS q;", "salary"),
+    # a scalar subquery whose list is a star is named after the column it expands to
+    ("SELECT e.id FROM employees AS e NATURAL JOIN "
+     "(SELECT (SELECT * FROM (SELECT 1 AS salary) AS z)) AS q;", "salary"),
+    ("SELECT e.id FROM employees AS e NATURAL JOIN "
+     "(SELECT (SELECT z.* FROM (SELECT 1 AS salary) AS z)) AS q;", "salary"),
     ('SELECT who FROM "Audit";', "who"),
     ('SELECT "When" FROM "Audit";', "When"),
 ]  # fmt: skip

@@ -1249,17 +1249,21 @@ class _Walker:
             outputs.names.append((self.names.token(alias), _name(alias)))
             return
         expr = exprs[0]
+        while not _is_token(expr) and expr.data == "collated":
+            expr = expr.children[0]  # SQLite names `x COLLATE c` as it names x
         if not _is_token(expr) and expr.data == "column_ref":
             column = _tokens(expr)[-1]
             outputs.names.append((self.names.token(column), _name(column)))
         elif self.dialect.expression_column_names == "postgres":
-            outputs.names.append(self._postgres_name(expr)[0])
+            outputs.names.append(self._postgres_name(expr, scope, env)[0])
         else:
             start, end = _span(expr)
             text = self.data[start:end].decode("utf-8", "replace")
             outputs.names.append((fold(text), text))
 
-    def _postgres_name(self, expr: Tree | Token) -> tuple[tuple[str, str], int]:
+    def _postgres_name(
+        self, expr: Tree | Token, scope: _Scope, env: _Env
+    ) -> tuple[tuple[str, str], int]:
         """PostgreSQL's name of an unaliased result expression (its parser's
         FigureColname) as (key, spelling), and its strength: 2 for a name taken
         from a column, a call or a subquery's column, 1 for a type's or a
@@ -1272,7 +1276,7 @@ class _Walker:
             return (self.names.token(column), _name(column)), 2
         if data in ("typecast", "cast_expr"):
             inner = next(c for c in expr.children if not _is_token(c) or c.type not in _CAST_WORDS)
-            named, strength = self._postgres_name(inner)
+            named, strength = self._postgres_name(inner, scope, env)
             if strength > 1:
                 return named, strength
             words = [
@@ -1283,13 +1287,24 @@ class _Walker:
             return (name, name), 1
         if data == "scalar_subquery":
             column = _first_result_column(expr)
+            select = _child(expr, "select_stmt")
+            if (column is None or "STAR" in {t.type for t in _tokens(column)}) and select:
+                # `*`, `q.*`: the first column the star expands to, as walked
+                mark = self._mark()
+                try:
+                    names = self.select_stmt(select, scope, env).names
+                finally:
+                    self._rollback(mark)
+                return (names[0], 2) if names else (("?column?", "?column?"), 0)
             if column is None:
                 return ("?column?", "?column?"), 0
             alias = next((t for t in _tokens(column) if t.type == "ALIAS_NAME"), None)
             if alias is not None:
                 return (self.names.token(alias), _name(alias)), 2
             inner = [c for c in column.children if not _is_token(c) or c.type not in _RESULT_TOKENS]
-            return self._postgres_name(inner[0]) if inner else (("?column?", "?column?"), 0)
+            if not inner:
+                return ("?column?", "?column?"), 0
+            return self._postgres_name(inner[0], scope, env)
         if data in ("function_call", "special_call", "aggregate_call", "aggregate_head"):
             head = _first_token(expr)
             name = _text(head).split("(")[0].strip().strip('"').lower() if head else "?column?"
