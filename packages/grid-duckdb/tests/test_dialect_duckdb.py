@@ -269,6 +269,9 @@ def test_a_from_subquery_sees_the_from_items_before_it(
         "JOIN (employees AS e JOIN (SELECT 1 AS salary) AS q USING (salary)) ON true;",
         "WITH p(salary) AS (SELECT 1) SELECT e.first_name FROM p, employees AS e "
         "NATURAL JOIN (SELECT 1 AS salary) AS q;",
+        # a CTE list shorter than its body: the rest keep the body's names
+        "WITH cte(x) AS (SELECT 1, 2000 AS salary) "
+        "SELECT e.first_name FROM employees e NATURAL JOIN cte;",
     ],
 )
 def test_a_using_join_compares_its_own_left_operand(

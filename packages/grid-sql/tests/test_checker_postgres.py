@@ -147,6 +147,9 @@ DENIED = [
      "(SELECT (SELECT * FROM (SELECT 1 AS salary) AS z)) AS q;", "salary"),
     ("SELECT e.id FROM employees AS e NATURAL JOIN "
      "(SELECT (SELECT z.* FROM (SELECT 1 AS salary) AS z)) AS q;", "salary"),
+    # a CTE list shorter than its body: the rest keep the body's names
+    ("WITH cte(x) AS (SELECT 1, 2000 AS salary) "
+     "SELECT e.id FROM employees e NATURAL JOIN cte;", "salary"),
     ('SELECT who FROM "Audit";', "who"),
     ('SELECT "When" FROM "Audit";', "When"),
 ]  # fmt: skip

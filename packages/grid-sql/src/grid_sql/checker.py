@@ -1059,6 +1059,12 @@ class _Walker:
             cte.columns = outputs.columns()
         elif not outputs.opaque and named is not None:
             self._cte_width(cte, named, len(outputs.names))
+            # a list shorter than the body names its first columns; the rest keep
+            # the body's names (PostgreSQL, DuckDB: NATURAL JOIN and USING see them)
+            columns = dict(cte.columns)
+            for key, spelling in list(outputs.columns().items())[named:]:
+                columns.setdefault(key, spelling)
+            cte.columns = columns
         cte.opaque = cte.opaque or outputs.opaque
         cte.state = "done"
 
