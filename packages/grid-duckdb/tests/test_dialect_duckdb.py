@@ -695,3 +695,22 @@ def test_positions_and_values_are_duckdbs(
     }
     flagged = [v for v in checker.analyze(sql.encode()).violations if v.kind in rules]
     assert bool(flagged) == (prepares(db, sql) is not None), (flagged, prepares(db, sql))
+
+
+def test_values_and_duplicate_output_names_are_duckdbs() -> None:
+    """DuckDB names a VALUES list's columns col0, col1, ... and a duplicate output
+    name a_1: the checker used SQLite's column1 and a:1, so a NATURAL JOIN with a
+    VALUES list compared a denied column named col0 unflagged (a red team's,
+    session 45)."""
+    db = duckdb.connect()
+    db.execute("CREATE TABLE imp2 (id INTEGER, col0 INTEGER); INSERT INTO imp2 VALUES (1, 2000)")
+    checker = SemanticChecker(
+        {"imp2": ["id", "col0"]}, {"clerk": {"imp2": ["id"]}}, dialect="duckdb"
+    )
+    sql = "SELECT id FROM imp2 NATURAL JOIN (VALUES ({})) AS v"
+    assert db.execute(sql.format(2000)).fetchall() == [(1,)]
+    assert db.execute(sql.format(7)).fetchall() == []  # DuckDB compares imp2.col0
+    found = checker.check(sql.format(1), "clerk")
+    assert [v.column for v in found if v.kind == ViolationKind.COLUMN_NOT_GRANTED] == ["col0"]
+    names = [d[0] for d in db.execute("SELECT * FROM (SELECT 1 AS a, 2 AS a) AS q").description]
+    assert names == ["a", "a_1"]

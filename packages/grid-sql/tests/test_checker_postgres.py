@@ -150,6 +150,10 @@ DENIED = [
     # a CTE list shorter than its body: the rest keep the body's names
     ("WITH cte(x) AS (SELECT 1, 2000 AS salary) "
      "SELECT e.id FROM employees e NATURAL JOIN cte;", "salary"),
+    # ... and its recursive part sees them too
+    ("WITH RECURSIVE cte(x) AS (SELECT 1, 2000 AS salary UNION ALL "
+     "SELECT x + 1, 2000 FROM cte NATURAL JOIN employees WHERE x < 3) SELECT x FROM cte;",
+     "salary"),
     ('SELECT who FROM "Audit";', "who"),
     ('SELECT "When" FROM "Audit";', "When"),
 ]  # fmt: skip
@@ -169,6 +173,8 @@ ALLOWED = [
     "SELECT department_id AS d, count(*) FROM employees GROUP BY d ORDER BY d;",
     "SELECT e.id FROM employees AS e NATURAL JOIN (SELECT (SELECT 'x' AS title)) AS q;",
     "SELECT e.id FROM employees AS e NATURAL JOIN (SELECT CAST(1 AS int)) AS q;",
+    "WITH RECURSIVE cte(x) AS (SELECT 1, 2 AS y UNION ALL SELECT x + 1, y FROM cte "
+    "WHERE x < 3) SELECT x, y FROM cte;",
 ]
 
 

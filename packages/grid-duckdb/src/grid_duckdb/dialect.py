@@ -136,6 +136,8 @@ class DuckdbDialect(PostgresDialect):
     comma_binds_loosest: bool = False  # `FROM a, b JOIN c ON a.x = c.x` binds
     result_aliases_in_expressions: bool = True  # `SELECT a AS x FROM t WHERE x > 0` binds
     from_subqueries_lateral: bool = True  # `FROM t AS b, (SELECT b) AS q` binds b
+    values_column_names: Literal["column1", "col0"] = "col0"  # (VALUES (1)) v: v.col0
+    duplicate_column_suffix: str = "_"  # (SELECT 1 AS a, 2 AS a) q: q.a, q.a_1
     expression_column_names: Literal["text", "postgres"] = "text"  # "CAST(x AS INTEGER)"
     function_arities: tuple[tuple[str, int, int | None], ...] = FUNCTION_ARITIES
     argument_gaps: tuple[tuple[str, int], ...] = ARGUMENT_GAPS

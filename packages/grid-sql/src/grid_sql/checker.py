@@ -582,14 +582,16 @@ class _Outputs:
     names: list[tuple[str, str]]  # (key, spelling) per result column
     opaque: bool = False
 
-    def columns(self) -> dict[str, str]:
-        """Distinct column names as SQLite derives them (duplicates get ``:N``)."""
+    def columns(self, suffix: str) -> dict[str, str]:
+        """Distinct column names as the dialect derives them: a duplicate gets
+        ``suffix`` and a count (`Dialect.duplicate_column_suffix`: SQLite ``a:1``,
+        DuckDB ``a_1``)."""
         out: dict[str, str] = {}
         for key, spelling in self.names:
             k, s, n = key, spelling, 0
             while k in out:
                 n += 1
-                k, s = f"{key}:{n}", f"{spelling}:{n}"
+                k, s = f"{key}{suffix}{n}", f"{spelling}{suffix}{n}"
             out[k] = s
         return out
 
@@ -1047,26 +1049,51 @@ class _Walker:
             return
         cte.state = "walking"
         named = len(cte.columns) if cte.columns is not None else None
-        # No enclosing scope: SQLite reads a CTE body where the CTE is used, a name
-        # the body's own tables lack against that query's tables (not the ones
-        # around the WITH), so such a name is refused rather than resolved here.
-        self.in_cte += 1
-        try:
-            outputs = self.select_stmt(cte.body, None, cte.env, cte)
-        finally:
-            self.in_cte -= 1
+        mark = self._mark()
+        outputs = self._cte_body(cte)
         if cte.columns is None:
-            cte.columns = outputs.columns()
+            cte.columns = outputs.columns(self.dialect.duplicate_column_suffix)
         elif not outputs.opaque and named is not None:
-            self._cte_width(cte, named, len(outputs.names))
             # a list shorter than the body names its first columns; the rest keep
             # the body's names (PostgreSQL, DuckDB: NATURAL JOIN and USING see them)
             columns = dict(cte.columns)
-            for key, spelling in list(outputs.columns().items())[named:]:
+            for key, spelling in list(
+                outputs.columns(self.dialect.duplicate_column_suffix).items()
+            )[named:]:
                 columns.setdefault(key, spelling)
-            cte.columns = columns
+            if columns != cte.columns:
+                # the body's own references to the CTE (a recursive part) see them
+                # too: walked again, what the first walk found inside it dropped
+                self._drop_within(mark, _span(cte.body))
+                cte.columns = columns
+                outputs = self._cte_body(cte)
+            self._cte_width(cte, named, len(outputs.names))
         cte.opaque = cte.opaque or outputs.opaque
         cte.state = "done"
+
+    def _cte_body(self, cte: _Cte) -> _Outputs:
+        """Walk a CTE's body with no enclosing scope: SQLite reads a CTE body where
+        the CTE is used, a name the body's own tables lack against that query's
+        tables (not the ones around the WITH), so such a name is refused rather
+        than resolved here."""
+        self.in_cte += 1
+        try:
+            return self.select_stmt(cte.body, None, cte.env, cte)
+        finally:
+            self.in_cte -= 1
+
+    def _drop_within(self, mark: tuple[int, int, int], span: Span) -> None:
+        """Forget the uses, accesses and violations found since ``mark`` inside
+        ``span`` (those of another CTE walked meanwhile, outside it, stay: it is
+        not walked again)."""
+        start, end = span
+
+        def outside(found: TableUse | ColumnAccess | Violation) -> bool:
+            return not (start <= found.span[0] and found.span[1] <= end)
+
+        self.uses[mark[0] :] = [u for u in self.uses[mark[0] :] if outside(u)]
+        self.accesses[mark[1] :] = [a for a in self.accesses[mark[1] :] if outside(a)]
+        self.violations[mark[2] :] = [v for v in self.violations[mark[2] :] if outside(v)]
 
     def _cte_width(self, cte: _Cte, named: int, got: int) -> None:
         """A CTE's column list against what its body gives
@@ -1099,7 +1126,9 @@ class _Walker:
         for index, core in enumerate(_flatten_compound(body)):
             cores.append(self.select_core(core, outer, env))
             if index == 0 and cte is not None and cte.columns is None:
-                cte.columns = cores[0][1].columns()  # a recursive CTE's anchor names it
+                cte.columns = cores[0][1].columns(
+                    self.dialect.duplicate_column_suffix
+                )  # a recursive CTE's anchor names it
                 cte.opaque = cores[0][1].opaque
         widths = sorted({len(out.names) for _, out in cores})
         if len(widths) > 1 and not any(out.opaque for _, out in cores):
@@ -1138,7 +1167,10 @@ class _Walker:
                     f"the rows of this VALUES give {counts} values; each must give the same number",
                 )
             width = widths[0] if widths else 0
-            return scope, _Outputs([(f"column{i}", f"column{i}") for i in range(1, width + 1)])
+            first = self.dialect.values_column_names  # "column1" or "col0"
+            base, start = first.rstrip("0123456789"), int(first[len(first.rstrip("0123456789")) :])
+            names = [f"{base}{i}" for i in range(start, start + width)]
+            return scope, _Outputs([(n, n) for n in names])
         deferred: list[Tree] = []
         from_clause = _child(tree, "from_clause")
         if from_clause is not None:
@@ -1502,7 +1534,7 @@ class _Walker:
             outputs = self.select_stmt(inner, scope if lateral else scope.parent, env)
             name = self.names.token(alias) if alias is not None else ""
             label = f"(subquery) AS {_name(alias)}" if alias is not None else "(subquery)"
-            columns = outputs.columns()
+            columns = outputs.columns(self.dialect.duplicate_column_suffix)
             renamed = _child(alias_tree, "alias_list") if alias_tree is not None else None
             if renamed is not None:  # AS q(a, b): the first columns take the new names
                 new = [(self.names.token(t), _name(t)) for t in _tokens(renamed)]

@@ -409,6 +409,12 @@ class Dialect:
     # enclosing queries' columns (`WHERE salary = q.id` under `q.id AS salary`
     # reads the outer salary), or is "column does not exist".
     result_aliases_in_expressions: bool = True
+    # The name of a VALUES list's first column (the rest count up from it):
+    # "column1" (SQLite, PostgreSQL), "col0" (DuckDB); and the suffix that tells a
+    # subquery's duplicate output name apart before its count: ":" (SQLite's
+    # `a:1`), "_" (DuckDB's `a_1`). NATURAL JOIN and USING see these names.
+    values_column_names: Literal["column1", "col0"] = "column1"
+    duplicate_column_suffix: str = ":"
     # Whether the left side of a USING or NATURAL join is every FROM item before
     # it, past commas (SQLite: `FROM p, e JOIN q USING (c)` joins the leftmost
     # with c), or only those after the last comma (PostgreSQL, DuckDB: e). Never
