@@ -1056,11 +1056,8 @@ class _Walker:
         elif not outputs.opaque and named is not None:
             # a list shorter than the body names its first columns; the rest keep
             # the body's names (PostgreSQL, DuckDB: NATURAL JOIN and USING see them)
-            columns = dict(cte.columns)
-            for key, spelling in list(
-                outputs.columns(self.dialect.duplicate_column_suffix).items()
-            )[named:]:
-                columns.setdefault(key, spelling)
+            body = outputs.columns(self.dialect.duplicate_column_suffix)
+            columns = _by_position(list(cte.columns.items()), body)
             if columns != cte.columns:
                 # the body's own references to the CTE (a recursive part) see them
                 # too: walked again, what the first walk found inside it dropped
@@ -1167,8 +1164,7 @@ class _Walker:
                     f"the rows of this VALUES give {counts} values; each must give the same number",
                 )
             width = widths[0] if widths else 0
-            first = self.dialect.values_column_names  # "column1" or "col0"
-            base, start = first.rstrip("0123456789"), int(first[len(first.rstrip("0123456789")) :])
+            base, start = _VALUES_NAMES[self.dialect.values_column_names]
             names = [f"{base}{i}" for i in range(start, start + width)]
             return scope, _Outputs([(n, n) for n in names])
         deferred: list[Tree] = []
@@ -1521,9 +1517,9 @@ class _Walker:
     ) -> list[_Source]:
         alias_tree = _child(tree, "table_alias")
         alias = _tokens(alias_tree)[-1] if alias_tree is not None else None
+        listed = _child(alias_tree, "alias_list") if alias_tree is not None else None
         names = [t for t in _tokens(tree) if t.type in ("TABLE_NAME", "CTE_NAME")]
         if names:
-            listed = _child(alias_tree, "alias_list") if alias_tree is not None else None
             source = self.named_source(names[0], alias, env)
             return [source if listed is None else self._renamed(source, listed)]
         inner = next(c for c in _trees(tree) if c.data != "table_alias")
@@ -1535,11 +1531,8 @@ class _Walker:
             name = self.names.token(alias) if alias is not None else ""
             label = f"(subquery) AS {_name(alias)}" if alias is not None else "(subquery)"
             columns = outputs.columns(self.dialect.duplicate_column_suffix)
-            renamed = _child(alias_tree, "alias_list") if alias_tree is not None else None
-            if renamed is not None:  # AS q(a, b): the first columns take the new names
-                new = [(self.names.token(t), _name(t)) for t in _tokens(renamed)]
-                columns = dict(new + list(columns.items())[len(new) :])
-            return [_Source(name, label, columns, opaque=outputs.opaque)]
+            source = _Source(name, label, columns, opaque=outputs.opaque)
+            return [source if listed is None else self._renamed(source, listed)]
         table = _parenthesized_table(tree)
         if joined and table is not None and self.dialect.joined_parentheses_drop_alias:
             return [self.named_source(table, None, env)]
@@ -1600,13 +1593,11 @@ class _Walker:
         from a later column reads both (a reference to it is ambiguous in SQL)."""
         if source.opaque:
             return source
-        new = [(self.names.token(t), _name(t)) for t in _tokens(listed)]
-        positions = list(source.columns.items())
-        named = new[: len(positions)] + positions[len(new) :]
-        columns: dict[str, str] = {}
+        new = [(self.names.token(t), _name(t)) for t in _tokens(listed)][: len(source.columns)]
+        columns = _by_position(new, source.columns)
         renamed: dict[str, tuple[str, ...]] = {}
-        for (key, spelling), (base, _) in zip(named, positions, strict=True):
-            columns.setdefault(key, spelling)
+        named = new + list(source.columns.items())[len(new) :]
+        for (key, _), base in zip(named, source.columns, strict=True):
             renamed[key] = (*renamed.get(key, ()), base)
         if source.table is None:
             return replace(source, columns=columns)
@@ -2094,6 +2085,9 @@ def _names_table(target: Tree) -> bool:
     return any(t.type == "TABLE_NAME" for t in _tokens(target))
 
 
+#: `Dialect.values_column_names` -> (prefix, first number) of a VALUES list's names.
+_VALUES_NAMES = {"column1": ("column", 1), "col0": ("col", 0)}
+
 #: The words of a cast that are no operand (``CAST(x AS t)``).
 _CAST_WORDS = frozenset({"CAST", "AS", "LPAR", "RPAR"})
 
@@ -2106,6 +2100,18 @@ _PG_TYPE_NAMES = {
     "time without time zone": "time", "timestamp with time zone": "timestamptz",
     "timestamp without time zone": "timestamp",
 }  # fmt: skip
+
+
+def _by_position(new: list[tuple[str, str]], columns: dict[str, str]) -> dict[str, str]:
+    """``columns`` (key -> spelling, in order) renamed by a column list ``new``: the
+    first columns take its names, the rest keep theirs; a key given twice names
+    its first position (SQL calls a reference to it ambiguous). A list longer than
+    the columns keeps its extra names too (where the dialect refuses that, a
+    violation says so elsewhere)."""
+    out: dict[str, str] = {}
+    for key, spelling in new + list(columns.items())[len(new) :]:
+        out.setdefault(key, spelling)
+    return out
 
 
 def _first_token(tree: Tree) -> Token | None:
