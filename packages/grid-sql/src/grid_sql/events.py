@@ -35,7 +35,7 @@ from typing import Any
 
 from grid_core.events import Event, EventSpec
 from grid_core.grammar import Grammar
-from grid_sql.dialect import Dialect
+from grid_sql.dialect import Dialect, QuoteForm
 from grid_sql.policy import RoleGrants
 
 
@@ -79,7 +79,7 @@ class SqlEventReader:
             self._names[self.key(text)] = name
             self._last_table = (event.end, name)
         elif kind == "alias":
-            written = _alias_word(text)
+            written = _alias_word(text, self.dialect.identifier_quotes)
             table = None
             if self._last_table is not None and _blank(output, self._last_table[0], event.start):
                 table = self._last_table[1]
@@ -162,34 +162,33 @@ def _blank(output: bytes, start: int, end: int) -> bool:
     return start <= end and _skip_blank(output, start, end) == end
 
 
-def _alias_word(text: str) -> str:
+def _alias_word(text: str, quotes: tuple[QuoteForm, ...]) -> str:
     """The alias lexeme of a ``table_alias`` span (``AS x``, ``"x y"``, PostgreSQL's
     ``AS t(a, b)``): what follows an optional ``AS`` and its blanks or comments, up
-    to a blank, a comment or ``(`` (a quoted name whole)."""
+    to a blank, a comment or ``(``; a name in one of the dialect's ``quotes`` whole."""
     data = text.encode("utf-8")
     at = _skip_blank(data, 0, len(data))
+    opens = tuple(q.open.encode() for q in quotes)
     after = data[at + 2 : at + 3]
     if data[at : at + 2].upper() == b"AS" and (
-        after in (b"", b'"', b"`", b"[")
-        or after.isspace()
-        or data.startswith((b"--", b"/*"), at + 2)
+        after == b"" or after.isspace() or data.startswith((b"--", b"/*", *opens), at + 2)
     ):
         at = _skip_blank(data, at + 2, len(data))
-    rest = data[at:]
-    for quote, close in ((b'"', b'"'), (b"`", b"`"), (b"[", b"]")):
-        if rest.startswith(quote):
-            end = 1
+    rest = data[at:].decode("utf-8", "replace")
+    for form in quotes:
+        if rest.startswith(form.open):
+            end = len(form.open)
             while True:
-                found = rest.find(close, end)
+                found = rest.find(form.close, end)
                 if found < 0:
-                    return rest.decode("utf-8", "replace")
-                if close != b"]" and rest[found + 1 : found + 2] == close:
-                    end = found + 2  # a doubled quote
+                    return rest
+                if form.doubling and rest.startswith(form.close * 2, found):
+                    end = found + 2 * len(form.close)  # a doubled quote
                     continue
-                return rest[: found + 1].decode("utf-8", "replace")
+                return rest[: found + len(form.close)]
     end = 0
-    while end < len(rest) and not rest[end : end + 1].isspace() and rest[end : end + 1] != b"(":
-        if rest.startswith((b"--", b"/*"), end):
+    while end < len(rest) and not rest[end].isspace() and rest[end] != "(":
+        if rest.startswith(("--", "/*"), end):
             break
         end += 1
-    return rest[:end].decode("utf-8", "replace")
+    return rest[:end]
