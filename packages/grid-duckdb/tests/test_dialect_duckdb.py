@@ -395,6 +395,36 @@ def test_outer_references_are_duckdbs(
     assert (prepares(db, sql) is not None) == flagged
 
 
+def test_a_bare_name_in_do_update_is_the_stored_rows(
+    db: duckdb.DuckDBPyConnection, checker: SemanticChecker
+) -> None:
+    """DuckDB reads a bare column in ON CONFLICT ... DO UPDATE (SET values, WHERE)
+    as the stored row's, `excluded.c` as the proposed row's
+    (`Dialect.conflict_bare_names_target`). The checker called the bare name
+    ambiguous (PostgreSQL's reading), refusing statements DuckDB runs; a role
+    denied salary is now refused for reading it, not for an ambiguity."""
+    upsert = (
+        "INSERT INTO employees (id, first_name, last_name, salary) VALUES (1, 'a', 'b', 7) "
+        "ON CONFLICT (id) DO UPDATE SET title = 'raised', salary = salary + 100 "
+        "WHERE salary > 0;"
+    )
+    fine = "INSERT INTO employees (id, first_name, last_name) VALUES (1, 'a', 'b') " + (
+        "ON CONFLICT (id) DO UPDATE SET title = title || excluded.first_name;"
+    )
+    assert prepares(db, upsert) is None and prepares(db, fine) is None
+    assert checker.check(upsert, "admin") == [] and checker.check(fine, "clerk") == []
+    refused = checker.check(upsert, "clerk")
+    assert refused and {(v.kind, v.table, v.column) for v in refused} == {
+        (ViolationKind.COLUMN_NOT_GRANTED, "employees", "salary")
+    }
+    with duckdb.connect() as live:  # the stored row is the one read
+        live.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, y INTEGER)")
+        live.execute("INSERT INTO t VALUES (1, 0)")
+        live.execute("INSERT INTO t VALUES (1, 7) ON CONFLICT (id) DO UPDATE SET y = y + 100")
+        live.execute("INSERT INTO t VALUES (1, 7) ON CONFLICT (id) DO UPDATE SET y = 1 WHERE y < 0")
+        assert live.execute("SELECT y FROM t").fetchall() == [(100,)]
+
+
 @pytest.mark.parametrize(
     ("sql", "flagged"),
     [

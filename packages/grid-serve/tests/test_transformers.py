@@ -449,6 +449,63 @@ def test_a_row_a_stopping_criterion_ends_is_sealed_truncated(
         constrained_generate(lm.model, [role.engine.guide()], [ids], 4, stop_strings=[";"])
 
 
+class _Interrupt(LogitsProcessor):  # type: ignore[misc]
+    """Raises at its call ``at``, as a Ctrl-C or an out-of-memory error in generate would."""
+
+    def __init__(self, at: int) -> None:
+        self.at, self.calls = at, 0
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        self.calls += 1
+        if self.calls == self.at:
+            raise KeyboardInterrupt(f"interrupted at call {self.at}")
+        return scores
+
+
+def test_every_row_is_sealed_when_generate_raises(
+    lm: Any, engines: Any, schema: SchemaSnapshot
+) -> None:
+    """generate raising half-way (here at its fifth step) once left every row's log
+    unsealed and the worker thread running: the logs end with the last step each
+    guide accepted, sealed ``truncated`` for a row a stopping criterion had ended,
+    ``error`` for the others, and each replays; generate's own error is raised."""
+    role = engines["analyst"]
+    ids = prompt(lm, role, schema, "List the names of all employees.")
+    with pytest.raises(KeyboardInterrupt, match="call 5") as raised:
+        constrained_generate(
+            lm.model,
+            [role.engine.guide(), role.engine.guide()],
+            [ids, ids],
+            MAX_NEW_TOKENS,
+            processors=[_Interrupt(5)],
+            stopping_criteria=[_StopAfter(len(ids), 2)],
+        )
+    cut, running = raised.value.grid_outcomes
+    assert (cut.stop_reason, cut.error, len(cut.tokens)) == ("truncated", None, 2)
+    assert running.stop_reason == "error" and isinstance(running.error, ServingError)
+    assert len(running.tokens) == 4 and not running.complete
+    for out in (cut, running):
+        seal = out.audit.seal
+        assert seal is not None and seal["stop_reason"] == out.stop_reason
+        assert len(out.audit.records) == len(out.tokens)
+        assert replay(out.audit.lines(), role.engine).ok
+    processor = GridLogitsProcessor.for_engine(role.engine, 1)
+    processor(torch.tensor([ids]), torch.zeros((1, lm.vocab.n_vocab)))
+    (out,) = processor.abort()
+    assert out.stop_reason == "error" and isinstance(out.error, ServingError) and not out.complete
+    with pytest.raises(ServingError, match="already finished"):
+        processor.finish(torch.tensor([ids]))
+    # finish given sequences that are not the call's rows raises, its rows sealed first.
+    processor = GridLogitsProcessor.for_engine(role.engine, 1)
+    processor(torch.tensor([ids]), torch.zeros((1, lm.vocab.n_vocab)))
+    with pytest.raises(ServingError, match="consumed tokens changed") as refused:
+        processor.finish(torch.tensor([[7, *ids[1:], 0]]))
+    (out,) = refused.value.grid_outcomes
+    assert out.stop_reason == "error" and out.audit.seal is not None
+    with pytest.raises(ServingError, match="already finished"):
+        processor.abort()
+
+
 def test_a_failed_row_is_sticky_and_the_batch_goes_on(
     lm: Any, engines: Any, schema: SchemaSnapshot
 ) -> None:

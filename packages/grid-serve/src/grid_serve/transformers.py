@@ -520,30 +520,74 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
                 words[i] = self._eos_words
 
     def finish(self, sequences: torch.Tensor) -> list[RowOutcome]:
-        """Catch up with ``generate``'s output (``[batch, prompt + new]``) and seal every row."""
+        """Catch up with ``generate``'s output (``[batch, prompt + new]``) and seal
+        every row. If that fails (sequences that are not this call's rows: a
+        ``ServingError``), every row is sealed as :meth:`abort` seals it and the
+        error is raised with those outcomes as its ``grid_outcomes``."""
+        self._check_unfinished()
+        try:
+            self._stop_work(raising=True)
+            if self._seen is not None:
+                self._catch_up(sequences)
+        except BaseException as error:
+            error.grid_outcomes = self._seal_rows(aborted=True)  # type: ignore[attr-defined]
+            raise
+        return self._seal_rows(aborted=False)
+
+    def abort(self) -> list[RowOutcome]:
+        """Seal every row after ``generate`` raised (no sequences to catch up
+        with): the work handed ahead is waited for (its own error dropped: the
+        one ``generate`` raised is the one to report), and each row's log ends
+        with the last step its guide accepted, sealed ``eos`` if that step was
+        EOS, ``truncated`` if a stopping criterion had ended the row
+        (:meth:`watch`), else ``error`` (the row's outcome then carries its own
+        error, or a :class:`~grid_core.errors.ServingError` saying that
+        ``generate`` raised). Call it instead of :meth:`finish`;
+        :func:`constrained_generate` does, then raises ``generate``'s error; the
+        sealed logs stay on the guides (``guide.audit_log()``)."""
+        self._check_unfinished()
+        self._stop_work(raising=False)
+        return self._seal_rows(aborted=True)
+
+    def _check_unfinished(self) -> None:
         if self._finished:
             raise ServingError("the processor is already finished")
+
+    def _stop_work(self, raising: bool) -> None:
+        """Wait for the work handed ahead (its error raised if ``raising``) and
+        end the worker; the processor is finished from here on."""
+        self._finished = True
         self._ahead_of = None
         try:
             self._settle()
+        except Exception:
+            if raising:
+                raise
         finally:
             if self._pool is not None:
                 self._pool.shutdown()
-        if self._seen is not None:
-            self._catch_up(sequences)
-        self._finished = True
+
+    def _seal_rows(self, aborted: bool) -> list[RowOutcome]:
+        """Seal every row's log (see :meth:`finish` and :meth:`abort`)."""
         mode: dict[str, object] = {"mode": 2}
         if self.budget is not None:
             mode["budget"] = self.budget
         outcomes = []
         for row in self._rows:
-            guide = row.guide
-            stop = "eos" if guide.is_terminated() else "error" if row.error else "truncated"
+            guide, error = row.guide, row.error
+            if guide.is_terminated():
+                stop = "eos"
+            elif error is not None:
+                stop = "error"
+            elif not aborted or row.stop_width is not None:
+                stop = "truncated"
+            else:
+                stop, error = "error", ServingError("generate raised before this row ended")
             audit = guide.seal(stop, mode)
             spell = self.vocab.token_bytes
             text = b"".join(spell[t] for t in row.tokens if t not in self._eos)
-            complete = guide.is_terminated() or (row.error is None and _complete(guide))
-            outcomes.append(RowOutcome(tuple(row.tokens), text, stop, complete, audit, row.error))
+            complete = guide.is_terminated() or (stop == "truncated" and _complete(guide))
+            outcomes.append(RowOutcome(tuple(row.tokens), text, stop, complete, audit, error))
         return outcomes
 
 
@@ -632,7 +676,9 @@ def constrained_generate(
     ``tokenizer=``; the model's own ``generation_config.stop_strings`` too) are
     applied through :meth:`~GridLogitsProcessor.watch`: a row they end is sealed
     ``truncated``, and generate's padding after it never reaches its guide.
-    Returns the outcomes and the processor.
+    Returns the outcomes and the processor. If ``generate`` raises, every row is
+    sealed first (:meth:`~GridLogitsProcessor.abort`) and its error is raised
+    with those outcomes as its ``grid_outcomes`` attribute.
     """
     if len(guides) != len(prompts):
         raise ServingError(f"{len(guides)} guides for {len(prompts)} prompts")
@@ -663,16 +709,21 @@ def constrained_generate(
     kwargs["stopping_criteria"] = StoppingCriteriaList(
         [*([processor.watch(watched)] if watched else []), processor.ahead()]
     )
-    with torch.inference_mode():
-        out = model.generate(
-            input_ids=ids,
-            attention_mask=attention,
-            max_new_tokens=max_new_tokens,
-            logits_processor=LogitsProcessorList([*processors, processor, *after]),
-            eos_token_id=list(vocab.eos_ids),
-            pad_token_id=pad,
-            **kwargs,
-        )
+    try:
+        with torch.inference_mode():
+            out = model.generate(
+                input_ids=ids,
+                attention_mask=attention,
+                max_new_tokens=max_new_tokens,
+                logits_processor=LogitsProcessorList([*processors, processor, *after]),
+                eos_token_id=list(vocab.eos_ids),
+                pad_token_id=pad,
+                **kwargs,
+            )
+    except BaseException as error:  # every row's log is sealed, then generate's error goes on
+        error.grid_outcomes = processor.abort()  # type: ignore[attr-defined]
+        error.add_note("grid: every row's audit log is sealed (the error's grid_outcomes)")
+        raise
     # return_dict_in_generate=True gives a ModelOutput whose ids are its sequences
     return processor.finish(getattr(out, "sequences", out)), processor
 

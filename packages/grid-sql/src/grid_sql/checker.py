@@ -861,11 +861,16 @@ class _Walker:
     def on_conflict(self, tree: Tree, target: _Source, scope: _Scope, env: _Env) -> None:
         """ON CONFLICT (cols) DO UPDATE SET ... WHERE ...: the conflict columns are
         read, the SET columns written; `excluded` is the row proposed for insertion
-        (the target's columns), so reading excluded.c reads the inserted value."""
+        (the target's columns), so reading excluded.c reads the inserted value. A
+        bare name is the target's where `Dialect.conflict_bare_names_target`, else
+        ambiguous between the two."""
         inner = _Scope(None)
         inner.sources.append(target)
         if target.table is not None:
-            excluded = _Source("excluded", "excluded", dict(target.table.columns))
+            columns = dict(target.table.columns)
+            excluded = _Source("excluded", "excluded", columns)
+            if self.dialect.conflict_bare_names_target:
+                excluded.hidden = set(columns)  # read by `excluded.c` only
             inner.sources.append(excluded)
         for node in _trees(tree):
             if node.data == "conflict_target":

@@ -378,6 +378,11 @@ class Dialect:
     # target's own name (SQLite refuses `UPDATE t SET ... FROM t`: "target
     # object/alias may not appear in FROM clause"; under another alias it runs).
     update_target_in_from: bool = True
+    # Whether a bare column name in ON CONFLICT ... DO UPDATE (its SET values and
+    # WHERE) is the target row's (DuckDB: `SET y = y + 1` adds to the stored y);
+    # where False it is ambiguous between the target and `excluded` (PostgreSQL:
+    # "column reference "y" is ambiguous"). `excluded.y` is the proposed row's.
+    conflict_bare_names_target: bool = False
     # Whether a join condition's names resolve against every table of its FROM
     # clause, those joined to its right included (SQLite: `FROM a JOIN b ON x = 1
     # JOIN c` reads c.x, or is ambiguous), rather than the tables to its left and
