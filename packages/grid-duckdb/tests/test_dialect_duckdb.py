@@ -395,6 +395,27 @@ def test_outer_references_are_duckdbs(
     assert (prepares(db, sql) is not None) == flagged
 
 
+def test_words_duckdb_refuses_as_a_bare_alias_are_no_free_name(
+    db: duckdb.DuckDBPyConnection, checker: SemanticChecker
+) -> None:
+    """Every DuckDB key word that is no bare table alias (`FROM t w`, read as
+    `w.c`) is out of GRID's free names, so GRID never reads it as one. SEMI was:
+    `orders SEMI JOIN (...) AS x USING (id)` parsed as `orders AS semi JOIN`, the
+    checker saw x's columns, and a bare `hired` read the enclosing query's
+    denied employees.hired (a red team's, session 46); it is refused now."""
+    words = [w for (w,) in db.execute("SELECT keyword_name FROM duckdb_keywords()").fetchall()]
+    assert len(words) > 400
+    no_alias = [w for w in words if prepares(db, f"SELECT {w}.id FROM employees {w};")]
+    assert no_alias and sorted(set(no_alias) - DUCKDB.reserved_free_names) == []
+    semi = (
+        "SELECT id, (SELECT salary FROM departments SEMI JOIN (SELECT 1 AS salary, 1 AS id) "
+        "AS x USING (id) LIMIT 1) AS leaked FROM employees;"
+    )
+    assert prepares(db, semi) is None  # DuckDB runs it, reading employees.salary
+    with pytest.raises(StatementParseError):
+        checker.check(semi, "clerk")
+
+
 def test_a_bare_name_in_do_update_is_the_stored_rows(
     db: duckdb.DuckDBPyConnection, checker: SemanticChecker
 ) -> None:

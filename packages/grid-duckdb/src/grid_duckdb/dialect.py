@@ -106,6 +106,13 @@ DUCKDB_RESERVED = frozenset((
     "where", "window", "with",
 ))  # fmt: skip
 RESERVED_WORDS = PG_RESERVED_WORDS | DUCKDB_RESERVED
+# Key words DuckDB takes as a table or column name but not as a bare alias: in
+# `FROM t semi JOIN u` SEMI is the join's kind (so is ANTI, ASOF, POSITIONAL),
+# `at` starts AT TIME ZONE, `glob` an operator, `unpack` a call. Read as
+# aliases, `t semi JOIN u USING (c)` showed the checker u's columns, which a
+# SEMI join hides: a bare name then read the enclosing query's denied column
+# (a red team's, session 46). Measured: tests/test_dialect_duckdb.py.
+NEVER_FREE_NAMES = frozenset(("anti", "asof", "at", "glob", "positional", "semi", "unpack"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,6 +125,7 @@ class DuckdbDialect(PostgresDialect):
     keywords: tuple[str, ...] = KEYWORDS
     reserved_words: frozenset[str] = RESERVED_WORDS
     never_identifiers: frozenset[str] = RESERVED_WORDS
+    never_free_names: frozenset[str] = NEVER_FREE_NAMES
     # duckdb_columns, sqlite_master and pg_class are views of the catalog.
     catalog_prefixes: tuple[str, ...] = ("duckdb_", "sqlite_", "pg_", "pragma_")
     functions: tuple[str, ...] = FUNCTIONS

@@ -585,15 +585,36 @@ class _Outputs:
     def columns(self, suffix: str) -> dict[str, str]:
         """Distinct column names as the dialect derives them: a duplicate gets
         ``suffix`` and a count (`Dialect.duplicate_column_suffix`: SQLite ``a:1``,
-        DuckDB ``a_1``)."""
+        DuckDB ``a_1``; none: PostgreSQL keeps the name, and a duplicate adds no
+        key, which the database refuses to name). SQLite's own rules
+        (``sqlite3ColumnsFromExprList``), where the suffix is ``:``:
+        a name ``true`` or ``false`` (any case) becomes ``column<i>`` (i from 1);
+        a count replaces a ``:<digits>`` the name ends with (``a:1`` twice gives
+        ``a:1, a:2``); and a fifth try takes a random count, a name the checker
+        cannot know, so it is keyed as no column is named (a NUL-led key)."""
         out: dict[str, str] = {}
-        for key, spelling in self.names:
+        for i, (key, spelling) in enumerate(self.names, 1):
+            if suffix == ":" and key in ("true", "false"):
+                key = spelling = f"column{i}"
             k, s, n = key, spelling, 0
-            while k in out:
+            while k in out and suffix:
                 n += 1
-                k, s = f"{key}{suffix}{n}", f"{spelling}{suffix}{n}"
-            out[k] = s
+                if suffix != ":":
+                    k, s = f"{key}{suffix}{n}", f"{spelling}{suffix}{n}"
+                elif n > 4:
+                    k, s = f"\0{i}", f"{_sqlite_stem(s)}:?"
+                else:
+                    k, s = f"{_sqlite_stem(k)}:{n}", f"{_sqlite_stem(s)}:{n}"
+            out.setdefault(k, s)
         return out
+
+
+def _sqlite_stem(name: str) -> str:
+    """``name`` less a ``:<digits>`` it ends with (SQLite's duplicate names)."""
+    j = len(name) - 1
+    while j > 0 and "0" <= name[j] <= "9":
+        j -= 1
+    return name[:j] if j >= 0 and name[j] == ":" else name
 
 
 @dataclass(eq=False)
@@ -1347,8 +1368,15 @@ class _Walker:
         if data in ("function_call", "special_call", "aggregate_call", "aggregate_head"):
             head = _first_token(expr)
             name = _text(head).split("(")[0].strip().strip('"').lower() if head else "?column?"
+            name = _PG_CALL_NAMES.get(name, name) if data == "special_call" else name
             return (name, name), 2
-        if data == "case_expr":
+        if data == "case_expr":  # its ELSE's name if that is a strong one
+            children = expr.children
+            at = next((i for i, c in enumerate(children) if _is_token(c) and c.type == "ELSE"), -1)
+            if at >= 0:
+                named, strength = self._postgres_name(children[at + 1], scope, env)
+                if strength > 1:
+                    return named, strength
             return ("case", "case"), 1
         if data == "exists":
             return ("exists", "exists"), 2
@@ -1356,15 +1384,15 @@ class _Walker:
             return ("row", "row"), 2
         if data == "extract_expr":
             return ("extract", "extract"), 2
-        if data == "literal":
+        if data == "literal":  # TRUE and FALSE are constants: "?column?" (PostgreSQL 15)
             token = _tokens(expr)[0]
-            keyword = {"TRUE": "bool", "FALSE": "bool"}.get(token.type)
-            if keyword is None and token.type.startswith(("CURRENT_", "LOCAL")):
+            if token.type.startswith(("CURRENT_", "LOCAL")):
                 keyword = token.type.lower()
-            if keyword is None and token.type == "TYPED_STRING":
-                keyword = _PG_TYPE_NAMES.get(_text(token).split()[0].lower(), "")
-            if keyword:
-                return (keyword, keyword), 2 if token.type != "TYPED_STRING" else 1
+                return (keyword, keyword), 2
+            if token.type == "TYPED_STRING":  # `date '...'`: a cast, named by its type
+                word = _text(token).split()[0].lower()
+                name = _PG_TYPE_NAMES.get(word, word)
+                return (name, name), 1
         return ("?column?", "?column?"), 0
 
     def star(self, star: Token, qualifier: Token | None, scope: _Scope, outputs: _Outputs) -> None:
@@ -2097,6 +2125,11 @@ _VALUES_NAMES = {"column1": ("column", 1), "col0": ("col", 0)}
 _CAST_WORDS = frozenset({"CAST", "AS", "LPAR", "RPAR"})
 
 #: PostgreSQL's own names of the SQL type words (a cast's column name).
+# Calls PostgreSQL's grammar rewrites, by the name of the function it calls:
+# `trim(x)` is btrim(x) (LEADING and TRAILING, which the grammar here lacks,
+# would be ltrim and rtrim).
+_PG_CALL_NAMES = {"trim": "btrim"}
+
 _PG_TYPE_NAMES = {
     "int": "int4", "integer": "int4", "smallint": "int2", "bigint": "int8",
     "real": "float4", "float": "float8", "double precision": "float8",

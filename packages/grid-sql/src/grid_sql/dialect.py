@@ -417,7 +417,10 @@ class Dialect:
     # The name of a VALUES list's first column (the rest count up from it):
     # "column1" (SQLite, PostgreSQL), "col0" (DuckDB); and the suffix that tells a
     # subquery's duplicate output name apart before its count: ":" (SQLite's
-    # `a:1`), "_" (DuckDB's `a_1`). NATURAL JOIN and USING see these names.
+    # `a:1`, with SQLite's own rules: `_Outputs.columns`), "_" (DuckDB's `a_1`),
+    # "" for none (PostgreSQL keeps both names: a reference to it, USING or
+    # NATURAL JOIN on it is refused as ambiguous). NATURAL JOIN and USING see
+    # these names.
     values_column_names: Literal["column1", "col0"] = "column1"
     duplicate_column_suffix: str = ":"
     # Whether the left side of a USING or NATURAL join is every FROM item before

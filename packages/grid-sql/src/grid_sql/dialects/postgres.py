@@ -278,6 +278,7 @@ class PostgresDialect(Dialect):
     result_aliases_in_expressions: bool = False
     using_left_spans_commas: bool = False
     expression_column_names: Literal["text", "postgres"] = "postgres"
+    duplicate_column_suffix: str = ""  # (SELECT 1 AS a, 2 AS a) q: a twice, q.a ambiguous
     insert_fills_defaults: bool = True
     generated_take_default: bool = True
     star_only_aggregates: bool = True
