@@ -530,9 +530,10 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             if self._seen is not None:
                 self._catch_up(sequences)
         except BaseException as error:
-            error.grid_outcomes = self._seal_rows(aborted=True)  # type: ignore[attr-defined]
+            why = "finish failed before this row ended"
+            error.grid_outcomes = self._seal_rows(why)  # type: ignore[attr-defined]
             raise
-        return self._seal_rows(aborted=False)
+        return self._seal_rows(None)
 
     def abort(self) -> list[RowOutcome]:
         """Seal every row after ``generate`` raised (no sequences to catch up
@@ -547,7 +548,7 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
         sealed logs stay on the guides (``guide.audit_log()``)."""
         self._check_unfinished()
         self._stop_work(raising=False)
-        return self._seal_rows(aborted=True)
+        return self._seal_rows("generate raised before this row ended")
 
     def _check_unfinished(self) -> None:
         if self._finished:
@@ -567,8 +568,9 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
             if self._pool is not None:
                 self._pool.shutdown()
 
-    def _seal_rows(self, aborted: bool) -> list[RowOutcome]:
-        """Seal every row's log (see :meth:`finish` and :meth:`abort`)."""
+    def _seal_rows(self, aborted: str | None) -> list[RowOutcome]:
+        """Seal every row's log (see :meth:`finish` and :meth:`abort`);
+        ``aborted`` says why a row still running was cut short (None: finished)."""
         mode: dict[str, object] = {"mode": 2}
         if self.budget is not None:
             mode["budget"] = self.budget
@@ -579,10 +581,10 @@ class GridLogitsProcessor(LogitsProcessor):  # type: ignore[misc, unused-ignore]
                 stop = "eos"
             elif error is not None:
                 stop = "error"
-            elif not aborted or row.stop_width is not None:
+            elif aborted is None or row.stop_width is not None:
                 stop = "truncated"
             else:
-                stop, error = "error", ServingError("generate raised before this row ended")
+                stop, error = "error", ServingError(aborted)
             audit = guide.seal(stop, mode)
             spell = self.vocab.token_bytes
             text = b"".join(spell[t] for t in row.tokens if t not in self._eos)
