@@ -416,6 +416,51 @@ def test_words_duckdb_refuses_as_a_bare_alias_are_no_free_name(
         checker.check(semi, "clerk")
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT first_name FROM employees WHERE EXISTS "
+        "(SELECT count(*) AS salary FROM departments HAVING max(salary) > 150000);",
+        "SELECT first_name FROM employees WHERE EXISTS (SELECT count(*) AS salary "
+        "FROM departments HAVING count(*) FILTER (WHERE salary > 150000) > 0);",
+        "SELECT first_name FROM employees, (SELECT count(*) AS salary FROM departments "
+        "HAVING max(salary) > 150000) AS q;",
+    ],
+)
+def test_having_aggregates_do_not_see_result_aliases(
+    db: duckdb.DuckDBPyConnection, checker: SemanticChecker, sql: str
+) -> None:
+    """DuckDB resolves the arguments (and FILTER) of an aggregate in HAVING
+    without the SELECT's aliases: `salary` there is the enclosing query's
+    employees.salary, which the checker read as the alias (a red team's,
+    session 46; `Dialect.having_aggregates_see_aliases`)."""
+    assert prepares(db, sql) is None
+    found = checker.check(sql, "clerk")
+    assert ("employees", "salary") in {(v.table, v.column) for v in found}, found
+    with duckdb.connect() as live:  # the alias is not what max() reads
+        live.execute("CREATE TABLE e (salary INTEGER); INSERT INTO e VALUES (111111)")
+        live.execute("CREATE TABLE d (id INTEGER); INSERT INTO d VALUES (7)")
+        got = live.execute(
+            "SELECT (SELECT count(*) AS salary FROM d HAVING max(salary) > 100000) FROM e"
+        ).fetchall()
+        assert got == [(1,)]
+
+
+def test_an_inner_whole_row_comes_before_an_outer_column(
+    db: duckdb.DuckDBPyConnection, checker: SemanticChecker
+) -> None:
+    """DuckDB resolves a bare name level by level: the FROM item `salary` of the
+    subquery is its row (a struct), not employees.salary, so clerk may read it
+    (`Dialect.whole_rows_after_columns` is False; PostgreSQL reads the column)."""
+    sql = "SELECT (SELECT salary FROM departments AS salary LIMIT 1) FROM employees;"
+    assert prepares(db, sql) is None and checker.check(sql, "clerk") == []
+    with duckdb.connect() as live:
+        live.execute("CREATE TABLE e (salary INTEGER); INSERT INTO e VALUES (111111)")
+        live.execute("CREATE TABLE d (id INTEGER); INSERT INTO d VALUES (7)")
+        row = live.execute("SELECT (SELECT salary FROM d AS salary) FROM e").fetchone()
+        assert row == ({"id": 7},)
+
+
 def test_a_bare_name_in_do_update_is_the_stored_rows(
     db: duckdb.DuckDBPyConnection, checker: SemanticChecker
 ) -> None:

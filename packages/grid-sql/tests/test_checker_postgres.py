@@ -158,6 +158,14 @@ DENIED = [
     ("WITH RECURSIVE cte(x) AS (SELECT 1, 2000 AS salary UNION ALL "
      "SELECT x + 1, 2000 FROM cte NATURAL JOIN employees WHERE x < 3) SELECT x FROM cte;",
      "salary"),
+    # a bare name is a column of any enclosing level before it is a FROM item's
+    # whole row (the checker read dept's row; a red team's, session 46)
+    ("SELECT (SELECT salary::text FROM departments AS salary LIMIT 1) FROM employees;",
+     "salary"),
+    ("SELECT first_name FROM employees AS e "
+     "WHERE (SELECT salary::text FROM (VALUES (1)) AS salary) > '150000';", "salary"),
+    ("SELECT q.v FROM employees CROSS JOIN LATERAL "
+     "(SELECT to_json(salary) AS v FROM departments AS salary LIMIT 1) AS q;", "salary"),
     ('SELECT who FROM "Audit";', "who"),
     ('SELECT "When" FROM "Audit";', "When"),
 ]  # fmt: skip
@@ -177,6 +185,7 @@ ALLOWED = [
     "SELECT department_id AS d, count(*) FROM employees GROUP BY d ORDER BY d;",
     "SELECT e.id FROM employees AS e NATURAL JOIN (SELECT (SELECT 'x' AS title)) AS q;",
     "SELECT e.id FROM employees AS e NATURAL JOIN (SELECT CAST(1 AS int)) AS q;",
+    "SELECT (SELECT to_json(d) FROM departments AS d LIMIT 1) FROM employees;",
     "WITH RECURSIVE cte(x) AS (SELECT 1, 2 AS y UNION ALL SELECT x + 1, y FROM cte "
     "WHERE x < 3) SELECT x, y FROM cte;",
 ]

@@ -396,7 +396,7 @@ def _judge(
         and dialect.star_only_aggregates
         and name in dialect.arities
         and name not in dialect.window_functions
-        and not _can_aggregate(name, dialect)
+        and not can_aggregate(name, dialect)
     ):
         out.append(
             _violation(
@@ -1057,7 +1057,7 @@ def _star(children: list[Any]) -> bool:
     return False
 
 
-def _can_aggregate(name: str, dialect: Dialect) -> bool:
+def can_aggregate(name: str, dialect: Dialect) -> bool:
     """Whether some call of ``name`` is an aggregate (MIN and MAX with one argument)."""
     return (
         name in _ALWAYS_AGGREGATE

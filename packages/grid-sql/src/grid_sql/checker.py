@@ -100,6 +100,7 @@ from grid_sql.call_rules import (
     Placement,
     aggregate_placements,
     call_violations,
+    can_aggregate,
     unevaluated_nodes,
 )
 from grid_sql.dialect import Dialect, IdentifierCase, unquote
@@ -1216,6 +1217,8 @@ class _Walker:
                 self.window_clause(node, tree, scope, env)
             elif node.data == "group_by_clause":
                 self.group_by(node, self._grouping_scope(scope), env)
+            elif node.data == "having_clause" and not self.dialect.having_aggregates_see_aliases:
+                self.having(node, scope, env)
             elif node.data not in handled:  # WHERE, HAVING, ..., DISTINCT ON (...)
                 self.clause(node, scope, env)
         return scope, outputs
@@ -1234,6 +1237,18 @@ class _Walker:
                     self.expr(term, bare if _bare_name(term) else scope, env)
                 return
         self.clause(tree, scope, env)
+
+    def having(self, tree: Tree, scope: _Scope, env: _Env) -> None:
+        """HAVING where its aggregate calls do not see the result aliases
+        (`Dialect.having_aggregates_see_aliases`): each call that may aggregate
+        (its arguments, its FILTER) resolves without them, the rest as a clause."""
+        self.expr(tree, scope, env, aggregates=replace(scope, aliases_visible=False))
+
+    def _may_aggregate(self, call: Tree) -> bool:
+        """``call`` (an aggregate_call or function_call tree) may be an aggregate."""
+        head = _first_token(call)
+        name = _text(head).split("(")[0].strip().strip('"').lower() if head else ""
+        return call.data == "aggregate_call" or can_aggregate(name, self.dialect)
 
     def _grouping_scope(self, scope: _Scope) -> _Scope:
         """What a SELECT's ORDER BY and GROUP BY resolve against: its core's scope,
@@ -1685,8 +1700,12 @@ class _Walker:
 
     # -- expressions ----------------------------------------------------------------
 
-    def expr(self, root: Tree | Token, scope: _Scope, env: _Env) -> None:
-        """Resolve every name inside an expression (any subtree, walked generically).
+    def expr(
+        self, root: Tree | Token, scope: _Scope, env: _Env, aggregates: _Scope | None = None
+    ) -> None:
+        """Resolve every name inside an expression (any subtree, walked generically);
+        the calls that may aggregate against ``aggregates`` when given (HAVING's,
+        see :meth:`having`).
 
         The generic part of the walk keeps its own stack (pre-order, left to right, as
         a recursive walk would visit), so an expression's depth (``1+1+...+1``, deep
@@ -1701,6 +1720,10 @@ class _Walker:
             if _is_token(node):
                 continue
             data = node.data
+            calls = ("aggregate_call", "function_call")
+            if aggregates is not None and data in calls and self._may_aggregate(node):
+                self.expr(node, aggregates, env)
+                continue
             dropped = _dropped_by_parser(node, self.dialect)
             if dropped:  # `x IN ()`, `0 AND x`: SQLite's parser drops x
                 self.unresolved.update(id(t) for t in dropped)
@@ -1890,6 +1913,8 @@ class _Walker:
     ) -> _Scope | None:
         level: _Scope | None = scope
         rowids = False  # a row id name met at a level of several base tables
+        # whole rows level by level, or after every level's columns
+        rows_late = self.names.whole_row and self.dialect.whole_rows_after_columns
         while level is not None:
             hits = [s for s in level.sources if s.has(key, False)]
             hits = [s for s in hits if not s.opaque] or hits
@@ -1900,9 +1925,7 @@ class _Walker:
             if len(hits) > 1:
                 self._ambiguous(column, span, hits)
                 return level
-            rows = [s for s in level.sources if s.name == key] if self.names.whole_row else []
-            if rows:  # PostgreSQL: a source's name as a value is its whole row
-                self.star_of(rows[0], span, "row")
+            if self.names.whole_row and not rows_late and self._whole_row(key, span, level):
                 return level
             bases = [s for s in level.sources if s.table is not None]
             if fold(key) in self.names.rowid and len(bases) == 1:
@@ -1920,6 +1943,11 @@ class _Walker:
             if level.aliases_visible and key in level.aliases:
                 return level
             level = level.parent
+        level = scope if rows_late else None
+        while level is not None:
+            if self._whole_row(key, span, level):
+                return level
+            level = level.parent
         if dq_fallback and _text(column).startswith('"') and not self.in_cte and not rowids:
             return None  # SQLite reads an unresolved "..." as a string literal
         in_scope = ", ".join(s.label for s in scope.sources) or "none"
@@ -1931,6 +1959,14 @@ class _Walker:
             column=_name(column),
         )
         return None
+
+    def _whole_row(self, key: str, span: Span, level: _Scope) -> bool:
+        """A source of ``level`` named ``key`` read as a value: its whole row
+        (`Dialect.whole_row_references`), every column an access."""
+        rows = [s for s in level.sources if s.name == key]
+        if rows:
+            self.star_of(rows[0], span, "row")
+        return bool(rows)
 
     def _cte_note(self) -> str:
         """Why a name in a CTE body does not reach the query around the WITH."""

@@ -275,6 +275,17 @@ class Dialect:
     # Whether a bare name that is no column but names a FROM source is that
     # source's whole row (PostgreSQL: `SELECT to_json(e) FROM employees e`).
     whole_row_references: bool = False
+    # Where whole rows are references: whether a bare name is a column of any
+    # enclosing level before it is a source's whole row (PostgreSQL: in `(SELECT
+    # salary FROM dept AS salary)` inside a query over employees, `salary` is
+    # employees.salary), rather than level by level, the innermost level's whole
+    # row first (DuckDB: there it is dept's row).
+    whole_rows_after_columns: bool = False
+    # Where result aliases are names in expressions: whether HAVING's aggregate
+    # calls (their arguments, FILTER) see them too (SQLite), or not, a name there
+    # resolving past the aliases to the enclosing queries (DuckDB: `SELECT id AS
+    # x ... HAVING max(x) > 0` is "column x not found").
+    having_aggregates_see_aliases: bool = True
     # Whether an INSERT with no column list may give fewer values than the table has
     # columns, the rest taking their defaults (PostgreSQL); SQLite and DuckDB refuse it.
     insert_fills_defaults: bool = False

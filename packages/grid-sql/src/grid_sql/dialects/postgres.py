@@ -265,6 +265,7 @@ class PostgresDialect(Dialect):
     identifier_quotes: tuple[QuoteForm, ...] = (QuoteForm(open='"', close='"'),)
     identifier_case: IdentifierCase = "fold-lower"
     whole_row_references: bool = True
+    whole_rows_after_columns: bool = True
     source_names_unique: bool = True
     stores_routines: bool = True
     events: tuple[tuple[str, str], ...] = (
