@@ -308,3 +308,138 @@ def test_a_refused_token_beyond_64_bits_is_named_as_given() -> None:
             assert err.value.token == t
             found.add(str(err.value))
         assert len(found) == 1 and str(t) in next(iter(found)), found
+
+
+# ---------------------------------------------------------------- a bindings review (session 46)
+
+
+def test_a_bitmask_of_no_words_is_a_value_error_not_a_panic() -> None:
+    import grid_kernels
+
+    logits = np.zeros((1, 5), np.float32)
+    for call in (
+        lambda: grid_kernels.apply_token_bitmask(logits, np.zeros((1, 0), np.int32)),
+        lambda: grid_kernels.apply_token_bitmask(logits[0], np.zeros(0, np.int32)),
+        lambda: grid_kernels.BitmaskApplier(np.zeros((1, 0), np.int32)).apply(logits),
+    ):
+        with pytest.raises(ValueError, match="no words"):
+            call()
+
+
+def test_logits_and_a_bitmask_sharing_memory_are_refused() -> None:
+    """The kernels write the logits while they read the bitmask: one memory for
+    both was accepted (aliased slices inside the kernels)."""
+    import grid_kernels
+
+    logits = np.zeros((1, 64), np.float32)
+    for mask in (logits.view(np.int32)[:, :2], logits.view(np.int32)[:, 62:]):
+        with pytest.raises(ValueError, match="share memory"):
+            grid_kernels.apply_token_bitmask(logits, mask)
+    grid_kernels.apply_token_bitmask(logits, np.full((1, 2), -1, np.int32))  # apart: fine
+
+
+def test_an_empty_vocabulary_is_refused() -> None:
+    import grid_kernels
+
+    with pytest.raises(ValueError, match="empty"):
+        grid_kernels.TrieTables(
+            edge=[0], token=[-1], size=[1], alias_offset=[0, 0], alias_ids=[], n_vocab=0, eos_ids=[]
+        )
+
+
+def test_thread_counts_are_bounded() -> None:
+    """Each thread count got a pool of its own, kept forever: a caller cycling
+    through counts piled up OS threads (5,000 threads took 43 s to start)."""
+    import grid_kernels
+
+    guides = [NATIVE.guide() for _ in range(2)]
+    rows = np.zeros((2, NATIVE.n_words), np.int32)
+    for bad in (0, -1, 257, 10**6):
+        with pytest.raises(ValueError, match="threads"):
+            fill_rows(guides, rows, threads=bad)
+        with pytest.raises(ValueError, match="threads"):
+            grid_kernels.fill_next_token_bitmasks([g._native for g in guides], rows, None, bad)  # type: ignore[attr-defined]
+    for n in range(2, 14):  # cold walks on a new engine each time, over n threads
+        engine = Engine(ANALYST, TOY, LEXICON, dfa=NATIVE.dfa, trie=NATIVE.trie)
+        batch = [engine.guide() for _ in range(2)]
+        batch[1].accept_token(token(b"select"))
+        assert fill_rows(batch, rows, threads=n) == [None, None]
+    if os.path.isdir("/proc/self/task"):  # OS threads (rayon's are no Python threads)
+        tasks = len(os.listdir("/proc/self/task"))
+        assert tasks < 80, tasks  # 4 pools kept at most: 10+11+12+13 threads, not 2+...+13
+
+
+def test_a_tensor_whose_data_changed_dtype_is_checked_again() -> None:
+    """The view kept of a tensor was reused when the tensor kept its memory and
+    shape: `t.data = t.view(torch.float32)` got int32 bits written into floats."""
+    torch = pytest.importorskip("torch")
+    guide = NATIVE.guide()
+    t = torch.zeros((2, NATIVE.n_words), dtype=torch.int32)
+    guide.fill_next_token_bitmask(t, 0)
+    t.data = t.view(torch.float32)
+    with pytest.raises(TypeError):
+        guide.fill_next_token_bitmask(t, 1)
+    assert (t[1] == 0).all()
+
+
+def test_a_refused_token_at_a_dead_end_is_a_guide_error_on_both() -> None:
+    """A grammar whose lexemes run together wedges after "if" (an empty mask):
+    with audit on the native guide raised MaskError for any token, even -1,
+    where the reference refuses the token (GuideError)."""
+    from grid_core import vocab as vocab_module
+    from grid_core.compile import compile_grammar
+
+    v = vocab_module.cl100k()
+    engine = compile_grammar('start: "if" NAME ";"\n%import common.CNAME -> NAME\n', v)
+    reference = compile_grammar('start: "if" NAME ";"\n%import common.CNAME -> NAME\n', v)
+    reference.kernel = None
+    if_, x = v.token_bytes.index(b"if"), v.token_bytes.index(b"x")
+    for guide in (GridGuide(reference), engine.guide()):
+        guide.accept_token(if_)
+        for bad in (x, -1, 2**70):
+            with pytest.raises(GuideError):
+                guide.accept_token(bad)
+        assert guide.accept_tokens([x]) == 0
+
+
+def test_reserve_states_are_priced_by_their_own_engines_reserve() -> None:
+    """A state of one engine priced by another's reserve panicked (an index out
+    of its tables) or gave a wrong number."""
+    from toy import CRUD
+
+    from grid_core.reserve import reserve_table
+
+    other = Engine(CRUD, TOY, LEXICON, trie=NATIVE.trie)
+    mine, theirs = reserve_table(NATIVE).native(), reserve_table(other).native()
+    session = other.kernel.session(0, False)  # type: ignore[union-attr]
+    for b in b"update employees set sal =":  # single-byte tokens
+        session.accept_token(b)
+    state = theirs.start(session)
+    assert theirs.reserve(state) >= 1
+    for call in (
+        lambda: mine.reserve(state),
+        lambda: mine.completion(state),
+        lambda: mine.advance(state, ord(" ")),
+    ):
+        with pytest.raises(ValueError, match="another engine"):
+            call()
+
+
+def test_a_ctypes_int32_array_is_a_bitmask() -> None:
+    """ctypes exports its c_int32 arrays as '<i' (the machine's own order named
+    explicitly), which pyo3 refuses: the native guide said the buffer was "empty
+    or not 4-byte aligned" where the reference filled it."""
+    import ctypes
+
+    import grid_kernels
+
+    rows = []
+    for guide in both():
+        buf = (ctypes.c_int32 * PYTHON.n_words)()
+        guide.fill_next_token_bitmask(buf)
+        rows.append(bytes(buf))
+    assert rows[0] == rows[1] and any(rows[0])
+    logits = (ctypes.c_float * (32 * PYTHON.n_words))()
+    mask = (ctypes.c_int32 * PYTHON.n_words)()
+    grid_kernels.apply_token_bitmask(logits, mask)  # nothing admitted: every logit -inf
+    assert all(v == float("-inf") for v in logits)

@@ -233,7 +233,7 @@ def test_register_rejects_bad_input() -> None:
         p.kernels.register(0, 0, b"\xff\xfe", allowed)
     with pytest.raises(ValueError, match="has bit"):
         p.kernels.register(0, 0, b"", 1 << 4000)
-    with pytest.raises(ValueError, match="threads must be at least 1"):
+    with pytest.raises(ValueError, match="threads must be from 1 to 256"):
         p.kernels.register(0, 0, b"", allowed, threads=0)
     with pytest.raises(OverflowError):
         p.kernels.register(-1, 0, b"", allowed)

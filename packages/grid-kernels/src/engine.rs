@@ -301,12 +301,26 @@ impl Default for Threads {
     }
 }
 
-/// A rayon pool of `n` threads, built once per `n` and kept.
+/// The most threads a pool may have (a caller's count past it is refused:
+/// each thread is an OS thread, started at once).
+pub const MAX_THREADS: usize = 256;
+
+/// How many pools of distinct sizes are kept between calls.
+const POOLS_KEPT: usize = 4;
+
+/// A rayon pool of `n` threads (`1 <= n <= MAX_THREADS`), kept for the next
+/// call: the [`POOLS_KEPT`] most recently used sizes are kept, an older pool's
+/// threads end once its last user is done (so a caller cycling through thread
+/// counts starts threads again, but never piles them up).
 pub(crate) fn pool(n: usize) -> Arc<ThreadPool> {
     static POOLS: Mutex<Vec<(usize, Arc<ThreadPool>)>> = Mutex::new(Vec::new());
+    let n = n.clamp(1, MAX_THREADS);
     let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, p)) = pools.iter().find(|(k, _)| *k == n) {
-        return Arc::clone(p);
+    if let Some(i) = pools.iter().position(|(k, _)| *k == n) {
+        let kept = pools.remove(i);
+        let p = Arc::clone(&kept.1);
+        pools.push(kept);
+        return p;
     }
     let p = Arc::new(
         rayon::ThreadPoolBuilder::new()
@@ -315,6 +329,9 @@ pub(crate) fn pool(n: usize) -> Arc<ThreadPool> {
             .build()
             .expect("a rayon pool of a few threads builds"),
     );
+    if pools.len() == POOLS_KEPT {
+        pools.remove(0);
+    }
     pools.push((n, Arc::clone(&p)));
     p
 }

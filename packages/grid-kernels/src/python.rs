@@ -207,8 +207,60 @@ fn native_order<T: pyo3::buffer::Element>(buf: &PyBuffer<T>) -> bool {
 }
 
 /// An export of `obj` as items of `T` in this machine's byte order, if it has one.
-fn native_buffer<T: pyo3::buffer::Element>(obj: &Bound<'_, PyAny>) -> Option<PyBuffer<T>> {
-    PyBuffer::<T>::get(obj).ok().filter(native_order)
+fn native_buffer<T: Code>(obj: &Bound<'_, PyAny>) -> Option<PyBuffer<T>> {
+    PyBuffer::<T>::get(obj)
+        .ok()
+        .or_else(|| explicit_order(obj, T::CODE))
+        .filter(native_order)
+}
+
+/// The items a buffer export is read as, with their one-letter struct code.
+trait Code: pyo3::buffer::Element {
+    const CODE: &'static str;
+}
+
+impl Code for i32 {
+    const CODE: &'static str = "i";
+}
+
+impl Code for f32 {
+    const CODE: &'static str = "f";
+}
+
+/// An export of `obj`, whose items' format names this machine's own byte
+/// order explicitly (`'<i'` on a little-endian machine, as a ctypes array of
+/// c_int32 exports), as items of `T`: pyo3 refuses that format, so it is read
+/// through a memoryview cast to the plain `code` (the same memory, shape and
+/// writability). None for any other buffer, or one a cast refuses (not
+/// C-contiguous).
+fn explicit_order<T: pyo3::buffer::Element>(
+    obj: &Bound<'_, PyAny>,
+    code: &str,
+) -> Option<PyBuffer<T>> {
+    let own = if cfg!(target_endian = "little") {
+        "<"
+    } else {
+        ">"
+    };
+    let py = obj.py();
+    let view = py
+        .import("builtins")
+        .ok()?
+        .getattr("memoryview")
+        .ok()?
+        .call1((obj,))
+        .ok()?;
+    let format: String = view.getattr("format").ok()?.extract().ok()?;
+    if format != format!("{own}{code}") {
+        let _ = view.call_method0("release");
+        return None;
+    }
+    let shape = view.getattr("shape").ok()?;
+    let cast = view
+        .call_method1("cast", ("B",))
+        .and_then(|bytes| bytes.call_method1("cast", (code, shape)))
+        .ok()?;
+    PyBuffer::<T>::get(&cast).ok()
 }
 
 /// A flat table of ints: buffer fast path, else a sequence of ints.
@@ -349,7 +401,8 @@ fn lexicon_words_of(obj: &Bound<'_, PyAny>) -> PyResult<Vec<(usize, Vec<Vec<u8>>
 /// type's name is looked up for an error only.
 fn bitmask_export(obj: &Bound<'_, PyAny>, n_words: usize) -> PyResult<PyBuffer<i32>> {
     let kind = || type_name(obj);
-    let Ok(buf) = PyBuffer::<i32>::get(obj) else {
+    let got = PyBuffer::<i32>::get(obj).ok();
+    let Some(buf) = got.or_else(|| explicit_order(obj, "i")) else {
         let kind = kind();
         let items = obj
             .py()
@@ -721,13 +774,22 @@ struct PyEngineTables {
     trie: Py<PyTrieTables>,
 }
 
-/// `threads` from Python: None is rayon's global pool, else a pool of n >= 1.
+/// `threads` from Python: None is rayon's global pool, else a pool of n
+/// threads, `1 <= n <=` [`crate::engine::MAX_THREADS`].
 fn threads_of(threads: Option<i64>) -> PyResult<Threads> {
     match threads {
         None => Ok(Threads::Global),
-        Some(n) if n >= 1 => Ok(Threads::Pool(n as usize)),
-        Some(n) => Err(PyValueError::new_err(format!(
-            "threads must be at least 1 (or None for the global pool), not {n}"
+        Some(n) => thread_count(n).map(Threads::Pool),
+    }
+}
+
+/// A thread count from Python, `1 <= n <=` [`crate::engine::MAX_THREADS`].
+fn thread_count(n: i64) -> PyResult<usize> {
+    let max = crate::engine::MAX_THREADS;
+    match usize::try_from(n) {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(PyValueError::new_err(format!(
+            "threads must be from 1 to {max} (or None for the global pool), not {n}"
         ))),
     }
 }
@@ -1237,6 +1299,8 @@ struct PyReserve {
 /// generation: what a [`PyReserve`] prices.
 #[pyclass(frozen, module = "grid_kernels._native", name = "ReserveState")]
 struct PyReserveState {
+    /// The engine whose session it was taken from: only its reserve prices it.
+    engine: Arc<Engine>,
     stacks: Arc<Mutex<Stacks>>,
     config: Config,
 }
@@ -1250,6 +1314,18 @@ impl PyReserveState {
     }
 }
 
+impl PyReserve {
+    /// `state`, checked to be of this reserve's engine.
+    fn own<'s>(&self, state: &'s PyReserveState) -> PyResult<&'s PyReserveState> {
+        if !Arc::ptr_eq(&state.engine, &self.engine) {
+            return Err(PyValueError::new_err(
+                "this reserve was made for another engine's states",
+            ));
+        }
+        Ok(state)
+    }
+}
+
 #[pymethods]
 impl PyReserve {
     /// The configuration `session` is at (a session of this engine).
@@ -1260,11 +1336,17 @@ impl PyReserve {
             ));
         }
         let (stacks, config) = session.inner.configuration();
-        Ok(PyReserveState { stacks, config })
+        let engine = Arc::clone(&self.engine);
+        Ok(PyReserveState {
+            engine,
+            stacks,
+            config,
+        })
     }
 
     /// The configuration after `token`'s bytes, or None if they leave the language.
     fn advance(&self, state: &PyReserveState, token: i64) -> PyResult<Option<PyReserveState>> {
+        let state = self.own(state)?;
         let tables = &self.engine.tables;
         let n_vocab = tables.trie.n_vocab();
         let id = usize::try_from(token)
@@ -1277,6 +1359,7 @@ impl PyReserve {
             .advance(&mut stacks.arena, &state.config, tables.trie.spelling(id))
             .map_err(to_pyerr)?;
         Ok(next.map(|config| PyReserveState {
+            engine: Arc::clone(&state.engine),
             stacks: Arc::clone(&state.stacks),
             config,
         }))
@@ -1285,6 +1368,7 @@ impl PyReserve {
     /// Tokens of the shortest completion the guide writes from `state` (EOS
     /// not counted); `grid_core.reserve.INF` where none is writable.
     fn reserve(&self, state: &PyReserveState) -> PyResult<u64> {
+        let state = self.own(state)?;
         self.inner
             .reserve(&state.stacks, &state.config)
             .map_err(to_pyerr)
@@ -1298,6 +1382,7 @@ impl PyReserve {
 
     /// The token ids of that completion, or None where there is none.
     fn completion(&self, state: &PyReserveState) -> PyResult<Option<Vec<u32>>> {
+        let state = self.own(state)?;
         self.inner
             .completion(&state.stacks, &state.config)
             .map_err(to_pyerr)
@@ -1341,8 +1426,9 @@ struct PySession {
     last: Option<Filled>,
     /// The caller's protocol, shared with forks.
     protocol: Option<Arc<Protocol>>,
-    /// The last bitmask filled through the protocol's view, and its view.
-    view: Option<(Py<PyAny>, Py<PyAny>)>,
+    /// The last bitmask filled through the protocol's view, its view, and its
+    /// dtype then (a tensor's `.data` can be swapped for another dtype's).
+    view: Option<(Py<PyAny>, Py<PyAny>, Py<PyAny>)>,
     /// The view of a tensor the last fill wrote and its export, held until
     /// another bitmask is filled or the session drops: a serving loop fills
     /// one tensor step after step, and viewing and exporting it anew costs
@@ -1371,8 +1457,9 @@ impl PySession {
         let Some(views) = self.protocol.as_ref().and_then(|p| p.views.as_ref()) else {
             return Ok(bitmask.clone());
         };
-        if let Some((obj, view)) = &self.view {
-            if obj.is(bitmask) && self.view_current(bitmask, view.bind(py))? {
+        if let Some((obj, view, dtype)) = &self.view {
+            let same = obj.is(bitmask) && bitmask.getattr(intern!(py, "dtype"))?.is(dtype);
+            if same && self.view_current(bitmask, view.bind(py))? {
                 return Ok(view.bind(py).clone());
             }
         }
@@ -1384,15 +1471,17 @@ impl PySession {
         if view.is_none(py) {
             return Ok(bitmask.clone());
         }
-        self.view = Some((bitmask.clone().unbind(), view.clone_ref(py)));
+        let dtype = bitmask.getattr(intern!(py, "dtype"))?.unbind();
+        self.view = Some((bitmask.clone().unbind(), view.clone_ref(py), dtype));
         Ok(view.into_bound(py))
     }
 }
 
 impl PySession {
-    /// Whether `view`, the view kept for the tensor `bitmask`, is still that
-    /// tensor's memory: the export held of it starts at the tensor's
-    /// `data_ptr()`, with its shape, and the tensor is contiguous. A tensor
+    /// Whether `view`, the view kept for the tensor `bitmask` (of the dtype it
+    /// had then), is still that tensor's memory: the export held of it starts
+    /// at the tensor's `data_ptr()`, with its shape, and the tensor is
+    /// contiguous. A tensor
     /// pointed at new storage (`Tensor.set_`, a batch that grew) is viewed
     /// anew; its old storage may be freed already.
     fn view_current(&self, bitmask: &Bound<'_, PyAny>, view: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -1435,10 +1524,10 @@ impl PySession {
         let Wide(t) = token.extract()?;
         let kind = kind.0?;
         let (session, p) = (&mut self.inner, &self.protocol);
-        let err = |e| Self::err(p, e);
-        if session.audited() && !session.prepare_record(false).map_err(err)? {
-            py.allow_threads(|| session.prepare_record(true))
-                .map_err(err)?;
+        // The record's mask, walked with the GIL released when it must be; a
+        // failure is the accept's to raise, after its token check.
+        if session.audited() && !session.prepare_record(false).unwrap_or(true) {
+            let _ = py.allow_threads(|| session.prepare_record(true));
         }
         session.accept_token(t, kind).map_err(|e| match p {
             Some(p) => p.error(with_token(e, token)),
@@ -1689,8 +1778,9 @@ fn fill_next_token_bitmasks(
     mut sessions: Vec<PyRefMut<'_, PySession>>,
     bitmask: &Bound<'_, PyAny>,
     rows: Option<Vec<Wide>>,
-    threads: usize,
+    threads: i64,
 ) -> PyResult<Vec<Option<PyObject>>> {
+    let threads = thread_count(threads)?;
     let Some(first) = sessions.first() else {
         return Ok(Vec::new());
     };
@@ -2277,7 +2367,18 @@ fn apply_in_place(
     if rows == 0 || width == 0 {
         return Ok(());
     }
+    if n_words == 0 {
+        return Err(PyValueError::new_err(
+            "the bitmask has no words: a row of n_words int32 words masks 32 * n_words tokens",
+        ));
+    }
     let (out, mask) = (scores.addr, words.buf_ptr() as usize);
+    let (out_end, mask_end) = (out + 4 * rows * width, mask + 4 * rows * n_words);
+    if out < mask_end && mask < out_end {
+        return Err(PyValueError::new_err(
+            "the logits and the bitmask share memory: give the bitmask a buffer of its own",
+        ));
+    }
     with_logits(py, scores, || {
         // SAFETY: `scores` is writable, C-contiguous, aligned memory of
         // `rows * width` float32 and `words` an export of `rows * n_words`
@@ -2761,11 +2862,15 @@ impl PyScopedSession {
     /// Mode 1's reserve source, and its start: this session's configuration.
     fn reserve_source(&self) -> (PyScopedReserve, PyScopedState) {
         let (inner, state) = self.inner.reserve_source();
+        let stacks = Arc::clone(inner.stacks());
         (
             PyScopedReserve {
                 inner: Arc::new(inner),
             },
-            PyScopedState { inner: state },
+            PyScopedState {
+                inner: state,
+                stacks,
+            },
         )
     }
 
@@ -2809,6 +2914,8 @@ struct PyScopedReserve {
 #[pyclass(frozen, module = "grid_kernels._native", name = "ScopedState")]
 struct PyScopedState {
     inner: ScopedState,
+    /// The arena generation its stack node lives in (its reserve's).
+    stacks: Arc<Mutex<Stacks>>,
 }
 
 #[pymethods]
@@ -2826,23 +2933,40 @@ impl PyScopedState {
     }
 }
 
+impl PyScopedReserve {
+    /// `state`'s own state, checked to be of this reserve's arena generation
+    /// (its stack node names a stack there only).
+    fn own<'s>(&self, state: &'s PyScopedState) -> PyResult<&'s ScopedState> {
+        if !Arc::ptr_eq(&state.stacks, self.inner.stacks()) {
+            return Err(PyValueError::new_err(
+                "this state was made by another reserve source (another engine or arena)",
+            ));
+        }
+        Ok(&state.inner)
+    }
+}
+
 #[pymethods]
 impl PyScopedReserve {
     /// The state after `token`, None where the scoped lexer refuses it.
     fn advance(&self, state: &PyScopedState, token: u32) -> PyResult<Option<PyScopedState>> {
-        let next = self.inner.advance(&state.inner, token).map_err(to_pyerr)?;
-        Ok(next.map(|inner| PyScopedState { inner }))
+        let next = self
+            .inner
+            .advance(self.own(state)?, token)
+            .map_err(to_pyerr)?;
+        let stacks = Arc::clone(&state.stacks);
+        Ok(next.map(|inner| PyScopedState { inner, stacks }))
     }
 
     /// Tokens of the simulated completion (EOS not counted);
     /// `grid_core.reserve.INF` where none is written.
     fn reserve(&self, state: &PyScopedState) -> PyResult<u64> {
-        self.inner.reserve(&state.inner).map_err(to_pyerr)
+        self.inner.reserve(self.own(state)?).map_err(to_pyerr)
     }
 
     /// That completion's token ids, or None where there is none.
     fn completion(&self, state: &PyScopedState) -> PyResult<Option<Vec<u32>>> {
-        let got = self.inner.completion(&state.inner).map_err(to_pyerr)?;
+        let got = self.inner.completion(self.own(state)?).map_err(to_pyerr)?;
         Ok(got.map(|c| c.to_vec()))
     }
 }

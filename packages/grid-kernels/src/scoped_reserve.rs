@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::engine::{lock, Stacks};
-use crate::error::Result;
+use crate::error::{KernelError, Result};
 use crate::lexer::Config;
 use crate::parser::{NodeId, StackArena};
 use crate::reserve::{split, INF};
@@ -64,10 +64,21 @@ impl ScopedReserve {
         Self { engines, stacks }
     }
 
+    /// The arena generation its states' stack nodes live in: a state is this
+    /// reserve's to price only if it was made in it.
+    pub fn stacks(&self) -> &Arc<Mutex<Stacks>> {
+        &self.stacks
+    }
+
     /// The state after `token` (`ScopedReserve.advance`); None where the
     /// scoped lexer refuses it.
     pub fn advance(&self, state: &ScopedState, token: u32) -> Result<Option<ScopedState>> {
         let trie = &self.engines.base().tables.trie;
+        let n_vocab = trie.n_vocab();
+        if token as usize >= n_vocab {
+            let token = i64::from(token);
+            return Err(KernelError::TokenOutOfRange { token, n_vocab });
+        }
         let arena = &mut lock(&self.stacks).arena;
         self.step(arena, state, trie.spelling(token as usize))
     }

@@ -379,7 +379,10 @@ impl Session {
         if self.output.len() + spelling.len() > u32::MAX as usize {
             return Err(self.guide_error(Some(token), "the output would exceed 4 GiB"));
         }
-        self.prepare_record(true)?;
+        // The record's mask, made first (a fill reads the current step); its
+        // error is raised only for a token the step admits: at a dead end (an
+        // empty mask) every token is refused, as by the reference guide.
+        let prepared = self.prepare_record(true);
         let engine = Arc::clone(&self.engine);
         let g = &*engine.tables.grammar;
         let from = self.output.len();
@@ -410,6 +413,10 @@ impl Session {
             }
             None => None,
         };
+        if let (Some(_), Err(e)) = (next, &prepared) {
+            self.output.truncate(from);
+            return Err(e.clone());
+        }
         if let (Some((node, start, scan, _)), Some(tracker)) = (next, self.events.as_deref_mut()) {
             let at = At {
                 grammar: g,

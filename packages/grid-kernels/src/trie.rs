@@ -197,6 +197,9 @@ impl Trie {
         if alias_offset[0] != 0 || alias_offset[n] as usize != raw.alias_ids.len() {
             return Err(bad_table(T, "alias_offset does not span alias_ids"));
         }
+        if raw.n_vocab == 0 {
+            return Err(bad_table(T, "the vocabulary is empty (n_vocab 0)"));
+        }
         let in_vocab = |t: i32| usize::try_from(t).ok().filter(|&t| t < raw.n_vocab);
         let alias_ids: Vec<u32> = raw
             .alias_ids

@@ -145,6 +145,23 @@ def test_the_native_reserve_is_the_references_at_every_step(seed: int) -> None:
         a, b = source.advance(a, token), ref.advance(b, token)
 
 
+def test_the_native_reserve_refuses_what_is_not_its_own() -> None:
+    """A token id past the vocabulary, or a state of another reserve source
+    (another ScopedEngines: its stack nodes name other stacks), panicked inside
+    the kernels (an index out of bounds); both are a ValueError now."""
+    vocab, _ = world()
+    source, start = native(audit=False)._native.reserve_source()
+    for token in (vocab.n_vocab, 2**32 - 1):
+        with pytest.raises(ValueError, match=r"vocabulary|range"):
+            source.advance(start, token)
+    fresh = covering_engines.__wrapped__()  # engines of their own: another arena
+    other = fresh.guide(audit=False)._native.reserve_source()[1]
+    for call in (source.reserve, source.completion, lambda s: source.advance(s, 0)):
+        with pytest.raises(ValueError, match="another reserve source"):
+            call(other)
+    assert source.reserve(start) < INF  # its own state still priced
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_mode1_decodes_alike(seed: int) -> None:
     """Mode 1 (``generate``) over the native guide and over the reference, with the

@@ -148,7 +148,7 @@ def fill_rows(
     are filled in one call into the kernels: the rows that need no walk at once,
     the GIL held (a warm row costs about a microsecond, less than handing the
     GIL over), then the rows that must walk with the GIL released, shared out
-    over ``threads`` threads; any other guide row by row. Bit-identical to
+    over ``threads`` threads (1 to 256); any other guide row by row. Bit-identical to
     filling the rows one by one. A guide's failure does not stop the others: one
     entry per guide, None or the error its fill raised (its row untouched), as
     grid-core's error classes (a bug inside a guide included: it is that row's).
@@ -159,6 +159,8 @@ def fill_rows(
 
     if rows is not None and len(rows) != len(guides):
         raise ValueError(f"{len(rows)} rows for {len(guides)} guides")
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 256:
+        raise ValueError(f"threads must be from 1 to 256 (the kernels' most), not {threads!r}")
     guides = [g.inner if isinstance(g, EventGuide) else g for g in guides]  # same masks
     if len({id(g) for g in guides}) != len(guides):
         raise ValueError("one guide is given for two rows: each row is a request of its own")

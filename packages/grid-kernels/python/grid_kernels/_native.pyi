@@ -197,7 +197,8 @@ class EngineTables:
         ``schema``: the lexicon's fingerprint (identifier keys carry it; None:
         the empty string).
         ``threads``: the pool cold walks are spread over (1: the calling
-        thread; None: rayon's global pool).
+        thread, at most 256; None: rayon's global pool). Pools of the four
+        most recently used sizes are kept between calls.
         ``shared``: the walk cache of the engine's walk family, shared with
         the family's other engines; ``family`` must be its family (else a
         ``ValueError``). None: the engine's own cache."""
@@ -491,11 +492,12 @@ class Session:
         ``array('i')``) in this machine's byte order (``>i4`` is refused),
         shaped ``(n_words,)`` or ``(batch, n_words)``. A row, like a token
         id or a count, beyond 64 bits is out of range (``ValueError``), not
-        an ``OverflowError``. The buffer filled last is held (its export)
-        until another is filled: numpy cannot move or resize it meanwhile,
-        and a dtype or shape assigned to the same array in place between
-        fills is not seen (the rows are those of the first fill's shape). A
-        warm fill holds the GIL (microseconds); one that must walk releases it."""
+        an ``OverflowError``. A buffer is exported at every fill and released
+        after it (a shape or dtype assigned in place between fills is seen);
+        a CPU ``torch.int32`` tensor's view is kept while the tensor keeps its
+        memory, shape and dtype. A ctypes ``c_int32`` array (format ``'<i'``)
+        is a buffer too. A warm fill holds the GIL (microseconds); one that
+        must walk releases it."""
     def rollback(self, n: int = 1) -> None:
         """Undo the last ``n`` accepted tokens."""
     def fork(self) -> Session:
@@ -534,7 +536,7 @@ def fill_next_token_bitmasks(
     sessions: list[Session], bitmask: Buffer, rows: list[int] | None = None, threads: int = 1
 ) -> list[SessionError | None]:
     """Fill many sessions' rows in one call, the GIL released, over ``threads``
-    threads (bit-identical to filling them one by one): session ``i`` writes row
+    threads (1 to 256; bit-identical to filling them one by one): session ``i`` writes row
     ``rows[i]`` (default ``i``) of a ``(batch, n_words)`` int32 buffer. One entry
     per session: None, or the error its fill raised (that row untouched, the
     others filled). A session given twice, a row given twice or out of range,
@@ -565,7 +567,9 @@ def apply_token_bitmask(
 class BitmaskApplier:
     """:func:`apply_token_bitmask` with its bitmask and exit intent held (the
     bitmask's buffer export is taken once and pins its memory while this object
-    lives): what a logits processor applies at every step."""
+    lives, against numpy's own resizes; not against ``resize(refcheck=False)``,
+    which numpy documents as unsafe): what a logits processor applies at every
+    step. A bitmask of no words is a ``ValueError`` at ``apply``."""
 
     def __new__(
         cls, bitmask: Buffer, exit_token: int | None = None, exit_row: Buffer | None = None
