@@ -446,6 +446,31 @@ def test_having_aggregates_do_not_see_result_aliases(
         assert got == [(1,)]
 
 
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "WITH cte AS (SELECT id FROM departments) SELECT id, "
+        "(WITH cte AS (SELECT * FROM cte) SELECT salary FROM cte LIMIT 1) FROM employees;",
+        "WITH employees(id, salary) AS (SELECT id, salary FROM employees) "
+        "SELECT id FROM employees WHERE salary > 0;",
+        "WITH RECURSIVE employees(id, salary) AS (SELECT id, salary FROM employees) "
+        "SELECT id FROM employees WHERE salary > 0;",
+        "WITH c AS (SELECT id, salary FROM employees), "
+        "employees AS (SELECT id, 0 AS salary FROM departments) SELECT * FROM c;",
+    ],
+)
+def test_a_with_body_sees_only_the_common_tables_before_it(
+    db: duckdb.DuckDBPyConnection, checker: SemanticChecker, sql: str
+) -> None:
+    """DuckDB's WITH bodies see the common tables before them (RECURSIVE or
+    not); their own name, or a later one's, is the one outside the WITH: here
+    the table employees, read for its salary (the checker read the table being
+    defined; a red team's, session 46; `Dialect.cte_visibility`)."""
+    assert prepares(db, sql) is None
+    found = checker.check(sql, "clerk")
+    assert ("employees", "salary") in {(v.table, v.column) for v in found}, found
+
+
 def test_an_inner_whole_row_comes_before_an_outer_column(
     db: duckdb.DuckDBPyConnection, checker: SemanticChecker
 ) -> None:

@@ -166,6 +166,16 @@ DENIED = [
      "WHERE (SELECT salary::text FROM (VALUES (1)) AS salary) > '150000';", "salary"),
     ("SELECT q.v FROM employees CROSS JOIN LATERAL "
      "(SELECT to_json(salary) AS v FROM departments AS salary LIMIT 1) AS q;", "salary"),
+    # a WITH body sees the common tables before it (all of them under RECURSIVE):
+    # any other name, its own included, is the one outside the WITH (the checker
+    # read the table being defined; a red team's, session 46)
+    ("WITH cte AS (SELECT id FROM departments) SELECT id, "
+     "(WITH cte AS (SELECT * FROM cte) SELECT salary FROM cte LIMIT 1) FROM employees;",
+     "salary"),
+    ("WITH employees(id, salary) AS (SELECT id, salary FROM employees) "
+     "SELECT id FROM employees WHERE salary > 0;", "salary"),
+    ("WITH c AS (SELECT id, salary FROM employees), "
+     "employees AS (SELECT id, 0 AS salary FROM departments) SELECT * FROM c;", "salary"),
     ('SELECT who FROM "Audit";', "who"),
     ('SELECT "When" FROM "Audit";', "When"),
 ]  # fmt: skip
@@ -186,6 +196,8 @@ ALLOWED = [
     "SELECT e.id FROM employees AS e NATURAL JOIN (SELECT (SELECT 'x' AS title)) AS q;",
     "SELECT e.id FROM employees AS e NATURAL JOIN (SELECT CAST(1 AS int)) AS q;",
     "SELECT (SELECT to_json(d) FROM departments AS d LIMIT 1) FROM employees;",
+    "WITH RECURSIVE b AS (SELECT id FROM a), a AS (SELECT id FROM departments) SELECT id FROM b;",
+    "WITH a AS (SELECT id FROM departments), b AS (SELECT id FROM a) SELECT id FROM b;",
     "WITH RECURSIVE cte(x) AS (SELECT 1, 2 AS y UNION ALL SELECT x + 1, y FROM cte "
     "WHERE x < 3) SELECT x, y FROM cte;",
 ]

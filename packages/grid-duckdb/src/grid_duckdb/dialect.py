@@ -142,6 +142,8 @@ class DuckdbDialect(PostgresDialect):
     source_names_unique: bool = False  # `FROM u, u` binds (a column of both is ambiguous)
     whole_rows_after_columns: bool = False  # (SELECT s FROM dept AS s): dept's row, level first
     having_aggregates_see_aliases: bool = False  # HAVING max(x): x no alias
+    # WITH c AS (... emp ...), emp AS (...): c reads the table emp, RECURSIVE or not
+    cte_visibility: Literal["all", "earlier", "earlier-unless-recursive"] = "earlier"
     conflict_bare_names_target: bool = True  # DO UPDATE SET y = y + 1: the stored y
     nested_join_sees_outer: bool = True  # `FROM a JOIN (b JOIN c ON a.x = b.x) ON 1` binds
     comma_binds_loosest: bool = False  # `FROM a, b JOIN c ON a.x = c.x` binds

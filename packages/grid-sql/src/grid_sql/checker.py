@@ -647,6 +647,13 @@ def _trees(node: Tree) -> list[Tree]:
     return [c for c in node.children if not _is_token(c)]
 
 
+def _compound(select: Tree) -> bool:
+    """``select`` (a select_stmt) is a compound at its top (UNION, ...): the only
+    form in which a common table reads itself recursively."""
+    top = _child(select, "compound_select") or select
+    return any(not _is_token(c) and c.data == "compound_operator" for c in top.children)
+
+
 def _sets_default(assignment: Tree) -> bool:
     """``c = DEFAULT`` (PostgreSQL), not ``c = expr``."""
     return any(t.type == "DEFAULT" for t in _tokens(assignment))
@@ -1068,7 +1075,25 @@ class _Walker:
                 f"this WITH clause already has a common table named "
                 f"{frame.ctes[self.names.token(name)].name}; give {_name(name)} another name",
             )
+        self._cte_envs(tree, frame)
         return frame
+
+    def _cte_envs(self, tree: Tree, frame: _Env) -> None:
+        """Give each common table of ``frame`` the environment its body sees
+        (`Dialect.cte_visibility`): ``frame`` itself where it sees them all, else
+        the ones before it (and, where recursion may see it, itself), over the
+        environment outside the WITH."""
+        visibility = self.dialect.cte_visibility
+        recursive = any(t.type == "RECURSIVE" for t in _tokens(tree))
+        if visibility == "all" or (recursive and visibility == "earlier-unless-recursive"):
+            return
+        seen: dict[str, _Cte] = {}
+        for key, cte in frame.ctes.items():
+            own = dict(seen)
+            if recursive and _compound(cte.body):
+                own[key] = cte
+            cte.env = _Env(frame.parent, own)
+            seen[key] = cte
 
     def _walk_cte(self, cte: _Cte) -> None:
         """Walk a CTE body once, on first need (a CTE may use one defined after it)."""

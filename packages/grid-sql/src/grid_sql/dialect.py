@@ -286,6 +286,15 @@ class Dialect:
     # resolving past the aliases to the enclosing queries (DuckDB: `SELECT id AS
     # x ... HAVING max(x) > 0` is "column x not found").
     having_aggregates_see_aliases: bool = True
+    # Which common tables of one WITH clause a body sees: "all" (SQLite: every
+    # one, itself included: a recursive part, else "circular reference");
+    # "earlier" (DuckDB: those before it, and itself only as the recursive part
+    # of a WITH RECURSIVE compound); "earlier-unless-recursive" (PostgreSQL:
+    # those before it, every one under WITH RECURSIVE). A name a body does not
+    # see is resolved outside the WITH: an enclosing common table, else the
+    # schema's table (`WITH emp(id, salary) AS (SELECT id, salary FROM emp)`
+    # reads the table emp).
+    cte_visibility: Literal["all", "earlier", "earlier-unless-recursive"] = "all"
     # Whether an INSERT with no column list may give fewer values than the table has
     # columns, the rest taking their defaults (PostgreSQL); SQLite and DuckDB refuse it.
     insert_fills_defaults: bool = False

@@ -266,6 +266,9 @@ class PostgresDialect(Dialect):
     identifier_case: IdentifierCase = "fold-lower"
     whole_row_references: bool = True
     whole_rows_after_columns: bool = True
+    cte_visibility: Literal["all", "earlier", "earlier-unless-recursive"] = (
+        "earlier-unless-recursive"
+    )
     source_names_unique: bool = True
     stores_routines: bool = True
     events: tuple[tuple[str, str], ...] = (
