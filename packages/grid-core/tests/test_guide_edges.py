@@ -369,7 +369,7 @@ def test_thread_counts_are_bounded() -> None:
         assert tasks < 80, tasks  # 4 pools kept at most: 10+11+12+13 threads, not 2+...+13
 
 
-def test_a_tensor_whose_data_changed_dtype_is_checked_again() -> None:
+def test_a_torch_tensor_whose_data_changed_dtype_is_checked_again() -> None:
     """The view kept of a tensor was reused when the tensor kept its memory and
     shape: `t.data = t.view(torch.float32)` got int32 bits written into floats."""
     torch = pytest.importorskip("torch")
