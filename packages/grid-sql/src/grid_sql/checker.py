@@ -647,6 +647,13 @@ def _trees(node: Tree) -> list[Tree]:
     return [c for c in node.children if not _is_token(c)]
 
 
+def _call_name(call: Tree) -> str:
+    """The function a call tree calls, lower case (its first lexeme, `name(`);
+    empty if it has none."""
+    head = _first_token(call)
+    return _text(head).split("(")[0].strip().strip('"').lower() if head else ""
+
+
 def _compound(select: Tree) -> bool:
     """``select`` (a select_stmt) is a compound at its top (UNION, ...): the only
     form in which a common table reads itself recursively."""
@@ -1271,9 +1278,7 @@ class _Walker:
 
     def _may_aggregate(self, call: Tree) -> bool:
         """``call`` (an aggregate_call or function_call tree) may be an aggregate."""
-        head = _first_token(call)
-        name = _text(head).split("(")[0].strip().strip('"').lower() if head else ""
-        return call.data == "aggregate_call" or can_aggregate(name, self.dialect)
+        return call.data == "aggregate_call" or can_aggregate(_call_name(call), self.dialect)
 
     def _grouping_scope(self, scope: _Scope) -> _Scope:
         """What a SELECT's ORDER BY and GROUP BY resolve against: its core's scope,
@@ -1406,8 +1411,7 @@ class _Walker:
                 return ("?column?", "?column?"), 0
             return self._postgres_name(inner[0], scope, env)
         if data in ("function_call", "special_call", "aggregate_call", "aggregate_head"):
-            head = _first_token(expr)
-            name = _text(head).split("(")[0].strip().strip('"').lower() if head else "?column?"
+            name = _call_name(expr) or "?column?"
             name = _PG_CALL_NAMES.get(name, name) if data == "special_call" else name
             return (name, name), 2
         if data == "case_expr":  # its ELSE's name if that is a strong one
