@@ -1110,6 +1110,18 @@ class _Walker:
         named = len(cte.columns) if cte.columns is not None else None
         mark = self._mark()
         outputs = self._cte_body(cte)
+        if len(outputs.names) > MAX_WIDTH:
+            # Refused, and read as having no known columns: a WITH nested in a
+            # WITH can double a width at each level (`SELECT * FROM cte AS x, cte
+            # AS y`), and the walk would follow it, in time and memory.
+            self._violation(
+                ViolationKind.COLUMN_COUNT,
+                _span(cte.body),
+                f"the common table {cte.name} gives {len(outputs.names):,} columns; "
+                f"a table of a statement gives at most {MAX_WIDTH:,}",
+            )
+            cte.columns, cte.opaque, cte.state = {}, True, "done"
+            return
         if cte.columns is None:
             cte.columns = outputs.columns(self.dialect.duplicate_column_suffix)
         elif not outputs.opaque and named is not None:
@@ -2190,6 +2202,10 @@ _VALUES_NAMES = {"column1": ("column", 1), "col0": ("col", 0)}
 _CAST_WORDS = frozenset({"CAST", "AS", "LPAR", "RPAR"})
 
 #: PostgreSQL's own names of the SQL type words (a cast's column name).
+#: The most columns a common table may give (SQLite's default SQLITE_MAX_COLUMN;
+#: PostgreSQL's target lists stop at 1,664): past it the statement is refused.
+MAX_WIDTH = 2000
+
 # Calls PostgreSQL's grammar rewrites, by the name of the function it calls:
 # `trim(x)` is btrim(x) (LEADING and TRAILING, which the grammar here lacks,
 # would be ltrim and rtrim).
