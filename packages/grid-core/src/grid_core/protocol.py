@@ -136,6 +136,11 @@ def accept_in_order(guide: Guide, tokens: Sequence[int], kind: Kind = "sampled")
     return len(tokens)
 
 
+#: The most threads a batch fill spreads over: the kernels' bound
+#: (``grid_kernels`` refuses more; ``test_guide_edges`` holds both to it).
+MAX_THREADS = 256
+
+
 def fill_rows(
     guides: Sequence[Guide],
     bitmask: Any,
@@ -159,8 +164,8 @@ def fill_rows(
 
     if rows is not None and len(rows) != len(guides):
         raise ValueError(f"{len(rows)} rows for {len(guides)} guides")
-    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 256:
-        raise ValueError(f"threads must be from 1 to 256 (the kernels' most), not {threads!r}")
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
+        raise ValueError(f"threads must be from 1 to {MAX_THREADS}, not {threads!r}")
     guides = [g.inner if isinstance(g, EventGuide) else g for g in guides]  # same masks
     if len({id(g) for g in guides}) != len(guides):
         raise ValueError("one guide is given for two rows: each row is a request of its own")
